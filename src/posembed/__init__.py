@@ -1,0 +1,76 @@
+"""posembed: how transformers know where a token is.
+
+Every positional scheme behind one interface (absolute, rotary, bias), the transformer
+input-embedding block, an inspector and an experiment lab.
+
+Public names are imported lazily: ``import posembed`` stays cheap, and optional
+dependencies (transformers, matplotlib, scikit-learn) load only when used.
+
+>>> import posembed
+>>> posembed.LearnedAbsolute(max_len=8, dim=4).kind.value
+'absolute'
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+__version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+#: public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # interface
+    "Kind": "posembed.schemes.base",
+    "PositionScheme": "posembed.schemes.base",
+    "AbsoluteScheme": "posembed.schemes.base",
+    "RotaryScheme": "posembed.schemes.base",
+    "BiasScheme": "posembed.schemes.base",
+    "SCHEMES": "posembed.schemes.base",
+    # absolute
+    "LearnedAbsolute": "posembed.schemes.learned",
+    "LearnedParameter": "posembed.schemes.learned",
+    "Sinusoidal": "posembed.schemes.sinusoidal",
+    "ScaledSinusoidal": "posembed.schemes.sinusoidal",
+    "Sinusoidal2D": "posembed.schemes.sinusoidal_nd",
+    "Sinusoidal3D": "posembed.schemes.sinusoidal_nd",
+    # rotary
+    "RotaryEmbedding": "posembed.schemes.rotary",
+    "LinearScalingRotary": "posembed.schemes.rotary_scaling",
+    "NTKAwareRotary": "posembed.schemes.rotary_scaling",
+    "DynamicNTKRotary": "posembed.schemes.rotary_scaling",
+    "YaRNRotary": "posembed.schemes.rotary_scaling",
+    "Llama3Rotary": "posembed.schemes.rotary_scaling",
+    "LongRoPERotary": "posembed.schemes.rotary_scaling",
+    "XPos": "posembed.schemes.xpos",
+    # bias
+    "ALiBi": "posembed.schemes.alibi",
+    "T5RelativeBias": "posembed.schemes.t5_bias",
+    "ShawRelative": "posembed.schemes.shaw",
+    "NoPE": "posembed.schemes.nope",
+    # blocks
+    "TransformerEmbeddings": "posembed.embeddings",
+    "SelfAttention": "posembed.attention",
+    # positions
+    "default_positions": "posembed.positions",
+    "positions_from_mask": "posembed.positions",
+    "positions_from_documents": "posembed.positions",
+    "positions_with_offset": "posembed.positions",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'posembed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,69 @@
+"""The ``posembed`` command: a thin layer over importable functions.
+
+Each subcommand lives in its own module here with ``register(subparsers)``, which adds its
+parser and sets ``func(args) -> int``. Errors a user can fix (bad values, missing files,
+missing optional packages) end in one clear line on stderr and exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+__all__ = ["main", "UserError"]
+
+#: subcommand modules, in the order ``posembed --help`` lists them
+COMMANDS = ("encode", "schemes", "inspect", "lab", "bench")
+
+
+class UserError(Exception):
+    """An error the user can fix; the CLI prints its message without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="posembed",
+        description="Positional encodings for transformers: encode, inspect, compare.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"posembed.cli.{name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"posembed.cli.{name}":
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, ValueError, TypeError, FileNotFoundError, NotADirectoryError, UnicodeDecodeError) as error:
+        print(f"posembed {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        print(
+            f"posembed {args.command}: error: the optional package {error.name!r} is needed here; "
+            f"install it with: pip install 'posembed[all]'",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        print(f"posembed {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

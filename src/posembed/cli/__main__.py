@@ -1,0 +1,5 @@
+import sys
+
+from posembed.cli import main
+
+sys.exit(main())

@@ -1,0 +1,203 @@
+"""The scheme interface: every positional scheme is one small module of one of three kinds.
+
+The rest of the library dispatches on :class:`Kind`, never on a scheme's name.
+
+======== ======================================= ==========================================
+kind     what it touches                         call
+======== ======================================= ==========================================
+absolute the input, ``x = tok + pos(positions)`` ``scheme(position_ids) -> (…, C)``
+rotary   queries and keys before the dot product ``scheme(q, k, position_ids) -> (q, k)``
+bias     the attention logits ``s_ij += b``      ``scheme.bias(q_pos, k_pos, q, k) -> (…, H, Tq, Tk)``
+======== ======================================= ==========================================
+
+Shape legend used throughout the library: B batch, T length, H heads, D head dim, C channels.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "Kind",
+    "PositionScheme",
+    "AbsoluteScheme",
+    "RotaryScheme",
+    "BiasScheme",
+    "SCHEMES",
+    "ScoreMod",
+]
+
+#: FlexAttention score modifier ``(score, b, h, q_idx, kv_idx) -> score``.
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+#: Every concrete scheme class with a ``name``, by name (filled by ``__init_subclass__``).
+SCHEMES: dict[str, type["PositionScheme"]] = {}
+
+
+class Kind(str, enum.Enum):
+    """Where a scheme puts position into the transformer."""
+
+    ABSOLUTE = "absolute"
+    ROTARY = "rotary"
+    BIAS = "bias"
+
+
+class PositionScheme(nn.Module):
+    """Base class of every positional scheme.
+
+    Subclasses set the class attributes below; a subclass with a ``name`` is registered in
+    :data:`SCHEMES` (used by ``posembed schemes`` and by the lab to build schemes by name).
+    """
+
+    kind: ClassVar[Kind]
+    #: Registry name (``"sinusoidal"``, ``"rope"``, ``"alibi"``, ...); ``None`` for abstract bases.
+    name: ClassVar[str | None] = None
+    #: Short citation, e.g. ``"Vaswani et al. 2017"``.
+    paper: ClassVar[str] = ""
+    #: Whether the published results show it working beyond the training length.
+    extrapolates: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is not None:
+            if name in SCHEMES and SCHEMES[name] is not cls:
+                raise RuntimeError(f"scheme name {name!r} registered twice ({SCHEMES[name]} and {cls})")
+            SCHEMES[name] = cls
+
+    @property
+    def max_positions(self) -> int | None:
+        """Largest position count the scheme can represent, or ``None`` when unlimited."""
+        return None
+
+    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
+        """Raise a clear ``ValueError`` if this scheme cannot serve such an attention layer.
+
+        Called once by the attention module's constructor. The default accepts anything.
+        """
+
+
+class AbsoluteScheme(PositionScheme):
+    """A scheme that maps positions to vectors added to (or concatenated with) the input.
+
+    Subclasses implement :meth:`forward` and set ``self.dim``.
+
+    Shape:
+        - position_ids: ``(T,)`` or ``(B, T)`` integer positions.
+        - output: ``(T, C)`` or ``(B, T, C)`` with ``C = self.dim``.
+    """
+
+    kind = Kind.ABSOLUTE
+    dim: int
+
+    def forward(self, position_ids: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class RotaryScheme(PositionScheme):
+    """A scheme that rotates queries and keys by their positions before the dot product.
+
+    Shape:
+        - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
+        - position_ids: ``(Tq,)`` or ``(B, Tq)``; ``None`` means ``arange(Tq)``.
+        - k_position_ids: positions of the keys when they differ from the queries' (a cache);
+          ``None`` means the same as ``position_ids`` (requires ``Tq == Tk``).
+        - output: ``(q, k)`` of the input shapes and dtypes.
+    """
+
+    kind = Kind.ROTARY
+    head_dim: int
+
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        position_ids: Tensor | None = None,
+        k_position_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class BiasScheme(PositionScheme):
+    """A scheme that adds ``b(h, i, j)`` to the (already scaled) attention logits.
+
+    Two views of the same bias, which must agree:
+
+    - :meth:`bias` materialises it, for SDPA and the eager path;
+    - :meth:`score_mod` returns a FlexAttention score modifier (no ``T x T`` tensor).
+
+    Both return ``None`` when the scheme adds nothing (NoPE).
+
+    Shape:
+        - q_positions: ``(Tq,)`` or ``(B, Tq)``; k_positions: ``(Tk,)`` or ``(B, Tk)``.
+        - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``: only schemes with ``needs_qk`` read them
+          (Shaw relative keys); others accept ``None``.
+        - bias output: ``(H, Tq, Tk)`` for 1-D positions, ``(B, H, Tq, Tk)`` for 2-D positions
+          or when it depends on q/k. Same dtype as ``q`` when given, else float32.
+    """
+
+    kind = Kind.BIAS
+    num_heads: int
+    #: True when the bias depends on the queries/keys themselves (Shaw ``relative_key``).
+    needs_qk: ClassVar[bool] = False
+
+    def bias(
+        self,
+        q_positions: Tensor,
+        k_positions: Tensor,
+        q: Tensor | None = None,
+        k: Tensor | None = None,
+    ) -> Tensor | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def score_mod(
+        self,
+        q_positions: Tensor,
+        k_positions: Tensor,
+        q: Tensor | None = None,
+        k: Tensor | None = None,
+    ) -> ScoreMod | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def forward(
+        self,
+        q_positions: Tensor,
+        k_positions: Tensor,
+        q: Tensor | None = None,
+        k: Tensor | None = None,
+    ) -> Tensor | None:
+        return self.bias(q_positions, k_positions, q, k)
+
+    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
+        if num_heads != self.num_heads:
+            raise ValueError(
+                f"{type(self).__name__} was built for num_heads={self.num_heads}, "
+                f"but the attention layer has num_heads={num_heads}"
+            )
+
+
+def require_kind(scheme: PositionScheme | None, allowed: tuple[Kind, ...], where: str) -> None:
+    """Raise ``TypeError`` if ``scheme`` is not of one of the ``allowed`` kinds.
+
+    >>> require_kind(None, (Kind.ABSOLUTE,), "TransformerEmbeddings")
+    """
+    if scheme is None:
+        return
+    if not isinstance(scheme, PositionScheme):
+        raise TypeError(f"{where} expects a posembed PositionScheme, got {type(scheme).__name__}")
+    if scheme.kind not in allowed:
+        kinds = ", ".join(k.value for k in allowed)
+        raise TypeError(
+            f"{where} cannot use {type(scheme).__name__} (kind {scheme.kind.value!r}); "
+            f"it takes schemes of kind {kinds}. Rotary and bias schemes go to the attention layer, "
+            f"absolute schemes to the embeddings."
+        )
+
+
+def as_float_positions(position_ids: Tensor) -> Tensor:
+    """Positions as float32 whatever the caller's dtype: position math stays in fp32."""
+    return position_ids.to(torch.float32)

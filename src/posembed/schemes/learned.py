@@ -1,0 +1,134 @@
+"""Learned absolute positions: a trained table with one vector per position.
+
+Two spellings of the same thing, shown equivalent in the tests:
+
+- :class:`LearnedAbsolute`, an ``nn.Embedding`` table, as BERT / GPT-2
+  (Devlin et al. 2019, the Hugging Face ``position_embeddings`` module);
+- :class:`LearnedParameter`, a bare ``nn.Parameter`` of shape ``(max_len, C)``, as ViT
+  (Dosovitskiy et al. 2021) and the seed question "is it that simple?" — it is.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from posembed._checks import check_index_tensor, check_positive_int
+from posembed.schemes.base import AbsoluteScheme
+
+__all__ = ["LearnedAbsolute", "LearnedParameter"]
+
+
+def _limit_hint(max_len: int) -> str:
+    return (
+        f"a learned table has exactly max_len={max_len} rows. Ways out: a scheme without a length "
+        f"limit (posembed.Sinusoidal, a rotary or bias scheme), or interpolate the table to more rows "
+        f"(LearnedAbsolute.resized(new_len))"
+    )
+
+
+class LearnedAbsolute(AbsoluteScheme):
+    """Learned position table as an ``nn.Embedding`` (BERT's ``position_embeddings``).
+
+    Args:
+        max_len: number of positions (rows), e.g. 512 for BERT.
+        dim: width C of each position vector.
+        init_std: std of the normal init (BERT's ``initializer_range``, 0.02).
+
+    Shape:
+        - position_ids: ``(T,)`` or ``(B, T)``, values in ``[0, max_len)``.
+        - output: ``(T, C)`` or ``(B, T, C)``.
+
+    Example:
+        >>> pos = LearnedAbsolute(max_len=512, dim=8)
+        >>> pos(torch.arange(4)).shape
+        torch.Size([4, 8])
+    """
+
+    name = "learned"
+    paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
+    extrapolates = False
+
+    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
+        super().__init__()
+        self.max_len = check_positive_int(max_len, "max_len")
+        self.dim = check_positive_int(dim, "dim")
+        self.init_std = init_std
+        self.embedding = nn.Embedding(max_len, dim, device=device, dtype=dtype)
+        self.reset_parameters()
+
+    @property
+    def weight(self) -> Tensor:
+        """The ``(max_len, C)`` table."""
+        return self.embedding.weight
+
+    @property
+    def max_positions(self) -> int:
+        return self.max_len
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.embedding.weight, std=self.init_std)
+
+    def forward(self, position_ids: Tensor) -> Tensor:
+        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self.max_len))
+        return self.embedding(position_ids)
+
+    def resized(self, new_len: int) -> "LearnedAbsolute":
+        """A copy whose table is linearly interpolated to ``new_len`` rows (position interpolation)."""
+        new = LearnedAbsolute(new_len, self.dim, init_std=self.init_std, device=self.weight.device, dtype=self.weight.dtype)
+        table = self.weight.detach().t().unsqueeze(0)  # (1, C, max_len)
+        resized = nn.functional.interpolate(table.float(), size=new_len, mode="linear", align_corners=True)
+        with torch.no_grad():
+            new.embedding.weight.copy_(resized.squeeze(0).t())
+        return new
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}"
+
+
+class LearnedParameter(AbsoluteScheme):
+    """Learned position table as a bare ``nn.Parameter`` (ViT style).
+
+    Numerically the same as :class:`LearnedAbsolute` given the same table; only the
+    parameter's name and the lookup differ (``weight[position_ids]``).
+
+    Args:
+        max_len: number of positions (rows).
+        dim: width C of each position vector.
+        init_std: std of the normal init.
+
+    Shape:
+        - position_ids: ``(T,)`` or ``(B, T)``, values in ``[0, max_len)``.
+        - output: ``(T, C)`` or ``(B, T, C)``.
+
+    Example:
+        >>> pos = LearnedParameter(max_len=16, dim=4)
+        >>> pos(torch.tensor([[0, 1], [2, 3]])).shape
+        torch.Size([2, 2, 4])
+    """
+
+    name = "learned_parameter"
+    paper = "Dosovitskiy et al. 2021 (ViT)"
+    extrapolates = False
+
+    def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
+        super().__init__()
+        self.max_len = check_positive_int(max_len, "max_len")
+        self.dim = check_positive_int(dim, "dim")
+        self.init_std = init_std
+        self.weight = nn.Parameter(torch.empty(max_len, dim, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    @property
+    def max_positions(self) -> int:
+        return self.max_len
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=self.init_std)
+
+    def forward(self, position_ids: Tensor) -> Tensor:
+        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self.max_len))
+        return self.weight[position_ids]
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}"

