@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except BrokenPipeError:
+        # the reader went away (``posembed schemes | head``): stop quietly
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"posembed {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -11,7 +11,7 @@ from posembed.schemes.base import SCHEMES, AbsoluteScheme, BiasScheme, Kind, Pos
 
 __all__ = ["SCHEMES", "AbsoluteScheme", "BiasScheme", "Kind", "PositionScheme", "RotaryScheme", "all_schemes"]
 
-#: every module that defines schemes; a module that is missing is skipped
+#: every module that defines schemes
 SCHEME_MODULES = (
     "learned",
     "sinusoidal",

@@ -60,6 +60,8 @@ class PositionScheme(nn.Module):
     paper: ClassVar[str] = ""
     #: Whether the published results show it working beyond the training length.
     extrapolates: ClassVar[bool] = False
+    #: Whether positions beyond a fixed size are refused (learned tables).
+    has_length_limit: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)

@@ -48,6 +48,7 @@ class LearnedAbsolute(AbsoluteScheme):
     name = "learned"
     paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
     extrapolates = False
+    has_length_limit = True
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
         super().__init__()
@@ -110,6 +111,7 @@ class LearnedParameter(AbsoluteScheme):
     name = "learned_parameter"
     paper = "Dosovitskiy et al. 2021 (ViT)"
     extrapolates = False
+    has_length_limit = True
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
         super().__init__()

@@ -1,0 +1,93 @@
+"""``posembed schemes``: the catalogue rows and the command's text / JSON output."""
+
+import json
+import logging
+
+import pytest
+
+import posembed.schemes
+from posembed.cli import main
+from posembed.cli.schemes import format_table
+from posembed.schemes import catalog
+from posembed.schemes.base import SCHEMES, AbsoluteScheme
+from posembed.schemes.catalog import COLUMNS, constructor_parameters, has_length_limit, scheme_table
+
+ABSOLUTE = {
+    # name: (class, parameters, length limit)
+    "learned": ("LearnedAbsolute", "max_len, dim, *, init_std=0.02", True),
+    "learned_parameter": ("LearnedParameter", "max_len, dim, *, init_std=0.02", True),
+    "sinusoidal": ("Sinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None", False),
+    "scaled_sinusoidal": ("ScaledSinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None", False),
+    "sinusoidal_2d": ("Sinusoidal2D", "dim, *, base=10000.0, layout='interleaved'", False),
+    "sinusoidal_3d": ("Sinusoidal3D", "dim, *, base=10000.0, layout='interleaved'", False),
+}
+
+
+def test_table_lists_every_registered_scheme_once():
+    rows = scheme_table()
+    names = [row["name"] for row in rows]
+    assert sorted(names) == sorted(SCHEMES) and len(set(names)) == len(names)
+    assert set(ABSOLUTE) <= set(names)
+    for row in rows:
+        assert tuple(row) == COLUMNS
+        cls = SCHEMES[row["name"]]
+        assert (row["class"], row["kind"], row["paper"], row["extrapolates"]) == (
+            cls.__name__, cls.kind.value, cls.paper, cls.extrapolates)
+        assert row["paper"], f"{row['name']} cites no paper"
+    kinds = [row["kind"] for row in rows]
+    assert kinds == sorted(kinds, key=["absolute", "rotary", "bias"].index)
+
+
+@pytest.mark.parametrize("name", sorted(ABSOLUTE))
+def test_absolute_rows(name):
+    row = {row["name"]: row for row in scheme_table()}[name]
+    assert (row["class"], row["parameters"], row["length_limit"]) == ABSOLUTE[name]
+    assert row["kind"] == "absolute" and row["extrapolates"] is False
+
+
+def test_length_limit_rule():
+    class Declared(AbsoluteScheme):
+        has_length_limit = True
+
+        def __init__(self, dim: int, *, max_len: int | None = None) -> None:
+            super().__init__()
+
+    class Table(AbsoluteScheme):
+        def __init__(self, max_seq_len: int, dim: int, *, device=None, dtype=None) -> None:
+            super().__init__()
+
+    assert has_length_limit(Declared)  # the class attribute wins over the optional max_len
+    assert has_length_limit(Table)  # a required table size is a limit
+    assert constructor_parameters(Table) == "max_seq_len, dim"  # device/dtype hidden
+
+
+def test_constructor_parameters_marks_varargs():
+    def f(a, *rest, b=2, **extra):
+        pass
+
+    assert constructor_parameters(f) == "a, *rest, b=2, **extra"
+
+
+def test_cli_prints_aligned_table(capsys):
+    assert main(["schemes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["name", "class", "kind", "paper", "parameters"]
+    assert lines[0].endswith("length limit  extrapolates")
+    assert len(lines) == 1 + len(scheme_table())
+    sinusoidal = next(line for line in lines if line.startswith("sinusoidal "))
+    assert "Vaswani et al. 2017" in sinusoidal and sinusoidal.split()[-2:] == ["no", "no"]
+    learned = next(line for line in lines if line.startswith("learned "))
+    assert learned.split()[-2:] == ["yes", "no"]
+    column = lines[0].index("kind")
+    assert all(line[column:].startswith(("absolute", "rotary", "bias")) for line in lines[1:])
+
+
+def test_cli_json_equals_table(capsys):
+    assert main(["schemes", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == scheme_table()
+
+
+def test_format_table_yes_no():
+    row = dict.fromkeys(COLUMNS, "v") | {"length_limit": True, "extrapolates": False}
+    assert format_table([row]).splitlines()[1].split()[-2:] == ["yes", "no"]
+
