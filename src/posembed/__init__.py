@@ -53,6 +53,10 @@ _EXPORTS: dict[str, str] = {
     # blocks
     "TransformerEmbeddings": "posembed.embeddings",
     "SelfAttention": "posembed.attention",
+    "EmbeddingComponents": "posembed.embeddings",
+    "encode_texts": "posembed.pairs",
+    "EncodedBatch": "posembed.pairs",
+    "explain_encoding": "posembed.encode_report",
     # positions
     "default_positions": "posembed.positions",
     "positions_from_mask": "posembed.positions",

@@ -1,0 +1,331 @@
+"""The transformer input-embedding block: token + position + segment, LayerNorm, dropout.
+
+This is BERT's ``BertEmbeddings`` block (Devlin et al. 2019) with the position table replaced by
+any *absolute* posembed scheme. Rotary and bias schemes act inside attention and are refused here
+with a ``TypeError`` that says so.
+
+Two ways to put the position in:
+
+- ``combine="add"`` (BERT, Vaswani et al. 2017): ``x = (tok + seg) + pos``, in exactly the order
+  Hugging Face uses, so with a :class:`~posembed.LearnedAbsolute` table the block is numerically
+  the same as ``transformers``' ``BertEmbeddings``.
+- ``combine="concat"``: ``x = [tok | pos] + seg``. The token width is ``hidden_size - pos.dim``;
+  or give ``token_dim`` and a ``Linear(token_dim + pos.dim -> hidden_size)`` projects
+  ``[tok | pos]`` back to the hidden width. Segment embeddings are ``hidden_size`` wide and are
+  added after the concatenation (and projection).
+
+Every part can also be read in the hidden width (:meth:`TransformerEmbeddings.components`), and
+:meth:`TransformerEmbeddings.position_embeddings` gives the position vectors a model re-injects at
+every layer: for all three variants, ``combined == token + position + segment`` (up to float
+rounding), since the projection is linear.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from posembed._checks import check_index_tensor, check_positive_int, check_same_shape
+from posembed.positions import resolve_positions
+from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
+
+__all__ = ["TransformerEmbeddings", "EmbeddingComponents"]
+
+logger = logging.getLogger(__name__)
+
+COMBINES = ("add", "concat")
+
+
+class EmbeddingComponents(NamedTuple):
+    """The parts of one forward pass, each ``(B, T, C)`` in the hidden width C.
+
+    ``token + position + segment`` equals ``combined`` up to float rounding; ``output`` is
+    ``LayerNorm(combined)`` (before dropout).
+    """
+
+    token: Tensor
+    position: Tensor
+    segment: Tensor
+    combined: Tensor
+    output: Tensor
+
+
+class TransformerEmbeddings(nn.Module):
+    """Token + absolute position + segment embeddings, then LayerNorm and dropout (BERT).
+
+    Args:
+        vocab_size: number of token ids.
+        hidden_size: output width C.
+        position: an absolute scheme (``LearnedAbsolute``, ``Sinusoidal``, ...) or ``None`` for no
+            absolute position (NoPE, or positions handled in attention).
+        type_vocab_size: number of segment (token type) ids; 0 = no segment table.
+        pad_token_id: the token id whose embedding is zero and gets no gradient (``padding_idx``).
+        combine: ``"add"`` or ``"concat"`` (see the module docstring).
+        token_dim: token width for ``concat`` with a projection back to ``hidden_size``.
+        layer_norm_eps: LayerNorm epsilon (1e-12 in BERT).
+        dropout: dropout probability after the LayerNorm.
+
+    Shape:
+        - input_ids: ``(B, T)`` integers in ``[0, vocab_size)``.
+        - token_type_ids: ``(B, T)`` or ``(T,)`` in ``[0, type_vocab_size)``; ``None`` = all 0.
+        - position_ids: ``(B, T)``, ``(1, T)`` or ``(T,)``; ``None`` = ``arange(T)``.
+        - output: ``(B, T, C)``.
+
+    Example:
+        >>> from posembed import LearnedAbsolute
+        >>> emb = TransformerEmbeddings(100, 8, position=LearnedAbsolute(16, 8))
+        >>> emb(torch.tensor([[2, 5, 7]]), token_type_ids=torch.tensor([[0, 0, 1]])).shape
+        torch.Size([1, 3, 8])
+        >>> cat = TransformerEmbeddings(100, 8, position=LearnedAbsolute(16, 3), combine="concat")
+        >>> cat.token_embeddings.embedding_dim, cat.position_embeddings(torch.arange(2)).shape
+        (5, torch.Size([2, 8]))
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int,
+        *,
+        position: AbsoluteScheme | None,
+        type_vocab_size: int = 2,
+        pad_token_id: int | None = 0,
+        combine: str = "add",
+        token_dim: int | None = None,
+        layer_norm_eps: float = 1e-12,
+        dropout: float = 0.1,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        require_kind(position, (Kind.ABSOLUTE,), "TransformerEmbeddings")
+        self.vocab_size = check_positive_int(vocab_size, "vocab_size")
+        self.hidden_size = check_positive_int(hidden_size, "hidden_size")
+        self.type_vocab_size = _check_type_vocab(type_vocab_size)
+        self.pad_token_id = _check_pad(pad_token_id, vocab_size)
+        self.combine_mode = combine
+        self.token_dim = _token_width(hidden_size, position, combine, token_dim)
+        factory = {"device": device, "dtype": dtype}
+        self.token_embeddings = nn.Embedding(vocab_size, self.token_dim, padding_idx=pad_token_id, **factory)
+        self.position = position
+        self.token_type_embeddings = (
+            nn.Embedding(type_vocab_size, hidden_size, **factory) if type_vocab_size else None
+        )
+        self.projection = (
+            nn.Linear(self.token_dim + position.dim, hidden_size, **factory)
+            if combine == "concat" and token_dim is not None
+            else None
+        )
+        self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps, **factory)
+        self.dropout = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    # ------------------------------------------------------------------ set-up
+
+    def reset_parameters(self, init_std: float = 0.02) -> None:
+        """BERT's init: normal(0, ``init_std``) tables, zero padding row, identity LayerNorm."""
+        nn.init.normal_(self.token_embeddings.weight, std=init_std)
+        self.token_embeddings._fill_padding_idx_with_zero()
+        if self.token_type_embeddings is not None:
+            nn.init.normal_(self.token_type_embeddings.weight, std=init_std)
+        if self.position is not None and hasattr(self.position, "reset_parameters"):
+            self.position.reset_parameters()
+        if self.projection is not None:
+            self.projection.reset_parameters()
+        self.norm.reset_parameters()
+
+    @property
+    def max_positions(self) -> int | None:
+        """Largest number of positions the block can embed (``None`` = unlimited)."""
+        return None if self.position is None else self.position.max_positions
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+    ) -> Tensor:
+        """Embed ``input_ids``: ``dropout(LayerNorm(combine(tok, pos, seg)))``, shape ``(B, T, C)``."""
+        position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
+        positions = None if self.position is None else self.position(position_ids)
+        combined = self.combine(self.token_embeddings(input_ids), positions, token_type_ids)
+        return self.dropout(self.norm(combined))
+
+    def combine(self, tokens: Tensor, positions: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
+        """The combine step, in one place: raw token and position vectors plus segments.
+
+        ``add``: ``(tok + seg) + pos`` (Hugging Face's order). ``concat``: ``proj([tok | pos]) + seg``.
+        Position math may be fp32; it is cast to the token dtype here.
+
+        Shape:
+            tokens ``(B, T, token_dim)``; positions ``(T, P)`` / ``(B, T, P)`` or ``None``;
+            token_type_ids ``(B, T)`` / ``(T,)`` or ``None`` -> ``(B, T, C)``.
+        """
+        if positions is not None:
+            positions = positions.type_as(tokens)
+        if self.combine_mode == "add":
+            if self.token_type_embeddings is None:
+                return tokens if positions is None else tokens + positions
+            x = tokens + self._segment_vectors(token_type_ids)
+            return x if positions is None else x.add_(positions)
+        positions = positions.expand(*tokens.shape[:-1], positions.shape[-1])  # (B, T, P)
+        x = torch.cat((tokens, positions), dim=-1)  # (B, T, token_dim + P)
+        if self.projection is not None:
+            x = self.projection(x)  # (B, T, C)
+        if self.token_type_embeddings is not None:
+            x = x.add_(self._segment_vectors(token_type_ids))
+        return x
+
+    # ------------------------------------------------------------------ parts in hidden width
+
+    def position_embeddings(self, position_ids: Tensor) -> Tensor:
+        """Position vectors in the hidden width, as the block adds them (for re-injection).
+
+        ``add``: the scheme's vectors; ``concat``: ``[0 | pos]``; ``concat`` with a projection:
+        ``W_pos @ pos`` (the projection's position columns, no bias).
+
+        Shape:
+            position_ids ``(T,)`` or ``(B, T)`` -> ``(T, C)`` or ``(B, T, C)``.
+        """
+        if self.position is None:
+            raise ValueError("this TransformerEmbeddings has no position scheme (position=None)")
+        positions = self.position(position_ids)
+        dtype = self.norm.weight.dtype
+        if self.combine_mode == "add":
+            return positions.to(dtype)
+        if self.projection is None:
+            return F.pad(positions.to(dtype), (self.token_dim, 0))
+        return F.linear(positions.to(dtype), self.projection.weight[:, self.token_dim :])
+
+    def components(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+    ) -> EmbeddingComponents:
+        """Every part of the forward pass in the hidden width (no dropout), for analysis.
+
+        Example:
+            >>> from posembed import LearnedAbsolute
+            >>> emb = TransformerEmbeddings(50, 4, position=LearnedAbsolute(8, 4)).eval()
+            >>> parts = emb.components(torch.tensor([[1, 2, 3]]))
+            >>> torch.allclose(parts.output, emb(torch.tensor([[1, 2, 3]])))
+            True
+        """
+        position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
+        raw_tokens = self.token_embeddings(input_ids)
+        raw_positions = None if self.position is None else self.position(position_ids)
+        combined = self.combine(raw_tokens, raw_positions, token_type_ids)
+        shape = combined.shape
+        token = self._token_in_hidden(raw_tokens)
+        position = (
+            combined.new_zeros(shape)
+            if self.position is None
+            else self.position_embeddings(position_ids).expand(shape)
+        )
+        segment = (
+            combined.new_zeros(shape)
+            if self.token_type_embeddings is None
+            else self._segment_vectors(token_type_ids).expand(shape)
+        )
+        return EmbeddingComponents(token, position, segment, combined, self.norm(combined))
+
+    def _token_in_hidden(self, tokens: Tensor) -> Tensor:
+        if self.combine_mode == "add":
+            return tokens
+        if self.projection is None:
+            return F.pad(tokens, (0, self.hidden_size - self.token_dim))
+        weight = self.projection.weight[:, : self.token_dim]
+        return F.linear(tokens, weight, self.projection.bias)
+
+    def _segment_vectors(self, token_type_ids: Tensor | None) -> Tensor:
+        """Segment vectors ``(B, T, C)``; with no ids, segment 0's row ``(C,)`` (as BERT)."""
+        if token_type_ids is None:
+            return self.token_type_embeddings.weight[0]
+        return self.token_type_embeddings(token_type_ids)
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_inputs(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None) -> Tensor:
+        """Validate the three id tensors; return the position ids to use."""
+        check_index_tensor(input_ids, "input_ids", self.vocab_size, f"vocab_size={self.vocab_size}")
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
+        if token_type_ids is not None:
+            if self.token_type_embeddings is None:
+                raise ValueError("token_type_ids given, but this block has no segment table (type_vocab_size=0)")
+            check_index_tensor(token_type_ids, "token_type_ids", self.type_vocab_size, f"type_vocab_size={self.type_vocab_size}")
+            check_same_shape(input_ids, token_type_ids, "input_ids", "token_type_ids")
+        if position_ids is not None and position_ids.dim() == 2 and position_ids.shape[0] == 1:
+            position_ids = position_ids[0]  # (1, T) broadcasts over the batch, as in transformers
+        check_same_shape(input_ids, position_ids, "input_ids", "position_ids")
+        return resolve_positions(position_ids, input_ids.shape[-1], input_ids.device)
+
+    # ------------------------------------------------------------------ Hugging Face interop
+
+    @classmethod
+    def from_hf(cls, path: str | Path, *, device=None, dtype=None) -> "TransformerEmbeddings":
+        """Load the embedding block of a BERT-family checkpoint folder (see :mod:`posembed.interop.hf`)."""
+        from posembed.interop.hf import load_embeddings
+
+        return load_embeddings(path, device=device, dtype=dtype)
+
+    def save_hf(self, folder: str | Path) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` that ``transformers`` loads as a BERT."""
+        from posembed.interop.hf import save_embeddings
+
+        return save_embeddings(self, folder)
+
+    def extra_repr(self) -> str:
+        return (
+            f"vocab_size={self.vocab_size}, hidden_size={self.hidden_size}, combine={self.combine_mode!r}, "
+            f"type_vocab_size={self.type_vocab_size}, pad_token_id={self.pad_token_id}"
+        )
+
+
+def _check_type_vocab(type_vocab_size: object) -> int:
+    if isinstance(type_vocab_size, bool) or not isinstance(type_vocab_size, int) or type_vocab_size < 0:
+        raise ValueError(f"type_vocab_size must be an int >= 0 (0 = no segment table), got {type_vocab_size!r}")
+    return type_vocab_size
+
+
+def _check_pad(pad_token_id: object, vocab_size: int) -> int | None:
+    if pad_token_id is None:
+        return None
+    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
+        raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
+    if not 0 <= pad_token_id < vocab_size:
+        raise ValueError(f"pad_token_id={pad_token_id} is outside [0, vocab_size={vocab_size})")
+    return pad_token_id
+
+
+def _token_width(hidden_size: int, position: AbsoluteScheme | None, combine: str, token_dim: int | None) -> int:
+    """Width of the token table for this combine mode, or a clear error."""
+    if combine not in COMBINES:
+        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+    if combine == "add":
+        if position is not None and position.dim != hidden_size:
+            raise ValueError(
+                f"combine='add' needs the position width to equal hidden_size={hidden_size}, "
+                f"got {type(position).__name__} with dim={position.dim}"
+            )
+        if token_dim is not None and token_dim != hidden_size:
+            raise ValueError(f"token_dim={token_dim} needs combine='concat'; with 'add' it equals hidden_size={hidden_size}")
+        return hidden_size
+    if position is None:
+        raise ValueError("combine='concat' needs a position scheme to concatenate (position=None given)")
+    if token_dim is not None:
+        return check_positive_int(token_dim, "token_dim")
+    width = hidden_size - position.dim
+    if width <= 0:
+        raise ValueError(
+            f"combine='concat' without token_dim: position dim={position.dim} leaves no room for tokens in "
+            f"hidden_size={hidden_size}; use a smaller position dim or give token_dim (a projection maps back)"
+        )
+    return width

@@ -1,0 +1,110 @@
+import pytest
+import torch
+
+from posembed import TransformerEmbeddings, positions_from_mask
+from posembed.pairs import encode_texts
+from tests.helpers import assert_close
+
+transformers = pytest.importorskip("transformers")
+
+TEXTS_A = ["The cat sat on the mat.", "Hello!", "Positional encodings tell a transformer where each token is."]
+TEXTS_B = ["Did it?", "Yes, it sat there all afternoon, quite still.", "Order matters."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(minilm_path):
+    return transformers.AutoTokenizer.from_pretrained(str(minilm_path))
+
+
+@pytest.fixture()
+def left_padding(tokenizer):
+    tokenizer.padding_side = "left"
+    yield tokenizer
+    tokenizer.padding_side = "right"
+
+
+def _assert_same_as_tokenizer(batch, expected):
+    assert torch.equal(batch.input_ids, expected["input_ids"])
+    assert torch.equal(batch.token_type_ids, expected["token_type_ids"])
+    assert torch.equal(batch.attention_mask, expected["attention_mask"])
+    assert torch.equal(batch.position_ids, positions_from_mask(expected["attention_mask"]))
+
+
+def test_pairs_equal_the_tokenizer_output(tokenizer):
+    batch = encode_texts(tokenizer, TEXTS_A, TEXTS_B)
+    _assert_same_as_tokenizer(batch, tokenizer(TEXTS_A, TEXTS_B, padding=True, return_tensors="pt"))
+    # [CLS] A [SEP] B [SEP]: segment 1 starts right after the first [SEP]
+    row = batch.input_ids[0].tolist()
+    first_sep = row.index(tokenizer.sep_token_id)
+    assert row[0] == tokenizer.cls_token_id
+    assert batch.token_type_ids[0, : first_sep + 1].eq(0).all() and batch.token_type_ids[0, first_sep + 1] == 1
+
+
+def test_single_texts_equal_the_tokenizer_output(tokenizer):
+    batch = encode_texts(tokenizer, TEXTS_A)
+    _assert_same_as_tokenizer(batch, tokenizer(TEXTS_A, padding=True, return_tensors="pt"))
+    assert batch.token_type_ids.eq(0).all()
+    one = encode_texts(tokenizer, "hello world", "bye")
+    _assert_same_as_tokenizer(one, tokenizer("hello world", "bye", return_tensors="pt"))
+
+
+def test_left_padding_equals_the_tokenizer_and_keeps_positions(left_padding):
+    batch = encode_texts(left_padding, TEXTS_A, TEXTS_B)
+    _assert_same_as_tokenizer(batch, left_padding(TEXTS_A, TEXTS_B, padding=True, return_tensors="pt"))
+    assert batch.attention_mask[:, -1].eq(1).all() and batch.attention_mask[:, 0].eq(0).any()
+    for row in range(3):
+        real = batch.attention_mask[row].bool()
+        assert torch.equal(batch.position_ids[row, real], torch.arange(int(real.sum())))
+
+
+def test_left_and_right_padding_embed_real_tokens_the_same(tokenizer, minilm_path):
+    emb = TransformerEmbeddings.from_hf(minilm_path).eval()
+    right = encode_texts(tokenizer, TEXTS_A, TEXTS_B)
+    tokenizer.padding_side = "left"
+    try:
+        left = encode_texts(tokenizer, TEXTS_A, TEXTS_B)
+    finally:
+        tokenizer.padding_side = "right"
+    with torch.no_grad():
+        out_right, out_left = emb(**right.embedding_inputs()), emb(**left.embedding_inputs())
+    for row in range(3):
+        assert_close(out_left[row, left.attention_mask[row].bool()], out_right[row, right.attention_mask[row].bool()])
+
+
+def test_padding_modes(tokenizer):
+    padded = encode_texts(tokenizer, TEXTS_A, max_length=40, padding="max_length")
+    _assert_same_as_tokenizer(padded, tokenizer(TEXTS_A, padding="max_length", max_length=40, return_tensors="pt"))
+    same = encode_texts(tokenizer, ["one two", "three four"], padding=False)
+    assert same.input_ids.shape == (2, 4) and same.attention_mask.eq(1).all()
+    with pytest.raises(ValueError, match=r"padding=False but the rows have different lengths \[5, 3\]"):
+        encode_texts(tokenizer, ["one two three", "x"], padding=False)
+    with pytest.raises(ValueError, match="padding must be"):
+        encode_texts(tokenizer, "x", padding="sideways")
+
+
+def test_text_too_long_for_the_position_table_names_both_numbers(tokenizer):
+    long_text = " ".join(["word"] * 600)
+    with pytest.raises(ValueError, match=r"text 1 encodes to 602 tokens.*max_length=512 positions"):
+        encode_texts(tokenizer, ["short", long_text])
+    with pytest.raises(ValueError, match=r"text 0 encodes to 8 tokens \(\[CLS\] A \[SEP\] B \[SEP\]\).*max_length=6"):
+        encode_texts(tokenizer, "one two three", "four five", max_length=6)
+    assert encode_texts(tokenizer, "one two three", "four five", max_length=8).input_ids.shape == (1, 8)
+
+
+def test_bad_text_lists(tokenizer):
+    with pytest.raises(ValueError, match="texts_a has 2 texts but texts_b has 1"):
+        encode_texts(tokenizer, ["a", "b"], ["c"])
+    with pytest.raises(ValueError, match="texts_a is empty"):
+        encode_texts(tokenizer, [])
+    with pytest.raises(TypeError, match="texts must be strings, got int"):
+        encode_texts(tokenizer, ["a", 3])
+    with pytest.raises(ValueError, match="max_length must be an int >= 2"):
+        encode_texts(tokenizer, "a", max_length=1)
+
+
+def test_tokenizer_without_special_tokens_is_refused():
+    class NoCls:
+        cls_token_id, sep_token_id = None, 3
+
+    with pytest.raises(ValueError, match=r"NoCls has no \[CLS\]/\[SEP\] token"):
+        encode_texts(NoCls(), "a")
