@@ -44,7 +44,10 @@ _EXPORTS: dict[str, str] = {
     "YaRNRotary": "posembed.schemes.rotary_scaling",
     "Llama3Rotary": "posembed.schemes.rotary_scaling",
     "LongRoPERotary": "posembed.schemes.rotary_scaling",
+    "ProportionalRotary": "posembed.schemes.rotary_scaling",
     "XPos": "posembed.schemes.xpos",
+    "half_to_interleaved_qk_weight": "posembed.schemes.rotary_layout",
+    "interleaved_to_half_qk_weight": "posembed.schemes.rotary_layout",
     # bias
     "ALiBi": "posembed.schemes.alibi",
     "T5RelativeBias": "posembed.schemes.t5_bias",

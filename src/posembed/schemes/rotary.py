@@ -1,0 +1,385 @@
+"""Rotary position embedding (RoPE; Su et al. 2021, RoFormer).
+
+Each pair of query/key channels is rotated by the angle ``m * theta_i`` with
+``theta_i = base^(-2i / rotary_dim)``, so that ``q_m . k_n`` depends only on ``n - m``.
+
+Two channel layouts pair the dims differently (same maths, a permutation apart; see
+:mod:`posembed.schemes.rotary_layout` for the weight converter):
+
+- ``"half"``: pairs ``(i, i + rotary_dim/2)`` — GPT-NeoX, Hugging Face Llama;
+- ``"interleaved"``: pairs ``(2i, 2i + 1)`` — GPT-J, Meta Llama, torchtune, x-transformers.
+
+Partial rotary (``rotary_dim < head_dim``, GPT-NeoX / Phi) rotates the first ``rotary_dim``
+channels and passes the rest through. Positions, frequencies and cos/sin are always float32
+(bf16 positions would round ``2049`` to ``2048``); the rotation of half-precision inputs runs in
+float32 too and is cast back with ``type_as``.
+
+The math lives in pure functions (:func:`rope_inv_freq`, :func:`rope_cos_sin`,
+:func:`apply_rotary`); :class:`RotaryEmbedding` owns the buffers. The context-extension
+variants (linear, NTK, YaRN, Llama-3, LongRoPE) are in :mod:`posembed.schemes.rotary_scaling`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from posembed._checks import check_positive_int
+from posembed.positions import resolve_positions
+from posembed.schemes.base import RotaryScheme
+
+__all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "LAYOUTS"]
+
+LAYOUTS = ("half", "interleaved")
+
+
+def rope_inv_freq(rotary_dim: int, base: float = 10000.0, device=None) -> Tensor:
+    """Inverse frequencies ``theta_i = base^(-2i / rotary_dim)``, float32, shape ``(rotary_dim / 2,)``.
+
+    >>> rope_inv_freq(4, base=100.0)
+    tensor([1.0000, 0.1000])
+    """
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).float() / rotary_dim
+    return 1.0 / (base**exponents)
+
+
+def rope_cos_sin(position_ids: Tensor, inv_freq: Tensor, scaling: float = 1.0) -> tuple[Tensor, Tensor]:
+    """``cos`` and ``sin`` of ``position * inv_freq`` in float32, times ``scaling``.
+
+    ``scaling`` is the attention factor of YaRN / LongRoPE (1.0 otherwise), folded into cos and
+    sin as Hugging Face does, so the logits scale by its square.
+
+    Shape:
+        - position_ids: ``(T,)`` or ``(B, T)`` (any integer or float dtype; computed in fp32).
+        - inv_freq: ``(D/2,)`` (or ``(B, D/2)`` with 2-D positions).
+        - output: two tensors of shape ``(*position_ids.shape, D/2)``, float32.
+
+    >>> cos, sin = rope_cos_sin(torch.arange(3), torch.tensor([1.0, 0.0]))
+    >>> cos[:, 1], sin[:, 1]
+    (tensor([1., 1., 1.]), tensor([0., 0., 0.]))
+    """
+    angles = position_ids.to(torch.float32)[..., None] * inv_freq.to(torch.float32)  # (..., T, D/2)
+    cos, sin = angles.cos(), angles.sin()
+    if scaling != 1.0:
+        cos, sin = cos * scaling, sin * scaling
+    return cos, sin
+
+
+def _pairs(t: Tensor, half_dim: int, half: bool) -> tuple[Tensor, Tensor]:
+    """The two members of every rotated pair as views of ``t``."""
+    if half:
+        return t[..., :half_dim], t[..., half_dim : 2 * half_dim]
+    pairs = t[..., : 2 * half_dim].unflatten(-1, (half_dim, 2))  # (..., D/2, 2)
+    return pairs[..., 0], pairs[..., 1]
+
+
+def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool) -> Tensor:
+    """Write the rotation of ``x`` into ``out`` with no temporaries (``inverse``: angle negated)."""
+    half_dim = cos.shape[-1]
+    x1, x2 = _pairs(x, half_dim, half)
+    o1, o2 = _pairs(out, half_dim, half)
+    sign = 1.0 if inverse else -1.0
+    torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=sign)  # x1 cos - x2 sin
+    torch.mul(x2, cos, out=o2).addcmul_(x1, sin, value=-sign)  # x2 cos + x1 sin
+    if 2 * half_dim < x.shape[-1]:
+        out[..., 2 * half_dim :].copy_(x[..., 2 * half_dim :])  # partial rotary: pass-through
+    return out
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool = False) -> Tensor:
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _Rotation.apply(x, cos, sin, half, inverse)
+    return _rotate_into(torch.empty_like(x), x, cos, sin, half, inverse)
+
+
+class _Rotation(torch.autograd.Function):
+    """The rotation as one linear map; its gradient is the inverse rotation of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool) -> Tensor:
+        ctx.save_for_backward(cos, sin)
+        ctx.half, ctx.inverse = half, inverse
+        return _rotate_into(torch.empty_like(x), x, cos, sin, half, inverse)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        cos, sin = ctx.saved_tensors
+        return _rotate(grad, cos, sin, ctx.half, not ctx.inverse), None, None, None, None
+
+
+def _rotate_reference(x: Tensor, cos: Tensor, sin: Tensor, half: bool) -> Tensor:
+    """Plain differentiable formula, used when cos/sin themselves need gradients."""
+    half_dim = cos.shape[-1]
+    x1, x2 = _pairs(x, half_dim, half)
+    r1, r2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    rotated = torch.cat((r1, r2), -1) if half else torch.stack((r1, r2), -1).flatten(-2)
+    return torch.cat((rotated, x[..., 2 * half_dim :]), -1)
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
+    """Rotate the first ``2 * cos.shape[-1]`` channels of ``x``; the rest pass through.
+
+    Half-precision inputs are rotated in float32 and cast back. Gradients flow to ``x`` (and
+    to ``cos``/``sin`` when they require them). Eager mode writes each half of the output in
+    place (no temporaries; the backward pass is the inverse rotation); under ``torch.compile``
+    the plain formula is traced and fused by the compiler.
+
+    Args:
+        x: queries or keys.
+        cos, sin: from :func:`rope_cos_sin`, broadcastable to ``x[..., :D/2]``.
+        layout: ``"half"`` (pairs ``(i, i + r/2)``) or ``"interleaved"`` (pairs ``(2i, 2i+1)``).
+
+    Shape:
+        - x: ``(..., T, D)``; cos, sin: ``(T, r/2)`` or ``(B, 1, T, r/2)`` with ``r <= D``.
+        - output: same shape and dtype as ``x``.
+
+    >>> x = torch.tensor([[1.0, 0.0]])
+    >>> apply_rotary(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]))  # 90 degrees
+    tensor([[0., 1.]])
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if cos.shape != sin.shape or 2 * cos.shape[-1] > x.shape[-1]:
+        raise ValueError(
+            f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must share a shape whose last dim is at most "
+            f"half of x's last dim {x.shape[-1]}"
+        )
+    work = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    cos, sin = cos.to(work.dtype), sin.to(work.dtype)
+    half = layout == "half"
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
+        out = _rotate_reference(work, cos, sin, half)  # the compiler fuses the formula itself
+    else:
+        out = _rotate(work, cos, sin, half)
+    return out.type_as(x)
+
+
+class RotaryEmbedding(RotaryScheme):
+    """Rotary position embedding (RoPE) of queries and keys.
+
+    Args:
+        head_dim: D, the per-head width of q and k (even).
+        rotary_dim: channels rotated (even, ``<= head_dim``); ``None`` means all (partial rotary
+            otherwise: ``rotary_dim = int(head_dim * partial_rotary_factor)``).
+        base: the frequency base (``rope_theta``), 10000 in the paper.
+        layout: ``"half"`` (GPT-NeoX / Hugging Face) or ``"interleaved"`` (GPT-J / Meta).
+        max_len: size of the cos/sin cache built at init (non-persistent buffers) for
+            default positions ``arange(T)`` and :meth:`cos_sin_range`; ``None`` builds none.
+            Longer inputs and explicit positions are computed on the fly, with the same values:
+            there is no length limit.
+        device: device of the buffers.
+
+    Attributes:
+        attention_scaling: factor folded into cos and sin (YaRN / LongRoPE; 1.0 here).
+
+    Shape:
+        - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
+        - position_ids: ``(Tq,)`` or ``(B, Tq)``; ``None`` means ``arange(Tq)``.
+        - k_position_ids: ``(Tk,)`` or ``(B, Tk)``; ``None`` means ``position_ids`` (``Tq == Tk``).
+        - output: ``(q, k)`` rotated, same shapes and dtypes.
+
+    Example:
+        >>> rope = RotaryEmbedding(head_dim=8)
+        >>> q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
+        >>> q_rot, k_rot = rope(q, k)
+        >>> q_rot.shape
+        torch.Size([2, 4, 5, 8])
+        >>> bool(torch.allclose(q_rot.norm(dim=-1), q.norm(dim=-1), atol=1e-5))  # a rotation
+        True
+
+    Subclasses (the variants) set their own fields before calling ``super().__init__`` and
+    override :meth:`_frequencies`; dynamic ones (frequencies that depend on the current length)
+    set ``dynamic = True`` and override :meth:`_inv_freq_for`.
+    """
+
+    name = "rope"
+    paper = "Su et al. 2021 (RoFormer)"
+    extrapolates = False
+    #: True when the frequencies depend on the current length (no cos/sin cache then)
+    dynamic = False
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        rotary_dim: int | None = None,
+        base: float = 10000.0,
+        layout: str = "half",
+        max_len: int | None = None,
+        device=None,
+    ) -> None:
+        super().__init__()
+        self.head_dim = _check_head_dim(head_dim)
+        self.rotary_dim = _check_rotary_dim(rotary_dim, self.head_dim)
+        self.base = _check_base(base)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.layout = layout
+        self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
+        self.attention_scaling = 1.0
+        rows = 0 if (self.max_len is None or self.dynamic) else self.max_len
+        half, fp32 = self.rotary_dim // 2, torch.float32
+        self.register_buffer("inv_freq", torch.empty(half, device=device, dtype=fp32), persistent=False)
+        self.register_buffer("cos_cached", torch.empty(rows, half, device=device, dtype=fp32), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(rows, half, device=device, dtype=fp32), persistent=False)
+        self.reset_parameters()
+
+    def _frequencies(self, device) -> tuple[Tensor, float]:
+        """``(inv_freq, attention_scaling)``; the variants override this."""
+        return rope_inv_freq(self.rotary_dim, self.base, device=device), 1.0
+
+    def _inv_freq_for(self, length: Tensor) -> Tensor:
+        """Frequencies for a call whose largest position is ``length - 1`` (dynamic variants)."""
+        return self.inv_freq
+
+    def reset_parameters(self) -> None:
+        """(Re)build ``inv_freq`` and the cos/sin cache, e.g. after ``to_empty`` from the meta device."""
+        with torch.no_grad():
+            inv_freq, self.attention_scaling = self._frequencies(self.inv_freq.device)
+            self.inv_freq.copy_(inv_freq)
+            if self.cos_cached.shape[0]:
+                positions = torch.arange(self.cos_cached.shape[0], device=self.inv_freq.device)
+                cos, sin = rope_cos_sin(positions, self.inv_freq, self.attention_scaling)
+                self.cos_cached.copy_(cos)
+                self.sin_cached.copy_(sin)
+
+    def _apply(self, fn, recurse: bool = True):
+        # nn.Module.to(dtype) / .half() would round the fp32 frequencies: rebuild them in fp32.
+        super()._apply(fn, recurse)
+        if any(buf.dtype != torch.float32 for buf in self.buffers(recurse=False)):
+            for name, buf in self._buffers.items():
+                if buf is not None:
+                    self._buffers[name] = torch.empty_like(buf, dtype=torch.float32)
+            if not self.inv_freq.is_meta:
+                self.reset_parameters()
+        return self
+
+    @classmethod
+    def from_hf_config(cls, config, *, layout: str = "half", max_len: int | None = None) -> "RotaryEmbedding":
+        """The rotary scheme matching a transformers config (``LlamaConfig`` etc.).
+
+        Dispatches on ``config.rope_parameters["rope_type"]`` (default, linear, dynamic, yarn,
+        longrope, llama3, proportional) and returns an instance of the matching class, whatever
+        class it is called on. See :func:`posembed.schemes.rotary_config.rotary_from_hf_config`.
+        """
+        from posembed.schemes.rotary_config import rotary_from_hf_config
+
+        return rotary_from_hf_config(config, layout=layout, max_len=max_len)
+
+    def cos_sin(self, position_ids: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin (float32, attention scaling folded in) for explicit positions.
+
+        Shape: ``(T,)`` or ``(B, T)`` -> two tensors ``(*position_ids.shape, rotary_dim / 2)``.
+        """
+        inv_freq = self._inv_freq_for(position_ids.max() + 1) if self.dynamic else self.inv_freq
+        return rope_cos_sin(position_ids, inv_freq, self.attention_scaling)
+
+    def cos_sin_range(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """cos and sin for positions ``offset .. offset + length - 1``: a slice of the cache when it fits.
+
+        Shape: two tensors ``(length, rotary_dim / 2)``, float32.
+        """
+        end = offset + length
+        if 0 <= offset and end <= self.cos_cached.shape[0]:
+            return self.cos_cached[offset:end], self.sin_cached[offset:end]
+        positions = torch.arange(offset, end, device=self.inv_freq.device)
+        return self.cos_sin(positions)
+
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        position_ids: Tensor | None = None,
+        k_position_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        _check_qk(q, k, self.head_dim)
+        if position_ids is None and k_position_ids is None and q.shape[-2] == k.shape[-2]:
+            cos, sin = self.cos_sin_range(q.shape[-2])
+            return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)
+        q_pos, k_pos = _resolve_qk_positions(q, k, position_ids, k_position_ids)
+        q_cs, k_cs = self._qk_cos_sin(q_pos, k_pos)
+        return self._rotate_one(q, *q_cs), self._rotate_one(k, *k_cs)
+
+    def _qk_cos_sin(self, q_pos: Tensor, k_pos: Tensor) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+        """cos/sin of queries and keys, with one set of frequencies for both (dynamic variants)."""
+        inv_freq = self.inv_freq
+        if self.dynamic:
+            inv_freq = self._inv_freq_for(torch.maximum(q_pos.max(), k_pos.max()) + 1)
+        q_cs = rope_cos_sin(q_pos, inv_freq, self.attention_scaling)
+        k_cs = q_cs if k_pos is q_pos else rope_cos_sin(k_pos, inv_freq, self.attention_scaling)
+        return q_cs, k_cs
+
+    def _rotate_one(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        if cos.dim() == 3:  # (B, T, r/2) from per-row positions
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, r/2)
+        return apply_rotary(x, cos, sin, self.layout)
+
+    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
+        check_positive_int(num_heads, "num_heads")
+        if head_dim != self.head_dim:
+            raise ValueError(
+                f"{type(self).__name__} was built for head_dim={self.head_dim}, "
+                f"but the attention layer has head_dim={head_dim}"
+            )
+
+    def extra_repr(self) -> str:
+        parts = [f"head_dim={self.head_dim}"]
+        if self.rotary_dim != self.head_dim:
+            parts.append(f"rotary_dim={self.rotary_dim}")
+        parts += [f"base={self.base:g}", f"layout={self.layout!r}"]
+        if self.max_len is not None:
+            parts.append(f"max_len={self.max_len}")
+        if self.attention_scaling != 1.0:
+            parts.append(f"attention_scaling={self.attention_scaling:.6g}")
+        return ", ".join(parts)
+
+
+def _check_head_dim(head_dim: object) -> int:
+    check_positive_int(head_dim, "head_dim")
+    if head_dim % 2:
+        raise ValueError(f"RoPE rotates channel pairs, so head_dim must be even; got head_dim={head_dim}")
+    return head_dim
+
+
+def _check_rotary_dim(rotary_dim: object, head_dim: int) -> int:
+    if rotary_dim is None:
+        return head_dim
+    check_positive_int(rotary_dim, "rotary_dim")
+    if rotary_dim > head_dim:
+        raise ValueError(f"rotary_dim={rotary_dim} exceeds head_dim={head_dim}; it must be <= head_dim")
+    if rotary_dim % 2:
+        raise ValueError(f"RoPE rotates channel pairs, so rotary_dim must be even; got rotary_dim={rotary_dim}")
+    return rotary_dim
+
+
+def _check_base(base: object) -> float:
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(f"base must be a number, got {base!r}")
+    if not math.isfinite(base) or base <= 1.0:
+        raise ValueError(f"base must be a finite number > 1, got {base}")
+    return float(base)
+
+
+def _check_qk(q: Tensor, k: Tensor, head_dim: int) -> None:
+    for name, x in (("q", q), ("k", k)):
+        if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a floating-point tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+        if x.dim() != 4:
+            raise ValueError(f"{name} must have shape (B, H, T, D), got {tuple(x.shape)}")
+        if x.shape[-1] != head_dim:
+            raise ValueError(f"{name} has head dim {x.shape[-1]}, but this rotary scheme has head_dim={head_dim}")
+
+
+def _resolve_qk_positions(
+    q: Tensor, k: Tensor, position_ids: Tensor | None, k_position_ids: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    q_pos = resolve_positions(position_ids, q.shape[-2], q.device)
+    if k_position_ids is None:
+        if k.shape[-2] != q.shape[-2]:
+            raise ValueError(
+                f"k has length {k.shape[-2]} but q has length {q.shape[-2]}; pass k_position_ids for the keys"
+            )
+        return q_pos, q_pos
+    return q_pos, resolve_positions(k_position_ids, k.shape[-2], k.device)
