@@ -2,81 +2,20 @@
 
 No position vector enters the model; each head ``h`` adds ``m_h * (j - i)`` to the scaled logit
 of query ``i`` and key ``j``, a penalty linear in the distance with a fixed, head-specific slope.
-
-This module also holds the two relative-position helpers shared by every bias scheme
-(:func:`relative_positions` materialised, :func:`relative_position_fn` for ``score_mod``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
 from posembed.schemes.base import BiasScheme, ScoreMod, as_float_positions
+from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
 
-__all__ = ["ALiBi", "alibi_slopes", "alibi_bias", "relative_positions", "relative_position_fn", "check_positions"]
-
-#: ``(b, q_idx, kv_idx) -> k_position - q_position`` inside a FlexAttention ``score_mod``
-RelativeFn = Callable[[Tensor, Tensor, Tensor], Tensor]
-
-
-def check_positions(q_positions: Tensor, k_positions: Tensor, *, integer: bool = True) -> None:
-    """Clear errors for position tensors: type, ``(T,)`` or ``(B, T)``, matching batch sizes.
-
-    >>> check_positions(torch.arange(3), torch.zeros(2, 5, dtype=torch.long))
-    >>> check_positions(torch.zeros(2, 3, dtype=torch.long), torch.zeros(4, 3, dtype=torch.long))
-    Traceback (most recent call last):
-    ...
-    ValueError: q_positions has batch size 2 but k_positions has batch size 4; they must match (or be 1-D, shared by the batch)
-    """
-    for name, pos in (("q_positions", q_positions), ("k_positions", k_positions)):
-        if not isinstance(pos, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(pos).__name__}")
-        if pos.dim() not in (1, 2):
-            raise ValueError(f"{name} must have shape (T,) or (B, T), got {tuple(pos.shape)}")
-        if pos.dtype == torch.bool or pos.dtype.is_complex or (integer and pos.dtype.is_floating_point):
-            kind = "integers (torch.long)" if integer else "real numbers"
-            raise TypeError(f"{name} must hold {kind}, got dtype {pos.dtype}")
-    if q_positions.dim() == 2 and k_positions.dim() == 2 and q_positions.shape[0] != k_positions.shape[0]:
-        raise ValueError(
-            f"q_positions has batch size {q_positions.shape[0]} but k_positions has batch size "
-            f"{k_positions.shape[0]}; they must match (or be 1-D, shared by the batch)"
-        )
-
-
-def relative_positions(q_positions: Tensor, k_positions: Tensor) -> Tensor:
-    """``k_position - q_position`` for every (query, key) pair, in the positions' dtype.
-
-    Shape:
-        ``(Tq,)|(B, Tq)`` and ``(Tk,)|(B, Tk)`` -> ``(Tq, Tk)``, or ``(B, Tq, Tk)`` if either is 2-D.
-
-    >>> relative_positions(torch.arange(3), torch.arange(3))
-    tensor([[ 0,  1,  2],
-            [-1,  0,  1],
-            [-2, -1,  0]])
-    """
-    return k_positions.unsqueeze(-2) - q_positions.unsqueeze(-1)  # (..., Tq, Tk)
-
-
-def _reader(positions: Tensor) -> Callable[[Tensor, Tensor], Tensor]:
-    if positions.dim() == 1:
-        return lambda b, idx: positions[idx]
-    return lambda b, idx: positions[b, idx]
-
-
-def relative_position_fn(q_positions: Tensor, k_positions: Tensor) -> RelativeFn:
-    """The ``score_mod`` view of :func:`relative_positions`: ``(b, q_idx, kv_idx) -> k_pos - q_pos``.
-
-    Only the position vectors are captured (no ``Tq x Tk`` tensor); ``(B, T)`` positions are
-    read at ``positions[b, idx]``, 1-D positions at ``positions[idx]``.
-    """
-    read_q, read_k = _reader(q_positions), _reader(k_positions)
-    return lambda b, q_idx, kv_idx: read_k(b, kv_idx) - read_q(b, q_idx)
-
+__all__ = ["ALiBi", "alibi_slopes", "alibi_bias"]
 
 def alibi_slopes(num_heads: int) -> list[float]:
     """Head slopes by the official formula (fairseq ALiBi), for any head count.

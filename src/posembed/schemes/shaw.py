@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
-from posembed.schemes.alibi import check_positions, relative_position_fn, relative_positions
+from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
 from posembed.schemes.base import BiasScheme, ScoreMod
 
 __all__ = ["ShawRelative", "distance_index", "distance_logits", "MODES"]

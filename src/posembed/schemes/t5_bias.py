@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
-from posembed.schemes.alibi import check_positions, relative_position_fn, relative_positions
+from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
 from posembed.schemes.base import BiasScheme, ScoreMod
 
 __all__ = ["T5RelativeBias", "relative_position_bucket"]
