@@ -1,5 +1,8 @@
+"""``python -m posembed.cli``: the same as the ``posembed`` command."""
+
 import sys
 
 from posembed.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())
