@@ -261,3 +261,12 @@ def test_bad_construction(kwargs, match):
     args = {"vocab_size": 50, "hidden_size": 8, **kwargs}
     with pytest.raises(ValueError, match=match):
         TransformerEmbeddings(args.pop("vocab_size"), args.pop("hidden_size"), **args)
+
+
+def test_a_scheme_passed_in_keeps_its_values():
+    table = LearnedAbsolute(16, 8)
+    before = table.weight.detach().clone()
+    emb = TransformerEmbeddings(50, 8, position=table)
+    assert torch.equal(emb.position.weight, before)
+    emb.reset_parameters()  # an explicit reset re-initialises every part, the table included
+    assert not torch.equal(emb.position.weight, before)

@@ -56,6 +56,9 @@ _EXPORTS: dict[str, str] = {
     # blocks
     "TransformerEmbeddings": "posembed.embeddings",
     "SelfAttention": "posembed.attention",
+    "Encoder": "posembed.model",
+    "Decoder": "posembed.model",
+    "build_model": "posembed.model",
     "EmbeddingComponents": "posembed.embeddings",
     "encode_texts": "posembed.pairs",
     "EncodedBatch": "posembed.pairs",

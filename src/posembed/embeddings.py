@@ -122,18 +122,22 @@ class TransformerEmbeddings(nn.Module):
         )
         self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps, **factory)
         self.dropout = nn.Dropout(dropout)
-        self.reset_parameters()
+        self._reset_own_parameters()  # a position scheme passed in keeps its (maybe pretrained) values
 
     # ------------------------------------------------------------------ set-up
 
     def reset_parameters(self, init_std: float = 0.02) -> None:
-        """BERT's init: normal(0, ``init_std``) tables, zero padding row, identity LayerNorm."""
+        """BERT's init of every part, the position scheme's included (its own ``reset_parameters``)."""
+        self._reset_own_parameters(init_std)
+        if self.position is not None and hasattr(self.position, "reset_parameters"):
+            self.position.reset_parameters()
+
+    def _reset_own_parameters(self, init_std: float = 0.02) -> None:
+        """normal(0, ``init_std``) token/segment tables, zero padding row, identity LayerNorm."""
         nn.init.normal_(self.token_embeddings.weight, std=init_std)
         self.token_embeddings._fill_padding_idx_with_zero()
         if self.token_type_embeddings is not None:
             nn.init.normal_(self.token_type_embeddings.weight, std=init_std)
-        if self.position is not None and hasattr(self.position, "reset_parameters"):
-            self.position.reset_parameters()
         if self.projection is not None:
             self.projection.reset_parameters()
         self.norm.reset_parameters()

@@ -1,0 +1,220 @@
+"""Multi-head self-attention that takes a positional scheme of any kind.
+
+- rotary schemes (RoPE, its scaling variants, xPos) rotate the queries and keys;
+- bias schemes (ALiBi, T5 bias, Shaw, NoPE) add ``b(h, i, j)`` to the scaled logits;
+- absolute schemes are refused: they belong to the input embeddings
+  (:class:`~posembed.embeddings.TransformerEmbeddings`).
+
+The attention itself runs on one of several backends chosen at a single dispatch point
+(:func:`posembed.attention_backends.choose_backend`): SDPA, FlexAttention, a chunked pure
+PyTorch path (memory O(T * chunk) for bias schemes, trains on CPU) and the eager reference.
+
+TUPE-A untied position attention (Ke et al. 2021) is available as an additive term: given
+position vectors ``p``, the logits become
+``((x W^Q)(x W^K)^T + (p U^Q)(p U^K)^T) / sqrt(2 D)``, computed without a ``T x T`` tensor by
+concatenating ``p U^Q`` to the queries and ``p U^K`` to the keys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from posembed._checks import check_positive_int
+from posembed.attention_backends import BACKENDS, AttentionInputs, choose_backend, run_backend
+from posembed.positions import resolve_positions
+from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
+
+__all__ = ["SelfAttention"]
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention over any rotary or bias scheme (or none).
+
+    Args:
+        dim: model width C; must be divisible by ``num_heads``.
+        num_heads: number of heads H; head dim ``D = dim // num_heads``.
+        scheme: a rotary or bias :class:`~posembed.schemes.base.PositionScheme`, or ``None``
+            (no position information inside attention). Absolute schemes raise ``TypeError``.
+            ``scheme.check_attention`` is called once here (head-count mismatch, xPos without
+            ``causal``, odd head dim for RoPE raise ``ValueError``).
+        causal: mask keys after the query (decoder).
+        dropout: dropout on the attention probabilities (training only).
+        backend: ``"auto"``, ``"sdpa"``, ``"flex"``, ``"chunked"`` or ``"eager"``; see
+            :func:`posembed.attention_backends.choose_backend` for the ``"auto"`` rule and the
+            logged fallbacks.
+        bias: whether the q/k/v/output projections have biases.
+        untied_dim: width of the position vectors for TUPE-A untied position attention
+            (adds per-layer ``U^Q``, ``U^K``); ``None`` turns it off.
+        chunk_size: query rows per chunk of the ``"chunked"`` backend.
+        compile_flex: run the ``"flex"`` backend through ``torch.compile`` (fused kernel, no
+            ``T x T`` scores; compiles once per shape). Off by default: PyTorch's uncompiled
+            FlexAttention is a reference implementation that materialises the scores.
+        own_scheme: register ``scheme`` as a submodule (default). Models that share one scheme
+            across layers pass ``False`` and own it themselves, so that it is saved once.
+
+    Shape:
+        - x: ``(B, T, C)``.
+        - position_ids: ``(T,)`` or ``(B, T)``; ``None`` means ``arange(T)``.
+        - attention_mask: ``(B, T)`` padding mask, 1/True for real tokens.
+        - position_vectors: ``(T, P)`` or ``(B, T, P)`` with ``P = untied_dim`` (TUPE only).
+        - output: ``(B, T, C)``.
+
+    Example:
+        >>> attn = SelfAttention(16, 4, causal=True)
+        >>> attn(torch.randn(2, 5, 16)).shape
+        torch.Size([2, 5, 16])
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        scheme: PositionScheme | None = None,
+        causal: bool = False,
+        dropout: float = 0.0,
+        backend: str = "auto",
+        bias: bool = True,
+        untied_dim: int | None = None,
+        chunk_size: int = 256,
+        compile_flex: bool = False,
+        own_scheme: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        _check_arguments(dim, num_heads, scheme, backend, dropout)
+        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
+        if scheme is not None:
+            scheme.check_attention(num_heads=num_heads, head_dim=self.head_dim, causal=causal)
+        self.chunk_size = check_positive_int(chunk_size, "chunk_size")
+        self.compile_flex = compile_flex
+        if own_scheme:
+            self.scheme = scheme
+        else:  # a plain reference: the owner registers (and saves) it once
+            object.__setattr__(self, "scheme", scheme)
+        self.causal = causal
+        self.dropout = dropout
+        self.backend = backend
+        self.untied_dim = None if untied_dim is None else check_positive_int(untied_dim, "untied_dim")
+        factory = {"device": device, "dtype": dtype}
+        self.q_proj = nn.Linear(dim, dim, bias=bias, **factory)
+        self.k_proj = nn.Linear(dim, dim, bias=bias, **factory)
+        self.v_proj = nn.Linear(dim, dim, bias=bias, **factory)
+        self.out_proj = nn.Linear(dim, dim, bias=bias, **factory)
+        if self.untied_dim is not None:
+            self.pos_q = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
+            self.pos_k = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
+        self._adds_bias: bool | None = None
+        #: name of the backend used by the last forward (for tests and benchmarks)
+        self.last_backend: str | None = None
+
+    def reset_parameters(self) -> None:
+        for module in self.children():
+            if isinstance(module, nn.Linear):
+                module.reset_parameters()
+
+    def extra_repr(self) -> str:
+        untied = f", untied_dim={self.untied_dim}" if self.untied_dim is not None else ""
+        shared = ""
+        if self.scheme is not None and "scheme" not in self._modules:
+            shared = f", scheme={type(self.scheme).__name__} (shared)"
+        return (
+            f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}, "
+            f"backend={self.backend!r}, dropout={self.dropout}{untied}{shared}"
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        position_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_vectors: Tensor | None = None,
+    ) -> Tensor:
+        """Attend; see the class docstring for shapes."""
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (B, T, {self.dim}), got {tuple(x.shape)}")
+        batch, length, _ = x.shape
+        positions = resolve_positions(position_ids, length, x.device)
+        if positions.dim() == 2 and positions.shape[0] not in (1, batch):
+            raise ValueError(f"position_ids has batch size {positions.shape[0]} but x has {batch}")
+        key_mask = self._key_mask(attention_mask, batch, length)
+        q, k, v = (self._heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, T, D)
+        if isinstance(self.scheme, RotaryScheme):
+            q, k = self.scheme(q, k, position_ids)  # None keeps the scheme's cached arange path
+        inp = AttentionInputs(
+            q=q, k=k, v=v, scale=1.0 / math.sqrt(self.head_dim), causal=self.causal, positions=positions,
+            key_mask=key_mask, dropout=self.dropout if self.training else 0.0,
+        )
+        if isinstance(self.scheme, BiasScheme):
+            inp.scheme = self.scheme
+            inp.qk = (q, k) if self.scheme.needs_qk else None
+        self._untie(inp, position_vectors, batch, length)
+        name = choose_backend(self.backend, inp, self._scheme_adds_bias(positions), self.training)
+        self.last_backend = name
+        out = run_backend(name, inp, chunk_size=self.chunk_size, compile_flex=self.compile_flex)  # (B, H, T, D)
+        out = out.transpose(1, 2).reshape(batch, length, self.dim)  # (B, T, C)
+        return self.out_proj(out)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+
+    def _key_mask(self, attention_mask: Tensor | None, batch: int, length: int) -> Tensor | None:
+        if attention_mask is None:
+            return None
+        if not isinstance(attention_mask, Tensor):
+            raise TypeError(f"attention_mask must be a tensor, got {type(attention_mask).__name__}")
+        if attention_mask.dtype.is_floating_point or attention_mask.dtype.is_complex:
+            raise TypeError(f"attention_mask must hold 0/1 integers or booleans, got dtype {attention_mask.dtype}")
+        if tuple(attention_mask.shape) != (batch, length):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}; expected (B, T) = ({batch}, {length}), "
+                f"1 for real tokens and 0 for padding"
+            )
+        return attention_mask != 0
+
+    def _untie(self, inp: AttentionInputs, position_vectors: Tensor | None, batch: int, length: int) -> None:
+        """TUPE-A: append ``p U^Q`` to q and ``p U^K`` to k, scale both terms by ``1/sqrt(2D)``."""
+        if self.untied_dim is None:
+            if position_vectors is not None:
+                raise ValueError("position_vectors were given but this layer has no untied_dim (TUPE is off)")
+            return
+        if position_vectors is None:
+            raise ValueError(f"this layer uses TUPE untied attention: pass position_vectors (T, {self.untied_dim})")
+        if position_vectors.shape[-1] != self.untied_dim or position_vectors.shape[-2] != length:
+            raise ValueError(
+                f"position_vectors has shape {tuple(position_vectors.shape)}; expected ({length}, {self.untied_dim}) "
+                f"or (B, {length}, {self.untied_dim})"
+            )
+        p = position_vectors.expand(batch, length, self.untied_dim)  # (B, T, P)
+        inp.q = torch.cat([inp.q, self._heads(self.pos_q(p))], dim=-1)  # (B, H, T, 2D)
+        inp.k = torch.cat([inp.k, self._heads(self.pos_k(p))], dim=-1)  # (B, H, T, 2D)
+        inp.scale = 1.0 / math.sqrt(2 * self.head_dim)
+
+    def _scheme_adds_bias(self, positions: Tensor) -> bool:
+        """Whether the bias scheme adds anything (NoPE does not); probed once on a 1 x 1 bias."""
+        if not isinstance(self.scheme, BiasScheme):
+            return False
+        if self._adds_bias is None:
+            if self.scheme.needs_qk:
+                self._adds_bias = True
+            else:
+                probe = torch.zeros(1, dtype=torch.long, device=positions.device)
+                self._adds_bias = self.scheme.bias(probe, probe) is not None
+        return self._adds_bias
+
+
+def _check_arguments(dim: int, num_heads: int, scheme: PositionScheme | None, backend: str, dropout: float) -> None:
+    check_positive_int(dim, "dim")
+    check_positive_int(num_heads, "num_heads")
+    if dim % num_heads:
+        raise ValueError(f"dim={dim} is not divisible by num_heads={num_heads}")
+    require_kind(scheme, (Kind.ROTARY, Kind.BIAS), "SelfAttention")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")

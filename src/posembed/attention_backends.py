@@ -1,0 +1,301 @@
+"""Attention backends behind one dispatch point: eager, SDPA, FlexAttention and chunked.
+
+Every backend computes the same thing,
+
+    softmax(scale * q k^T + bias + mask) v,
+
+where ``bias`` comes from a :class:`~posembed.schemes.base.BiasScheme` (added to the already
+scaled logits) and ``mask`` merges the causal mask and the key padding mask. They differ in
+what they materialise:
+
+- ``eager``: plain PyTorch softmax, the reference; holds ``(B, H, T, T)`` scores; trains.
+- ``sdpa``: ``F.scaled_dot_product_attention`` with bias, causal and padding masks merged into
+  one ``attn_mask`` (a ``(B|1, H, T, T)`` tensor for bias schemes; none otherwise); trains.
+- ``flex``: ``flex_attention`` with the scheme's ``score_mod`` and a block mask; compiled, no
+  ``T x T`` tensor; no backward on CPU in torch 2.13.
+- ``chunked``: a loop over query chunks, each under ``torch.utils.checkpoint``: only
+  ``(B, H, chunk, T)`` scores and bias exist at a time, in the forward and the backward; trains.
+  Measured on CPU (ALiBi, H = 4, C = 64, B = 1, forward + backward, peak RSS growth): T = 4096,
+  SDPA 803 MiB, chunked (256) 203 MiB; T = 8192, chunked 276 MiB.
+
+Masking rule shared by all backends: a query may attend to key ``j`` when ``j`` is a real
+token (and ``j <= i`` if causal), and always to itself, so that no row is fully masked (the
+outputs at padding positions are finite; callers ignore them).
+
+:func:`choose_backend` is the one place where a backend is picked; a fallback is logged once
+per reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from posembed.schemes.base import BiasScheme
+
+__all__ = [
+    "BACKENDS",
+    "AUTO_SDPA_MAX_LENGTH",
+    "AttentionInputs",
+    "choose_backend",
+    "run_backend",
+    "eager_attention",
+    "sdpa_attention",
+    "flex_attention",
+    "chunked_attention",
+    "flex_available",
+]
+
+logger = logging.getLogger(__name__)
+
+#: backend names accepted by :class:`~posembed.attention.SelfAttention`
+BACKENDS = ("auto", "sdpa", "flex", "chunked", "eager")
+
+#: ``backend="auto"``: bias schemes use SDPA (materialised bias) up to this length, chunked above
+AUTO_SDPA_MAX_LENGTH = 1024
+
+_LOGGED: set[str] = set()
+
+
+def log_once(reason: str) -> None:
+    """Log a backend fallback once per distinct reason (warning level)."""
+    if reason not in _LOGGED:
+        _LOGGED.add(reason)
+        logger.warning(reason)
+
+
+@dataclass
+class AttentionInputs:
+    """What every backend needs.
+
+    Shape:
+        - q: ``(B, H, T, Dk)``, k: ``(B, H, T, Dk)``, v: ``(B, H, T, Dv)``.
+        - positions: ``(T,)`` or ``(B, T)`` (read only by a bias scheme).
+        - key_mask: ``(B, T)`` bool, True for real tokens, or ``None``.
+        - qk: the ``(q, k)`` handed to a ``needs_qk`` bias scheme (before any TUPE extension).
+    """
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    scale: float
+    causal: bool
+    positions: Tensor
+    key_mask: Tensor | None = None
+    scheme: BiasScheme | None = None
+    qk: tuple[Tensor, Tensor] | None = None
+    dropout: float = 0.0
+
+
+def _scheme_bias(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
+    """The scheme's materialised bias for query ``rows`` (all rows when ``None``)."""
+    if inp.scheme is None:
+        return None
+    rows = rows if rows is not None else slice(None)
+    q, k = inp.qk if inp.qk is not None else (None, None)
+    q = q[:, :, rows] if q is not None else None
+    return inp.scheme.bias(inp.positions[..., rows], inp.positions, q, k)
+
+
+def allowed_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
+    """Boolean ``(B|1, 1, Tq, T)`` mask of allowed (query, key) pairs, or ``None`` if all are allowed."""
+    if not inp.causal and inp.key_mask is None:
+        return None
+    length = inp.k.shape[-2]
+    device = inp.q.device
+    q_idx = torch.arange(length, device=device)[rows if rows is not None else slice(None)]
+    k_idx = torch.arange(length, device=device)
+    allowed = torch.ones(q_idx.shape[0], length, dtype=torch.bool, device=device)  # (Tq, T)
+    if inp.causal:
+        allowed = k_idx[None, :] <= q_idx[:, None]
+    allowed = allowed[None, None]  # (1, 1, Tq, T)
+    if inp.key_mask is not None:
+        allowed = allowed & inp.key_mask[:, None, None, :]  # (B, 1, Tq, T)
+    return allowed | (k_idx[None, :] == q_idx[:, None])
+
+
+def _logit_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
+    """Additive ``(B|1, H|1, Tq, T)`` term: the scheme's bias plus ``-inf`` where masked."""
+    bias = _scheme_bias(inp, rows)
+    if bias is not None:
+        bias = bias.to(inp.q.dtype)
+    allowed = allowed_mask(inp, rows)
+    if allowed is None:
+        return bias
+    if bias is None:
+        bias = torch.zeros((), dtype=inp.q.dtype, device=inp.q.device)
+    return torch.where(allowed, bias, float("-inf"))
+
+
+def _softmax_attend(q: Tensor, k: Tensor, v: Tensor, extra: Tensor | None, scale: float, dropout: float) -> Tensor:
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, Tq, T)
+    if extra is not None:
+        scores = scores + extra
+    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if dropout > 0.0:
+        probs = F.dropout(probs, p=dropout)
+    return torch.matmul(probs, v)  # (B, H, Tq, Dv)
+
+
+def eager_attention(inp: AttentionInputs) -> Tensor:
+    """The reference: ``softmax(scale q k^T + bias + mask) v`` in plain PyTorch.
+
+    Example:
+        >>> q = k = v = torch.randn(1, 2, 5, 8)  # (B, H, T, D)
+        >>> inp = AttentionInputs(q, k, v, scale=8**-0.5, causal=True, positions=torch.arange(5))
+        >>> torch.allclose(eager_attention(inp), chunked_attention(inp, chunk_size=2), atol=1e-6)
+        True
+    """
+    return _softmax_attend(inp.q, inp.k, inp.v, _logit_mask(inp), inp.scale, inp.dropout)
+
+
+def sdpa_attention(inp: AttentionInputs) -> Tensor:
+    """``F.scaled_dot_product_attention``; bias, causal and padding masks merged into ``attn_mask``."""
+    bias = _scheme_bias(inp)
+    if bias is None and inp.key_mask is None:
+        return F.scaled_dot_product_attention(
+            inp.q, inp.k, inp.v, dropout_p=inp.dropout, is_causal=inp.causal, scale=inp.scale
+        )
+    if bias is None:
+        mask = allowed_mask(inp)  # boolean, True = take part
+    else:
+        mask = _logit_mask(inp).to(inp.q.dtype)
+    return F.scaled_dot_product_attention(inp.q, inp.k, inp.v, attn_mask=mask, dropout_p=inp.dropout, scale=inp.scale)
+
+
+def chunked_attention(inp: AttentionInputs, chunk_size: int = 256) -> Tensor:
+    """Loop over query chunks: only ``(B, H, chunk, T)`` logits and bias exist at a time.
+
+    With autograd on, each chunk runs under ``torch.utils.checkpoint``, so the backward
+    recomputes a chunk's probabilities instead of keeping all of them: memory O(T * chunk).
+    """
+    length = inp.q.shape[-2]
+    grad = _needs_grad(inp)
+    outputs = []
+    for start in range(0, length, chunk_size):
+        rows = slice(start, min(start + chunk_size, length))
+        if grad:
+            out = checkpoint(_chunk, inp, rows, use_reentrant=False)
+        else:
+            out = _chunk(inp, rows)
+        outputs.append(out)
+    return torch.cat(outputs, dim=-2)  # (B, H, T, Dv)
+
+
+def _chunk(inp: AttentionInputs, rows: slice) -> Tensor:
+    return _softmax_attend(inp.q[:, :, rows], inp.k, inp.v, _logit_mask(inp, rows), inp.scale, inp.dropout)
+
+
+def flex_available() -> bool:
+    """Whether ``torch.nn.attention.flex_attention`` can be imported."""
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention as _flex
+
+    return torch.compile(_flex, dynamic=False)
+
+
+def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
+    """FlexAttention with the scheme's ``score_mod`` and a block mask for causal/padding.
+
+    posembed builds no ``T x T`` tensor here. With ``compiled=True`` the call goes through
+    ``torch.compile`` and fuses into one kernel (a few seconds of compilation per new shape;
+    needs a C++ compiler on CPU); uncompiled, PyTorch runs its reference implementation, which
+    materialises the scores (logged once). On CPU in torch 2.13 it has no backward:
+    :func:`choose_backend` never picks it when gradients are needed there.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+    from torch.nn.attention.flex_attention import flex_attention as _eager_flex
+
+    _flex = _compiled_flex() if compiled else _eager_flex
+
+    score_mod = None
+    if inp.scheme is not None:
+        q, k = inp.qk if inp.qk is not None else (None, None)
+        score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k)
+    block_mask = None
+    if inp.causal or inp.key_mask is not None:
+        batch, _, length, _ = inp.q.shape
+        mask_mod = _mask_mod(inp.causal, inp.key_mask)
+        mask_batch = batch if inp.key_mask is not None else None
+        block_mask = create_block_mask(mask_mod, mask_batch, None, length, length, device=inp.q.device)
+    if compiled:
+        return _flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+    log_once(
+        "backend 'flex' runs uncompiled: PyTorch's reference FlexAttention materialises the scores; "
+        "SelfAttention(compile_flex=True) uses the fused kernel"
+    )
+    with warnings.catch_warnings():  # said once above, through logging
+        warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+        return _flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+
+
+def _mask_mod(causal: bool, key_mask: Tensor | None):
+    def mask_mod(b, h, q_idx, kv_idx):
+        allowed = kv_idx <= q_idx if causal else q_idx >= 0
+        if key_mask is not None:
+            allowed = allowed & key_mask[b, kv_idx]
+        return allowed | (q_idx == kv_idx)
+
+    return mask_mod
+
+
+def _needs_grad(inp: AttentionInputs) -> bool:
+    if not torch.is_grad_enabled():
+        return False
+    tensors = (inp.q, inp.k, inp.v, *(p for p in (inp.scheme.parameters() if inp.scheme is not None else ())))
+    return any(t.requires_grad for t in tensors)
+
+
+def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, training: bool) -> str:
+    """The one dispatch point: the backend that will run ``inp``.
+
+    Rules:
+
+    - ``"auto"``: SDPA when no bias is added (absolute, rotary, NoPE) or the length is at most
+      :data:`AUTO_SDPA_MAX_LENGTH`; above it, bias schemes run ``"chunked"`` (memory O(T * chunk)).
+    - ``"flex"`` falls back, logged once per reason, when FlexAttention cannot be imported (to
+      SDPA), when gradients are needed on CPU (no flex backward there; to chunked), or when
+      attention dropout is active (flex has none; to chunked).
+    - ``"sdpa"``, ``"chunked"``, ``"eager"`` run as asked.
+    """
+    if requested == "auto":
+        length = inp.q.shape[-2]
+        return "chunked" if adds_bias and length > AUTO_SDPA_MAX_LENGTH else "sdpa"
+    if requested != "flex":
+        return requested
+    if not flex_available():
+        log_once("backend 'flex' requested but torch.nn.attention.flex_attention is unavailable; using 'sdpa'")
+        return "sdpa"
+    if inp.q.device.type == "cpu" and _needs_grad(inp):
+        log_once("backend 'flex' has no backward on CPU (torch 2.13) and gradients are needed; using 'chunked'")
+        return "chunked"
+    if training and inp.dropout > 0.0:
+        log_once("backend 'flex' has no attention dropout; using 'chunked' while training with dropout > 0")
+        return "chunked"
+    return "flex"
+
+
+def run_backend(name: str, inp: AttentionInputs, *, chunk_size: int = 256, compile_flex: bool = False) -> Tensor:
+    """Run the backend ``name`` (one of :data:`BACKENDS` except ``"auto"``) on ``inp``."""
+    if name == "sdpa":
+        return sdpa_attention(inp)
+    if name == "chunked":
+        return chunked_attention(inp, chunk_size)
+    if name == "flex":
+        return flex_attention(inp, compiled=compile_flex)
+    return eager_attention(inp)

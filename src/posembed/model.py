@@ -1,0 +1,396 @@
+"""Small transformers built only from library parts: a bidirectional encoder and a causal decoder.
+
+Any scheme of any kind goes in one place:
+
+- absolute schemes go into :class:`~posembed.embeddings.TransformerEmbeddings` (``combine``
+  ``"add"`` or ``"concat"``; ``inject="every_layer"`` re-adds the position vectors to the residual
+  stream before every block after the first; ``untied=True`` instead feeds them to TUPE-A untied
+  position attention in every layer, Ke et al. 2021);
+- rotary and bias schemes are shared by every :class:`~posembed.attention.SelfAttention` layer
+  (owned once by the model, so its parameters are saved once);
+- ``scheme=None`` is NoPE (no position information; causal decoders still recover it,
+  Haviv et al. 2022).
+
+Blocks are pre-LayerNorm (attention, then a GELU MLP), as GPT-2 / nanoGPT; the output head is
+a separate linear layer (not weight-tied, so that every tensor is saved once).
+
+:meth:`TransformerModel.config_dict` and :func:`build_model` round-trip a model through a
+JSON-able dict (the lab's checkpoints and the inspector use them).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import torch
+from torch import Tensor, nn
+
+from posembed._checks import check_positive_int
+from posembed.attention import SelfAttention
+from posembed.embeddings import TransformerEmbeddings
+from posembed.positions import resolve_positions
+from posembed.schemes.base import SCHEMES, Kind, PositionScheme
+
+__all__ = ["Block", "Encoder", "Decoder", "TransformerModel", "build_model", "scheme_config", "build_scheme"]
+
+COMBINES = ("add", "concat")
+INJECTS = ("once", "every_layer")
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))``.
+
+    Args:
+        dim: width C. num_heads: heads H. mlp_ratio: hidden width of the MLP is ``mlp_ratio * C``.
+        attention: keyword arguments for :class:`~posembed.attention.SelfAttention`.
+
+    Shape:
+        x ``(B, T, C)`` -> ``(B, T, C)``.
+
+    Example:
+        >>> Block(8, 2)(torch.randn(1, 3, 8)).shape
+        torch.Size([1, 3, 8])
+    """
+
+    def __init__(
+        self, dim: int, num_heads: int, *, mlp_ratio: int = 4, dropout: float = 0.0, device=None, dtype=None, **attention
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.ln_1 = nn.LayerNorm(dim, **factory)
+        self.attn = SelfAttention(dim, num_heads, dropout=dropout, **attention, **factory)
+        self.ln_2 = nn.LayerNorm(dim, **factory)
+        hidden = check_positive_int(mlp_ratio, "mlp_ratio") * dim
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, hidden, **factory), nn.GELU(), nn.Linear(hidden, dim, **factory), nn.Dropout(dropout)
+        )
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, position_ids=None, attention_mask=None, position_vectors=None) -> Tensor:
+        x = x + self.resid_dropout(self.attn(self.ln_1(x), position_ids, attention_mask, position_vectors))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TransformerModel(nn.Module):
+    """Shared body of :class:`Encoder` and :class:`Decoder` (see their docstrings)."""
+
+    causal: bool = False
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        scheme: PositionScheme | None = None,
+        max_len: int | None = None,
+        combine: str = "add",
+        inject: str = "once",
+        untied: bool = False,
+        dropout: float = 0.0,
+        mlp_ratio: int = 4,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        _check_options(scheme, combine, inject, untied)
+        self.vocab_size = check_positive_int(vocab_size, "vocab_size")
+        self.dim = check_positive_int(dim, "dim")
+        self.depth = check_positive_int(depth, "depth")
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
+        self.combine, self.inject, self.untied = combine, inject, untied
+        self.dropout, self.mlp_ratio, self.backend = dropout, mlp_ratio, backend
+        factory = {"device": device, "dtype": dtype}
+        absolute = scheme is not None and scheme.kind == Kind.ABSOLUTE
+        self.embeddings = TransformerEmbeddings(
+            vocab_size, dim, position=scheme if absolute and not untied else None, type_vocab_size=0,
+            pad_token_id=None, combine=combine, dropout=dropout, **factory,
+        )
+        in_attention = None if absolute else scheme
+        if absolute and not untied:  # owned by the embeddings; a plain reference here
+            object.__setattr__(self, "scheme", scheme)
+        else:
+            self.scheme = scheme
+        self.position_norm = nn.LayerNorm(scheme.dim, **factory) if untied else None
+        self.blocks = nn.ModuleList(
+            Block(
+                dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, scheme=in_attention, causal=self.causal,
+                backend=backend, untied_dim=scheme.dim if untied else None, own_scheme=False, **factory,
+            )
+            for _ in range(depth)
+        )
+        self.norm = nn.LayerNorm(dim, **factory)
+
+    def reset_parameters(self) -> None:
+        """Re-initialise every parameter, the position scheme's included."""
+        self.embeddings.reset_parameters()
+        for owned in (self._modules.get("scheme"), self.position_norm):
+            if owned is not None and hasattr(owned, "reset_parameters"):
+                owned.reset_parameters()
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """GPT-2 init of the blocks and the head (normal 0.02; residual outputs 0.02 / sqrt(2 depth)).
+
+        The constructor calls only this: a scheme passed in keeps its parameters.
+        """
+        for name, param in [*self.blocks.named_parameters(), *self.head.named_parameters(prefix="head")]:
+            if name.endswith("bias"):
+                nn.init.zeros_(param)
+            elif param.dim() == 2:
+                residual = name.endswith("out_proj.weight") or name.endswith("mlp.2.weight")
+                nn.init.normal_(param, std=0.02 / math.sqrt(2 * self.depth) if residual else 0.02)
+            else:
+                nn.init.ones_(param)
+
+    def hidden_states(
+        self, input_ids: Tensor, position_ids: Tensor | None = None, attention_mask: Tensor | None = None
+    ) -> list[Tensor]:
+        """``[h_0, ..., h_depth]``: the embeddings' output and every block's output, each ``(B, T, C)``."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
+        length = input_ids.shape[1]
+        if self.max_len is not None and length > self.max_len:
+            raise ValueError(f"input length {length} exceeds max_len={self.max_len} of this model")
+        positions = resolve_positions(position_ids, length, input_ids.device)
+        h = self.embeddings(input_ids, position_ids=position_ids)
+        position_vectors = self._untied_vectors(positions)
+        states = [h]
+        for index, block in enumerate(self.blocks):
+            if index and self.inject == "every_layer":
+                h = h + self.embeddings.position_embeddings(positions).type_as(h)
+            h = block(h, position_ids, attention_mask, position_vectors)  # None: schemes' cached arange
+            states.append(h)
+        return states
+
+    def _untied_vectors(self, positions: Tensor) -> Tensor | None:
+        if not self.untied:
+            return None
+        return self.position_norm(self.scheme(positions).to(self.position_norm.weight.dtype))
+
+    def config_dict(self) -> dict:
+        """The constructor arguments as a JSON-able dict (``scheme`` as ``{"name": ..., **kwargs}``)."""
+        config = {
+            "architecture": type(self).__name__.lower(),
+            "vocab_size": self.vocab_size, "dim": self.dim, "depth": self.depth, "num_heads": self.num_heads,
+            "scheme": None if self.scheme is None else scheme_config(self.scheme),
+            "max_len": self.max_len, "combine": self.combine, "inject": self.inject, "untied": self.untied,
+            "dropout": self.dropout, "mlp_ratio": self.mlp_ratio, "backend": self.backend,
+        }
+        return config
+
+    def extra_repr(self) -> str:
+        scheme = None if self.scheme is None else type(self.scheme).__name__
+        return f"scheme={scheme}, combine={self.combine!r}, inject={self.inject!r}, untied={self.untied}"
+
+
+class Decoder(TransformerModel):
+    """Causal language model: embeddings, ``depth`` pre-LN blocks, LayerNorm, vocabulary head.
+
+    Args:
+        vocab_size: number of token ids.
+        dim: width C. depth: number of blocks. num_heads: heads H (``dim % num_heads == 0``).
+        scheme: any :class:`~posembed.schemes.base.PositionScheme`, or ``None`` (NoPE).
+        max_len: longest input accepted (``None``: whatever the scheme allows).
+        combine: ``"add"`` or ``"concat"`` (absolute schemes only).
+        inject: ``"once"`` or ``"every_layer"`` (absolute schemes only).
+        untied: TUPE-A untied position attention (absolute schemes only; positions then skip the input).
+        dropout: dropout in embeddings, attention and blocks. mlp_ratio: MLP width factor.
+        backend: attention backend of every layer (see :class:`~posembed.attention.SelfAttention`).
+
+    Shape:
+        input_ids ``(B, T)``; position_ids ``(T,)``/``(B, T)``; attention_mask ``(B, T)`` ->
+        logits ``(B, T, vocab_size)``.
+
+    Example:
+        >>> from posembed.schemes.learned import LearnedAbsolute
+        >>> model = Decoder(11, dim=8, depth=2, num_heads=2, scheme=LearnedAbsolute(16, 8))
+        >>> model(torch.randint(0, 11, (2, 5))).shape
+        torch.Size([2, 5, 11])
+    """
+
+    causal = True
+
+    def __init__(self, vocab_size: int, **kwargs) -> None:
+        super().__init__(vocab_size, **kwargs)
+        factory = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
+        self.head = nn.Linear(self.dim, vocab_size, bias=False, **factory)
+        self._init_weights()
+
+    def forward(
+        self, input_ids: Tensor, position_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+        return_hidden_states: bool = False,
+    ):
+        """Next-token logits ``(B, T, vocab_size)`` (and the hidden states when asked)."""
+        states = self.hidden_states(input_ids, position_ids, attention_mask)
+        logits = self.head(self.norm(states[-1]))
+        return (logits, states) if return_hidden_states else logits
+
+
+class Encoder(TransformerModel):
+    """Bidirectional encoder: per-token logits, or a sequence classifier when ``num_classes`` is set.
+
+    Takes the arguments of :class:`Decoder`, plus ``num_classes``: when given, the output is
+    ``(B, num_classes)`` from the mean of the final hidden states over real tokens
+    (``attention_mask``); otherwise ``(B, T, vocab_size)``.
+
+    Example:
+        >>> from posembed.schemes.learned import LearnedAbsolute
+        >>> model = Encoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(16, 8), num_classes=3)
+        >>> model(torch.randint(0, 11, (2, 5))).shape
+        torch.Size([2, 3])
+    """
+
+    causal = False
+
+    def __init__(self, vocab_size: int, *, num_classes: int | None = None, **kwargs) -> None:
+        super().__init__(vocab_size, **kwargs)
+        self.num_classes = None if num_classes is None else check_positive_int(num_classes, "num_classes")
+        factory = {"device": kwargs.get("device"), "dtype": kwargs.get("dtype")}
+        out = vocab_size if num_classes is None else num_classes
+        self.head = nn.Linear(self.dim, out, bias=num_classes is not None, **factory)
+        self._init_weights()
+
+    def forward(
+        self, input_ids: Tensor, position_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+        return_hidden_states: bool = False,
+    ):
+        """Logits ``(B, T, vocab_size)`` or ``(B, num_classes)`` (and the hidden states when asked)."""
+        states = self.hidden_states(input_ids, position_ids, attention_mask)
+        h = self.norm(states[-1])  # (B, T, C)
+        if self.num_classes is not None:
+            h = _masked_mean(h, attention_mask)  # (B, C)
+        logits = self.head(h)
+        return (logits, states) if return_hidden_states else logits
+
+    def config_dict(self) -> dict:
+        return {**super().config_dict(), "num_classes": self.num_classes}
+
+
+def _masked_mean(h: Tensor, attention_mask: Tensor | None) -> Tensor:
+    if attention_mask is None:
+        return h.mean(dim=1)
+    weights = (attention_mask != 0).to(h.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+def _check_options(scheme: PositionScheme | None, combine: str, inject: str, untied: bool) -> None:
+    if scheme is not None and not isinstance(scheme, PositionScheme):
+        raise TypeError(f"scheme must be a posembed PositionScheme or None, got {type(scheme).__name__}")
+    if combine not in COMBINES:
+        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+    if inject not in INJECTS:
+        raise ValueError(f"inject must be one of {INJECTS}, got {inject!r}")
+    absolute = scheme is not None and scheme.kind == Kind.ABSOLUTE
+    what = "None" if scheme is None else f"{type(scheme).__name__} (kind {scheme.kind.value!r})"
+    options = {"combine='concat'": combine == "concat", "inject='every_layer'": inject == "every_layer", "untied=True": untied}
+    for option, used in options.items():
+        if used and not absolute:
+            raise ValueError(f"{option} needs an absolute position scheme, got scheme={what}")
+    if untied and (combine != "add" or inject != "once"):
+        raise ValueError("untied=True keeps positions out of the input: use it with combine='add', inject='once'")
+
+
+# ---------------------------------------------------------------------- config round trip
+
+_SKIPPED_ARGS = ("self", "device", "dtype")
+
+
+def scheme_config(scheme: PositionScheme) -> dict:
+    """``{"name": <registry name>, **constructor kwargs}`` of a scheme, read from its attributes.
+
+    A scheme may define ``config()`` returning its kwargs; otherwise every constructor argument
+    must be stored as an attribute of the same name (as :class:`~posembed.LearnedAbsolute` does),
+    on the scheme or on a scheme it wraps (composition, one level).
+    """
+    if scheme.name is None:
+        raise ValueError(f"{type(scheme).__name__} has no registry name; it cannot be saved in a config")
+    if hasattr(scheme, "config"):
+        return {"name": scheme.name, **scheme.config()}
+    kwargs = {}
+    for arg in _constructor_args(type(scheme)):
+        owners = [scheme, *(m for m in scheme.children() if isinstance(m, PositionScheme))]
+        owner = next((o for o in owners if hasattr(o, arg)), None)
+        if owner is None:
+            raise ValueError(
+                f"cannot save {type(scheme).__name__} in a config: argument {arg!r} is not stored as an attribute"
+            )
+        kwargs[arg] = _jsonable(getattr(owner, arg), arg)
+    return {"name": scheme.name, **kwargs}
+
+
+def _constructor_args(cls: type) -> list[str]:
+    """Named constructor arguments, following ``**kwargs`` up to the base classes' constructors."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or not issubclass(klass, PositionScheme):
+            continue
+        forwards = False
+        for arg in inspect.signature(klass.__init__).parameters.values():
+            if arg.kind == arg.VAR_KEYWORD:
+                forwards = True
+            elif arg.name not in _SKIPPED_ARGS and arg.kind != arg.VAR_POSITIONAL and arg.name not in names:
+                names.append(arg.name)
+        if not forwards:
+            break
+    return names
+
+
+def _jsonable(value, name: str):
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v, name) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, name) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.dtype):
+        return str(value)
+    raise ValueError(f"scheme argument {name!r}={value!r} is not JSON-able")
+
+
+def build_scheme(config: dict) -> PositionScheme:
+    """Rebuild a scheme from :func:`scheme_config`'s dict (looked up in ``SCHEMES``)."""
+    config = dict(config)
+    name = config.pop("name", None)
+    if name not in SCHEMES:
+        from posembed.schemes import SCHEME_MODULES
+        import importlib
+
+        for module in SCHEME_MODULES:
+            try:
+                importlib.import_module(f"posembed.schemes.{module}")
+            except ModuleNotFoundError:
+                continue
+    if name not in SCHEMES:
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted(SCHEMES))}")
+    return SCHEMES[name](**config)
+
+
+def build_model(config: dict, *, device=None, dtype=None) -> TransformerModel:
+    """Rebuild an :class:`Encoder` or :class:`Decoder` from :meth:`TransformerModel.config_dict`.
+
+    Example:
+        >>> from posembed.schemes.learned import LearnedAbsolute
+        >>> model = Decoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(16, 8))
+        >>> build_model(model.config_dict()).config_dict() == model.config_dict()
+        True
+    """
+    config = dict(config)
+    architecture = config.pop("architecture", None)
+    classes = {"decoder": Decoder, "encoder": Encoder}
+    if architecture not in classes:
+        raise ValueError(f"config 'architecture' must be 'decoder' or 'encoder', got {architecture!r}")
+    scheme = config.pop("scheme", None)
+    allowed = set(inspect.signature(TransformerModel.__init__).parameters) - {"self", "device", "dtype"}
+    allowed |= {"num_classes"} if architecture == "encoder" else set()
+    unknown = set(config) - allowed
+    if unknown:
+        raise ValueError(f"unknown model config keys: {', '.join(sorted(unknown))}")
+    built = None if scheme is None else build_scheme(scheme)
+    if built is not None and device is not None:
+        built = built.to(device=device)  # the scheme keeps its own dtypes (fp32 position math)
+    return classes[architecture](scheme=built, device=device, dtype=dtype, **config)
