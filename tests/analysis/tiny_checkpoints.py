@@ -1,0 +1,33 @@
+"""Tiny random Hugging Face checkpoints written into a temporary folder for the inspector's tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def save_tiny_llama(folder: Path, tokenizer_from: Path | None = None) -> Path:
+    """A 2-layer LlamaModel (rotary positions, no position table); optionally with a copied tokenizer."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+
+    config = LlamaConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+    )
+    LlamaModel(config).save_pretrained(folder)
+    if tokenizer_from is not None:
+        AutoTokenizer.from_pretrained(str(tokenizer_from)).save_pretrained(folder)
+    return folder
+
+
+def save_tiny_gpt2(folder: Path) -> Path:
+    """A 1-layer GPT2Model with learned positions (wpe) and no tokenizer."""
+    from transformers import GPT2Config, GPT2Model
+
+    config = GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=1, n_head=4)
+    GPT2Model(config).save_pretrained(folder)
+    return folder
