@@ -22,7 +22,7 @@ def scheme_factories(causal: bool, num_heads: int = HEADS, head_dim: int = HEAD_
     from posembed.schemes.alibi import ALiBi
     from posembed.schemes.nope import NoPE
     from posembed.schemes.rotary import RotaryEmbedding
-    from posembed.schemes.rotary_scaling import YaRNRotary
+    from posembed.schemes.rotary_yarn import YaRNRotary
     from posembed.schemes.shaw import ShawRelative
     from posembed.schemes.t5_bias import T5RelativeBias
     from posembed.schemes.xpos import XPos

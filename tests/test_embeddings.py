@@ -1,10 +1,13 @@
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from posembed import LearnedAbsolute, LearnedParameter, TransformerEmbeddings
+from posembed import LearnedAbsolute, LearnedParameter, Sinusoidal, Sinusoidal2D, Sinusoidal3D, TransformerEmbeddings
+from posembed.schemes.sinusoidal_nd import grid_coordinates
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, RotaryScheme
 from tests.helpers import assert_close
 
@@ -270,3 +273,101 @@ def test_a_scheme_passed_in_keeps_its_values():
     assert torch.equal(emb.position.weight, before)
     emb.reset_parameters()  # an explicit reset re-initialises every part, the table included
     assert not torch.equal(emb.position.weight, before)
+
+
+# ---------------------------------------------------------------------- coordinates (2-D / 3-D schemes)
+
+
+@pytest.mark.parametrize(("cls", "sizes"), [(Sinusoidal2D, (3, 4)), (Sinusoidal3D, (2, 3, 2))])
+@pytest.mark.parametrize("batched", [False, True])
+def test_coordinate_schemes_add_scheme_of_coordinates(cls, sizes, batched):
+    torch.manual_seed(2)
+    emb = TransformerEmbeddings(40, 12, position=cls(12)).eval()
+    assert emb.num_axes == len(sizes) and emb.max_positions is None
+    length = math.prod(sizes)
+    ids, types = torch.randint(0, 40, (2, length)), torch.randint(0, 2, (2, length))
+    coords = grid_coordinates(*sizes)  # (T, A)
+    if batched:
+        coords = torch.stack([coords, coords.flip(0) + 1])  # (B, T, A): each row its own coordinates
+    x = emb.token_embeddings(ids) + emb.token_type_embeddings(types) + cls(12)(coords)
+    expected = nn.functional.layer_norm(x, (12,), emb.norm.weight, emb.norm.bias, eps=1e-12)
+    assert_close(emb(ids, types, coords), expected)
+    parts = emb.components(ids, types, coords)
+    assert_close(parts.token + parts.position + parts.segment, parts.combined)
+
+
+def test_coordinate_schemes_need_coordinates_matching_the_ids():
+    emb = TransformerEmbeddings(40, 8, position=Sinusoidal2D(8))
+    ids = torch.randint(0, 40, (2, 6))
+    with pytest.raises(ValueError, match=r"Sinusoidal2D embeds 2-D coordinates, so position_ids are required.*\(6, 2\)"):
+        emb(ids)
+    with pytest.raises(ValueError, match=r"position_ids has shape \(6,\), but Sinusoidal2D takes coordinates of shape \(6, 2\)"):
+        emb(ids, position_ids=torch.arange(6))
+    with pytest.raises(ValueError, match=r"shape \(5, 2\).*input_ids of shape \(2, 6\)"):
+        emb(ids, position_ids=grid_coordinates(1, 5))
+    with pytest.raises(ValueError, match=r"shape \(3, 6, 2\)"):
+        emb(ids, position_ids=grid_coordinates(2, 3).expand(3, 6, 2))
+    with pytest.raises(ValueError, match=r"shape \(6, 3\)"):
+        emb(ids, position_ids=grid_coordinates(1, 2, 3))
+    with pytest.raises(ValueError, match="coordinates holds -1"):
+        emb(ids, position_ids=grid_coordinates(2, 3) - 1)
+    with pytest.raises(TypeError, match="must hold integers"):
+        emb(ids, position_ids=grid_coordinates(2, 3).float())
+    one_row = grid_coordinates(2, 3)[None]  # (1, T, A) broadcasts over the batch
+    assert_close(emb.eval()(ids, position_ids=one_row), emb(ids, position_ids=one_row[0]), atol=0, rtol=0)
+
+
+# ---------------------------------------------------------------------- broadcast token types
+
+
+def test_token_types_of_shape_1_t_broadcast_like_positions():
+    for kwargs in ({}, {"combine": "concat", "pos_dim": 3}, {"combine": "concat", "pos_dim": 5, "token_dim": 7}):
+        emb = _block(**kwargs)
+        ids = torch.randint(0, 40, (3, 6))
+        types = torch.tensor([[0, 0, 0, 1, 1, 1]])
+        expected = emb(ids, types.expand(3, 6), torch.arange(6).expand(3, 6))
+        assert_close(emb(ids, types, torch.arange(6)[None]), expected, atol=0, rtol=0)
+        assert_close(emb(ids, types[0], torch.arange(6)), expected, atol=0, rtol=0)
+        parts = emb.components(ids, types)
+        assert_close(parts.token + parts.position + parts.segment, parts.combined)
+    with pytest.raises(ValueError, match=r"token_type_ids has shape \(2, 6\) but input_ids has shape \(3, 6\).*\(1, T\)"):
+        emb(ids, torch.zeros(2, 6, dtype=torch.long))
+
+
+# ---------------------------------------------------------------------- compile and meta device
+
+
+def _compile_parity(module, *args, backend="aot_eager"):
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=backend, fullgraph=True)
+    assert_close(compiled(*args), module(*args), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "sinusoidal_cached"])
+def test_compiled_equals_eager_without_graph_breaks(position):
+    scheme = {
+        "learned": lambda: LearnedAbsolute(16, 8),
+        "sinusoidal": lambda: Sinusoidal(8),
+        "sinusoidal_cached": lambda: Sinusoidal(8, max_len=16),
+    }[position]()
+    emb = TransformerEmbeddings(40, 8, position=scheme).eval()
+    ids, types = torch.randint(0, 40, (2, 7)), torch.randint(0, 2, (2, 7))
+    _compile_parity(emb, ids, types, torch.arange(7) + 3)
+    _compile_parity(emb, ids)
+
+
+def test_compiled_with_inductor_equals_eager():
+    emb = _block()
+    ids, types = torch.randint(0, 40, (2, 9)), torch.randint(0, 2, (2, 9))
+    _compile_parity(emb, ids, types, backend="inductor")
+
+
+def test_meta_device_forward_checks_shapes_not_values():
+    for scheme in (LearnedAbsolute(16, 8, device="meta"), Sinusoidal(8, device="meta")):
+        emb = TransformerEmbeddings(40, 8, position=scheme, device="meta")
+        out = emb(torch.zeros(2, 5, dtype=torch.long, device="meta"))
+        assert out.is_meta and out.shape == (2, 5, 8)
+        with pytest.raises(TypeError, match="input_ids must hold integers"):
+            emb(torch.zeros(2, 5, device="meta"))
+        with pytest.raises(ValueError, match=r"token_type_ids has shape \(2, 4\)"):
+            emb(torch.zeros(2, 5, dtype=torch.long, device="meta"), torch.zeros(2, 4, dtype=torch.long, device="meta"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -191,6 +192,18 @@ def test_model_bad_inputs() -> None:
         Decoder(VOCAB, dim=DIM, depth=1, num_heads=3)
     with pytest.raises(TypeError, match="PositionScheme"):
         Decoder(VOCAB, dim=DIM, depth=1, num_heads=HEADS, scheme="learned")
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(2, LENGTH), (3, LENGTH - 1), (LENGTH,), (3, LENGTH, 1)])
+def test_mask_shape_must_match_the_ids(causal, shape) -> None:
+    model = _model(causal, LearnedAbsolute(32, DIM))
+    ids = torch.randint(0, VOCAB, (3, LENGTH))
+    match = rf"attention_mask has shape {re.escape(str(shape))} but input_ids has shape \(3, {LENGTH}\)"
+    with pytest.raises(ValueError, match=match):
+        model(ids, attention_mask=torch.ones(shape, dtype=torch.long))
+    with pytest.raises(TypeError, match="attention_mask must be a tensor, got list"):
+        model(ids, attention_mask=[[1] * LENGTH] * 3)
 
 
 def test_build_model_bad_configs() -> None:

@@ -63,3 +63,19 @@ def test_offset_positions():
 def test_bad_positions(call, error):
     with pytest.raises(error):
         call()
+
+
+@pytest.mark.parametrize(
+    "length, offset, error, match",
+    [
+        (3, torch.tensor([1.5, 2.0]), TypeError, r"offset must hold integers.*float32"),
+        (3, torch.tensor([True]), TypeError, r"offset must hold integers.*bool"),
+        (-2, 0, ValueError, r"length must be >= 0 \(the number of new tokens\), got -2"),
+        (-2, torch.tensor([0, 4]), ValueError, "length must be >= 0"),
+        (2.0, 0, TypeError, "length must be an int, got 2.0"),
+    ],
+)
+def test_offset_positions_refuse_float_offsets_and_negative_lengths(length, offset, error, match):
+    with pytest.raises(error, match=match):
+        positions_with_offset(length, offset)
+    assert positions_with_offset(0, 7).shape == (0,)

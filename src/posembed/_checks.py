@@ -5,14 +5,35 @@ Every check names the offending value and the limit.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-__all__ = ["check_index_tensor", "check_same_shape", "check_positive_int"]
+__all__ = [
+    "check_index_tensor",
+    "check_same_shape",
+    "check_positive_int",
+    "check_number",
+    "check_context_length",
+    "values_readable",
+]
+
+
+def values_readable(x: Tensor) -> bool:
+    """Whether checks may read ``x``'s values: not while compiling, not on the meta device.
+
+    Reading values (``int(x.max())``) syncs with the host and breaks ``torch.compile(fullgraph=True)``;
+    meta tensors have no values. Dtype and shape checks run everywhere.
+    """
+    return not (torch.compiler.is_compiling() or x.is_meta)
 
 
 def check_index_tensor(x: Tensor, name: str, limit: int | None, hint: str = "") -> None:
     """Check that ``x`` holds integer indices in ``[0, limit)`` (``limit=None``: only ``>= 0``).
+
+    The type and dtype are always checked; the values only when :func:`values_readable`
+    (eager, not on the meta device), so compiled and shape-only forwards pass through.
 
     >>> import torch
     >>> check_index_tensor(torch.tensor([0, 3]), "input_ids", 4)
@@ -25,7 +46,7 @@ def check_index_tensor(x: Tensor, name: str, limit: int | None, hint: str = "") 
         raise TypeError(f"{name} must be a torch.Tensor of integers, got {type(x).__name__}")
     if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
         raise TypeError(f"{name} must hold integers (torch.long), got dtype {x.dtype}")
-    if x.numel() == 0:
+    if x.numel() == 0 or not values_readable(x):
         return
     lo, hi = int(x.min()), int(x.max())
     if lo < 0:
@@ -36,19 +57,28 @@ def check_index_tensor(x: Tensor, name: str, limit: int | None, hint: str = "") 
 
 
 def check_same_shape(reference: Tensor, other: Tensor | None, ref_name: str, name: str) -> None:
-    """Check that ``other`` (when given) has the shape of ``reference``, or its last dim(s).
+    """Check that ``other`` (when given) has the shape of ``reference``, or broadcasts over its batch.
 
-    ``other`` may omit the batch dimension: ``(T,)`` matches a ``(B, T)`` reference.
+    For a ``(B, T)`` reference, ``other`` may be ``(B, T)``, or ``(T,)`` / ``(1, T)`` shared across
+    the batch (as ``position_ids`` in Hugging Face models).
+
+    >>> import torch
+    >>> check_same_shape(torch.zeros(2, 3), torch.zeros(1, 3), "input_ids", "token_type_ids")
+    >>> check_same_shape(torch.zeros(2, 3), torch.zeros(3, 3), "input_ids", "token_type_ids")
+    Traceback (most recent call last):
+    ...
+    ValueError: token_type_ids has shape (3, 3) but input_ids has shape (2, 3); they must match (or token_type_ids may be (T,) or (1, T) shared across the batch)
     """
     if other is None:
         return
-    if tuple(other.shape) == tuple(reference.shape):
+    shape, ref = tuple(other.shape), tuple(reference.shape)
+    if shape == ref:
         return
-    if other.dim() == 1 and reference.dim() == 2 and other.shape[0] == reference.shape[1]:
+    if len(ref) == 2 and shape in ((ref[1],), (1, ref[1])):
         return
     raise ValueError(
-        f"{name} has shape {tuple(other.shape)} but {ref_name} has shape {tuple(reference.shape)}; "
-        f"they must match (or {name} may be (T,) shared across the batch)"
+        f"{name} has shape {shape} but {ref_name} has shape {ref}; "
+        f"they must match (or {name} may be (T,) or (1, T) shared across the batch)"
     )
 
 
@@ -58,6 +88,26 @@ def check_positive_int(value: object, name: str) -> int:
         raise TypeError(f"{name} must be an int, got {value!r}")
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
+    return value
+
+
+def check_number(value: object, name: str, minimum: float) -> float:
+    """Return ``value`` as a float if it is a finite real number ``>= minimum``, else raise.
+
+    >>> check_number(2, "factor", 1.0)
+    2.0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value}")
+    return float(value)
+
+
+def check_context_length(value: object, name: str) -> int:
+    """Return ``value`` if it is a positive ``int`` (a context length), else a ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int (a context length), got {value!r}")
     return value
 
 

@@ -62,7 +62,9 @@ class TransformerEmbeddings(nn.Module):
         vocab_size: number of token ids.
         hidden_size: output width C.
         position: an absolute scheme (``LearnedAbsolute``, ``Sinusoidal``, ...) or ``None`` for no
-            absolute position (NoPE, or positions handled in attention).
+            absolute position (NoPE, or positions handled in attention). A scheme of coordinates
+            (``Sinusoidal2D`` / ``Sinusoidal3D``: class attribute ``num_axes`` A > 1) needs
+            explicit ``position_ids`` holding each token's coordinates.
         type_vocab_size: number of segment (token type) ids; 0 = no segment table.
         pad_token_id: the token id whose embedding is zero and gets no gradient (``padding_idx``).
         combine: ``"add"`` or ``"concat"`` (see the module docstring).
@@ -72,8 +74,9 @@ class TransformerEmbeddings(nn.Module):
 
     Shape:
         - input_ids: ``(B, T)`` integers in ``[0, vocab_size)``.
-        - token_type_ids: ``(B, T)`` or ``(T,)`` in ``[0, type_vocab_size)``; ``None`` = all 0.
-        - position_ids: ``(B, T)``, ``(1, T)`` or ``(T,)``; ``None`` = ``arange(T)``.
+        - token_type_ids: ``(B, T)``, ``(1, T)`` or ``(T,)`` in ``[0, type_vocab_size)``; ``None`` = all 0.
+        - position_ids: ``(B, T)``, ``(1, T)`` or ``(T,)``; ``None`` = ``arange(T)``. For a scheme of
+          A-D coordinates: ``(B, T, A)``, ``(1, T, A)`` or ``(T, A)``, required.
         - output: ``(B, T, C)``.
 
     Example:
@@ -84,6 +87,11 @@ class TransformerEmbeddings(nn.Module):
         >>> cat = TransformerEmbeddings(100, 8, position=LearnedAbsolute(16, 3), combine="concat")
         >>> cat.token_embeddings.embedding_dim, cat.position_embeddings(torch.arange(2)).shape
         (5, torch.Size([2, 8]))
+        >>> from posembed import Sinusoidal2D
+        >>> from posembed.schemes.sinusoidal_nd import grid_coordinates
+        >>> patches = TransformerEmbeddings(100, 8, position=Sinusoidal2D(8))
+        >>> patches(torch.tensor([[4, 9, 2, 7]]), position_ids=grid_coordinates(2, 2)).shape  # a 2 x 2 grid
+        torch.Size([1, 4, 8])
     """
 
     def __init__(
@@ -112,6 +120,8 @@ class TransformerEmbeddings(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.token_embeddings = nn.Embedding(vocab_size, self.token_dim, padding_idx=pad_token_id, **factory)
         self.position = position
+        #: coordinates per position id: 1 for sequence schemes, A for ``Sinusoidal2D`` / ``3D``
+        self.num_axes: int = getattr(position, "num_axes", 1)
         self.token_type_embeddings = (
             nn.Embedding(type_vocab_size, hidden_size, **factory) if type_vocab_size else None
         )
@@ -195,7 +205,8 @@ class TransformerEmbeddings(nn.Module):
         ``W_pos @ pos`` (the projection's position columns, no bias).
 
         Shape:
-            position_ids ``(T,)`` or ``(B, T)`` -> ``(T, C)`` or ``(B, T, C)``.
+            position_ids ``(T,)`` or ``(B, T)`` (coordinates ``(T, A)`` or ``(B, T, A)``) ->
+            ``(T, C)`` or ``(B, T, C)``.
         """
         if self.position is None:
             raise ValueError("this TransformerEmbeddings has no position scheme (position=None)")
@@ -257,7 +268,11 @@ class TransformerEmbeddings(nn.Module):
     # ------------------------------------------------------------------ checks
 
     def _check_inputs(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None) -> Tensor:
-        """Validate the three id tensors; return the position ids to use."""
+        """Validate the three id tensors; return the position ids (or coordinates) to use.
+
+        Values are read only in eager mode (see :func:`~posembed._checks.check_index_tensor`), so
+        the block compiles with ``fullgraph=True`` and runs on the meta device.
+        """
         check_index_tensor(input_ids, "input_ids", self.vocab_size, f"vocab_size={self.vocab_size}")
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
@@ -265,7 +280,9 @@ class TransformerEmbeddings(nn.Module):
             if self.token_type_embeddings is None:
                 raise ValueError("token_type_ids given, but this block has no segment table (type_vocab_size=0)")
             check_index_tensor(token_type_ids, "token_type_ids", self.type_vocab_size, f"type_vocab_size={self.type_vocab_size}")
-            check_same_shape(input_ids, token_type_ids, "input_ids", "token_type_ids")
+            check_same_shape(input_ids, token_type_ids, "input_ids", "token_type_ids")  # (1, T) broadcasts
+        if self.num_axes > 1:
+            return _check_coordinates(input_ids, position_ids, self.num_axes, type(self.position).__name__)
         if position_ids is not None and position_ids.dim() == 2 and position_ids.shape[0] == 1:
             position_ids = position_ids[0]  # (1, T) broadcasts over the batch, as in transformers
         check_same_shape(input_ids, position_ids, "input_ids", "position_ids")
@@ -291,6 +308,27 @@ class TransformerEmbeddings(nn.Module):
             f"vocab_size={self.vocab_size}, hidden_size={self.hidden_size}, combine={self.combine_mode!r}, "
             f"type_vocab_size={self.type_vocab_size}, pad_token_id={self.pad_token_id}"
         )
+
+
+def _check_coordinates(input_ids: Tensor, coordinates: Tensor | None, num_axes: int, scheme: str) -> Tensor:
+    """Coordinates ``(T, A)`` / ``(1, T, A)`` / ``(B, T, A)`` for ``input_ids`` ``(B, T)``, required."""
+    batch, length = input_ids.shape
+    shapes = f"({length}, {num_axes}), (1, {length}, {num_axes}) or ({batch}, {length}, {num_axes})"
+    if coordinates is None:
+        raise ValueError(
+            f"{scheme} embeds {num_axes}-D coordinates, so position_ids are required: a tensor of shape {shapes} "
+            f"for input_ids of shape {(batch, length)} (grid_coordinates(*sizes) gives a full grid's)"
+        )
+    if not isinstance(coordinates, Tensor):
+        raise TypeError(f"position_ids must be a torch.Tensor of integer coordinates, got {type(coordinates).__name__}")
+    shape = tuple(coordinates.shape)
+    fits = shape == (length, num_axes) or (len(shape) == 3 and shape[0] in (1, batch) and shape[1:] == (length, num_axes))
+    if not fits:
+        raise ValueError(
+            f"position_ids has shape {shape}, but {scheme} takes coordinates of shape {shapes} "
+            f"for input_ids of shape {(batch, length)}"
+        )
+    return coordinates
 
 
 def _check_type_vocab(type_vocab_size: object) -> int:

@@ -153,6 +153,7 @@ class TransformerModel(nn.Module):
         """``[h_0, ..., h_depth]``: the embeddings' output and every block's output, each ``(B, T, C)``."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
+        _check_mask(input_ids, attention_mask)
         length = input_ids.shape[1]
         if self.max_len is not None and length > self.max_len:
             raise ValueError(f"input length {length} exceeds max_len={self.max_len} of this model")
@@ -276,6 +277,19 @@ def _masked_mean(h: Tensor, attention_mask: Tensor | None) -> Tensor:
         return h.mean(dim=1)
     weights = (attention_mask != 0).to(h.dtype).unsqueeze(-1)  # (B, T, 1)
     return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+def _check_mask(input_ids: Tensor, attention_mask: Tensor | None) -> None:
+    """The padding mask must be ``(B, T)`` like ``input_ids``: a clear error naming both shapes."""
+    if attention_mask is None:
+        return
+    if not isinstance(attention_mask, Tensor):
+        raise TypeError(f"attention_mask must be a tensor, got {type(attention_mask).__name__}")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape "
+            f"{tuple(input_ids.shape)}; they must match (B, T), 1 for real tokens and 0 for padding"
+        )
 
 
 def _check_options(scheme: PositionScheme | None, combine: str, inject: str, untied: bool) -> None:

@@ -77,7 +77,8 @@ def positions_from_documents(document_ids: Tensor) -> Tensor:
 def positions_with_offset(length: int, offset: int | Tensor, device: torch.device | str | None = None) -> Tensor:
     """Positions ``offset .. offset+length-1``: the new tokens after a cache of ``offset`` tokens.
 
-    ``offset`` may be an int (shape ``(T,)`` out) or a ``(B,)`` tensor (shape ``(B, T)`` out).
+    ``offset`` may be an int (shape ``(T,)`` out) or a ``(B,)`` integer tensor (shape ``(B, T)``
+    out); ``length`` is an int ``>= 0``.
 
     >>> positions_with_offset(3, 5)
     tensor([5, 6, 7])
@@ -85,7 +86,13 @@ def positions_with_offset(length: int, offset: int | Tensor, device: torch.devic
     tensor([[0, 1],
             [4, 5]])
     """
+    if isinstance(length, bool) or not isinstance(length, int):
+        raise TypeError(f"length must be an int, got {length!r}")
+    if length < 0:
+        raise ValueError(f"length must be >= 0 (the number of new tokens), got {length}")
     if isinstance(offset, Tensor):
+        if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
+            raise TypeError(f"offset must hold integers (torch.long), got dtype {offset.dtype}")
         if offset.dim() != 1:
             raise ValueError(f"offset must be an int or a (B,) tensor, got shape {tuple(offset.shape)}")
         if offset.numel() and int(offset.min()) < 0:

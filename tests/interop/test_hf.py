@@ -123,8 +123,8 @@ def _write_checkpoint(folder, state, config=None, fmt="safetensors"):
     state = {k: v.contiguous() for k, v in state.items()}
     if fmt == "safetensors":
         save_file(state, folder / "model.safetensors")
-    else:
-        torch.save(state, folder / "pytorch_model.bin")
+    else:  # "bin": the zip format of torch >= 1.6; "legacy_bin": the older non-zip pickle
+        torch.save(state, folder / "pytorch_model.bin", _use_new_zipfile_serialization=fmt == "bin")
     return folder
 
 
@@ -149,6 +149,7 @@ def _hf_state(emb, prefix="embeddings.", old_layer_norm_names=False):
         ("", False, "safetensors"),
         ("electra.embeddings.", False, "bin"),
         ("my_encoder.embeddings.", False, "bin"),
+        ("bert.embeddings.", False, "legacy_bin"),
     ],
 )
 def test_prefixes_aliases_and_formats_load_the_same_block(tmp_path, prefix, old_names, fmt):
@@ -158,6 +159,19 @@ def test_prefixes_aliases_and_formats_load_the_same_block(tmp_path, prefix, old_
     for key, value in emb.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
     assert loaded.pad_token_id == 1
+
+
+def test_legacy_non_zip_bin_is_read_without_mmap(tmp_path):
+    """torch.load(mmap=True) refuses pre-1.6 (non-zip) files; those are read whole, still weights_only."""
+    import zipfile
+
+    emb = _small_block()
+    _write_checkpoint(tmp_path, _hf_state(emb), fmt="legacy_bin")
+    assert not zipfile.is_zipfile(tmp_path / "pytorch_model.bin")
+    loaded = TransformerEmbeddings.from_hf(tmp_path)
+    assert_close(loaded.token_embeddings.weight, emb.token_embeddings.weight, atol=0, rtol=0)
+    assert_close(loaded.position.weight, emb.position.weight, atol=0, rtol=0)
+    assert_close(loaded.norm.weight, emb.norm.weight, atol=0, rtol=0)
 
 
 def test_sharded_safetensors_checkpoint(tmp_path):

@@ -51,3 +51,28 @@ def test_resized_keeps_endpoints():
 def test_bad_sizes(bad):
     with pytest.raises((TypeError, ValueError)):
         LearnedAbsolute(bad, 4)
+
+
+@pytest.mark.parametrize("cls", [LearnedAbsolute, LearnedParameter])
+def test_limit_hint_names_the_class_that_has_resized(cls):
+    scheme = cls(16, 4)
+    with pytest.raises(ValueError, match=rf"{cls.__name__}\.resized\(new_len\)"):
+        scheme(torch.arange(17))
+
+
+def test_learned_parameter_resized_equals_learned_absolute_resized():
+    absolute = LearnedAbsolute(8, 4, dtype=torch.float64)
+    parameter = LearnedParameter(8, 4, dtype=torch.float64)
+    with torch.no_grad():
+        parameter.weight.copy_(absolute.weight)
+    bigger = parameter.resized(15)
+    assert isinstance(bigger, LearnedParameter) and bigger.max_positions == 15
+    assert bigger.weight.dtype == torch.float64 and bigger.weight.requires_grad
+    assert_close(bigger.weight, absolute.resized(15).weight)
+    assert_close(bigger.weight[0], parameter.weight[0])
+    assert_close(bigger.weight[-1], parameter.weight[-1])
+    assert_close(bigger.weight[2], parameter.weight[1])  # row 2 of 15 sits at old position 1
+    assert_close(bigger.weight[1], (parameter.weight[0] + parameter.weight[1]) / 2)
+    assert_close(bigger(torch.arange(15)), bigger.weight)
+    with pytest.raises(ValueError, match="new_len must be positive, got 0"):
+        parameter.resized(0)

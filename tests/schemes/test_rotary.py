@@ -123,13 +123,43 @@ def test_batched_positions_equal_per_row():
 
 def test_cache_slices_equal_on_the_fly_and_beyond_cache_is_computed():
     cached, uncached = RotaryEmbedding(D, max_len=16), RotaryEmbedding(D)
-    assert tuple(cached.cos_cached.shape) == (16, D // 2)
+    assert tuple(cached.cos_cached.shape) == (16, D // 2) and cached.cache_size == 16 and uncached.cache_size == 0
     for length, offset in [(8, 0), (5, 9), (10, 12), (40, 0)]:  # the last two run past the cache
         expected = uncached.cos_sin(torch.arange(offset, offset + length))
         actual = cached.cos_sin_range(length, offset)
         assert torch.equal(actual[0], expected[0]) and torch.equal(actual[1], expected[1])
     q, k = _qk(t=40)
-    assert torch.equal(cached(q, k)[0], uncached(q, k)[0])  # longer than max_len: no error, same values
+    explicit = cached(q, k, torch.arange(40))  # explicit positions past max_len: computed, same values
+    assert torch.equal(explicit[0], uncached(q, k)[0]) and torch.equal(explicit[1], uncached(q, k)[1])
+
+
+def test_cached_cos_sin_is_the_cache_slice_and_refuses_positions_beyond_it():
+    rope, plain = RotaryEmbedding(D, max_len=16), RotaryEmbedding(D)
+    for length, offset in [(16, 0), (5, 9), (1, 15), (0, 16)]:
+        cos, sin = rope.cached_cos_sin(length, offset)
+        assert cos.shape == (length, D // 2) and cos.data_ptr() == rope.cos_cached[offset:].data_ptr()
+        expected = plain.cos_sin(torch.arange(offset, offset + length))
+        assert_close(cos, expected[0], atol=0, rtol=0)
+        assert_close(sin, expected[1], atol=0, rtol=0)
+    match = r"positions 12 \.\. 16 \(offset \+ length = 17\) run past the cos/sin cache of 16 positions \(max_len=16\)"
+    with pytest.raises(ValueError, match=match + ".*pass position_ids.*larger max_len"):
+        rope.cached_cos_sin(5, offset=12)
+    with pytest.raises(ValueError, match="cache of 0 positions"):
+        plain.cached_cos_sin(1)
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        rope.cached_cos_sin(2, offset=-1)
+    with pytest.raises(TypeError, match="length must be an int"):
+        rope.cached_cos_sin(2.0)
+
+
+def test_default_positions_beyond_the_cache_raise_in_forward():
+    rope = RotaryEmbedding(D, max_len=16)
+    q, k = _qk(t=17)
+    with pytest.raises(ValueError, match=r"offset \+ length = 17\) run past the cos/sin cache of 16.*position_ids"):
+        rope(q, k)
+    assert_close(rope(q, k, torch.arange(17))[0], RotaryEmbedding(D)(q, k)[0], atol=0, rtol=0)
+    q16, k16 = q[..., :16, :], k[..., :16, :]
+    assert_close(rope(q16, k16)[0], RotaryEmbedding(D)(q16, k16)[0], atol=0, rtol=0)  # within: the cache
 
 
 def test_query_against_cached_keys_matches_full_sequence():
@@ -244,7 +274,37 @@ def test_bad_forward_inputs():
         rope(q, k, torch.arange(4))
     with pytest.raises(TypeError, match="position_ids must hold integers"):
         rope(q, k, torch.arange(T).float())
+    with pytest.raises(ValueError, match=r"position_ids has shape \(11,\); expected \(5,\).*q of shape \(2, 3, 5, 16\)"):
+        rope(q[..., :5, :], k[..., :5, :], torch.arange(T))
     with pytest.raises(ValueError, match="layout must be one of"):
         apply_rotary(q, *rope.cos_sin_range(T), layout="x")
     with pytest.raises(ValueError, match="at most half"):
         apply_rotary(q[..., :4], *rope.cos_sin_range(T))
+
+
+@pytest.mark.parametrize("rows", [3, 4])
+def test_per_row_positions_must_match_the_batch(rows):
+    rope = RotaryEmbedding(D)
+    q, k = _qk()  # batch 2
+    positions = torch.arange(T).expand(rows, T)
+    with pytest.raises(ValueError, match=rf"position_ids has shape \({rows}, 11\); expected \(11,\), \(1, 11\) or \(2, 11\).*q of shape"):
+        rope(q, k, positions)
+    with pytest.raises(ValueError, match=rf"k_position_ids has shape \({rows}, 11\).*k of shape \(2, 3, 11, 16\)"):
+        rope(q, k, torch.arange(T), positions)
+    one_row = rope(q, k, torch.arange(T)[None] + 3)  # (1, T) broadcasts over the batch
+    assert_close(one_row[0], rope(q, k, torch.arange(T) + 3)[0], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "max_len, explicit",
+    [(None, False), (16, False), (None, True), (16, True)],
+    ids=["no_cache", "cache", "per_row", "per_row_with_cache"],
+)
+def test_compiled_equals_eager_without_graph_breaks(max_len, explicit):
+    torch._dynamo.reset()
+    rope = RotaryEmbedding(D, rotary_dim=12, max_len=max_len)
+    q, k = _qk()
+    args = (q, k, torch.stack([torch.arange(T), torch.arange(T) * 2 + 1])) if explicit else (q, k)
+    compiled = torch.compile(rope, backend="aot_eager", fullgraph=True)
+    for actual, expected in zip(compiled(*args), rope(*args)):
+        assert_close(actual, expected)

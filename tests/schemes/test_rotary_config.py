@@ -12,6 +12,8 @@ import torch
 
 from posembed import RotaryEmbedding
 from posembed.schemes import rotary_scaling as rs
+from posembed.schemes.rotary_longrope import LongRoPERotary
+from posembed.schemes.rotary_yarn import YaRNRotary
 from tests.helpers import assert_close, max_abs_diff
 
 transformers = pytest.importorskip("transformers")
@@ -32,7 +34,7 @@ CASES = {
     "yarn": (
         {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "original_max_position_embeddings": 16},
         64,
-        rs.YaRNRotary,
+        YaRNRotary,
     ),
     "yarn_deepseek": (
         {
@@ -40,7 +42,7 @@ CASES = {
             "beta_fast": 16, "beta_slow": 2, "mscale": 0.707, "mscale_all_dim": 1.0, "truncate": False,
         },
         256,
-        rs.YaRNRotary,
+        YaRNRotary,
     ),
     "longrope": (
         {
@@ -48,7 +50,7 @@ CASES = {
             "long_factor": LONGROPE_LONG, "original_max_position_embeddings": 16,
         },
         64,
-        rs.LongRoPERotary,
+        LongRoPERotary,
     ),
     "llama3": (
         {

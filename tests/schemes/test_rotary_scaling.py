@@ -16,7 +16,7 @@ from posembed import (
 )
 from posembed.schemes.base import SCHEMES
 from posembed.schemes.rotary import rope_inv_freq
-from posembed.schemes.rotary_scaling import ProportionalRotary, ntk_base, yarn_attention_factor
+from posembed.schemes.rotary_scaling import ProportionalRotary, ntk_base
 from tests.helpers import assert_close
 
 D = 16
@@ -81,28 +81,6 @@ def test_dynamic_ntk_equals_plain_within_original_length_and_formula_beyond():
     assert not torch.allclose(short, longer)
 
 
-def test_yarn_attention_factor_and_ramp():
-    assert yarn_attention_factor(4.0) == pytest.approx(0.1 * math.log(4.0) + 1)
-    assert yarn_attention_factor(1.0) == 1.0
-    assert yarn_attention_factor(4.0, mscale=1.0, mscale_all_dim=1.0) == 1.0
-    rope = YaRNRotary(64, factor=8.0, original_max_len=4096)  # ramp over dims 10..23
-    plain = rope_inv_freq(64)
-    assert rope.attention_scaling == pytest.approx(0.1 * math.log(8.0) + 1)
-    assert_close(rope.inv_freq[:10], plain[:10])  # fast dims: extrapolated (kept)
-    assert_close(rope.inv_freq[24:], plain[24:] / 8.0)  # slow dims: interpolated
-    assert torch.all(rope.inv_freq <= plain) and torch.all(rope.inv_freq >= plain / 8.0)
-    overridden = YaRNRotary(64, factor=8.0, original_max_len=4096, attention_factor=1.5)
-    assert overridden.attention_scaling == 1.5
-
-
-def test_yarn_attention_factor_scales_logits_by_its_square():
-    rope = YaRNRotary(D, factor=4.0, original_max_len=16)
-    q = torch.randn(1, 1, 5, D)
-    q_rot, k_rot = rope(q, q)
-    ratio = q_rot.norm(dim=-1) / q.norm(dim=-1)
-    assert_close(ratio, torch.full_like(ratio, rope.attention_scaling))
-
-
 def test_llama3_bands():
     rope = Llama3Rotary(128, factor=8.0, original_max_len=8192, base=500000.0)
     plain = rope_inv_freq(128, 500000.0)
@@ -116,18 +94,6 @@ def test_llama3_bands():
     assert torch.all(rope.inv_freq[medium] < plain[medium]) and torch.all(rope.inv_freq[medium] > plain[medium] / 8)
 
 
-def test_longrope_switches_factors_at_original_length():
-    short, long = [1.0] * (D // 2), [float(i + 1) for i in range(D // 2)]
-    rope = LongRoPERotary(D, short_factor=short, long_factor=long, original_max_len=16, factor=4.0)
-    assert rope.attention_scaling == pytest.approx(math.sqrt(1 + math.log(4.0) / math.log(16)))
-    plain = RotaryEmbedding(D)
-    scale = rope.attention_scaling
-    assert_close(rope.cos_sin(torch.arange(16))[0], plain.cos_sin(torch.arange(16))[0] * scale)
-    expected_long = rope_inv_freq(D) / torch.tensor(long)
-    angles = torch.arange(17.0)[:, None] * expected_long
-    assert_close(rope.cos_sin(torch.arange(17))[0], angles.cos() * scale)
-
-
 def test_proportional_zero_frequencies_leave_pairs_unrotated():
     rope = ProportionalRotary(D, rope_fraction=0.25)
     assert torch.count_nonzero(rope.inv_freq) == 2
@@ -138,15 +104,12 @@ def test_proportional_zero_frequencies_leave_pairs_unrotated():
 
 
 def test_variants_extra_repr_and_meta_init():
-    rope = YaRNRotary(D, factor=4.0, original_max_len=16, max_len=8, device="meta")
+    rope = Llama3Rotary(D, factor=4.0, original_max_len=16, max_len=8, device="meta")
     rope.to_empty(device="cpu")
     rope.reset_parameters()
-    real = YaRNRotary(D, factor=4.0, original_max_len=16, max_len=8)
+    real = Llama3Rotary(D, factor=4.0, original_max_len=16, max_len=8)
     assert torch.equal(rope.inv_freq, real.inv_freq) and torch.equal(rope.cos_cached, real.cos_cached)
-    long = LongRoPERotary(D, short_factor=[1.0] * 8, long_factor=[2.0] * 8, original_max_len=8).to(torch.float16)
-    assert long.long_inv_freq.dtype == torch.float32
-    assert_close(long.long_inv_freq, rope_inv_freq(D) / 2)
-    assert "factor=4, original_max_len=16" in repr(real) and "attention_scaling=1.13863" in repr(real)
+    assert "factor=4, original_max_len=16" in repr(real)
 
 
 @pytest.mark.parametrize(
@@ -155,11 +118,8 @@ def test_variants_extra_repr_and_meta_init():
         (lambda: LinearScalingRotary(D, factor=0.5), "factor must be a finite number >= 1.0, got 0.5"),
         (lambda: NTKAwareRotary(D, factor="2"), "factor must be a number"),
         (lambda: DynamicNTKRotary(D, factor=2.0, original_max_len=0), "original_max_len must be a positive int"),
-        (lambda: YaRNRotary(D, factor=2.0, original_max_len=8, beta_fast=1, beta_slow=2), "beta_fast=1 must be"),
         (lambda: Llama3Rotary(D, factor=8.0, original_max_len=8, low_freq_factor=4, high_freq_factor=1),
          "high_freq_factor=1 must be greater than low_freq_factor=4"),
-        (lambda: LongRoPERotary(D, short_factor=[1.0], long_factor=[1.0] * 8, original_max_len=8),
-         "short_factor has 1 values; expected rotary_dim / 2 = 8"),
         (lambda: ProportionalRotary(D, rope_fraction=1.5), r"rope_fraction must be in \[0, 1\], got 1.5"),
         (lambda: LinearScalingRotary(7, factor=2.0), "head_dim must be even"),
     ],

@@ -204,6 +204,20 @@ def test_head_count_mismatch_with_attention():
         T5RelativeBias(4).check_attention(num_heads=6, head_dim=8, causal=False)
 
 
+def test_causal_form_refuses_bidirectional_attention():
+    from posembed.attention import SelfAttention
+
+    causal = T5RelativeBias(2, bidirectional=False)
+    causal.check_attention(num_heads=2, head_dim=8, causal=True)
+    T5RelativeBias(2).check_attention(num_heads=2, head_dim=8, causal=False)
+    T5RelativeBias(2).check_attention(num_heads=2, head_dim=8, causal=True)  # two-sided buckets, masked: allowed
+    match = r"T5RelativeBias\(bidirectional=False\) is the causal.*needs T5RelativeBias\(num_heads, bidirectional=True\)"
+    with pytest.raises(ValueError, match=match):
+        causal.check_attention(num_heads=2, head_dim=8, causal=False)
+    with pytest.raises(ValueError, match=match):
+        SelfAttention(16, 2, scheme=causal, causal=False)
+
+
 def test_bad_positions():
     scheme = T5RelativeBias(2)
     with pytest.raises(TypeError, match="q_positions must hold integers"):

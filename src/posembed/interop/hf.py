@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zipfile
 from pathlib import Path
 
 import torch
@@ -246,8 +247,13 @@ def _load_tensors(folder: Path, names: list[str]) -> dict[str, Tensor]:
 
 
 def _torch_bin(weights: Path) -> dict[str, Tensor]:
-    # weights_only: a pickle from the internet must never run code
-    return torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
+    """A ``pytorch_model.bin`` state dict; memory-mapped when it is a zip (torch >= 1.6) file.
+
+    ``weights_only``: a pickle from the internet must never run code. Legacy (non-zip) files
+    cannot be memory-mapped, so they are read whole.
+    """
+    mmap = zipfile.is_zipfile(weights)
+    return torch.load(weights, map_location="cpu", weights_only=True, mmap=mmap)
 
 
 # ---------------------------------------------------------------------- save

@@ -18,6 +18,8 @@ SCHEME_MODULES = (
     "sinusoidal_nd",
     "rotary",
     "rotary_scaling",
+    "rotary_yarn",
+    "rotary_longrope",
     "xpos",
     "alibi",
     "t5_bias",

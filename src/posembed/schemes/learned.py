@@ -19,12 +19,26 @@ from posembed.schemes.base import AbsoluteScheme
 __all__ = ["LearnedAbsolute", "LearnedParameter"]
 
 
-def _limit_hint(max_len: int) -> str:
+def _limit_hint(scheme: "LearnedAbsolute | LearnedParameter") -> str:
     return (
-        f"a learned table has exactly max_len={max_len} rows. Ways out: a scheme without a length "
+        f"a learned table has exactly max_len={scheme.max_len} rows. Ways out: a scheme without a length "
         f"limit (posembed.Sinusoidal, a rotary or bias scheme), or interpolate the table to more rows "
-        f"(LearnedAbsolute.resized(new_len))"
+        f"({type(scheme).__name__}.resized(new_len))"
     )
+
+
+def _interpolated_table(weight: Tensor, new_len: int) -> Tensor:
+    """``weight`` ``(max_len, C)`` linearly interpolated to ``(new_len, C)``, ends kept.
+
+    Position interpolation of a learned table: row ``i`` of the result sits at position
+    ``i * (max_len - 1) / (new_len - 1)`` of the old table. The math is fp32 for half-precision
+    tables (fp64 tables stay fp64).
+    """
+    check_positive_int(new_len, "new_len")
+    work = torch.promote_types(weight.dtype, torch.float32)
+    table = weight.detach().t().unsqueeze(0).to(work)  # (1, C, max_len)
+    resized = nn.functional.interpolate(table, size=new_len, mode="linear", align_corners=True)  # (1, C, new_len)
+    return resized.squeeze(0).t()  # (new_len, C)
 
 
 class LearnedAbsolute(AbsoluteScheme):
@@ -71,16 +85,19 @@ class LearnedAbsolute(AbsoluteScheme):
         nn.init.normal_(self.embedding.weight, std=self.init_std)
 
     def forward(self, position_ids: Tensor) -> Tensor:
-        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self.max_len))
+        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
         return self.embedding(position_ids)
 
     def resized(self, new_len: int) -> "LearnedAbsolute":
-        """A copy whose table is linearly interpolated to ``new_len`` rows (position interpolation)."""
+        """A copy whose table is linearly interpolated to ``new_len`` rows (position interpolation).
+
+        >>> LearnedAbsolute(8, 4).resized(15).max_positions
+        15
+        """
+        table = _interpolated_table(self.weight, new_len)
         new = LearnedAbsolute(new_len, self.dim, init_std=self.init_std, device=self.weight.device, dtype=self.weight.dtype)
-        table = self.weight.detach().t().unsqueeze(0)  # (1, C, max_len)
-        resized = nn.functional.interpolate(table.float(), size=new_len, mode="linear", align_corners=True)
         with torch.no_grad():
-            new.embedding.weight.copy_(resized.squeeze(0).t())
+            new.embedding.weight.copy_(table)
         return new
 
     def extra_repr(self) -> str:
@@ -129,8 +146,20 @@ class LearnedParameter(AbsoluteScheme):
         nn.init.normal_(self.weight, std=self.init_std)
 
     def forward(self, position_ids: Tensor) -> Tensor:
-        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self.max_len))
+        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
         return self.weight[position_ids]
+
+    def resized(self, new_len: int) -> "LearnedParameter":
+        """A copy whose table is linearly interpolated to ``new_len`` rows (as :meth:`LearnedAbsolute.resized`).
+
+        >>> LearnedParameter(8, 4).resized(15).weight.shape
+        torch.Size([15, 4])
+        """
+        table = _interpolated_table(self.weight, new_len)
+        new = LearnedParameter(new_len, self.dim, init_std=self.init_std, device=self.weight.device, dtype=self.weight.dtype)
+        with torch.no_grad():
+            new.weight.copy_(table)
+        return new
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, dim={self.dim}"

@@ -16,19 +16,20 @@ float32 too and is cast back with ``type_as``.
 
 The math lives in pure functions (:func:`rope_inv_freq`, :func:`rope_cos_sin`,
 :func:`apply_rotary`); :class:`RotaryEmbedding` owns the buffers. The context-extension
-variants (linear, NTK, YaRN, Llama-3, LongRoPE) are in :mod:`posembed.schemes.rotary_scaling`.
+variants (linear, NTK, Llama-3, ...) are in :mod:`posembed.schemes.rotary_scaling`, YaRN in
+:mod:`posembed.schemes.rotary_yarn` and LongRoPE in :mod:`posembed.schemes.rotary_longrope`.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
-from posembed.positions import resolve_positions
 from posembed.schemes.base import RotaryScheme
+from posembed.schemes.rotary_checks import (
+    check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
+)  # fmt: skip
 
 __all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "LAYOUTS"]
 
@@ -166,9 +167,10 @@ class RotaryEmbedding(RotaryScheme):
         base: the frequency base (``rope_theta``), 10000 in the paper.
         layout: ``"half"`` (GPT-NeoX / Hugging Face) or ``"interleaved"`` (GPT-J / Meta).
         max_len: size of the cos/sin cache built at init (non-persistent buffers) for
-            default positions ``arange(T)`` and :meth:`cos_sin_range`; ``None`` builds none.
-            Longer inputs and explicit positions are computed on the fly, with the same values:
-            there is no length limit.
+            default positions ``arange(T)`` (:meth:`cached_cos_sin`); ``None`` builds none and
+            computes every call on the fly. With a cache, a call with default positions longer
+            than ``max_len`` is an error (it names the ways out); explicit ``position_ids`` are
+            always computed on the fly, with the same values: positions have no limit.
         device: device of the buffers.
 
     Attributes:
@@ -211,9 +213,9 @@ class RotaryEmbedding(RotaryScheme):
         device=None,
     ) -> None:
         super().__init__()
-        self.head_dim = _check_head_dim(head_dim)
-        self.rotary_dim = _check_rotary_dim(rotary_dim, self.head_dim)
-        self.base = _check_base(base)
+        self.head_dim = check_head_dim(head_dim)
+        self.rotary_dim = check_rotary_dim(rotary_dim, self.head_dim)
+        self.base = check_base(base)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         self.layout = layout
@@ -276,16 +278,54 @@ class RotaryEmbedding(RotaryScheme):
         inv_freq = self._inv_freq_for(position_ids.max() + 1) if self.dynamic else self.inv_freq
         return rope_cos_sin(position_ids, inv_freq, self.attention_scaling)
 
+    @property
+    def cache_size(self) -> int:
+        """Rows of the cos/sin cache: ``max_len``, or 0 without one (or for dynamic variants)."""
+        return self.cos_cached.shape[0]
+
+    def cached_cos_sin(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """The cached cos and sin of positions ``offset .. offset + length - 1`` (a slice, no math).
+
+        Raises a ``ValueError`` naming ``offset + length`` and the cache size when the positions
+        run past the cache (or there is none): pass explicit ``position_ids`` to compute them on
+        the fly, or build the scheme with a larger ``max_len``.
+
+        Shape: two tensors ``(length, rotary_dim / 2)``, float32, attention scaling folded in.
+
+        Example:
+            >>> rope = RotaryEmbedding(head_dim=8, max_len=16)
+            >>> cos, sin = rope.cached_cos_sin(4, offset=12)
+            >>> cos.shape, bool(torch.equal(cos, rope.cos_sin(torch.arange(12, 16))[0]))
+            (torch.Size([4, 4]), True)
+            >>> rope.cached_cos_sin(4, offset=13)  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: positions 13 .. 16 (offset + length = 17) run past the cos/sin cache of 16 positions ...
+        """
+        check_cache_range(length, offset)
+        end = offset + length
+        if end > self.cache_size:
+            raise ValueError(past_cache_message(self, offset, length))
+        return self.cos_cached[offset:end], self.sin_cached[offset:end]
+
     def cos_sin_range(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
-        """cos and sin for positions ``offset .. offset + length - 1``: a slice of the cache when it fits.
+        """cos and sin for positions ``offset .. offset + length - 1``: a slice of the cache when it
+        fits, computed on the fly otherwise (never an error).
 
         Shape: two tensors ``(length, rotary_dim / 2)``, float32.
         """
-        end = offset + length
-        if 0 <= offset and end <= self.cos_cached.shape[0]:
-            return self.cos_cached[offset:end], self.sin_cached[offset:end]
-        positions = torch.arange(offset, end, device=self.inv_freq.device)
+        check_cache_range(length, offset)
+        if offset + length <= self.cache_size:
+            return self.cached_cos_sin(length, offset)
+        positions = torch.arange(offset, offset + length, device=self.inv_freq.device)
         return self.cos_sin(positions)
+
+    def default_cos_sin(self, length: int) -> tuple[Tensor, Tensor]:
+        """cos and sin of the default positions ``arange(length)``: from the cache when there is
+        one (:meth:`cached_cos_sin`, an error past it), else computed on the fly."""
+        if self.cache_size:
+            return self.cached_cos_sin(length)
+        return self.cos_sin(torch.arange(length, device=self.inv_freq.device))
 
     def forward(
         self,
@@ -294,11 +334,11 @@ class RotaryEmbedding(RotaryScheme):
         position_ids: Tensor | None = None,
         k_position_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        _check_qk(q, k, self.head_dim)
+        check_qk(q, k, self.head_dim)
         if position_ids is None and k_position_ids is None and q.shape[-2] == k.shape[-2]:
-            cos, sin = self.cos_sin_range(q.shape[-2])
+            cos, sin = self.default_cos_sin(q.shape[-2])  # (T, r/2)
             return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)
-        q_pos, k_pos = _resolve_qk_positions(q, k, position_ids, k_position_ids)
+        q_pos, k_pos = resolve_qk_positions(q, k, position_ids, k_position_ids)
         q_cs, k_cs = self._qk_cos_sin(q_pos, k_pos)
         return self._rotate_one(q, *q_cs), self._rotate_one(k, *k_cs)
 
@@ -334,52 +374,3 @@ class RotaryEmbedding(RotaryScheme):
         if self.attention_scaling != 1.0:
             parts.append(f"attention_scaling={self.attention_scaling:.6g}")
         return ", ".join(parts)
-
-
-def _check_head_dim(head_dim: object) -> int:
-    check_positive_int(head_dim, "head_dim")
-    if head_dim % 2:
-        raise ValueError(f"RoPE rotates channel pairs, so head_dim must be even; got head_dim={head_dim}")
-    return head_dim
-
-
-def _check_rotary_dim(rotary_dim: object, head_dim: int) -> int:
-    if rotary_dim is None:
-        return head_dim
-    check_positive_int(rotary_dim, "rotary_dim")
-    if rotary_dim > head_dim:
-        raise ValueError(f"rotary_dim={rotary_dim} exceeds head_dim={head_dim}; it must be <= head_dim")
-    if rotary_dim % 2:
-        raise ValueError(f"RoPE rotates channel pairs, so rotary_dim must be even; got rotary_dim={rotary_dim}")
-    return rotary_dim
-
-
-def _check_base(base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
-        raise TypeError(f"base must be a number, got {base!r}")
-    if not math.isfinite(base) or base <= 1.0:
-        raise ValueError(f"base must be a finite number > 1, got {base}")
-    return float(base)
-
-
-def _check_qk(q: Tensor, k: Tensor, head_dim: int) -> None:
-    for name, x in (("q", q), ("k", k)):
-        if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
-            raise TypeError(f"{name} must be a floating-point tensor, got {getattr(x, 'dtype', type(x).__name__)}")
-        if x.dim() != 4:
-            raise ValueError(f"{name} must have shape (B, H, T, D), got {tuple(x.shape)}")
-        if x.shape[-1] != head_dim:
-            raise ValueError(f"{name} has head dim {x.shape[-1]}, but this rotary scheme has head_dim={head_dim}")
-
-
-def _resolve_qk_positions(
-    q: Tensor, k: Tensor, position_ids: Tensor | None, k_position_ids: Tensor | None
-) -> tuple[Tensor, Tensor]:
-    q_pos = resolve_positions(position_ids, q.shape[-2], q.device)
-    if k_position_ids is None:
-        if k.shape[-2] != q.shape[-2]:
-            raise ValueError(
-                f"k has length {k.shape[-2]} but q has length {q.shape[-2]}; pass k_position_ids for the keys"
-            )
-        return q_pos, q_pos
-    return q_pos, resolve_positions(k_position_ids, k.shape[-2], k.device)

@@ -11,8 +11,8 @@ rope_type    class
 default      :class:`~posembed.schemes.rotary.RotaryEmbedding`
 linear       :class:`~posembed.schemes.rotary_scaling.LinearScalingRotary`
 dynamic      :class:`~posembed.schemes.rotary_scaling.DynamicNTKRotary`
-yarn         :class:`~posembed.schemes.rotary_scaling.YaRNRotary`
-longrope     :class:`~posembed.schemes.rotary_scaling.LongRoPERotary`
+yarn         :class:`~posembed.schemes.rotary_yarn.YaRNRotary`
+longrope     :class:`~posembed.schemes.rotary_longrope.LongRoPERotary`
 llama3       :class:`~posembed.schemes.rotary_scaling.Llama3Rotary`
 proportional :class:`~posembed.schemes.rotary_scaling.ProportionalRotary`
 ============ =========================================================
@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 from posembed.schemes import rotary_scaling as rs
 from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.rotary_longrope import LongRoPERotary
+from posembed.schemes.rotary_yarn import YaRNRotary
 
 __all__ = ["rotary_from_hf_config", "ROPE_TYPES"]
 
@@ -137,7 +139,7 @@ def _yarn(config, params, head_dim, common) -> RotaryEmbedding:
     factor = params["factor"]
     if factor is None:
         factor = _config_length(config, "max_position_embeddings") / original
-    return rs.YaRNRotary(
+    return YaRNRotary(
         head_dim,
         factor=factor,
         original_max_len=original,
@@ -158,7 +160,7 @@ def _longrope(config, params, head_dim, common) -> RotaryEmbedding:
     factor = params.get("factor")
     if factor is None:
         factor = _config_length(config, "max_position_embeddings") / original
-    return rs.LongRoPERotary(
+    return LongRoPERotary(
         head_dim,
         short_factor=params["short_factor"],
         long_factor=params["long_factor"],

@@ -5,17 +5,20 @@ changes only how ``inv_freq`` and ``attention_scaling`` are computed (pure funct
 The formulas follow the papers and, number for number, Hugging Face's ``modeling_rope_utils``
 (the tests compare full tensors against its rope init functions).
 
-============================== ================= ==========================================
-class                          name              paper
-============================== ================= ==========================================
-:class:`LinearScalingRotary`   rope_linear       Chen et al. 2023 (position interpolation)
-:class:`NTKAwareRotary`        rope_ntk          bloc97 2023 (NTK-aware scaled RoPE)
-:class:`DynamicNTKRotary`      rope_dynamic_ntk  emozilla 2023 (dynamic NTK)
-:class:`YaRNRotary`            rope_yarn         Peng et al. 2023 (YaRN)
-:class:`Llama3Rotary`          rope_llama3       Meta 2024 (Llama 3.1)
-:class:`LongRoPERotary`        rope_longrope     Ding et al. 2024 (LongRoPE)
-:class:`ProportionalRotary`    rope_proportional Hugging Face ``proportional`` rope type
-============================== ================= ==========================================
+========================================================= ================= =========================================
+class                                                     name              paper
+========================================================= ================= =========================================
+:class:`LinearScalingRotary`                              rope_linear       Chen et al. 2023 (position interpolation)
+:class:`NTKAwareRotary`                                   rope_ntk          bloc97 2023 (NTK-aware scaled RoPE)
+:class:`DynamicNTKRotary`                                 rope_dynamic_ntk  emozilla 2023 (dynamic NTK)
+:class:`~posembed.schemes.rotary_yarn.YaRNRotary`         rope_yarn         Peng et al. 2023 (YaRN)
+:class:`Llama3Rotary`                                     rope_llama3       Meta 2024 (Llama 3.1)
+:class:`~posembed.schemes.rotary_longrope.LongRoPERotary` rope_longrope     Ding et al. 2024 (LongRoPE)
+:class:`ProportionalRotary`                               rope_proportional Hugging Face ``proportional`` rope type
+========================================================= ================= =========================================
+
+YaRN and LongRoPE, which also rescale attention, have their own modules
+(:mod:`posembed.schemes.rotary_yarn`, :mod:`posembed.schemes.rotary_longrope`).
 
 Every constructor takes ``head_dim`` and the variant's own fields, then the keyword arguments of
 :class:`RotaryEmbedding` (``rotary_dim``, ``base``, ``layout``, ``max_len``, ``device``).
@@ -24,32 +27,17 @@ Every constructor takes ``head_dim`` and the variant's own fields, then the keyw
 from __future__ import annotations
 
 import math
-from typing import Sequence
 
 import torch
 from torch import Tensor
 
+from posembed._checks import check_context_length, check_number
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 
 __all__ = [
-    "LinearScalingRotary", "NTKAwareRotary", "DynamicNTKRotary", "YaRNRotary", "Llama3Rotary", "LongRoPERotary",
-    "ProportionalRotary", "ntk_base", "dynamic_ntk_inv_freq", "yarn_inv_freq", "yarn_attention_factor",
-    "llama3_inv_freq", "longrope_attention_factor",
+    "LinearScalingRotary", "NTKAwareRotary", "DynamicNTKRotary", "Llama3Rotary", "ProportionalRotary",
+    "ntk_base", "dynamic_ntk_inv_freq", "llama3_inv_freq",
 ]  # fmt: skip
-
-
-def _factor(value: object, name: str = "factor", minimum: float = 1.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value}")
-    return float(value)
-
-
-def _length(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int (a context length), got {value!r}")
-    return value
 
 
 def ntk_base(base: float, factor: float, rotary_dim: int) -> float:
@@ -73,45 +61,6 @@ def dynamic_ntk_inv_freq(length: Tensor, base: float, factor: float, original_ma
     return 1.0 / (scaled**exponents)
 
 
-def yarn_attention_factor(factor: float, mscale: float | None = None, mscale_all_dim: float | None = None) -> float:
-    """YaRN's ``0.1 ln(s) + 1`` (or the DeepSeek ratio of two such terms).
-
-    >>> round(yarn_attention_factor(16.0), 6)
-    1.277259
-    """
-
-    def get_mscale(scale: float, m: float = 1.0) -> float:
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-    if mscale and mscale_all_dim:
-        return float(get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))
-    return get_mscale(factor)
-
-
-def yarn_inv_freq(
-    rotary_dim: int, base: float, factor: float, original_max_len: int,
-    beta_fast: float = 32.0, beta_slow: float = 1.0, truncate: bool = True, device=None,
-) -> Tensor:  # fmt: skip
-    """YaRN "NTK-by-parts" frequencies: interpolate (``theta / s``) the dims with wavelengths longer
-    than the context, keep the fast ones, and ramp linearly in between (``beta_fast`` / ``beta_slow``
-    rotations over the original length bound the ramp).
-    """
-
-    def correction_dim(rotations: float) -> float:
-        return (rotary_dim * math.log(original_max_len / (rotations * 2 * math.pi))) / (2 * math.log(base))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, rotary_dim - 1)
-    if low == high:
-        high += 0.001  # avoid a zero-width ramp
-    ramp = ((torch.arange(rotary_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1).to(device)
-    pos_freqs = base ** (torch.arange(0, rotary_dim, 2, device=device).float() / rotary_dim)
-    extrapolation = 1 - ramp  # 1: keep the original frequency, 0: interpolate
-    return (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
-
-
 def llama3_inv_freq(
     inv_freq: Tensor, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
 ) -> Tensor:
@@ -124,13 +73,6 @@ def llama3_inv_freq(
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
     return torch.where(is_medium, smoothed, scaled)
-
-
-def longrope_attention_factor(factor: float, original_max_len: int) -> float:
-    """LongRoPE's ``sqrt(1 + ln(s) / ln(L))`` (1 when ``s <= 1``)."""
-    if factor <= 1.0:
-        return 1.0
-    return math.sqrt(1 + math.log(factor) / math.log(original_max_len))
 
 
 class LinearScalingRotary(RotaryEmbedding):
@@ -152,7 +94,7 @@ class LinearScalingRotary(RotaryEmbedding):
     extrapolates = True
 
     def __init__(self, head_dim: int, *, factor: float, **rope_kwargs) -> None:
-        self.factor = _factor(factor)
+        self.factor = check_number(factor, "factor", 1.0)
         super().__init__(head_dim, **rope_kwargs)
 
     def _frequencies(self, device) -> tuple[Tensor, float]:
@@ -179,7 +121,7 @@ class NTKAwareRotary(RotaryEmbedding):
     extrapolates = True
 
     def __init__(self, head_dim: int, *, factor: float, **rope_kwargs) -> None:
-        self.factor = _factor(factor)
+        self.factor = check_number(factor, "factor", 1.0)
         super().__init__(head_dim, **rope_kwargs)
 
     @property
@@ -217,65 +159,12 @@ class DynamicNTKRotary(RotaryEmbedding):
     dynamic = True
 
     def __init__(self, head_dim: int, *, factor: float, original_max_len: int, **rope_kwargs) -> None:
-        self.factor = _factor(factor)
-        self.original_max_len = _length(original_max_len, "original_max_len")
+        self.factor = check_number(factor, "factor", 1.0)
+        self.original_max_len = check_context_length(original_max_len, "original_max_len")
         super().__init__(head_dim, **rope_kwargs)
 
     def _inv_freq_for(self, length: Tensor) -> Tensor:
         return dynamic_ntk_inv_freq(length, self.base, self.factor, self.original_max_len, self.rotary_dim)
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, factor={self.factor:g}, original_max_len={self.original_max_len}"
-
-
-class YaRNRotary(RotaryEmbedding):
-    """YaRN (Peng et al. 2023): NTK-by-parts frequencies plus an attention factor ``0.1 ln s + 1``.
-
-    Args:
-        head_dim: D.
-        factor: s, the context-extension ratio.
-        original_max_len: L, the pre-training context length.
-        beta_fast, beta_slow: ramp bounds, in rotations over L (the paper's beta = 32 and
-            alpha = 1): dims rotating more than ``beta_fast`` times keep their frequency, dims
-            rotating less than ``beta_slow`` times are interpolated.
-        attention_factor: overrides the default ``0.1 ln s + 1`` (folded into cos and sin,
-            so logits scale by its square).
-        mscale, mscale_all_dim: DeepSeek's variant of the attention factor.
-        truncate: round the ramp bounds to whole dims (Hugging Face default).
-
-    Example:
-        >>> yarn = YaRNRotary(64, factor=16.0, original_max_len=4096)
-        >>> round(yarn.attention_scaling, 6)
-        1.277259
-    """
-
-    name = "rope_yarn"
-    paper = "Peng et al. 2023 (YaRN)"
-    extrapolates = True
-
-    def __init__(
-        self, head_dim: int, *, factor: float, original_max_len: int, beta_fast: float = 32.0,
-        beta_slow: float = 1.0, attention_factor: float | None = None, mscale: float | None = None,
-        mscale_all_dim: float | None = None, truncate: bool = True, **rope_kwargs,
-    ) -> None:  # fmt: skip
-        self.factor = _factor(factor)
-        self.original_max_len = _length(original_max_len, "original_max_len")
-        self.beta_fast, self.beta_slow = float(beta_fast), float(beta_slow)
-        if self.beta_fast <= self.beta_slow:
-            raise ValueError(f"beta_fast={beta_fast} must be greater than beta_slow={beta_slow}")
-        self.attention_factor = None if attention_factor is None else _factor(attention_factor, "attention_factor", 0.0)
-        self.mscale, self.mscale_all_dim, self.truncate = mscale, mscale_all_dim, bool(truncate)
-        super().__init__(head_dim, **rope_kwargs)
-
-    def _frequencies(self, device) -> tuple[Tensor, float]:
-        inv_freq = yarn_inv_freq(
-            self.rotary_dim, self.base, self.factor, self.original_max_len,
-            self.beta_fast, self.beta_slow, self.truncate, device=device,
-        )  # fmt: skip
-        scaling = self.attention_factor
-        if scaling is None:
-            scaling = yarn_attention_factor(self.factor, self.mscale, self.mscale_all_dim)
-        return inv_freq, scaling
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, factor={self.factor:g}, original_max_len={self.original_max_len}"
@@ -305,10 +194,10 @@ class Llama3Rotary(RotaryEmbedding):
         self, head_dim: int, *, factor: float, original_max_len: int, low_freq_factor: float = 1.0,
         high_freq_factor: float = 4.0, **rope_kwargs,
     ) -> None:  # fmt: skip
-        self.factor = _factor(factor)
-        self.original_max_len = _length(original_max_len, "original_max_len")
-        self.low_freq_factor = _factor(low_freq_factor, "low_freq_factor", 0.0)
-        self.high_freq_factor = _factor(high_freq_factor, "high_freq_factor", 0.0)
+        self.factor = check_number(factor, "factor", 1.0)
+        self.original_max_len = check_context_length(original_max_len, "original_max_len")
+        self.low_freq_factor = check_number(low_freq_factor, "low_freq_factor", 0.0)
+        self.high_freq_factor = check_number(high_freq_factor, "high_freq_factor", 0.0)
         if self.high_freq_factor <= self.low_freq_factor:
             raise ValueError(
                 f"high_freq_factor={high_freq_factor} must be greater than low_freq_factor={low_freq_factor}"
@@ -322,67 +211,6 @@ class Llama3Rotary(RotaryEmbedding):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, factor={self.factor:g}, original_max_len={self.original_max_len}"
-
-
-class LongRoPERotary(RotaryEmbedding):
-    """LongRoPE (Ding et al. 2024; Phi-3): per-frequency rescale factors, short and long.
-
-    A call whose length (largest position + 1) is at most ``original_max_len`` uses
-    ``short_factor``, a longer one ``long_factor`` (for queries and keys alike). The attention factor defaults to
-    ``sqrt(1 + ln(s) / ln(L))``. As Hugging Face, the choice is made per call from its largest
-    position, so no cos/sin cache is built (``max_len`` is ignored).
-
-    Args:
-        head_dim: D.
-        short_factor, long_factor: ``rotary_dim / 2`` factors each.
-        original_max_len: L, the pre-training context length.
-        factor: s, the extension ratio (``max_position_embeddings / L``), for the attention factor.
-        attention_factor: explicit attention factor (overrides the default).
-
-    Example:
-        >>> rope = LongRoPERotary(4, short_factor=[1.0, 1.0], long_factor=[1.0, 4.0], original_max_len=8, factor=4.0)
-        >>> rope.cos_sin(torch.arange(8))[1][-1, 1] == rope.cos_sin(torch.arange(9))[1][7, 1]
-        tensor(False)
-    """
-
-    name = "rope_longrope"
-    paper = "Ding et al. 2024 (LongRoPE)"
-    extrapolates = True
-    dynamic = True
-
-    def __init__(
-        self, head_dim: int, *, short_factor: Sequence[float], long_factor: Sequence[float], original_max_len: int,
-        factor: float = 1.0, attention_factor: float | None = None, **rope_kwargs,
-    ) -> None:  # fmt: skip
-        self.short_factor = [float(f) for f in short_factor]
-        self.long_factor = [float(f) for f in long_factor]
-        self.original_max_len = _length(original_max_len, "original_max_len")
-        self.factor = _factor(factor, "factor", 0.0)
-        self.attention_factor = None if attention_factor is None else _factor(attention_factor, "attention_factor", 0.0)
-        super().__init__(head_dim, **rope_kwargs)
-        self.register_buffer("long_inv_freq", self._inv_freq("long_factor", self.inv_freq.device), persistent=False)
-
-    def _inv_freq(self, which: str, device) -> Tensor:
-        factors = getattr(self, which)
-        if len(factors) != self.rotary_dim // 2:
-            raise ValueError(f"{which} has {len(factors)} values; expected rotary_dim / 2 = {self.rotary_dim // 2}")
-        ext = torch.tensor(factors, dtype=torch.float32, device=device)
-        shape = torch.arange(0, self.rotary_dim, 2, dtype=torch.int64, device=device).float() / self.rotary_dim
-        return 1.0 / (ext * self.base**shape)
-
-    def _frequencies(self, device) -> tuple[Tensor, float]:
-        scaling = self.attention_factor
-        if scaling is None:
-            scaling = longrope_attention_factor(self.factor, self.original_max_len)
-        if hasattr(self, "long_inv_freq"):
-            self.long_inv_freq.copy_(self._inv_freq("long_factor", device))
-        return self._inv_freq("short_factor", device), scaling
-
-    def _inv_freq_for(self, length: Tensor) -> Tensor:
-        return torch.where(length > self.original_max_len, self.long_inv_freq, self.inv_freq)
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, original_max_len={self.original_max_len}"
 
 
 class ProportionalRotary(RotaryEmbedding):
@@ -402,10 +230,10 @@ class ProportionalRotary(RotaryEmbedding):
     extrapolates = False
 
     def __init__(self, head_dim: int, *, rope_fraction: float, factor: float = 1.0, **rope_kwargs) -> None:
-        self.rope_fraction = _factor(rope_fraction, "rope_fraction", 0.0)
+        self.rope_fraction = check_number(rope_fraction, "rope_fraction", 0.0)
         if self.rope_fraction > 1.0:
             raise ValueError(f"rope_fraction must be in [0, 1], got {rope_fraction}")
-        self.factor = _factor(factor, "factor", 0.0)
+        self.factor = check_number(factor, "factor", 0.0)
         if self.factor == 0.0:
             raise ValueError("factor must be > 0, got 0")
         if rope_kwargs.get("rotary_dim") not in (None, head_dim):

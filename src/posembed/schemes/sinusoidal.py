@@ -21,7 +21,7 @@ from typing import Callable, Literal
 import torch
 from torch import Tensor, nn
 
-from posembed._checks import check_index_tensor, check_positive_int
+from posembed._checks import check_index_tensor, check_positive_int, values_readable
 from posembed.schemes.base import AbsoluteScheme, as_float_positions
 
 __all__ = [
@@ -110,14 +110,11 @@ def sinusoidal_table(
 
 
 def check_position_ids(position_ids: Tensor) -> None:
-    """Integer positions ``>= 0`` of shape ``(T,)`` or ``(B, T)``; skipped while compiling.
+    """Integer positions ``>= 0`` of shape ``(T,)`` or ``(B, T)``.
 
-    Values are not read on the meta device (shape-only runs).
+    Values are not read while compiling or on the meta device (see :func:`check_index_tensor`).
     """
-    if torch.compiler.is_compiling():
-        return
-    if not (isinstance(position_ids, Tensor) and position_ids.is_meta):
-        check_index_tensor(position_ids, "position_ids", None)
+    check_index_tensor(position_ids, "position_ids", None)
     if position_ids.dim() not in (1, 2):
         raise ValueError(f"position_ids must have shape (T,) or (B, T), got {tuple(position_ids.shape)}")
 
@@ -209,7 +206,7 @@ class Sinusoidal(AbsoluteScheme):
 
 def _within(position_ids: Tensor, length: int) -> bool:
     """True when every position has a cached row (one host sync; the eager path only)."""
-    if torch.compiler.is_compiling() or position_ids.is_meta:
+    if not values_readable(position_ids):
         return False
     return position_ids.numel() == 0 or int(position_ids.max()) < length
 

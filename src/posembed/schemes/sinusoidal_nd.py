@@ -131,10 +131,7 @@ class _SinusoidalND(AbsoluteScheme):
         return self(coordinates).reshape(*sizes, self.dim)  # (*sizes, C)
 
     def _check_coordinates(self, coordinates: Tensor) -> None:
-        if torch.compiler.is_compiling():
-            return
-        if not (isinstance(coordinates, Tensor) and coordinates.is_meta):
-            check_index_tensor(coordinates, "coordinates", None)
+        check_index_tensor(coordinates, "coordinates", None)  # values not read while compiling / on meta
         n = self.num_axes
         if coordinates.dim() not in (2, 3) or coordinates.shape[-1] != n:
             raise ValueError(

@@ -92,7 +92,8 @@ class T5RelativeBias(BiasScheme):
         num_heads: number of attention heads H.
         num_buckets: number of buckets (T5: 32); even and >= 4 when bidirectional.
         max_distance: distances at or beyond it share the last bucket (T5: 128).
-        bidirectional: encoder-style (``True``) or causal decoder-style buckets.
+        bidirectional: encoder-style (``True``) or causal decoder-style buckets; the causal form
+            refuses bidirectional attention (:meth:`check_attention`).
         init_std: std of the normal init of the table.
 
     Shape:
@@ -139,6 +140,15 @@ class T5RelativeBias(BiasScheme):
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.relative_attention_bias.weight, std=self.init_std)
+
+    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
+        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
+        if not causal and not self.bidirectional:
+            raise ValueError(
+                "T5RelativeBias(bidirectional=False) is the causal (decoder) form: every key after the "
+                "query falls in bucket 0, so it cannot tell future distances apart; bidirectional "
+                "attention (causal=False) needs T5RelativeBias(num_heads, bidirectional=True)"
+            )
 
     def buckets(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """Bucket index of every (query, key) pair: ``(Tq, Tk)`` or ``(B, Tq, Tk)`` long."""

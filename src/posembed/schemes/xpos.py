@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
-from posembed.schemes.rotary import RotaryEmbedding, _check_qk, _resolve_qk_positions, rope_cos_sin
+from posembed.schemes.rotary import RotaryEmbedding, rope_cos_sin
+from posembed.schemes.rotary_checks import check_qk, resolve_qk_positions
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -95,15 +96,15 @@ class XPos(RotaryEmbedding):
         position_ids: Tensor | None = None,
         k_position_ids: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        _check_qk(q, k, self.head_dim)
-        q_pos, k_pos = _resolve_qk_positions(q, k, position_ids, k_position_ids)
+        check_qk(q, k, self.head_dim)
+        q_pos, k_pos = resolve_qk_positions(q, k, position_ids, k_position_ids)
         if position_ids is None and k_position_ids is None:
             center: Tensor | int = q.shape[-2] // 2  # arange(T): no reduction needed
         else:
             low, high = torch.minimum(q_pos.min(), k_pos.min()), torch.maximum(q_pos.max(), k_pos.max())
             center = torch.div(low + high + 1, 2, rounding_mode="floor")
         if position_ids is None and k_position_ids is None:
-            q_cos, q_sin = self.cos_sin_range(q.shape[-2])  # the cache when it fits
+            q_cos, q_sin = self.default_cos_sin(q.shape[-2])  # the cache when there is one
         else:
             q_cos, q_sin = rope_cos_sin(q_pos, self.inv_freq)
         q_scale = self.scales(q_pos, center)
