@@ -1,1 +1,19 @@
-"""posembed.lab."""
+"""posembed.lab: train small transformers side by side and answer the position questions with numbers.
+
+=================== =====================================================================
+module              what
+=================== =====================================================================
+``config``          :class:`TrialConfig` (one run), :class:`ExperimentConfig` (a sweep), overrides
+``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, looked up by exact name
+``tasks``           order classification, copy/reverse/sort/addition, char-level LM
+``data``            text files for the char LM (checked: exists, UTF-8, long enough)
+``train``           one deterministic trial: build, train, evaluate, position-table drift
+``runner``          the sweep, resumable, one atomic store transaction per finished trial
+``store``           ``results.sqlite`` schema and reader (:func:`~posembed.lab.store.load_results`)
+``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens
+``ddp``             one trial data-parallel under ``torchrun`` (gloo on CPU)
+``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
+=================== =====================================================================
+
+Command line: ``posembed lab run --preset quick --out lab-quick`` then ``posembed lab report lab-quick``.
+"""

@@ -1,0 +1,84 @@
+"""``posembed lab``: run a sweep of small transformers and report it.
+
+::
+
+    posembed lab run --preset quick [--out DIR] [--set key=value ...] [--no-checkpoints]
+    posembed lab report DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from posembed.cli import UserError
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("lab", help="train small transformers side by side; report the sweep")
+    actions = parser.add_subparsers(dest="lab_command", metavar="ACTION")
+    run_parser = actions.add_parser("run", help="run (or resume) an experiment preset")
+    run_parser.add_argument("--preset", required=True, help="experiment name: smoke, quick, full, calibration")
+    run_parser.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
+    run_parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config value, e.g. --set steps=50 --set schemes=learned,alibi --set charlm.context=32",
+    )
+    run_parser.add_argument("--no-checkpoints", action="store_true", help="do not save per-trial checkpoints")
+    run_parser.add_argument("--threads", type=int, default=None,
+                            help="torch intra-op threads (default: torch's choice; 1 is fastest on a busy machine)")
+    run_parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                            help="progress bars with ETA (default: when stderr is a terminal)")
+    report_parser = actions.add_parser("report", help="write the markdown and HTML report of an out folder")
+    report_parser.add_argument("out_dir", type=Path, help="folder a `posembed lab run` wrote")
+    parser.set_defaults(func=run, lab_parser=parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.lab_command == "run":
+        return _run(args)
+    if args.lab_command == "report":
+        return _report(args)
+    args.lab_parser.print_help()
+    return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from posembed.lab.config import apply_overrides
+    from posembed.lab.presets import get_preset
+    from posembed.lab.runner import run_experiment
+
+    experiment = apply_overrides(get_preset(args.preset), args.overrides)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserError(f"--threads must be at least 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    out = args.out or Path(f"lab-{experiment.name}")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {str(out)!r} exists and is not a folder")
+    summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=args.progress)
+    print(
+        f"{experiment.name}: {summary.trained} trials trained, {summary.skipped} already stored, "
+        f"results in {out / 'results.sqlite'}; report with: posembed lab report {out}"
+    )
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    try:
+        module = importlib.import_module("posembed.lab.report")
+    except ModuleNotFoundError as error:
+        if error.name != "posembed.lab.report":
+            raise
+        raise UserError("the lab report is not available in this version (posembed.lab.report is missing)") from None
+    if not (args.out_dir / "results.sqlite").is_file():
+        raise UserError(f"{str(args.out_dir)!r} holds no results.sqlite; run `posembed lab run` first")
+    written = module.write_report(args.out_dir)
+    paths = written if isinstance(written, (tuple, list)) else [written]
+    print("report written: " + ", ".join(str(path) for path in paths if path is not None))
+    return 0

@@ -1,0 +1,89 @@
+"""Lab checkpoints: a folder ``posembed inspect`` can open.
+
+::
+
+    <folder>/posembed_model.json   {"model": model.config_dict(), "task": ..., "trial": ..., "step": ..., ...}
+    <folder>/model.safetensors     the model's state dict
+
+The weights are written first (to a temporary file, then renamed) and the JSON last
+(atomically), so a folder with ``posembed_model.json`` always has its weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from posembed._io import atomic_write_json
+
+__all__ = ["save_checkpoint", "load_checkpoint", "is_checkpoint", "CONFIG_NAME", "WEIGHTS_NAME"]
+
+CONFIG_NAME = "posembed_model.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+def save_checkpoint(model: nn.Module, folder: str | os.PathLike, meta: dict[str, Any]) -> Path:
+    """Save ``model`` (a :mod:`posembed.model` Encoder/Decoder) and ``meta`` into ``folder``.
+
+    ``meta`` holds JSON-able facts about the run (``task``, ``trial``, ``step``, ...); the key
+    ``model`` is reserved for ``model.config_dict()``.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from posembed.model import Decoder
+        >>> from posembed.schemes.learned import LearnedAbsolute
+        >>> model = Decoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(16, 8))
+        >>> folder = save_checkpoint(model, tempfile.mkdtemp(), {"task": "copy", "trial": "abc", "step": 3})
+        >>> loaded, meta = load_checkpoint(folder)
+        >>> meta["step"], bool(torch.equal(loaded.head.weight, model.head.weight))
+        (3, True)
+    """
+    from safetensors.torch import save_model
+
+    if "model" in meta:
+        raise ValueError("meta must not contain the key 'model' (it holds the model's config)")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {"model": model.config_dict(), **meta}
+    json.dumps(document)  # fail before writing anything if meta is not JSON-able
+    tmp = folder / f".{WEIGHTS_NAME}.tmp"
+    save_model(model, str(tmp))
+    os.replace(tmp, folder / WEIGHTS_NAME)
+    atomic_write_json(folder / CONFIG_NAME, document)
+    return folder
+
+
+def is_checkpoint(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is a lab checkpoint (holds ``posembed_model.json``)."""
+    return (Path(folder) / CONFIG_NAME).is_file()
+
+
+def load_checkpoint(folder: str | os.PathLike, *, device=None) -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the model saved in ``folder`` and load its weights; returns ``(model, meta)``.
+
+    ``meta`` is the JSON document without ``model`` (``task``, ``trial``, ``step``, ...).
+    """
+    from safetensors.torch import load_model
+
+    from posembed.model import build_model
+
+    folder = Path(folder)
+    config_path, weights = folder / CONFIG_NAME, folder / WEIGHTS_NAME
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{str(folder)!r} is not a posembed lab checkpoint (no {CONFIG_NAME})")
+    if not weights.is_file():
+        raise FileNotFoundError(f"lab checkpoint {str(folder)!r} has no {WEIGHTS_NAME}")
+    try:
+        document = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{str(config_path)!r} is not valid JSON: {error}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
+        raise ValueError(f"{str(config_path)!r} has no 'model' config")
+    model = build_model(document.pop("model"), device=device)
+    load_model(model, str(weights), strict=True, device="cpu" if device is None else str(device))
+    model.eval()
+    return model, document

@@ -1,0 +1,305 @@
+"""Typed, frozen experiment configs and ``key=value`` overrides.
+
+Two dataclasses describe everything the lab runs:
+
+- :class:`TrialConfig`: one training run (task, scheme, variant flags, model size,
+  optimiser, seed, evaluation lengths). Its hash is the trial's id in the results store.
+- :class:`ExperimentConfig`: a sweep, the axes ``tasks x schemes x variants x seeds`` over
+  one base :class:`TrialConfig` per task. Its hash identifies the experiment in its store.
+
+Overrides are strings ``key=value`` parsed by the field's declared type (no ``eval``): an
+unknown key or a value of the wrong type is a ``ValueError`` naming the key and the type.
+Experiment keys (``tasks``, ``schemes``, ``variants``, ``seeds``) change the axes; trial keys
+(``steps=50``) change every task's base; ``task.key`` (``charlm.context=32``) one task's base.
+
+>>> exp = ExperimentConfig(name="demo", tasks=("copy",), schemes=("learned",), seeds=(0,),
+...                        bases=(TrialConfig(task="copy"),))
+>>> exp = apply_overrides(exp, ["steps=50", "schemes=learned,alibi", "copy.context=6"])
+>>> exp.schemes, exp.base("copy").steps, exp.base("copy").context
+(('learned', 'alibi'), 50, 6)
+>>> apply_overrides(exp, ["stepz=5"])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: unknown key 'stepz'; experiment keys: name, tasks, schemes, variants, seeds; trial keys: ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TASKS", "VARIANTS", "TrialConfig", "ExperimentConfig", "apply_overrides", "config_hash", "parse_value"]
+
+#: task name -> model kind it trains ("decoder" causal LM, "encoder" classifier)
+TASKS: dict[str, str] = {
+    "order": "encoder",
+    "copy": "decoder",
+    "reverse": "decoder",
+    "sort": "decoder",
+    "addition": "decoder",
+    "charlm": "decoder",
+}
+
+#: variant name -> the TrialConfig fields it sets (applied on top of a task's base)
+VARIANTS: dict[str, dict[str, Any]] = {
+    "base": {},
+    "concat": {"combine": "concat"},
+    "every_layer": {"inject": "every_layer"},
+    "frozen": {"freeze_positions": True},
+    "untied": {"untied": True},
+    "randomized": {"randomized_positions": True},
+}
+
+_CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
+_POSITIVE = ("dim", "depth", "heads", "mlp_ratio", "context", "batch", "steps", "eval_batches", "log_every", "vocab")
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """One training run. ``context`` is the training length L: the block size of ``charlm``,
+    the sequence length of ``order``, the longest operand of ``copy/reverse/sort/addition``.
+
+    ``table_size`` 0 sizes position tables (and the randomized-position range L_max) to the
+    longest sequence any evaluation feeds the model, so a learned table is never too short; its
+    rows beyond the training length are then simply untrained. ``concat_dim`` 0 means
+    ``dim // 2`` position channels when ``combine="concat"`` (total width stays ``dim``).
+    ``eval_scales`` multiply ``context`` to give the evaluated lengths.
+    """
+
+    task: str = "charlm"
+    scheme: str = "learned"
+    scheme_kwargs: tuple[tuple[str, Any], ...] = ()
+    variant: str = "base"
+    combine: str = "add"
+    inject: str = "once"
+    untied: bool = False
+    freeze_positions: bool = False
+    randomized_positions: bool = False
+    concat_dim: int = 0
+    dim: int = 64
+    depth: int = 2
+    heads: int = 4
+    mlp_ratio: int = 4
+    dropout: float = 0.0
+    context: int = 16
+    table_size: int = 0
+    vocab: int = 10
+    batch: int = 32
+    steps: int = 200
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup: int = 0
+    weight_decay: float = 0.1
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    seed: int = 0
+    eval_scales: tuple[float, ...] = (1.0, 2.0, 4.0)
+    eval_batches: int = 4
+    log_every: int = 10
+    text: str = "tinyshakespeare"
+    backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
+        for name in _POSITIVE:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if self.dim % self.heads:
+            raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
+        if not self.eval_scales or min(self.eval_scales) <= 0:
+            raise ValueError(f"eval_scales must be positive numbers, got {self.eval_scales}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.lr <= 0 or self.min_lr < 0:
+            raise ValueError(f"lr must be > 0 and min_lr >= 0, got lr={self.lr}, min_lr={self.min_lr}")
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """``scheme_kwargs`` as a dict."""
+        return dict(self.scheme_kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (tuples become lists, ``scheme_kwargs`` a dict)."""
+        out = dataclasses.asdict(self)
+        out["scheme_kwargs"] = self.kwargs
+        out["eval_scales"] = list(self.eval_scales)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrialConfig":
+        """Inverse of :meth:`to_dict`; unknown keys or wrong types raise ``ValueError``."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrialConfig keys: {', '.join(unknown)}")
+        hints = typing.get_type_hints(cls)
+        values = {k: _check_type(k, v, hints[k]) for k, v in data.items() if k not in ("scheme_kwargs", "eval_scales")}
+        if "scheme_kwargs" in data:
+            values["scheme_kwargs"] = _kwargs_tuple(data["scheme_kwargs"])
+        if "eval_scales" in data:
+            values["eval_scales"] = tuple(float(x) for x in data["eval_scales"])
+        return cls(**values)
+
+    @property
+    def trial_id(self) -> str:
+        """16 hex digits of the config's SHA-256: the trial's key in the results store."""
+        return config_hash(self.to_dict())[:16]
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A sweep: ``tasks x schemes x variants x seeds`` over one base trial per task.
+
+    ``bases`` holds a :class:`TrialConfig` per task the preset knows (``tasks`` picks which run).
+    """
+
+    name: str
+    tasks: tuple[str, ...]
+    schemes: tuple[str, ...]
+    variants: tuple[str, ...] = ("base",)
+    seeds: tuple[int, ...] = (0,)
+    bases: tuple[TrialConfig, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for name in ("tasks", "schemes", "variants", "seeds"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        for variant in self.variants:
+            if variant not in VARIANTS:
+                raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+        known = {base.task for base in self.bases}
+        for task in self.tasks:
+            if task not in TASKS:
+                raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+            if task not in known:
+                raise ValueError(f"experiment {self.name!r} has no base config for task {task!r}")
+
+    def base(self, task: str) -> TrialConfig:
+        """The base trial config of ``task``."""
+        for base in self.bases:
+            if base.task == task:
+                return base
+        raise ValueError(f"experiment {self.name!r} has no base config for task {task!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "tasks": list(self.tasks),
+            "schemes": list(self.schemes),
+            "variants": list(self.variants),
+            "seeds": list(self.seeds),
+            "bases": [base.to_dict() for base in self.bases],
+        }
+
+    @property
+    def config_hash(self) -> str:
+        """SHA-256 of the canonical JSON: identifies the experiment in its results store."""
+        return config_hash(self.to_dict())
+
+
+def config_hash(value: Any) -> str:
+    """SHA-256 hex digest of ``value`` as canonical JSON (sorted keys, no spaces).
+
+    >>> config_hash({"b": 1, "a": [1, 2]}) == config_hash({"a": [1, 2], "b": 1})
+    True
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _kwargs_tuple(value: Any) -> tuple[tuple[str, Any], ...]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"scheme_kwargs must be a JSON object such as '{{\"base\": 500000}}': {error}") from None
+    if isinstance(value, (tuple, list)):
+        value = dict(value)
+    if not isinstance(value, dict):
+        raise ValueError(f"scheme_kwargs must be a JSON object, got {value!r}")
+    for key, item in value.items():
+        if not isinstance(item, (int, float, str, bool)) and item is not None:
+            raise ValueError(f"scheme_kwargs[{key!r}] must be a number, string or bool, got {item!r}")
+    return tuple(sorted(value.items()))
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
+
+
+def parse_value(name: str, text: str, annotation: Any) -> Any:
+    """Parse the override string ``text`` for a field declared as ``annotation``.
+
+    >>> parse_value("seeds", "0,1,2", tuple[int, ...])
+    (0, 1, 2)
+    >>> parse_value("steps", "1.5", int)
+    Traceback (most recent call last):
+    ...
+    ValueError: steps expects an integer, got '1.5'
+    """
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        item_type = typing.get_args(annotation)[0]
+        if name == "scheme_kwargs":
+            return _kwargs_tuple(text)
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        return tuple(parse_value(name, part, item_type) for part in parts)
+    if annotation is bool:
+        if text.strip().lower() not in _BOOLS:
+            raise ValueError(f"{name} expects true or false, got {text!r}")
+        return _BOOLS[text.strip().lower()]
+    if annotation is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{name} expects an integer, got {text!r}") from None
+    if annotation is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{name} expects a number, got {text!r}") from None
+    return text
+
+
+def _check_type(name: str, value: Any, annotation: Any) -> Any:
+    """Validate a value read back from JSON (ints may stand for floats, nothing else converts)."""
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    expected = annotation if isinstance(annotation, type) else object
+    if expected is not object and (not isinstance(value, expected) or (expected is int and isinstance(value, bool))):
+        raise ValueError(f"{name} must be {expected.__name__}, got {value!r}")
+    return value
+
+
+def apply_overrides(experiment: ExperimentConfig, overrides: list[str]) -> ExperimentConfig:
+    """A new experiment with ``key=value`` overrides applied (see the module docstring)."""
+    exp_hints = typing.get_type_hints(ExperimentConfig)
+    trial_hints = typing.get_type_hints(TrialConfig)
+    exp_keys = [name for name in exp_hints if name != "bases"]
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"override {item!r} is not of the form key=value")
+        task, dot, field_name = key.rpartition(".")
+        if key in exp_keys:
+            experiment = dataclasses.replace(experiment, **{key: parse_value(key, text, exp_hints[key])})
+        elif field_name in trial_hints and field_name != "task" and (not dot or task in TASKS):
+            value = parse_value(field_name, text, trial_hints[field_name])
+            bases = tuple(
+                dataclasses.replace(base, **{field_name: value}) if not dot or base.task == task else base
+                for base in experiment.bases
+            )
+            experiment = dataclasses.replace(experiment, bases=bases)
+        else:
+            trial_keys = ", ".join(name for name in trial_hints if name != "task")
+            raise ValueError(
+                f"unknown key {key!r}; experiment keys: {', '.join(exp_keys)}; trial keys: {trial_keys} "
+                f"(optionally prefixed by a task: {', '.join(TASKS)}, e.g. charlm.context=32)"
+            )
+    return experiment

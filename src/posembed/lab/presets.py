@@ -1,0 +1,113 @@
+"""Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``.
+
+Each sweep answers the lab's questions with one experiment:
+
+- learned vs sinusoidal at the training length: the ``base`` variant of both schemes, every task
+  (order accuracy, exact match at length L, validation loss at 1x context);
+- add vs concat at equal width: the ``concat`` variant (``dim`` total channels, half of them
+  position) against ``base`` (``add``) of the absolute schemes;
+- once vs every layer: the ``every_layer`` variant against ``base``;
+- extrapolation ranking: the ``base`` variant of every scheme on the algorithmic tasks (exact
+  match beyond L) and ``charlm`` (perplexity at 2x, 4x, 8x the context);
+- frozen vs trained position table, and its drift: ``frozen`` against ``base`` for schemes with
+  parameters (``drift_rel_frobenius`` / ``drift_cosine`` in the store).
+
+Variants that only make sense for absolute schemes (``concat``, ``every_layer``, ``untied``) or
+for schemes with parameters (``frozen``) are skipped for the others by the runner.
+
+>>> sorted(PRESETS)
+['calibration', 'full', 'quick', 'smoke']
+>>> get_preset("smok")
+Traceback (most recent call last):
+...
+ValueError: unknown preset 'smok'; known presets: calibration, full, quick, smoke
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from posembed.lab.calibration import NANOGPT_CPU
+from posembed.lab.config import ExperimentConfig, TrialConfig
+
+__all__ = ["PRESETS", "get_preset"]
+
+#: algorithmic tasks: train on operand lengths <= L, test to 3 L (Kazemnejad et al.: 2x)
+_ALGO_SCALES = (0.5, 1.0, 1.5, 2.0, 3.0)
+#: char LM: 1x, 2x, 4x, 8x the training context (Press et al. 2022)
+_LM_SCALES = (1.0, 2.0, 4.0, 8.0)
+
+
+def _bases(*, dim: int, depth: int, heads: int, steps: int, lm_steps: int, algo_len: int, lm_context: int,
+           batch: int, eval_batches: int, lr: float) -> tuple[TrialConfig, ...]:
+    common = dict(dim=dim, depth=depth, heads=heads, batch=batch, eval_batches=eval_batches, lr=lr, min_lr=lr / 10,
+                  warmup=min(100, steps // 10), log_every=max(1, steps // 50))
+    algo = dict(common, steps=steps, context=algo_len, eval_scales=_ALGO_SCALES, vocab=10)
+    return (
+        TrialConfig(task="order", **dict(common, steps=steps, context=2 * algo_len, eval_scales=(1.0, 2.0), vocab=16)),
+        TrialConfig(task="copy", **algo),
+        TrialConfig(task="reverse", **algo),
+        TrialConfig(task="sort", **algo),
+        TrialConfig(task="addition", **dict(algo, context=max(2, algo_len // 2))),
+        TrialConfig(task="charlm", **dict(common, steps=lm_steps, context=lm_context, eval_scales=_LM_SCALES,
+                                          log_every=max(1, lm_steps // 50))),
+    )
+
+
+def _smoke() -> ExperimentConfig:
+    return ExperimentConfig(
+        name="smoke",
+        tasks=("order", "copy", "charlm"),
+        schemes=("learned", "sinusoidal", "rope", "alibi", "nope"),
+        variants=("base",),
+        seeds=(0,),
+        bases=_bases(dim=32, depth=1, heads=2, steps=50, lm_steps=50, algo_len=6, lm_context=16, batch=16,
+                     eval_batches=2, lr=3e-3),
+    )
+
+
+def _quick() -> ExperimentConfig:
+    return ExperimentConfig(
+        name="quick",
+        tasks=("order", "copy", "reverse", "charlm"),
+        schemes=("learned", "sinusoidal", "rope", "alibi", "t5_bias", "nope"),
+        variants=("base", "concat", "every_layer", "frozen"),
+        seeds=(0, 1),
+        bases=_bases(dim=64, depth=2, heads=4, steps=300, lm_steps=300, algo_len=8, lm_context=32, batch=32,
+                     eval_batches=2, lr=3e-3),
+    )
+
+
+def _full() -> ExperimentConfig:
+    return ExperimentConfig(
+        name="full",
+        tasks=("order", "copy", "reverse", "sort", "addition", "charlm"),
+        schemes=("learned", "sinusoidal", "scaled_sinusoidal", "rope", "alibi", "t5_bias", "nope"),
+        variants=("base", "concat", "every_layer", "frozen", "untied", "randomized"),
+        seeds=(0, 1, 2),
+        bases=_bases(dim=128, depth=4, heads=4, steps=2000, lm_steps=2000, algo_len=20, lm_context=64, batch=64,
+                     eval_batches=8, lr=1e-3),
+    )
+
+
+def _calibration() -> ExperimentConfig:
+    return ExperimentConfig(
+        name="calibration", tasks=("charlm",), schemes=("learned",), variants=("base",), seeds=(NANOGPT_CPU.seed,),
+        bases=(NANOGPT_CPU,),
+    )
+
+
+#: preset name -> builder (exact names only; no prefixes or fuzzy matching)
+PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
+    "smoke": _smoke,
+    "quick": _quick,
+    "full": _full,
+    "calibration": _calibration,
+}
+
+
+def get_preset(name: str) -> ExperimentConfig:
+    """The experiment called exactly ``name``."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
+    return PRESETS[name]()

@@ -1,0 +1,157 @@
+"""The sweep runner: ``tasks x schemes x variants x seeds``, resumable, one stored trial at a time.
+
+:func:`expand` lists the experiment's trials (skipping variants that do not apply to a scheme);
+:func:`run_experiment` trains every trial not yet in ``<out>/results.sqlite``, stores each one
+atomically as soon as it finishes and saves its checkpoint under ``<out>/checkpoints/<trial_id>``.
+Interrupt it at any point and run it again: finished trials are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from posembed.lab.checkpoint import save_checkpoint
+from posembed.lab.config import VARIANTS, ExperimentConfig, TrialConfig
+from posembed.lab.store import ResultsStore
+from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_scheme, check_scheme_name, train_trial
+from posembed.schemes.base import Kind
+
+__all__ = ["expand", "run_experiment", "RunSummary", "applies"]
+
+logger = logging.getLogger(__name__)
+
+#: variants that change how absolute position vectors enter the model
+_ABSOLUTE_ONLY = ("concat", "every_layer", "untied")
+
+
+@dataclass
+class RunSummary:
+    """What a run did: trials planned, skipped (already stored), trained now."""
+
+    out_dir: Path
+    planned: int
+    skipped: int
+    trained: int
+
+
+def applies(variant: str, cfg: TrialConfig) -> bool:
+    """Whether ``variant`` means something for ``cfg``'s scheme (built to ask it).
+
+    >>> applies("concat", TrialConfig(task="copy", scheme="nope"))
+    False
+    >>> applies("frozen", TrialConfig(task="copy", scheme="learned"))
+    True
+    >>> applies("randomized", TrialConfig(task="copy", scheme="nope"))
+    False
+    """
+    if variant == "base":
+        return True
+    scheme = build_trial_scheme(cfg, table_size=max(2, cfg.table_size or 2 * cfg.context))
+    if variant == "randomized":  # positions are ignored without a scheme
+        return scheme is not None and scheme.name not in NO_SCHEME
+    if variant in _ABSOLUTE_ONLY:
+        return scheme is not None and scheme.kind == Kind.ABSOLUTE
+    if variant == "frozen":
+        return scheme is not None and any(True for _ in scheme.parameters())
+    return True
+
+
+def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
+    """Every trial of the sweep, in order task, scheme, variant, seed.
+
+    Raises ``ValueError`` for an unknown scheme before anything trains.
+    """
+    for scheme in experiment.schemes:
+        check_scheme_name(scheme)
+    trials = []
+    for task in experiment.tasks:
+        base = experiment.base(task)
+        for scheme in experiment.schemes:
+            for variant in experiment.variants:
+                cfg = dataclasses.replace(base, scheme=scheme, variant=variant, **VARIANTS[variant])
+                if not applies(variant, cfg):
+                    logger.debug("skipping variant %s for scheme %s (does not apply)", variant, scheme)
+                    continue
+                trials += [dataclasses.replace(cfg, seed=seed) for seed in experiment.seeds]
+    return trials
+
+
+def _progress(total: int, initial: int, enabled: bool | None, **kwargs):
+    """A tqdm bar with ETA; off when stderr is not a terminal unless ``enabled`` says otherwise."""
+    from tqdm.auto import tqdm
+
+    disable = (not sys.stderr.isatty()) if enabled is None else not enabled
+    options = dict(desc="lab trials", unit="trial", dynamic_ncols=True)
+    options.update(kwargs)
+    return tqdm(total=total, initial=initial, disable=disable, **options)
+
+
+def _train_with_bar(cfg: TrialConfig, enabled: bool | None) -> tuple[TrialResult, object]:
+    """Train one trial under a step bar (position 1, removed when done)."""
+    with _progress(cfg.steps, 0, enabled, desc=f"{cfg.task}/{cfg.scheme}", unit="step", position=1, leave=False) as bar:
+
+        def on_step(step: int, loss: float) -> None:
+            bar.update(step - bar.n)
+            bar.set_postfix(loss=f"{loss:.3f}")
+
+        return train_trial(cfg, on_step=on_step)
+
+
+def run_experiment(
+    experiment: ExperimentConfig,
+    out_dir: str | Path,
+    *,
+    checkpoints: bool = True,
+    progress: bool | None = None,
+    on_trial: Callable[[TrialResult], None] | None = None,
+) -> RunSummary:
+    """Train every trial of ``experiment`` not yet stored in ``out_dir``.
+
+    Args:
+        checkpoints: save each trained model under ``<out>/checkpoints/<trial_id>``.
+        progress: tqdm bars with ETA (``None``: only when stderr is a terminal).
+        on_trial: called after each trial is stored (an exception there stops the run;
+            what was stored stays).
+
+    Raises:
+        ForeignStoreError: ``out_dir`` holds another experiment's store.
+    """
+    trials = expand(experiment)
+    _check_inputs(experiment)
+    out = Path(out_dir)
+    with ResultsStore(out, experiment) as store:
+        done = store.finished_ids()
+        todo = [cfg for cfg in trials if cfg.trial_id not in done]
+        logger.info("experiment %s: %d trials, %d stored, %d to train", experiment.name, len(trials), len(trials) - len(todo), len(todo))
+        with _progress(len(trials), len(trials) - len(todo), progress) as bar:
+            for cfg in todo:
+                bar.set_postfix_str(f"{cfg.task}/{cfg.scheme}/{cfg.variant}/seed{cfg.seed}")
+                result, model = _train_with_bar(cfg, progress)
+                folder = _save(model, cfg, out) if checkpoints else None
+                store.add(result, checkpoint=folder)
+                bar.update(1)
+                if on_trial is not None:
+                    on_trial(result)
+    return RunSummary(out, len(trials), len(trials) - len(todo), len(todo))
+
+
+def _check_inputs(experiment: ExperimentConfig) -> None:
+    """Fail on a bad text file now, not after an hour of other trials."""
+    if "charlm" in experiment.tasks:
+        from posembed.lab.tasks.charlm import load_corpus
+
+        base = experiment.base("charlm")
+        load_corpus(base.text, base.context)
+
+
+def _save(model, cfg: TrialConfig, out: Path) -> str:
+    """Checkpoint one trained trial; returns its folder relative to ``out``."""
+    folder = Path("checkpoints") / cfg.trial_id
+    meta = {"task": cfg.task, "trial": cfg.trial_id, "step": cfg.steps, "config": cfg.to_dict()}
+    save_checkpoint(model, out / folder, meta)
+    return folder.as_posix()

@@ -1,0 +1,110 @@
+"""Algorithmic length generalisation, decoder-only (Kazemnejad et al. 2023).
+
+A sequence is ``prompt SEP answer EOS`` over symbols ``0 .. vocab-1``; the model is trained on
+operand lengths ``1 .. L`` (``L = context``) and scored by exact match of the whole answer at
+each test length (``L * eval_scales``, e.g. up to 2-4 L). Only answer tokens are scored.
+
+- copy: ``x SEP x``; reverse: ``x SEP reversed(x)``; sort: ``x SEP sorted(x)``;
+- addition: ``a PLUS b SEP c`` with ``a, b`` of n digits and ``c = a + b`` of n + 1 digits, every
+  number written least significant digit first (so each answer digit depends on the digits and
+  carry just read). ``vocab`` is forced to 10 digits for addition.
+
+Exact match is computed teacher-forced in one forward pass: all answer argmaxes right is the
+same event as greedy decoding reproducing the answer (both fail first at the same token).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from posembed.lab.config import TrialConfig
+from posembed.lab.tasks import IGNORE, TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+
+__all__ = ["AlgorithmicTask", "make_example", "sequence_length"]
+
+
+def make_example(task: str, operands: list[int], base: int) -> tuple[list[int], list[int]]:
+    """``(prompt, answer)`` token lists for one example (special tokens not included).
+
+    >>> make_example("reverse", [1, 2, 3], 10)
+    ([1, 2, 3], [3, 2, 1])
+    >>> make_example("addition", [9, 9, 1, 0], 10)  # 99 + 1 = 100, digits reversed
+    ([9, 9, -1, 1, 0], [0, 0, 1])
+    """
+    if task == "copy":
+        return operands, list(operands)
+    if task == "reverse":
+        return operands, operands[::-1]
+    if task == "sort":
+        return operands, sorted(operands)
+    if task == "addition":
+        n = len(operands) // 2
+        a, b = operands[:n], operands[n:]
+        value = sum(d * base**i for i, d in enumerate(a)) + sum(d * base**i for i, d in enumerate(b))
+        digits = [(value // base**i) % base for i in range(n + 1)]
+        return a + [-1] + b, digits  # -1 stands for PLUS, mapped by the task
+    raise ValueError(f"unknown algorithmic task {task!r}")
+
+
+def sequence_length(task: str, n: int) -> int:
+    """Model input length for operand length ``n`` (the sequence minus its last token)."""
+    return 3 * n + 3 if task == "addition" else 2 * n + 1
+
+
+class AlgorithmicTask:
+    """copy / reverse / sort / addition for one trial config."""
+
+    num_classes = None
+
+    def __init__(self, cfg: TrialConfig) -> None:
+        self.cfg = cfg
+        self.name = cfg.task
+        self.base = 10 if cfg.task == "addition" else cfg.vocab
+        self.plus, self.sep, self.eos, self.pad = range(self.base, self.base + 4)
+        self.vocab_size = self.base + 4
+        self.lengths = eval_lengths(cfg)
+
+    def max_length(self) -> int:
+        return sequence_length(self.cfg.task, max([self.cfg.context, *self.lengths]))
+
+    def _encode(self, operands: list[int]) -> tuple[list[int], int]:
+        prompt, answer = make_example(self.cfg.task, operands, self.base)
+        prompt = [self.plus if t == -1 else t for t in prompt]
+        return prompt + [self.sep] + answer + [self.eos], len(prompt)
+
+    def batch(self, generator: torch.Generator, ns: list[int]) -> Batch:
+        """One batch with operand length ``ns[i]`` for row i, right-padded."""
+        width = max(sequence_length(self.cfg.task, n) for n in ns) + 1
+        ids = torch.full((len(ns), width), self.pad, dtype=torch.long)
+        targets = torch.full((len(ns), width - 1), IGNORE, dtype=torch.long)
+        for row, n in enumerate(ns):
+            count = 2 * n if self.cfg.task == "addition" else n
+            operands = torch.randint(0, self.base, (count,), generator=generator).tolist()
+            tokens, sep_at = self._encode(operands)
+            ids[row, : len(tokens)] = torch.tensor(tokens)
+            # position t predicts token t + 1: score the answer and EOS, i.e. inputs sep_at .. end-1
+            targets[row, sep_at : len(tokens) - 1] = ids[row, sep_at + 1 : len(tokens)]
+        return Batch(ids[:, :-1], targets)
+
+    def train_batch(self, generator: torch.Generator, batch_size: int) -> Batch:
+        ns = torch.randint(1, self.cfg.context + 1, (batch_size,), generator=generator).tolist()
+        return self.batch(generator, ns)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, generator: torch.Generator, limit: int | None) -> list[EvalPoint]:
+        points = []
+        for n in self.lengths:
+            if limit is not None and sequence_length(self.cfg.task, n) > limit:
+                points.append(EvalPoint("exact_match", n, None, TABLE_LIMIT))
+                continue
+            correct = total = 0
+            for _ in range(self.cfg.eval_batches):
+                batch = self.batch(generator, [n] * self.cfg.batch)
+                predictions: Tensor = model(batch.input_ids).argmax(dim=-1)  # (B, T)
+                scored = batch.targets != IGNORE
+                right = (predictions == batch.targets) | ~scored
+                correct += int(right.all(dim=1).sum())
+                total += len(right)
+            points.append(EvalPoint("exact_match", n, correct / total))
+        return points

@@ -1,0 +1,89 @@
+"""Character-level language modelling on any text file, perplexity at 1x..8x the context.
+
+Training draws random windows of ``context + 1`` characters from the first 90 % of the text
+(nanoGPT's ``get_batch``). Validation scores consecutive non-overlapping windows of the last
+10 % at each evaluated context (``context * eval_scales``, e.g. 1x, 2x, 4x, 8x as in Press et
+al. 2022, ALiBi), every position of every window, at most ``eval_batches * batch`` windows.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from posembed.lab.config import TrialConfig
+from posembed.lab.data import CharCorpus, load_text, resolve_text_path
+from posembed.lab.tasks import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+
+__all__ = ["CharLMTask", "load_corpus"]
+
+SHORT_VAL = "n/a (validation split too short)"
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_corpus(path: str, mtime: float, min_chars: int) -> CharCorpus:
+    return CharCorpus(load_text(path, min_chars=min_chars))
+
+
+def load_corpus(text: str, context: int) -> CharCorpus:
+    """The corpus of a config's ``text`` (cached), checked to hold ``context + 1`` chars in each split."""
+    path = resolve_text_path(text)
+    if not path.is_file():
+        raise FileNotFoundError(f"text file {str(path)!r} does not exist")
+    return _cached_corpus(str(path), Path(path).stat().st_mtime, 10 * (context + 2))
+
+
+class CharLMTask:
+    """Next-character prediction with a decoder."""
+
+    name = "charlm"
+    num_classes = None
+
+    def __init__(self, cfg: TrialConfig) -> None:
+        self.cfg = cfg
+        self.corpus = load_corpus(cfg.text, cfg.context)
+        self.vocab_size = self.corpus.vocab_size
+        self.lengths = eval_lengths(cfg)
+
+    def max_length(self) -> int:
+        return max([self.cfg.context, *self.lengths])
+
+    def train_batch(self, generator: torch.Generator, batch_size: int) -> Batch:
+        data, block = self.corpus.train, self.cfg.context
+        starts = torch.randint(0, len(data) - block, (batch_size,), generator=generator)
+        windows = torch.stack([data[s : s + block + 1] for s in starts.tolist()])  # (B, T + 1)
+        return Batch(windows[:, :-1], windows[:, 1:])
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, generator: torch.Generator, limit: int | None) -> list[EvalPoint]:
+        points = []
+        for length in self.lengths:
+            if limit is not None and length > limit:
+                points += [EvalPoint(m, length, None, TABLE_LIMIT) for m in ("val_loss", "perplexity")]
+                continue
+            loss = self._val_loss(model, length)
+            if loss is None:
+                points += [EvalPoint(m, length, None, SHORT_VAL) for m in ("val_loss", "perplexity")]
+                continue
+            points += [EvalPoint("val_loss", length, loss), EvalPoint("perplexity", length, math.exp(loss))]
+        return points
+
+    def _val_loss(self, model: nn.Module, length: int) -> float | None:
+        data = self.corpus.val
+        count = min((len(data) - 1) // length, self.cfg.eval_batches * self.cfg.batch)
+        if count == 0:
+            return None
+        windows = data[: count * length + 1]
+        total, tokens = 0.0, 0
+        for first in range(0, count, self.cfg.batch):
+            rows = range(first, min(first + self.cfg.batch, count))
+            chunk = torch.stack([windows[r * length : r * length + length + 1] for r in rows])  # (B, T + 1)
+            logits = model(chunk[:, :-1])  # (B, T, V)
+            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), chunk[:, 1:].reshape(-1), reduction="sum")
+            total += float(loss)
+            tokens += chunk[:, 1:].numel()
+        return total / tokens

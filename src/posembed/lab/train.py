@@ -1,0 +1,307 @@
+"""One trial: build the model a :class:`~posembed.lab.config.TrialConfig` describes, train it
+deterministically, score it, measure how far the position parameters drifted.
+
+Training is nanoGPT's loop: AdamW (betas ``(0.9, beta2)``, weight decay on matrices only),
+linear warmup then cosine decay from ``lr`` to ``min_lr``, gradient clipping. On CPU the same
+config gives the same numbers: torch and the data generator are seeded from ``seed`` and
+deterministic algorithms are requested. Under ``torchrun`` (an initialised process group) the
+model is wrapped in ``DistributedDataParallel`` and each rank trains on ``batch / world`` rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
+from posembed.schemes.base import Kind, PositionScheme
+
+__all__ = ["TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "lr_at", "random_positions", "drift"]
+
+logger = logging.getLogger(__name__)
+
+#: names that mean "no positional information" (NoPE, ``scheme=None``) unless a scheme of
+#: that name is registered (a registered ``nope`` scheme is used as is: it adds nothing either)
+NO_SCHEME = ("none", "nope")
+
+
+@dataclass
+class TrialResult:
+    """Everything a finished trial reports (what the results store keeps)."""
+
+    config: TrialConfig
+    evals: list[EvalPoint]
+    curve: list[tuple[int, float]]
+    drift: dict[str, float] | None
+    seconds: float
+    seconds_per_step: float
+    num_params: int
+    final_loss: float
+    world_size: int = 1
+
+    @property
+    def trial_id(self) -> str:
+        return self.config.trial_id
+
+    def value(self, metric: str, length: int) -> float | None:
+        """The evaluated ``metric`` at ``length`` (``None`` if n/a or absent)."""
+        for point in self.evals:
+            if point.metric == metric and point.length == length:
+                return point.value
+        return None
+
+
+def scheme_registry() -> dict[str, type[PositionScheme]]:
+    """Every scheme class that imports (missing scheme modules are skipped)."""
+    import importlib
+
+    from posembed.schemes import SCHEME_MODULES, SCHEMES
+
+    for module in SCHEME_MODULES:
+        try:
+            importlib.import_module(f"posembed.schemes.{module}")
+        except ModuleNotFoundError as error:
+            if error.name != f"posembed.schemes.{module}":
+                raise
+    return dict(SCHEMES)
+
+
+def check_scheme_name(name: str) -> None:
+    """``ValueError`` naming the known schemes when ``name`` is unknown."""
+    registry = scheme_registry()
+    if name not in registry and name not in NO_SCHEME:
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted([*registry, *NO_SCHEME]))}")
+
+
+def build_trial_scheme(cfg: TrialConfig, table_size: int) -> PositionScheme | None:
+    """The scheme ``cfg.scheme`` with its required arguments filled from the model's shape.
+
+    ``scheme_kwargs`` keys ``arg`` go to the trial's scheme, ``<scheme>.arg`` only to that scheme
+    (``{"rope.base": 500}`` in a sweep over several schemes). Filled when the constructor asks
+    for them and ``scheme_kwargs`` does not: ``max_len`` (the
+    table size), ``dim`` (position width; head dim for rotary schemes), ``head_dim``,
+    ``num_heads``, and ``symmetric`` / ``bidirectional`` (True for the encoder, False for the
+    decoder: ALiBi's symmetric bias, T5's two-sided buckets).
+    """
+    check_scheme_name(cfg.scheme)
+    registry = scheme_registry()
+    if cfg.scheme not in registry:
+        return None
+    cls = registry[cfg.scheme]
+    causal = TASKS[cfg.task] == "decoder"
+    head_dim = cfg.dim // cfg.heads
+    width = (cfg.concat_dim or cfg.dim // 2) if cfg.combine == "concat" else cfg.dim
+    fill = {
+        "max_len": table_size,
+        "dim": head_dim if cls.kind == Kind.ROTARY else width,
+        "head_dim": head_dim,
+        "num_heads": cfg.heads,
+    }
+    params = inspect.signature(cls.__init__).parameters
+    kwargs = _own_kwargs(cfg, [name for name in params if name not in ("self", "device", "dtype")])
+    for param in params.values():
+        if param.name in kwargs or param.name in ("self", "device", "dtype"):
+            continue
+        if param.name in ("symmetric", "bidirectional"):
+            kwargs[param.name] = not causal
+        elif param.default is inspect.Parameter.empty and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            if param.name not in fill:
+                raise ValueError(f"scheme {cfg.scheme!r} needs {param.name!r}: give it with scheme_kwargs")
+            kwargs[param.name] = fill[param.name]
+    return cls(**kwargs)
+
+
+def _own_kwargs(cfg: TrialConfig, accepted: list[str]) -> dict:
+    """The ``scheme_kwargs`` meant for ``cfg.scheme``: plain keys, and ``<scheme>.<arg>`` keys of it."""
+    own = {}
+    for key, value in cfg.scheme_kwargs:
+        scheme, dot, name = key.rpartition(".")
+        if dot and scheme != cfg.scheme:
+            continue
+        if name not in accepted:
+            raise ValueError(f"scheme {cfg.scheme!r} takes no argument {name!r} (scheme_kwargs); it takes: {', '.join(accepted)}")
+        own[name] = value
+    return own
+
+
+def build_trial_model(cfg: TrialConfig, task: Task) -> nn.Module:
+    """The encoder (order task) or decoder of a trial, with position parameters frozen if asked."""
+    from posembed.model import Decoder, Encoder
+
+    table = cfg.table_size or task.max_length()
+    scheme = build_trial_scheme(cfg, table)
+    common = dict(
+        dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=scheme, combine=cfg.combine, inject=cfg.inject,
+        untied=cfg.untied, dropout=cfg.dropout, mlp_ratio=cfg.mlp_ratio, backend=cfg.backend,
+    )
+    if TASKS[cfg.task] == "encoder":
+        model = Encoder(task.vocab_size, num_classes=task.num_classes, **common)
+    else:
+        model = Decoder(task.vocab_size, **common)
+    if cfg.freeze_positions and scheme is not None:
+        for param in scheme.parameters():
+            param.requires_grad_(False)
+    return model
+
+
+def position_limit(model: nn.Module) -> int | None:
+    """Longest input the model's scheme can place (``None``: unlimited)."""
+    scheme = getattr(model, "scheme", None)
+    return None if scheme is None else scheme.max_positions
+
+
+def lr_at(step: int, cfg: TrialConfig) -> float:
+    """Linear warmup to ``lr`` over ``warmup`` steps, then cosine decay to ``min_lr`` at ``steps``.
+
+    >>> cfg = TrialConfig(steps=100, warmup=10, lr=1e-3, min_lr=1e-4)
+    >>> round(lr_at(0, cfg), 7), lr_at(10, cfg), round(lr_at(55, cfg), 6), lr_at(100, cfg)
+    (9.09e-05, 0.001, 0.00055, 0.0001)
+    """
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / (cfg.warmup + 1)
+    if step >= cfg.steps:
+        return cfg.min_lr
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+
+
+def random_positions(generator: torch.Generator, batch: int, length: int, limit: int) -> Tensor:
+    """Sorted random positions, ``length`` distinct ones from ``[0, limit)`` per row (Ruoss et al. 2023).
+
+    >>> p = random_positions(torch.Generator().manual_seed(0), 2, 4, 10)
+    >>> p.shape, bool((p.diff(dim=1) > 0).all()), bool((p < 10).all())
+    (torch.Size([2, 4]), True, True)
+    """
+    if length > limit:
+        raise ValueError(f"cannot sample {length} distinct positions from [0, {limit}): raise table_size")
+    scores = torch.rand(batch, limit, generator=generator)
+    return scores.argsort(dim=1)[:, :length].sort(dim=1).values  # (B, T)
+
+
+def position_parameters(model: nn.Module) -> Tensor | None:
+    """All parameters of the model's scheme, flattened into one vector (``None`` if it has none)."""
+    scheme = getattr(model, "scheme", None)
+    params = [] if scheme is None else [p.detach().reshape(-1) for p in scheme.parameters()]
+    return torch.cat(params).double().clone() if params else None
+
+
+def drift(initial: Tensor | None, final: Tensor | None) -> dict[str, float] | None:
+    """How far the position parameters moved: ``||W - W0|| / ||W0||`` (Frobenius) and ``cos(W, W0)``.
+
+    >>> drift(torch.tensor([3.0, 4.0]), torch.tensor([3.0, 4.0]))
+    {'rel_frobenius': 0.0, 'cosine': 1.0}
+    """
+    if initial is None or final is None:
+        return None
+    rel = float((final - initial).norm() / initial.norm().clamp_min(1e-12))
+    cos = float(nn.functional.cosine_similarity(final.reshape(1, -1), initial.reshape(1, -1)).squeeze())
+    return {"rel_frobenius": rel, "cosine": round(cos, 12)}
+
+
+def make_optimizer(model: nn.Module, cfg: TrialConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (nanoGPT's ``configure_optimizers``)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2))
+
+
+@contextlib.contextmanager
+def deterministic():
+    """Request deterministic algorithms for the duration (restored afterwards)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def _distributed() -> tuple[int, int]:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _mean_across_ranks(value: float, world: int) -> float:
+    if world == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64)
+    torch.distributed.all_reduce(tensor)
+    return float(tensor) / world
+
+
+StepCallback = Callable[[int, float], None]
+
+
+def train_trial(cfg: TrialConfig, *, on_step: StepCallback | None = None) -> tuple[TrialResult, nn.Module]:
+    """Train and score one trial; returns the result and the trained model (unwrapped).
+
+    ``on_step(step, loss)`` is called at every logged step (progress bars).
+    """
+    rank, world = _distributed()
+    if cfg.batch % world:
+        raise ValueError(f"batch={cfg.batch} must be divisible by the number of processes ({world})")
+    task = make_task(cfg)
+    torch.manual_seed(cfg.seed)
+    model = build_trial_model(cfg, task)
+    initial = position_parameters(model)
+    trainable = model
+    if world > 1:
+        trainable = nn.parallel.DistributedDataParallel(model)
+    generator = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
+    table = cfg.table_size or task.max_length()
+    start = time.perf_counter()
+    with deterministic():
+        curve, final_loss = _train_loop(cfg, task, trainable, generator, table, world, on_step)
+        elapsed = time.perf_counter() - start
+        model.eval()
+        evals = task.evaluate(model, torch.Generator().manual_seed(cfg.seed + 12345), position_limit(model))
+    result = TrialResult(
+        config=cfg, evals=evals, curve=curve, drift=drift(initial, position_parameters(model)),
+        seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,
+        num_params=sum(p.numel() for p in model.parameters()), final_loss=final_loss, world_size=world,
+    )
+    return result, model
+
+
+def _train_loop(cfg, task, model, generator, table, world, on_step) -> tuple[list[tuple[int, float]], float]:
+    optimizer = make_optimizer(model, cfg)
+    model.train()
+    curve: list[tuple[int, float]] = []
+    window: list[float] = []
+    for step in range(cfg.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        batch = task.train_batch(generator, cfg.batch // world)
+        positions = None
+        if cfg.randomized_positions:
+            positions = random_positions(generator, batch.input_ids.shape[0], batch.input_ids.shape[1], table)
+        loss = loss_fn(model(batch.input_ids, position_ids=positions), batch.targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        window.append(float(loss.detach()))
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            mean = _mean_across_ranks(sum(window) / len(window), world)
+            curve.append((step + 1, mean))
+            window.clear()
+            if on_step is not None:
+                on_step(step + 1, mean)
+    if not all(math.isfinite(loss) for _, loss in curve):
+        logger.warning("trial %s: training loss became non-finite", cfg.trial_id)
+    return curve, curve[-1][1]

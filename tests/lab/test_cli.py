@@ -1,0 +1,76 @@
+"""``posembed lab run`` / ``lab report``: bad input ends in one clear line, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from posembed.cli import main
+from posembed.lab.store import load_results
+
+TINY = ["--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
+        "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
+
+
+def _error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+def test_run_writes_a_store_and_resumes(tmp_path, capsys):
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY]) == 0
+    assert "1 trials trained, 0 already stored" in capsys.readouterr().out
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY]) == 0
+    assert "0 trials trained, 1 already stored" in capsys.readouterr().out
+    (record,) = load_results(tmp_path).trials
+    assert (record.config.task, record.config.scheme, record.config.steps) == ("copy", "learned", 2)
+    assert (tmp_path / record.checkpoint / "posembed_model.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--preset", "smok"], "unknown preset 'smok'; known presets: calibration, full, quick, smoke"),
+        (["--preset", "smoke", "--set", "schemes=learned,ropee"], "unknown scheme 'ropee'"),
+        (["--preset", "smoke", "--set", "stepz=3"], "unknown key 'stepz'"),
+        (["--preset", "smoke", "--set", "steps=many"], "steps expects an integer, got 'many'"),
+        (["--preset", "smoke", "--threads", "0"], "--threads must be at least 1, got 0"),
+    ],
+)
+def test_bad_arguments(tmp_path, capsys, extra, message):
+    err = _error(capsys, ["lab", "run", "--out", str(tmp_path), *extra])
+    assert err.startswith("posembed lab: error: ") and message in err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"", "is empty"), (b"to be or not", "shorter than the"), (b"caf\xe9 " * 400, "is not UTF-8")],
+)
+def test_bad_text_files(tmp_path, capsys, content, message):
+    text = tmp_path / "text.txt"
+    text.write_bytes(content)
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                          "--set", "tasks=charlm", "--set", f"text={text}"])
+    assert message in err
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                          "--set", "tasks=charlm", "--set", f"text={tmp_path / 'missing.txt'}"])
+    assert "does not exist" in err
+
+
+def test_foreign_store(tmp_path, capsys):
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), "--no-checkpoints", *TINY]) == 0
+    capsys.readouterr()
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY, "--set", "seeds=5"])
+    assert "holds the results of another experiment ('smoke'" in err and "choose another --out folder" in err
+
+
+def test_report_needs_a_store(tmp_path, capsys):
+    err = _error(capsys, ["lab", "report", str(tmp_path)])
+    assert "holds no results.sqlite" in err or "posembed.lab.report is missing" in err
+
+
+def test_corrupt_store_file(tmp_path, capsys):
+    (tmp_path / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY])
+    assert "is not a posembed results store" in err

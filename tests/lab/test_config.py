@@ -1,0 +1,94 @@
+"""Typed frozen configs, presets by exact name, key=value overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from posembed.lab.config import ExperimentConfig, TrialConfig, apply_overrides, config_hash, parse_value
+from posembed.lab.presets import PRESETS, get_preset
+
+
+def test_trial_config_is_frozen():
+    cfg = TrialConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.steps = 3  # type: ignore[misc]
+
+
+def test_overrides_apply_typed_values():
+    exp = apply_overrides(
+        get_preset("smoke"),
+        ["steps=50", "schemes=learned,alibi", "seeds=3,4", "lr=2e-3", "freeze_positions=true",
+         "charlm.context=24", "eval_scales=1,2.5", 'scheme_kwargs={"base": 500}'],
+    )
+    assert exp.schemes == ("learned", "alibi") and exp.seeds == (3, 4)
+    assert all(base.steps == 50 and base.lr == 2e-3 and base.freeze_positions for base in exp.bases)
+    assert exp.base("charlm").context == 24 and exp.base("copy").context == get_preset("smoke").base("copy").context
+    assert exp.base("copy").eval_scales == (1.0, 2.5)
+    assert exp.base("order").kwargs == {"base": 500}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("stepz=5", "unknown key 'stepz'"),
+        ("steps=five", "steps expects an integer, got 'five'"),
+        ("steps=1.5", "steps expects an integer, got '1.5'"),
+        ("lr=fast", "lr expects a number, got 'fast'"),
+        ("untied=maybe", "untied expects true or false, got 'maybe'"),
+        ("seeds=0,x", "seeds expects an integer, got 'x'"),
+        ("copyy.steps=5", "unknown key 'copyy.steps'"),
+        ("task=copy", "unknown key 'task'"),
+        ("steps", "is not of the form key=value"),
+        ("steps=0", "steps must be a positive integer, got 0"),
+        ("combine=stack", "combine='stack' is not one of add, concat"),
+        ("variants=base,wild", "unknown variant 'wild'"),
+        ("tasks=copy,chess", "unknown task 'chess'"),
+        ("dim=33", "dim=33 must be divisible by heads=2"),
+        ("scheme_kwargs=[1", "scheme_kwargs must be a JSON object"),
+    ],
+)
+def test_bad_overrides_raise_clear_errors(override, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        apply_overrides(get_preset("smoke"), [override])
+
+
+def test_presets_by_exact_name_only():
+    assert set(PRESETS) == {"smoke", "quick", "full", "calibration"}
+    for name in PRESETS:
+        assert get_preset(name).name == name
+    for wrong in ("Smoke", "smok", "smoke ", "quick2"):
+        with pytest.raises(ValueError, match="unknown preset"):
+            get_preset(wrong)
+
+
+def test_round_trip_and_hashes():
+    cfg = TrialConfig(task="sort", scheme="rope", scheme_kwargs=(("base", 500.0),), eval_scales=(1.0, 3.0))
+    again = TrialConfig.from_dict(cfg.to_dict())
+    assert again == cfg and again.trial_id == cfg.trial_id
+    assert dataclasses.replace(cfg, seed=1).trial_id != cfg.trial_id
+    exp = get_preset("quick")
+    assert exp.config_hash == get_preset("quick").config_hash
+    assert apply_overrides(exp, ["steps=7"]).config_hash != exp.config_hash
+    assert config_hash([1, 2]) != config_hash([2, 1])
+
+
+def test_from_dict_rejects_unknown_keys_and_wrong_types():
+    with pytest.raises(ValueError, match="unknown TrialConfig keys: colour"):
+        TrialConfig.from_dict({"colour": "red"})
+    with pytest.raises(ValueError, match="steps must be int"):
+        TrialConfig.from_dict({"steps": "10"})
+    with pytest.raises(ValueError, match="untied must be bool"):
+        TrialConfig.from_dict({"untied": 1})
+
+
+def test_parse_value_bool_spellings():
+    assert [parse_value("x", v, bool) for v in ("true", "False", "1", "no", "ON")] == [True, False, True, False, True]
+
+
+def test_experiment_needs_a_base_per_task():
+    with pytest.raises(ValueError, match="no base config for task 'copy'"):
+        ExperimentConfig(name="x", tasks=("copy",), schemes=("learned",), bases=(TrialConfig(task="order"),))
+    with pytest.raises(ValueError, match="schemes must not be empty"):
+        ExperimentConfig(name="x", tasks=("copy",), schemes=(), bases=(TrialConfig(task="copy"),))

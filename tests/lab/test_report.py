@@ -1,0 +1,200 @@
+"""``posembed lab report``: a real (tiny) sweep trained by the lab's runner, reported, and checked
+against the store's own numbers (mean/std recomputed here from raw SQL)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import statistics
+from pathlib import Path
+
+import pytest
+
+from posembed.cli import main
+from posembed.lab.config import apply_overrides
+from posembed.lab.presets import get_preset
+from posembed.lab.report import write_report
+from posembed.lab.runner import run_experiment
+from posembed.lab.store import ResultsStore
+from tests.browser import render_images
+
+#: the smoke preset cut down to seconds: 2 tasks x (learned: base/concat/frozen, sinusoidal: base/concat) x 2 seeds
+TINY = ["tasks=copy,charlm", "schemes=learned,sinusoidal", "variants=base,concat,frozen", "seeds=0,1", "steps=3",
+        "log_every=1", "dim=16", "heads=2", "batch=8", "copy.context=4", "charlm.context=8"]
+
+
+@pytest.fixture(scope="module")
+def lab_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("lab") / "tiny"
+    run_experiment(apply_overrides(get_preset("smoke"), TINY), out, checkpoints=False, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(lab_dir) -> tuple[Path, Path]:
+    return write_report(lab_dir)
+
+
+def md_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """Markdown pipe tables keyed by the nearest heading above them; rows as {column: cell}."""
+    tables: dict[str, list[dict[str, str]]] = {}
+    heading, header = "", None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading, header = line.lstrip("# ").strip(), None
+        elif line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            if header is None:
+                header = cells
+                tables.setdefault(heading, [])
+            else:
+                tables[heading].append(dict(zip(header, cells, strict=True)))
+        elif not line.startswith("|"):
+            header = None
+    return tables
+
+
+def raw_values(lab_dir: Path, sql: str, *args) -> list:
+    with sqlite3.connect(lab_dir / "results.sqlite") as conn:
+        return [row[0] for row in conn.execute(sql, args)]
+
+
+def expected_cell(values: list[float]) -> str:
+    mean, std = statistics.fmean(values), statistics.stdev(values)
+    return f"{mean:.4g} ± {std:.2g}"
+
+
+def section(text: str, title_start: str) -> str:
+    start = text.index(f"### {title_start}")
+    end = text.find("\n### ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_report_has_every_section_table_and_plot(report, lab_dir):
+    md_path, html_path = report
+    assert (md_path, html_path) == (lab_dir / "report.md", lab_dir / "report.html")
+    text = md_path.read_text()
+    for title in ("Q1. Learned or sinusoidal", "Q2. Add or concatenate", "Q3. Inject positions once",
+                  "Q4. Which scheme extrapolates", "Q5. Frozen or trained", "Q6. Calibration"):
+        assert f"### {title}" in text
+    pngs = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", text)
+    assert set(pngs) == {"lab-copy-exact_match.png", "lab-copy-loss.png", "lab-charlm-perplexity.png", "lab-charlm-loss.png"}
+    for name in pngs:
+        assert (lab_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = html_path.read_text()
+    assert page.count('<img src="data:image/png;base64,') == len(pngs) and "Q6. Calibration" in page
+
+
+def test_results_tables_equal_the_stores_mean_and_std(report, lab_dir):
+    tables = md_tables(report[0].read_text())
+    checked = 0
+    for task, metric in (("copy", "exact_match"), ("charlm", "perplexity")):
+        rows = {(r["scheme"], r["variant"]): r for r in tables[f"Results: {task}"]}
+        assert set(rows) == {("learned", "base"), ("learned", "concat"), ("learned", "frozen"),
+                             ("sinusoidal", "base"), ("sinusoidal", "concat")}
+        for (scheme, variant), row in rows.items():
+            assert row["seeds"] == "2"
+            lengths = raw_values(lab_dir, "SELECT DISTINCT e.length FROM evals e JOIN trials t USING (trial_id) "
+                                          "WHERE t.task = ? AND e.metric = ? ORDER BY 1", task, metric)
+            for length in lengths:
+                values = raw_values(lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? "
+                                             "AND t.scheme=? AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed",
+                                    task, scheme, variant, metric, length)
+                assert len(values) == 2
+                column = next(c for c in row if c.startswith(f"{metric} @ {length} ("))
+                assert row[column] == expected_cell(values)
+                assert float(row[column].split(" ± ")[0]) == pytest.approx(statistics.fmean(values), rel=1e-3, abs=1e-9)
+                checked += 1
+    assert checked >= 2 * 5 * 4
+
+
+def test_question_answers_use_the_stored_numbers(report, lab_dir):
+    text = report[0].read_text()
+    tables = md_tables(text)
+    # Q2: add vs concat on copy for learned at the training length (operand length 4)
+    q2 = {(r["task"], r["scheme"]): r for r in tables[next(k for k in tables if k.startswith("Q2."))]}
+    for task, metric, length in (("copy", "exact_match", 4), ("charlm", "val_loss", 8)):
+        for scheme in ("learned", "sinusoidal"):
+            add, concat = ([v for v in raw_values(
+                lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? AND t.scheme=? "
+                         "AND t.variant=? AND e.metric=? AND e.length=?", task, scheme, variant, metric, length)]
+                for variant in ("base", "concat"))
+            row = q2[(task, scheme)]
+            assert row["add (A)"] == expected_cell(add) and row["concat (B)"] == expected_cell(concat)
+            assert float(row["Δ = B - A"]) == pytest.approx(statistics.fmean(concat) - statistics.fmean(add), abs=1e-3)
+    # Q3 has no every_layer trial here: it says so and names the presets that have them
+    assert "lacks the trials" in section(text, "Q3.") and "full, quick" in section(text, "Q3.")
+    # Q5: the trained table's drift is the store's; the frozen table did not move
+    drift = {(r["task"], r["variant"]): r for r in tables[next(k for k in tables if k.startswith("Q5."))]
+             if "||W - W0|| / ||W0||" in r}
+    for task in ("copy", "charlm"):
+        moved = raw_values(lab_dir, "SELECT drift_rel_frobenius FROM trials WHERE task=? AND scheme='learned' "
+                                    "AND variant='base'", task)
+        assert drift[(task, "base")]["||W - W0|| / ||W0||"] == expected_cell(moved) and min(moved) > 0
+        assert drift[(task, "frozen")]["||W - W0|| / ||W0||"] == "0 ± 0"
+    assert "no stored trial trains nanoGPT's CPU recipe" in section(text, "Q6.")
+
+
+def test_extrapolation_ranking_follows_the_means_beyond_training_length(report, lab_dir):
+    tables = md_tables(report[0].read_text())
+    ranking = tables[next(k for k in tables if k.startswith("Q4."))]
+    charlm = [r for r in ranking if "charlm: rank" in r]
+    means = {}
+    for scheme in ("learned", "sinusoidal"):
+        per_length = [statistics.fmean(raw_values(
+            lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task='charlm' AND "
+                     "t.scheme=? AND t.variant='base' AND e.metric='val_loss' AND e.length=?", scheme, n))
+            for n in (16, 32, 64)]  # 2x, 4x, 8x of context 8
+        means[scheme] = statistics.fmean(per_length)
+    assert [r["scheme"] for r in charlm] == sorted(means, key=means.get)
+    for row in charlm:
+        assert float(row["mean val_loss beyond L"]) == pytest.approx(means[row["scheme"]], rel=1e-3)
+
+
+def test_corrupt_rows_are_reported_and_skipped(lab_dir, tmp_path):
+    out = tmp_path / "corrupt"
+    out.mkdir()
+    shutil.copy(lab_dir / "results.sqlite", out / "results.sqlite")
+    with sqlite3.connect(out / "results.sqlite") as conn:
+        ids = [r[0] for r in conn.execute("SELECT trial_id FROM trials ORDER BY rowid")]
+        conn.execute("UPDATE trials SET config_json = '{not json' WHERE trial_id = ?", (ids[0],))
+        conn.execute("UPDATE evals SET value = 'garbage' WHERE trial_id = ? AND length = 4", (ids[1],))
+        conn.execute("UPDATE curves SET loss = 'x' WHERE trial_id = ? AND step = 2", (ids[2],))
+    md_path, _ = write_report(out)
+    text = md_path.read_text()
+    overview = {r["item"]: r["value"] for r in md_tables(text)["Overview"] if "item" in r}
+    assert overview["trials reported"] == str(len(ids) - 3) and overview["corrupt rows skipped"] == "3"
+    skipped = {r["trial_id"]: r["reason"] for r in md_tables(text)["Overview"] if "trial_id" in r}
+    assert set(skipped) == set(ids[:3])
+    assert "garbage" in skipped[ids[1]] and "loss curve" in skipped[ids[2]]
+
+
+def test_empty_store_missing_store_and_garbage_file_are_clear_errors(tmp_path):
+    ResultsStore(tmp_path / "empty", apply_overrides(get_preset("smoke"), TINY)).close()
+    with pytest.raises(ValueError, match="holds no finished trials"):
+        write_report(tmp_path / "empty")
+    (tmp_path / "nostore").mkdir()
+    with pytest.raises(ValueError, match="holds no results.sqlite"):
+        write_report(tmp_path / "nostore")
+    with pytest.raises(ValueError, match="is not a folder"):
+        write_report(tmp_path / "absent")
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ValueError, match="not a posembed results store"):
+        write_report(tmp_path / "garbage")
+
+
+def test_cli_reports_and_fails_in_one_line(report, lab_dir, tmp_path, capsys):
+    assert main(["lab", "report", str(lab_dir)]) == 0
+    assert "report.html" in capsys.readouterr().out
+    ResultsStore(tmp_path, apply_overrides(get_preset("smoke"), TINY)).close()
+    assert main(["lab", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds no finished trials" in err
+
+
+@pytest.mark.browser
+def test_every_image_of_the_report_loads_in_chromium(report):
+    rendered = render_images(report[1])
+    assert rendered.count == 4 and rendered.all_loaded

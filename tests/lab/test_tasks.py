@@ -1,0 +1,159 @@
+"""Tasks: order classification (bag of words at chance), algorithmic length generalisation, char LM."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posembed.lab.config import TrialConfig
+from posembed.lab.data import CharCorpus, load_text
+from posembed.lab.tasks import IGNORE, TABLE_LIMIT, make_task
+from posembed.lab.tasks.algorithmic import AlgorithmicTask, make_example, sequence_length
+from posembed.lab.tasks.charlm import CharLMTask
+from posembed.lab.tasks.order import order_batch
+from posembed.lab.train import build_trial_model
+from tests.lab.conftest import tiny_trial
+
+
+def _flip(ids: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Swap tokens A and B: same bag of words, opposite label."""
+    flipped = ids.clone()
+    flipped[ids == vocab] = vocab + 1
+    flipped[ids == vocab + 1] = vocab
+    return flipped
+
+
+@given(seed=st.integers(0, 2**31 - 1), length=st.integers(2, 40), vocab=st.integers(1, 20))
+@settings(max_examples=40, deadline=None)
+def test_order_labels_follow_a_before_b_and_bags_are_label_free(seed, length, vocab):
+    batch = order_batch(torch.Generator().manual_seed(seed), 8, length, vocab)
+    ids = batch.input_ids
+    assert ((ids == vocab).sum(1) == 1).all() and ((ids == vocab + 1).sum(1) == 1).all()
+    a_first = (ids == vocab).int().argmax(1) < (ids == vocab + 1).int().argmax(1)
+    assert torch.equal(a_first.long(), batch.targets)
+    # the flipped twin has the same multiset of tokens but the other label
+    assert torch.equal(_flip(ids, vocab).sort(1).values, ids.sort(1).values)
+
+
+def test_position_free_encoder_is_at_chance_on_order():
+    """Without positions, an example and its label-flipped twin get the same prediction."""
+    cfg = tiny_trial(task="order", scheme="nope", context=10, vocab=6)
+    task = make_task(cfg)
+    model = build_trial_model(cfg, task).eval()
+    batch = order_batch(torch.Generator().manual_seed(1), 16, 10, 6)
+    # the twin is the same bag in another order: a permutation of the tokens
+    with torch.no_grad():
+        logits, twin = model(batch.input_ids), model(_flip(batch.input_ids, 6))
+    torch.testing.assert_close(logits, twin, atol=1e-5, rtol=1e-5)
+    # while a model with positions tells them apart
+    learned = build_trial_model(tiny_trial(task="order", scheme="learned", context=10, vocab=6), task).eval()
+    with torch.no_grad():
+        assert (learned(batch.input_ids) - learned(_flip(batch.input_ids, 6))).abs().max() > 1e-4
+
+
+@given(digits=st.lists(st.integers(0, 9), min_size=2, max_size=16).filter(lambda d: len(d) % 2 == 0))
+@settings(max_examples=50, deadline=None)
+def test_addition_example_matches_integer_addition(digits):
+    n = len(digits) // 2
+    prompt, answer = make_example("addition", digits, 10)
+    as_int = lambda ds: sum(d * 10**i for i, d in enumerate(ds))  # least significant digit first
+    assert prompt == digits[:n] + [-1] + digits[n:]
+    assert len(answer) == n + 1 and as_int(answer) == as_int(digits[:n]) + as_int(digits[n:])
+
+
+def test_copy_reverse_sort_examples():
+    x = [3, 1, 2, 1]
+    assert make_example("copy", x, 10) == (x, [3, 1, 2, 1])
+    assert make_example("reverse", x, 10) == (x, [1, 2, 1, 3])
+    assert make_example("sort", x, 10) == (x, [1, 1, 2, 3])
+    with pytest.raises(ValueError, match="unknown algorithmic task 'parity'"):
+        make_example("parity", x, 10)
+
+
+@pytest.mark.parametrize("name", ["copy", "reverse", "sort", "addition"])
+def test_algorithmic_batches_score_only_the_answer(name):
+    task = AlgorithmicTask(tiny_trial(task=name, context=5))
+    batch = task.batch(torch.Generator().manual_seed(0), [5, 2])
+    assert batch.input_ids.shape == (2, sequence_length(name, 5))
+    n_answer = (6 if name == "addition" else 5) + 1  # answer tokens + EOS
+    scored = batch.targets != IGNORE
+    assert scored.sum(1).tolist() == [n_answer, (3 if name == "addition" else 2) + 1]
+    row = batch.input_ids[0]
+    sep = int((row == task.sep).nonzero()[0])
+    # targets are the next tokens from SEP on; the last scored target is EOS
+    assert torch.equal(batch.targets[0, sep:-1], row[sep + 1 :])
+    assert int(batch.targets[0][scored[0]][-1]) == task.eos
+    if name == "reverse":
+        assert torch.equal(row[sep + 1 : sep + 6], row[:5].flip(0))
+
+
+def test_exact_match_is_one_for_a_perfect_model_and_zero_for_a_wrong_one():
+    task = AlgorithmicTask(tiny_trial(task="copy", context=3, eval_scales=(1.0, 2.0)))
+
+    class Oracle(torch.nn.Module):
+        def __init__(self, shift: int):
+            super().__init__()
+            self.shift = shift
+
+        def forward(self, ids, position_ids=None):
+            # the answer is the prompt again: predict token t+1 by copying from n+1 back
+            n = (ids.shape[1] - 1) // 2
+            nxt = torch.full_like(ids, task.pad)
+            nxt[:, n : 2 * n] = ids[:, :n]
+            nxt[:, 2 * n] = task.eos
+            return torch.nn.functional.one_hot((nxt + self.shift) % task.vocab_size, task.vocab_size).float()
+
+    perfect = task.evaluate(Oracle(0), torch.Generator().manual_seed(0), None)
+    wrong = task.evaluate(Oracle(1), torch.Generator().manual_seed(0), None)
+    assert [(p.length, p.value) for p in perfect] == [(3, 1.0), (6, 1.0)]
+    assert [p.value for p in wrong] == [0.0, 0.0]
+    limited = task.evaluate(Oracle(0), torch.Generator().manual_seed(0), limit=sequence_length("copy", 3))
+    assert [(p.length, p.value, p.note) for p in limited] == [(3, 1.0, ""), (6, None, TABLE_LIMIT)]
+
+
+def test_char_corpus_split_and_batches(tinyshakespeare):
+    cfg = tiny_trial(task="charlm", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 8.0))
+    task = CharLMTask(cfg)
+    text = tinyshakespeare.read_text(encoding="utf-8")
+    assert task.vocab_size == len(set(text)) == 65
+    assert len(task.corpus.train) == int(0.9 * len(text)) and len(task.corpus.val) == len(text) - int(0.9 * len(text))
+    batch = task.train_batch(torch.Generator().manual_seed(0), 4)
+    assert batch.input_ids.shape == batch.targets.shape == (4, 8)
+    assert torch.equal(batch.input_ids[:, 1:], batch.targets[:, :-1])
+    assert task.max_length() == 64
+
+
+def test_charlm_records_table_limit_instead_of_crashing(tinyshakespeare):
+    cfg = tiny_trial(task="charlm", scheme="learned", context=8, table_size=16, text=str(tinyshakespeare),
+                     eval_scales=(1.0, 2.0, 4.0))
+    task = make_task(cfg)
+    model = build_trial_model(cfg, task).eval()
+    points = task.evaluate(model, torch.Generator().manual_seed(0), model.scheme.max_positions)
+    by = {(p.metric, p.length): p for p in points}
+    assert by[("val_loss", 8)].value is not None and by[("val_loss", 16)].value is not None
+    assert by[("val_loss", 32)].value is None and by[("val_loss", 32)].note == TABLE_LIMIT
+    assert by[("perplexity", 8)].value == pytest.approx(torch.tensor(by[("val_loss", 8)].value).exp().item())
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b"", "is empty"), (b"short text", "has 10 characters, shorter than"), (b"\xff\xfe\x00abc" * 100, "is not UTF-8")],
+)
+def test_bad_text_files(tmp_path, content, message):
+    path = tmp_path / "t.txt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        load_text(path, min_chars=100)
+
+
+def test_missing_text_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        make_task(TrialConfig(task="charlm", text=str(tmp_path / "nope.txt")))
+
+
+def test_char_corpus_decode_round_trip():
+    corpus = CharCorpus("hello world")
+    ids = [corpus.stoi[c] for c in "low"]
+    assert corpus.decode(ids) == "low"
