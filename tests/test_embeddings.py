@@ -371,3 +371,16 @@ def test_meta_device_forward_checks_shapes_not_values():
             emb(torch.zeros(2, 5, device="meta"))
         with pytest.raises(ValueError, match=r"token_type_ids has shape \(2, 4\)"):
             emb(torch.zeros(2, 5, dtype=torch.long, device="meta"), torch.zeros(2, 4, dtype=torch.long, device="meta"))
+
+
+def test_token_scale_multiplies_tokens_and_starts_them_at_unit_std():
+    from posembed import Sinusoidal
+
+    emb = TransformerEmbeddings(1000, 64, position=Sinusoidal(64), type_vocab_size=0, token_scale=8.0).eval()
+    ids = torch.randint(0, 1000, (2, 5))
+    expected = emb.norm(emb.token_embeddings(ids) * 8.0 + emb.position(torch.arange(5)))
+    assert_close(emb(ids), expected)
+    assert abs(float((emb.token_embeddings.weight * 8.0).std()) - 1.0) < 0.05
+    learned = TransformerEmbeddings(1000, 64, position=LearnedAbsolute(8, 64), token_scale=8.0)
+    with pytest.raises(ValueError, match="token_scale=8"):
+        learned.save_hf("/nonexistent-never-written")

@@ -71,6 +71,9 @@ class TransformerEmbeddings(nn.Module):
         token_dim: token width for ``concat`` with a projection back to ``hidden_size``.
         layer_norm_eps: LayerNorm epsilon (1e-12 in BERT).
         dropout: dropout probability after the LayerNorm.
+        token_scale: factor on the token vectors before combining. 1 as BERT; Vaswani et al. use
+            ``sqrt(C)`` with a fixed sinusoidal table, so that tokens (initialised at std
+            ``C**-0.5``) and the unit-amplitude sinusoids start on the same scale.
 
     Shape:
         - input_ids: ``(B, T)`` integers in ``[0, vocab_size)``.
@@ -106,6 +109,7 @@ class TransformerEmbeddings(nn.Module):
         token_dim: int | None = None,
         layer_norm_eps: float = 1e-12,
         dropout: float = 0.1,
+        token_scale: float = 1.0,
         device=None,
         dtype=None,
     ) -> None:
@@ -116,6 +120,7 @@ class TransformerEmbeddings(nn.Module):
         self.type_vocab_size = _check_type_vocab(type_vocab_size)
         self.pad_token_id = _check_pad(pad_token_id, vocab_size)
         self.combine_mode = combine
+        self.token_scale = float(token_scale)
         self.token_dim = _token_width(hidden_size, position, combine, token_dim)
         factory = {"device": device, "dtype": dtype}
         self.token_embeddings = nn.Embedding(vocab_size, self.token_dim, padding_idx=pad_token_id, **factory)
@@ -143,8 +148,13 @@ class TransformerEmbeddings(nn.Module):
             self.position.reset_parameters()
 
     def _reset_own_parameters(self, init_std: float = 0.02) -> None:
-        """normal(0, ``init_std``) token/segment tables, zero padding row, identity LayerNorm."""
-        nn.init.normal_(self.token_embeddings.weight, std=init_std)
+        """normal(0, ``init_std``) token/segment tables, zero padding row, identity LayerNorm.
+
+        With a ``token_scale`` other than 1 the token table starts at std ``1 / token_scale``, so
+        scaled tokens start at unit std (Vaswani et al.: std ``C**-0.5`` times ``sqrt(C)``).
+        """
+        token_std = init_std if self.token_scale == 1.0 else 1.0 / self.token_scale
+        nn.init.normal_(self.token_embeddings.weight, std=token_std)
         self.token_embeddings._fill_padding_idx_with_zero()
         if self.token_type_embeddings is not None:
             nn.init.normal_(self.token_type_embeddings.weight, std=init_std)
@@ -168,8 +178,13 @@ class TransformerEmbeddings(nn.Module):
         """Embed ``input_ids``: ``dropout(LayerNorm(combine(tok, pos, seg)))``, shape ``(B, T, C)``."""
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
         positions = None if self.position is None else self.position(position_ids)
-        combined = self.combine(self.token_embeddings(input_ids), positions, token_type_ids)
+        combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
+
+    def token_vectors(self, input_ids: Tensor) -> Tensor:
+        """The token table's rows times ``token_scale``, shape ``(B, T, token_dim)``."""
+        tokens = self.token_embeddings(input_ids)
+        return tokens if self.token_scale == 1.0 else tokens.mul_(self.token_scale)
 
     def combine(self, tokens: Tensor, positions: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
         """The combine step, in one place: raw token and position vectors plus segments.
@@ -234,7 +249,7 @@ class TransformerEmbeddings(nn.Module):
             True
         """
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
-        raw_tokens = self.token_embeddings(input_ids)
+        raw_tokens = self.token_vectors(input_ids)
         raw_positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(raw_tokens, raw_positions, token_type_ids)
         shape = combined.shape
@@ -306,6 +321,7 @@ class TransformerEmbeddings(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"vocab_size={self.vocab_size}, hidden_size={self.hidden_size}, combine={self.combine_mode!r}, "
+            f"token_scale={self.token_scale:g}, "
             f"type_vocab_size={self.type_vocab_size}, pad_token_id={self.pad_token_id}"
         )
 

@@ -106,9 +106,12 @@ class TransformerModel(nn.Module):
         self.dropout, self.mlp_ratio, self.backend = dropout, mlp_ratio, backend
         factory = {"device": device, "dtype": dtype}
         absolute = scheme is not None and scheme.kind == Kind.ABSOLUTE
+        # a fixed table (sinusoidal) has unit amplitude: scale tokens to match, as Vaswani et al. do
+        fixed_table = absolute and not untied and not any(p.requires_grad for p in scheme.parameters())
         self.embeddings = TransformerEmbeddings(
             vocab_size, dim, position=scheme if absolute and not untied else None, type_vocab_size=0,
-            pad_token_id=None, combine=combine, dropout=dropout, **factory,
+            pad_token_id=None, combine=combine, dropout=dropout,
+            token_scale=math.sqrt(dim) if fixed_table else 1.0, **factory,
         )
         in_attention = None if absolute else scheme
         if absolute and not untied:  # owned by the embeddings; a plain reference here

@@ -298,6 +298,8 @@ def _check_savable(emb: TransformerEmbeddings) -> None:
         )
     if emb.combine_mode != "add":
         raise ValueError(f"only combine='add' maps to a BERT checkpoint; this block has combine={emb.combine_mode!r}")
+    if emb.token_scale != 1.0:
+        raise ValueError(f"only token_scale=1 maps to a BERT checkpoint; this block has token_scale={emb.token_scale:g}")
 
 
 def _segment_table(emb: TransformerEmbeddings) -> Tensor:
