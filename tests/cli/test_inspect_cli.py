@@ -80,7 +80,7 @@ def test_bad_arguments(capsys):
 
 
 def test_lab_checkpoint_end_to_end(tmp_path, capsys):
-    lab = pytest.importorskip("posembed.lab.checkpoint", reason="posembed.lab.checkpoint not written yet")
+    from posembed.lab import checkpoint as lab
     from posembed import RotaryEmbedding
     from posembed.model import Encoder
 
@@ -91,3 +91,16 @@ def test_lab_checkpoint_end_to_end(tmp_path, capsys):
     assert metrics["family"] == "lab" and "trial abc" in metrics["model"]
     assert "skipped" not in metrics["properties"] and "skipped" in metrics["similarity"]
     assert len(metrics["layers"]["per_layer"]) == 3 and metrics["layers"]["window_length"] == 32
+
+
+def test_lab_checkpoint_with_a_short_learned_table(tmp_path, capsys):
+    """A small lab model's table (37 positions) holds fewer basis frequencies than the default 32."""
+    from posembed import LearnedAbsolute
+    from posembed.lab import checkpoint as lab
+    from posembed.model import Decoder
+
+    model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(37, 16), max_len=37)
+    folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "short", "step": 3})
+    assert main(["inspect", str(folder), "--json", "--out", str(tmp_path / "out")]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["spectrum"]["num_basis_frequencies"] == 18

@@ -159,6 +159,8 @@ def section_spectrum(report: HtmlReport, table: np.ndarray, num_frequencies: int
     """Section 4: "is it sinusoidal?": per-dimension spectra and the sinusoidal-basis fit."""
     report.heading("4. Is it sinusoidal?")
     frequencies, power, dominant = dimension_spectrum(table)
+    # a short table (a small lab model) holds fewer frequencies: 2 F + 1 basis functions <= positions
+    num_frequencies = max(1, min(num_frequencies, (table.shape[0] - 1) // 2))
     fit = sinusoid_fit(table, num_frequencies=num_frequencies)
     report.paragraph(
         "Spectrum: each dimension of the table read as a signal over positions, mean removed, |FFT|^2 (numpy). "
