@@ -1,0 +1,55 @@
+"""Side-by-side benchmarks of posembed against the reference implementations.
+
+Run ``python -m benchmarks`` (or ``posembed bench``) from the source checkout; ``--quick`` uses
+small shapes (about a minute), ``--only NAME`` runs one suite. Results go to
+``<out>/results.json`` and ``<out>/results.md``; BENCHMARKS.md holds the latest full table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+import torch
+
+from benchmarks.harness import Row, machine_info, write_report
+
+__all__ = ["SUITES", "run_suites"]
+
+log = logging.getLogger(__name__)
+
+#: suite name -> module (each has ``run(quick=..., repeats=...)`` and ``targets(rows)``)
+SUITES = {
+    "embeddings": "benchmarks.bench_embeddings",
+    "rope": "benchmarks.bench_rope",
+    "attention": "benchmarks.bench_attention",
+    "training": "benchmarks.bench_training",
+}
+
+
+def run_suites(
+    *, quick: bool = False, only: list[str] | None = None, out: Path | str = "benchmarks/results",
+    threads: int | None = None, repeats: int | None = None,
+) -> dict:
+    """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets."""
+    names = list(SUITES) if not only else only
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(SUITES)}")
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    machine = machine_info()
+    rows: list[Row] = []
+    targets: list[dict] = []
+    for name in names:
+        module = importlib.import_module(SUITES[name])
+        log.info("running %s", name)
+        kwargs = {"threads": threads} if name == "attention" else {}
+        suite_rows = module.run(quick=quick, repeats=repeats, **kwargs)
+        rows += suite_rows
+        targets += module.targets(suite_rows)
+    json_path, md_path = write_report(rows, targets, machine, Path(out), quick)
+    return {"json": json_path, "markdown": md_path, "rows": rows, "targets": targets}

@@ -1,0 +1,123 @@
+"""RoPE on queries and keys: posembed against transformers, rotary-embedding-torch, x-transformers.
+
+Every implementation rotates the same q and k of shape ``(B, H, T, D)`` (fp32) by positions
+``0..T-1``; tables each library caches are built before timing, as a model would hold them.
+Forward runs without autograd; forward+backward rotates q and k that require grad and
+back-propagates a fixed gradient into both.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from benchmarks.harness import Row, compare, rows_from_times
+
+SECTION = "RoPE"
+REFERENCE = "transformers apply_rotary_pos_emb"
+POSEMBED = "posembed RotaryEmbedding"
+FUSED = "posembed fused.rope.rotate (compiled)"
+FULL = (4, 16, 2048, 64)
+QUICK = (2, 8, 512, 64)
+
+
+def _transformers(length: int, dim: int):
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)[None]  # (1, T, D): what LlamaRotaryEmbedding returns
+    cos, sin = emb.cos(), emb.sin()
+    return lambda q, k: apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def _posembed(length: int, dim: int):
+    from posembed.schemes.rotary import RotaryEmbedding
+
+    rope = RotaryEmbedding(dim, max_len=length)
+    return lambda q, k: rope(q, k)
+
+
+def _rotary_embedding_torch(length: int, dim: int):
+    from rotary_embedding_torch import RotaryEmbedding
+
+    rope = RotaryEmbedding(dim=dim, cache_if_possible=True, cache_max_seq_len=length)
+    return lambda q, k: (rope.rotate_queries_or_keys(q), rope.rotate_queries_or_keys(k))
+
+
+def _x_transformers(length: int, dim: int):
+    from x_transformers.x_transformers import RotaryEmbedding, apply_rotary_pos_emb
+
+    rope = RotaryEmbedding(dim)
+    freqs, scale = rope(torch.arange(length))
+    return lambda q, k: (apply_rotary_pos_emb(q, freqs, scale), apply_rotary_pos_emb(k, freqs, scale))
+
+
+def _posembed_fused(length: int, dim: int):
+    from posembed.fused.rope import available, rotate
+    from posembed.schemes.rotary import rope_cos_sin, rope_inv_freq
+
+    if not available():
+        raise RuntimeError("torch.compile cannot build the kernel here")
+    cos, sin = rope_cos_sin(torch.arange(length), rope_inv_freq(dim))
+    return lambda q, k: (rotate(q, cos, sin), rotate(k, cos, sin))
+
+
+BUILDERS = {
+    REFERENCE: _transformers,
+    POSEMBED: _posembed,
+    FUSED: _posembed_fused,
+    "rotary-embedding-torch": _rotary_embedding_torch,
+    "x-transformers": _x_transformers,
+}
+
+
+def _build(length: int, dim: int, compiled: bool) -> tuple[dict, list[Row]]:
+    impls, failed = {}, []
+    for name, builder in BUILDERS.items():
+        if name == FUSED and not compiled:
+            continue
+        try:
+            impls[name] = builder(length, dim)
+        except Exception as error:
+            failed.append(Row(SECTION, "setup", name, note=f"failed: {type(error).__name__}: {error}"[:200]))
+    return impls, failed
+
+
+def _backward_step(fn, q, k, gq, gk):
+    def step():
+        q.grad = k.grad = None
+        rq, rk = fn(q, k)
+        torch.autograd.backward((rq, rk), (gq, gk))
+
+    return step
+
+
+def run(quick: bool = False, repeats: int | None = None) -> list[Row]:
+    shape = QUICK if quick else FULL
+    repeats = repeats or (3 if quick else 7)
+    torch.manual_seed(0)
+    q, k = torch.randn(shape), torch.randn(shape)
+    impls, rows = _build(shape[2], shape[3], compiled=not quick)  # quick runs skip compiling
+    with torch.no_grad():
+        forward = compare({name: (lambda fn=fn: fn(q, k)) for name, fn in impls.items()}, warmup=2, repeats=repeats)
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    gq, gk = torch.randn(shape), torch.randn(shape)
+    steps = {name: _backward_step(fn, qg, kg, gq, gk) for name, fn in impls.items()}
+    backward = compare(steps, warmup=2, repeats=repeats)
+    label = f"q, k {shape} fp32"
+    rows += rows_from_times(SECTION, f"forward {label}", forward, REFERENCE)
+    rows += rows_from_times(SECTION, f"forward+backward {label}", backward, REFERENCE)
+    return rows
+
+
+def targets(rows: list[Row]) -> list[dict]:
+    found = []
+    for impl in (POSEMBED, FUSED):
+        match = [r for r in rows if r.section == SECTION and r.case.startswith("forward+backward") and r.impl == impl]
+        if match and match[0].speedup is not None:
+            found.append({
+                "target": f"RoPE forward+backward: >= 3x transformers eager ({impl})",
+                "measured": f"{match[0].speedup:.2f}x ({match[0].median_ms:.1f} ms)",
+                "met": match[0].speedup >= 3.0,
+            })
+    return found

@@ -1,0 +1,184 @@
+"""Timing, memory and report helpers shared by every benchmark.
+
+The machine these run on is shared and noisy, so:
+
+- every case of one comparison runs in the same process, interleaved round by round
+  (``A B C A B C ...``), so a burst of load hits all of them alike;
+- each case is warmed up first, then reported as the median of its rounds;
+- results are reported as ratios against the reference implementation of the same run.
+
+Peak memory is measured in a fresh subprocess per case (``VmHWM``: the high-water mark of
+the resident set); tracemalloc does not see torch's allocations.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+__all__ = ["Row", "compare", "copy_bandwidth", "machine_info", "peak_rss_mb", "run_worker", "write_report"]
+
+
+@dataclass
+class Row:
+    """One measured case of one benchmark section."""
+
+    section: str
+    case: str
+    impl: str
+    median_ms: float | None = None
+    #: reference median / this median (> 1: faster than the reference)
+    speedup: float | None = None
+    extra: dict = field(default_factory=dict)
+    note: str = ""
+
+
+def compare(cases: dict[str, Callable[[], object]], *, warmup: int = 1, repeats: int = 5) -> dict[str, list[float]]:
+    """Time each callable ``repeats`` times, interleaved round by round, after ``warmup`` calls.
+
+    A case that raises is dropped (its error is returned under ``"<name>!error"``).
+    Returns the times in milliseconds per case.
+    """
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    live = dict(cases)
+    for name, fn in cases.items():
+        try:
+            for _ in range(warmup):
+                fn()
+        except Exception as error:  # a reference that cannot run is reported, not fatal
+            live.pop(name)
+            times[f"{name}!error"] = [f"{type(error).__name__}: {error}"[:200]]  # type: ignore[list-item]
+            times.pop(name)
+    for _ in range(repeats):
+        for name, fn in live.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def rows_from_times(section: str, case: str, times: dict[str, list], reference: str, extra: dict | None = None) -> list[Row]:
+    """Turn :func:`compare` output into rows with speedups against ``reference``."""
+    ref = median(times[reference]) if reference in times else None
+    rows = []
+    for name, values in times.items():
+        if name.endswith("!error"):
+            rows.append(Row(section, case, name[: -len("!error")], note=f"failed: {values[0]}"))
+            continue
+        value = median(values)
+        rows.append(Row(section, case, name, round(value, 3), None if ref is None else round(ref / value, 2), dict(extra or {})))
+    return rows
+
+
+def copy_bandwidth(num_bytes: int = 1 << 27, repeats: int = 5) -> float:
+    """The machine's copy bandwidth in GB/s (read + write counted), into a preallocated buffer."""
+    src = torch.ones(num_bytes // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = compare({"copy": lambda: dst.copy_(src)}, warmup=1, repeats=repeats)["copy"]
+    return 2 * num_bytes / (median(times) * 1e-3) / 1e9
+
+
+def peak_rss_mb() -> float:
+    """High-water mark of this process's resident set, in MiB.
+
+    Linux: ``VmHWM`` from ``/proc/self/status``. Not ``ru_maxrss``: Linux carries it across
+    ``exec``, so a worker started by a large parent would report the parent's peak.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux, a fallback
+
+
+def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
+    """Run ``python -m <module> --worker '<json spec>'`` in a fresh process; parse its JSON line."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    command = [sys.executable, "-m", module, "--worker", json.dumps(spec)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {tail[:200]}"}
+    return json.loads(lines[-1])
+
+
+def machine_info() -> dict:
+    """CPU model, cores, torch version and threads, allocator, date: the context of every number."""
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    preload = os.environ.get("LD_PRELOAD", "")
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "allocator": "jemalloc" if "jemalloc" in preload else "glibc malloc (default)",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: Path, quick: bool) -> tuple[Path, Path]:
+    """Write ``results.json`` and ``results.md`` into ``out_dir``; return both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": machine, "quick": quick, "rows": [asdict(r) for r in rows], "targets": targets}
+    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
+    json_path.write_text(json.dumps(payload, indent=2))
+    md_path.write_text(markdown(rows, targets, machine, quick))
+    return json_path, md_path
+
+
+def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -> str:
+    lines = [
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']} "
+        f"({machine['threads']} threads), Python {machine['python']}, {machine['allocator']}; "
+        f"{machine['date']}; load average at start {machine['load_average']}"
+        + (" — **quick run (small shapes)**" if quick else ""),
+        "",
+    ]
+    if targets:
+        lines += ["| target | measured | met |", "|---|---|---|"]
+        lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else 'NO'} |" for t in targets]
+        lines.append("")
+    for section in dict.fromkeys(r.section for r in rows):
+        lines += [f"### {section}", "", "| case | implementation | median ms | vs reference | notes |", "|---|---|---|---|---|"]
+        for r in (r for r in rows if r.section == section):
+            notes = ", ".join(f"{k} {v}" for k, v in r.extra.items())
+            notes = "; ".join(x for x in (notes, r.note) if x)
+            ms = "—" if r.median_ms is None else f"{r.median_ms:.1f}"
+            speed = "—" if r.speedup is None else f"{r.speedup:.2f}x"
+            lines.append(f"| {r.case} | {r.impl} | {ms} | {speed} | {notes} |")
+        lines.append("")
+    return "\n".join(lines)

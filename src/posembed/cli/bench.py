@@ -1,0 +1,59 @@
+"""``posembed bench``: side-by-side benchmarks against the reference implementations.
+
+Thin over :func:`benchmarks.run_suites`; the ``benchmarks`` package lives beside ``src/`` in
+the source checkout (it is not installed with the wheel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from posembed.cli import UserError
+
+SUITES = ("embeddings", "rope", "attention", "training")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="time posembed against transformers, x-transformers and rotary-embedding-torch",
+        description="Run the benchmarks side by side in one process and write results.json + results.md.",
+    )
+    parser.add_argument("--quick", action="store_true", help="small shapes (about a minute)")
+    parser.add_argument("--only", action="append", choices=SUITES, metavar="NAME",
+                        help=f"run only this suite (repeatable): {', '.join(SUITES)}")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output folder")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default per suite)")
+    parser.set_defaults(func=run)
+
+
+def _benchmarks_package():
+    try:
+        return importlib.import_module("benchmarks")
+    except ModuleNotFoundError as error:
+        if error.name != "benchmarks":
+            raise
+    checkout = Path(__file__).resolve().parents[3]  # src/posembed/cli/bench.py -> checkout
+    if not (checkout / "benchmarks" / "__init__.py").exists():
+        raise UserError("the benchmarks ship with the source checkout; run this from a clone of posembed")
+    sys.path.insert(0, str(checkout))
+    return importlib.import_module("benchmarks")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    if args.repeats is not None and args.repeats < 1:
+        raise UserError(f"--repeats must be >= 1, got {args.repeats}")
+    package = _benchmarks_package()
+    result = package.run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats)
+    print(result["markdown"].read_text())
+    print(f"wrote {result['json']} and {result['markdown']}")
+    missed = [t["target"] for t in result["targets"] if not t["met"]]
+    for target in missed:
+        print(f"target not met: {target}")
+    return 0

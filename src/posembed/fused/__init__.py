@@ -1,0 +1,19 @@
+"""Fast paths: pure functions and autograd Functions with eager-parity tests.
+
+============================ ============================================== ===================
+function                     replaces                                       dispatch condition
+============================ ============================================== ===================
+``fused_embedding``          gather + add + LayerNorm + dropout of the       ``combine="add"``, a
+                             embedding block (``BertEmbeddings``)            lookup-table position
+``rope.rotate``              the eager RoPE rotation (compiled kernel)       opt-in (compiles)
+``bias_attention``           materialised ``(H, T, T)`` bias + softmax       bias scheme without
+                             (blockwise, recomputing backward)               q/k, no padding mask
+============================ ============================================== ===================
+
+Each module's docstring states exactly when it applies; callers keep the eager path.
+"""
+
+from posembed.fused.attention import bias_attention
+from posembed.fused.embedding import combined_table, fused_embedding
+
+__all__ = ["bias_attention", "combined_table", "fused_embedding"]
