@@ -384,3 +384,26 @@ def test_token_scale_multiplies_tokens_and_starts_them_at_unit_std():
     learned = TransformerEmbeddings(1000, 64, position=LearnedAbsolute(8, 64), token_scale=8.0)
     with pytest.raises(ValueError, match="token_scale=8"):
         learned.save_hf("/nonexistent-never-written")
+
+
+@pytest.mark.parametrize("segments", [2, 0])
+def test_fast_path_equals_the_eager_formula_forward_and_backward(segments):
+    """The learned-table block runs the fused path; values and gradients equal plain autograd."""
+    emb = TransformerEmbeddings(60, 16, position=LearnedAbsolute(32, 16), type_vocab_size=segments, dropout=0.0)
+    assert emb._fused_applies(torch.arange(9))
+    ids, types = torch.randint(0, 60, (3, 9)), torch.randint(0, 2, (3, 9)) if segments else None
+    positions = torch.randint(0, 32, (3, 9))
+    out = emb(ids, types, positions)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    fast = {name: p.grad.clone() for name, p in emb.named_parameters()}
+    emb.zero_grad()
+    x = emb.token_embeddings(ids)
+    if segments:
+        x = x + emb.token_type_embeddings(types)
+    x = x + emb.position.embedding(positions)
+    expected = nn.functional.layer_norm(x, (16,), emb.norm.weight, emb.norm.bias, eps=emb.norm.eps)
+    assert torch.equal(out, expected)
+    expected.backward(grad)
+    for name, p in emb.named_parameters():
+        assert_close(fast[name], p.grad, msg=name)

@@ -177,9 +177,50 @@ class TransformerEmbeddings(nn.Module):
     ) -> Tensor:
         """Embed ``input_ids``: ``dropout(LayerNorm(combine(tok, pos, seg)))``, shape ``(B, T, C)``."""
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
+        if self._fused_applies(position_ids):
+            return self._fused_forward(input_ids, token_type_ids, position_ids)
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
+
+    # ------------------------------------------------------------------ fast path
+
+    def _fused_applies(self, position_ids: Tensor) -> bool:
+        """The one dispatch point of the fast path (:func:`posembed.fused.embedding.fused_embedding`).
+
+        It computes the same block with far less memory traffic: ``add`` of a lookup table
+        (learned positions), BERT's token scale, 1-D/2-D position ids, not under ``torch.compile``
+        (the compiler fuses the eager path itself). It adds in Hugging Face's order, so the
+        result equals the eager path.
+        """
+        return (
+            self.combine_mode == "add"
+            and self.token_scale == 1.0
+            and self.position is not None
+            and self.position.lookup_table is not None
+            and position_ids.dim() in (1, 2)
+            and not torch.compiler.is_compiling()
+        )
+
+    def _fused_forward(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
+        from posembed.fused.embedding import fused_embedding
+
+        self.position.check_position_ids(position_ids)
+        segments = self.token_type_embeddings
+        return fused_embedding(
+            input_ids,
+            self.token_embeddings.weight,
+            self.position.lookup_table,
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
+            type_weight=None if segments is None else segments.weight,
+            norm_weight=self.norm.weight,
+            norm_bias=self.norm.bias,
+            eps=self.norm.eps,
+            dropout=self.dropout.p,
+            training=self.training,
+            padding_idx=self.pad_token_id,
+        )
 
     def token_vectors(self, input_ids: Tensor) -> Tensor:
         """The token table's rows times ``token_scale``, shape ``(B, T, token_dim)``."""

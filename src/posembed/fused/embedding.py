@@ -144,7 +144,10 @@ def fused_embedding(
     if compiled and p == 0.0 and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
         out = _compiled_forward()(ids, rows, word_weight, table, norm_weight, norm_bias, eps)
         return out.view(*input_ids.shape, word_weight.shape[1])  # (B, T, C)
-    out = _FusedEmbedding.apply(ids, rows, word_weight, table, norm_weight, norm_bias, eps, p, padding_idx)
+    # the forward adds in Hugging Face's order, (word + type) + position, from the separate tables
+    # (bit-identical sums); gradients flow through the combined table
+    parts = None if type_weight is None else (type_weight.detach(), position_weight.detach())
+    out = _FusedEmbedding.apply(ids, rows, word_weight, table, norm_weight, norm_bias, eps, p, padding_idx, parts)
     return out.view(*input_ids.shape, word_weight.shape[1])  # (B, T, C)
 
 
@@ -202,7 +205,7 @@ class _FusedEmbedding(torch.autograd.Function):
     """Chunked gather + add + LayerNorm + dropout with a recomputing backward."""
 
     @staticmethod
-    def forward(ctx, ids, rows, word, table, weight, bias, eps, p, padding_idx):
+    def forward(ctx, ids, rows, word, table, weight, bias, eps, p, padding_idx, parts):
         num_rows, width = ids.shape[0], word.shape[1]
         out = torch.empty(num_rows, width, dtype=word.dtype, device=word.device)  # (B * T, C)
         means, rstds = [], []
@@ -210,7 +213,7 @@ class _FusedEmbedding(torch.autograd.Function):
         for start, stop in _chunks(num_rows, width):
             chunk = out[start:stop]
             torch.index_select(word, 0, ids[start:stop], out=chunk)
-            chunk += table.index_select(0, rows[start:stop])
+            _add_rows(chunk, table, rows[start:stop], parts)
             normed, mean, rstd = torch.native_layer_norm(chunk, (width,), weight, bias, eps)
             means.append(mean)
             rstds.append(rstd)
@@ -222,6 +225,7 @@ class _FusedEmbedding(torch.autograd.Function):
         mean, rstd = torch.cat(means), torch.cat(rstds)  # (B * T, 1) each
         ctx.save_for_backward(ids, rows, word, table, weight, bias, mean, rstd, keep)
         ctx.scale, ctx.padding_idx = 1.0 / (1.0 - _drop_threshold(p) / 65536), padding_idx
+        ctx.parts = parts
         return out
 
     @staticmethod
@@ -240,7 +244,7 @@ class _FusedEmbedding(torch.autograd.Function):
             if keep is not None:
                 grad = torch.mul(grad, keep[start:stop]).mul_(ctx.scale)
             summed = word.index_select(0, ids[start:stop])
-            summed += table.index_select(0, rows[start:stop])
+            _add_rows(summed, table, rows[start:stop], ctx.parts)
             dx, dw, db = torch.ops.aten.native_layer_norm_backward(
                 grad, summed, (width,), mean[start:stop], rstd[start:stop], weight, bias, mask
             )
@@ -257,7 +261,22 @@ class _FusedEmbedding(torch.autograd.Function):
             grad_table = torch.zeros_like(table).index_add_(0, rows, grad_sum)
         grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
         grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
-        return None, None, grad_word, grad_table, grad_weight, grad_bias, None, None, None
+        return None, None, grad_word, grad_table, grad_weight, grad_bias, None, None, None, None
+
+
+def _add_rows(chunk: Tensor, table: Tensor, rows: Tensor, parts: tuple[Tensor, Tensor] | None) -> None:
+    """``chunk += type[t] + pos[p]`` for combined rows ``t * P + p``, in place.
+
+    With the separate ``(type, position)`` tables the two are added one after the other, as
+    Hugging Face does, so the sum is bit-identical to ``BertEmbeddings``; otherwise one gather.
+    """
+    if parts is None:
+        chunk += table.index_select(0, rows)
+        return
+    type_weight, position_weight = parts
+    num_positions = position_weight.shape[0]
+    chunk += type_weight.index_select(0, rows // num_positions)
+    chunk += position_weight.index_select(0, rows % num_positions)
 
 
 def _lazy_zeros(like: Tensor) -> Tensor:

@@ -96,6 +96,17 @@ class AbsoluteScheme(PositionScheme):
     kind = Kind.ABSOLUTE
     dim: int
 
+    @property
+    def lookup_table(self) -> Tensor | None:
+        """The ``(P, C)`` table when ``forward`` is exactly ``table[position_ids]``, else ``None``.
+
+        Fast paths gather from it directly (after :meth:`check_position_ids`).
+        """
+        return None
+
+    def check_position_ids(self, position_ids: Tensor) -> None:
+        """Raise the scheme's clear error for positions it cannot embed (default: accept all)."""
+
     def forward(self, position_ids: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -84,8 +84,15 @@ class LearnedAbsolute(AbsoluteScheme):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.embedding.weight, std=self.init_std)
 
-    def forward(self, position_ids: Tensor) -> Tensor:
+    @property
+    def lookup_table(self) -> Tensor:
+        return self.weight
+
+    def check_position_ids(self, position_ids: Tensor) -> None:
         check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
+
+    def forward(self, position_ids: Tensor) -> Tensor:
+        self.check_position_ids(position_ids)
         return self.embedding(position_ids)
 
     def resized(self, new_len: int) -> "LearnedAbsolute":
@@ -145,8 +152,15 @@ class LearnedParameter(AbsoluteScheme):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight, std=self.init_std)
 
-    def forward(self, position_ids: Tensor) -> Tensor:
+    @property
+    def lookup_table(self) -> Tensor:
+        return self.weight
+
+    def check_position_ids(self, position_ids: Tensor) -> None:
         check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
+
+    def forward(self, position_ids: Tensor) -> Tensor:
+        self.check_position_ids(position_ids)
         return self.weight[position_ids]
 
     def resized(self, new_len: int) -> "LearnedParameter":
