@@ -134,7 +134,8 @@ def test_chunk_size_does_not_change_the_result() -> None:
 
 
 def test_auto_rule(monkeypatch) -> None:
-    """auto: SDPA without bias or up to the length threshold; chunked above it for bias schemes."""
+    """auto: SDPA without bias or up to the length threshold; above it fused for bias schemes, or
+    chunked where fused does not apply (per-row positions)."""
     from posembed.schemes.alibi import ALiBi
     from posembed.schemes.nope import NoPE
     from posembed.schemes.rotary import RotaryEmbedding
@@ -145,6 +146,8 @@ def test_auto_rule(monkeypatch) -> None:
     alibi(x_short)
     assert alibi.last_backend == "sdpa"
     alibi(x_long)
+    assert alibi.last_backend == "fused"
+    alibi(x_long, position_ids=torch.arange(7)[None])  # (B, T) positions
     assert alibi.last_backend == "chunked"
     for scheme in (None, NoPE(), RotaryEmbedding(HEAD_DIM)):
         attn = SelfAttention(DIM, HEADS, scheme=scheme, causal=True)
@@ -299,3 +302,30 @@ def test_compiled_flex_matches_eager() -> None:
         out = attn(x, position_ids=positions, attention_mask=mask)
     assert attn.last_backend == "flex"
     assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_fused_backend_matches_eager_forward_and_backward(causal: bool) -> None:
+    """The block-streamed bias backend (``"fused"``) against the eager reference, with gradients."""
+    factories = scheme_factories(causal)
+    for scheme_id in ("alibi", "t5"):
+        attn = SelfAttention(DIM, HEADS, scheme=factories[scheme_id](), causal=causal)
+        x, _, _ = _inputs(padded=False)
+        expected, expected_grads = _run(attn, "eager", x, None, None, backward=True)
+        out, grads = _run(attn, "fused", x, None, None, backward=True)
+        assert_close(out, expected, atol=1e-5, rtol=1e-5, msg=scheme_id)
+        assert grads.keys() == expected_grads.keys()
+        for name in grads:
+            assert_close(grads[name], expected_grads[name], atol=1e-5, rtol=1e-5, msg=f"{scheme_id} d{name}")
+
+
+def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
+    from posembed.schemes.alibi import ALiBi
+
+    attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="fused")
+    x, mask, positions = _inputs(padded=True)
+    with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):
+        attn(x, position_ids=positions, attention_mask=mask)
+    assert attn.last_backend == "chunked"
+    assert "backend 'fused' does not apply (positions differ per row)" in caplog.text
+

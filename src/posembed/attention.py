@@ -42,7 +42,7 @@ class SelfAttention(nn.Module):
             ``causal``, odd head dim for RoPE raise ``ValueError``).
         causal: mask keys after the query (decoder).
         dropout: dropout on the attention probabilities (training only).
-        backend: ``"auto"``, ``"sdpa"``, ``"flex"``, ``"chunked"`` or ``"eager"``; see
+        backend: ``"auto"``, ``"sdpa"``, ``"flex"``, ``"fused"``, ``"chunked"`` or ``"eager"``; see
             :func:`posembed.attention_backends.choose_backend` for the ``"auto"`` rule and the
             logged fallbacks.
         bias: whether the q/k/v/output projections have biases.

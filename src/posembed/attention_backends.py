@@ -56,9 +56,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: backend names accepted by :class:`~posembed.attention.SelfAttention`
-BACKENDS = ("auto", "sdpa", "flex", "chunked", "eager")
+BACKENDS = ("auto", "sdpa", "flex", "fused", "chunked", "eager")
 
-#: ``backend="auto"``: bias schemes use SDPA (materialised bias) up to this length, chunked above
+#: ``backend="auto"``: bias schemes use SDPA (materialised bias) up to this length, fused or chunked above
 AUTO_SDPA_MAX_LENGTH = 1024
 
 _LOGGED: set[str] = set()
@@ -267,7 +267,10 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
     Rules:
 
     - ``"auto"``: SDPA when no bias is added (absolute, rotary, NoPE) or the length is at most
-      :data:`AUTO_SDPA_MAX_LENGTH`; above it, bias schemes run ``"chunked"`` (memory O(T * chunk)).
+      :data:`AUTO_SDPA_MAX_LENGTH`; above it, bias schemes run ``"fused"`` where it applies
+      (:func:`fused_applies`: memory O(T * block), half the work when causal), else ``"chunked"``
+      (memory O(T * chunk)).
+    - ``"fused"`` falls back to ``"chunked"``, logged once per reason, where it does not apply.
     - ``"flex"`` falls back, logged once per reason, when FlexAttention cannot be imported (to
       SDPA), when gradients are needed on CPU (no flex backward there; to chunked), or when
       attention dropout is active (flex has none; to chunked).
@@ -275,7 +278,15 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
     """
     if requested == "auto":
         length = inp.q.shape[-2]
-        return "chunked" if adds_bias and length > AUTO_SDPA_MAX_LENGTH else "sdpa"
+        if not adds_bias or length <= AUTO_SDPA_MAX_LENGTH:
+            return "sdpa"
+        return "fused" if fused_applies(inp, training) is None else "chunked"
+    if requested == "fused":
+        reason = fused_applies(inp, training)
+        if reason is not None:
+            log_once(f"backend 'fused' does not apply ({reason}); using 'chunked'")
+            return "chunked"
+        return "fused"
     if requested != "flex":
         return requested
     if not flex_available():
@@ -290,10 +301,35 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
     return "flex"
 
 
+def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
+    """``None`` when :func:`posembed.fused.attention.bias_attention` can run ``inp``, else why not."""
+    if inp.scheme is None or inp.scheme.needs_qk:
+        return "it serves bias schemes that do not read q/k"
+    if inp.positions.dim() != 1:
+        return "positions differ per row"
+    if inp.key_mask is not None:
+        return "a padding mask is given"
+    if training and inp.dropout > 0.0:
+        return "attention dropout is active"
+    return None
+
+
+def fused_attention(inp: AttentionInputs) -> Tensor:
+    """Block-streamed attention with a recomputing backward (no ``(H, T, T)`` tensor)."""
+    from posembed.fused.attention import bias_attention
+
+    return bias_attention(
+        inp.q, inp.k, inp.v, inp.scheme, causal=inp.causal, q_positions=inp.positions,
+        k_positions=inp.positions, scale=inp.scale,
+    )  # (B, H, T, Dv)
+
+
 def run_backend(name: str, inp: AttentionInputs, *, chunk_size: int = 256, compile_flex: bool = False) -> Tensor:
     """Run the backend ``name`` (one of :data:`BACKENDS` except ``"auto"``) on ``inp``."""
     if name == "sdpa":
         return sdpa_attention(inp)
+    if name == "fused":
+        return fused_attention(inp)
     if name == "chunked":
         return chunked_attention(inp, chunk_size)
     if name == "flex":
