@@ -7,8 +7,9 @@ Batch 1, 4 heads of width 64 (model width 256), fp32, no dropout.
 
 Implementations: posembed ``SelfAttention`` with each backend (``sdpa`` materialises the
 ``(H, T, T)`` bias and is the baseline of the memory target; ``chunked`` never holds more than
-``(H, chunk, T)`` logits; ``eager``; ``flex``, inference only on CPU) and x-transformers'
-``Attention`` fed its own ``AlibiPositionalBias`` / ``RelativePositionBias``.
+``(H, chunk, T)`` logits; ``fused``, block-streamed with a recomputing backward; ``eager``;
+``flex``, inference only on CPU) and x-transformers' ``Attention`` fed its own
+``AlibiPositionalBias`` / ``RelativePositionBias``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ IMPLS = {
     "posembed chunked": "chunked",
     "posembed eager": "eager",
     "posembed flex": "flex",
-    "posembed fused.bias_attention": "fused",
+    "posembed fused": "fused",
     "x-transformers": None,
 }
 HEADS, DIM_HEAD = 4, 64
@@ -49,24 +50,6 @@ def _scheme(scheme: str):
     from posembed.schemes.t5_bias import T5RelativeBias
 
     return ALiBi(HEADS) if scheme == "alibi" else T5RelativeBias(HEADS, bidirectional=False)
-
-
-def _fused(scheme: str):
-    """The fused kernel inside the same projections as ``SelfAttention`` (qkv in, one out)."""
-    from torch import nn
-
-    from posembed.fused.attention import bias_attention
-
-    dim = HEADS * DIM_HEAD
-    layer = nn.ModuleDict({"qkv": nn.Linear(dim, 3 * dim), "out": nn.Linear(dim, dim), "scheme": _scheme(scheme)})
-
-    def call(x):
-        batch, length, _ = x.shape
-        q, k, v = layer["qkv"](x).view(batch, length, 3, HEADS, DIM_HEAD).permute(2, 0, 3, 1, 4)  # (B, H, T, D) each
-        y = bias_attention(q, k, v, layer["scheme"], causal=True)
-        return layer["out"](y.transpose(1, 2).reshape(batch, length, dim))
-
-    return call, layer
 
 
 def _x_transformers(scheme: str):
@@ -94,8 +77,6 @@ def worker(spec: dict) -> dict:
     backend = IMPLS[spec["impl"]]
     if backend is None:
         call, module = _x_transformers(spec["scheme"])
-    elif backend == "fused":
-        call, module = _fused(spec["scheme"])
     else:
         call, module = _posembed(backend, spec["scheme"])
     x = torch.randn(1, spec["length"], HEADS * DIM_HEAD)
@@ -168,7 +149,7 @@ def run(quick: bool = False, repeats: int | None = None, threads: int | None = N
 def targets(rows: list[Row]) -> list[dict]:
     found = []
     for scheme in ("alibi", "t5"):
-        for impl in ("posembed chunked", "posembed fused.bias_attention"):
+        for impl in ("posembed chunked", "posembed fused"):
             match = [r for r in rows if r.case == f"{scheme} T=4096 training step" and r.impl == impl and r.speedup]
             if not match or "memory vs baseline" not in match[0].extra:
                 continue
