@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from posembed.analysis.decomposition import TERMS, four_terms, layernorm_split, term_shares
+from posembed.analysis.decomposition import TERMS, add_or_concat, four_terms, layernorm_split, term_shares
 from posembed.analysis.model_sections import decompose_windows
 from posembed.analysis.sources import load_hf
 from tests.analysis.tiny_checkpoints import save_tiny_gpt2
@@ -75,3 +75,22 @@ def test_bad_input():
         layernorm_split(torch.zeros(2, 4), torch.zeros(2, 5), torch.ones(4), torch.zeros(4), 1e-5)
     with pytest.raises(ValueError, match="width 6 is not divisible by num_heads=4"):
         four_terms(torch.zeros(2, 6), torch.zeros(2, 6), torch.zeros(6, 6), None, torch.zeros(6, 6), None, num_heads=4)
+
+
+@pytest.mark.parametrize(
+    ("mixed", "verdict", "meaning"),
+    [
+        (0.10, "close to concatenation", "adding acts close to concatenation"),
+        (0.30, "partly mixed", "more than a cheap concatenation"),
+        (0.50, "mixed", "relies on the mixing that adding allows"),
+    ],
+)
+def test_add_or_concat_follows_the_shares(mixed, verdict, meaning):
+    shares = {"word-word": 0.7 * (1 - mixed), "word-position": 0.6 * mixed, "position-word": 0.4 * mixed}
+    shares["position-position"] = 0.3 * (1 - mixed)
+    found, sentence = add_or_concat(shares)
+    assert found == verdict
+    assert sentence.startswith("Why add instead of concatenate?") and meaning in sentence
+    ratio = mixed / (1 - mixed)
+    assert f"the mixed terms hold {mixed:.1%} of the logit magnitude against {1 - mixed:.1%}" in sentence
+    assert f"({ratio:.2f}x)" in sentence

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from posembed.analysis.decomposition import add_or_concat
 from posembed.analysis.inspect_report import InspectOptions, run_inspect
 from posembed.analysis.sources import load_hf, load_scheme
 from tests.analysis.tiny_checkpoints import save_tiny_llama
@@ -61,6 +62,7 @@ def test_minilm_numbers_are_consistent(minilm_run):
     assert metrics["properties"]["cosine"]["phi_0"] == pytest.approx(1.0)
     assert metrics["properties"]["first_layer_logits"]["symmetry_error"] > 0.1  # logits are not symmetric
     assert sum(metrics["decomposition"]["shares"].values()) == pytest.approx(1.0)
+    assert metrics["decomposition"]["add_vs_concat"] == add_or_concat(metrics["decomposition"]["shares"])[0]
     assert len(metrics["layers"]["per_layer"]) == 7
     # learned positions are readable at the embedding output, far better than chance
     first = metrics["layers"]["per_layer"][0]
@@ -68,6 +70,18 @@ def test_minilm_numbers_are_consistent(minilm_run):
     assert metrics["probes"]["relative"]["score"] < 0.2
     assert metrics["spectrum"]["r2"] > metrics["spectrum"]["r2_shuffled_rows"]
     assert len(metrics["segments"]["segment_norms"]) == 2
+
+
+def test_decomposition_answers_add_or_concatenate(minilm_run):
+    out, metrics = minilm_run
+    shares = metrics["decomposition"]["shares"]
+    mixed = shares["word-position"] + shares["position-word"]
+    assert metrics["decomposition"]["mixed_share"] == pytest.approx(mixed)
+    page = (out / "report.html").read_text()
+    assert "Why add instead of concatenate?" in page
+    assert f"the mixed terms hold {mixed:.1%} of the logit magnitude against {1 - mixed:.1%}" in page
+    expected = {"close to concatenation": "adding acts close to concatenation", "partly mixed": "sizeable minority"}
+    assert expected.get(metrics["decomposition"]["add_vs_concat"], "as large as the pure terms") in page
 
 
 def test_sinusoidal_scheme_reference_through_the_report(tmp_path):

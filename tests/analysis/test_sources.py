@@ -11,13 +11,19 @@ import torch
 from posembed import Sinusoidal
 from posembed.analysis.properties import position_properties
 from posembed.analysis.sources import load_hf, load_scheme, load_source
-from tests.analysis.tiny_checkpoints import save_tiny_gpt2, save_tiny_llama
+from tests.analysis.tiny_checkpoints import save_tiny_gpt2, save_tiny_llama, train_lab_charlm
 from tests.helpers import assert_close
 
 
 @pytest.fixture(scope="module")
 def minilm_source(minilm_path):
     return load_hf(minilm_path)
+
+
+@pytest.fixture(scope="module")
+def lab_charlm(tmp_path_factory, tinyshakespeare):
+    """Char-LM checkpoints of a learned table written by the lab runner (base and untied)."""
+    return train_lab_charlm(tmp_path_factory.mktemp("lab"), tinyshakespeare)
 
 
 def test_minilm_tables_equal_the_transformers_model(minilm_source, minilm_path):
@@ -119,7 +125,7 @@ def test_bad_config_json(tmp_path):
 def test_bad_scheme_arguments():
     with pytest.raises(ValueError, match="unknown scheme 'sinusoid'; known: .*sinusoidal"):
         load_scheme("sinusoid")
-    with pytest.raises(ValueError, match="--max-len must be an int >= 8 for the analyses, got 4"):
+    with pytest.raises(ValueError, match="--max-len must be an int >= 10 for the analyses, got 4"):
         load_scheme("sinusoidal", dim=8, max_len=4)
     with pytest.raises(ValueError, match="dim must be even"):
         load_scheme("sinusoidal", dim=7, max_len=16)
@@ -169,3 +175,69 @@ def test_lab_rotary_checkpoint_gives_its_closeness(tmp_path):
     source = load_source(save_checkpoint(model, tmp_path / "rope", {"task": "copy", "trial": "r", "step": 1}))
     assert source.position_table is None and "rope (rotary scheme; combine=add, inject=once" in source.positions
     assert_close(torch.from_numpy(source.closeness), torch.from_numpy(rotary_closeness(RotaryEmbedding(8), 40)))
+
+
+def test_lab_charlm_analyses_the_trained_rows_only(lab_charlm):
+    from posembed.lab.checkpoint import load_checkpoint
+
+    model, meta = load_checkpoint(lab_charlm["base"])
+    assert model.max_len is None and model.embeddings.max_positions == 128 == 8 * meta["config"]["context"]
+    source = load_source(lab_charlm["base"])
+    table = model.embeddings.position.embedding.weight.detach()[:16]
+    assert_close(torch.from_numpy(source.position_table).float(), table)
+    assert source.text_model.max_length == 16
+    assert (
+        "positions 0..15 of the 128 the model holds are analysed (sections 1-5): the training length, "
+        "as charlm trains on sequences of context=16 tokens; rows 16..127 were never trained and are left out."
+    ) in source.notes
+
+
+def test_lab_untied_checkpoint_table_is_the_scheme(lab_charlm):
+    from posembed.lab.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(lab_charlm["untied"])
+    assert model.untied and model.embeddings.max_positions is None
+    source = load_source(lab_charlm["untied"])
+    with torch.no_grad():
+        expected = model.scheme(torch.arange(16))
+    assert_close(torch.from_numpy(source.position_table).float(), expected)
+    assert any("untied (TUPE) model" in note for note in source.notes)
+    states = source.text_model.hidden_states(torch.tensor([source.text_model.encode("To be, or not to be")]))
+    assert len(states) == 2 and states[0].shape == (1, 19, 16)
+
+
+def test_lab_learned_table_without_max_len_bounds_the_probe(tmp_path):
+    from posembed import LearnedAbsolute
+    from posembed.lab.checkpoint import save_checkpoint
+    from posembed.model import Decoder
+
+    model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(24, 16))
+    source = load_source(save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "t", "step": 1}))
+    assert source.position_table.shape == (24, 16) and source.text_model.max_length == 24
+    assert any(note.startswith("positions 0..23 are analysed: the model's limit of 24") for note in source.notes)
+
+
+def test_lab_training_lengths():
+    from posembed import LearnedAbsolute
+    from posembed.analysis.lab_source import analysed_length, training_length
+    from posembed.model import Decoder
+
+    assert training_length({"config": {"task": "addition", "context": 4}})[0] == 15
+    assert training_length({"config": {"task": "order", "context": 12}})[0] == 12
+    model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(64, 16))
+    assert analysed_length(model, {"config": {"task": "charlm", "context": 4}})[0] == 10  # the probes' minimum
+    length, why = analysed_length(model, {"config": {"task": "charlm", "context": 16, "randomized_positions": True}})
+    assert length == 64 and "randomized positions, which reach every row" in why
+
+
+def test_corrupt_safetensors_file(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file" * 4)
+    with pytest.raises(ValueError, match=r"model.safetensors' is not a readable safetensors file: .*header"):
+        load_hf(tmp_path)
+
+
+def test_max_len_is_capped():
+    with pytest.raises(ValueError, match="--max-len 100000 is too many positions: the inspector handles at most 8192"):
+        load_scheme("learned", dim=16, max_len=100000)
+    assert load_scheme("sinusoidal", dim=8, max_len=8192).position_table.shape == (8192, 8)

@@ -31,3 +31,24 @@ def save_tiny_gpt2(folder: Path) -> Path:
     config = GPT2Config(vocab_size=100, n_positions=64, n_embd=32, n_layer=1, n_head=4)
     GPT2Model(config).save_pretrained(folder)
     return folder
+
+
+def train_lab_charlm(out: Path, text: Path, variants: str = "base,untied") -> dict[str, Path]:
+    """Checkpoints the lab runner itself writes: char-LM trials of a learned table, 2 steps each.
+
+    The charlm table holds 8x the training context (16 -> 128 rows). Returns ``{variant: folder}``.
+    """
+    import json
+
+    from posembed.lab.config import apply_overrides
+    from posembed.lab.presets import get_preset
+    from posembed.lab.runner import run_experiment
+
+    overrides = ["tasks=charlm", "schemes=learned", f"variants={variants}", "steps=2", "dim=16", "heads=2"]
+    overrides += ["eval_batches=1", "batch=2", "charlm.context=16", f"charlm.text={text}"]
+    experiment = apply_overrides(get_preset("smoke"), overrides)
+    run_experiment(experiment, out, progress=False)
+    folders = {}
+    for config in sorted((out / "checkpoints").glob("*/posembed_model.json")):
+        folders[json.loads(config.read_text())["config"]["variant"]] = config.parent
+    return folders

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posembed.cli import main
-from tests.analysis.tiny_checkpoints import save_tiny_llama
+from tests.analysis.tiny_checkpoints import save_tiny_llama, train_lab_charlm
 
 
 def _error_line(capsys, argv) -> str:
@@ -104,3 +104,51 @@ def test_lab_checkpoint_with_a_short_learned_table(tmp_path, capsys):
     assert main(["inspect", str(folder), "--json", "--out", str(tmp_path / "out")]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["spectrum"]["num_basis_frequencies"] == 18
+
+
+def test_lab_learned_table_without_max_len(tmp_path, capsys):
+    """Lab models have max_len=None: the per-layer probe stays within the 24-row table."""
+    from posembed import LearnedAbsolute
+    from posembed.lab import checkpoint as lab
+    from posembed.model import Decoder
+
+    model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(24, 16))
+    folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "t24", "step": 3})
+    assert main(["inspect", str(folder), "--quick", "--json", "--out", str(tmp_path / "out")]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["layers"]["window_length"] == 24 and metrics["similarity"]["positions"] == 24
+
+
+def test_lab_untied_checkpoint(tmp_path, capsys):
+    from posembed import LearnedAbsolute
+    from posembed.lab import checkpoint as lab
+    from posembed.model import Decoder
+
+    model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(24, 16), untied=True)
+    folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "tupe", "step": 3})
+    assert main(["inspect", str(folder), "--quick", "--json", "--out", str(tmp_path / "out")]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert "untied=True" in metrics["positions"] and metrics["similarity"]["positions"] == 24
+    assert "skipped" not in metrics["probes"] and "skipped" not in metrics["layers"]
+
+
+def test_lab_charlm_report_says_which_rows(tmp_path, capsys, tinyshakespeare):
+    folder = train_lab_charlm(tmp_path / "lab", tinyshakespeare, variants="base")["base"]
+    assert main(["inspect", str(folder), "--quick", "--json", "--out", str(tmp_path / "out")]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["similarity"]["positions"] == 16 and metrics["layers"]["window_length"] == 16
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "positions 0..15 of the 128 the model holds are analysed" in page
+    assert "rows 16..127 were never trained" in page
+
+
+def test_corrupt_safetensors(tmp_path, capsys):
+    (tmp_path / "config.json").write_text('{"model_type": "bert"}')
+    (tmp_path / "model.safetensors").write_bytes(b"\x00" * 64)
+    line = _error_line(capsys, ["inspect", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert f"{str(tmp_path / 'model.safetensors')!r} is not a readable safetensors file: " in line
+
+
+def test_huge_max_len(capsys):
+    line = _error_line(capsys, ["inspect", "--scheme", "learned", "--max-len", "100000"])
+    assert "--max-len 100000 is too many positions: the inspector handles at most 8192" in line

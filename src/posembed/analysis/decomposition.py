@@ -32,10 +32,13 @@ import math
 
 import torch
 
-__all__ = ["TERMS", "layernorm_split", "four_terms", "term_shares"]
+__all__ = ["TERMS", "layernorm_split", "four_terms", "term_shares", "add_or_concat"]
 
 #: the four terms, in the order TUPE writes them
 TERMS = ("word-word", "word-position", "position-word", "position-position")
+#: mixed-term share below which adding counts as "close to concatenation", and above which the mixing matters
+#: (with unrelated word and position parts of equal size, each term would hold a quarter: mixed = 50%)
+MIXED_SMALL, MIXED_LARGE = 0.2, 0.4
 
 
 def layernorm_split(
@@ -95,3 +98,44 @@ def term_shares(terms: dict[str, torch.Tensor]) -> dict[str, float]:
     sizes = {name: float(term.abs().mean()) for name, term in terms.items()}
     total = sum(sizes.values())
     return {name: (size / total if total > 0 else 0.0) for name, size in sizes.items()}
+
+
+def add_or_concat(shares: dict[str, float]) -> tuple[str, str]:
+    """TUPE's answer to "why add instead of concatenate?" from the measured shares: ``(verdict, sentence)``.
+
+    Adding ``w + p`` puts the mixed word-position and position-word terms into every logit;
+    concatenating ``[w | p]`` with separate word and position projections (TUPE's untied attention)
+    keeps only word-word and position-position. Small mixed terms mean adding acts close to concatenation.
+
+    Example:
+        >>> add_or_concat({"word-word": 0.6, "word-position": 0.05, "position-word": 0.05, "position-position": 0.3})[0]
+        'close to concatenation'
+    """
+    mixed = shares["word-position"] + shares["position-word"]
+    pure = shares["word-word"] + shares["position-position"]
+    ratio = mixed / pure if pure > 0 else float("inf")
+    if mixed < MIXED_SMALL:
+        verdict = "close to concatenation"
+        meaning = (
+            "they are small, so here adding acts close to concatenation: the model makes little use of the "
+            "word-position mixing that adding allows, which is TUPE's case for untying the two"
+        )
+    elif mixed < MIXED_LARGE:
+        verdict = "partly mixed"
+        meaning = (
+            "they are a sizeable minority, so adding is more than a cheap concatenation here: part of the first "
+            "layer's attention comes from word-position interplay that separate projections would drop"
+        )
+    else:
+        verdict = "mixed"
+        meaning = (
+            "they are as large as the pure terms, so the first layer relies on the mixing that adding allows; "
+            "concatenation with separate word and position projections would remove it"
+        )
+    sentence = (
+        "Why add instead of concatenate? Adding w + p lets every logit mix word and position (the word-position "
+        "and position-word terms); concatenating [w | p] with separate word and position projections, as TUPE's "
+        f"untied attention does, keeps only the pure word-word and position-position terms. Here the mixed terms "
+        f"hold {mixed:.1%} of the logit magnitude against {pure:.1%} for the pure ones ({ratio:.2f}x): {meaning}."
+    )
+    return verdict, sentence

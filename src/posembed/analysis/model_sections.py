@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from posembed.analysis import plots
-from posembed.analysis.decomposition import TERMS, four_terms, layernorm_split, term_shares
+from posembed.analysis.decomposition import TERMS, add_or_concat, four_terms, layernorm_split, term_shares
 from posembed.analysis.probes import layer_probes
 from posembed.analysis.sources import FirstLayer
 from posembed.analysis.text_model import TextModel, make_windows
@@ -125,10 +125,12 @@ def section_decomposition(report: HtmlReport, windows: torch.Tensor, source) -> 
         "decomposition",
         "four terms of the first-layer logits (first window, mean over heads)",
     )
-    mixed = shares["word-position"] + shares["position-word"]
-    report.paragraph(f"The mixed terms together hold {mixed:.1%} of the logit magnitude.")
+    verdict, answer = add_or_concat(shares)
+    report.paragraph(answer)
     return {
         "shares": shares,
+        "mixed_share": shares["word-position"] + shares["position-word"],
+        "add_vs_concat": verdict,
         "windows": int(windows.shape[0]),
         "window_length": int(windows.shape[1]),
         "layernorm": layer.where,

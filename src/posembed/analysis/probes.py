@@ -32,6 +32,8 @@ __all__ = ["ProbeResult", "absolute_probe", "relative_probe", "layer_probe", "la
 logger = logging.getLogger(__name__)
 
 FOLDS = 5
+#: fewest positions a table needs for the absolute probe (two per fold)
+MIN_POSITIONS = 2 * FOLDS
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ segment tables, the first layer's query/key projections with the LayerNorm in fr
 four-term decomposition), and a :class:`TextModel` that tokenises text and returns each layer's hidden
 states (for the per-layer probe). Hugging Face tables are read straight from the safetensors file
 (explicit key patterns, shape checks); the hidden states come from ``transformers``' own model.
+Lab checkpoints are read by :mod:`posembed.analysis.lab_source`.
 
 Example:
     >>> source = load_scheme("sinusoidal", dim=16, max_len=32)
@@ -23,9 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posembed.analysis.text_model import HFTextModel, LabTextModel, TextModel
+from posembed.analysis.probes import MIN_POSITIONS
+from posembed.analysis.text_model import HFTextModel, TextModel
 
-__all__ = ["FirstLayer", "Source", "load_source", "load_hf", "load_lab", "load_scheme", "default_model_path"]
+__all__ = [
+    "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "default_model_path", "scheme_closeness",
+    "MAX_POSITIONS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +55,9 @@ _FIRST_LAYER = {
     ),
     "gpt2": ("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", None, None, "h.0.ln_1.weight", "h.0.ln_1.bias"),
 }
+#: most positions ``load_scheme`` analyses: the sections hold (T, T) float64 arrays (512 MB each at 8192;
+#: ``--max-len 8192 --quick`` peaks near 6.6 GB and takes about a minute on 2 cores)
+MAX_POSITIONS = 8192
 _ROTARY_TYPES = (
     "llama",
     "mistral",
@@ -123,6 +131,8 @@ def load_source(model: str | Path | None) -> Source:
     if not folder.is_dir():
         raise ValueError(f"{str(folder)!r} is a file; MODEL must be a checkpoint folder (or use --scheme NAME)")
     if (folder / "posembed_model.json").exists():
+        from posembed.analysis.lab_source import load_lab
+
         return load_lab(folder)
     return load_hf(folder)
 
@@ -174,25 +184,33 @@ def _describe_positions(config: dict) -> str:
 
 def load_hf(folder: str | Path) -> Source:
     """Read a BERT-family or GPT-2-family checkpoint folder (others: what applies)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     folder = Path(folder)
     weights = _safetensors_file(folder)
     config = _read_config(folder)
     name = folder.name if folder.name != "model" else folder.parent.name
-    with safe_open(str(weights), framework="pt") as handle:
-        keys = list(handle.keys())
-        family = next((fam for fam, suffixes in _EMBEDDING_KEYS.items() if _find(keys, suffixes[0])), None)
-        source = Source(name=name, family=family or "hf", positions=_describe_positions(config))
-        if family is None:
-            token_key = _find(keys, "embed_tokens.weight") or _find(keys, "word_embeddings.weight")
-            source.token_table = _table(handle, token_key)
-            source.notes.append(source.positions + ": sections 1, 3, 4 and 6 need one and are skipped.")
-            if source.positions.startswith("rotary"):
-                _hf_rotary_closeness(source, config)
-        else:
-            _read_family(source, handle, keys, family, config)
+    try:
+        with safe_open(str(weights), framework="pt") as handle:
+            source = _read_tables(handle, name, config)
+    except SafetensorError as error:
+        raise ValueError(f"{str(weights)!r} is not a readable safetensors file: {error}") from None
     source.text_model = HFTextModel.open(folder, source.notes)
+    return source
+
+
+def _read_tables(handle, name: str, config: dict) -> Source:
+    keys = list(handle.keys())
+    family = next((fam for fam, suffixes in _EMBEDDING_KEYS.items() if _find(keys, suffixes[0])), None)
+    source = Source(name=name, family=family or "hf", positions=_describe_positions(config))
+    if family is None:
+        token_key = _find(keys, "embed_tokens.weight") or _find(keys, "word_embeddings.weight")
+        source.token_table = _table(handle, token_key)
+        source.notes.append(source.positions + ": sections 1, 3, 4 and 6 need one and are skipped.")
+        if source.positions.startswith("rotary"):
+            _hf_rotary_closeness(source, config)
+    else:
+        _read_family(source, handle, keys, family, config)
     return source
 
 
@@ -259,7 +277,7 @@ def rotary_closeness(scheme, length: int) -> np.ndarray:
     return (q[0, 0].double() @ k[0, 0].double().T / scheme.head_dim**0.5).numpy()
 
 
-def _scheme_closeness(source: Source, scheme, length: int) -> None:
+def scheme_closeness(source: Source, scheme, length: int) -> None:
     from posembed.schemes.base import BiasScheme, RotaryScheme
 
     kind = scheme.kind.value
@@ -299,50 +317,6 @@ def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> Non
     )
 
 
-def load_lab(folder: str | Path) -> Source:
-    """Read a checkpoint written by ``posembed lab`` (``posembed_model.json`` + ``model.safetensors``)."""
-    from posembed.lab.checkpoint import load_checkpoint
-    from posembed.schemes.base import AbsoluteScheme
-
-    model, meta = load_checkpoint(folder)
-    model.eval()
-    scheme = model.scheme
-    run = ", ".join(f"{key} {meta.get(key, '?')}" for key in ("task", "trial", "step"))
-    title = f"{Path(folder).name} (lab: {run})"
-    config = model.config_dict()
-    options = ", ".join(f"{key}={config[key]}" for key in ("combine", "inject", "untied") if key in config)
-    described = (
-        "no positional encoding (NoPE)" if scheme is None else f"{scheme.name} ({scheme.kind.value} scheme; {options})"
-    )
-    source = Source(name=title, family="lab", positions=described)
-    with torch.no_grad():
-        if isinstance(scheme, AbsoluteScheme):
-            length = _lab_length(model, meta)
-            ids = torch.arange(length)
-            source.position_table = model.embeddings.position_embeddings(ids).double().numpy()
-        elif scheme is not None:
-            _scheme_closeness(source, scheme, _lab_length(model, meta))
-        else:
-            source.notes.append("no positional encoding (NoPE): no position table; sections 1-4 and 6 are skipped.")
-        embeddings = model.embeddings
-        source.token_table = embeddings.token_embeddings.weight.double().numpy()
-        if getattr(embeddings, "token_type_embeddings", None) is not None:
-            source.segment_table = embeddings.token_type_embeddings.weight.double().numpy()
-    source.text_model = LabTextModel.open(model, meta, source.notes)
-    source.notes.append(
-        "lab models: the four-term decomposition (section 6) covers Hugging Face BERT/GPT-2 checkpoints only."
-    )
-    return source
-
-
-def _lab_length(model, meta: dict) -> int:
-    limit = model.embeddings.max_positions
-    for value in (limit, getattr(model, "max_len", None), (meta.get("config") or {}).get("context"), 512):
-        if value:
-            return int(value)
-    return 512  # pragma: no cover
-
-
 def load_scheme(name: str, dim: int | None = None, max_len: int | None = None) -> Source:
     """Build a library scheme and, for absolute schemes, its ``(max_len, dim)`` table."""
     from posembed.schemes import SCHEMES, all_schemes
@@ -354,8 +328,13 @@ def load_scheme(name: str, dim: int | None = None, max_len: int | None = None) -
     cls = SCHEMES[name]
     dim = 768 if dim is None else dim
     max_len = 512 if max_len is None else max_len
-    if not isinstance(max_len, int) or max_len < 8:
-        raise ValueError(f"--max-len must be an int >= 8 for the analyses, got {max_len!r}")
+    if not isinstance(max_len, int) or max_len < MIN_POSITIONS:
+        raise ValueError(f"--max-len must be an int >= {MIN_POSITIONS} for the analyses, got {max_len!r}")
+    if max_len > MAX_POSITIONS:
+        raise ValueError(
+            f"--max-len {max_len} is too many positions: the inspector handles at most {MAX_POSITIONS} "
+            "(its similarity maps and probes hold T x T arrays)"
+        )
     parameters = inspect.signature(cls).parameters
     kwargs = {key: dim for key in ("dim", "head_dim") if key in parameters}
     kwargs.update({key: max_len for key in ("max_len",) if key in parameters})
@@ -372,6 +351,6 @@ def load_scheme(name: str, dim: int | None = None, max_len: int | None = None) -
             raise ValueError(f"scheme {name!r} gives shape {tuple(table.shape)} for 1-D positions, not a (T, C) table")
         source.position_table = table.double().numpy()
     else:
-        _scheme_closeness(source, scheme, max_len)
+        scheme_closeness(source, scheme, max_len)
     source.notes.append("a scheme alone has no tokens, text model or attention weights: sections 5-7 are skipped.")
     return source

@@ -168,7 +168,8 @@ class LabTextModel:
         self.suffix: list[int] = []
 
     @classmethod
-    def open(cls, model, meta: dict, notes: list[str]) -> "LabTextModel":
+    def open(cls, model, meta: dict, notes: list[str], max_length: int) -> "LabTextModel":
+        """The model with its vocabulary; windows stay within ``max_length`` (the positions the caller analyses)."""
         vocab_size = int(model.embeddings.vocab_size)
         chars = meta.get("chars") or meta.get("vocab") or _charlm_chars(meta, vocab_size)
         if isinstance(chars, str):
@@ -178,8 +179,7 @@ class LabTextModel:
                 "the lab checkpoint stores no character vocabulary: "
                 "token ids are the text's UTF-8 bytes modulo the vocabulary size."
             )
-        limit = getattr(model, "max_len", None) or 256
-        return cls(model, chars, vocab_size, int(limit))
+        return cls(model, chars, vocab_size, int(max_length))
 
     def encode(self, text: str) -> list[int]:
         if self.chars:

@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-len",
         type=int,
         metavar="N",
-        help="number of positions of the scheme's table (with --scheme; default 512)",
+        help="number of positions of the scheme's table (with --scheme; default 512, at most 8192)",
     )
     parser.add_argument(
         "--out", type=Path, metavar="DIR", help="output folder (default ./posembed-inspect/<model name>)"
