@@ -57,3 +57,14 @@ def test_bad_checkpoints(tmp_path):
     model = build_trial_model(tiny_trial(), make_task(tiny_trial()))
     with pytest.raises(ValueError, match="must not contain the key 'model'"):
         save_checkpoint(model, tmp_path / "x", {"model": 1})
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_corrupt_weights_are_a_clear_error(tmp_path, damage):
+    cfg = tiny_trial()
+    folder = save_checkpoint(build_trial_model(cfg, make_task(cfg)), tmp_path, {"task": "copy"})
+    weights = folder / WEIGHTS_NAME
+    data = weights.read_bytes()
+    weights.write_bytes(b"not safetensors at all" * 10 if damage == "garbage" else data[: len(data) // 2])
+    with pytest.raises(ValueError, match=f"'{weights}' is not a readable safetensors file: "):
+        load_checkpoint(folder)

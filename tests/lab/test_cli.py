@@ -44,6 +44,46 @@ def test_bad_arguments(tmp_path, capsys, extra, message):
 
 
 @pytest.mark.parametrize(
+    "override, message",
+    [
+        ("lr=nan", "lr must be a finite number, got nan"),
+        ("lr=inf", "lr must be a finite number, got inf"),
+        ("beta2=1.5", "beta2 must be in [0, 1), got 1.5"),
+        ("weight_decay=-1", "weight_decay must be >= 0, got -1.0"),
+        ("warmup=-3", "warmup must be >= 0, got -3"),
+        ("backend=bogus", "backend='bogus' is not one of auto, "),
+        ("eval_scales=nan", "eval_scales must be finite positive numbers, got nan"),
+        ("seeds=1,1", "seeds lists 1 more than once"),
+        ("scheme_kwargs={\"bogus\": 1}", "scheme 'learned' takes no argument 'bogus'"),
+    ],
+)
+def test_bad_values_fail_before_the_out_dir_is_claimed(tmp_path, capsys, override, message):
+    out = tmp_path / "out"
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, "--set", override])
+    assert message in err
+    assert not out.exists()
+
+
+def test_corrected_rerun_after_a_bad_value_uses_the_same_out_dir(tmp_path, capsys):
+    _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY, "--set", "copy.lr=nan"])
+    assert not (tmp_path / "results.sqlite").exists()
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), "--no-checkpoints", *TINY]) == 0
+    assert "1 trials trained" in capsys.readouterr().out
+
+
+def test_threads_default_to_one(tmp_path, capsys, monkeypatch):
+    import torch
+
+    with pytest.raises(SystemExit):
+        main(["lab", "run", "--help"])
+    assert "default: 1" in " ".join(capsys.readouterr().out.split())
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), "--no-checkpoints", *TINY]) == 0
+    assert calls == [1]
+
+
+@pytest.mark.parametrize(
     "content, message",
     [(b"", "is empty"), (b"to be or not", "shorter than the"), (b"caf\xe9 " * 400, "is not UTF-8")],
 )
@@ -56,6 +96,10 @@ def test_bad_text_files(tmp_path, capsys, content, message):
     err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
                           "--set", "tasks=charlm", "--set", f"text={tmp_path / 'missing.txt'}"])
     assert "does not exist" in err
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                          "--set", "tasks=charlm", "--set", f"text={tmp_path}"])
+    assert "is a folder, not a text file" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_foreign_store(tmp_path, capsys):
@@ -68,6 +112,21 @@ def test_foreign_store(tmp_path, capsys):
 def test_report_needs_a_store(tmp_path, capsys):
     err = _error(capsys, ["lab", "report", str(tmp_path)])
     assert "holds no results.sqlite" in err or "posembed.lab.report is missing" in err
+
+
+def test_foreign_database_is_refused_by_run_and_report(tmp_path, capsys):
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "results.sqlite") as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.close()
+    before = (tmp_path / "results.sqlite").read_bytes()
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY])
+    assert "is not a posembed results store (it holds tables photos)" in err
+    err = _error(capsys, ["lab", "report", str(tmp_path)])
+    assert "is not a posembed results store (it holds tables photos)" in err
+    assert (tmp_path / "results.sqlite").read_bytes() == before
 
 
 def test_corrupt_store_file(tmp_path, capsys):

@@ -47,6 +47,18 @@ def test_overrides_apply_typed_values():
         ("tasks=copy,chess", "unknown task 'chess'"),
         ("dim=33", "dim=33 must be divisible by heads=2"),
         ("scheme_kwargs=[1", "scheme_kwargs must be a JSON object"),
+        ("lr=nan", "lr must be a finite number, got nan"),
+        ("lr=inf", "lr must be a finite number, got inf"),
+        ("lr=-1", "lr must be > 0, got -1.0"),
+        ("beta2=1.5", "beta2 must be in [0, 1), got 1.5"),
+        ("weight_decay=-1", "weight_decay must be >= 0, got -1.0"),
+        ("warmup=-3", "warmup must be >= 0, got -3"),
+        ("grad_clip=nan", "grad_clip must be a finite number, got nan"),
+        ("backend=bogus", "backend='bogus' is not one of auto, sdpa, "),
+        ("eval_scales=nan", "eval_scales must be finite positive numbers, got nan"),
+        ("eval_scales=1,-2", "eval_scales must be finite positive numbers, got 1.0, -2.0"),
+        ("seeds=1,1", "seeds lists 1 more than once"),
+        ("schemes=rope,alibi,rope", "schemes lists rope more than once"),
     ],
 )
 def test_bad_overrides_raise_clear_errors(override, message):

@@ -44,3 +44,25 @@ def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
     assert all(math.isfinite(loss) for _, loss in ddp["curve"])
     assert abs(ddp["final_loss"] - single["final_loss"]) < 0.1
     assert ddp["drift"].keys() == single["drift"].keys() and ddp["drift"]["rel_frobenius"] > 0
+
+
+def test_lab_run_under_torchrun_trains_each_trial_once_data_parallel(tmp_path):
+    """`torchrun -m posembed.cli lab run`: 2 ranks train every trial together; rank 0 alone writes."""
+    from posembed.lab.store import load_results
+
+    if shutil.which("torchrun") is None:
+        pytest.skip("torchrun is not on PATH")
+    out = tmp_path / "out"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+               "--master_port", str(_free_port()), "-m", "posembed.cli", "lab", "run", "--preset", "smoke",
+               "--out", str(out), "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=4",
+               "--set", "dim=16", "--set", "depth=1", "--set", "batch=8", "--set", "eval_batches=1",
+               "--set", "log_every=2", "--set", "copy.context=3"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("2 trials trained, 0 already stored (2 processes)") == 1, done.stdout
+    results = load_results(out)
+    assert sorted(r.config.scheme for r in results.trials) == ["learned", "nope"] and results.skipped == []
+    assert {r.world_size for r in results.trials} == {2}
+    assert all((out / r.checkpoint / "model.safetensors").is_file() for r in results.trials)

@@ -106,6 +106,62 @@ def test_expand_skips_variants_that_do_not_apply():
         expand(dataclasses.replace(exp, schemes=("alibii",)))
 
 
+def test_every_trial_is_checked_before_the_out_dir_is_touched(tmp_path, tiny_experiment):
+    """A bad scheme argument of the last trial fails the run before any store exists."""
+    bases = tuple(
+        dataclasses.replace(b, scheme_kwargs=(("alibi.bogus", 1),)) if b.task == "charlm" else b
+        for b in tiny_experiment.bases
+    )
+    exp = dataclasses.replace(tiny_experiment, bases=bases)
+    with pytest.raises(ValueError, match="scheme 'alibi' takes no argument 'bogus'"):
+        run_experiment(exp, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def _foreign_db(path, *statements):
+    with sqlite3.connect(path) as conn:
+        for statement in statements:
+            conn.execute(statement)
+    conn.close()
+    return path.read_bytes()
+
+
+_META = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+@pytest.mark.parametrize(
+    "statements, message",
+    [
+        ((_META, "CREATE TABLE users (name TEXT)"), "(it holds tables users)"),
+        ((_META,), "(tables meta)"),
+        ((_META, "CREATE TABLE trials (x)", "CREATE TABLE evals (x)", "CREATE TABLE curves (x)",
+          "INSERT INTO meta VALUES ('schema_version', '99')"), "(its schema_version is '99')"),
+        ((_META, "CREATE TABLE trials (x)", "CREATE TABLE evals (x)", "CREATE TABLE curves (x)"),
+         "(its schema_version is None)"),
+    ],
+    ids=["other-tables", "meta-only", "schema-99", "no-version"],
+)
+def test_another_programs_database_is_refused_and_left_alone(tmp_path, tiny_experiment, statements, message):
+    before = _foreign_db(tmp_path / "results.sqlite", *statements)
+    exp = dataclasses.replace(tiny_experiment, tasks=("copy",), seeds=(0,), schemes=("learned",))
+    with pytest.raises(ForeignStoreError, match="is not a posembed results store") as error:
+        run_experiment(exp, tmp_path, progress=False)
+    assert message in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(ForeignStoreError, match="is not a posembed results store"):
+        load_results(tmp_path)
+    assert (tmp_path / "results.sqlite").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+def test_readers_open_the_store_read_only(tmp_path, tiny_experiment):
+    exp = dataclasses.replace(tiny_experiment, tasks=("copy",), seeds=(0,), schemes=("learned",))
+    ResultsStore(tmp_path, exp).close()
+    store = ResultsStore(tmp_path)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        store.conn.execute("CREATE TABLE extra (x)")
+    store.close()
+
+
 def test_reading_a_folder_without_store(tmp_path):
     with pytest.raises(FileNotFoundError, match="no results store"):
         ResultsStore(tmp_path)

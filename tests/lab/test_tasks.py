@@ -148,9 +148,11 @@ def test_bad_text_files(tmp_path, content, message):
         load_text(path, min_chars=100)
 
 
-def test_missing_text_file(tmp_path):
+def test_missing_text_file_and_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         make_task(TrialConfig(task="charlm", text=str(tmp_path / "nope.txt")))
+    with pytest.raises(ValueError, match="is a folder, not a text file"):
+        make_task(TrialConfig(task="charlm", text=str(tmp_path)))
 
 
 def test_char_corpus_decode_round_trip():

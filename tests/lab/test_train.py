@@ -88,8 +88,10 @@ def test_scheme_arguments_are_filled_from_the_model_shape():
     assert build_trial_scheme(tiny_trial(scheme="alibi", scheme_kwargs=scoped), 9).num_heads == 2
     with pytest.raises(ValueError, match="scheme 'learned' takes no argument 'base'.*it takes: max_len, dim, init_std"):
         build_trial_scheme(tiny_trial(scheme="learned", scheme_kwargs=(("base", 1.0),)), 9)
-    with pytest.raises(ValueError, match="unknown scheme 'rop'; known: .*rope"):
+    with pytest.raises(ValueError, match="unknown scheme 'rop'; known: .*rope") as error:
         build_trial_scheme(tiny_trial(scheme="rop"), 9)
+    known = str(error.value).split("known: ")[1].split(", ")
+    assert known == sorted(set(known)) and "nope" in known and "none" in known  # each name once
 
 
 def test_learning_rate_schedule_is_nanogpts():
@@ -106,6 +108,6 @@ def test_learning_rate_schedule_is_nanogpts():
 
 
 def test_batch_must_split_over_processes(monkeypatch):
-    monkeypatch.setattr("posembed.lab.train._distributed", lambda: (0, 3))
+    monkeypatch.setattr("posembed.lab.train.rank_and_world", lambda: (0, 3))
     with pytest.raises(ValueError, match="batch=8 must be divisible by the number of processes \\(3\\)"):
         train_trial(tiny_trial())

@@ -11,7 +11,7 @@ module              what
 ``runner``          the sweep, resumable, one atomic store transaction per finished trial
 ``store``           ``results.sqlite`` schema and reader (:func:`~posembed.lab.store.load_results`)
 ``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens
-``ddp``             one trial data-parallel under ``torchrun`` (gloo on CPU)
+``ddp``             process-group helpers: a sweep (or one trial) data-parallel under ``torchrun``
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
 =================== =====================================================================
 

@@ -66,7 +66,12 @@ def load_checkpoint(folder: str | os.PathLike, *, device=None) -> tuple[nn.Modul
     """Rebuild the model saved in ``folder`` and load its weights; returns ``(model, meta)``.
 
     ``meta`` is the JSON document without ``model`` (``task``, ``trial``, ``step``, ...).
+
+    Raises:
+        FileNotFoundError: ``folder`` is not a lab checkpoint or has no weights.
+        ValueError: the JSON or the safetensors file does not read.
     """
+    from safetensors import SafetensorError
     from safetensors.torch import load_model
 
     from posembed.model import build_model
@@ -84,6 +89,9 @@ def load_checkpoint(folder: str | os.PathLike, *, device=None) -> tuple[nn.Modul
     if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
         raise ValueError(f"{str(config_path)!r} has no 'model' config")
     model = build_model(document.pop("model"), device=device)
-    load_model(model, str(weights), strict=True, device="cpu" if device is None else str(device))
+    try:
+        load_model(model, str(weights), strict=True, device="cpu" if device is None else str(device))
+    except SafetensorError as error:
+        raise ValueError(f"{str(weights)!r} is not a readable safetensors file: {error}") from None
     model.eval()
     return model, document

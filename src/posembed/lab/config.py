@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 _CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
 _POSITIVE = ("dim", "depth", "heads", "mlp_ratio", "context", "batch", "steps", "eval_batches", "log_every", "vocab")
+_NON_NEGATIVE = ("warmup", "concat_dim", "table_size", "seed", "weight_decay", "grad_clip", "min_lr")
+_FLOATS = ("dropout", "lr", "min_lr", "weight_decay", "beta2", "grad_clip")
 
 
 @dataclass(frozen=True)
@@ -104,20 +107,30 @@ class TrialConfig:
     backend: str = "auto"
 
     def __post_init__(self) -> None:
-        for name, choices in _CHOICES.items():
+        from posembed.attention_backends import BACKENDS
+
+        for name, choices in (*_CHOICES.items(), ("backend", BACKENDS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
+        for name in _FLOATS:
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
         for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        for name in _NON_NEGATIVE:
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.dim % self.heads:
             raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
-        if not self.eval_scales or min(self.eval_scales) <= 0:
-            raise ValueError(f"eval_scales must be positive numbers, got {self.eval_scales}")
+        if not self.eval_scales or not all(math.isfinite(x) and x > 0 for x in self.eval_scales):
+            raise ValueError(f"eval_scales must be finite positive numbers, got {', '.join(map(str, self.eval_scales)) or 'none'}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.lr <= 0 or self.min_lr < 0:
-            raise ValueError(f"lr must be > 0 and min_lr >= 0, got lr={self.lr}, min_lr={self.min_lr}")
+        if not 0.0 <= self.beta2 < 1.0:
+            raise ValueError(f"beta2 must be in [0, 1), got {self.beta2}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -168,8 +181,12 @@ class ExperimentConfig:
 
     def __post_init__(self) -> None:
         for name in ("tasks", "schemes", "variants", "seeds"):
-            if not getattr(self, name):
+            values = getattr(self, name)
+            if not values:
                 raise ValueError(f"{name} must not be empty")
+            repeated = sorted({str(v) for v in values if values.count(v) > 1})
+            if repeated:
+                raise ValueError(f"{name} lists {', '.join(repeated)} more than once")
         for variant in self.variants:
             if variant not in VARIANTS:
                 raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-__all__ = ["CharCorpus", "load_text", "resolve_text_path", "DEFAULT_TEXT"]
+__all__ = ["CharCorpus", "check_text_file", "load_text", "resolve_text_path", "DEFAULT_TEXT"]
 
 #: name that stands for the tinyshakespeare file shipped beside the checkout / in the package
 DEFAULT_TEXT = "tinyshakespeare"
@@ -37,11 +37,19 @@ def resolve_text_path(text: str) -> Path:
     )
 
 
-def load_text(path: str | os.PathLike, *, min_chars: int) -> str:
-    """Read a UTF-8 text file of at least ``min_chars`` characters (clear errors otherwise)."""
+def check_text_file(path: str | os.PathLike) -> Path:
+    """``path`` if it is a file; a clear error for a folder or a missing file."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"text {str(path)!r} is a folder, not a text file; give a file with --set text=PATH")
     if not path.is_file():
         raise FileNotFoundError(f"text file {str(path)!r} does not exist")
+    return path
+
+
+def load_text(path: str | os.PathLike, *, min_chars: int) -> str:
+    """Read a UTF-8 text file of at least ``min_chars`` characters (clear errors otherwise)."""
+    path = check_text_file(path)
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:

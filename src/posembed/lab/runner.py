@@ -18,7 +18,8 @@ from typing import Callable
 from posembed.lab.checkpoint import save_checkpoint
 from posembed.lab.config import VARIANTS, ExperimentConfig, TrialConfig
 from posembed.lab.store import ResultsStore
-from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_scheme, check_scheme_name, train_trial
+from posembed.lab.ddp import barrier, broadcast, rank_and_world
+from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
 from posembed.schemes.base import Kind
 
 __all__ = ["expand", "run_experiment", "RunSummary", "applies"]
@@ -112,41 +113,82 @@ def run_experiment(
 ) -> RunSummary:
     """Train every trial of ``experiment`` not yet stored in ``out_dir``.
 
+    Every trial config is checked before the out dir is touched. Under ``torchrun`` (an
+    initialised process group, :func:`posembed.lab.ddp.init_distributed`) every rank trains
+    each trial data-parallel and only rank 0 opens the store and writes results and
+    checkpoints; the others wait at a barrier after each trial.
+
     Args:
         checkpoints: save each trained model under ``<out>/checkpoints/<trial_id>``.
-        progress: tqdm bars with ETA (``None``: only when stderr is a terminal).
-        on_trial: called after each trial is stored (an exception there stops the run;
-            what was stored stays).
+        progress: tqdm bars with ETA (``None``: only when stderr is a terminal; never off rank 0).
+        on_trial: called on rank 0 after each trial is stored (an exception there stops the
+            run; what was stored stays).
 
     Raises:
-        ForeignStoreError: ``out_dir`` holds another experiment's store.
+        ForeignStoreError: ``out_dir`` holds another experiment's store or another program's database.
+        ValueError: a trial config that cannot be built (checked before anything is written).
     """
+    rank, world = rank_and_world()
     trials = expand(experiment)
-    _check_inputs(experiment)
+    _check_trials(experiment, trials, world)
     out = Path(out_dir)
-    with ResultsStore(out, experiment) as store:
-        done = store.finished_ids()
-        todo = [cfg for cfg in trials if cfg.trial_id not in done]
-        logger.info("experiment %s: %d trials, %d stored, %d to train", experiment.name, len(trials), len(trials) - len(todo), len(todo))
+    store, done = _open_store(experiment, out, rank)
+    todo = [cfg for cfg in trials if cfg.trial_id not in done]
+    logger.info("experiment %s: %d trials, %d stored, %d to train", experiment.name, len(trials), len(trials) - len(todo), len(todo))
+    progress = progress if rank == 0 else False
+    try:
         with _progress(len(trials), len(trials) - len(todo), progress) as bar:
             for cfg in todo:
                 bar.set_postfix_str(f"{cfg.task}/{cfg.scheme}/{cfg.variant}/seed{cfg.seed}")
                 result, model = _train_with_bar(cfg, progress)
-                folder = _save(model, cfg, out) if checkpoints else None
-                store.add(result, checkpoint=folder)
-                bar.update(1)
-                if on_trial is not None:
-                    on_trial(result)
+                if store is not None:
+                    store.add(result, checkpoint=_save(model, cfg, out) if checkpoints else None)
+                    bar.update(1)
+                    if on_trial is not None:
+                        on_trial(result)
+                barrier()
+    finally:
+        if store is not None:
+            store.close()
     return RunSummary(out, len(trials), len(trials) - len(todo), len(todo))
 
 
-def _check_inputs(experiment: ExperimentConfig) -> None:
-    """Fail on a bad text file now, not after an hour of other trials."""
-    if "charlm" in experiment.tasks:
-        from posembed.lab.tasks.charlm import load_corpus
+def _open_store(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[ResultsStore | None, set[str]]:
+    """Rank 0 opens the store; every rank gets its finished ids (or rank 0's error, raised everywhere)."""
+    store, done, error = None, set(), None
+    if rank == 0:
+        try:
+            store = ResultsStore(out, experiment)
+            done = store.finished_ids()
+        except ValueError as caught:
+            error = caught
+    shared_done, message = broadcast((done, None if error is None else str(error)))
+    if error is not None:
+        raise error
+    if message is not None:
+        raise ValueError(message)
+    return store, shared_done
 
-        base = experiment.base("charlm")
-        load_corpus(base.text, base.context)
+
+def _check_trials(experiment: ExperimentConfig, trials: list[TrialConfig], world: int) -> None:
+    """Build every distinct trial's task and model (on the meta device, so no memory or time
+    is spent): a bad text file or scheme argument fails now, before the out dir is touched,
+    not after an hour of other trials."""
+    import torch
+
+    from posembed.lab.tasks import make_task
+
+    checked = set()
+    for cfg in trials:
+        if cfg.batch % world:
+            raise ValueError(f"batch={cfg.batch} ({cfg.task}) must be divisible by the number of processes ({world})")
+        shape = dataclasses.replace(cfg, seed=0)  # the seed changes no shape
+        if shape in checked:
+            continue
+        checked.add(shape)
+        task = make_task(cfg)  # on the CPU: a task may cache its data (the char LM's corpus)
+        with torch.device("meta"):
+            build_trial_model(cfg, task)
 
 
 def _save(model, cfg: TrialConfig, out: Path) -> str:

@@ -33,6 +33,9 @@ Schema (version 1)::
     curves(trial_id TEXT, step INTEGER, loss REAL, PRIMARY KEY (trial_id, step))
         -- training loss vs step (mean over the steps since the previous point)
 
+A file that is not this schema (another program's tables, another ``schema_version``) is
+refused, never adopted. Readers open the file read-only.
+
 Readers use :func:`load_results` (or :meth:`ResultsStore.records`): a row that does not
 decode (bad JSON, a config that no longer validates, missing numbers) is logged as a warning
 and skipped, never fatal.
@@ -76,8 +79,11 @@ CREATE TABLE IF NOT EXISTS curves (
 """
 
 
+_TABLES = ("meta", "trials", "evals", "curves")
+
+
 class ForeignStoreError(ValueError):
-    """The out dir's store belongs to another experiment."""
+    """The out dir's store belongs to another experiment, or its database to another program."""
 
 
 @dataclass
@@ -116,10 +122,13 @@ class ResultsStore:
 
     Args:
         out_dir: the experiment's folder (created).
-        experiment: the experiment writing here; ``None`` opens an existing store to read.
+        experiment: the experiment writing here (creates the store in an empty or missing file);
+            ``None`` opens an existing store read-only.
 
     Raises:
-        ForeignStoreError: the store holds another experiment (different config hash).
+        ForeignStoreError: the store holds another experiment (different config hash), or the
+            file is another program's database (other tables, another schema version).
+        ValueError: the file is not an SQLite database.
 
     Example:
         >>> import tempfile
@@ -135,22 +144,52 @@ class ResultsStore:
         self.path = self.out_dir / STORE_NAME
         if experiment is None and not self.path.is_file():
             raise FileNotFoundError(f"no results store in {str(self.out_dir)!r} (expected {STORE_NAME})")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        try:
+        if experiment is None:  # readers never write: not even the schema or the journal mode
+            self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        else:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path, timeout=30.0)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            self.conn.executescript(_SCHEMA)
+        try:
+            if experiment is None:
+                self._check_schema(required=True)
+            else:
+                self._create_or_claim(experiment)
         except sqlite3.DatabaseError as error:
+            self.conn.close()
             raise ValueError(f"{str(self.path)!r} is not a posembed results store: {error}") from None
-        if experiment is not None:
-            self._claim(experiment)
+        except BaseException:
+            self.conn.close()
+            raise
 
-    def _claim(self, experiment: ExperimentConfig) -> None:
-        meta = self.meta()
-        stored = meta.get("experiment_hash")
-        if stored is None:
-            with self.conn:
+    def _check_schema(self, *, required: bool) -> bool:
+        """Whether the file holds this store's schema (``False``: an empty database, if not ``required``).
+
+        Raises ``ForeignStoreError`` for another program's tables or another schema version.
+        """
+        tables = {name for (name,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {name for name in tables if not name.startswith("sqlite_")}
+        if not tables and not required:
+            return False
+        where = f"{str(self.path)!r} is not a posembed results store"
+        if tables != set(_TABLES):
+            foreign = sorted(tables - set(_TABLES))
+            detail = f"it holds tables {', '.join(foreign)}" if foreign else f"tables {', '.join(sorted(tables)) or 'none'}"
+            raise ForeignStoreError(f"{where} ({detail}); choose another --out folder")
+        version = self.meta().get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ForeignStoreError(
+                f"{where} of schema version {SCHEMA_VERSION} (its schema_version is {version!r}); choose another --out folder"
+            )
+        return True
+
+    def _create_or_claim(self, experiment: ExperimentConfig) -> None:
+        """Create the schema and meta in one transaction (new file), or check the stored experiment."""
+        self.conn.execute("BEGIN IMMEDIATE")  # one writer at a time decides whether the store is new
+        try:
+            if not self._check_schema(required=False):
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self.conn.execute(statement)
                 self.conn.executemany(
                     "INSERT INTO meta (key, value) VALUES (?, ?)",
                     [
@@ -160,8 +199,16 @@ class ResultsStore:
                         ("created", _now()),
                     ],
                 )
-        elif stored != experiment.config_hash:
-            name = json.loads(meta.get("experiment", "{}")).get("name", "?") if _is_json(meta.get("experiment")) else "?"
+            self.conn.commit()
+        except BaseException:
+            self.conn.rollback()
+            raise
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        meta = self.meta()
+        stored = meta.get("experiment_hash", "")
+        if stored != experiment.config_hash:
+            name = json.loads(meta["experiment"]).get("name", "?") if _is_json(meta.get("experiment")) else "?"
             raise ForeignStoreError(
                 f"{str(self.out_dir)!r} holds the results of another experiment ({name!r}, config hash "
                 f"{stored[:12]}, this one {experiment.config_hash[:12]}); choose another --out folder"

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
 from posembed.schemes.base import Kind, PositionScheme
 
@@ -79,7 +80,7 @@ def check_scheme_name(name: str) -> None:
     """``ValueError`` naming the known schemes when ``name`` is unknown."""
     registry = scheme_registry()
     if name not in registry and name not in NO_SCHEME:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted([*registry, *NO_SCHEME]))}")
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted({*registry, *NO_SCHEME}))}")
 
 
 def build_trial_scheme(cfg: TrialConfig, table_size: int) -> PositionScheme | None:
@@ -228,21 +229,6 @@ def deterministic():
         torch.use_deterministic_algorithms(before)
 
 
-def _distributed() -> tuple[int, int]:
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def _mean_across_ranks(value: float, world: int) -> float:
-    if world == 1:
-        return value
-    tensor = torch.tensor([value], dtype=torch.float64)
-    torch.distributed.all_reduce(tensor)
-    return float(tensor) / world
-
-
 StepCallback = Callable[[int, float], None]
 
 
@@ -251,7 +237,7 @@ def train_trial(cfg: TrialConfig, *, on_step: StepCallback | None = None) -> tup
 
     ``on_step(step, loss)`` is called at every logged step (progress bars).
     """
-    rank, world = _distributed()
+    rank, world = rank_and_world()
     if cfg.batch % world:
         raise ValueError(f"batch={cfg.batch} must be divisible by the number of processes ({world})")
     task = make_task(cfg)
@@ -297,7 +283,7 @@ def _train_loop(cfg, task, model, generator, table, world, on_step) -> tuple[lis
         optimizer.step()
         window.append(float(loss.detach()))
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-            mean = _mean_across_ranks(sum(window) / len(window), world)
+            mean = mean_across_ranks(sum(window) / len(window))
             curve.append((step + 1, mean))
             window.clear()
             if on_step is not None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from posembed.lab.config import TrialConfig
-from posembed.lab.data import CharCorpus, load_text, resolve_text_path
+from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
 from posembed.lab.tasks import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["CharLMTask", "load_corpus"]
@@ -31,10 +30,8 @@ def _cached_corpus(path: str, mtime: float, min_chars: int) -> CharCorpus:
 
 def load_corpus(text: str, context: int) -> CharCorpus:
     """The corpus of a config's ``text`` (cached), checked to hold ``context + 1`` chars in each split."""
-    path = resolve_text_path(text)
-    if not path.is_file():
-        raise FileNotFoundError(f"text file {str(path)!r} does not exist")
-    return _cached_corpus(str(path), Path(path).stat().st_mtime, 10 * (context + 2))
+    path = check_text_file(resolve_text_path(text))
+    return _cached_corpus(str(path), path.stat().st_mtime, 10 * (context + 2))
 
 
 class CharLMTask:
