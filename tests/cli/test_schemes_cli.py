@@ -1,14 +1,11 @@
 """``posembed schemes``: the catalogue rows and the command's text / JSON output."""
 
 import json
-import logging
 
 import pytest
 
-import posembed.schemes
 from posembed.cli import main
 from posembed.cli.schemes import format_table
-from posembed.schemes import catalog
 from posembed.schemes.base import SCHEMES, AbsoluteScheme
 from posembed.schemes.catalog import COLUMNS, constructor_parameters, has_length_limit, scheme_table
 

@@ -11,14 +11,12 @@ Example:
 from __future__ import annotations
 
 import inspect
-import logging
 
 from posembed.schemes import all_schemes
-from posembed.schemes.base import SCHEMES, Kind, PositionScheme
+from posembed.schemes.base import Kind, PositionScheme
 
 __all__ = ["COLUMNS", "load_schemes", "scheme_table", "has_length_limit", "constructor_parameters"]
 
-logger = logging.getLogger(__name__)
 
 #: the keys of every row, in display order
 COLUMNS: tuple[str, ...] = ("name", "class", "kind", "paper", "parameters", "length_limit", "extrapolates")
