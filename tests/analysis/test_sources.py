@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -131,9 +130,6 @@ def test_bad_scheme_arguments():
         load_scheme("sinusoidal", dim=7, max_len=16)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("posembed.lab.checkpoint") is None, reason="posembed.lab.checkpoint not written yet"
-)
 def test_lab_checkpoint(tmp_path):
     from posembed.lab.checkpoint import save_checkpoint
     from posembed.model import Decoder
@@ -162,9 +158,6 @@ def test_missing_default_model_package_is_named(monkeypatch):
         load_source(None)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("posembed.lab.checkpoint") is None, reason="posembed.lab.checkpoint not written yet"
-)
 def test_lab_rotary_checkpoint_gives_its_closeness(tmp_path):
     from posembed import RotaryEmbedding
     from posembed.analysis.sources import rotary_closeness
