@@ -15,7 +15,7 @@ from benchmarks.harness import Row, compare, rows_from_times
 SECTION = "RoPE"
 REFERENCE = "transformers apply_rotary_pos_emb"
 POSEMBED = "posembed RotaryEmbedding"
-FUSED = "posembed fused.rope.rotate (compiled)"
+FUSED = "posembed RotaryEmbedding (compiled=True)"
 FULL = (4, 16, 2048, 64)
 QUICK = (2, 8, 512, 64)
 
@@ -53,13 +53,14 @@ def _x_transformers(length: int, dim: int):
 
 
 def _posembed_fused(length: int, dim: int):
-    from posembed.fused.rope import available, rotate
-    from posembed.schemes.rotary import rope_cos_sin, rope_inv_freq
+    """The module with its compiled dispatch (``posembed.fused.rope``), same cache as above."""
+    from posembed.fused.rope import available
+    from posembed.schemes.rotary import RotaryEmbedding
 
     if not available():
         raise RuntimeError("torch.compile cannot build the kernel here")
-    cos, sin = rope_cos_sin(torch.arange(length), rope_inv_freq(dim))
-    return lambda q, k: (rotate(q, cos, sin), rotate(k, cos, sin))
+    rope = RotaryEmbedding(dim, max_len=length, compiled=True)
+    return lambda q, k: rope(q, k)
 
 
 BUILDERS = {

@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+
+# CI runs the same examples every time (reproducible); locally hypothesis explores freely
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -22,6 +22,8 @@ variants (linear, NTK, Llama-3, ...) are in :mod:`posembed.schemes.rotary_scalin
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import Tensor
 
@@ -119,6 +121,30 @@ def _rotate_reference(x: Tensor, cos: Tensor, sin: Tensor, half: bool) -> Tensor
     return torch.cat((rotated, x[..., 2 * half_dim :]), -1)
 
 
+def _compiled_applies(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
+    """Whether the compiled kernel may rotate ``x``; a reason not to is logged once."""
+    if torch.compiler.is_compiling():
+        return False  # the outer compile fuses the eager formula itself
+    from posembed.fused import rope as fused_rope
+
+    if not fused_rope.available():
+        _log_once("compiled RoPE requested, but torch.compile cannot build kernels here; rotating eagerly")
+        return False
+    if x.dtype != torch.float32 or cos.requires_grad or sin.requires_grad:
+        _log_once("compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
+        return False
+    return True
+
+
+_LOGGED: set[str] = set()
+
+
+def _log_once(reason: str) -> None:
+    if reason not in _LOGGED:
+        _LOGGED.add(reason)
+        logging.getLogger(__name__).warning(reason)
+
+
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
     """Rotate the first ``2 * cos.shape[-1]`` channels of ``x``; the rest pass through.
 
@@ -171,6 +197,10 @@ class RotaryEmbedding(RotaryScheme):
             computes every call on the fly. With a cache, a call with default positions longer
             than ``max_len`` is an error (it names the ways out); explicit ``position_ids`` are
             always computed on the fly, with the same values: positions have no limit.
+        compiled: rotate fp32 queries and keys with the compiled kernel of
+            :mod:`posembed.fused.rope` (one pass per tensor; the first call per shape compiles for
+            seconds). Other dtypes, learned angles and code already under ``torch.compile`` keep
+            the eager rotation, which stays the reference; a fallback is logged once.
         device: device of the buffers.
 
     Attributes:
@@ -210,9 +240,11 @@ class RotaryEmbedding(RotaryScheme):
         base: float = 10000.0,
         layout: str = "half",
         max_len: int | None = None,
+        compiled: bool = False,
         device=None,
     ) -> None:
         super().__init__()
+        self.compiled = bool(compiled)
         self.head_dim = check_head_dim(head_dim)
         self.rotary_dim = check_rotary_dim(rotary_dim, self.head_dim)
         self.base = check_base(base)
@@ -352,8 +384,13 @@ class RotaryEmbedding(RotaryScheme):
         return q_cs, k_cs
 
     def _rotate_one(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """The one dispatch point between the compiled kernel and the eager rotation."""
         if cos.dim() == 3:  # (B, T, r/2) from per-row positions
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, r/2)
+        if self.compiled and _compiled_applies(x, cos, sin):
+            from posembed.fused import rope as fused_rope
+
+            return fused_rope.rotate(x, cos, sin, self.layout)
         return apply_rotary(x, cos, sin, self.layout)
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
@@ -371,6 +408,8 @@ class RotaryEmbedding(RotaryScheme):
         parts += [f"base={self.base:g}", f"layout={self.layout!r}"]
         if self.max_len is not None:
             parts.append(f"max_len={self.max_len}")
+        if self.compiled:
+            parts.append("compiled=True")
         if self.attention_scaling != 1.0:
             parts.append(f"attention_scaling={self.attention_scaling:.6g}")
         return ", ".join(parts)
