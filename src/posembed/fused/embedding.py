@@ -37,6 +37,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from posembed._checks import check_index_tensor
+from posembed._memory import advise_huge_pages
 
 __all__ = ["fused_embedding", "combined_table", "clear_workspace", "CHUNK_ELEMENTS", "WORKSPACE_LIMIT"]
 
@@ -208,8 +209,11 @@ class _FusedEmbedding(torch.autograd.Function):
     def forward(ctx, ids, rows, word, table, weight, bias, eps, p, padding_idx, parts):
         num_rows, width = ids.shape[0], word.shape[1]
         out = torch.empty(num_rows, width, dtype=word.dtype, device=word.device)  # (B * T, C)
+        advise_huge_pages(out)  # fault the fresh output in 2 MiB pages, not 4 KiB ones
         means, rstds = [], []
         keep = torch.empty(num_rows, width, dtype=torch.bool, device=word.device) if p > 0 else None
+        if keep is not None:
+            advise_huge_pages(keep)
         for start, stop in _chunks(num_rows, width):
             chunk = out[start:stop]
             torch.index_select(word, 0, ids[start:stop], out=chunk)

