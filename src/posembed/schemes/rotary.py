@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
+from posembed._memory import advise_huge_pages
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.rotary_checks import (
     check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
@@ -94,7 +95,14 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, half: bool, i
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool = False) -> Tensor:
     if torch.is_grad_enabled() and x.requires_grad:
         return _Rotation.apply(x, cos, sin, half, inverse)
-    return _rotate_into(torch.empty_like(x), x, cos, sin, half, inverse)
+    return _rotate_into(_fresh_like(x), x, cos, sin, half, inverse)
+
+
+def _fresh_like(x: Tensor) -> Tensor:
+    """An output buffer like ``x`` that faults in huge pages where the kernel allows it."""
+    out = torch.empty_like(x)
+    advise_huge_pages(out)
+    return out
 
 
 class _Rotation(torch.autograd.Function):
@@ -104,7 +112,7 @@ class _Rotation(torch.autograd.Function):
     def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool) -> Tensor:
         ctx.save_for_backward(cos, sin)
         ctx.half, ctx.inverse = half, inverse
-        return _rotate_into(torch.empty_like(x), x, cos, sin, half, inverse)
+        return _rotate_into(_fresh_like(x), x, cos, sin, half, inverse)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
