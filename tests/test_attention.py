@@ -156,9 +156,10 @@ def test_auto_rule(monkeypatch) -> None:
 
 
 def test_flex_fallbacks_are_logged_once(caplog) -> None:
+    from posembed._logging import forget_logged
     from posembed.schemes.alibi import ALiBi
 
-    attention_backends._LOGGED.clear()
+    forget_logged()
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="flex")
     x = torch.randn(2, 5, DIM)
     with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):
@@ -322,6 +323,9 @@ def test_fused_backend_matches_eager_forward_and_backward(causal: bool) -> None:
 def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
     from posembed.schemes.alibi import ALiBi
 
+    from posembed._logging import forget_logged
+
+    forget_logged()
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="fused")
     x, mask, positions = _inputs(padded=True)
     with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from posembed._logging import log_once as _log_once
 from posembed.schemes.base import BiasScheme
 
 __all__ = [
@@ -61,14 +62,9 @@ BACKENDS = ("auto", "sdpa", "flex", "fused", "chunked", "eager")
 #: ``backend="auto"``: bias schemes use SDPA (materialised bias) up to this length, fused or chunked above
 AUTO_SDPA_MAX_LENGTH = 1024
 
-_LOGGED: set[str] = set()
-
-
 def log_once(reason: str) -> None:
     """Log a backend fallback once per distinct reason (warning level)."""
-    if reason not in _LOGGED:
-        _LOGGED.add(reason)
-        logger.warning(reason)
+    _log_once(logger, reason)
 
 
 @dataclass

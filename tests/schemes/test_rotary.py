@@ -334,9 +334,9 @@ def test_compiled_rotation_equals_the_eager_path(layout, rotary_dim):
 
 
 def test_compiled_rotation_falls_back_for_half_precision(caplog):
-    from posembed.schemes import rotary
+    from posembed._logging import forget_logged
 
-    rotary._LOGGED.clear()
+    forget_logged()
     rope = RotaryEmbedding(8, compiled=True)
     q = torch.randn(1, 2, 5, 8, dtype=torch.bfloat16)
     with caplog.at_level("WARNING", logger="posembed.schemes.rotary"):

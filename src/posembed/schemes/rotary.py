@@ -28,11 +28,15 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
+from posembed._logging import log_once
 from posembed._memory import advise_huge_pages
+from posembed.fused.rope import rotate_reference
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.rotary_checks import (
     check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
 )  # fmt: skip
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "LAYOUTS"]
 
@@ -120,15 +124,6 @@ class _Rotation(torch.autograd.Function):
         return _rotate(grad, cos, sin, ctx.half, not ctx.inverse), None, None, None, None
 
 
-def _rotate_reference(x: Tensor, cos: Tensor, sin: Tensor, half: bool) -> Tensor:
-    """Plain differentiable formula, used when cos/sin themselves need gradients."""
-    half_dim = cos.shape[-1]
-    x1, x2 = _pairs(x, half_dim, half)
-    r1, r2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
-    rotated = torch.cat((r1, r2), -1) if half else torch.stack((r1, r2), -1).flatten(-2)
-    return torch.cat((rotated, x[..., 2 * half_dim :]), -1)
-
-
 def _compiled_applies(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
     """Whether the compiled kernel may rotate ``x``; a reason not to is logged once."""
     if torch.compiler.is_compiling():
@@ -136,21 +131,12 @@ def _compiled_applies(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
     from posembed.fused import rope as fused_rope
 
     if not fused_rope.available():
-        _log_once("compiled RoPE requested, but torch.compile cannot build kernels here; rotating eagerly")
+        log_once(logger, "compiled RoPE requested, but torch.compile cannot build kernels here; rotating eagerly")
         return False
     if x.dtype != torch.float32 or cos.requires_grad or sin.requires_grad:
-        _log_once("compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
+        log_once(logger, "compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
         return False
     return True
-
-
-_LOGGED: set[str] = set()
-
-
-def _log_once(reason: str) -> None:
-    if reason not in _LOGGED:
-        _LOGGED.add(reason)
-        logging.getLogger(__name__).warning(reason)
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
@@ -185,7 +171,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> T
     cos, sin = cos.to(work.dtype), sin.to(work.dtype)
     half = layout == "half"
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
-        out = _rotate_reference(work, cos, sin, half)  # the compiler fuses the formula itself
+        out = rotate_reference(work, cos, sin, layout)  # the compiler fuses the formula itself
     else:
         out = _rotate(work, cos, sin, half)
     return out.type_as(x)
