@@ -41,7 +41,7 @@ def _grads(module, out, grad):
     for p in module.parameters():
         p.grad = None
     out.backward(grad)
-    return {name: p.grad.clone() for name, p in module.named_parameters()}
+    return {name: p.grad.clone() for name, p in module.named_parameters() if p.requires_grad}
 
 
 @pytest.mark.parametrize("with_types", [False, True])
@@ -174,3 +174,51 @@ def test_compiled_inference_variant_matches_bert_embeddings():
             norm_bias=module.LayerNorm.bias, eps=module.LayerNorm.eps, compiled=True,
         )
     assert_close(actual, expected)
+
+
+def test_reused_chunk_buffers_follow_width_dtype_and_threads(monkeypatch):
+    """The per-thread chunk buffers are reused across calls of other widths, dtypes and threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import posembed.fused.embedding as fused
+
+    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks, buffers resized between calls
+
+    def check(width, dtype, seed):
+        g = torch.Generator().manual_seed(seed)
+        word = torch.randn(9, width, generator=g, dtype=dtype)
+        pos = torch.randn(12, width, generator=g, dtype=dtype)
+        ids = torch.randint(0, 9, (3, 12), generator=g)
+        expected = torch.nn.functional.layer_norm(word[ids] + pos, (width,), eps=1e-12)
+        assert_close(fused_embedding(ids, word, pos), expected, atol=1e-5)
+
+    for width, dtype in ((16, torch.float32), (40, torch.float64), (8, torch.float32), (40, torch.float32)):
+        check(width, dtype, width)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda seed: check(8 + seed % 3 * 8, torch.float32, seed), range(8)))
+    fused.clear_workspace()
+    check(16, torch.float32, 0)
+
+
+def test_dropout_is_reproducible_under_manual_seed():
+    module, config = _bert(width=32)
+    ids = torch.randint(1, config.vocab_size, (2, 16))
+    torch.manual_seed(7)
+    first = _fused(module, ids, dropout=0.1, training=True)
+    second = _fused(module, ids, dropout=0.1, training=True)
+    torch.manual_seed(7)
+    again = _fused(module, ids, dropout=0.1, training=True)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, second)
+
+
+def test_frozen_layer_norm_takes_the_partial_backward():
+    module, config = _bert()
+    module.LayerNorm.weight.requires_grad_(False)
+    ids = torch.randint(0, config.vocab_size, (2, 8))
+    grad = torch.randn(2, 8, config.hidden_size)
+    expected = _grads(module, module(ids), grad)
+    actual = _grads(module, _fused(module, ids), grad)
+    assert "LayerNorm.weight" not in actual
+    for name in expected:
+        assert_close(actual[name], expected[name], atol=2e-5, msg=name)

@@ -125,7 +125,9 @@ def fused_embedding(
     p = dropout if training else 0.0
     tensors = (word_weight, table, norm_weight, norm_bias)
     if compiled and p == 0.0 and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
-        out = _compiled_forward()(ids, rows, word_weight, table, norm_weight, norm_bias, eps)
+        out = torch.empty(ids.shape[0], word_weight.shape[1], dtype=word_weight.dtype, device=word_weight.device)
+        advise_huge_pages(out)  # the compiled loop writes straight into it (no second buffer)
+        _compiled_forward()(out, ids, rows, word_weight, table, norm_weight, norm_bias, eps)
         return out.view(*input_ids.shape, word_weight.shape[1])  # (B, T, C)
     # the forward adds in Hugging Face's order, (word + type) + position, from the separate tables
     # (bit-identical sums); gradients flow through the combined table
@@ -134,9 +136,9 @@ def fused_embedding(
     return out.view(*input_ids.shape, word_weight.shape[1])  # (B, T, C)
 
 
-def _forward_formula(ids, rows, word, table, weight, bias, eps: float) -> Tensor:
+def _forward_formula(out, ids, rows, word, table, weight, bias, eps: float) -> None:
     summed = word.index_select(0, ids) + table.index_select(0, rows)  # (B * T, C)
-    return torch.nn.functional.layer_norm(summed, (word.shape[1],), weight, bias, eps)
+    out.copy_(torch.nn.functional.layer_norm(summed, (word.shape[1],), weight, bias, eps))
 
 
 @functools.cache
