@@ -28,6 +28,8 @@ from typing import Callable
 
 import torch
 
+from posembed._memory import transparent_huge_pages
+
 __all__ = ["Row", "compare", "copy_bandwidth", "machine_info", "peak_rss_mb", "run_worker", "write_report"]
 
 
@@ -145,6 +147,7 @@ def machine_info() -> dict:
         "threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "allocator": "jemalloc" if "jemalloc" in preload else "glibc malloc (default)",
+        "transparent_huge_pages": transparent_huge_pages(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
@@ -163,7 +166,8 @@ def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: P
 def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -> str:
     lines = [
         f"Machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']} "
-        f"({machine['threads']} threads), Python {machine['python']}, {machine['allocator']}; "
+        f"({machine['threads']} threads), Python {machine['python']}, {machine['allocator']}, "
+        f"transparent huge pages: {machine.get('transparent_huge_pages', 'unknown')}; "
         f"{machine['date']}; load average at start {machine['load_average']}"
         + (" — **quick run (small shapes)**" if quick else ""),
         "",

@@ -22,3 +22,28 @@ def test_a_large_fresh_tensor_is_advised_and_keeps_its_values():
     assert advise_huge_pages(out) is True
     out.fill_(3.0)
     assert bool((out == 3.0).all())
+
+
+def test_the_advice_can_be_turned_off_for_a_block_and_from_the_environment():
+    import subprocess
+
+    from posembed._memory import huge_pages
+
+    large = 4 * MIN_BYTES // 4
+    with huge_pages(False):
+        assert advise_huge_pages(torch.empty(large)) is False
+    expected = sys.platform.startswith("linux") and THP.exists()
+    assert advise_huge_pages(torch.empty(large)) is expected  # restored after the block
+    code = "import torch; from posembed._memory import advise_huge_pages as a; print(a(torch.empty(1 << 22)))"
+    env = {"POSEMBED_HUGE_PAGES": "0", "PATH": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_the_kernel_mode_is_reported():
+    from posembed._memory import transparent_huge_pages
+
+    mode = transparent_huge_pages()
+    assert mode in {"always", "madvise", "never", "unknown"}
+    if THP.exists():
+        assert f"[{mode}]" in THP.read_text()

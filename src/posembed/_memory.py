@@ -6,18 +6,24 @@ here costs ~19 ms, of which ~15 ms are page faults. Where transparent huge pages
 ``madvise`` mode (``/sys/kernel/mm/transparent_hugepage/enabled``), ``madvise(MADV_HUGEPAGE)``
 on the untouched block lets the kernel fault it in 2 MiB at a time (~4 ms). Elsewhere (another
 OS, THP off, no libc) :func:`advise_huge_pages` does nothing: it only ever changes speed.
+
+``POSEMBED_HUGE_PAGES=0`` in the environment (or :func:`huge_pages` ``(False)`` around a block)
+turns the advice off, e.g. to measure what it buys or where resident memory is tight.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
+import os
 import sys
+from collections.abc import Iterator
 
 from torch import Tensor
 
-__all__ = ["advise_huge_pages", "HUGE_PAGE", "MIN_BYTES"]
+__all__ = ["advise_huge_pages", "huge_pages", "transparent_huge_pages", "HUGE_PAGE", "MIN_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +31,29 @@ HUGE_PAGE = 2 << 20
 #: tensors smaller than this are left alone (they come from the heap, already faulted in)
 MIN_BYTES = 8 << 20
 _MADV_HUGEPAGE = 14
+_THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
+_enabled = os.environ.get("POSEMBED_HUGE_PAGES", "1") != "0"
+
+
+@contextlib.contextmanager
+def huge_pages(enabled: bool) -> Iterator[None]:
+    """Give (or withhold) the huge-page advice inside the block (process-wide), then restore it."""
+    global _enabled
+    before, _enabled = _enabled, bool(enabled)
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def transparent_huge_pages() -> str:
+    """The kernel's THP mode (``always``, ``madvise``, ``never``), or ``unknown``."""
+    try:
+        text = open(_THP_MODE).read()
+    except OSError:
+        return "unknown"
+    chosen = [word[1:-1] for word in text.split() if word.startswith("[")]
+    return chosen[0] if chosen else "unknown"
 
 
 @functools.cache
@@ -54,7 +83,7 @@ def advise_huge_pages(tensor: Tensor) -> bool:
     """
     size = tensor.numel() * tensor.element_size()
     madvise = _madvise()
-    if madvise is None or tensor.device.type != "cpu" or size < MIN_BYTES:
+    if not _enabled or madvise is None or tensor.device.type != "cpu" or size < MIN_BYTES:
         return False
     start = tensor.data_ptr()
     first = (start + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
