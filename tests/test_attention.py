@@ -320,6 +320,20 @@ def test_fused_backend_matches_eager_forward_and_backward(causal: bool) -> None:
             assert_close(grads[name], expected_grads[name], atol=1e-5, rtol=1e-5, msg=f"{scheme_id} d{name}")
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
+def test_fused_backend_takes_a_padding_mask(causal: bool) -> None:
+    """Padded batches with shared positions (right- and left-padded rows) run on ``"fused"``."""
+    factories = scheme_factories(causal)
+    for scheme_id in ("alibi", "t5"):
+        attn = SelfAttention(DIM, HEADS, scheme=factories[scheme_id](), causal=causal)
+        x, mask, _ = _inputs(padded=True)
+        expected, expected_grads = _run(attn, "eager", x, mask, None, backward=True)
+        out, grads = _run(attn, "fused", x, mask, None, backward=True)
+        assert_close(out, expected, atol=1e-5, rtol=1e-5, msg=scheme_id)
+        for name in expected_grads:
+            assert_close(grads[name], expected_grads[name], atol=1e-5, rtol=1e-5, msg=f"{scheme_id} d{name}")
+
+
 def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
     from posembed.schemes.alibi import ALiBi
 

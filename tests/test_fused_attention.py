@@ -13,11 +13,14 @@ from tests.helpers import assert_close
 B, H, T, D = 2, 4, 37, 8
 
 
-def _reference(q, k, v, scheme, causal):
+def _reference(q, k, v, scheme, causal, key_mask=None):
     positions = torch.arange(T)
     logits = q @ k.transpose(-1, -2) / D**0.5 + scheme.bias(positions, positions)  # (B, H, T, T)
     if causal:
         logits = logits.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    if key_mask is not None:  # padding keys hidden, except from the query at their own index
+        hidden = ~key_mask[:, None, None, :] & ~torch.eye(T, dtype=torch.bool)
+        logits = logits.masked_fill(hidden, float("-inf"))
     return logits.softmax(-1) @ v
 
 
@@ -45,6 +48,25 @@ def test_matches_materialised_attention_forward_and_gradients(causal, make_schem
         assert_close(actual, wanted, atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("learned_bias", [False, True])
+def test_key_padding_mask_matches_materialised_attention(causal, learned_bias):
+    """Padded rows (left- and right-padded) on both paths: fused kernel per row, eager blocks."""
+    scheme = T5RelativeBias(H, bidirectional=not causal, num_buckets=8, max_distance=16) if learned_bias else ALiBi(H)
+    key_mask = torch.ones(B, T, dtype=torch.bool)
+    key_mask[0, -9:] = False  # right padding
+    key_mask[1, :5] = False  # left padding
+    q, k, v, grad = torch.randn(4, B, H, T, D).unbind(0)
+    out, grads = _run(
+        lambda *x: bias_attention(*x, scheme, causal=causal, block_size=10, key_mask=key_mask), q, k, v, scheme, grad
+    )
+    expected, expected_grads = _run(lambda *x: _reference(*x, scheme, causal, key_mask), q, k, v, scheme, grad)
+    assert torch.isfinite(out).all()
+    assert_close(out, expected, atol=2e-6)
+    for actual, wanted in zip(grads, expected_grads):
+        assert_close(actual, wanted, atol=1e-5)
+
+
 def test_block_size_does_not_change_the_result():
     q, k, v = torch.randn(3, B, H, T, D).unbind(0)
     one = bias_attention(q, k, v, ALiBi(H), causal=True, block_size=T)
@@ -68,6 +90,8 @@ def test_no_scheme_equals_sdpa():
         ({"block_size": 0}, ValueError, "block_size must be a positive int, got 0"),
         ({"q_positions": torch.arange(T + 1)}, ValueError, "1-D positions shared across the batch"),
         ({"k": torch.randn(B, H, T + 1, D), "v": torch.randn(B, H, T + 1, D)}, ValueError, "causal attention needs Tq == Tk"),
+        ({"key_mask": torch.ones(B, T)}, TypeError, "key_mask must be a bool tensor"),
+        ({"key_mask": torch.ones(B, T - 1, dtype=torch.bool)}, ValueError, r"key_mask has shape \(2, 36\); expected \(B, Tk\) = \(2, 37\)"),
     ],
 )
 def test_bad_input_is_a_clear_error(kwargs, error, match):

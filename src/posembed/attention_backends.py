@@ -1,4 +1,4 @@
-"""Attention backends behind one dispatch point: eager, SDPA, FlexAttention and chunked.
+"""Attention backends behind one dispatch point: eager, SDPA, FlexAttention, chunked and fused.
 
 Every backend computes the same thing,
 
@@ -17,6 +17,10 @@ what they materialise:
   ``(B, H, chunk, T)`` scores and bias exist at a time, in the forward and the backward; trains.
   Measured on CPU (ALiBi, H = 4, C = 64, B = 1, forward + backward, peak RSS growth): T = 4096,
   SDPA 803 MiB, chunked (256) 203 MiB; T = 8192, chunked 276 MiB.
+- ``fused``: :func:`posembed.fused.attention.bias_attention`, query blocks through PyTorch's
+  fused CPU kernel with that block's bias, a recomputing backward, no ``(H, T, T)`` tensor and
+  half the work when causal; bias schemes that do not read q/k, positions shared across the
+  batch (padding masks allowed), no attention dropout; trains.
 
 Masking rule shared by all backends: a query may attend to key ``j`` when ``j`` is a real
 token (and ``j <= i`` if causal), and always to itself, so that no row is fully masked (the
@@ -303,8 +307,6 @@ def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
         return "it serves bias schemes that do not read q/k"
     if inp.positions.dim() != 1:
         return "positions differ per row"
-    if inp.key_mask is not None:
-        return "a padding mask is given"
     if training and inp.dropout > 0.0:
         return "attention dropout is active"
     return None
@@ -316,7 +318,7 @@ def fused_attention(inp: AttentionInputs) -> Tensor:
 
     return bias_attention(
         inp.q, inp.k, inp.v, inp.scheme, causal=inp.causal, q_positions=inp.positions,
-        k_positions=inp.positions, scale=inp.scale,
+        k_positions=inp.positions, scale=inp.scale, key_mask=inp.key_mask,
     )  # (B, H, T, Dv)
 
 

@@ -7,7 +7,7 @@ function                     replaces                                       disp
                              embedding block (``BertEmbeddings``)            lookup-table position
 ``rope.rotate``              the eager RoPE rotation (compiled kernel)       opt-in (compiles)
 ``bias_attention``           materialised ``(H, T, T)`` bias + softmax       bias scheme without
-                             (blockwise, recomputing backward)               q/k, no padding mask
+                             (blockwise, recomputing backward)               q/k, 1-D positions
 ============================ ============================================== ===================
 
 Each module's docstring states exactly when it applies; callers keep the eager path.

@@ -11,9 +11,9 @@ The FlashAttention recipe (Dao et al. 2022) in blocks of query rows, in plain Py
   masked kernel is skipped.
 
 Peak memory is ``O(B H r Tk)`` instead of ``O(B H T Tk)``. It covers self- or cross-attention
-with 1-D positions shared across the batch, no key padding mask, no attention dropout, and
-schemes whose bias does not read q/k (not Shaw ``relative_key``); anything else belongs on
-the attention module's other backends.
+with 1-D positions shared across the batch, an optional key padding mask (self-attention), no
+attention dropout, and schemes whose bias does not read q/k (not Shaw ``relative_key``);
+anything else belongs on the attention module's other backends.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def bias_attention(
     k_positions: Tensor | None = None,
     block_size: int | None = None,
     scale: float | None = None,
+    key_mask: Tensor | None = None,
 ) -> Tensor:
     """``softmax(scale * q k^T + bias + causal mask) v`` in query blocks, with a recomputing backward.
 
@@ -51,6 +52,9 @@ def bias_attention(
             512 on the fused-kernel path, 128 when the bias has parameters to train (that path
             keeps several block-sized temporaries and the bias's own graph alive at once).
         scale: logit scale; default ``1 / sqrt(D)``.
+        key_mask: ``(B, Tk)`` bool, True for real tokens (self-attention only). Padding keys
+            are hidden from every query except the one at their own index, so no row is empty
+            (the rule of :func:`posembed.attention_backends.allowed_mask`).
 
     Shape:
         q ``(B, H, Tq, D)``, k ``(B, H, Tk, D)``, v ``(B, H, Tk, Dv)`` -> ``(B, H, Tq, Dv)``.
@@ -65,6 +69,7 @@ def bias_attention(
     True
     """
     _check(q, k, v, scheme, causal, block_size)
+    _check_key_mask(key_mask, q, k)
     q_positions = torch.arange(q.shape[-2], device=q.device) if q_positions is None else q_positions
     k_positions = torch.arange(k.shape[-2], device=k.device) if k_positions is None else k_positions
     if q_positions.shape != (q.shape[-2],) or k_positions.shape != (k.shape[-2],):
@@ -76,8 +81,19 @@ def bias_attention(
     params = [p for p in scheme.parameters() if p.requires_grad] if scheme is not None else []
     if block_size is None:
         block_size = 512 if _use_flash(q, tuple(params)) else 128
-    plan = _Plan(scheme, causal, block_size, scale, q_positions, k_positions)
+    plan = _Plan(scheme, causal, block_size, scale, q_positions, k_positions, key_mask)
     return _BiasAttention.apply(q, k, v, plan, *params)
+
+
+def _check_key_mask(key_mask: Tensor | None, q: Tensor, k: Tensor) -> None:
+    if key_mask is None:
+        return
+    if key_mask.dtype != torch.bool:
+        raise TypeError(f"key_mask must be a bool tensor (True = real token), got {key_mask.dtype}")
+    if key_mask.shape != (k.shape[0], k.shape[-2]):
+        raise ValueError(f"key_mask has shape {tuple(key_mask.shape)}; expected (B, Tk) = ({k.shape[0]}, {k.shape[-2]})")
+    if q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"key_mask needs self-attention (Tq == Tk), got Tq={q.shape[-2]} and Tk={k.shape[-2]}")
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor, scheme, causal: bool, block_size: int | None) -> None:
@@ -98,9 +114,29 @@ def _check(q: Tensor, k: Tensor, v: Tensor, scheme, causal: bool, block_size: in
 class _Plan:
     """The non-tensor arguments, and the per-block logits both passes share."""
 
-    def __init__(self, scheme, causal, block_size, scale, q_positions, k_positions):
+    def __init__(self, scheme, causal, block_size, scale, q_positions, k_positions, key_mask=None):
         self.scheme, self.causal, self.block_size, self.scale = scheme, causal, block_size, scale
-        self.q_positions, self.k_positions = q_positions, k_positions
+        self.q_positions, self.k_positions, self.key_mask = q_positions, k_positions, key_mask
+
+    def batches(self, batch: int) -> list[slice]:
+        """The fused kernel runs the whole batch at once, or row by row when a padding mask
+        differs per row (a per-row additive mask would hold ``B`` times the block's bias)."""
+        if self.key_mask is None:
+            return [slice(None)]
+        return [slice(b, b + 1) for b in range(batch)]
+
+    def hidden(self, start: int, stop: int, kend: int, rows: slice = slice(None)) -> Tensor | None:
+        """Bool ``(B|1, 1, r, kend)``: True where query ``i`` may not see key ``j`` (causal, padding)."""
+        if not self.causal and self.key_mask is None:
+            return None
+        device = self.q_positions.device
+        q_idx = torch.arange(start, stop, device=device)[:, None]  # (r, 1)
+        k_idx = torch.arange(kend, device=device)  # (kend,)
+        hidden = (k_idx > q_idx) if self.causal else torch.zeros(stop - start, kend, dtype=torch.bool, device=device)
+        if self.key_mask is not None:
+            padding = ~self.key_mask[rows, None, None, :kend] & (k_idx != q_idx)  # (B|1, 1, r, kend)
+            hidden = hidden | padding
+        return hidden if hidden.dim() == 4 else hidden[None, None]
 
     def blocks(self, length: int, keys: int):
         for start in range(0, length, self.block_size):
@@ -116,20 +152,19 @@ class _Plan:
         scores = torch.matmul(q_blk, k[:, :, :kend].transpose(-1, -2)).mul_(self.scale)  # (B, H, r, kend)
         if bias is not None:
             scores += bias.to(scores.dtype)
-        if self.causal:
-            rows = torch.arange(start, stop, device=q_blk.device)[:, None]
-            scores.masked_fill_(torch.arange(kend, device=q_blk.device) > rows, float("-inf"))
+        hidden = self.hidden(start, stop, kend)
+        if hidden is not None:
+            scores.masked_fill_(hidden, float("-inf"))
         return scores
 
 
-    def mask(self, start: int, stop: int, kend: int, like: Tensor) -> Tensor | None:
-        """Bias plus causal ``-inf`` for one block, as an additive mask ``(1, H, r, kend)``."""
+    def mask(self, start: int, stop: int, kend: int, like: Tensor, rows: slice = slice(None)) -> Tensor | None:
+        """Bias plus ``-inf`` where hidden, for one block (and batch ``rows``): ``(1, H|1, r, kend)``."""
         bias = self.bias(start, stop, kend)
         mask = None if bias is None else bias.to(like.dtype)[None]
-        if self.causal:
-            rows = torch.arange(start, stop, device=like.device)[:, None]
-            future = torch.arange(kend, device=like.device) > rows  # (r, kend)
-            mask = (like.new_zeros(()) if mask is None else mask).masked_fill(future, float("-inf"))
+        hidden = self.hidden(start, stop, kend, rows)
+        if hidden is not None:
+            mask = (like.new_zeros(()) if mask is None else mask).masked_fill(hidden, float("-inf"))
         return mask
 
 
@@ -190,10 +225,11 @@ def _flash_forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _Plan) -> Tensor:
     out = q.new_empty(*q.shape[:-1], v.shape[-1])  # (B, H, Tq, Dv)
     lses = []
     for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2]):
-        mask = plan.mask(start, stop, kend, q)
-        block, lse = _FLASH(q[:, :, start:stop], k[:, :, :kend], v[:, :, :kend], attn_mask=mask, scale=plan.scale)
-        out[:, :, start:stop] = block
-        lses.append(lse)
+        for b in plan.batches(q.shape[0]):
+            mask = plan.mask(start, stop, kend, q, b)
+            block, lse = _FLASH(q[b, :, start:stop], k[b, :, :kend], v[b, :, :kend], attn_mask=mask, scale=plan.scale)
+            out[b, :, start:stop] = block
+            lses.append(lse)
     ctx.save_for_backward(q, k, v, out, *lses)
     return out
 
@@ -202,13 +238,14 @@ def _flash_backward(ctx, grad_out: Tensor):
     q, k, v, out, *lses = ctx.saved_tensors
     plan = ctx.plan
     dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    for (start, stop, kend), lse in zip(plan.blocks(q.shape[-2], k.shape[-2]), lses):
+    blocks = [(start, stop, kend, b) for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2]) for b in plan.batches(q.shape[0])]
+    for (start, stop, kend, b), lse in zip(blocks, lses):
         rows = slice(start, stop)
         dq_blk, dk_part, dv_part = _FLASH_BACKWARD(
-            grad_out[:, :, rows], q[:, :, rows], k[:, :, :kend], v[:, :, :kend], out[:, :, rows], lse, 0.0, False,
-            attn_mask=plan.mask(start, stop, kend, q), scale=plan.scale,
+            grad_out[b, :, rows], q[b, :, rows], k[b, :, :kend], v[b, :, :kend], out[b, :, rows], lse, 0.0, False,
+            attn_mask=plan.mask(start, stop, kend, q, b), scale=plan.scale,
         )
-        dq[:, :, rows] = dq_blk
-        dk[:, :, :kend] += dk_part
-        dv[:, :, :kend] += dv_part
+        dq[b, :, rows] = dq_blk
+        dk[b, :, :kend] += dk_part
+        dv[b, :, :kend] += dv_part
     return (dq, dk, dv, None)
