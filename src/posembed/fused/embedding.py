@@ -239,10 +239,8 @@ class _FusedEmbedding(torch.autograd.Function):
             chunk = out[start:stop]
             torch.index_select(word, 0, ids[start:stop], out=chunk)
             _add_rows(chunk, table, split, start, stop, scratch)
-            normed = scratch.get("normed", chunk.shape, chunk)
-            torch.ops.aten.native_layer_norm.out(
-                chunk, (width,), weight, bias, eps, out0=normed, out1=mean[start:stop], out2=rstd[start:stop]
-            )
+            # the functional op: its ``out=`` variant is generated as "compute, then copy" in ATen
+            normed, mean[start:stop], rstd[start:stop] = torch.native_layer_norm(chunk, (width,), weight, bias, eps)
             if keep is None:
                 chunk.copy_(normed)
             else:
@@ -276,7 +274,9 @@ class _FusedEmbedding(torch.autograd.Function):
             summed = scratch.get("summed", grad.shape, word)
             torch.index_select(word, 0, ids[start:stop], out=summed)
             _add_rows(summed, table, split, start, stop, scratch)
-            dx, dw, db = _layer_norm_backward(grad, summed, mean[start:stop], rstd[start:stop], weight, bias, mask, scratch)
+            dx, dw, db = torch.ops.aten.native_layer_norm_backward(
+                grad, summed, (width,), mean[start:stop], rstd[start:stop], weight, bias, mask
+            )
             # scatter the chunk's rows while they are still in cache
             if grad_word is not None:
                 grad_word.index_add_(0, ids[start:stop], dx)
@@ -291,20 +291,6 @@ class _FusedEmbedding(torch.autograd.Function):
         grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
         grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
         return None, None, grad_word, grad_table, grad_weight, grad_bias, None, None, None, None
-
-
-def _layer_norm_backward(grad, summed, mean, rstd, weight, bias, mask, scratch: _Scratch):
-    """``native_layer_norm_backward`` of one chunk, into scratch buffers when all three are needed.
-
-    (The ``out=`` variant wants an undefined tensor for every output it does not compute.)
-    """
-    width = summed.shape[1]
-    if not all(mask):
-        return torch.ops.aten.native_layer_norm_backward(grad, summed, (width,), mean, rstd, weight, bias, mask)
-    outs = scratch.get("dx", grad.shape, grad), scratch.get("dw", (width,), mean), scratch.get("db", (width,), mean)
-    return torch.ops.aten.native_layer_norm_backward.out(
-        grad, summed, (width,), mean, rstd, weight, bias, mask, out0=outs[0], out1=outs[1], out2=outs[2]
-    )
 
 
 def _split_rows(rows: Tensor, parts: tuple[Tensor, Tensor] | None) -> tuple:
