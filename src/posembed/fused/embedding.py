@@ -31,6 +31,7 @@ are not a table lookup, or ``inputs_embeds``.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 
 import numpy as np
@@ -199,7 +200,7 @@ class _Scratch:
 
     def get(self, name: str, shape: tuple[int, ...], like: Tensor, dtype: torch.dtype | None = None) -> Tensor:
         dtype = like.dtype if dtype is None else dtype
-        numel = int(np.prod(shape))
+        numel = math.prod(shape)
         buffer = self.buffers.get(name)
         if buffer is None or buffer.numel() < numel or buffer.dtype != dtype or buffer.device != like.device:
             buffer = torch.empty(numel, dtype=dtype, device=like.device)
