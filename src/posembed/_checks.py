@@ -17,6 +17,8 @@ __all__ = [
     "check_number",
     "check_context_length",
     "values_readable",
+    "check_coordinates",
+    "check_pad_token",
 ]
 
 
@@ -114,3 +116,34 @@ def check_context_length(value: object, name: str) -> int:
 def _hint(hint: str) -> str:
     return f"; {hint}" if hint else ""
 
+
+def check_coordinates(input_ids: Tensor, coordinates: Tensor | None, num_axes: int, scheme: str) -> Tensor:
+    """Coordinates ``(T, A)`` / ``(1, T, A)`` / ``(B, T, A)`` for ``input_ids`` ``(B, T)``, required."""
+    batch, length = input_ids.shape
+    shapes = f"({length}, {num_axes}), (1, {length}, {num_axes}) or ({batch}, {length}, {num_axes})"
+    if coordinates is None:
+        raise ValueError(
+            f"{scheme} embeds {num_axes}-D coordinates, so position_ids are required: a tensor of shape {shapes} "
+            f"for input_ids of shape {(batch, length)} (grid_coordinates(*sizes) gives a full grid's)"
+        )
+    if not isinstance(coordinates, Tensor):
+        raise TypeError(f"position_ids must be a torch.Tensor of integer coordinates, got {type(coordinates).__name__}")
+    shape = tuple(coordinates.shape)
+    fits = shape == (length, num_axes) or (len(shape) == 3 and shape[0] in (1, batch) and shape[1:] == (length, num_axes))
+    if not fits:
+        raise ValueError(
+            f"position_ids has shape {shape}, but {scheme} takes coordinates of shape {shapes} "
+            f"for input_ids of shape {(batch, length)}"
+        )
+    return coordinates
+
+
+def check_pad_token(pad_token_id: object, vocab_size: int) -> int | None:
+    """``pad_token_id`` as a row of the token table, or ``None``."""
+    if pad_token_id is None:
+        return None
+    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
+        raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
+    if not 0 <= pad_token_id < vocab_size:
+        raise ValueError(f"pad_token_id={pad_token_id} is outside [0, vocab_size={vocab_size})")
+    return pad_token_id

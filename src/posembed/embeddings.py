@@ -30,7 +30,13 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from posembed._checks import check_index_tensor, check_positive_int, check_same_shape
+from posembed._checks import (
+    check_coordinates,
+    check_index_tensor,
+    check_pad_token,
+    check_positive_int,
+    check_same_shape,
+)
 from posembed.positions import resolve_positions
 from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
 
@@ -118,7 +124,7 @@ class TransformerEmbeddings(nn.Module):
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.hidden_size = check_positive_int(hidden_size, "hidden_size")
         self.type_vocab_size = _check_type_vocab(type_vocab_size)
-        self.pad_token_id = _check_pad(pad_token_id, vocab_size)
+        self.pad_token_id = check_pad_token(pad_token_id, vocab_size)
         self.combine_mode = combine
         self.token_scale = float(token_scale)
         self.token_dim = _token_width(hidden_size, position, combine, token_dim)
@@ -338,7 +344,7 @@ class TransformerEmbeddings(nn.Module):
             check_index_tensor(token_type_ids, "token_type_ids", self.type_vocab_size, f"type_vocab_size={self.type_vocab_size}")
             check_same_shape(input_ids, token_type_ids, "input_ids", "token_type_ids")  # (1, T) broadcasts
         if self.num_axes > 1:
-            return _check_coordinates(input_ids, position_ids, self.num_axes, type(self.position).__name__)
+            return check_coordinates(input_ids, position_ids, self.num_axes, type(self.position).__name__)
         if position_ids is not None and position_ids.dim() == 2 and position_ids.shape[0] == 1:
             position_ids = position_ids[0]  # (1, T) broadcasts over the batch, as in transformers
         check_same_shape(input_ids, position_ids, "input_ids", "position_ids")
@@ -367,41 +373,10 @@ class TransformerEmbeddings(nn.Module):
         )
 
 
-def _check_coordinates(input_ids: Tensor, coordinates: Tensor | None, num_axes: int, scheme: str) -> Tensor:
-    """Coordinates ``(T, A)`` / ``(1, T, A)`` / ``(B, T, A)`` for ``input_ids`` ``(B, T)``, required."""
-    batch, length = input_ids.shape
-    shapes = f"({length}, {num_axes}), (1, {length}, {num_axes}) or ({batch}, {length}, {num_axes})"
-    if coordinates is None:
-        raise ValueError(
-            f"{scheme} embeds {num_axes}-D coordinates, so position_ids are required: a tensor of shape {shapes} "
-            f"for input_ids of shape {(batch, length)} (grid_coordinates(*sizes) gives a full grid's)"
-        )
-    if not isinstance(coordinates, Tensor):
-        raise TypeError(f"position_ids must be a torch.Tensor of integer coordinates, got {type(coordinates).__name__}")
-    shape = tuple(coordinates.shape)
-    fits = shape == (length, num_axes) or (len(shape) == 3 and shape[0] in (1, batch) and shape[1:] == (length, num_axes))
-    if not fits:
-        raise ValueError(
-            f"position_ids has shape {shape}, but {scheme} takes coordinates of shape {shapes} "
-            f"for input_ids of shape {(batch, length)}"
-        )
-    return coordinates
-
-
 def _check_type_vocab(type_vocab_size: object) -> int:
     if isinstance(type_vocab_size, bool) or not isinstance(type_vocab_size, int) or type_vocab_size < 0:
         raise ValueError(f"type_vocab_size must be an int >= 0 (0 = no segment table), got {type_vocab_size!r}")
     return type_vocab_size
-
-
-def _check_pad(pad_token_id: object, vocab_size: int) -> int | None:
-    if pad_token_id is None:
-        return None
-    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
-        raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
-    if not 0 <= pad_token_id < vocab_size:
-        raise ValueError(f"pad_token_id={pad_token_id} is outside [0, vocab_size={vocab_size})")
-    return pad_token_id
 
 
 def _token_width(hidden_size: int, position: AbsoluteScheme | None, combine: str, token_dim: int | None) -> int:
