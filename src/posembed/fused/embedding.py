@@ -3,14 +3,17 @@
 Computes exactly what Hugging Face ``BertEmbeddings`` computes (Devlin et al. 2019), in eval
 and in training, with far less memory traffic on CPU:
 
-- the token-type and position tables are folded into one combined table
-  ``(type x position, C)`` (``type_vocab * P`` rows, a few MiB), so two gathers become one;
+- the token-type and position tables are indexed through one combined row id
+  ``t * P + p`` (a ``(type x position, C)`` table of a few MiB carries the gradients, one
+  scatter instead of two); the forward adds the type and then the position rows, in Hugging
+  Face's order, so its sums are bit-identical;
 - the work runs in row chunks of 512 KiB (170 rows of 768): the word rows are gathered
   straight into the output (``index_select(out=)``), the type and position rows are added in
   place, LayerNorm and dropout are applied to the chunk while it is in the core's L2 cache
   and written back. Every temporary lives in per-thread chunk buffers reused call after call
-  (:func:`clear_workspace` frees them), so the loops allocate nothing; the only large fresh
-  tensors are the output (advised to fault in huge pages) and, in training, the dropout mask;
+  (:func:`clear_workspace` frees them), so the loops allocate only the LayerNorm op's own
+  chunk-sized results (heap blocks, reused by malloc); the only large fresh tensors are the
+  output (advised to fault in huge pages) and, in training, the dropout mask;
 - the backward recomputes the pre-norm sum chunk by chunk from the ids (nothing large is
   saved but the per-row mean and 1/std and the dropout mask), runs the LayerNorm backward
   on the chunk, and adds its rows into the table gradients with ``index_add_`` while they
@@ -190,9 +193,9 @@ def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
 class _Scratch:
     """Per-thread row-chunk buffers, reused call after call (a few hundred KiB each).
 
-    Every temporary of the chunk loops lives here, so the loops allocate nothing: no call ever
-    depends on where glibc's (dynamic) mmap threshold happens to stand, and the chunk's working
-    set stays in the core's cache from the gather to the write-back.
+    The gathered rows and the dropout bits live here, so the loops make no large allocation:
+    no call depends on where glibc's (dynamic) mmap threshold happens to stand, and the
+    chunk's working set stays in the core's cache from the gather to the write-back.
     """
 
     def __init__(self) -> None:
