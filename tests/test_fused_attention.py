@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from posembed.fused.attention import bias_attention
@@ -99,3 +101,30 @@ def test_bad_input_is_a_clear_error(kwargs, error, match):
     args |= kwargs
     with pytest.raises(error, match=match):
         bias_attention(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("scheme"), causal=True, **args)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 11), min_size=1, max_size=3), causal=st.booleans(),
+    left=st.booleans(), block=st.integers(1, 12), seed=st.integers(0, 2**16),
+)
+def test_property_any_padding_and_block_size_matches_the_reference(lengths, causal, left, block, seed):
+    """Rows of any real length (left- or right-padded), any block size: the masked softmax."""
+    g = torch.Generator().manual_seed(seed)
+    batch, length, heads = len(lengths), 11, 2
+    key_mask = torch.zeros(batch, length, dtype=torch.bool)
+    for row, real in enumerate(lengths):
+        if left:
+            key_mask[row, length - real :] = True
+        else:
+            key_mask[row, :real] = True
+    q, k, v = torch.randn(3, batch, heads, length, 4, generator=g).unbind(0)
+    scheme = ALiBi(heads, symmetric=not causal)
+    positions = torch.arange(length)
+    logits = q @ k.transpose(-1, -2) / 2.0 + scheme.bias(positions, positions)
+    hidden = ~key_mask[:, None, None, :] & ~torch.eye(length, dtype=torch.bool)
+    if causal:
+        hidden = hidden | torch.ones(length, length, dtype=torch.bool).triu(1)
+    expected = logits.masked_fill(hidden, float("-inf")).softmax(-1) @ v
+    actual = bias_attention(q, k, v, scheme, causal=causal, block_size=block, key_mask=key_mask)
+    assert_close(actual, expected, atol=2e-6)
