@@ -56,6 +56,7 @@ __all__ = [
     "flex_attention",
     "chunked_attention",
     "flex_available",
+    "visible_keys",
 ]
 
 logger = logging.getLogger(__name__)
@@ -109,15 +110,28 @@ def allowed_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | No
     if not inp.causal and inp.key_mask is None:
         return None
     length = inp.k.shape[-2]
-    device = inp.q.device
-    q_idx = torch.arange(length, device=device)[rows if rows is not None else slice(None)]
-    k_idx = torch.arange(length, device=device)
-    allowed = torch.ones(q_idx.shape[0], length, dtype=torch.bool, device=device)  # (Tq, T)
-    if inp.causal:
-        allowed = k_idx[None, :] <= q_idx[:, None]
-    allowed = allowed[None, None]  # (1, 1, Tq, T)
-    if inp.key_mask is not None:
-        allowed = allowed & inp.key_mask[:, None, None, :]  # (B, 1, Tq, T)
+    q_idx = torch.arange(length, device=inp.q.device)[rows if rows is not None else slice(None)]
+    return visible_keys(q_idx, length, inp.causal, inp.key_mask)
+
+
+def visible_keys(q_idx: Tensor, num_keys: int, causal: bool, key_mask: Tensor | None) -> Tensor:
+    """The masking rule of every backend: may query ``q_idx[r]`` see key ``j < num_keys``?
+
+    Key ``j`` is visible when it is a real token (``key_mask``) and, if causal, ``j <= i``; a
+    query always sees its own index, so no row is empty.
+
+    Shape:
+        q_idx ``(r,)`` query indices; key_mask ``(B, >= num_keys)`` bool or ``None``
+        -> ``(B|1, 1, r, num_keys)`` bool.
+    """
+    k_idx = torch.arange(num_keys, device=q_idx.device)
+    if causal:
+        allowed = k_idx[None, :] <= q_idx[:, None]  # (r, num_keys)
+    else:
+        allowed = torch.ones(q_idx.shape[0], num_keys, dtype=torch.bool, device=q_idx.device)
+    allowed = allowed[None, None]  # (1, 1, r, num_keys)
+    if key_mask is not None:
+        allowed = allowed & key_mask[:, None, None, :num_keys]  # (B, 1, r, num_keys)
     return allowed | (k_idx[None, :] == q_idx[:, None])
 
 

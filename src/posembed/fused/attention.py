@@ -23,6 +23,7 @@ import math
 import torch
 from torch import Tensor
 
+from posembed.attention_backends import visible_keys
 from posembed.schemes.base import BiasScheme
 
 __all__ = ["bias_attention"]
@@ -54,7 +55,7 @@ def bias_attention(
         scale: logit scale; default ``1 / sqrt(D)``.
         key_mask: ``(B, Tk)`` bool, True for real tokens (self-attention only). Padding keys
             are hidden from every query except the one at their own index, so no row is empty
-            (the rule of :func:`posembed.attention_backends.allowed_mask`).
+            (the rule of :func:`posembed.attention_backends.visible_keys`).
 
     Shape:
         q ``(B, H, Tq, D)``, k ``(B, H, Tk, D)``, v ``(B, H, Tk, Dv)`` -> ``(B, H, Tq, Dv)``.
@@ -129,14 +130,9 @@ class _Plan:
         """Bool ``(B|1, 1, r, kend)``: True where query ``i`` may not see key ``j`` (causal, padding)."""
         if not self.causal and self.key_mask is None:
             return None
-        device = self.q_positions.device
-        q_idx = torch.arange(start, stop, device=device)[:, None]  # (r, 1)
-        k_idx = torch.arange(kend, device=device)  # (kend,)
-        hidden = (k_idx > q_idx) if self.causal else torch.zeros(stop - start, kend, dtype=torch.bool, device=device)
-        if self.key_mask is not None:
-            padding = ~self.key_mask[rows, None, None, :kend] & (k_idx != q_idx)  # (B|1, 1, r, kend)
-            hidden = hidden | padding
-        return hidden if hidden.dim() == 4 else hidden[None, None]
+        q_idx = torch.arange(start, stop, device=self.q_positions.device)
+        key_mask = None if self.key_mask is None else self.key_mask[rows]
+        return ~visible_keys(q_idx, kend, self.causal, key_mask)
 
     def blocks(self, length: int, keys: int):
         for start in range(0, length, self.block_size):
