@@ -235,25 +235,26 @@ class _FusedEmbedding(torch.autograd.Function):
         mean = torch.empty(num_rows, 1, dtype=word.dtype, device=word.device)
         rstd = torch.empty_like(mean)
         keep = torch.empty(num_rows, width, dtype=torch.bool, device=word.device) if p > 0 else None
+        drops = None
         if keep is not None:
             advise_huge_pages(keep)
             drops = _KeepMask(p, word.device)
-        split = _split_rows(rows, parts)
+        ctx.scale = 1.0 if drops is None else 1.0 / drops.keep_prob
+        additions = _row_additions(table, rows, parts)
         for start, stop in _chunks(num_rows, width):
             chunk = out[start:stop]
             torch.index_select(word, 0, ids[start:stop], out=chunk)
-            _add_rows(chunk, table, split, start, stop, scratch)
+            _add_rows(chunk, additions, start, stop, scratch)
             # the functional op: its ``out=`` variant is generated as "compute, then copy" in ATen
             normed, mean[start:stop], rstd[start:stop] = torch.native_layer_norm(chunk, (width,), weight, bias, eps)
-            if keep is None:
+            if drops is None:
                 chunk.copy_(normed)
             else:
                 drops.fill(keep[start:stop], scratch)
                 # multiplying by the mask's bytes as uint8 is ~3x faster than by bool
-                torch.mul(normed, keep[start:stop].view(torch.uint8), out=chunk).mul_(1.0 / drops.keep_prob)
+                torch.mul(normed, keep[start:stop].view(torch.uint8), out=chunk).mul_(ctx.scale)
         ctx.save_for_backward(ids, rows, word, table, weight, bias, mean, rstd, keep)
-        ctx.scale, ctx.padding_idx = 1.0 / (1.0 - _drop_threshold(p) / 65536), padding_idx
-        ctx.parts = parts
+        ctx.padding_idx, ctx.parts = padding_idx, parts
         return out
 
     @staticmethod
@@ -270,14 +271,14 @@ class _FusedEmbedding(torch.autograd.Function):
         grad_weight = torch.zeros(width, dtype=mean.dtype, device=word.device) if need[4] else None
         grad_bias = torch.zeros(width, dtype=mean.dtype, device=word.device) if need[5] else None
         mask = [grad_word is not None or grad_table is not None, need[4], need[5]]
-        split = _split_rows(rows, ctx.parts)
+        additions = _row_additions(table, rows, ctx.parts)
         for start, stop in _chunks(num_rows, width):
             grad = grad_out[start:stop]
             if keep is not None:
                 grad = torch.mul(grad, keep[start:stop].view(torch.uint8), out=scratch.get("grad", grad.shape, grad)).mul_(ctx.scale)
             summed = scratch.get("summed", grad.shape, word)
             torch.index_select(word, 0, ids[start:stop], out=summed)
-            _add_rows(summed, table, split, start, stop, scratch)
+            _add_rows(summed, additions, start, stop, scratch)
             dx, dw, db = torch.ops.aten.native_layer_norm_backward(
                 grad, summed, (width,), mean[start:stop], rstd[start:stop], weight, bias, mask
             )
@@ -297,26 +298,26 @@ class _FusedEmbedding(torch.autograd.Function):
         return None, None, grad_word, grad_table, grad_weight, grad_bias, None, None, None, None
 
 
-def _split_rows(rows: Tensor, parts: tuple[Tensor, Tensor] | None) -> tuple:
-    """``(tables, indices)`` to add to each row: the combined table, or type then position.
+def _row_additions(table: Tensor, rows: Tensor, parts: tuple[Tensor, Tensor] | None) -> list[tuple[Tensor, Tensor]]:
+    """The ``(table, row ids)`` pairs whose rows are added to each token's word row.
 
     With the separate ``(type, position)`` tables the two are added one after the other, as
-    Hugging Face does, so the sum is bit-identical to ``BertEmbeddings``; otherwise one gather.
-    Shape: ``rows`` ``(B * T,)`` combined-table rows ``t * P + p``.
+    Hugging Face does, so the sum is bit-identical to ``BertEmbeddings``; otherwise one gather
+    from the combined table. Shape: ``rows`` ``(B * T,)`` combined-table rows ``t * P + p``.
     """
     if parts is None:
-        return (None, rows), ()
+        return [(table, rows)]
     type_weight, position_weight = parts
     num_positions = position_weight.shape[0]
-    return (type_weight, rows // num_positions), (position_weight, rows % num_positions)
+    return [(type_weight, rows // num_positions), (position_weight, rows % num_positions)]
 
 
-def _add_rows(chunk: Tensor, table: Tensor, split: tuple, start: int, stop: int, scratch: _Scratch) -> None:
-    """``chunk += table[rows[start:stop]]`` (or type then position rows), in place, via scratch."""
-    rows = scratch.get("rows", chunk.shape, chunk)
-    for source, index in (part for part in split if part):
-        torch.index_select(table if source is None else source, 0, index[start:stop], out=rows)
-        chunk += rows
+def _add_rows(chunk: Tensor, additions: list[tuple[Tensor, Tensor]], start: int, stop: int, scratch: _Scratch) -> None:
+    """``chunk += source[index[start:stop]]`` for every addition, in place, via a scratch buffer."""
+    gathered = scratch.get("rows", chunk.shape, chunk)
+    for source, index in additions:
+        torch.index_select(source, 0, index[start:stop], out=gathered)
+        chunk += gathered
 
 
 def _lazy_zeros(like: Tensor) -> Tensor:
@@ -329,10 +330,6 @@ def _lazy_zeros(like: Tensor) -> Tensor:
     if like.device.type == "cpu" and like.dtype in _NUMPY_DTYPES:
         return torch.from_numpy(np.zeros(tuple(like.shape), dtype=_NUMPY_DTYPES[like.dtype]))
     return torch.zeros_like(like)
-
-
-def _drop_threshold(p: float) -> int:
-    return min(round(p * 65536), 65535)
 
 
 class _KeepMask:
@@ -349,7 +346,7 @@ class _KeepMask:
     """
 
     def __init__(self, p: float, device: torch.device) -> None:
-        self.threshold = _drop_threshold(p)
+        self.threshold = min(round(p * 65536), 65535)  # drops: bits below it, of 2**16
         self.keep_prob = 1.0 - self.threshold / 65536
         generator = torch.default_generator if device.type == "cpu" else None
         self.bits = None
