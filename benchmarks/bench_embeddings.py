@@ -3,8 +3,9 @@
 Forward (eval, no grad) and forward+backward (training mode, dropout 0.1, gradients reset to
 ``None`` every step as ``zero_grad()`` does). Every implementation shares the same tables.
 posembed's block is also measured with its huge-page advice off ("4 KiB pages"): on a kernel
-without transparent huge pages every fresh page faults separately. Also reports the effective bandwidth of the minimal bytes moved (read the word rows, write the
-output) against this machine's copy bandwidth, measured in the same run.
+without transparent huge pages every fresh page faults separately. Also reports the effective
+bandwidth of the minimal bytes moved (read the word rows, write the output) against this
+machine's copy bandwidth, measured in the same run.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -
     lines = [
         f"Machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']} "
         f"({machine['threads']} threads), Python {machine['python']}, {machine['allocator']}, "
-        f"transparent huge pages: {machine.get('transparent_huge_pages', 'unknown')}; "
+        f"transparent huge pages: {machine['transparent_huge_pages']}; "
         f"{machine['date']}; load average at start {machine['load_average']}"
         + (" — **quick run (small shapes)**" if quick else ""),
         "",

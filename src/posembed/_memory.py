@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 from torch import Tensor
 
@@ -49,7 +50,7 @@ def huge_pages(enabled: bool) -> Iterator[None]:
 def transparent_huge_pages() -> str:
     """The kernel's THP mode (``always``, ``madvise``, ``never``), or ``unknown``."""
     try:
-        text = open(_THP_MODE).read()
+        text = Path(_THP_MODE).read_text()
     except OSError:
         return "unknown"
     chosen = [word[1:-1] for word in text.split() if word.startswith("[")]
