@@ -19,11 +19,22 @@ import logging
 import torch
 from torch import Tensor
 
-__all__ = ["available", "rotate", "rotate_reference"]
+__all__ = ["LAYOUTS", "available", "check_rotation", "rotate", "rotate_reference"]
 
 log = logging.getLogger(__name__)
 
 LAYOUTS = ("half", "interleaved")
+
+
+def check_rotation(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
+    """The arguments of a rotation fit: a known layout, cos and sin alike, at most ``D / 2`` wide."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if cos.shape != sin.shape or 2 * cos.shape[-1] > x.shape[-1]:
+        raise ValueError(
+            f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must share a shape whose last dim "
+            f"is at most half of x's last dim {x.shape[-1]}"
+        )
 
 
 def rotate_reference(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
@@ -100,13 +111,7 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
     >>> torch.allclose(rotate(x, cos, sin), rotate_reference(x, cos, sin), atol=1e-6)
     True
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if cos.shape != sin.shape or 2 * cos.shape[-1] > x.shape[-1]:
-        raise ValueError(
-            f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must share a shape whose last dim "
-            f"is at most half of x's last dim {x.shape[-1]}"
-        )
+    check_rotation(x, cos, sin, layout)
     if cos.requires_grad or sin.requires_grad:
         raise ValueError("rotate() gives no gradient to cos/sin; use rotate_reference for learned angles")
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)

@@ -30,7 +30,7 @@ from torch import Tensor
 from posembed._checks import check_positive_int
 from posembed._logging import log_once
 from posembed._memory import advise_huge_pages
-from posembed.fused.rope import rotate_reference
+from posembed.fused.rope import LAYOUTS, check_rotation, rotate_reference
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.rotary_checks import (
     check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
@@ -39,8 +39,6 @@ from posembed.schemes.rotary_checks import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "LAYOUTS"]
-
-LAYOUTS = ("half", "interleaved")
 
 
 def rope_inv_freq(rotary_dim: int, base: float = 10000.0, device=None) -> Tensor:
@@ -160,13 +158,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> T
     >>> apply_rotary(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]))  # 90 degrees
     tensor([[0., 1.]])
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if cos.shape != sin.shape or 2 * cos.shape[-1] > x.shape[-1]:
-        raise ValueError(
-            f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must share a shape whose last dim is at most "
-            f"half of x's last dim {x.shape[-1]}"
-        )
+    check_rotation(x, cos, sin, layout)
     work = x if x.dtype in (torch.float32, torch.float64) else x.float()
     cos, sin = cos.to(work.dtype), sin.to(work.dtype)
     half = layout == "half"
