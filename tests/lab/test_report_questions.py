@@ -35,8 +35,9 @@ def record(task: str, scheme: str, values: dict[int, float | None], *, variant: 
                       EvalPoint("val_loss", length, math.log(value) if value else None, "" if value else "n/a")]
         else:
             evals.append(EvalPoint("exact_match", length, value, "" if value is not None else "n/a (table limit)"))
-    return TrialRecord(cfg.trial_id, cfg, evals, [(1, 3.0), (2, 2.0)], None, 1000, 2.0, 10 * seconds_per_step,
-                       seconds_per_step, 1, None, "2026-01-01T00:00:00+00:00")
+    return TrialRecord(config=cfg, evals=evals, curve=[(1, 3.0), (2, 2.0)], drift=None, num_params=1000, final_loss=2.0,
+                       seconds=10 * seconds_per_step, seconds_per_step=seconds_per_step, world_size=1, checkpoint=None,
+                       finished_at="2026-01-01T00:00:00+00:00")
 
 
 def lab(*records: TrialRecord) -> LabData:
@@ -60,7 +61,7 @@ def test_nanogpt_calibration_verdict_and_time_per_iteration():
     outside = dataclasses.replace(inside, evals=[EvalPoint("val_loss", 64, 1.95)])
     assert "val loss 1.9500 vs 1.886 ± 0.05: OUTSIDE" in q6(outside)
     short_cfg = dataclasses.replace(cal, steps=100)
-    short = dataclasses.replace(inside, config=short_cfg, trial_id=short_cfg.trial_id)
+    short = dataclasses.replace(inside, config=short_cfg)
     assert "not comparable (100 steps on 'tinyshakespeare')" in q6(short)
     other = charlm("learned", 10.0, 30.0)  # width 32: not the recipe
     assert calibration_trials(lab(other)) == [] and "no stored trial trains nanoGPT's CPU recipe" in q6(other)

@@ -54,6 +54,7 @@ from typing import Any
 
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.tasks import EvalPoint
+from posembed.lab.train import TrialResult
 
 __all__ = ["ResultsStore", "TrialRecord", "Results", "load_results", "STORE_NAME", "SCHEMA_VERSION", "ForeignStoreError"]
 
@@ -86,20 +87,11 @@ class ForeignStoreError(ValueError):
     """The out dir's store belongs to another experiment, or its database to another program."""
 
 
-@dataclass
-class TrialRecord:
-    """One stored trial, decoded and validated."""
+@dataclass(kw_only=True)
+class TrialRecord(TrialResult):
+    """One stored trial, decoded and validated: the trial's result, where its checkpoint is and
+    when it finished (``trial_id`` comes from the config, checked against the stored column)."""
 
-    trial_id: str
-    config: TrialConfig
-    evals: list[EvalPoint]
-    curve: list[tuple[int, float]]
-    drift: dict[str, float] | None
-    num_params: int
-    final_loss: float
-    seconds: float
-    seconds_per_step: float
-    world_size: int
     checkpoint: str | None
     finished_at: str
 
@@ -297,8 +289,10 @@ def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]]) 
         raise ValueError("num_params/seconds missing")
     drift = None if drift_rel is None else {"rel_frobenius": float(drift_rel), "cosine": float(drift_cos)}
     return TrialRecord(
-        trial_id, config, evals, curve, drift, num_params, float("nan") if final_loss is None else float(final_loss),
-        float(seconds), float(seconds_per_step), int(world_size), checkpoint, finished_at,
+        config=config, evals=evals, curve=curve, drift=drift, num_params=num_params,
+        final_loss=float("nan") if final_loss is None else float(final_loss), seconds=float(seconds),
+        seconds_per_step=float(seconds_per_step), world_size=int(world_size), checkpoint=checkpoint,
+        finished_at=finished_at,
     )
 
 
