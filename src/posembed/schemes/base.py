@@ -89,12 +89,16 @@ class AbsoluteScheme(PositionScheme):
     Subclasses implement :meth:`forward` and set ``self.dim``.
 
     Shape:
-        - position_ids: ``(T,)`` or ``(B, T)`` integer positions.
+        - position_ids: ``(T,)`` or ``(B, T)`` integer positions (``(T, A)`` / ``(B, T, A)``
+          coordinates when ``num_axes = A > 1``).
         - output: ``(T, C)`` or ``(B, T, C)`` with ``C = self.dim``.
     """
 
     kind = Kind.ABSOLUTE
     dim: int
+    #: Coordinates per position: 1 for sequences (ids ``(T,)`` / ``(B, T)``); ``A > 1`` for grids
+    #: (``Sinusoidal2D`` / ``Sinusoidal3D``), whose ids are ``(T, A)`` or ``(B, T, A)``.
+    num_axes: ClassVar[int] = 1
 
     @property
     def lookup_table(self) -> Tensor | None:
