@@ -19,6 +19,16 @@ __all__ = ["main", "UserError"]
 COMMANDS = ("encode", "schemes", "inspect", "lab", "bench")
 
 
+def package_version() -> str:
+    """The installed distribution's version (from its metadata), or ``"unknown"`` outside one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("posembed")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 class UserError(Exception):
     """An error the user can fix; the CLI prints its message without a traceback."""
 
@@ -29,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Positional encodings for transformers: encode, inspect, compare.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)")
+    parser.add_argument("--version", action="version", version=f"posembed {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
