@@ -1,4 +1,9 @@
-"""``python -m benchmarks [-v] [--quick] [--only NAME] [--out DIR] [--threads N]``: same as ``posembed bench``."""
+"""``python -m benchmarks [-v] [--quick] [--only NAME] [--out DIR] [--threads N]``.
+
+The suites live in the package (:mod:`posembed.bench`, also ``posembed bench``); this script runs
+them from the checkout with the results written to ``benchmarks/results`` (the folder
+BENCHMARKS.md is written from).
+"""
 
 from __future__ import annotations
 
@@ -9,4 +14,7 @@ from posembed.cli import main
 if __name__ == "__main__":
     args = sys.argv[1:]
     verbose = [a for a in args if a in ("-v", "-vv", "--verbose")]
-    sys.exit(main([*verbose, "bench", *(a for a in args if a not in verbose)]))
+    rest = [a for a in args if a not in verbose]
+    if not any(a == "--out" or a.startswith("--out=") for a in rest):
+        rest += ["--out", "benchmarks/results"]
+    sys.exit(main([*verbose, "bench", *rest]))

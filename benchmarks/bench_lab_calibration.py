@@ -8,7 +8,7 @@ warmup 100, beta2 0.99) and reports the validation loss, its distance to nanoGPT
 Two entry points:
 
 - a benchmark suite (``SECTION``, ``run(quick, repeats)``, ``targets(rows)``) for
-  :func:`benchmarks.run_suites`; ``quick`` trains 200 iterations and sets no target;
+  :func:`posembed.bench.run_suites` style; ``quick`` trains 200 iterations and sets no target;
 - a script: ``python benchmarks/bench_lab_calibration.py [--text PATH] [--steps N] [--json OUT]
   [--threads K]``, exit code 1 when a full run lands outside the tolerance.
 """
@@ -35,7 +35,7 @@ def _label(steps: int) -> str:
 
 def run(quick: bool = False, repeats: int | None = None):
     """One training run (``repeats`` is ignored: the run is its own long measurement)."""
-    from benchmarks.harness import Row
+    from posembed.bench.harness import Row
 
     steps = 200 if quick else NANOGPT_CPU.steps
     result = run_calibration(steps=steps)
@@ -59,7 +59,7 @@ def targets(rows) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--text", default="tinyshakespeare", help="text file (default: the shared tinyshakespeare)")
+    parser.add_argument("--text", default="tinyshakespeare", help="text file (default: the tinyshakespeare text shipped in the package)")
     parser.add_argument("--steps", type=int, default=None, help="fewer iterations for a quick look (default 2000)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")

@@ -17,8 +17,6 @@ if os.environ.get("CI"):
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TINYSHAKESPEARE = SHARED / "data" / "tinyshakespeare.txt"
 
 
 @pytest.fixture(autouse=True)
@@ -35,6 +33,7 @@ def minilm_path() -> Path:
 
 @pytest.fixture(scope="session")
 def tinyshakespeare() -> Path:
-    if not TINYSHAKESPEARE.exists():
-        pytest.skip(f"{TINYSHAKESPEARE} not found (shared/ must sit beside the checkout)")
-    return TINYSHAKESPEARE
+    """The tinyshakespeare text shipped in the package (never ``../shared``)."""
+    from posembed.lab.data import DEFAULT_TEXT, resolve_text_path
+
+    return resolve_text_path(DEFAULT_TEXT)

@@ -1,4 +1,4 @@
-"""Smoke test of ``posembed bench`` / ``python -m benchmarks`` on tiny shapes."""
+"""Smoke test of ``posembed bench`` (the suites in :mod:`posembed.bench`) on tiny shapes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("x_transformers")
 
-from benchmarks import bench_attention, bench_embeddings, bench_rope, bench_training, run_suites  # noqa: E402
-from benchmarks.harness import compare, rows_from_times, run_worker  # noqa: E402
+from posembed.bench import attention as bench_attention  # noqa: E402
+from posembed.bench import embeddings as bench_embeddings  # noqa: E402
+from posembed.bench import rope as bench_rope  # noqa: E402
+from posembed.bench import run_suites  # noqa: E402
+from posembed.bench import training as bench_training  # noqa: E402
+from posembed.bench.harness import compare, rows_from_times, run_worker  # noqa: E402
 from posembed.cli import main  # noqa: E402
 
 
@@ -50,7 +54,7 @@ def test_bench_cli_writes_json_and_markdown_side_by_side(tiny, tmp_path, capsys)
 
 def test_attention_worker_measures_time_and_memory_in_a_fresh_process():
     spec = {"impl": bench_attention.BASELINE, "scheme": "alibi", "length": 32, "mode": "train", "repeats": 1}
-    result = run_worker("benchmarks.bench_attention", spec, timeout=120)
+    result = run_worker("posembed.bench.attention", spec, timeout=120)
     assert result.keys() == {"median_ms", "peak_mb", "step_mb"}, result
     assert result["median_ms"] > 0 and result["peak_mb"] > result["step_mb"] >= 0
     other = bench_attention.worker(dict(spec, impl="x-transformers", scheme="t5", mode="infer"))

@@ -1,19 +1,17 @@
 """``posembed bench``: side-by-side benchmarks against the reference implementations.
 
-Thin over :func:`benchmarks.run_suites`; the ``benchmarks`` package lives beside ``src/`` in
-the source checkout (it is not installed with the wheel).
+Thin over :func:`posembed.bench.run_suites`: the suites ship with the package, so this works
+from an installed wheel as from a clone.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
 from pathlib import Path
 
 from posembed.cli import UserError
 
-SUITES = ("embeddings", "rope", "attention", "training")
+SUITES = ("embeddings", "rope", "attention", "training")  # posembed.bench.SUITES, without importing torch
 
 
 def register(subparsers) -> None:
@@ -25,23 +23,10 @@ def register(subparsers) -> None:
     parser.add_argument("--quick", action="store_true", help="small shapes (about a minute)")
     parser.add_argument("--only", action="append", choices=SUITES, metavar="NAME",
                         help=f"run only this suite (repeatable): {', '.join(SUITES)}")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output folder")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default: ./bench-results)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default per suite)")
     parser.set_defaults(func=run)
-
-
-def _benchmarks_package():
-    try:
-        return importlib.import_module("benchmarks")
-    except ModuleNotFoundError as error:
-        if error.name != "benchmarks":
-            raise
-    checkout = Path(__file__).resolve().parents[3]  # src/posembed/cli/bench.py -> checkout
-    if not (checkout / "benchmarks" / "__init__.py").exists():
-        raise UserError("the benchmarks ship with the source checkout; run this from a clone of posembed")
-    sys.path.insert(0, str(checkout))
-    return importlib.import_module("benchmarks")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {args.repeats}")
-    package = _benchmarks_package()
-    result = package.run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats)
+    from posembed.bench import run_suites
+
+    result = run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats)
     print(result["markdown"].read_text())
     print(f"wrote {result['json']} and {result['markdown']}")
     missed = [t["target"] for t in result["targets"] if not t["met"]]

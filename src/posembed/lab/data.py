@@ -7,6 +7,7 @@ or too short for the training context.
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -14,27 +15,27 @@ from torch import Tensor
 
 __all__ = ["CharCorpus", "check_text_file", "load_text", "resolve_text_path", "DEFAULT_TEXT"]
 
-#: name that stands for the tinyshakespeare file shipped beside the checkout / in the package
+#: name that stands for the tinyshakespeare file shipped in the package (``posembed/data``)
 DEFAULT_TEXT = "tinyshakespeare"
 
 
 def resolve_text_path(text: str) -> Path:
-    """The file behind a config's ``text``: a path, or ``"tinyshakespeare"`` which looks in
-    ``$POSEMBED_TINYSHAKESPEARE``, the package data and ``../shared/data`` beside the checkout."""
+    """The file behind a config's ``text``: a path, or ``"tinyshakespeare"``, which is
+    ``$POSEMBED_TINYSHAKESPEARE`` when set, else the copy shipped in the package."""
     if text != DEFAULT_TEXT:
         return Path(text).expanduser()
-    candidates = [
-        os.environ.get("POSEMBED_TINYSHAKESPEARE", ""),
-        Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt",
-        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinyshakespeare.txt",
-    ]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    raise FileNotFoundError(
-        "tinyshakespeare.txt not found (looked in $POSEMBED_TINYSHAKESPEARE, the package data and "
-        "../shared/data); give a text file with --set text=PATH"
-    )
+    override = os.environ.get("POSEMBED_TINYSHAKESPEARE", "")
+    if override:
+        if not Path(override).is_file():
+            raise FileNotFoundError(f"$POSEMBED_TINYSHAKESPEARE={override!r} is not a file")
+        return Path(override)
+    shipped = Path(str(resources.files("posembed") / "data" / "tinyshakespeare.txt"))
+    if not shipped.is_file():
+        raise FileNotFoundError(
+            f"tinyshakespeare.txt is missing from the installed package ({shipped}); reinstall posembed, "
+            "or give a text file with --set text=PATH"
+        )
+    return shipped
 
 
 def check_text_file(path: str | os.PathLike) -> Path:

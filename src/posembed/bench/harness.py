@@ -115,11 +115,9 @@ def peak_rss_mb() -> float:
 def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
     """Run ``python -m <module> --worker '<json spec>'`` in a fresh process; parse its JSON line."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     command = [sys.executable, "-m", module, "--worker", json.dumps(spec)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=root)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]

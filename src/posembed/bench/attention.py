@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from benchmarks.harness import Row, peak_rss_mb, run_worker
+from posembed.bench.harness import Row, peak_rss_mb, run_worker
 
 SECTION = "attention with a bias scheme"
 BASELINE = "posembed sdpa (materialised bias)"

@@ -14,7 +14,7 @@ import logging
 
 import torch
 
-from benchmarks.harness import Row, compare, copy_bandwidth, median, rows_from_times
+from posembed.bench.harness import Row, compare, copy_bandwidth, median, rows_from_times
 
 log = logging.getLogger(__name__)
 

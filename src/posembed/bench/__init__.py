@@ -1,7 +1,9 @@
 """Side-by-side benchmarks of posembed against the reference implementations.
 
-Run ``python -m benchmarks`` (or ``posembed bench``) from the source checkout; ``--quick`` uses
-small shapes (about a minute), ``--only NAME`` runs one suite. Results go to
+The suites ship with the package: run them with ``posembed bench`` (``--quick`` uses small
+shapes, about a minute; ``--only NAME`` runs one suite). In the source checkout,
+``python -m benchmarks`` does the same and ``benchmarks/`` keeps the scripts that write
+BENCHMARKS.md. Results go to
 ``<out>/results.json`` and ``<out>/results.md``; BENCHMARKS.md holds the latest full table.
 """
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.harness import Row, machine_info, write_report
+from posembed.bench.harness import Row, machine_info, write_report
 
 __all__ = ["SUITES", "run_suites"]
 
@@ -21,15 +23,15 @@ log = logging.getLogger(__name__)
 
 #: suite name -> module (each has ``run(quick=..., repeats=...)`` and ``targets(rows)``)
 SUITES = {
-    "embeddings": "benchmarks.bench_embeddings",
-    "rope": "benchmarks.bench_rope",
-    "attention": "benchmarks.bench_attention",
-    "training": "benchmarks.bench_training",
+    "embeddings": "posembed.bench.embeddings",
+    "rope": "posembed.bench.rope",
+    "attention": "posembed.bench.attention",
+    "training": "posembed.bench.training",
 }
 
 
 def run_suites(
-    *, quick: bool = False, only: list[str] | None = None, out: Path | str = "benchmarks/results",
+    *, quick: bool = False, only: list[str] | None = None, out: Path | str = "bench-results",
     threads: int | None = None, repeats: int | None = None,
 ) -> dict:
     """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets."""

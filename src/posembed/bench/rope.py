@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks.harness import Row, compare, rows_from_times
+from posembed.bench.harness import Row, compare, rows_from_times
 
 SECTION = "RoPE"
 REFERENCE = "transformers apply_rotary_pos_emb"

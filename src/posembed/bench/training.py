@@ -10,18 +10,16 @@ batch 12, dropout 0) and AdamW; their steps are interleaved in one process.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmarks.harness import Row, compare, median
+from posembed.bench.harness import Row, compare, median
 
 SECTION = "lab training throughput"
 REFERENCE = "nanoGPT-style (learned absolute)"
 CONFIG = {"depth": 4, "heads": 4, "dim": 128, "block": 64, "batch": 12}
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 
 
 class NanoBlock(nn.Module):
@@ -64,7 +62,9 @@ class NanoGPT(nn.Module):
 
 
 def _data() -> tuple[torch.Tensor, int]:
-    text = DATA.read_text() if DATA.exists() else "".join(chr(32 + i % 90) for i in range(100_000))
+    from posembed.lab.data import DEFAULT_TEXT, resolve_text_path
+
+    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
     chars = sorted(set(text))
     lookup = {c: i for i, c in enumerate(chars)}
     return torch.tensor([lookup[c] for c in text[:200_000]], dtype=torch.long), len(chars)
