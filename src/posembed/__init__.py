@@ -14,9 +14,13 @@ dependencies (transformers, matplotlib, scikit-learn) load only when used.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
 
-__version__ = "0.1.0"
+try:
+    __version__ = importlib.metadata.version("posembed")
+except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "unknown"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

@@ -1,0 +1,211 @@
+"""The package's layering, read from every import in ``src/posembed`` (function-level included).
+
+Lower layers never import higher ones, and no two files import each other, directly or round a
+circle. The layers, lowest first (a file may import its own layer and any lower one, except
+where ``FORBIDDEN_SIDEWAYS`` says otherwise):
+
+====  ==========================================================  =================================
+tier  files                                                       what they are
+====  ==========================================================  =================================
+0     ``_checks``, ``_io``, ``_logging``, ``_memory``,            helpers
+      ``positions``, ``report``
+1     ``schemes/``                                                one positional scheme per file
+2     ``fused/``                                                  optional fast kernels
+3     ``embeddings``, ``attention``, ``attention_backends``       the blocks
+4     ``model``                                                   small encoder / decoder
+5     ``pairs``, ``encode_report``, ``interop/``, ``lab/``,       Hugging Face at the edge,
+      ``analysis/``                                               experiments, analysis
+6     ``bench/``                                                  benchmark suites
+7     ``cli/``, ``__main__``                                      the command
+====  ==========================================================  =================================
+
+Inside tier 5, ``analysis`` may use ``interop`` and ``lab``; ``interop`` and ``lab`` use neither
+each other nor ``analysis``.
+
+The one exception to "never upward": a module method kept as a thin alias of its Hugging Face
+adapter (``TransformerEmbeddings.from_hf``, ``RotaryEmbedding.from_hf_config``...) imports
+``interop`` inside the method, on a line marked ``# edge alias``. Such lines are listed by the
+test below and may only point into ``interop``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "posembed"
+
+#: (path prefix relative to src/posembed, tier); the longest matching prefix wins
+TIERS: tuple[tuple[str, int], ...] = (
+    ("_checks.py", 0), ("_io.py", 0), ("_logging.py", 0), ("_memory.py", 0), ("positions.py", 0), ("report.py", 0),
+    ("schemes/", 1),
+    ("fused/", 2),
+    ("embeddings.py", 3), ("attention.py", 3), ("attention_backends.py", 3),
+    ("model.py", 4),
+    ("pairs.py", 5), ("encode_report.py", 5), ("interop/", 5), ("lab/", 5), ("analysis/", 5),
+    ("bench/", 6),
+    ("cli/", 7), ("__main__.py", 7),
+)
+#: (importer prefix, imported prefix) pairs that are the same tier but still forbidden
+FORBIDDEN_SIDEWAYS = (
+    ("interop/", "lab/"), ("interop/", "analysis/"), ("lab/", "analysis/"), ("lab/", "interop/"),
+    ("pairs.py", "interop/"), ("pairs.py", "lab/"), ("pairs.py", "analysis/"),
+)
+#: the top-level ``posembed/__init__.py`` re-exports the public names; nothing inside imports it
+FACADE = "__init__.py"
+EDGE_ALIAS = "# edge alias"
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _module_file(module: str) -> str | None:
+    """``posembed.a.b`` -> ``a/b.py`` or ``a/b/__init__.py`` (relative to the package), if it exists."""
+    parts = module.split(".")
+    if parts[0] != "posembed":
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    if base.with_suffix(".py").is_file():
+        return _relative(base.with_suffix(".py"))
+    if (base / "__init__.py").is_file():
+        return _relative(base / "__init__.py")
+    return None
+
+
+def _imports(path: Path) -> list[tuple[str, int, str]]:
+    """``(imported file, line number, source line)`` for every import of a posembed file in ``path``."""
+    lines = path.read_text().splitlines()
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: use absolute imports"
+            module = node.module or ""
+            targets = [f"{module}.{alias.name}" for alias in node.names if _module_file(f"{module}.{alias.name}")]
+            targets = targets or [module]
+        for target in targets:
+            file = _module_file(target)
+            if file is not None:
+                found.append((file, node.lineno, lines[node.lineno - 1]))
+    return found
+
+
+def _tier(file: str) -> int:
+    matches = [(len(prefix), tier) for prefix, tier in TIERS if file == prefix or file.startswith(prefix)]
+    assert matches, f"{file} has no tier: add it to TIERS (and to ARCHITECTURE.md)"
+    return max(matches)[1]
+
+
+def _graph() -> dict[str, list[tuple[str, int, str]]]:
+    return {_relative(path): _imports(path) for path in _files()}
+
+
+def test_every_file_has_a_tier():
+    for file in _graph():
+        if file != FACADE:
+            _tier(file)
+
+
+def test_no_arrow_runs_against_the_layering():
+    wrong = []
+    for importer, imports in _graph().items():
+        if importer == FACADE:
+            continue
+        for imported, line, text in imports:
+            if imported == FACADE:
+                wrong.append(f"{importer}:{line} imports the top-level facade posembed/__init__.py")
+                continue
+            if EDGE_ALIAS in text:
+                continue
+            if _tier(imported) > _tier(importer):
+                wrong.append(f"{importer}:{line} (tier {_tier(importer)}) imports {imported} (tier {_tier(imported)})")
+            for low, high in FORBIDDEN_SIDEWAYS:
+                if importer.startswith(low) and imported.startswith(high):
+                    wrong.append(f"{importer}:{line} imports {imported}: {low} never uses {high}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_edge_aliases_only_reach_into_interop():
+    aliases = [
+        (importer, imported, line)
+        for importer, imports in _graph().items()
+        for imported, line, text in imports
+        if EDGE_ALIAS in text
+    ]
+    assert all(imported.startswith("interop/") for _, imported, _ in aliases), aliases
+    assert all(_tier(importer) < _tier(imported) for importer, imported, _ in aliases), aliases
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one file (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circles_between_files():
+    """Edge aliases are left out: they are the documented exception (see the module docstring)."""
+    edges = {
+        importer: {imported for imported, _, text in imports if imported != importer and EDGE_ALIAS not in text}
+        for importer, imports in _graph().items()
+        if importer != FACADE
+    }
+    assert not _cycles(edges), _cycles(edges)
+
+
+@pytest.mark.parametrize("module", ["posembed.schemes.rotary", "posembed.schemes", "posembed.positions"])
+def test_low_layers_import_without_the_blocks(module):
+    """``import posembed.schemes.rotary`` loads no attention, fused-embedding or Hugging Face code."""
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys, {module}; "
+        "bad = [m for m in sys.modules if m.startswith(('posembed.attention', 'posembed.fused', "
+        "'posembed.embeddings', 'posembed.interop', 'posembed.lab', 'transformers'))]; print(bad)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
