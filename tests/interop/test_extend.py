@@ -1,0 +1,243 @@
+"""posembed.interop.extend on the real all-MiniLM-L6-v2 and on small random BERT-family models."""
+
+import json
+
+import pytest
+import torch
+
+from posembed.interop.extend import (
+    AlreadyExtended,
+    ExtensionError,
+    UnsupportedCheckpoint,
+    extend_checkpoint,
+    read_layout,
+)
+
+transformers = pytest.importorskip("transformers")
+
+SMALL = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=120)
+
+
+def _save(tmp_path, name, model):
+    folder = tmp_path / name
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def roberta(tmp_path_factory):
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(max_position_embeddings=66, **SMALL)
+    return _save(tmp_path_factory.mktemp("roberta"), "roberta", transformers.RobertaModel(config).eval())
+
+
+@pytest.fixture(scope="module")
+def minilm_copy(minilm_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("minilm") / "minilm-1024"
+    return extend_checkpoint(minilm_path, out, to=1024, method="copy")
+
+
+def _reload(folder):
+    model, info = transformers.AutoModel.from_pretrained(str(folder), output_loading_info=True)
+    assert info["missing_keys"] == set() and info["unexpected_keys"] == set() and info["mismatched_keys"] == set()
+    return model.eval()
+
+
+def _hidden(model, ids, **kwargs):
+    with torch.no_grad():
+        return model(input_ids=ids, **kwargs).last_hidden_state
+
+
+def test_minilm_copy_reloads_and_is_bit_identical_within_512(minilm_path, minilm_copy):
+    extended = _reload(minilm_copy.out)
+    original = transformers.AutoModel.from_pretrained(str(minilm_path)).eval()
+    assert extended.config.max_position_embeddings == 1024
+    assert extended.embeddings.position_embeddings.weight.shape == (1024, 384)
+    ids = torch.randint(1000, 20000, (2, 512))
+    types = torch.randint(0, 2, (2, 512))
+    assert torch.equal(_hidden(extended, ids), _hidden(original, ids))
+    assert torch.equal(_hidden(extended, ids[:, :77], token_type_ids=types[:, :77]), _hidden(original, ids[:, :77], token_type_ids=types[:, :77]))
+    assert _hidden(extended, torch.randint(1000, 20000, (1, 1024))).shape == (1, 1024, 384)
+
+
+def test_minilm_copy_files(minilm_path, minilm_copy):
+    out = minilm_copy.out
+    config = json.loads((out / "config.json").read_text())
+    assert config["posembed_extension"] == {
+        "method": "copy", "original_positions": 512, "positions": 1024, "original_max_position_embeddings": 512
+    }
+    assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 1024
+    assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
+    for name in ("vocab.txt", "tokenizer.json", "modules.json", "1_Pooling/config.json", "README.md"):
+        assert (out / name).read_bytes() == (minilm_path / name).read_bytes()
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), "pt") as handle:
+        ids = handle.get_tensor("embeddings.position_ids")
+        table = handle.get_tensor("embeddings.position_embeddings.weight")
+    assert torch.equal(ids, torch.arange(1024)[None])
+    with safe_open(str(minilm_path / "model.safetensors"), "pt") as handle:
+        trained = handle.get_tensor("embeddings.position_embeddings.weight")
+    assert torch.equal(table, torch.cat([trained, trained]))
+    assert not list(out.parent.glob(".*.tmp"))
+
+
+def test_minilm_reloads_in_sentence_transformers(minilm_path, minilm_copy):
+    st = pytest.importorskip("sentence_transformers")
+    extended = st.SentenceTransformer(str(minilm_copy.out), device="cpu")
+    original = st.SentenceTransformer(str(minilm_path), device="cpu")
+    assert extended.max_seq_length == 1024 and original.max_seq_length == 256
+    text = ["The secret harbour of Lord Arden is called Velmora."]
+    assert torch.equal(torch.as_tensor(extended.encode(text)), torch.as_tensor(original.encode(text)))
+
+
+def test_roberta_keeps_padding_rows_and_tiles_trained_rows(roberta, tmp_path):
+    result = extend_checkpoint(roberta, tmp_path / "out", to=200, method="copy")
+    assert (result.original_positions, result.positions, result.table_rows) == (64, 200, 202)
+    original, extended = _reload(roberta), _reload(result.out)
+    old = original.embeddings.position_embeddings.weight
+    new = extended.embeddings.position_embeddings.weight
+    assert extended.config.max_position_embeddings == 202 and new.shape == (202, 32)
+    assert torch.equal(new[:66], old)
+    for p in range(200):  # position p lives in row 2 + p and copies trained row 2 + p % 64
+        assert torch.equal(new[2 + p], old[2 + p % 64])
+    ids = torch.randint(3, 120, (2, 64))
+    ids[1, -4:] = 1  # padding
+    mask = (ids != 1).long()
+    assert torch.equal(_hidden(extended, ids, attention_mask=mask), _hidden(original, ids, attention_mask=mask))
+    assert _hidden(extended, torch.randint(3, 120, (1, 200))).shape == (1, 200, 32)
+
+
+@pytest.mark.parametrize("method", ["interpolate", "hierarchical"])
+def test_roberta_other_methods(roberta, tmp_path, method):
+    result = extend_checkpoint(roberta, tmp_path / method, to=150, method=method)
+    old = _reload(roberta).embeddings.position_embeddings.weight
+    model = _reload(result.out)
+    new = model.embeddings.position_embeddings.weight
+    assert new.shape == (152, 32)
+    assert torch.equal(new[:2], old[:2])
+    if method == "interpolate":
+        assert torch.equal(new[2], old[2]) and torch.equal(new[-1], old[-1])
+        x = 10 * 63 / 149  # position 10 reads the trained table between positions 4 and 5
+        expected = old[2 + 4] * (5 - x) + old[2 + 5] * (x - 4)
+        torch.testing.assert_close(new[2 + 10], expected, atol=1e-6, rtol=0)
+    else:
+        assert torch.equal(new[:66], old)
+        basis = (old[2:].double() - 0.4 * old[2].double()) / 0.6
+        torch.testing.assert_close(new[2 + 64 * 2 + 5].double(), 0.4 * basis[2] + 0.6 * basis[5], atol=1e-6, rtol=0)
+        assert len({tuple(row.tolist()) for row in new[2:]}) == 150  # every position distinct
+    assert _hidden(model, torch.randint(3, 120, (1, 150))).shape == (1, 150, 32)
+
+
+@pytest.mark.parametrize("family", ["distilbert", "electra", "albert", "xlm-roberta", "mpnet"])
+def test_other_families_reload_and_copy_is_exact(tmp_path, family):
+    configs = {
+        "distilbert": lambda: transformers.DistilBertConfig(
+            n_layers=2, dim=32, n_heads=2, hidden_dim=64, vocab_size=120, max_position_embeddings=40
+        ),
+        "electra": lambda: transformers.ElectraConfig(embedding_size=16, max_position_embeddings=40, **SMALL),
+        "albert": lambda: transformers.AlbertConfig(embedding_size=16, max_position_embeddings=40, **SMALL),
+        "xlm-roberta": lambda: transformers.XLMRobertaConfig(max_position_embeddings=42, **SMALL),
+        "mpnet": lambda: transformers.MPNetConfig(max_position_embeddings=42, **SMALL),
+    }
+    src = _save(tmp_path, family, transformers.AutoModel.from_config(configs[family]()).eval())
+    assert read_layout(src).positions == 40
+    result = extend_checkpoint(src, tmp_path / "out", to=100, method="copy")
+    original, extended = _reload(src), _reload(result.out)
+    ids = torch.randint(3, 120, (2, 40))
+    assert torch.equal(_hidden(extended, ids), _hidden(original, ids))
+    assert _hidden(extended, torch.randint(3, 120, (1, 100))).shape[1] == 100
+
+
+def test_pytorch_bin_is_converted(tmp_path):
+    config = transformers.BertConfig(max_position_embeddings=32, **SMALL)
+    src = tmp_path / "bert"
+    transformers.BertForMaskedLM(config).save_pretrained(src)
+    state = {k: v for k, v in _read_safetensors(src / "model.safetensors").items()}
+    (src / "model.safetensors").unlink()
+    torch.save(state, src / "pytorch_model.bin")
+    result = extend_checkpoint(src, tmp_path / "out", to=64, method="interpolate")
+    assert "pytorch_model.bin" in result.left_out and "model.safetensors" in result.rewritten
+    model, info = transformers.BertForMaskedLM.from_pretrained(str(result.out), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert model.bert.embeddings.position_embeddings.weight.shape == (64, 32)
+
+
+def _read_safetensors(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def test_foreign_weights_are_left_out(roberta, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for path in roberta.iterdir():
+        (src / path.name).write_bytes(path.read_bytes())
+    (src / "onnx").mkdir()
+    (src / "onnx" / "model.onnx").write_bytes(b"stale")
+    (src / "notes.txt").write_text("kept")
+    result = extend_checkpoint(src, tmp_path / "out", to=100)
+    assert result.left_out == ("onnx/model.onnx",)
+    assert (result.out / "notes.txt").read_text() == "kept" and not (result.out / "onnx").exists()
+
+
+# ---------------------------------------------------------------------- refusals
+
+
+def test_refuses_a_size_not_larger(roberta, tmp_path):
+    for to in (64, 10):
+        with pytest.raises(ExtensionError, match="larger than the checkpoint's 64 positions"):
+            extend_checkpoint(roberta, tmp_path / "out", to=to)
+    with pytest.raises(ExtensionError, match="unknown extension method 'rope'"):
+        extend_checkpoint(roberta, tmp_path / "out", to=100, method="rope")
+    with pytest.raises(ExtensionError, match="at most 4096"):
+        extend_checkpoint(roberta, tmp_path / "out", to=5000, method="hierarchical")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "config_class, kwargs",
+    [
+        ("GPT2Config", dict(n_layer=1, n_embd=16, n_head=2, vocab_size=50, n_positions=32)),
+        ("LlamaConfig", dict(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=50)),
+    ],
+)
+def test_refuses_other_families(tmp_path, config_class, kwargs):
+    config = getattr(transformers, config_class)(**kwargs)
+    src = _save(tmp_path, "model", transformers.AutoModel.from_config(config))
+    with pytest.raises(UnsupportedCheckpoint, match="supports the BERT family.*bert, electra, distilbert"):
+        extend_checkpoint(src, tmp_path / "out", to=4096)
+
+
+def test_refuses_relative_positions_and_missing_things(tmp_path, roberta):
+    config = transformers.BertConfig(max_position_embeddings=32, position_embedding_type="relative_key", **SMALL)
+    src = _save(tmp_path, "relative", transformers.BertModel(config))
+    with pytest.raises(UnsupportedCheckpoint, match="position_embedding_type='relative_key'"):
+        extend_checkpoint(src, tmp_path / "out", to=64)
+    with pytest.raises(ExtensionError, match="does not exist"):
+        extend_checkpoint(tmp_path / "nowhere", tmp_path / "out", to=64)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ExtensionError, match="needs config.json"):
+        extend_checkpoint(tmp_path / "empty", tmp_path / "out", to=64)
+    with pytest.raises(ExtensionError, match="outside the checkpoint folder"):
+        extend_checkpoint(roberta, roberta / "inside", to=100)
+
+
+def test_out_must_be_new_or_empty(roberta, tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(ExtensionError, match="exists and is not an empty folder"):
+        extend_checkpoint(roberta, tmp_path / "full", to=100)
+    (tmp_path / "empty").mkdir()
+    assert extend_checkpoint(roberta, tmp_path / "empty", to=100).out == (tmp_path / "empty").resolve()
+
+
+def test_second_extension_needs_force(roberta, tmp_path):
+    first = extend_checkpoint(roberta, tmp_path / "a", to=100)
+    with pytest.raises(AlreadyExtended, match=r"already extended by posembed \(copy: 64 -> 100 positions\).*--force"):
+        extend_checkpoint(first.out, tmp_path / "b", to=200)
+    second = extend_checkpoint(first.out, tmp_path / "b", to=200, method="interpolate", force=True)
+    record = json.loads((second.out / "config.json").read_text())["posembed_extension"]
+    assert record["original_positions"] == 100 and record["previous"]["original_positions"] == 64
+    assert _reload(second.out).embeddings.position_embeddings.weight.shape == (202, 32)

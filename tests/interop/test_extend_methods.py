@@ -1,0 +1,59 @@
+"""posembed.interop.extend_methods: the table-growing functions, on small known tables."""
+
+import pytest
+import torch
+
+from posembed.interop.extend_methods import (
+    METHODS,
+    copy_rows,
+    extend_table,
+    hierarchical_rows,
+    interpolate_rows,
+)
+
+
+def test_copy_tiles_exactly():
+    table = torch.randn(5, 3)
+    out = copy_rows(table, 12)
+    assert out.shape == (12, 3)
+    for p in range(12):
+        assert torch.equal(out[p], table[p % 5])
+
+
+def test_interpolate_keeps_ends_and_is_linear_on_a_line():
+    line = torch.linspace(0, 1, 9)[:, None].repeat(1, 4)  # each column is a straight line
+    out = interpolate_rows(line, 33)
+    torch.testing.assert_close(out[:, 0], torch.linspace(0, 1, 33), atol=1e-7, rtol=0)
+    table = torch.randn(9, 4)
+    out = interpolate_rows(table, 25)
+    assert torch.equal(out[0], table[0]) and torch.equal(out[-1], table[-1])
+    torch.testing.assert_close(out[3], table[1], atol=1e-6, rtol=0)  # 3 * 8 / 24 = 1 exactly
+
+
+def test_hierarchical_first_rows_exact_and_formula():
+    table = torch.randn(6, 4, dtype=torch.float64)
+    out = hierarchical_rows(table, 36)
+    assert torch.equal(out[:6], table)
+    u = (table - 0.4 * table[0]) / 0.6
+    for p in range(36):
+        torch.testing.assert_close(out[p], 0.4 * u[p // 6] + 0.6 * u[p % 6], atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="at most L\\*\\*2 = 36"):
+        hierarchical_rows(table, 37)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_dtype_kept_and_bad_sizes(method):
+    table = torch.randn(8, 2).to(torch.bfloat16)
+    assert METHODS[method](table, 20).dtype == torch.bfloat16
+    for bad in (8, 3, 10.0, True):
+        with pytest.raises(ValueError, match="larger than the 8 trained rows"):
+            METHODS[method](table, bad)
+
+
+def test_extend_table_keeps_offset_rows():
+    table = torch.randn(10, 3)
+    out = extend_table(table, 16, "copy", offset=2)
+    assert out.shape == (18, 3)
+    assert torch.equal(out[:10], table) and torch.equal(out[10:], table[2:])
+    with pytest.raises(ValueError, match="unknown extension method 'alibi'; choose one of copy, interpolate"):
+        extend_table(table, 16, "alibi")
