@@ -1,0 +1,231 @@
+"""The RoPE config traps inference stacks keep falling into, each a pure check on the settings.
+
+Each ``_check_*`` takes the raw config dict and one layer type's
+:class:`~posembed.interop.rope_settings.RopeSettings` and returns :class:`Trap` records:
+``"error"`` (the config cannot be used as written), ``"warning"`` (it loads, but probably not
+as intended) or ``"note"`` (how the setting must be applied, so that a hand-written stack gets
+it right). :func:`find_traps` runs them all, plus the checks across layer types.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from posembed.interop.rope_settings import ALL_LAYERS, DEFAULT_THETA, ORIGINAL_USERS, RopeSettings
+
+__all__ = ["Trap", "find_traps", "FAMILY_THETA", "yarn_default_attention"]
+
+#: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
+FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
+    "llama": {ALL_LAYERS: (10000.0, 500000.0)},
+    "llama3": {ALL_LAYERS: (500000.0,)},
+    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)},
+    "mixtral": {ALL_LAYERS: (1000000.0,)},
+    "qwen2": {ALL_LAYERS: (1000000.0,)},
+    "qwen2_moe": {ALL_LAYERS: (1000000.0,)},
+    "qwen3": {ALL_LAYERS: (1000000.0,)},
+    "gemma": {ALL_LAYERS: (10000.0,)},
+    "gemma2": {ALL_LAYERS: (10000.0,)},
+    "gemma3_text": {"full_attention": (1000000.0,), "sliding_attention": (10000.0,)},
+    "modernbert": {"full_attention": (160000.0,), "sliding_attention": (10000.0,)},
+    "phi3": {ALL_LAYERS: (10000.0,)},
+    "gpt_neox": {ALL_LAYERS: (10000.0,)},
+}
+#: vocabulary size of Llama 3 (its tokenizer), which tells Llama 3 from Llama 2 in a "llama" config
+LLAMA3_VOCAB = 128256
+
+
+@dataclass(frozen=True)
+class Trap:
+    """One finding: ``code`` (stable, for scripts), ``severity``, the layer type, a message."""
+
+    code: str
+    severity: str
+    layer_type: str
+    message: str
+
+
+def yarn_default_attention(factor: float) -> float:
+    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``)."""
+    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
+def _family(raw: dict, s: RopeSettings) -> str | None:
+    model_type = raw.get("model_type")
+    if model_type == "llama" and (s.rope_type == "llama3" or raw.get("vocab_size") == LLAMA3_VOCAB):
+        return "llama3"
+    return model_type if model_type in FAMILY_THETA else None
+
+
+def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
+    family = _family(raw, s)
+    expected = FAMILY_THETA.get(family or "", {}).get(s.layer_type) or FAMILY_THETA.get(family or "", {}).get(ALL_LAYERS)
+    shown = " or ".join(f"{v:g}" for v in expected) if expected else ""
+    if not s.theta_given:
+        if expected and DEFAULT_THETA not in expected:
+            return [Trap("theta_missing", "warning", s.layer_type,
+                         f"rope_theta is absent: loaders fall back to {DEFAULT_THETA:g}, but {family} checkpoints "
+                         f"are trained with {shown}; every frequency would be wrong")]  # fmt: skip
+        return [Trap("theta_missing", "note", s.layer_type, f"rope_theta is absent: the default {DEFAULT_THETA:g} applies")]
+    if expected and s.theta not in expected:
+        return [Trap("theta_family", "warning", s.layer_type,
+                     f"rope_theta={s.theta:g} but {family} checkpoints use {shown}: was it lost in a conversion "
+                     f"(a loader default filled in)?")]  # fmt: skip
+    return []
+
+
+def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
+    traps, top = [], raw.get("original_max_position_embeddings")
+    stated = s.params.get("original_max_position_embeddings")
+    max_pos, factor = s.max_position_embeddings, s.factor
+    if stated and top and int(stated) != int(top):
+        traps.append(Trap("original_inconsistent", "warning", s.layer_type,
+                          f"original_max_position_embeddings is {stated} in the RoPE parameters but {top} at the top "
+                          f"level; loaders read the RoPE parameters' one"))  # fmt: skip
+    if s.rope_type in ORIGINAL_USERS and not s.original_given:
+        looks = ""
+        if max_pos and factor > 1 and (max_pos / factor).is_integer():
+            looks = (f"; max_position_embeddings={max_pos} = {factor:g} x {int(max_pos / factor)} looks already extended, "
+                     f"so the factor would compound to {factor:g}^2 (effective context {int(max_pos * factor)})")  # fmt: skip
+        traps.append(Trap("original_missing", "warning", s.layer_type,
+                          f"rope_type {s.rope_type!r} has no original_max_position_embeddings: loaders take "
+                          f"max_position_embeddings={max_pos} as the trained length{looks}"))  # fmt: skip
+    if s.original_given and max_pos and factor > 1:
+        original = s.original_max_len
+        if original > max_pos:
+            traps.append(Trap("original_inconsistent", "warning", s.layer_type,
+                              f"original_max_position_embeddings={original} exceeds max_position_embeddings={max_pos}"))
+        elif original == max_pos and s.rope_type in ORIGINAL_USERS:
+            traps.append(Trap("factor_compounds", "warning", s.layer_type,
+                              f"original_max_position_embeddings equals max_position_embeddings ({max_pos}) with factor "
+                              f"{factor:g}: either max_position_embeddings was not raised to {factor:g} x {original}, or the "
+                              f"'original' is itself an extended length and the factor compounds an earlier extension"))  # fmt: skip
+    if s.rope_type == "longrope" and s.params.get("factor") and s.original_given and max_pos:
+        ratio = max_pos / s.original_max_len
+        if not math.isclose(ratio, factor, rel_tol=1e-3):
+            traps.append(Trap("original_inconsistent", "warning", s.layer_type,
+                              f"LongRoPE factor={factor:g} but max_position_embeddings / original = {ratio:g}: the "
+                              f"attention factor follows 'factor' when given, the ratio otherwise"))  # fmt: skip
+    if s.rope_type == "linear" and factor > 1 and not s.original_given:
+        traps.append(Trap("original_missing", "note", s.layer_type,
+                          f"linear scaling names no trained length: its effective context is {factor:g} x the trained "
+                          f"one; if max_position_embeddings={max_pos} is already extended, it is the limit"))  # fmt: skip
+    return traps
+
+
+def _check_yarn(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "yarn":
+        return []
+    p, plain = s.params, yarn_default_attention(s.factor)
+    given, mscale, all_dim = p.get("attention_factor"), p.get("mscale"), p.get("mscale_all_dim")
+    traps = [Trap("yarn_attention", "note", s.layer_type,
+                  f"YaRN's attention factor a (default 0.1 ln s + 1 = {plain:.6g}) multiplies cos and sin, which rotate "
+                  f"q and k both, so the logits scale by a^2 = {plain ** 2:.6g}; apply it once, inside cos/sin - not "
+                  f"also to q or k alone, not as a^2 in the softmax scale")]  # fmt: skip
+    if given is not None and plain > 1 and math.isclose(float(given), plain**2, rel_tol=1e-4):
+        traps.append(Trap("yarn_squared", "warning", s.layer_type,
+                          f"attention_factor={given:g} is (0.1 ln s + 1)^2: folded into cos and sin it is applied to q "
+                          f"and k, so the logits would scale by its square again (a^4)"))  # fmt: skip
+    if mscale is not None or all_dim is not None:
+        if mscale and all_dim:
+            ratio = yarn_default_attention_m(s.factor, mscale) / yarn_default_attention_m(s.factor, all_dim)
+            detail = (f"the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = {ratio:.6g} instead of the plain "
+                      f"{plain:.6g}; DeepSeek also multiplies its softmax scale by get(s, mscale_all_dim)^2 = "
+                      f"{yarn_default_attention_m(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
+        else:
+            detail = ("only one of mscale / mscale_all_dim is set: transformers then ignores it and uses the plain "
+                      f"0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code would not")  # fmt: skip
+        traps.append(Trap("yarn_mscale", "warning" if not (mscale and all_dim) else "note", s.layer_type,
+                          f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: {detail}"))  # fmt: skip
+    if given is not None and (mscale or all_dim):
+        traps.append(Trap("yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them"))
+    return traps
+
+
+def yarn_default_attention_m(factor: float, m: float) -> float:
+    """DeepSeek's ``get_mscale(s, m) = 0.1 m ln s + 1``."""
+    return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
+
+
+def _check_dynamic(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "dynamic":
+        return []
+    length = s.max_position_embeddings
+    traps = [Trap("dynamic_formula", "note", s.layer_type,
+                  f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
+                  f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, and l "
+                  f"is the current total length, so keys cached at a shorter length carry other frequencies")]  # fmt: skip
+    if s.original_given and s.original_max_len != length:
+        traps.append(Trap("dynamic_original", "warning", s.layer_type,
+                          f"original_max_position_embeddings={s.original_max_len} is set, but dynamic NTK takes "
+                          f"max_position_embeddings={length} as the trained length: frequencies change only past {length}"))  # fmt: skip
+    return traps
+
+
+def _check_longrope(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "longrope":
+        return []
+    traps = [Trap("longrope_switch", "note", s.layer_type,
+                  f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
+                  f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
+                  f"{s.max_position_embeddings} - picking long_factor from the configured maximum distorts short prompts")]  # fmt: skip
+    for name in ("short_factor", "long_factor"):
+        values = s.params.get(name)
+        if values is not None and len(values) != s.rotary_dim // 2:
+            traps.append(Trap("longrope_factors", "error", s.layer_type,
+                              f"{name} has {len(values)} values; rotary_dim / 2 = {s.rotary_dim // 2} are needed"))
+    return traps
+
+
+def _check_llama3(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "llama3":
+        return []
+    low, high = s.params.get("low_freq_factor"), s.params.get("high_freq_factor")
+    if low is None or high is None:
+        return [Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")]
+    if not 0 < low < high:
+        return [Trap("llama3_bounds", "error", s.layer_type,
+                     f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")]  # fmt: skip
+    original = s.original_max_len
+    return [Trap("llama3_bounds", "note", s.layer_type,
+                 f"llama3: wavelengths above original / low_freq_factor = {original / low:g} are interpolated "
+                 f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")]  # fmt: skip
+
+
+def _check_shape(raw: dict, s: RopeSettings) -> list[Trap]:
+    traps = []
+    if s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
+        traps.append(Trap("head_dim", "note", s.layer_type,
+                          f"head_dim={s.head_dim} is not hidden_size / num_attention_heads = {s.hidden_size} / "
+                          f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong width"))  # fmt: skip
+    if s.rotary_dim < s.head_dim:
+        exact = s.head_dim * s.partial_rotary_factor
+        pairs = "(i, i + r/2)" if s.layout == "half" else "(2i, 2i + 1)"
+        other = "GPT-J's interleaved (2i, 2i + 1)" if s.layout == "half" else "NeoX's halves (i, i + r/2)"
+        traps.append(Trap("partial_rotary", "warning" if not float(exact).is_integer() or s.rotary_dim % 2 else "note",
+                          s.layer_type,
+                          f"partial rotary: {s.partial_rotary_factor:g} x head_dim {s.head_dim} = {exact:g} -> rotary_dim "
+                          f"r = {s.rotary_dim}; channels 0..{s.rotary_dim - 1} rotate in pairs {pairs} ({s.layout} layout; "
+                          f"not (i, i + D/2), not {other}), the other {s.head_dim - s.rotary_dim} pass through"))  # fmt: skip
+    return traps
+
+
+def _check_layers(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+    thetas = {s.layer_type: s.theta for s in settings}
+    if len(set(thetas.values())) < 2:
+        return []
+    shown = ", ".join(f"{layer} {theta:g}" for layer, theta in thetas.items())
+    return [Trap("theta_per_layer", "note", "*",
+                 f"theta differs per layer type ({shown}): a stack that reads only rope_theta gives every layer one of them")]  # fmt: skip
+
+
+_CHECKS = (_check_theta, _check_original, _check_yarn, _check_dynamic, _check_longrope, _check_llama3, _check_shape)
+
+
+def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+    """Every trap of every layer type (errors first, then warnings, then notes)."""
+    traps = [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
+    traps += _check_layers(raw, settings)
+    order = {"error": 0, "warning": 1, "note": 2}
+    return sorted(traps, key=lambda trap: order[trap.severity])
