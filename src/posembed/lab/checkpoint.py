@@ -5,20 +5,22 @@
     <folder>/posembed_model.json   {"model": model.config_dict(), "task": ..., "trial": ..., "step": ..., ...}
     <folder>/model.safetensors     the model's state dict
 
-The weights are written first (to a temporary file, then renamed) and the JSON last
-(atomically), so a folder with ``posembed_model.json`` always has its weights.
+The weights are written first (to a uniquely named temporary file, then renamed) and the
+JSON last (atomically), so a folder with ``posembed_model.json`` always has its weights, and
+two processes saving the same folder at once each write whole files (the last rename wins).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from posembed._io import atomic_write_json
+from posembed._io import atomic_write_json, atomic_write_with
 
 __all__ = ["save_checkpoint", "load_checkpoint", "is_checkpoint", "CONFIG_NAME", "WEIGHTS_NAME"]
 
@@ -32,6 +34,10 @@ def save_checkpoint(model: nn.Module, folder: str | os.PathLike, meta: dict[str,
     ``meta`` holds JSON-able facts about the run (``task``, ``trial``, ``step``, ...); the key
     ``model`` is reserved for ``model.config_dict()``.
 
+    Raises:
+        OSError: a file could not be written (full disk, read-only folder), naming the file;
+            the folder's previous checkpoint, if any, is left whole.
+
     Example:
         >>> import tempfile, torch
         >>> from posembed.model import Decoder
@@ -42,19 +48,30 @@ def save_checkpoint(model: nn.Module, folder: str | os.PathLike, meta: dict[str,
         >>> meta["step"], bool(torch.equal(loaded.head.weight, model.head.weight))
         (3, True)
     """
-    from safetensors.torch import save_model
-
     if "model" in meta:
         raise ValueError("meta must not contain the key 'model' (it holds the model's config)")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     document = {"model": model.config_dict(), **meta}
     json.dumps(document)  # fail before writing anything if meta is not JSON-able
-    tmp = folder / f".{WEIGHTS_NAME}.tmp"
-    save_model(model, str(tmp))
-    os.replace(tmp, folder / WEIGHTS_NAME)
+    atomic_write_with(folder / WEIGHTS_NAME, lambda tmp: _save_weights(model, tmp))
     atomic_write_json(folder / CONFIG_NAME, document)
     return folder
+
+
+def _save_weights(model: nn.Module, path: str) -> None:
+    """``safetensors`` reports I/O failures as ``SafetensorError``: give them back as ``OSError``."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_model
+
+    try:
+        save_model(model, path)
+    except SafetensorError as error:
+        code = re.search(r"os error (\d+)", str(error))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), path) from error
 
 
 def is_checkpoint(folder: str | os.PathLike) -> bool:

@@ -29,6 +29,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,6 +181,7 @@ class ExperimentConfig:
     bases: tuple[TrialConfig, ...] = field(default=())
 
     def __post_init__(self) -> None:
+        _check_name(self.name)
         for name in ("tasks", "schemes", "variants", "seeds"):
             values = getattr(self, name)
             if not values:
@@ -218,6 +220,22 @@ class ExperimentConfig:
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: identifies the experiment in its results store."""
         return config_hash(self.to_dict())
+
+
+def _check_name(name: str) -> None:
+    """An experiment name names a folder (``lab-<name>``): one plain path component, never a path.
+
+    >>> _check_name("x/../../y")
+    Traceback (most recent call last):
+    ...
+    ValueError: experiment name 'x/../../y' must be a plain name: no path separators, no '..', not an absolute path
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"experiment name must be a non-empty string, got {name!r}")
+    if "/" in name or "\\" in name or ".." in name or "\0" in name or name == "." or os.path.isabs(name):
+        raise ValueError(
+            f"experiment name {name!r} must be a plain name: no path separators, no '..', not an absolute path"
+        )
 
 
 def config_hash(value: Any) -> str:

@@ -4,6 +4,13 @@
 :func:`run_experiment` trains every trial not yet in ``<out>/results.sqlite``, stores each one
 atomically as soon as it finishes and saves its checkpoint under ``<out>/checkpoints/<trial_id>``.
 Interrupt it at any point and run it again: finished trials are skipped.
+
+Everything that can be checked is checked before the out folder is claimed: every trial's
+task and model are built (on the meta device) and the training length must fit the scheme's
+position table. Then the run takes the folder's lock (:mod:`posembed.lab.lock`: a second run
+on the same folder is refused, naming the first one's pid) and opens the store. A file that
+cannot be written (a full disk, a read-only folder) ends the run with a one-line
+``ValueError`` naming it; the trials stored before stay.
 """
 
 from __future__ import annotations
@@ -17,8 +24,9 @@ from typing import Callable
 
 from posembed.lab.checkpoint import save_checkpoint
 from posembed.lab.config import VARIANTS, ExperimentConfig, TrialConfig
-from posembed.lab.store import ResultsStore
 from posembed.lab.ddp import barrier, broadcast, rank_and_world
+from posembed.lab.lock import OutDirLock, out_dir_error
+from posembed.lab.store import ResultsStore
 from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
 from posembed.schemes.base import Kind
 
@@ -113,10 +121,11 @@ def run_experiment(
 ) -> RunSummary:
     """Train every trial of ``experiment`` not yet stored in ``out_dir``.
 
-    Every trial config is checked before the out dir is touched. Under ``torchrun`` (an
-    initialised process group, :func:`posembed.lab.ddp.init_distributed`) every rank trains
-    each trial data-parallel and only rank 0 opens the store and writes results and
-    checkpoints; the others wait at a barrier after each trial.
+    Every trial config is checked before the out dir is touched; then the out dir is locked
+    for the run. Under ``torchrun`` (an initialised process group,
+    :func:`posembed.lab.ddp.init_distributed`) every rank trains each trial data-parallel and
+    only rank 0 takes the lock, opens the store and writes results and checkpoints; the
+    others wait at a barrier after each trial.
 
     Args:
         checkpoints: save each trained model under ``<out>/checkpoints/<trial_id>``.
@@ -125,14 +134,19 @@ def run_experiment(
             run; what was stored stays).
 
     Raises:
-        ForeignStoreError: ``out_dir`` holds another experiment's store or another program's database.
-        ValueError: a trial config that cannot be built (checked before anything is written).
+        ForeignStoreError: ``out_dir`` holds another experiment's finished trials or another
+            program's database.
+        OutDirBusyError: another run holds ``out_dir``.
+        OutDirError, StoreError: ``out_dir`` or its store cannot be written (read-only, full
+            disk) or read (empty, damaged store file).
+        ValueError: a trial config that cannot be built or trained (checked before anything
+            is written).
     """
     rank, world = rank_and_world()
     trials = expand(experiment)
     _check_trials(experiment, trials, world)
     out = Path(out_dir)
-    store, done = _open_store(experiment, out, rank)
+    lock, store, done = _claim(experiment, out, rank)
     todo = [cfg for cfg in trials if cfg.trial_id not in done]
     logger.info("experiment %s: %d trials, %d stored, %d to train", experiment.name, len(trials), len(trials) - len(todo), len(todo))
     progress = progress if rank == 0 else False
@@ -142,7 +156,7 @@ def run_experiment(
                 bar.set_postfix_str(f"{cfg.task}/{cfg.scheme}/{cfg.variant}/seed{cfg.seed}")
                 result, model = _train_with_bar(cfg, progress)
                 if store is not None:
-                    store.add(result, checkpoint=_save(model, cfg, out) if checkpoints else None)
+                    store.add(result, checkpoint=_save(model, cfg, out, store) if checkpoints else None)
                     bar.update(1)
                     if on_trial is not None:
                         on_trial(result)
@@ -150,24 +164,32 @@ def run_experiment(
     finally:
         if store is not None:
             store.close()
+        if lock is not None:
+            lock.release()
     return RunSummary(out, len(trials), len(trials) - len(todo), len(todo))
 
 
-def _open_store(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[ResultsStore | None, set[str]]:
-    """Rank 0 opens the store; every rank gets its finished ids (or rank 0's error, raised everywhere)."""
-    store, done, error = None, set(), None
+def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLock | None, ResultsStore | None, set[str]]:
+    """Rank 0 locks the out dir and opens the store; every rank gets its finished ids (or
+    rank 0's error, raised everywhere)."""
+    lock, store, done, error = None, None, set(), None
     if rank == 0:
         try:
+            lock = OutDirLock(out).acquire()
             store = ResultsStore(out, experiment)
             done = store.finished_ids()
         except ValueError as caught:
             error = caught
+            if store is not None:
+                store.close()
+            if lock is not None:
+                lock.release()
     shared_done, message = broadcast((done, None if error is None else str(error)))
     if error is not None:
         raise error
     if message is not None:
         raise ValueError(message)
-    return store, shared_done
+    return lock, store, shared_done
 
 
 def _check_trials(experiment: ExperimentConfig, trials: list[TrialConfig], world: int) -> None:
@@ -188,12 +210,36 @@ def _check_trials(experiment: ExperimentConfig, trials: list[TrialConfig], world
         checked.add(shape)
         task = make_task(cfg)  # on the CPU: a task may cache its data (the char LM's corpus)
         with torch.device("meta"):
-            build_trial_model(cfg, task)
+            model = build_trial_model(cfg, task)
+        _check_table(cfg, model)
 
 
-def _save(model, cfg: TrialConfig, out: Path) -> str:
+def _check_table(cfg: TrialConfig, model) -> None:
+    """The longest training input must fit the scheme's positions (and the randomized range),
+    else the trial could only fail once it trains. Evaluated lengths beyond the table are
+    allowed: they are recorded as "n/a (table limit)"."""
+    from posembed.lab.tasks import make_task
+
+    length = make_task(dataclasses.replace(cfg, eval_scales=(1.0,))).max_length()  # the training length
+    scheme = getattr(model, "scheme", None)
+    limit = None if scheme is None else scheme.max_positions
+    if cfg.randomized_positions and cfg.table_size:
+        limit = cfg.table_size if limit is None else min(limit, cfg.table_size)
+    if limit is not None and length > limit:
+        raise ValueError(
+            f"table_size={cfg.table_size} is too small for {cfg.task}/{cfg.scheme}/{cfg.variant}: its training inputs "
+            f"are {length} positions long (context={cfg.context}) but the scheme places at most {limit}; "
+            f"raise table_size to at least {length}, or 0 to size it to the longest evaluated input"
+        )
+
+
+def _save(model, cfg: TrialConfig, out: Path, store: ResultsStore) -> str:
     """Checkpoint one trained trial; returns its folder relative to ``out``."""
     folder = Path("checkpoints") / cfg.trial_id
     meta = {"task": cfg.task, "trial": cfg.trial_id, "step": cfg.steps, "config": cfg.to_dict()}
-    save_checkpoint(model, out / folder, meta)
+    try:
+        save_checkpoint(model, out / folder, meta)
+    except OSError as error:
+        hint = f"trial {cfg.trial_id} is not stored; the trials stored before stay in {str(store.path)!r}: run again to resume"
+        raise out_dir_error(error, "write the checkpoint", error.filename or out / folder, hint) from None
     return folder.as_posix()

@@ -34,7 +34,13 @@ Schema (version 1)::
         -- training loss vs step (mean over the steps since the previous point)
 
 A file that is not this schema (another program's tables, another ``schema_version``) is
-refused, never adopted. Readers open the file read-only.
+refused, never adopted; so is an empty (0-byte) file, which is more likely a truncated copy
+than a new store. A new store is built in a temporary file and linked into place whole, so a
+killed run never leaves an empty ``results.sqlite`` behind. A store of another experiment is
+refused while it holds finished trials; one with none is taken over by the next run. Readers
+open the file read-only. A file that cannot be read or written (damaged, read-only, a full
+disk) raises :class:`StoreError` with one line naming it (see :mod:`posembed.lab.store_file`);
+committed trials stay.
 
 Readers use :func:`load_results` (or :meth:`ResultsStore.records`): a row that does not
 decode (bad JSON, a config that no longer validates, missing numbers) is logged as a warning
@@ -53,10 +59,12 @@ from pathlib import Path
 from typing import Any
 
 from posembed.lab.config import ExperimentConfig, TrialConfig
+from posembed.lab.store_file import StoreError, check_store_file, create_store_file, store_error
 from posembed.lab.tasks import EvalPoint
 from posembed.lab.train import TrialResult
 
-__all__ = ["ResultsStore", "TrialRecord", "Results", "load_results", "STORE_NAME", "SCHEMA_VERSION", "ForeignStoreError"]
+__all__ = ["ResultsStore", "TrialRecord", "Results", "load_results", "STORE_NAME", "SCHEMA_VERSION", "ForeignStoreError",
+           "StoreError"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +128,8 @@ class ResultsStore:
     Raises:
         ForeignStoreError: the store holds another experiment (different config hash), or the
             file is another program's database (other tables, another schema version).
-        ValueError: the file is not an SQLite database.
+        StoreError: the file is not an SQLite database, is empty (0 bytes), is a folder, is
+            damaged, or cannot be written (read-only, full disk).
 
     Example:
         >>> import tempfile
@@ -134,21 +143,25 @@ class ResultsStore:
     def __init__(self, out_dir: str | Path, experiment: ExperimentConfig | None = None) -> None:
         self.out_dir = Path(out_dir)
         self.path = self.out_dir / STORE_NAME
-        if experiment is None and not self.path.is_file():
-            raise FileNotFoundError(f"no results store in {str(self.out_dir)!r} (expected {STORE_NAME})")
-        if experiment is None:  # readers never write: not even the schema or the journal mode
-            self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
-        else:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(self.path, timeout=30.0)
+        check_store_file(self.path, required=experiment is None)
+        try:
+            if experiment is None:  # readers never write: not even the schema or the journal mode
+                self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+            else:
+                self.out_dir.mkdir(parents=True, exist_ok=True)
+                if not self.path.exists():
+                    create_store_file(self.path, lambda conn: _write_schema(conn, experiment))
+                self.conn = sqlite3.connect(self.path, timeout=30.0)
+        except (sqlite3.Error, OSError) as error:
+            raise store_error(self.path, error, "open") from None
         try:
             if experiment is None:
                 self._check_schema(required=True)
             else:
-                self._create_or_claim(experiment)
-        except sqlite3.DatabaseError as error:
+                self._claim(experiment)
+        except sqlite3.Error as error:
             self.conn.close()
-            raise ValueError(f"{str(self.path)!r} is not a posembed results store: {error}") from None
+            raise store_error(self.path, error, "open") from None
         except BaseException:
             self.conn.close()
             raise
@@ -174,23 +187,15 @@ class ResultsStore:
             )
         return True
 
-    def _create_or_claim(self, experiment: ExperimentConfig) -> None:
-        """Create the schema and meta in one transaction (new file), or check the stored experiment."""
+    def _claim(self, experiment: ExperimentConfig) -> None:
+        """Check the stored experiment (schema written first into an empty database); a store
+        with no finished trials is taken over by ``experiment``."""
         self.conn.execute("BEGIN IMMEDIATE")  # one writer at a time decides whether the store is new
         try:
             if not self._check_schema(required=False):
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self.conn.execute(statement)
-                self.conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("schema_version", SCHEMA_VERSION),
-                        ("experiment_hash", experiment.config_hash),
-                        ("experiment", json.dumps(experiment.to_dict(), sort_keys=True)),
-                        ("created", _now()),
-                    ],
-                )
+                _write_schema(self.conn, experiment)
+            else:
+                self._take_over_if_unused(experiment)
             self.conn.commit()
         except BaseException:
             self.conn.rollback()
@@ -205,6 +210,19 @@ class ResultsStore:
                 f"{str(self.out_dir)!r} holds the results of another experiment ({name!r}, config hash "
                 f"{stored[:12]}, this one {experiment.config_hash[:12]}); choose another --out folder"
             )
+
+    def _take_over_if_unused(self, experiment: ExperimentConfig) -> None:
+        """Another experiment's store without a single trial row (a run refused or killed before
+        its first trial finished) blocks nothing: record ``experiment`` in its place."""
+        if self.meta().get("experiment_hash") == experiment.config_hash:
+            return
+        if self.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]:
+            return
+        logger.info("results store %s holds no finished trials: taken over by experiment %r", self.path, experiment.name)
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [("experiment_hash", experiment.config_hash), ("experiment", json.dumps(experiment.to_dict(), sort_keys=True))],
+        )
 
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
@@ -222,22 +240,31 @@ class ResultsStore:
             result.num_params, cfg.steps, result.world_size, _finite(result.final_loss), result.seconds,
             result.seconds_per_step, drift.get("rel_frobenius"), drift.get("cosine"), checkpoint, _now(),
         )
-        with self.conn:  # one transaction: all of the trial or nothing
-            self.conn.execute("DELETE FROM trials WHERE trial_id = ?", (result.trial_id,))
-            self.conn.execute(f"INSERT INTO trials VALUES ({', '.join('?' * len(row))})", row)
-            self.conn.executemany(
-                "INSERT INTO evals VALUES (?, ?, ?, ?, ?)",
-                [(result.trial_id, p.metric, p.length, _finite(p.value), _note(p)) for p in result.evals],
-            )
-            self.conn.executemany(
-                "INSERT INTO curves VALUES (?, ?, ?)", [(result.trial_id, s, _finite(l)) for s, l in result.curve]
-            )
+        try:
+            with self.conn:  # one transaction: all of the trial or nothing
+                self.conn.execute("DELETE FROM trials WHERE trial_id = ?", (result.trial_id,))
+                self.conn.execute(f"INSERT INTO trials VALUES ({', '.join('?' * len(row))})", row)
+                self.conn.executemany(
+                    "INSERT INTO evals VALUES (?, ?, ?, ?, ?)",
+                    [(result.trial_id, p.metric, p.length, _finite(p.value), _note(p)) for p in result.evals],
+                )
+                self.conn.executemany(
+                    "INSERT INTO curves VALUES (?, ?, ?)", [(result.trial_id, s, _finite(l)) for s, l in result.curve]
+                )
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, f"store trial {result.trial_id} in") from None
 
     def records(self) -> list[TrialRecord]:
         """Every readable trial, in insertion order; corrupt rows are logged and skipped."""
         return self._read()[0]
 
     def _read(self) -> tuple[list[TrialRecord], list[str]]:
+        try:
+            return self._read_rows()
+        except sqlite3.Error as error:
+            raise store_error(self.path, error, "read") from None
+
+    def _read_rows(self) -> tuple[list[TrialRecord], list[str]]:
         evals: dict[str, list[EvalPoint]] = {}
         for trial_id, metric, length, value, note in self.conn.execute("SELECT * FROM evals ORDER BY metric, length"):
             evals.setdefault(trial_id, []).append(EvalPoint(metric, length, value, note or ""))
@@ -272,6 +299,22 @@ def load_results(out_dir: str | Path) -> Results:
     """Read an out dir's store: the experiment dict, the valid trials and the skipped row ids."""
     with ResultsStore(out_dir) as store:
         return store.results()
+
+
+def _write_schema(conn: sqlite3.Connection, experiment: ExperimentConfig) -> None:
+    """Create the tables and the meta rows of ``experiment`` (inside the caller's transaction)."""
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.executemany(
+        "INSERT INTO meta (key, value) VALUES (?, ?)",
+        [
+            ("schema_version", SCHEMA_VERSION),
+            ("experiment_hash", experiment.config_hash),
+            ("experiment", json.dumps(experiment.to_dict(), sort_keys=True)),
+            ("created", _now()),
+        ],
+    )
 
 
 def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]]) -> TrialRecord:
