@@ -66,7 +66,7 @@ def test_constructor_parameters_marks_varargs():
 
 
 def test_cli_prints_aligned_table(capsys):
-    assert main(["schemes"]) == 0
+    assert main(["schemes", "--wide"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:5] == ["name", "class", "kind", "paper", "parameters"]
     assert lines[0].endswith("length limit  extrapolates")
@@ -88,3 +88,34 @@ def test_format_table_yes_no():
     row = dict.fromkeys(COLUMNS, "v") | {"length_limit": True, "extrapolates": False}
     assert format_table([row]).splitlines()[1].split()[-2:] == ["yes", "no"]
 
+
+
+def test_default_table_fits_100_columns(capsys):
+    assert main(["schemes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 100
+    assert lines[0].split()[:2] == ["name", "kind"] and len(lines) == 1 + len(scheme_table())
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert rows["rope_yarn"].endswith("factor, original_max_len")  # what --set must give
+    assert rows["learned"].split()[1:4] == ["absolute", "yes", "no"]
+
+
+def test_narrow_table_cuts_the_last_column_to_fit():
+    row = {"name": "x", "kind": "bias", "needs": "a" * 200}
+    lines = format_table([row], ("name", "kind", "needs"), width=40).splitlines()
+    assert max(map(len, lines)) == 40 and lines[1].endswith("...")
+    with pytest.raises(ValueError, match="cannot fit in 10 characters"):
+        format_table([row], ("name", "kind", "needs"), width=10)
+
+
+def test_rows_say_what_the_sizes_fill():
+    rows = {row["name"]: row for row in scheme_table()}
+    assert (rows["learned"]["sizes"], rows["learned"]["needs"]) == ("max_len, dim", "")
+    assert (rows["alibi"]["sizes"], rows["t5_bias"]["sizes"]) == ("num_heads, symmetric=bidirectional", "num_heads, bidirectional")
+    assert (rows["shaw"]["sizes"], rows["shaw"]["needs"]) == ("num_heads, head_dim", "max_distance")
+
+
+def test_wide_and_json_exclude_each_other(capsys):
+    with pytest.raises(SystemExit):
+        main(["schemes", "--wide", "--json"])
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -34,7 +34,10 @@ __all__ = [
 #: FlexAttention score modifier ``(score, b, h, q_idx, kv_idx) -> score``.
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
-#: Every concrete scheme class with a ``name``, by name (filled by ``__init_subclass__``).
+#: Every scheme class with a ``name`` defined so far, by name: ``__init_subclass__`` refuses a
+#: name taken twice. The complete list, and how each scheme is built, is
+#: :mod:`posembed.schemes.factory` (``posembed.schemes.SCHEMES`` reads it); a test checks that
+#: every named class has a factory entry.
 SCHEMES: dict[str, type["PositionScheme"]] = {}
 
 
@@ -49,12 +52,12 @@ class Kind(str, enum.Enum):
 class PositionScheme(nn.Module):
     """Base class of every positional scheme.
 
-    Subclasses set the class attributes below; a subclass with a ``name`` is registered in
-    :data:`SCHEMES` (used by ``posembed schemes`` and by the lab to build schemes by name).
+    Subclasses set the class attributes below. A subclass with a ``name`` gets an entry in
+    :mod:`posembed.schemes.factory`, which builds schemes by name (lab, inspector, configs).
     """
 
     kind: ClassVar[Kind]
-    #: Registry name (``"sinusoidal"``, ``"rope"``, ``"alibi"``, ...); ``None`` for abstract bases.
+    #: Scheme name (``"sinusoidal"``, ``"rope"``, ``"alibi"``, ...); ``None`` for abstract bases.
     name: ClassVar[str | None] = None
     #: Short citation, e.g. ``"Vaswani et al. 2017"``.
     paper: ClassVar[str] = ""

@@ -1,4 +1,4 @@
-"""The catalogue of every positional scheme: one row per registered class (``posembed schemes``).
+"""The catalogue of every positional scheme: one row per factory entry (``posembed schemes``).
 
 Example:
     >>> rows = {row["name"]: row for row in scheme_table()}
@@ -6,20 +6,24 @@ Example:
     "dim, *, base=10000.0, layout='interleaved', max_len=None"
     >>> rows["learned"]["length_limit"], rows["sinusoidal"]["length_limit"]
     (True, False)
+    >>> rows["alibi"]["sizes"], rows["rope_yarn"]["needs"]
+    ('num_heads, symmetric=bidirectional', 'factor, original_max_len')
 """
 
 from __future__ import annotations
 
 import inspect
 
-from posembed.schemes import all_schemes
 from posembed.schemes.base import Kind, PositionScheme
+from posembed.schemes.factory import ENTRIES, SCHEME_CLASSES, SchemeEntry
 
-__all__ = ["COLUMNS", "load_schemes", "scheme_table", "has_length_limit", "constructor_parameters"]
+__all__ = ["COLUMNS", "load_schemes", "scheme_table", "scheme_row", "has_length_limit", "constructor_parameters"]
 
 
 #: the keys of every row, in display order
-COLUMNS: tuple[str, ...] = ("name", "class", "kind", "paper", "parameters", "length_limit", "extrapolates")
+COLUMNS: tuple[str, ...] = (
+    "name", "class", "kind", "paper", "parameters", "sizes", "needs", "length_limit", "extrapolates",
+)
 #: constructor arguments that size a table: required, they make a hard limit on positions
 LIMIT_ARGUMENTS = ("max_len", "max_seq_len", "max_positions", "max_position_embeddings")
 #: constructor arguments every module takes; left out of the parameters column
@@ -28,15 +32,16 @@ _KIND_ORDER = {kind: index for index, kind in enumerate(Kind)}
 
 
 def load_schemes() -> dict[str, type[PositionScheme]]:
-    """Import every scheme module and return the registry, by name in registration order."""
-    return all_schemes()
+    """Every scheme class by name, in the factory's order."""
+    return dict(SCHEME_CLASSES)
 
 
 def has_length_limit(cls: type[PositionScheme]) -> bool:
-    """Whether positions beyond some size are refused.
+    """Whether a class refuses positions beyond some size: it says so, or needs a table size.
 
-    The class attribute ``has_length_limit`` says so; a *required* table-size argument
-    (``max_len`` ...) means a limit too, in case a scheme forgot to declare it.
+    The catalogue reads the class attribute ``has_length_limit``; this rule also counts a
+    *required* table-size argument (``max_len`` ...), and the factory tests use it to check that
+    no scheme forgot to declare its limit.
     """
     if cls.has_length_limit:
         return True
@@ -45,7 +50,7 @@ def has_length_limit(cls: type[PositionScheme]) -> bool:
 
 
 def constructor_parameters(cls: type) -> str:
-    """The constructor's arguments as one would call it, without ``device``/``dtype``.
+    """The constructor's arguments as one would call it, without ``device``/``dtype`` (for display).
 
     >>> from posembed.schemes.learned import LearnedAbsolute
     >>> constructor_parameters(LearnedAbsolute)
@@ -67,20 +72,28 @@ def constructor_parameters(cls: type) -> str:
     return ", ".join(parts)
 
 
-def scheme_row(cls: type[PositionScheme]) -> dict[str, object]:
-    """One catalogue row (keys :data:`COLUMNS`) for a scheme class."""
+def _sizes(entry: SchemeEntry) -> str:
+    """Which arguments the model's sizes fill: ``head_dim``, ``symmetric=bidirectional``."""
+    return ", ".join(arg.name if arg.name == arg.size else f"{arg.name}={arg.size}" for arg in entry.args if arg.size)
+
+
+def scheme_row(entry: SchemeEntry) -> dict[str, object]:
+    """One catalogue row (keys :data:`COLUMNS`) for a factory entry."""
+    cls = entry.cls
     return {
-        "name": cls.name,
+        "name": entry.name,
         "class": cls.__name__,
         "kind": cls.kind.value,
         "paper": cls.paper,
         "parameters": constructor_parameters(cls),
-        "length_limit": has_length_limit(cls),
+        "sizes": _sizes(entry),
+        "needs": ", ".join(entry.needs),
+        "length_limit": entry.length_limit,
         "extrapolates": bool(cls.extrapolates),
     }
 
 
 def scheme_table() -> list[dict[str, object]]:
-    """Every registered scheme as a row, absolute then rotary then bias, in registration order."""
-    classes = sorted(load_schemes().values(), key=lambda cls: _KIND_ORDER[cls.kind])
-    return [scheme_row(cls) for cls in classes]
+    """Every scheme as a row, absolute then rotary then bias, in the factory's order."""
+    entries = sorted(ENTRIES, key=lambda entry: _KIND_ORDER[entry.cls.kind])
+    return [scheme_row(entry) for entry in entries]

@@ -1,87 +1,67 @@
 """A scheme as a JSON-able dict and back: what model configs and lab checkpoints store.
 
-``scheme_config(scheme)`` reads ``{"name": <registry name>, **constructor kwargs}`` off a scheme;
-``build_scheme(config)`` rebuilds it from the registry (:data:`~posembed.schemes.base.SCHEMES`).
+``scheme_config(scheme)`` reads ``{"name": <scheme name>, **constructor kwargs}`` off a scheme,
+each argument from where its :class:`~posembed.schemes.factory.Arg` says it is stored;
+``build_scheme(config)`` checks the arguments against the scheme's
+:class:`~posembed.schemes.factory.SchemeEntry` and rebuilds it.
+
+Example:
+    >>> from posembed.schemes.learned import LearnedAbsolute
+    >>> scheme_config(LearnedAbsolute(32, 8))
+    {'name': 'learned', 'max_len': 32, 'dim': 8, 'init_std': 0.02}
+    >>> build_scheme({"name": "learned", "max_len": 32, "dim": 8}).max_positions
+    32
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
+import functools
 
-import torch
-
-from posembed.schemes.base import SCHEMES, PositionScheme
+from posembed.schemes.base import PositionScheme
+from posembed.schemes.factory import Arg, build_from_kwargs, scheme_entry
 
 __all__ = ["build_scheme", "scheme_config"]
 
-_SKIPPED_ARGS = ("self", "device", "dtype")
-
 
 def scheme_config(scheme: PositionScheme) -> dict:
-    """``{"name": <registry name>, **constructor kwargs}`` of a scheme, read from its attributes.
-
-    A scheme may define ``config()`` returning its kwargs; otherwise every constructor argument
-    must be stored as an attribute of the same name (as :class:`~posembed.LearnedAbsolute` does),
-    on the scheme or on a scheme it wraps (composition, one level).
-    """
+    """``{"name": <scheme name>, **constructor kwargs}`` of a scheme, in constructor order."""
     if scheme.name is None:
-        raise ValueError(f"{type(scheme).__name__} has no registry name; it cannot be saved in a config")
-    if hasattr(scheme, "config"):
-        return {"name": scheme.name, **scheme.config()}
-    kwargs = {}
-    for arg in _constructor_args(type(scheme)):
-        owners = [scheme, *(m for m in scheme.children() if isinstance(m, PositionScheme))]
-        owner = next((o for o in owners if hasattr(o, arg)), None)
-        if owner is None:
-            raise ValueError(
-                f"cannot save {type(scheme).__name__} in a config: argument {arg!r} is not stored as an attribute"
-            )
-        kwargs[arg] = _jsonable(getattr(owner, arg), arg)
-    return {"name": scheme.name, **kwargs}
+        raise ValueError(f"{type(scheme).__name__} has no scheme name; it cannot be saved in a config")
+    entry = scheme_entry(scheme.name)
+    if type(scheme) is not entry.cls:
+        raise ValueError(
+            f"cannot save {type(scheme).__name__} in a config: its name {scheme.name!r} belongs to "
+            f"{entry.cls.__name__}; give the subclass its own name and factory entry"
+        )
+    return {"name": scheme.name, **{arg.name: _stored_value(scheme, arg) for arg in entry.args}}
 
 
-def _constructor_args(cls: type) -> list[str]:
-    """Named constructor arguments, following ``**kwargs`` up to the base classes' constructors."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass) or not issubclass(klass, PositionScheme):
-            continue
-        forwards = False
-        for arg in inspect.signature(klass.__init__).parameters.values():
-            if arg.kind == arg.VAR_KEYWORD:
-                forwards = True
-            elif arg.name not in _SKIPPED_ARGS and arg.kind != arg.VAR_POSITIONAL and arg.name not in names:
-                names.append(arg.name)
-        if not forwards:
-            break
-    return names
+def _stored_value(scheme: PositionScheme, arg: Arg):
+    path = arg.stored_at or arg.name
+    try:
+        value = functools.reduce(getattr, path.split("."), scheme)
+    except AttributeError:
+        raise ValueError(
+            f"cannot save {type(scheme).__name__} in a config: argument {arg.name!r} is not stored at {path!r}"
+        ) from None
+    return _jsonable(value, arg.name)
 
 
 def _jsonable(value, name: str):
     if isinstance(value, (tuple, list)):
         return [_jsonable(v, name) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v, name) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, torch.dtype):
-        return str(value)
     raise ValueError(f"scheme argument {name!r}={value!r} is not JSON-able")
 
 
 def build_scheme(config: dict) -> PositionScheme:
-    """Rebuild a scheme from :func:`scheme_config`'s dict (looked up in ``SCHEMES``)."""
-    config = dict(config)
-    name = config.pop("name", None)
-    if name not in SCHEMES:
-        from posembed.schemes import SCHEME_MODULES
+    """Rebuild a scheme from :func:`scheme_config`'s dict.
 
-        for module in SCHEME_MODULES:
-            try:
-                importlib.import_module(f"posembed.schemes.{module}")
-            except ModuleNotFoundError:
-                continue
-    if name not in SCHEMES:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted(SCHEMES))}")
-    return SCHEMES[name](**config)
+    ``ValueError`` for an unknown name, an unknown or wrong-typed argument, or a missing one.
+    """
+    kwargs = dict(config)
+    name = kwargs.pop("name", None)
+    if not isinstance(name, str):
+        raise ValueError(f"a scheme config needs a 'name' (a string), got {name!r}")
+    return build_from_kwargs(name, kwargs)

@@ -1,0 +1,294 @@
+"""The one list of positional schemes and how each is built from a model's sizes.
+
+Every scheme name has one explicit :class:`SchemeEntry`: its class and, in constructor order,
+the :class:`Arg` s it takes. An argument either comes from the model's :class:`ModelSizes`
+(``size``: rotary schemes take ``head_dim``, ALiBi takes ``num_heads`` and ``symmetric`` from
+``bidirectional = not causal``, a learned table takes ``max_len`` and ``dim``) or is a
+scheme-specific override (``base``, ``factor``, ``original_max_len`` ...), checked by name and
+type before the constructor runs. Nothing is read off constructor signatures: a test checks
+that every entry's arguments match its class's constructor, so renaming one fails a test.
+
+The lab (:func:`posembed.lab.train.build_trial_scheme`), the inspector
+(:func:`posembed.analysis.sources.load_scheme`), configs and checkpoints
+(:mod:`posembed.schemes.config`) and ``posembed schemes`` (:mod:`posembed.schemes.catalog`)
+all build through :func:`build_from_sizes` / :func:`build_from_kwargs`.
+
+Example:
+    >>> sizes = ModelSizes(dim=16, num_heads=2, head_dim=8, max_len=32, causal=True)
+    >>> build_from_sizes("alibi", sizes).symmetric
+    False
+    >>> build_from_sizes("rope_yarn", sizes, {"factor": 4, "original_max_len": 16}).factor
+    4.0
+    >>> build_from_sizes("rope", sizes, {"bas": 500})
+    Traceback (most recent call last):
+    ...
+    ValueError: scheme 'rope' takes no argument 'bas'; it takes: head_dim, rotary_dim, base, layout, max_len, compiled
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from posembed.schemes.alibi import ALiBi
+from posembed.schemes.base import PositionScheme
+from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
+from posembed.schemes.nope import NoPE
+from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.rotary_longrope import LongRoPERotary
+from posembed.schemes.rotary_scaling import (
+    DynamicNTKRotary,
+    Llama3Rotary,
+    LinearScalingRotary,
+    NTKAwareRotary,
+    ProportionalRotary,
+)
+from posembed.schemes.rotary_yarn import YaRNRotary
+from posembed.schemes.shaw import ShawRelative
+from posembed.schemes.sinusoidal import ScaledSinusoidal, Sinusoidal
+from posembed.schemes.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
+from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.schemes.xpos import XPos
+
+__all__ = [
+    "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS",
+    "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs",
+]
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """The sizes of the model a scheme goes into.
+
+    Attributes:
+        dim: width C of absolute position vectors (the model width, or its concatenated part).
+        num_heads: attention heads H.
+        head_dim: width D of one head (rotary schemes rotate it).
+        max_len: number of positions a table holds (learned tables).
+        causal: decoder (True) or encoder (False); ``bidirectional`` is its negation.
+    """
+
+    dim: int
+    num_heads: int
+    head_dim: int
+    max_len: int
+    causal: bool
+
+    @property
+    def bidirectional(self) -> bool:
+        """Whether attention looks both ways (ALiBi's ``symmetric``, T5's ``bidirectional``)."""
+        return not self.causal
+
+
+#: the :class:`ModelSizes` values an argument can be filled from
+SIZE_FIELDS = ("dim", "num_heads", "head_dim", "max_len", "bidirectional")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: argument kind -> (check, words for the error)
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "int": (_is_int, "an integer"),
+    "float": (_is_number, "a number"),
+    "bool": (lambda value: isinstance(value, bool), "true or false"),
+    "str": (lambda value: isinstance(value, str), "a string"),
+    "floats": (lambda value: isinstance(value, (list, tuple)) and all(map(_is_number, value)), "a list of numbers"),
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One constructor argument of a scheme.
+
+    Attributes:
+        name: the constructor's keyword.
+        kind: ``"int"``, ``"float"``, ``"bool"``, ``"str"`` or ``"floats"`` (a list of numbers).
+        size: the :data:`SIZE_FIELDS` entry that fills it when building from sizes, or ``None``.
+        required: the constructor has no default for it.
+        nullable: ``None`` is accepted (the constructor's default is ``None``).
+        stored_at: dotted attribute path holding the value on a built scheme (default ``name``);
+            how :func:`posembed.schemes.config.scheme_config` reads it back.
+    """
+
+    name: str
+    kind: str
+    size: str | None = None
+    required: bool = False
+    nullable: bool = False
+    stored_at: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"Arg {self.name!r}: kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        if self.size is not None and self.size not in SIZE_FIELDS:
+            raise ValueError(f"Arg {self.name!r}: size must be one of {', '.join(SIZE_FIELDS)}, got {self.size!r}")
+
+    def accepts(self, value: Any) -> bool:
+        return (value is None and self.nullable) or _KINDS[self.kind][0](value)
+
+    def describe_kind(self) -> str:
+        return _KINDS[self.kind][1] + (" or null" if self.nullable else "")
+
+
+@dataclass(frozen=True)
+class SchemeEntry:
+    """How one scheme is built: its class and its arguments in constructor order."""
+
+    cls: type[PositionScheme]
+    args: tuple[Arg, ...]
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        return tuple(arg.name for arg in self.args)
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """Required arguments no size fills: what a caller must give (``--set`` / ``scheme_kwargs``)."""
+        return tuple(arg.name for arg in self.args if arg.required and arg.size is None)
+
+    @property
+    def length_limit(self) -> bool:
+        """Whether positions beyond some size are refused (the class declares it)."""
+        return bool(self.cls.has_length_limit)
+
+    def arg(self, name: str) -> Arg:
+        for arg in self.args:
+            if arg.name == name:
+                return arg
+        raise ValueError(f"scheme {self.name!r} takes no argument {name!r}; it takes: {_listed(self.accepted)}")
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return ", ".join(names) or "no arguments"
+
+
+def _size(name: str, field: str, kind: str = "int", *, required: bool = True) -> Arg:
+    return Arg(name, kind, size=field, required=required)
+
+
+def _opt(name: str, kind: str, *, required: bool = False, nullable: bool = False, at: str | None = None) -> Arg:
+    return Arg(name, kind, required=required, nullable=nullable, stored_at=at)
+
+
+def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ...]:
+    """``base``, ``layout`` (and ``max_len``), stored on the scheme or on its ``owner`` child."""
+    names = ("base", "layout", "max_len") if max_len else ("base", "layout")
+    kinds = {"base": ("float", False), "layout": ("str", False), "max_len": ("int", True)}
+    return tuple(_opt(n, kinds[n][0], nullable=kinds[n][1], at=f"{owner}.{n}" if owner else None) for n in names)
+
+
+#: the keyword arguments every :class:`~posembed.schemes.rotary.RotaryEmbedding` variant forwards
+_ROPE_OPTIONS = (
+    _opt("rotary_dim", "int", nullable=True),
+    _opt("base", "float"),
+    _opt("layout", "str"),
+    _opt("max_len", "int", nullable=True),
+    _opt("compiled", "bool"),
+)
+_HEAD_DIM = _size("head_dim", "head_dim")
+_TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
+
+#: every scheme, in the order ``posembed schemes`` lists them within a kind
+ENTRIES: tuple[SchemeEntry, ...] = (
+    SchemeEntry(LearnedAbsolute, _TABLE),
+    SchemeEntry(LearnedParameter, _TABLE),
+    SchemeEntry(Sinusoidal, (_size("dim", "dim"), *_sinusoid_options())),
+    SchemeEntry(ScaledSinusoidal, (_size("dim", "dim"), *_sinusoid_options("sinusoidal"))),
+    SchemeEntry(Sinusoidal2D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
+    SchemeEntry(Sinusoidal3D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
+    SchemeEntry(RotaryEmbedding, (_HEAD_DIM, *_ROPE_OPTIONS)),
+    SchemeEntry(LinearScalingRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS)),
+    SchemeEntry(NTKAwareRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS)),
+    SchemeEntry(DynamicNTKRotary, (
+        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
+        *_ROPE_OPTIONS,
+    )),
+    SchemeEntry(Llama3Rotary, (
+        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
+        _opt("low_freq_factor", "float"), _opt("high_freq_factor", "float"), *_ROPE_OPTIONS,
+    )),
+    SchemeEntry(ProportionalRotary, (
+        _HEAD_DIM, _opt("rope_fraction", "float", required=True), _opt("factor", "float"), *_ROPE_OPTIONS,
+    )),
+    SchemeEntry(YaRNRotary, (
+        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
+        _opt("beta_fast", "float"), _opt("beta_slow", "float"), _opt("attention_factor", "float", nullable=True),
+        _opt("mscale", "float", nullable=True), _opt("mscale_all_dim", "float", nullable=True),
+        _opt("truncate", "bool"), *_ROPE_OPTIONS,
+    )),
+    SchemeEntry(LongRoPERotary, (
+        _HEAD_DIM, _opt("short_factor", "floats", required=True), _opt("long_factor", "floats", required=True),
+        _opt("original_max_len", "int", required=True), _opt("factor", "float"),
+        _opt("attention_factor", "float", nullable=True), *_ROPE_OPTIONS,
+    )),
+    SchemeEntry(XPos, (_HEAD_DIM, _opt("scale_base", "int"), *_ROPE_OPTIONS[:4])),
+    SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
+    SchemeEntry(T5RelativeBias, (
+        _size("num_heads", "num_heads"), _opt("num_buckets", "int"), _opt("max_distance", "int"),
+        _size("bidirectional", "bidirectional", "bool", required=False), _opt("init_std", "float"),
+    )),
+    SchemeEntry(ShawRelative, (
+        _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("max_distance", "int", required=True),
+        _opt("mode", "str"), _opt("init_std", "float"),
+    )),
+    SchemeEntry(NoPE, ()),
+)
+
+#: scheme name -> entry
+FACTORY: Mapping[str, SchemeEntry] = MappingProxyType({entry.name: entry for entry in ENTRIES})
+#: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
+SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})
+
+
+def scheme_entry(name: str) -> SchemeEntry:
+    """The entry called exactly ``name``; ``ValueError`` naming the known schemes otherwise."""
+    if name not in FACTORY:
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted(FACTORY))}")
+    return FACTORY[name]
+
+
+def check_kwargs(entry: SchemeEntry, kwargs: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the key and the accepted ones for an unknown or wrong-typed argument."""
+    for key, value in kwargs.items():
+        arg = entry.arg(key)
+        if not arg.accepts(value):
+            raise ValueError(
+                f"scheme {entry.name!r} argument {key!r} must be {arg.describe_kind()}, got {value!r}; "
+                f"it takes: {_listed(entry.accepted)}"
+            )
+
+
+def build_from_kwargs(name: str, kwargs: Mapping[str, Any]) -> PositionScheme:
+    """The scheme ``name`` built from all its arguments (a stored config), checked first."""
+    entry = scheme_entry(name)
+    check_kwargs(entry, kwargs)
+    missing = [arg.name for arg in entry.args if arg.required and arg.name not in kwargs]
+    if missing:
+        raise ValueError(
+            f"scheme {name!r} needs {', '.join(map(repr, missing))}; it takes: {_listed(entry.accepted)}"
+        )
+    return entry.cls(**kwargs)
+
+
+def build_from_sizes(name: str, sizes: ModelSizes, overrides: Mapping[str, Any] | None = None) -> PositionScheme:
+    """The scheme ``name`` for a model of ``sizes``; ``overrides`` win over the sizes.
+
+    ``ValueError`` for an unknown name, an unknown or wrong-typed override, or a required
+    argument that neither the sizes nor the overrides give (``factor`` of ``rope_yarn``).
+    """
+    entry = scheme_entry(name)
+    overrides = dict(overrides or {})
+    check_kwargs(entry, overrides)
+    kwargs = {arg.name: getattr(sizes, arg.size) for arg in entry.args if arg.size and arg.name not in overrides}
+    return build_from_kwargs(name, {**kwargs, **overrides})
