@@ -33,6 +33,7 @@ LLAMA_ROPE = {
 def llama(rope_type: str, **extra):
     max_pos, scaling = LLAMA_ROPE[rope_type]
     theta = 500000.0 if rope_type == "llama3" else 10000.0
+    scaling = None if scaling is None else dict(scaling)  # transformers writes rope_theta into the dict it is given
     return transformers.LlamaConfig(**BASE, max_position_embeddings=max_pos, rope_scaling=scaling, rope_theta=theta, **extra)
 
 
