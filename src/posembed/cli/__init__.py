@@ -16,7 +16,7 @@ import sys
 __all__ = ["main", "UserError"]
 
 #: subcommand modules, in the order ``posembed --help`` lists them
-COMMANDS = ("encode", "schemes", "inspect", "lab", "bench")
+COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend")
 
 
 def package_version() -> str:
