@@ -1,0 +1,164 @@
+"""What the context-extension study measures and how its models train (pure functions, CPU-sized).
+
+- :class:`ContextData`: tinyshakespeare encoded with the passkey vocabulary (its characters plus
+  the ten digits, :func:`~posembed.lab.tasks.passkey.passkey_vocabulary`), split 90/10 as the
+  ``charlm`` task splits it.
+- :func:`lm_perplexity`: char-LM perplexity on consecutive non-overlapping held-out windows of a
+  given length (every position scored, as ``charlm`` does).
+- :func:`passkey_grid`: passkey accuracy per (length, depth).
+- :func:`train_steps`: AdamW (weight decay on matrices), linear warmup + cosine decay, gradient
+  clipping; each batch mixes char-LM windows with a ``passkey_fraction`` of passkey documents.
+
+Example:
+    >>> data = ContextData.load("tinyshakespeare")
+    >>> data.vocab_size, "7" in data.stoi, data.decode(data.val[:5].tolist())
+    (74, True, '?\\n\\nGR')
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from posembed.lab.data import load_text, resolve_text_path
+from posembed.lab.tasks.passkey import passkey_accuracy, passkey_vocabulary, training_rows
+
+__all__ = ["ContextData", "TrainSettings", "lm_perplexity", "passkey_grid", "train_steps"]
+
+logger = logging.getLogger(__name__)
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class ContextData:
+    """Vocabulary (``chars``, ``stoi``) and the encoded train / validation splits."""
+
+    chars: tuple[str, ...]
+    train: Tensor
+    val: Tensor
+
+    @classmethod
+    def load(cls, text: str = "tinyshakespeare") -> "ContextData":
+        """The corpus behind ``text`` (a path or ``"tinyshakespeare"``), cached per file."""
+        path = resolve_text_path(text)
+        return _load(str(path), path.stat().st_mtime)
+
+    @property
+    def stoi(self) -> dict[str, int]:
+        return {ch: i for i, ch in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] for i in ids)
+
+
+@functools.lru_cache(maxsize=2)
+def _load(path: str, mtime: float) -> ContextData:
+    text = load_text(path, min_chars=1000)
+    chars = tuple(passkey_vocabulary(sorted(set(text))))
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    data = torch.tensor([stoi[ch] for ch in text], dtype=torch.long)
+    split = int(0.9 * len(data))
+    return ContextData(chars=chars, train=data[:split], val=data[split:])
+
+
+@torch.no_grad()
+def lm_perplexity(model: nn.Module, val: Tensor, length: int, *, windows: int, batch: int = 8) -> float | None:
+    """exp(mean next-char loss) over ``windows`` consecutive held-out windows of ``length`` chars
+    (``None`` if ``val`` holds not even one)."""
+    count = min((len(val) - 1) // length, windows)
+    if count == 0:
+        return None
+    total, tokens = 0.0, 0
+    for first in range(0, count, batch):
+        rows = range(first, min(first + batch, count))
+        chunk = torch.stack([val[r * length : r * length + length + 1] for r in rows])  # (B, T + 1)
+        logits = model(chunk[:, :-1])  # (B, T, V)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), chunk[:, 1:].flatten(), reduction="sum")
+        total += float(loss)
+        tokens += chunk[:, 1:].numel()
+    return math.exp(total / tokens)
+
+
+def passkey_grid(
+    model: nn.Module, stoi: dict[str, int], length: int, depths: tuple[float, ...], *, samples: int, seed: int,
+    digits: int = 5,
+) -> dict[float, float]:  # fmt: skip
+    """Passkey accuracy at ``length`` for each depth (``samples`` documents each, seeded per cell)."""
+    return {
+        depth: passkey_accuracy(model, stoi, length, depth, samples=samples, seed=seed * 7919 + length * 31 + index,
+                                digits=digits)
+        for index, depth in enumerate(depths)
+    }
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """One training (or fine-tuning) run: ``steps`` batches of ``batch`` rows of ``context`` chars."""
+
+    steps: int
+    context: int
+    batch: int
+    lr: float
+    passkey_fraction: float
+    digits: int = 5
+    seed: int = 0
+    warmup: int = 0
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+
+
+def _lr(step: int, s: TrainSettings) -> float:
+    if step < s.warmup:
+        return s.lr * (step + 1) / (s.warmup + 1)
+    progress = (step - s.warmup) / max(1, s.steps - s.warmup)
+    return s.lr / 10 + 0.5 * (1.0 + math.cos(math.pi * progress)) * (s.lr - s.lr / 10)
+
+
+def _batch(data: ContextData, generator: torch.Generator, s: TrainSettings) -> tuple[Tensor, Tensor]:
+    keys = round(s.batch * s.passkey_fraction)
+    starts = torch.randint(0, len(data.train) - s.context - 1, (s.batch - keys,), generator=generator)
+    windows = torch.stack([data.train[i : i + s.context + 1] for i in starts.tolist()])  # (B, T + 1)
+    inputs, targets = windows[:, :-1], windows[:, 1:]
+    if keys:
+        key_in, key_target = training_rows(generator, keys, s.context, data.stoi, digits=s.digits, ignore=IGNORE)
+        inputs, targets = torch.cat([inputs, key_in]), torch.cat([targets, key_target])
+    return inputs, targets
+
+
+def train_steps(model: nn.Module, data: ContextData, settings: TrainSettings) -> float:
+    """Train ``model`` in place; returns the mean loss of the last 10 % of steps."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": settings.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.99))
+    generator = torch.Generator().manual_seed(settings.seed)
+    tail, losses = max(1, settings.steps // 10), []
+    model.train()
+    for step in range(settings.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = _lr(step, settings)
+        inputs, targets = _batch(data, generator, settings)
+        logits = model(inputs)  # (B, T, V)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+        if (step + 1) % max(1, settings.steps // 10) == 0:
+            logger.info("step %d/%d loss %.4f", step + 1, settings.steps, losses[-1])
+    model.eval()
+    if not all(map(math.isfinite, losses)):
+        logger.warning("training loss became non-finite")
+    return sum(losses[-tail:]) / tail

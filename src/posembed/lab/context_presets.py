@@ -1,0 +1,149 @@
+"""The context-extension study as one typed, frozen config, and its named presets.
+
+A study trains a RoPE, an ALiBi and a NoPE decoder at context ``L`` (char LM on tinyshakespeare
+with passkey documents mixed in), evaluates the RoPE model with every extension method of
+:data:`~posembed.lab.context.METHODS` at ``L * scales`` (perplexity and passkey accuracy per
+depth), the references as they are, then fine-tunes the RoPE model at ``finetune_scale * L``
+with each of ``finetune_methods`` (Chen et al. 2023 used ~1000 steps; this scales it down) and
+evaluates those too.
+
+>>> sorted(CONTEXT_PRESETS)
+['context', 'context-smoke']
+>>> get_context_preset("context-smoke").context
+96
+>>> with_overrides(get_context_preset("context"), ["steps=10", "finetune_methods=linear"]).finetune_methods
+('linear',)
+>>> with_overrides(get_context_preset("context"), ["step=10"])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+ValueError: unknown context key 'step'; keys: name, context, ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass
+from typing import Callable
+
+from posembed.lab.context import METHODS
+
+__all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "get_context_preset", "with_overrides"]
+
+#: schemes trained at L and evaluated as they are (no extension): the no-extension references
+REFERENCES = ("alibi", "nope")
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """Everything one context-extension study does (its hash keys the stored rows)."""
+
+    name: str
+    context: int = 128
+    dim: int = 64
+    depth: int = 2
+    heads: int = 4
+    steps: int = 1500
+    batch: int = 16
+    lr: float = 3e-3
+    warmup: int = 50
+    passkey_fraction: float = 0.25
+    digits: int = 5
+    scales: tuple[int, ...] = (1, 2, 4, 8)
+    depths: int = 5
+    passkey_samples: int = 8
+    lm_windows: int = 16
+    methods: tuple[str, ...] = METHODS
+    references: tuple[str, ...] = REFERENCES
+    finetune_methods: tuple[str, ...] = ("linear", "yarn")
+    finetune_scale: int = 4
+    finetune_steps: int = 100
+    finetune_lr: float = 1e-3
+    seed: int = 0
+    text: str = "tinyshakespeare"
+
+    def __post_init__(self) -> None:
+        from posembed.lab.tasks.passkey import min_length
+
+        for name in ("context", "dim", "depth", "heads", "steps", "batch", "digits", "depths", "passkey_samples",
+                     "lm_windows", "finetune_scale"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.dim % self.heads or (self.dim // self.heads) % 2:
+            raise ValueError(f"dim={self.dim} over heads={self.heads} must give an even head dim (RoPE)")
+        if self.context + 1 < min_length(self.digits):
+            raise ValueError(f"context={self.context} is below the passkey minimum {min_length(self.digits) - 1}")
+        if not 0.0 <= self.passkey_fraction <= 1.0:
+            raise ValueError(f"passkey_fraction must be in [0, 1], got {self.passkey_fraction}")
+        if not self.scales or any(not isinstance(s, int) or s < 1 for s in self.scales):
+            raise ValueError(f"scales must be integers >= 1, got {self.scales}")
+        for name, known in (("methods", METHODS), ("finetune_methods", METHODS), ("references", REFERENCES)):
+            unknown = [m for m in getattr(self, name) if m not in known]
+            if unknown:
+                raise ValueError(f"{name}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+        if self.depths < 2:
+            raise ValueError(f"depths must be >= 2 (0 and 1 at least), got {self.depths}")
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+    @property
+    def config_id(self) -> str:
+        """16 hex digits of the config's SHA-256 (the name excluded: equal studies share rows)."""
+        body = {k: v for k, v in self.to_dict().items() if k != "name"}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return tuple(sorted({self.context * s for s in self.scales}))
+
+
+def _context() -> ContextConfig:
+    return ContextConfig(name="context")
+
+
+def _context_smoke() -> ContextConfig:
+    return ContextConfig(
+        name="context-smoke", context=96, dim=32, depth=2, heads=2, steps=150, batch=8, lr=3e-3, warmup=10,
+        scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
+    )
+
+
+#: preset name -> builder (exact names only)
+CONTEXT_PRESETS: dict[str, Callable[[], ContextConfig]] = {"context": _context, "context-smoke": _context_smoke}
+
+
+def get_context_preset(name: str) -> ContextConfig:
+    """The study called exactly ``name``."""
+    if name not in CONTEXT_PRESETS:
+        raise ValueError(f"unknown context preset {name!r}; known: {', '.join(sorted(CONTEXT_PRESETS))}")
+    return CONTEXT_PRESETS[name]()
+
+
+def with_overrides(cfg: ContextConfig, overrides: list[str]) -> ContextConfig:
+    """``cfg`` with ``key=value`` overrides (tuples comma-separated), typed by the field; unknown keys
+    and bad values are ``ValueError`` s naming the key."""
+    hints = typing.get_type_hints(ContextConfig)
+    values = {}
+    for item in overrides:
+        key, eq, raw = item.partition("=")
+        if not eq:
+            raise ValueError(f"override {item!r} is not key=value")
+        if key not in hints:
+            raise ValueError(f"unknown context key {key!r}; keys: {', '.join(hints)}")
+        values[key] = _parse(key, raw, hints[key])
+    return dataclasses.replace(cfg, **values)
+
+
+def _parse(key: str, raw: str, hint) -> object:
+    origin = typing.get_origin(hint)
+    kind = typing.get_args(hint)[0] if origin is tuple else hint
+    parts = [p for p in raw.split(",") if p] if origin is tuple else [raw]
+    try:
+        parsed = [kind(p) if kind is not bool else p.lower() in ("1", "true", "yes") for p in parts]
+    except ValueError:
+        raise ValueError(f"{key}={raw!r}: expected {getattr(kind, '__name__', kind)}") from None
+    return tuple(parsed) if origin is tuple else parsed[0]
