@@ -5,7 +5,9 @@ Every check names the offending value and the limit.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 
 import torch
 from torch import Tensor
@@ -15,10 +17,15 @@ __all__ = [
     "check_same_shape",
     "check_positive_int",
     "check_number",
+    "check_probability",
     "check_context_length",
     "values_readable",
     "check_coordinates",
     "check_pad_token",
+    "check_allocation",
+    "check_table_size",
+    "device_memory_bytes",
+    "format_bytes",
 ]
 
 
@@ -106,6 +113,23 @@ def check_number(value: object, name: str, minimum: float) -> float:
     return float(value)
 
 
+def check_probability(value: object, name: str) -> float:
+    """Return ``value`` as a float if it is a drop probability in ``[0, 1)``, else raise.
+
+    >>> check_probability(0.1, "dropout")
+    0.1
+    >>> check_probability(1.0, "dropout")
+    Traceback (most recent call last):
+    ...
+    ValueError: dropout must be in [0, 1), got 1.0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number in [0, 1), got {value!r}")
+    if not 0.0 <= value < 1.0:  # NaN fails too
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+    return float(value)
+
+
 def check_context_length(value: object, name: str) -> int:
     """Return ``value`` if it is a positive ``int`` (a context length), else a ``ValueError``."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -147,3 +171,72 @@ def check_pad_token(pad_token_id: object, vocab_size: int) -> int | None:
     if not 0 <= pad_token_id < vocab_size:
         raise ValueError(f"pad_token_id={pad_token_id} is outside [0, vocab_size={vocab_size})")
     return pad_token_id
+
+
+def format_bytes(num_bytes: int) -> str:
+    """``num_bytes`` in decimal units, as error messages name them.
+
+    >>> format_bytes(17_179_869_184), format_bytes(3 * 10**13)
+    ('17.2 GB', '30.0 TB')
+    """
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if num_bytes >= size:
+            return f"{num_bytes / size:.1f} {unit}"
+    return f"{num_bytes} B"
+
+
+@functools.cache
+def _host_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+
+
+def device_memory_bytes(device: torch.device | str | None) -> int | None:
+    """Total memory of ``device`` (host RAM for the CPU), or ``None`` when unknown (meta, others)."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cpu":
+        return _host_memory()
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_properties(device).total_memory
+    return None
+
+
+def check_allocation(num_bytes: int, device: torch.device | str | None, what: str, hint: str = "") -> None:
+    """Refuse, before allocating, ``what`` when its ``num_bytes`` exceed the total memory of ``device``.
+
+    A guard against absurd sizes (a typo'd vocabulary, an eager ``T x T`` at T = 65536), which
+    would otherwise fail deep inside the allocator or swap the machine to a halt; sizes that
+    fit in total but not in free memory are left to the allocator.
+
+    >>> check_allocation(10**15, "cpu", "a (10**12, 256) float32 table")
+    Traceback (most recent call last):
+    ...
+    MemoryError: a (10**12, 256) float32 table would need 1000.0 TB, more than the ... of memory of cpu
+    """
+    limit = device_memory_bytes(device)
+    if limit is not None and num_bytes > limit:
+        raise MemoryError(
+            f"{what} would need {format_bytes(num_bytes)}, more than the {format_bytes(limit)} "
+            f"of memory of {torch.device('cpu' if device is None else device)}{_hint(hint)}"
+        )
+
+
+def check_table_size(rows: int, width: int, name: str, device=None, dtype: torch.dtype | None = None) -> None:
+    """Refuse a ``(rows, width)`` table that could never fit in memory, naming the bytes.
+
+    For embedding tables (token, segment, learned positions) built from user-given sizes.
+
+    >>> check_table_size(10**12, 8, "token table")
+    Traceback (most recent call last):
+    ...
+    MemoryError: token table of shape (1000000000000, 8) float32 would need 32.0 TB, more than the ... of memory of cpu; check vocab_size / max_len
+    """
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    element = torch.empty((), dtype=dtype, device="meta").element_size()
+    dtype_name = str(dtype).removeprefix("torch.")
+    check_allocation(
+        rows * width * element, device, f"{name} of shape ({rows}, {width}) {dtype_name}",
+        hint="check vocab_size / max_len",
+    )

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
-from posembed.attention_backends import BACKENDS, AttentionInputs, choose_backend, run_backend
+from posembed.attention_backends import BACKENDS, AttentionInputs, adds_bias, choose_backend, run_backend
 from posembed.positions import resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
 
@@ -52,8 +52,10 @@ class SelfAttention(nn.Module):
         compile_flex: run the ``"flex"`` backend through ``torch.compile`` (fused kernel, no
             ``T x T`` scores; compiles once per shape). Off by default: PyTorch's uncompiled
             FlexAttention is a reference implementation that materialises the scores.
-        own_scheme: register ``scheme`` as a submodule (default). Models that share one scheme
-            across layers pass ``False`` and own it themselves, so that it is saved once.
+
+    The layer owns ``scheme`` as a submodule (``.to()``, ``parameters()`` and ``state_dict()``
+    see it). A model may hand one scheme to all its layers: torch counts a shared submodule's
+    parameters once, and :class:`~posembed.model.TransformerModel` saves them once.
 
     Shape:
         - x: ``(B, T, C)``.
@@ -81,7 +83,6 @@ class SelfAttention(nn.Module):
         untied_dim: int | None = None,
         chunk_size: int = 256,
         compile_flex: bool = False,
-        own_scheme: bool = True,
         device=None,
         dtype=None,
     ) -> None:
@@ -92,10 +93,7 @@ class SelfAttention(nn.Module):
             scheme.check_attention(num_heads=num_heads, head_dim=self.head_dim, causal=causal)
         self.chunk_size = check_positive_int(chunk_size, "chunk_size")
         self.compile_flex = compile_flex
-        if own_scheme:
-            self.scheme = scheme
-        else:  # a plain reference: the owner registers (and saves) it once
-            object.__setattr__(self, "scheme", scheme)
+        self.scheme = scheme
         self.causal = causal
         self.dropout = dropout
         self.backend = backend
@@ -108,7 +106,6 @@ class SelfAttention(nn.Module):
         if self.untied_dim is not None:
             self.pos_q = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
             self.pos_k = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
-        self._adds_bias: bool | None = None
         #: name of the backend used by the last forward (for tests and benchmarks)
         self.last_backend: str | None = None
 
@@ -119,12 +116,9 @@ class SelfAttention(nn.Module):
 
     def extra_repr(self) -> str:
         untied = f", untied_dim={self.untied_dim}" if self.untied_dim is not None else ""
-        shared = ""
-        if self.scheme is not None and "scheme" not in self._modules:
-            shared = f", scheme={type(self.scheme).__name__} (shared)"
         return (
             f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}, "
-            f"backend={self.backend!r}, dropout={self.dropout}{untied}{shared}"
+            f"backend={self.backend!r}, dropout={self.dropout}{untied}"
         )
 
     def forward(
@@ -135,8 +129,7 @@ class SelfAttention(nn.Module):
         position_vectors: Tensor | None = None,
     ) -> Tensor:
         """Attend; see the class docstring for shapes."""
-        if x.dim() != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"x must have shape (B, T, {self.dim}), got {tuple(x.shape)}")
+        self._check_x(x)
         batch, length, _ = x.shape
         positions = resolve_positions(position_ids, length, x.device)
         if positions.dim() == 2 and positions.shape[0] not in (1, batch):
@@ -145,19 +138,29 @@ class SelfAttention(nn.Module):
         q, k, v = (self._heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, T, D)
         if isinstance(self.scheme, RotaryScheme):
             q, k = self.scheme(q, k, position_ids)  # None keeps the scheme's cached arange path
+        bias_scheme = self.scheme if isinstance(self.scheme, BiasScheme) else None
+        qk = (q, k) if bias_scheme is not None and bias_scheme.needs_qk else None
+        q, k, scale = self._untie(q, k, position_vectors, batch, length)
         inp = AttentionInputs(
-            q=q, k=k, v=v, scale=1.0 / math.sqrt(self.head_dim), causal=self.causal, positions=positions,
-            key_mask=key_mask, dropout=self.dropout if self.training else 0.0,
+            q=q, k=k, v=v, scale=scale, causal=self.causal, positions=positions, key_mask=key_mask,
+            scheme=bias_scheme, qk=qk, dropout=self.dropout if self.training else 0.0,
         )
-        if isinstance(self.scheme, BiasScheme):
-            inp.scheme = self.scheme
-            inp.qk = (q, k) if self.scheme.needs_qk else None
-        self._untie(inp, position_vectors, batch, length)
-        name = choose_backend(self.backend, inp, self._scheme_adds_bias(positions), self.training)
+        name = choose_backend(self.backend, inp, adds_bias(bias_scheme), self.training)
         self.last_backend = name
         out = run_backend(name, inp, chunk_size=self.chunk_size, compile_flex=self.compile_flex)  # (B, H, T, D)
         out = out.transpose(1, 2).reshape(batch, length, self.dim)  # (B, T, C)
         return self.out_proj(out)
+
+    def _check_x(self, x: Tensor) -> None:
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.dim:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (B, T, {self.dim}), got {shape}")
+        weight = self.q_proj.weight.dtype
+        if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
+            raise TypeError(
+                f"x has dtype {x.dtype} but this layer's weights are {weight}: cast one of them "
+                f"(x.to({weight}) or layer.to({x.dtype})), or run under torch.autocast"
+            )
 
     def _heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape
@@ -177,12 +180,14 @@ class SelfAttention(nn.Module):
             )
         return attention_mask != 0
 
-    def _untie(self, inp: AttentionInputs, position_vectors: Tensor | None, batch: int, length: int) -> None:
-        """TUPE-A: append ``p U^Q`` to q and ``p U^K`` to k, scale both terms by ``1/sqrt(2D)``."""
+    def _untie(
+        self, q: Tensor, k: Tensor, position_vectors: Tensor | None, batch: int, length: int
+    ) -> tuple[Tensor, Tensor, float]:
+        """``(q, k, scale)``; with TUPE-A, ``p U^Q`` appended to q and ``p U^K`` to k, scale ``1/sqrt(2D)``."""
         if self.untied_dim is None:
             if position_vectors is not None:
                 raise ValueError("position_vectors were given but this layer has no untied_dim (TUPE is off)")
-            return
+            return q, k, 1.0 / math.sqrt(self.head_dim)
         if position_vectors is None:
             raise ValueError(f"this layer uses TUPE untied attention: pass position_vectors (T, {self.untied_dim})")
         if position_vectors.shape[-1] != self.untied_dim or position_vectors.shape[-2] != length:
@@ -191,21 +196,9 @@ class SelfAttention(nn.Module):
                 f"or (B, {length}, {self.untied_dim})"
             )
         p = position_vectors.expand(batch, length, self.untied_dim)  # (B, T, P)
-        inp.q = torch.cat([inp.q, self._heads(self.pos_q(p))], dim=-1)  # (B, H, T, 2D)
-        inp.k = torch.cat([inp.k, self._heads(self.pos_k(p))], dim=-1)  # (B, H, T, 2D)
-        inp.scale = 1.0 / math.sqrt(2 * self.head_dim)
-
-    def _scheme_adds_bias(self, positions: Tensor) -> bool:
-        """Whether the bias scheme adds anything (NoPE does not); probed once on a 1 x 1 bias."""
-        if not isinstance(self.scheme, BiasScheme):
-            return False
-        if self._adds_bias is None:
-            if self.scheme.needs_qk:
-                self._adds_bias = True
-            else:
-                probe = torch.zeros(1, dtype=torch.long, device=positions.device)
-                self._adds_bias = self.scheme.bias(probe, probe) is not None
-        return self._adds_bias
+        q = torch.cat([q, self._heads(self.pos_q(p))], dim=-1)  # (B, H, T, 2D)
+        k = torch.cat([k, self._heads(self.pos_k(p))], dim=-1)  # (B, H, T, 2D)
+        return q, k, 1.0 / math.sqrt(2 * self.head_dim)
 
 
 def _check_arguments(dim: int, num_heads: int, scheme: PositionScheme | None, backend: str, dropout: float) -> None:

@@ -22,9 +22,10 @@ what they materialise:
   half the work when causal; bias schemes that do not read q/k, positions shared across the
   batch (padding masks allowed), no attention dropout; trains.
 
-Masking rule shared by all backends: a query may attend to key ``j`` when ``j`` is a real
-token (and ``j <= i`` if causal), and always to itself, so that no row is fully masked (the
-outputs at padding positions are finite; callers ignore them).
+Masking rule shared by all backends (defined once, in :mod:`posembed.fused.masks`): a query
+may attend to key ``j`` when ``j`` is a real token (and ``j <= i`` if causal), and always to
+itself, so that no row is fully masked (the outputs at padding positions are finite; callers
+ignore them).
 
 :func:`choose_backend` is the one place where a backend is picked; a fallback is logged once
 per reason.
@@ -42,7 +43,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from posembed._checks import check_allocation
 from posembed._logging import log_once as _log_once
+from posembed.fused.attention import bias_attention
+from posembed.fused.masks import visibility_mod, visible_keys
 from posembed.schemes.base import BiasScheme
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "flex_attention",
     "chunked_attention",
     "flex_available",
+    "adds_bias",
     "visible_keys",
 ]
 
@@ -72,9 +77,9 @@ def log_once(reason: str) -> None:
     _log_once(logger, reason)
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttentionInputs:
-    """What every backend needs.
+    """What every backend needs; built once per forward, never changed afterwards.
 
     Shape:
         - q: ``(B, H, T, Dk)``, k: ``(B, H, T, Dk)``, v: ``(B, H, T, Dv)``.
@@ -95,6 +100,14 @@ class AttentionInputs:
     dropout: float = 0.0
 
 
+def adds_bias(scheme: BiasScheme | None) -> bool:
+    """Whether ``scheme`` adds a bias to the logits, as the scheme class declares (``adds_bias``).
+
+    Declared, never probed: NoPE declares ``False``; a bias scheme that declares nothing adds one.
+    """
+    return scheme is not None and getattr(type(scheme), "adds_bias", True)
+
+
 def _scheme_bias(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
     """The scheme's materialised bias for query ``rows`` (all rows when ``None``)."""
     if inp.scheme is None:
@@ -112,27 +125,6 @@ def allowed_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | No
     length = inp.k.shape[-2]
     q_idx = torch.arange(length, device=inp.q.device)[rows if rows is not None else slice(None)]
     return visible_keys(q_idx, length, inp.causal, inp.key_mask)
-
-
-def visible_keys(q_idx: Tensor, num_keys: int, causal: bool, key_mask: Tensor | None) -> Tensor:
-    """The masking rule of every backend: may query ``q_idx[r]`` see key ``j < num_keys``?
-
-    Key ``j`` is visible when it is a real token (``key_mask``) and, if causal, ``j <= i``; a
-    query always sees its own index, so no row is empty.
-
-    Shape:
-        q_idx ``(r,)`` query indices; key_mask ``(B, >= num_keys)`` bool or ``None``
-        -> ``(B|1, 1, r, num_keys)`` bool.
-    """
-    k_idx = torch.arange(num_keys, device=q_idx.device)
-    if causal:
-        allowed = k_idx[None, :] <= q_idx[:, None]  # (r, num_keys)
-    else:
-        allowed = torch.ones(q_idx.shape[0], num_keys, dtype=torch.bool, device=q_idx.device)
-    allowed = allowed[None, None]  # (1, 1, r, num_keys)
-    if key_mask is not None:
-        allowed = allowed & key_mask[:, None, None, :num_keys]  # (B, 1, r, num_keys)
-    return allowed | (k_idx[None, :] == q_idx[:, None])
 
 
 def _logit_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
@@ -167,21 +159,35 @@ def eager_attention(inp: AttentionInputs) -> Tensor:
         >>> torch.allclose(eager_attention(inp), chunked_attention(inp, chunk_size=2), atol=1e-6)
         True
     """
+    _check_dense(inp, "eager", copies=3)  # scores, masked scores, float32 probabilities
     return _softmax_attend(inp.q, inp.k, inp.v, _logit_mask(inp), inp.scale, inp.dropout)
 
 
 def sdpa_attention(inp: AttentionInputs) -> Tensor:
     """``F.scaled_dot_product_attention``; bias, causal and padding masks merged into ``attn_mask``."""
-    bias = _scheme_bias(inp)
-    if bias is None and inp.key_mask is None:
+    adds = adds_bias(inp.scheme)
+    if not adds and inp.key_mask is None:
         return F.scaled_dot_product_attention(
             inp.q, inp.k, inp.v, dropout_p=inp.dropout, is_causal=inp.causal, scale=inp.scale
         )
-    if bias is None:
+    _check_dense(inp, "sdpa", copies=2)  # the merged mask and the kernel's scores
+    if not adds:
         mask = allowed_mask(inp)  # boolean, True = take part
     else:
-        mask = _logit_mask(inp).to(inp.q.dtype)
+        mask = _logit_mask(inp)
+        mask = None if mask is None else mask.to(inp.q.dtype)
     return F.scaled_dot_product_attention(inp.q, inp.k, inp.v, attn_mask=mask, dropout_p=inp.dropout, scale=inp.scale)
+
+
+def _check_dense(inp: AttentionInputs, backend: str, copies: int) -> None:
+    """Refuse, before allocating, ``(B, H, Tq, Tk)`` float32 tensors larger than the device's memory."""
+    batch, heads, length, _ = inp.q.shape
+    shape = (batch, heads, length, inp.k.shape[-2])
+    check_allocation(
+        copies * batch * heads * length * inp.k.shape[-2] * 4, inp.q.device,
+        f"backend {backend!r} at T={length}: {copies} float32 tensors of shape (B, H, T, T) = {shape}",
+        hint="backend='fused' or 'chunked' keep O(T * block) scores",
+    )
 
 
 def chunked_attention(inp: AttentionInputs, chunk_size: int = 256) -> Tensor:
@@ -244,7 +250,7 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
     block_mask = None
     if inp.causal or inp.key_mask is not None:
         batch, _, length, _ = inp.q.shape
-        mask_mod = _mask_mod(inp.causal, inp.key_mask)
+        mask_mod = visibility_mod(inp.causal, inp.key_mask)
         mask_batch = batch if inp.key_mask is not None else None
         block_mask = create_block_mask(mask_mod, mask_batch, None, length, length, device=inp.q.device)
     if compiled:
@@ -256,16 +262,6 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
     with warnings.catch_warnings():  # said once above, through logging
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         return _flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
-
-
-def _mask_mod(causal: bool, key_mask: Tensor | None):
-    def mask_mod(b, h, q_idx, kv_idx):
-        allowed = kv_idx <= q_idx if causal else q_idx >= 0
-        if key_mask is not None:
-            allowed = allowed & key_mask[b, kv_idx]
-        return allowed | (q_idx == kv_idx)
-
-    return mask_mod
 
 
 def _needs_grad(inp: AttentionInputs) -> bool:
@@ -328,8 +324,6 @@ def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
 
 def fused_attention(inp: AttentionInputs) -> Tensor:
     """Block-streamed attention with a recomputing backward (no ``(H, T, T)`` tensor)."""
-    from posembed.fused.attention import bias_attention
-
     return bias_attention(
         inp.q, inp.k, inp.v, inp.scheme, causal=inp.causal, q_positions=inp.positions,
         k_positions=inp.positions, scale=inp.scale, key_mask=inp.key_mask,

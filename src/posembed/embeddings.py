@@ -30,21 +30,23 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from posembed._checks import (
-    check_coordinates,
-    check_index_tensor,
-    check_pad_token,
-    check_positive_int,
-    check_same_shape,
+from posembed._checks import check_number, check_pad_token, check_positive_int, check_table_size
+from posembed.embedding_checks import (
+    COMBINES,
+    INDEX_DTYPES,
+    as_index,
+    check_embedding_ids,
+    check_norm_and_dropout,
+    check_type_vocab,
+    token_width,
 )
-from posembed.positions import resolve_positions
+from posembed.fused.embedding import fused_embedding
 from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
 
-__all__ = ["TransformerEmbeddings", "EmbeddingComponents"]
+__all__ = ["TransformerEmbeddings", "EmbeddingComponents", "COMBINES"]
 
 logger = logging.getLogger(__name__)
 
-COMBINES = ("add", "concat")
 
 
 class EmbeddingComponents(NamedTuple):
@@ -80,6 +82,11 @@ class TransformerEmbeddings(nn.Module):
         token_scale: factor on the token vectors before combining. 1 as BERT; Vaswani et al. use
             ``sqrt(C)`` with a fixed sinusoidal table, so that tokens (initialised at std
             ``C**-0.5``) and the unit-amplitude sinusoids start on the same scale.
+        fused: run :func:`~posembed.fused.embedding.fused_embedding` where it applies (see
+            :meth:`_fused_applies`; the default). It computes the same block with far less
+            memory traffic and the same dropout rate and scale, but its dropout masks come from
+            its own random stream: for the same seed they differ from ``nn.Dropout``'s.
+            ``False`` always runs the eager ``nn.LayerNorm`` + ``nn.Dropout`` path.
 
     Shape:
         - input_ids: ``(B, T)`` integers in ``[0, vocab_size)``.
@@ -116,6 +123,7 @@ class TransformerEmbeddings(nn.Module):
         layer_norm_eps: float = 1e-12,
         dropout: float = 0.1,
         token_scale: float = 1.0,
+        fused: bool = True,
         device=None,
         dtype=None,
     ) -> None:
@@ -123,16 +131,20 @@ class TransformerEmbeddings(nn.Module):
         require_kind(position, (Kind.ABSOLUTE,), "TransformerEmbeddings")
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.hidden_size = check_positive_int(hidden_size, "hidden_size")
-        self.type_vocab_size = _check_type_vocab(type_vocab_size)
+        self.type_vocab_size = check_type_vocab(type_vocab_size)
         self.pad_token_id = check_pad_token(pad_token_id, vocab_size)
         self.combine_mode = combine
-        self.token_scale = float(token_scale)
-        self.token_dim = _token_width(hidden_size, position, combine, token_dim)
+        self.token_scale = check_number(token_scale, "token_scale", -float("inf"))
+        self.fused = bool(fused)
+        self.token_dim = token_width(hidden_size, position, combine, token_dim)
+        check_norm_and_dropout(layer_norm_eps, dropout)
+        check_table_size(vocab_size, self.token_dim, "the token table (vocab_size, token_dim)", device, dtype)
+        check_table_size(type_vocab_size, hidden_size, "the segment table (type_vocab_size, hidden_size)", device, dtype)
         factory = {"device": device, "dtype": dtype}
         self.token_embeddings = nn.Embedding(vocab_size, self.token_dim, padding_idx=pad_token_id, **factory)
         self.position = position
         #: coordinates per position id: 1 for sequence schemes, A for ``Sinusoidal2D`` / ``3D``
-        self.num_axes: int = getattr(position, "num_axes", 1)
+        self.num_axes: int = 1 if position is None else position.num_axes
         self.token_type_embeddings = (
             nn.Embedding(type_vocab_size, hidden_size, **factory) if type_vocab_size else None
         )
@@ -183,7 +195,7 @@ class TransformerEmbeddings(nn.Module):
     ) -> Tensor:
         """Embed ``input_ids``: ``dropout(LayerNorm(combine(tok, pos, seg)))``, shape ``(B, T, C)``."""
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
-        if self._fused_applies(position_ids):
+        if self._fused_applies(position_ids, input_ids, token_type_ids):
             return self._fused_forward(input_ids, token_type_ids, position_ids)
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
@@ -191,26 +203,32 @@ class TransformerEmbeddings(nn.Module):
 
     # ------------------------------------------------------------------ fast path
 
-    def _fused_applies(self, position_ids: Tensor) -> bool:
+    def _fused_applies(
+        self, position_ids: Tensor, input_ids: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> bool:
         """The one dispatch point of the fast path (:func:`posembed.fused.embedding.fused_embedding`).
 
         It computes the same block with far less memory traffic: ``add`` of a lookup table
-        (learned positions), BERT's token scale, 1-D/2-D position ids, not under ``torch.compile``
-        (the compiler fuses the eager path itself). It adds in Hugging Face's order, so the
-        result equals the eager path.
+        (learned positions), BERT's token scale, 1-D/2-D position ids, ``int64``/``int32`` ids,
+        every table in one dtype, not under ``torch.compile`` (the compiler fuses the eager path
+        itself), and ``fused=True``. It adds in Hugging Face's order, so the result equals the
+        eager path (in training, with another dropout mask).
         """
+        if not (self.fused and self.combine_mode == "add" and self.token_scale == 1.0 and self.position is not None):
+            return False
+        table = self.position.lookup_table
+        ids = (input_ids, position_ids, token_type_ids)
+        tables = (table, self.norm.weight, None if self.token_type_embeddings is None else self.token_type_embeddings.weight)
+        dtype = self.token_embeddings.weight.dtype
         return (
-            self.combine_mode == "add"
-            and self.token_scale == 1.0
-            and self.position is not None
-            and self.position.lookup_table is not None
+            table is not None
             and position_ids.dim() in (1, 2)
+            and all(i is None or i.dtype in INDEX_DTYPES for i in ids)
+            and all(t is None or t.dtype == dtype for t in tables)
             and not torch.compiler.is_compiling()
         )
 
     def _fused_forward(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
-        from posembed.fused.embedding import fused_embedding
-
         self.position.check_position_ids(position_ids)
         segments = self.token_type_embeddings
         return fused_embedding(
@@ -230,7 +248,7 @@ class TransformerEmbeddings(nn.Module):
 
     def token_vectors(self, input_ids: Tensor) -> Tensor:
         """The token table's rows times ``token_scale``, shape ``(B, T, token_dim)``."""
-        tokens = self.token_embeddings(input_ids)
+        tokens = self.token_embeddings(as_index(input_ids))
         return tokens if self.token_scale == 1.0 else tokens.mul_(self.token_scale)
 
     def combine(self, tokens: Tensor, positions: Tensor | None, token_type_ids: Tensor | None) -> Tensor:
@@ -325,81 +343,38 @@ class TransformerEmbeddings(nn.Module):
         """Segment vectors ``(B, T, C)``; with no ids, segment 0's row ``(C,)`` (as BERT)."""
         if token_type_ids is None:
             return self.token_type_embeddings.weight[0]
-        return self.token_type_embeddings(token_type_ids)
+        return self.token_type_embeddings(as_index(token_type_ids))
 
     # ------------------------------------------------------------------ checks
 
     def _check_inputs(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None) -> Tensor:
-        """Validate the three id tensors; return the position ids (or coordinates) to use.
-
-        Values are read only in eager mode (see :func:`~posembed._checks.check_index_tensor`), so
-        the block compiles with ``fullgraph=True`` and runs on the meta device.
-        """
-        check_index_tensor(input_ids, "input_ids", self.vocab_size, f"vocab_size={self.vocab_size}")
-        if input_ids.dim() != 2:
-            raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
-        if token_type_ids is not None:
-            if self.token_type_embeddings is None:
-                raise ValueError("token_type_ids given, but this block has no segment table (type_vocab_size=0)")
-            check_index_tensor(token_type_ids, "token_type_ids", self.type_vocab_size, f"type_vocab_size={self.type_vocab_size}")
-            check_same_shape(input_ids, token_type_ids, "input_ids", "token_type_ids")  # (1, T) broadcasts
-        if self.num_axes > 1:
-            return check_coordinates(input_ids, position_ids, self.num_axes, type(self.position).__name__)
-        if position_ids is not None and position_ids.dim() == 2 and position_ids.shape[0] == 1:
-            position_ids = position_ids[0]  # (1, T) broadcasts over the batch, as in transformers
-        check_same_shape(input_ids, position_ids, "input_ids", "position_ids")
-        return resolve_positions(position_ids, input_ids.shape[-1], input_ids.device)
+        """Validate the three id tensors; return the position ids (or coordinates) to use."""
+        if token_type_ids is not None and self.token_type_embeddings is None:
+            raise ValueError("token_type_ids given, but this block has no segment table (type_vocab_size=0)")
+        scheme = None if self.position is None else type(self.position).__name__
+        return check_embedding_ids(
+            input_ids, token_type_ids, position_ids, vocab_size=self.vocab_size,
+            type_vocab_size=self.type_vocab_size, num_axes=self.num_axes, scheme=scheme,
+        )
 
     # ------------------------------------------------------------------ Hugging Face interop
 
     @classmethod
     def from_hf(cls, path: str | Path, *, device=None, dtype=None) -> "TransformerEmbeddings":
-        """Load the embedding block of a BERT-family checkpoint folder (see :mod:`posembed.interop.hf`)."""
-        from posembed.interop.hf import load_embeddings
+        """Alias of :func:`posembed.interop.hf.load_embeddings` (a BERT-family checkpoint folder)."""
+        from posembed.interop.hf import load_embeddings  # edge alias
 
         return load_embeddings(path, device=device, dtype=dtype)
 
     def save_hf(self, folder: str | Path) -> Path:
-        """Write ``config.json`` + ``model.safetensors`` that ``transformers`` loads as a BERT."""
-        from posembed.interop.hf import save_embeddings
+        """Alias of :func:`posembed.interop.hf.save_embeddings` (a folder ``transformers`` loads as BERT)."""
+        from posembed.interop.hf import save_embeddings  # edge alias
 
         return save_embeddings(self, folder)
 
     def extra_repr(self) -> str:
         return (
             f"vocab_size={self.vocab_size}, hidden_size={self.hidden_size}, combine={self.combine_mode!r}, "
-            f"token_scale={self.token_scale:g}, "
-            f"type_vocab_size={self.type_vocab_size}, pad_token_id={self.pad_token_id}"
+            f"token_scale={self.token_scale:g}, type_vocab_size={self.type_vocab_size}, "
+            f"pad_token_id={self.pad_token_id}, fused={self.fused}"
         )
-
-
-def _check_type_vocab(type_vocab_size: object) -> int:
-    if isinstance(type_vocab_size, bool) or not isinstance(type_vocab_size, int) or type_vocab_size < 0:
-        raise ValueError(f"type_vocab_size must be an int >= 0 (0 = no segment table), got {type_vocab_size!r}")
-    return type_vocab_size
-
-
-def _token_width(hidden_size: int, position: AbsoluteScheme | None, combine: str, token_dim: int | None) -> int:
-    """Width of the token table for this combine mode, or a clear error."""
-    if combine not in COMBINES:
-        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
-    if combine == "add":
-        if position is not None and position.dim != hidden_size:
-            raise ValueError(
-                f"combine='add' needs the position width to equal hidden_size={hidden_size}, "
-                f"got {type(position).__name__} with dim={position.dim}"
-            )
-        if token_dim is not None and token_dim != hidden_size:
-            raise ValueError(f"token_dim={token_dim} needs combine='concat'; with 'add' it equals hidden_size={hidden_size}")
-        return hidden_size
-    if position is None:
-        raise ValueError("combine='concat' needs a position scheme to concatenate (position=None given)")
-    if token_dim is not None:
-        return check_positive_int(token_dim, "token_dim")
-    width = hidden_size - position.dim
-    if width <= 0:
-        raise ValueError(
-            f"combine='concat' without token_dim: position dim={position.dim} leaves no room for tokens in "
-            f"hidden_size={hidden_size}; use a smaller position dim or give token_dim (a projection maps back)"
-        )
-    return width

@@ -7,7 +7,8 @@ Any scheme of any kind goes in one place:
   stream before every block after the first; ``untied=True`` instead feeds them to TUPE-A untied
   position attention in every layer, Ke et al. 2021);
 - rotary and bias schemes are shared by every :class:`~posembed.attention.SelfAttention` layer
-  (owned once by the model, so its parameters are saved once);
+  (each layer holds the same module, as ``model.scheme`` does; the state dict saves it once,
+  under ``scheme.``, see :mod:`posembed._shared`);
 - ``scheme=None`` is NoPE (no position information; causal decoders still recover it,
   Haviv et al. 2022).
 
@@ -27,15 +28,15 @@ import torch  # noqa: F401 (the doctests use it)
 from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
+from posembed._shared import save_shared_once
 from posembed.attention import SelfAttention
-from posembed.embeddings import TransformerEmbeddings
+from posembed.embeddings import COMBINES, TransformerEmbeddings
 from posembed.positions import resolve_positions
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.config import build_scheme, scheme_config
 
 __all__ = ["Block", "Encoder", "Decoder", "TransformerModel", "build_model", "scheme_config", "build_scheme"]
 
-COMBINES = ("add", "concat")
 INJECTS = ("once", "every_layer")
 
 
@@ -115,24 +116,25 @@ class TransformerModel(nn.Module):
             token_scale=math.sqrt(dim) if fixed_table else 1.0, **factory,
         )
         in_attention = None if absolute else scheme
-        if absolute and not untied:  # owned by the embeddings; a plain reference here
-            object.__setattr__(self, "scheme", scheme)
-        else:
-            self.scheme = scheme
+        #: the position scheme, wherever it acts (for an absolute one, the same module as
+        #: ``embeddings.position``; for rotary and bias ones, as every layer's ``attn.scheme``)
+        self.scheme = scheme
         self.position_norm = nn.LayerNorm(scheme.dim, **factory) if untied else None
         self.blocks = nn.ModuleList(
             Block(
                 dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, scheme=in_attention, causal=self.causal,
-                backend=backend, untied_dim=scheme.dim if untied else None, own_scheme=False, **factory,
+                backend=backend, untied_dim=scheme.dim if untied else None, **factory,
             )
             for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim, **factory)
+        save_shared_once(self)  # the shared scheme's tensors are saved once, as before it was shared
 
     def reset_parameters(self) -> None:
         """Re-initialise every parameter, the position scheme's included."""
-        self.embeddings.reset_parameters()
-        for owned in (self._modules.get("scheme"), self.position_norm):
+        self.embeddings.reset_parameters()  # the position scheme's too, when the embeddings hold it
+        scheme = None if self.scheme is self.embeddings.position else self.scheme
+        for owned in (scheme, self.position_norm):
             if owned is not None and hasattr(owned, "reset_parameters"):
                 owned.reset_parameters()
         self._init_weights()
@@ -142,7 +144,10 @@ class TransformerModel(nn.Module):
 
         The constructor calls only this: a scheme passed in keeps its parameters.
         """
+        scheme = set() if self.scheme is None else {id(p) for p in self.scheme.parameters()}
         for name, param in [*self.blocks.named_parameters(), *self.head.named_parameters(prefix="head")]:
+            if id(param) in scheme:
+                continue
             if name.endswith("bias"):
                 nn.init.zeros_(param)
             elif param.dim() == 2:

@@ -1,10 +1,13 @@
 """Position ids, explicit everywhere: shape ``(T,)`` or ``(B, T)``.
 
 Helpers derive them from a padding mask, from document boundaries in packed sequences and
-from a cache offset. Every default equals ``arange(T)``.
+from a cache offset. Every default equals ``arange(T)``. They take tensors or nested Python
+lists of integers (converted with ``torch.as_tensor``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -15,7 +18,23 @@ __all__ = [
     "positions_from_documents",
     "positions_with_offset",
     "resolve_positions",
+    "MAX_POSITION",
 ]
+
+#: the largest position a ``torch.long`` holds
+MAX_POSITION = torch.iinfo(torch.int64).max
+
+
+def _as_tensor(value: Tensor | Sequence, name: str) -> Tensor:
+    """``value`` as a tensor: tensors pass through, (nested) lists and tuples are converted."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        try:
+            return torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(f"{name} must be a tensor or a (nested) list of integers: {error}") from None
+    raise TypeError(f"{name} must be a tensor or a (nested) list of integers, got {type(value).__name__}")
 
 
 def default_positions(length: int, device: torch.device | str | None = None) -> Tensor:
@@ -27,7 +46,7 @@ def default_positions(length: int, device: torch.device | str | None = None) -> 
     return torch.arange(length, dtype=torch.long, device=device)
 
 
-def positions_from_mask(attention_mask: Tensor) -> Tensor:
+def positions_from_mask(attention_mask: Tensor | Sequence) -> Tensor:
     """Positions that count ``0..n-1`` over each row's real tokens; padding gets 0.
 
     Works for left and right padding alike.
@@ -38,7 +57,10 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
     >>> positions_from_mask(torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0]]))
     tensor([[0, 0, 0, 1, 2],
             [0, 1, 2, 3, 0]])
+    >>> positions_from_mask([[1, 1, 0]])
+    tensor([[0, 1, 0]])
     """
+    attention_mask = _as_tensor(attention_mask, "attention_mask")
     if attention_mask.dim() != 2:
         raise ValueError(f"attention_mask must have shape (B, T), got {tuple(attention_mask.shape)}")
     if attention_mask.dtype.is_floating_point:
@@ -50,7 +72,7 @@ def positions_from_mask(attention_mask: Tensor) -> Tensor:
     return positions.clamp_(min=0).masked_fill_(real == 0, 0)
 
 
-def positions_from_documents(document_ids: Tensor) -> Tensor:
+def positions_from_documents(document_ids: Tensor | Sequence) -> Tensor:
     """Positions that restart at 0 wherever a packed row moves to a new document.
 
     A document is a run of equal consecutive ids.
@@ -61,6 +83,7 @@ def positions_from_documents(document_ids: Tensor) -> Tensor:
     >>> positions_from_documents(torch.tensor([0, 0, 0, 1, 1, 2]))
     tensor([0, 1, 2, 0, 1, 0])
     """
+    document_ids = _as_tensor(document_ids, "document_ids")
     if document_ids.dim() not in (1, 2):
         raise ValueError(f"document_ids must have shape (T,) or (B, T), got {tuple(document_ids.shape)}")
     ids = document_ids if document_ids.dim() == 2 else document_ids.unsqueeze(0)
@@ -74,11 +97,14 @@ def positions_from_documents(document_ids: Tensor) -> Tensor:
     return positions if document_ids.dim() == 2 else positions.squeeze(0)
 
 
-def positions_with_offset(length: int, offset: int | Tensor, device: torch.device | str | None = None) -> Tensor:
+def positions_with_offset(
+    length: int, offset: int | Tensor | Sequence[int], device: torch.device | str | None = None
+) -> Tensor:
     """Positions ``offset .. offset+length-1``: the new tokens after a cache of ``offset`` tokens.
 
-    ``offset`` may be an int (shape ``(T,)`` out) or a ``(B,)`` integer tensor (shape ``(B, T)``
-    out); ``length`` is an int ``>= 0``.
+    ``offset`` may be an int (shape ``(T,)`` out) or a ``(B,)`` integer tensor or list (shape
+    ``(B, T)`` out); ``length`` is an int ``>= 0``. The last position must fit in ``torch.long``
+    (:data:`MAX_POSITION`).
 
     >>> positions_with_offset(3, 5)
     tensor([5, 6, 7])
@@ -90,6 +116,8 @@ def positions_with_offset(length: int, offset: int | Tensor, device: torch.devic
         raise TypeError(f"length must be an int, got {length!r}")
     if length < 0:
         raise ValueError(f"length must be >= 0 (the number of new tokens), got {length}")
+    if isinstance(offset, (list, tuple)):
+        offset = _as_tensor(offset, "offset")
     if isinstance(offset, Tensor):
         if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
             raise TypeError(f"offset must hold integers (torch.long), got dtype {offset.dtype}")
@@ -97,19 +125,37 @@ def positions_with_offset(length: int, offset: int | Tensor, device: torch.devic
             raise ValueError(f"offset must be an int or a (B,) tensor, got shape {tuple(offset.shape)}")
         if offset.numel() and int(offset.min()) < 0:
             raise ValueError(f"offset must be >= 0, got {int(offset.min())}")
+        _check_last_position(int(offset.max()) if offset.numel() else 0, length)
         base = default_positions(length, device=offset.device)
         return offset.to(torch.long).unsqueeze(-1) + base
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int or a tensor, got {offset!r}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
+    _check_last_position(offset, length)
     return default_positions(length, device=device) + offset
 
 
-def resolve_positions(position_ids: Tensor | None, length: int, device: torch.device | str | None) -> Tensor:
-    """``position_ids`` checked against ``length``, or ``arange(length)`` when ``None``."""
+def _check_last_position(offset: int, length: int) -> None:
+    if length and offset + length - 1 > MAX_POSITION:
+        raise ValueError(
+            f"positions_with_offset: offset {offset} + length {length} - 1 = {offset + length - 1} "
+            f"is past the largest torch.long position {MAX_POSITION}"
+        )
+
+
+def resolve_positions(
+    position_ids: Tensor | Sequence | None, length: int, device: torch.device | str | None
+) -> Tensor:
+    """``position_ids`` checked against ``length``, or ``arange(length)`` when ``None``.
+
+    >>> resolve_positions([[0, 1, 2]], 3, None)
+    tensor([[0, 1, 2]])
+    """
     if position_ids is None:
         return default_positions(length, device=device)
+    if not isinstance(position_ids, Tensor):
+        position_ids = _as_tensor(position_ids, "position_ids").to(device)
     if position_ids.dtype.is_floating_point or position_ids.dtype == torch.bool:
         raise TypeError(f"position_ids must hold integers (torch.long), got dtype {position_ids.dtype}")
     if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != length:

@@ -23,7 +23,7 @@ import math
 import torch
 from torch import Tensor
 
-from posembed.attention_backends import visible_keys
+from posembed.fused.masks import visible_keys
 from posembed.schemes.base import BiasScheme
 
 __all__ = ["bias_attention"]
@@ -55,7 +55,7 @@ def bias_attention(
         scale: logit scale; default ``1 / sqrt(D)``.
         key_mask: ``(B, Tk)`` bool, True for real tokens (self-attention only). Padding keys
             are hidden from every query except the one at their own index, so no row is empty
-            (the rule of :func:`posembed.attention_backends.visible_keys`).
+            (the rule of :func:`posembed.fused.masks.visible_keys`).
 
     Shape:
         q ``(B, H, Tq, D)``, k ``(B, H, Tk, D)``, v ``(B, H, Tk, Dv)`` -> ``(B, H, Tq, Dv)``.
@@ -152,7 +152,6 @@ class _Plan:
         if hidden is not None:
             scores.masked_fill_(hidden, float("-inf"))
         return scores
-
 
     def mask(self, start: int, stop: int, kend: int, like: Tensor, rows: slice = slice(None)) -> Tensor | None:
         """Bias plus ``-inf`` where hidden, for one block (and batch ``rows``): ``(1, H|1, r, kend)``."""

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from posembed._checks import check_index_tensor
+from posembed._checks import check_index_tensor, check_probability
 from posembed._memory import advise_huge_pages
 
 __all__ = ["fused_embedding", "combined_table", "clear_workspace", "CHUNK_ELEMENTS"]
@@ -103,8 +103,9 @@ def fused_embedding(
         type_weight: ``(NT, C)`` token-type table, or ``None`` for none.
         norm_weight, norm_bias: LayerNorm affine parameters ``(C,)`` (``None``: not affine).
         eps: LayerNorm epsilon (BERT: 1e-12).
-        dropout: drop probability, applied only when ``training`` (rounded to a multiple of
-            2**-16 and rescaled exactly, see :func:`_keep_mask`; its own random stream).
+        dropout: drop probability, applied only when ``training``; kept values are scaled by
+            ``1 / (1 - dropout)`` as ``nn.Dropout`` (see :class:`_KeepMask`; its own random
+            stream, so the masks differ from torch's for the same seed).
         training: apply dropout.
         padding_idx: token whose table row gets no gradient (``nn.Embedding(padding_idx=)``).
         compiled: for inference (no gradient needed, no dropout), run one ``torch.compile``'d
@@ -123,8 +124,8 @@ def fused_embedding(
     True
     """
     ids, rows = _check_inputs(input_ids, word_weight, position_weight, position_ids, token_type_ids, type_weight)
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    _check_dtypes(input_ids, position_ids, token_type_ids, word_weight, position_weight, type_weight, norm_weight)
+    check_probability(dropout, "dropout")
     table = combined_table(position_weight, type_weight)
     p = dropout if training else 0.0
     tensors = (word_weight, table, norm_weight, norm_bias)
@@ -175,6 +176,17 @@ def _check_inputs(input_ids, word_weight, position_weight, position_ids, token_t
         check_index_tensor(token_type_ids, "token_type_ids", num_types, "the token-type table's size")
         rows = rows + _expand(token_type_ids, batch, length, "token_type_ids") * num_positions
     return input_ids.reshape(-1), rows.reshape(-1)
+
+
+def _check_dtypes(input_ids, position_ids, token_type_ids, word_weight, *tables) -> None:
+    """Integer ids as ``int64``/``int32`` and every table in the word table's dtype (the gathers
+    write into one buffer); ``TransformerEmbeddings`` sends other inputs to its eager path."""
+    for name, ids in (("input_ids", input_ids), ("position_ids", position_ids), ("token_type_ids", token_type_ids)):
+        if ids is not None and ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"fused_embedding takes int64 or int32 {name}, got {ids.dtype}")
+    for table in tables:
+        if table is not None and table.dtype != word_weight.dtype:
+            raise TypeError(f"fused_embedding needs every table in one dtype: word {word_weight.dtype}, another {table.dtype}")
 
 
 def _expand(index: Tensor, batch: int, length: int, name: str) -> Tensor:
@@ -239,7 +251,7 @@ class _FusedEmbedding(torch.autograd.Function):
         if keep is not None:
             advise_huge_pages(keep)
             drops = _KeepMask(p, word.device)
-        ctx.scale = 1.0 if drops is None else 1.0 / drops.keep_prob
+        ctx.scale = 1.0 / (1.0 - p)  # exactly nn.Dropout's scale
         additions = _row_additions(table, rows, parts)
         for start, stop in _chunks(num_rows, width):
             chunk = out[start:stop]
@@ -333,21 +345,27 @@ def _lazy_zeros(like: Tensor) -> Tensor:
 
 
 class _KeepMask:
-    """Dropout keep decisions, 16 random bits per element; :attr:`keep_prob` is exact.
+    """Dropout keep decisions with drop probability ``p`` (rounded to a multiple of 2**-32).
 
-    Four 16-bit uniform draws come out of every 64-bit random number (``bernoulli_`` draws
-    one random number per element and costs about 4x more). The drop probability is ``p``
-    rounded to a multiple of 2**-16 (0.1 -> 0.100006); the kept values are scaled by the
-    exact inverse keep probability, so the expectation is unchanged.
+    The drop threshold is ``t = round(p * 2**32)``, split as ``t = t_hi * 2**16 + t_lo``. An
+    element draws 16 random bits ``u``: ``u < t_hi`` drops it, ``u > t_hi`` keeps it, and the
+    rare ``u == t_hi`` (one in 65536) draws 16 more bits ``w`` and drops when ``w < t_lo``. So
+    ``P(drop) = t / 2**32``, within 1.2e-10 of ``p`` (below float32 resolution), and the kept
+    values are scaled by exactly ``1 / (1 - p)``, as ``nn.Dropout``: the expectation is kept.
 
-    On CPU the bits come from numpy's PCG64 seeded by one draw of torch's default generator
-    (so ``torch.manual_seed`` makes a run reproducible), about 2x faster than ``random_``,
-    and the comparison from numpy's vectorised ``greater_equal``; elsewhere from torch.
+    Four 16-bit draws come out of every 64-bit random number (``bernoulli_`` draws one random
+    number per element and costs about 4x more). On CPU the bits come from numpy's PCG64
+    seeded by one draw of torch's default generator (so ``torch.manual_seed`` makes a run
+    reproducible), about 2x faster than ``random_``, and the comparison from numpy's vectorised
+    ``greater_equal``; elsewhere from torch, 32 bits per element. The stream is its own: for the
+    same seed the masks differ from ``nn.Dropout``'s.
     """
 
     def __init__(self, p: float, device: torch.device) -> None:
-        self.threshold = min(round(p * 65536), 65535)  # drops: bits below it, of 2**16
-        self.keep_prob = 1.0 - self.threshold / 65536
+        self.threshold = min(round(p * 2**32), 2**32 - 1)  # drops: 32-bit draws below it
+        self.high, self.low = divmod(self.threshold, 1 << 16)
+        #: the probability of keeping an element, ``1 - threshold / 2**32``
+        self.keep_prob = 1.0 - self.threshold / 2**32
         generator = torch.default_generator if device.type == "cpu" else None
         self.bits = None
         if generator is not None:
@@ -357,9 +375,14 @@ class _KeepMask:
     def fill(self, mask: Tensor, scratch: _Scratch) -> None:
         """Fill the bool ``mask`` (any shape, contiguous) with keep decisions."""
         count = mask.numel()
-        if self.bits is not None:
-            raw = self.bits.random_raw((count + 3) // 4).view(np.int16)[:count]
-            np.greater_equal(raw.reshape(mask.shape), self.threshold - 32768, out=mask.numpy())
+        if self.bits is None:
+            bits = scratch.get("bits", ((count + 1) // 2,), mask, torch.int64).random_(-(2**63), 2**63 - 1)
+            torch.ge(bits.view(torch.int32)[:count].view_as(mask), self.threshold - 2**31, out=mask)
             return
-        bits = scratch.get("bits", ((count + 3) // 4,), mask, torch.int64).random_(-(2**63), 2**63 - 1)
-        torch.ge(bits.view(torch.int16)[:count].view_as(mask), self.threshold - 32768, out=mask)
+        keep = mask.numpy().reshape(-1)
+        raw = self.bits.random_raw((count + 3) // 4).view(np.int16)[:count]
+        edge = self.high - 32768  # the signed view of u == t_hi
+        np.greater_equal(raw, edge, out=keep)  # u >= t_hi kept for now
+        ties = np.flatnonzero(raw == edge)
+        if ties.size:
+            keep[ties] = (self.bits.random_raw(ties.size) & 0xFFFF) >= self.low
