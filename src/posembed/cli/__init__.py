@@ -16,7 +16,7 @@ import sys
 __all__ = ["main", "UserError"]
 
 #: subcommand modules, in the order ``posembed --help`` lists them
-COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend")
+COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend", "rope", "check_positions")
 
 
 def package_version() -> str:
