@@ -7,6 +7,8 @@ import json
 import pytest
 
 from posembed.cli import main
+from posembed.schemes import SCHEMES
+from posembed.schemes.factory import FACTORY
 from tests.analysis.tiny_checkpoints import save_tiny_llama, train_lab_charlm
 
 
@@ -152,3 +154,58 @@ def test_corrupt_safetensors(tmp_path, capsys):
 def test_huge_max_len(capsys):
     line = _error_line(capsys, ["inspect", "--scheme", "learned", "--max-len", "100000"])
     assert "--max-len 100000 is too many positions: the inspector handles at most 8192" in line
+
+
+#: --set arguments each scheme needs to be inspected (the rest are filled from --dim / --max-len)
+SETS = {
+    "rope_linear": ["factor=2"],
+    "rope_ntk": ["factor=2"],
+    "rope_dynamic_ntk": ["factor=2", "original_max_len=8"],
+    "rope_llama3": ["factor=8", "original_max_len=8"],
+    "rope_proportional": ["rope_fraction=0.5"],
+    "rope_yarn": ["factor=4", "original_max_len=8"],
+    "rope_longrope": ["short_factor=[1, 1.5, 2, 2.5]", "long_factor=[2, 3, 4, 5]", "original_max_len=8", "factor=2"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_every_scheme_loads_from_the_cli(name):
+    """Each scheme from the command line, up to the source the report is made of (fast)."""
+    from posembed.cli import build_parser
+    from posembed.cli.inspect import _source
+
+    argv = ["inspect", "--scheme", name, "--dim", "8", "--max-len", "16"]
+    argv += [part for item in SETS.get(name, []) for part in ("--set", item)]
+    source = _source(build_parser().parse_args(argv))
+    assert source.name == f"{name}-d8-T16"
+    measured = source.position_table is not None or source.closeness is not None
+    assert measured or any("section 2 is skipped too" in note for note in source.notes)  # NoPE, Shaw (needs q, k)
+
+
+def test_sets_cover_what_schemes_need():
+    assert {name for name, entry in FACTORY.items() if entry.needs} - {"shaw"} == set(SETS)  # shaw: max_distance 128
+
+
+def test_scheme_with_sets_end_to_end(tmp_path, capsys):
+    argv = ["inspect", "--scheme", "rope_yarn", "--dim", "8", "--max-len", "16", "--quick", "--json"]
+    assert main([*argv, "--out", str(tmp_path), "--set", "factor=4", "--set", "original_max_len=8"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["model"] == "rope_yarn-d8-T16" and "skipped" not in metrics["properties"]
+
+
+def test_scheme_sets_reach_the_scheme(tmp_path, capsys):
+    argv = ["inspect", "--scheme", "rope", "--dim", "8", "--max-len", "16", "--quick", "--json"]
+    assert main([*argv, "--out", str(tmp_path / "a"), "--set", "base=100"]) == 0
+    low_base = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert json.loads(capsys.readouterr().out)["properties"] != low_base["properties"]
+
+
+def test_bad_sets(capsys):
+    scheme = ["inspect", "--scheme", "rope_yarn", "--dim", "8", "--max-len", "16"]
+    line = _error_line(capsys, [*scheme, "--set", "factor=4", "--set", "original_max_len=8", "--set", "fator=2"])
+    assert "scheme 'rope_yarn' takes no argument 'fator'; it takes: head_dim, factor, original_max_len," in line
+    assert "needs 'factor', 'original_max_len'" in _error_line(capsys, scheme)
+    assert "'factor' must be a number, got 'four'" in _error_line(capsys, [*scheme, "--set", "factor=four"])
+    assert "--set expects KEY=VALUE, got 'factor'" in _error_line(capsys, [*scheme, "--set", "factor"])
+    assert "use them with --scheme" in _error_line(capsys, ["inspect", "--set", "factor=4"])

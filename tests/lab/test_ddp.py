@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from posembed.lab.ddp import main as ddp_main
+from posembed.lab.ddp_trial import main as ddp_main
 
 ARGS = ["--preset", "smoke", "--task", "copy", "--scheme", "learned", "--set", "steps=6", "--set", "dim=16",
         "--set", "depth=1", "--set", "batch=8", "--set", "eval_batches=1", "--set", "log_every=2"]
@@ -31,7 +31,7 @@ def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
     out = tmp_path / "ddp.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(_free_port()), "-m", "posembed.lab.ddp", *ARGS, "--out", str(out)]
+               "--master_port", str(_free_port()), "-m", "posembed.lab.ddp_trial", *ARGS, "--out", str(out)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     single_out = tmp_path / "single.json"

@@ -4,7 +4,8 @@ Which positions are analysed: the rows the model was trained on. A lab trial siz
 table to the longest *evaluated* sequence (for ``charlm`` 8x the training context), so the rows
 beyond the training length were never updated; the inspector reads the training length from the
 checkpoint's ``meta["config"]`` (``context``, turned into a sequence length per task) and analyses
-rows ``0 .. L-1``, capped by whatever hard limit the model has (table size, ``max_len``).
+rows ``0 .. L-1``, capped by whatever hard limit the model has (table size, ``max_len``:
+:func:`posembed.lab.train.model_position_limit`).
 
 Example:
     >>> training_length({"task": "copy", "config": {"context": 6}})
@@ -22,10 +23,12 @@ from pathlib import Path
 import torch
 
 from posembed.analysis.probes import MIN_POSITIONS
-from posembed.analysis.sources import Source, scheme_closeness
+from posembed.analysis.scheme_source import scheme_closeness
+from posembed.analysis.source_types import Source
 from posembed.analysis.text_model import LabTextModel
+from posembed.lab.train import model_position_limit
 
-__all__ = ["load_lab", "training_length", "position_limit"]
+__all__ = ["load_lab_checkpoint", "training_length", "analysed_length"]
 
 #: length analysed when neither the model nor the checkpoint bounds it
 FALLBACK_LENGTH = 512
@@ -45,21 +48,9 @@ def training_length(meta: dict) -> tuple[int | None, str]:
     return context, f"{task} trains on sequences of context={context} tokens"
 
 
-def position_limit(model) -> int | None:
-    """The most positions the model accepts: its table size, its scheme's limit or ``max_len`` (None: unlimited)."""
-    scheme = model.scheme
-    limits = (
-        model.embeddings.max_positions,
-        None if scheme is None else scheme.max_positions,
-        getattr(model, "max_len", None),
-    )
-    found = [int(value) for value in limits if value]
-    return min(found) if found else None
-
-
 def analysed_length(model, meta: dict) -> tuple[int, str]:
     """How many positions (rows ``0 .. T-1``) to analyse, and why, in words for the report."""
-    limit = position_limit(model)
+    limit = model_position_limit(model)
     trained, how = training_length(meta)
     if (meta.get("config") or {}).get("randomized_positions"):
         trained, how = None, "the trial trained on randomized positions, which reach every row of the table"
@@ -84,7 +75,7 @@ def _position_table(model, length: int):
     return vectors.double().numpy()  # (T, C)
 
 
-def load_lab(folder: str | Path) -> Source:
+def load_lab_checkpoint(folder: str | Path) -> Source:
     """Read a checkpoint written by ``posembed lab`` (``posembed_model.json`` + ``model.safetensors``)."""
     from posembed.lab.checkpoint import load_checkpoint
     from posembed.schemes.base import AbsoluteScheme

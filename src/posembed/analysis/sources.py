@@ -5,7 +5,8 @@ segment tables, the first layer's query/key projections with the LayerNorm in fr
 four-term decomposition), and a :class:`TextModel` that tokenises text and returns each layer's hidden
 states (for the per-layer probe). Hugging Face tables are read straight from the safetensors file
 (explicit key patterns, shape checks); the hidden states come from ``transformers``' own model.
-Lab checkpoints are read by :mod:`posembed.analysis.lab_source`.
+Lab checkpoints are read by :mod:`posembed.analysis.lab_source`, library schemes built by
+:mod:`posembed.analysis.scheme_source` (both re-exported here).
 
 Example:
     >>> source = load_scheme("sinusoidal", dim=16, max_len=32)
@@ -15,21 +16,21 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from posembed.analysis.probes import MIN_POSITIONS
-from posembed.analysis.text_model import HFTextModel, TextModel
+from posembed.analysis.lab_source import load_lab_checkpoint
+from posembed.analysis.scheme_source import MAX_POSITIONS, load_scheme, rotary_closeness, scheme_closeness
+from posembed.analysis.source_types import FirstLayer, Source
+from posembed.analysis.text_model import HFTextModel
 
 __all__ = [
-    "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "default_model_path", "scheme_closeness",
-    "MAX_POSITIONS",
+    "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "load_lab_checkpoint", "default_model_path",
+    "rotary_closeness", "scheme_closeness", "MAX_POSITIONS",
 ]
 
 logger = logging.getLogger(__name__)
@@ -55,9 +56,6 @@ _FIRST_LAYER = {
     ),
     "gpt2": ("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", None, None, "h.0.ln_1.weight", "h.0.ln_1.bias"),
 }
-#: most positions ``load_scheme`` analyses: the sections hold (T, T) float64 arrays (512 MB each at 8192;
-#: ``--max-len 8192 --quick`` peaks near 6.6 GB and takes about a minute on 2 cores)
-MAX_POSITIONS = 8192
 _ROTARY_TYPES = (
     "llama",
     "mistral",
@@ -72,39 +70,6 @@ _ROTARY_TYPES = (
     "phi3",
     "olmo",
 )
-
-
-@dataclass
-class FirstLayer:
-    """First-layer attention projections in ``nn.Linear`` layout plus the LayerNorm feeding them."""
-
-    wq: torch.Tensor
-    bq: torch.Tensor | None
-    wk: torch.Tensor
-    bk: torch.Tensor | None
-    ln_weight: torch.Tensor
-    ln_bias: torch.Tensor
-    ln_eps: float
-    num_heads: int
-    where: str  # how the LayerNorm sits, for the report
-
-
-@dataclass
-class Source:
-    """What the inspector knows about one model (tables are float64 numpy, rows = positions / ids)."""
-
-    name: str
-    family: str
-    positions: str  # what the model uses for positions, in words
-    position_table: np.ndarray | None = None
-    token_table: np.ndarray | None = None
-    segment_table: np.ndarray | None = None
-    first_layer: FirstLayer | None = None
-    text_model: TextModel | None = None
-    #: (T, T) closeness between positions for models without a table (rotary / bias), and what it is
-    closeness: np.ndarray | None = None
-    closeness_name: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def default_model_path() -> Path:
@@ -131,9 +96,7 @@ def load_source(model: str | Path | None) -> Source:
     if not folder.is_dir():
         raise ValueError(f"{str(folder)!r} is a file; MODEL must be a checkpoint folder (or use --scheme NAME)")
     if (folder / "posembed_model.json").exists():
-        from posembed.analysis.lab_source import load_lab
-
-        return load_lab(folder)
+        return load_lab_checkpoint(folder)
     return load_hf(folder)
 
 
@@ -265,41 +228,6 @@ def _first_layer(handle, keys: list[str], prefix: str, family: str, config: dict
     return FirstLayer(wq, bq, wk, bk, get(names[4]).double(), get(names[5]).double(), eps, heads, where)
 
 
-def rotary_closeness(scheme, length: int) -> np.ndarray:
-    """Logits between a query and a key of ones rotated to positions i and j: ``(R_i 1)(R_j 1)^T / sqrt(D)``.
-
-    Shape:
-        returns ``(T, T)``, rows = query position.
-    """
-    ones = torch.ones(1, 1, length, scheme.head_dim)  # (B, H, T, D)
-    with torch.no_grad():
-        q, k = scheme(ones, ones)
-    return (q[0, 0].double() @ k[0, 0].double().T / scheme.head_dim**0.5).numpy()
-
-
-def scheme_closeness(source: Source, scheme, length: int) -> None:
-    from posembed.schemes.base import BiasScheme, RotaryScheme
-
-    kind = scheme.kind.value
-    if isinstance(scheme, RotaryScheme):
-        source.closeness = rotary_closeness(scheme, length)
-        source.closeness_name = "rotary logit of ones"
-    elif isinstance(scheme, BiasScheme) and not scheme.needs_qk:
-        positions = torch.arange(length)
-        with torch.no_grad():
-            bias = scheme.bias(positions, positions)
-        if bias is not None:
-            source.closeness = bias.double().mean(dim=0).numpy()  # (H, T, T) -> (T, T)
-            source.closeness_name = "attention bias (mean over heads)"
-    reason = f"{scheme.name} is a {kind} scheme: it has no position table; sections 1, 3 and 4 are skipped"
-    if source.closeness is not None:
-        source.notes.append(f"{reason}, section 2 measures its {source.closeness_name} between positions.")
-    else:
-        source.notes.append(
-            f"{reason}, and it gives no closeness between positions on its own: section 2 is skipped too."
-        )
-
-
 def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> None:
     """For a rotary checkpoint: section 2 on posembed's RoPE with the checkpoint's head_dim and theta."""
     from posembed.schemes.rotary import RotaryEmbedding
@@ -317,40 +245,3 @@ def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> Non
     )
 
 
-def load_scheme(name: str, dim: int | None = None, max_len: int | None = None) -> Source:
-    """Build a library scheme and, for absolute schemes, its ``(max_len, dim)`` table."""
-    from posembed.schemes import SCHEMES, all_schemes
-    from posembed.schemes.base import AbsoluteScheme
-
-    all_schemes()
-    if name not in SCHEMES:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted(SCHEMES))}")
-    cls = SCHEMES[name]
-    dim = 768 if dim is None else dim
-    max_len = 512 if max_len is None else max_len
-    if not isinstance(max_len, int) or max_len < MIN_POSITIONS:
-        raise ValueError(f"--max-len must be an int >= {MIN_POSITIONS} for the analyses, got {max_len!r}")
-    if max_len > MAX_POSITIONS:
-        raise ValueError(
-            f"--max-len {max_len} is too many positions: the inspector handles at most {MAX_POSITIONS} "
-            "(its similarity maps and probes hold T x T arrays)"
-        )
-    parameters = inspect.signature(cls).parameters
-    kwargs = {key: dim for key in ("dim", "head_dim") if key in parameters}
-    kwargs.update({key: max_len for key in ("max_len",) if key in parameters})
-    kwargs.update({key: value for key, value in (("num_heads", 12), ("max_distance", 128)) if key in parameters})
-    scheme = cls(**kwargs)
-    source = Source(name=f"{name}-d{dim}-T{max_len}", family="scheme", positions=f"{name} ({scheme.kind.value} scheme)")
-    if isinstance(scheme, AbsoluteScheme):
-        try:
-            with torch.no_grad():
-                table = scheme(torch.arange(max_len))
-        except (ValueError, TypeError, RuntimeError) as error:
-            raise ValueError(f"scheme {name!r} cannot make a table from positions 0..{max_len - 1}: {error}") from None
-        if table.dim() != 2:
-            raise ValueError(f"scheme {name!r} gives shape {tuple(table.shape)} for 1-D positions, not a (T, C) table")
-        source.position_table = table.double().numpy()
-    else:
-        scheme_closeness(source, scheme, max_len)
-    source.notes.append("a scheme alone has no tokens, text model or attention weights: sections 5-7 are skipped.")
-    return source

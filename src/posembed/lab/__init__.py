@@ -7,11 +7,13 @@ module              what
 ``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, looked up by exact name
 ``tasks``           order classification, copy/reverse/sort/addition, char-level LM
 ``data``            text files for the char LM (checked: exists, UTF-8, long enough)
-``train``           one deterministic trial: build, train, evaluate, position-table drift
+``train``           one deterministic trial: build (scheme via :mod:`posembed.schemes.factory`), train,
+                    evaluate, position-table drift
 ``runner``          the sweep, resumable, one atomic store transaction per finished trial
 ``store``           ``results.sqlite`` schema and reader (:func:`~posembed.lab.store.load_results`)
 ``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens
-``ddp``             process-group helpers: a sweep (or one trial) data-parallel under ``torchrun``
+``ddp``             process-group helpers: a sweep data-parallel under ``torchrun``
+``ddp_trial``       one trial of a preset under ``torchrun`` (``python -m posembed.lab.ddp_trial``)
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
 =================== =====================================================================
 

@@ -1,6 +1,6 @@
 """What the lab report reads and how it summarises it: trials grouped over seeds, mean +/- std.
 
-:func:`load_lab` opens ``<out>/results.sqlite`` through :func:`posembed.lab.store.load_results`
+:func:`load_lab_data` opens ``<out>/results.sqlite`` through :func:`posembed.lab.store.load_results`
 and checks every number the report will use; a row that does not decode, or whose evaluations
 or loss curve hold something other than numbers, is skipped and listed (with the reason) in
 :attr:`LabData.skipped`, never fatal. :class:`Stat` is one cell of a results table: the values
@@ -27,7 +27,7 @@ from typing import Any, Iterator
 from posembed.lab.store import STORE_NAME, ResultsStore, TrialRecord
 
 __all__ = [
-    "Stat", "LabData", "load_lab", "group_trials", "metric_stat", "metric_lengths", "PRIMARY_METRIC",
+    "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "PRIMARY_METRIC",
     "HIGHER_IS_BETTER", "primary_metric", "train_length", "results_table", "drift_table", "ordered",
 ]
 
@@ -120,8 +120,8 @@ def _store_warnings() -> Iterator[_Collect]:
         store_logger.removeHandler(handler)
 
 
-def load_lab(out_dir: str | Path) -> LabData:
-    """Read and check the store of ``out_dir``.
+def load_lab_data(out_dir: str | Path) -> LabData:
+    """Read and check the results store of ``out_dir`` (the report's input).
 
     Raises:
         ValueError: ``out_dir`` is not a folder, holds no ``results.sqlite``, the file is not a
@@ -147,6 +147,11 @@ def load_lab(out_dir: str | Path) -> LabData:
         detail = f" ({len(skipped)} corrupt rows skipped: {', '.join(t for t, _ in skipped)})" if skipped else ""
         raise ValueError(f"the results store in {str(out)!r} holds no finished trials{detail}; nothing to report")
     return LabData(out, results.experiment, trials, skipped)
+
+
+#: the former name of :func:`load_lab_data`, kept while ``lab/report.py`` and its tests still use it
+#: (``posembed.analysis.lab_source.load_lab_checkpoint`` reads a checkpoint, not a results store)
+load_lab = load_lab_data
 
 
 def _reason(trial_id: str, messages: list[str]) -> str:

@@ -11,7 +11,6 @@ model is wrapped in ``DistributedDataParallel`` and each rank trains on ``batch 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import math
 import time
@@ -24,9 +23,13 @@ from torch import Tensor, nn
 from posembed.lab.config import TASKS, TrialConfig
 from posembed.lab.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
-from posembed.schemes.base import Kind, PositionScheme
+from posembed.schemes.base import PositionScheme
+from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
-__all__ = ["TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "lr_at", "random_positions", "drift"]
+__all__ = [
+    "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
+    "model_position_limit", "lr_at", "random_positions", "drift",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,76 +64,47 @@ class TrialResult:
         return None
 
 
-def scheme_registry() -> dict[str, type[PositionScheme]]:
-    """Every scheme class that imports (missing scheme modules are skipped)."""
-    import importlib
-
-    from posembed.schemes import SCHEME_MODULES, SCHEMES
-
-    for module in SCHEME_MODULES:
-        try:
-            importlib.import_module(f"posembed.schemes.{module}")
-        except ModuleNotFoundError as error:
-            if error.name != f"posembed.schemes.{module}":
-                raise
-    return dict(SCHEMES)
-
-
 def check_scheme_name(name: str) -> None:
     """``ValueError`` naming the known schemes when ``name`` is unknown."""
-    registry = scheme_registry()
-    if name not in registry and name not in NO_SCHEME:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted({*registry, *NO_SCHEME}))}")
+    if name not in FACTORY and name not in NO_SCHEME:
+        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted({*FACTORY, *NO_SCHEME}))}")
+
+
+def trial_sizes(cfg: TrialConfig, table_size: int) -> ModelSizes:
+    """The sizes the trial's scheme is built for.
+
+    ``dim`` is the width of the position vectors (half the model width, or ``concat_dim``, when
+    they are concatenated), ``head_dim`` the model width over the heads, ``max_len`` the table
+    size, and the model is causal for the decoder tasks (ALiBi's symmetric bias and T5's
+    two-sided buckets are for the encoder).
+    """
+    width = (cfg.concat_dim or cfg.dim // 2) if cfg.combine == "concat" else cfg.dim
+    return ModelSizes(
+        dim=width, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=table_size,
+        causal=TASKS[cfg.task] == "decoder",
+    )
 
 
 def build_trial_scheme(cfg: TrialConfig, table_size: int) -> PositionScheme | None:
-    """The scheme ``cfg.scheme`` with its required arguments filled from the model's shape.
+    """The scheme ``cfg.scheme`` built by the factory for the trial's :func:`trial_sizes`.
 
     ``scheme_kwargs`` keys ``arg`` go to the trial's scheme, ``<scheme>.arg`` only to that scheme
-    (``{"rope.base": 500}`` in a sweep over several schemes). Filled when the constructor asks
-    for them and ``scheme_kwargs`` does not: ``max_len`` (the
-    table size), ``dim`` (position width; head dim for rotary schemes), ``head_dim``,
-    ``num_heads``, and ``symmetric`` / ``bidirectional`` (True for the encoder, False for the
-    decoder: ALiBi's symmetric bias, T5's two-sided buckets).
+    (``{"rope.base": 500}`` in a sweep over several schemes); they win over the sizes. ``None``
+    for ``"none"`` (no positional information).
     """
     check_scheme_name(cfg.scheme)
-    registry = scheme_registry()
-    if cfg.scheme not in registry:
+    if cfg.scheme not in FACTORY:
         return None
-    cls = registry[cfg.scheme]
-    causal = TASKS[cfg.task] == "decoder"
-    head_dim = cfg.dim // cfg.heads
-    width = (cfg.concat_dim or cfg.dim // 2) if cfg.combine == "concat" else cfg.dim
-    fill = {
-        "max_len": table_size,
-        "dim": head_dim if cls.kind == Kind.ROTARY else width,
-        "head_dim": head_dim,
-        "num_heads": cfg.heads,
-    }
-    params = inspect.signature(cls.__init__).parameters
-    kwargs = _own_kwargs(cfg, [name for name in params if name not in ("self", "device", "dtype")])
-    for param in params.values():
-        if param.name in kwargs or param.name in ("self", "device", "dtype"):
-            continue
-        if param.name in ("symmetric", "bidirectional"):
-            kwargs[param.name] = not causal
-        elif param.default is inspect.Parameter.empty and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            if param.name not in fill:
-                raise ValueError(f"scheme {cfg.scheme!r} needs {param.name!r}: give it with scheme_kwargs")
-            kwargs[param.name] = fill[param.name]
-    return cls(**kwargs)
+    return build_from_sizes(cfg.scheme, trial_sizes(cfg, table_size), _own_kwargs(cfg))
 
 
-def _own_kwargs(cfg: TrialConfig, accepted: list[str]) -> dict:
+def _own_kwargs(cfg: TrialConfig) -> dict:
     """The ``scheme_kwargs`` meant for ``cfg.scheme``: plain keys, and ``<scheme>.<arg>`` keys of it."""
     own = {}
     for key, value in cfg.scheme_kwargs:
         scheme, dot, name = key.rpartition(".")
-        if dot and scheme != cfg.scheme:
-            continue
-        if name not in accepted:
-            raise ValueError(f"scheme {cfg.scheme!r} takes no argument {name!r} (scheme_kwargs); it takes: {', '.join(accepted)}")
-        own[name] = value
+        if not dot or scheme == cfg.scheme:
+            own[name] = value
     return own
 
 
@@ -154,10 +128,17 @@ def build_trial_model(cfg: TrialConfig, task: Task) -> nn.Module:
     return model
 
 
-def position_limit(model: nn.Module) -> int | None:
-    """Longest input the model's scheme can place (``None``: unlimited)."""
-    scheme = getattr(model, "scheme", None)
-    return None if scheme is None else scheme.max_positions
+def model_position_limit(model: nn.Module) -> int | None:
+    """The most positions the model accepts (``None``: unlimited): the smallest of its embedding
+    table's size, its scheme's limit and its ``max_len``."""
+    embeddings, scheme = getattr(model, "embeddings", None), getattr(model, "scheme", None)
+    limits = (
+        None if embeddings is None else embeddings.max_positions,
+        None if scheme is None else scheme.max_positions,
+        getattr(model, "max_len", None),
+    )
+    found = [int(value) for value in limits if value]
+    return min(found) if found else None
 
 
 def lr_at(step: int, cfg: TrialConfig) -> float:
@@ -254,7 +235,7 @@ def train_trial(cfg: TrialConfig, *, on_step: StepCallback | None = None) -> tup
         curve, final_loss = _train_loop(cfg, task, trainable, generator, table, world, on_step)
         elapsed = time.perf_counter() - start
         model.eval()
-        evals = task.evaluate(model, torch.Generator().manual_seed(cfg.seed + 12345), position_limit(model))
+        evals = task.evaluate(model, torch.Generator().manual_seed(cfg.seed + 12345), model_position_limit(model))
     result = TrialResult(
         config=cfg, evals=evals, curve=curve, drift=drift(initial, position_parameters(model)),
         seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,
