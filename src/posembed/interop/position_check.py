@@ -88,19 +88,24 @@ def _is_causal(config: Any) -> bool:
     return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
+def _first_line(error: Exception) -> str:
+    """transformers' messages run over several lines; the CLI prints one."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
 def _load(folder: Path) -> tuple[Any, bool]:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     try:
         config = AutoConfig.from_pretrained(str(folder))
     except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"{folder} is not a transformers checkpoint: {error}") from error
+        raise ValueError(f"{folder} is not a transformers checkpoint: {_first_line(error)}") from error
     causal = _is_causal(config)
     loader = AutoModelForCausalLM if causal else AutoModel
     try:
         model = loader.from_pretrained(str(folder), dtype=torch.float32)
     except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"cannot load {folder} with {loader.__name__} (unsupported architecture?): {error}") from error
+        raise ValueError(f"cannot load {folder} with {loader.__name__} (unsupported architecture?): {_first_line(error)}") from error
     return model.eval(), causal
 
 

@@ -1,0 +1,62 @@
+"""``posembed check-positions``: text, JSON, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from posembed.cli import main
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gpt2")
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=32, n_head=4, n_layer=2, vocab_size=100, n_positions=64)).save_pretrained(folder)
+    return folder
+
+
+def test_help_has_an_example(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check-positions", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example:" in out and "posembed check-positions" in out
+
+
+def test_text_and_json(gpt2_folder, capsys):
+    assert main(["check-positions", str(gpt2_folder)]) == 0
+    out = capsys.readouterr().out
+    assert "generated ids (no tokenizer" in out and "cumsum(mask) - 1" in out and "result: OK" in out
+    assert "packed documents, block-diagonal mask" in out
+    assert main(["check-positions", str(gpt2_folder), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is True and data["causal"] is True
+
+
+def test_exit_1_when_a_recommended_setting_fails(gpt2_folder, capsys):
+    assert main(["check-positions", str(gpt2_folder), "--tolerance", "1e-12"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check-positions", "{tmp}"], "not a checkpoint"),
+        (["check-positions", "{tmp}/missing"], "is not a folder"),
+        (["check-positions", "{unknown}"], "does not recognize this architecture"),
+        (["check-positions", "{gpt2}", "--text", "hello"], "no tokenizer"),
+        (["check-positions", "{gpt2}", "--tolerance", "0"], "--tolerance"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, gpt2_folder, capsys, args, message):
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    (unknown / "config.json").write_text('{"model_type": "not_a_model", "hidden_size": 8}')
+    assert main([a.format(tmp=tmp_path, gpt2=gpt2_folder, unknown=unknown) for a in args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("posembed check-positions: error:") and message in err and "\n" not in err

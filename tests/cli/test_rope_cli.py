@@ -1,0 +1,67 @@
+"""``posembed rope check``: text, JSON, plot, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posembed.cli import main
+
+transformers = pytest.importorskip("transformers")
+
+
+def _folder(tmp_path, **rope):
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, num_hidden_layers=1, intermediate_size=64,
+                                      vocab_size=100, **rope)  # fmt: skip
+    config.save_pretrained(tmp_path)
+    return tmp_path
+
+
+def test_help_has_an_example(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["rope", "check", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "example:" in out and "posembed rope check" in out and "--length" in out
+
+
+def test_text_report_of_a_clean_folder(tmp_path, capsys):
+    folder = _folder(tmp_path, max_position_embeddings=1024,
+                     rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256})  # fmt: skip
+    assert main(["rope", "check", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "YaRNRotary" in out and "vs transformers" in out and "result: OK" in out
+
+
+def test_json_plot_and_exit_1_on_a_warning(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    raw = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 32768,
+           "rope_theta": 10000.0, "rope_scaling": {"type": "yarn", "factor": 4.0}}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    png = tmp_path / "rope.png"
+    assert main(["rope", "check", str(tmp_path / "config.json"), "--json", "--plot", str(png), "--length", "65536"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["target_length"] == 65536
+    assert "original_missing" in {t["code"] for t in data["traps"]}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["rope", "check", "{tmp}"], "not a checkpoint"),
+        (["rope", "check", "{tmp}/missing"], "does not exist"),
+        (["rope", "check", "{bert}"], "has no RoPE"),
+        (["rope", "check", "{bert}", "--length", "1"], "--length"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
+    bert = tmp_path / "bert"
+    transformers.BertConfig(hidden_size=32, num_attention_heads=4).save_pretrained(bert)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = [a.format(tmp=empty, bert=bert) for a in args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("posembed rope: error:") and message in err and "\n" not in err
