@@ -74,17 +74,22 @@ def test_partial_rotary_reference_passes_the_rest_through():
     assert_close(out, apply_rotary(x, cos, sin))
 
 
-def test_compile_failure_falls_back_to_the_eager_formula(monkeypatch):
+def test_compile_failure_falls_back_to_the_eager_formula(monkeypatch, caplog):
     def broken():
         raise RuntimeError("no compiler")
 
-    monkeypatch.setattr(fused, "_kernel", broken)
-    monkeypatch.setattr(fused, "_broken", [])
+    from posembed._logging import forget_logged
+
+    forget_logged()
+    state = fused.CompiledRotation(build=broken)  # the kernel's explicit state: no module-level flag
+    monkeypatch.setattr(fused, "compiled_rotation", lambda: state)
     x = torch.randn(SHAPE)
     cos, sin = _angles()
-    with torch.no_grad():
+    with torch.no_grad(), caplog.at_level("WARNING"):
         assert_close(fused.rotate(x, cos, sin), apply_rotary(x, cos, sin))
-    assert fused._broken == ["no compiler"]
+        assert_close(fused.rotate(x, cos, sin), apply_rotary(x, cos, sin))
+    assert state.error == "no compiler"
+    assert caplog.text.count("compiling the RoPE kernel failed") == 1
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def test_half_layout_matches_transformers_llama():
     positions = torch.stack([torch.arange(T) + 5, torch.randperm(40)[:T]])  # (B, T), per row
     cos, sin = reference(q, positions)
     q_ref, k_ref = llama.apply_rotary_pos_emb(q, k, cos, sin)
-    rope = RotaryEmbedding(D)
+    rope = RotaryEmbedding(D, angles="fp32")  # transformers' float32 angles, bit for bit
     q_rot, k_rot = rope(q, k, positions)
     assert_close(rope.inv_freq, reference.inv_freq)
     assert_close(q_rot, q_ref)

@@ -98,7 +98,7 @@ def test_frequencies_equal_transformers_rope_init(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rotated_qk_equal_apply_rotary_pos_emb(case):
     config = _config(case)
-    rope = RotaryEmbedding.from_hf_config(config)
+    rope = RotaryEmbedding.from_hf_config(config, angles="fp32")  # transformers' float32 angles, bit for bit
     original = config.rope_parameters.get("original_max_position_embeddings", config.max_position_embeddings)
     for length in (original // 2 + 3, original + 9):  # inside and beyond the original context
         q, k = torch.randn(2, HEADS, length, HEAD_DIM), torch.randn(2, HEADS, length, HEAD_DIM)

@@ -10,35 +10,39 @@ Two channel layouts pair the dims differently (same maths, a permutation apart; 
 - ``"interleaved"``: pairs ``(2i, 2i + 1)`` — GPT-J, Meta Llama, torchtune, x-transformers.
 
 Partial rotary (``rotary_dim < head_dim``, GPT-NeoX / Phi) rotates the first ``rotary_dim``
-channels and passes the rest through. Positions, frequencies and cos/sin are always float32
-(bf16 positions would round ``2049`` to ``2048``); the rotation of half-precision inputs runs in
-float32 too and is cast back with ``type_as``.
+channels and passes the rest through. Frequencies and cos/sin are always float32; the angle
+``m * theta_i`` is formed exactly (float64, :mod:`posembed.schemes.phases`), so cos/sin are
+within 2.5e-7 of the float64 truth at every position up to ``2**24`` (``angles="fp32"`` gives
+the float32 product of transformers bit for bit instead). The rotation of half-precision inputs
+runs in float32 and is cast back with ``type_as``.
 
-The math lives in pure functions (:func:`rope_inv_freq`, :func:`rope_cos_sin`,
-:func:`apply_rotary`); :class:`RotaryEmbedding` owns the buffers. The context-extension
-variants (linear, NTK, Llama-3, ...) are in :mod:`posembed.schemes.rotary_scaling`, YaRN in
-:mod:`posembed.schemes.rotary_yarn` and LongRoPE in :mod:`posembed.schemes.rotary_longrope`.
+The rotary family is a tree (no module imports one above it):
+
+- leaves: :mod:`~posembed.schemes.rotary_checks` (argument checks),
+  :mod:`~posembed.schemes.rotation` (the rotation formula, its compiled kernel, the dispatch),
+  :mod:`~posembed.schemes.phases` (exact cos/sin);
+- this module: :func:`rope_inv_freq`, :func:`rope_cos_sin` and :class:`RotaryEmbedding`;
+- the variants, which subclass it: :mod:`~posembed.schemes.rotary_scaling` (linear, NTK,
+  dynamic NTK, Llama 3, proportional), :mod:`~posembed.schemes.rotary_yarn`,
+  :mod:`~posembed.schemes.rotary_longrope`, :mod:`~posembed.schemes.xpos`;
+- the Hugging Face config reader, at the edge: :mod:`posembed.interop.rope_config`
+  (:meth:`RotaryEmbedding.from_hf_config` is its lazy alias).
 """
 
 from __future__ import annotations
-
-import logging
 
 import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
-from posembed._logging import log_once
-from posembed._memory import advise_huge_pages
-from posembed.fused.rope import LAYOUTS, check_rotation, rotate_reference
 from posembed.schemes.base import RotaryScheme
+from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary_checks import (
     check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
 )  # fmt: skip
+from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
 
-logger = logging.getLogger(__name__)
-
-__all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "LAYOUTS"]
+__all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "ROPE_LAYOUTS"]
 
 
 def rope_inv_freq(rotary_dim: int, base: float = 10000.0, device=None) -> Tensor:
@@ -51,122 +55,29 @@ def rope_inv_freq(rotary_dim: int, base: float = 10000.0, device=None) -> Tensor
     return 1.0 / (base**exponents)
 
 
-def rope_cos_sin(position_ids: Tensor, inv_freq: Tensor, scaling: float = 1.0) -> tuple[Tensor, Tensor]:
+def rope_cos_sin(
+    position_ids: Tensor, inv_freq: Tensor, scaling: float = 1.0, *, angles: str = "exact"
+) -> tuple[Tensor, Tensor]:
     """``cos`` and ``sin`` of ``position * inv_freq`` in float32, times ``scaling``.
 
     ``scaling`` is the attention factor of YaRN / LongRoPE (1.0 otherwise), folded into cos and
-    sin as Hugging Face does, so the logits scale by its square.
+    sin as Hugging Face does, so the logits scale by its square. ``angles="exact"`` forms the
+    angle in float64 (within 2.5e-7 of the float64 truth up to position ``2**24``, see
+    :mod:`posembed.schemes.phases`); ``"fp32"`` is transformers' float32 product, bit for bit.
 
     Shape:
-        - position_ids: ``(T,)`` or ``(B, T)`` (any integer or float dtype; computed in fp32).
-        - inv_freq: ``(D/2,)`` (or ``(B, D/2)`` with 2-D positions).
+        - position_ids: ``(T,)`` or ``(B, T)`` (any integer or float dtype).
+        - inv_freq: ``(D/2,)``.
         - output: two tensors of shape ``(*position_ids.shape, D/2)``, float32.
 
     >>> cos, sin = rope_cos_sin(torch.arange(3), torch.tensor([1.0, 0.0]))
     >>> cos[:, 1], sin[:, 1]
     (tensor([1., 1., 1.]), tensor([0., 0., 0.]))
     """
-    angles = position_ids.to(torch.float32)[..., None] * inv_freq.to(torch.float32)  # (..., T, D/2)
-    cos, sin = angles.cos(), angles.sin()
+    cos, sin = cos_sin(position_ids, inv_freq, angles)  # (..., T, D/2)
     if scaling != 1.0:
         cos, sin = cos * scaling, sin * scaling
     return cos, sin
-
-
-def _pairs(t: Tensor, half_dim: int, half: bool) -> tuple[Tensor, Tensor]:
-    """The two members of every rotated pair as views of ``t``."""
-    if half:
-        return t[..., :half_dim], t[..., half_dim : 2 * half_dim]
-    pairs = t[..., : 2 * half_dim].unflatten(-1, (half_dim, 2))  # (..., D/2, 2)
-    return pairs[..., 0], pairs[..., 1]
-
-
-def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool) -> Tensor:
-    """Write the rotation of ``x`` into ``out`` with no temporaries (``inverse``: angle negated)."""
-    half_dim = cos.shape[-1]
-    x1, x2 = _pairs(x, half_dim, half)
-    o1, o2 = _pairs(out, half_dim, half)
-    sign = 1.0 if inverse else -1.0
-    torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=sign)  # x1 cos - x2 sin
-    torch.mul(x2, cos, out=o2).addcmul_(x1, sin, value=-sign)  # x2 cos + x1 sin
-    if 2 * half_dim < x.shape[-1]:
-        out[..., 2 * half_dim :].copy_(x[..., 2 * half_dim :])  # partial rotary: pass-through
-    return out
-
-
-def _rotate(x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool = False) -> Tensor:
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _Rotation.apply(x, cos, sin, half, inverse)
-    return _rotate_into(_fresh_like(x), x, cos, sin, half, inverse)
-
-
-def _fresh_like(x: Tensor) -> Tensor:
-    """An output buffer like ``x`` that faults in huge pages where the kernel allows it."""
-    out = torch.empty_like(x)
-    advise_huge_pages(out)
-    return out
-
-
-class _Rotation(torch.autograd.Function):
-    """The rotation as one linear map; its gradient is the inverse rotation of the gradient."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, half: bool, inverse: bool) -> Tensor:
-        ctx.save_for_backward(cos, sin)
-        ctx.half, ctx.inverse = half, inverse
-        return _rotate_into(_fresh_like(x), x, cos, sin, half, inverse)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        cos, sin = ctx.saved_tensors
-        return _rotate(grad, cos, sin, ctx.half, not ctx.inverse), None, None, None, None
-
-
-def _compiled_applies(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
-    """Whether the compiled kernel may rotate ``x``; a reason not to is logged once."""
-    if torch.compiler.is_compiling():
-        return False  # the outer compile fuses the eager formula itself
-    from posembed.fused import rope as fused_rope
-
-    if not fused_rope.available():
-        log_once(logger, "compiled RoPE requested, but torch.compile cannot build kernels here; rotating eagerly")
-        return False
-    if x.dtype != torch.float32 or cos.requires_grad or sin.requires_grad:
-        log_once(logger, "compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
-        return False
-    return True
-
-
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
-    """Rotate the first ``2 * cos.shape[-1]`` channels of ``x``; the rest pass through.
-
-    Half-precision inputs are rotated in float32 and cast back. Gradients flow to ``x`` (and
-    to ``cos``/``sin`` when they require them). Eager mode writes each half of the output in
-    place (no temporaries; the backward pass is the inverse rotation); under ``torch.compile``
-    the plain formula is traced and fused by the compiler.
-
-    Args:
-        x: queries or keys.
-        cos, sin: from :func:`rope_cos_sin`, broadcastable to ``x[..., :D/2]``.
-        layout: ``"half"`` (pairs ``(i, i + r/2)``) or ``"interleaved"`` (pairs ``(2i, 2i+1)``).
-
-    Shape:
-        - x: ``(..., T, D)``; cos, sin: ``(T, r/2)`` or ``(B, 1, T, r/2)`` with ``r <= D``.
-        - output: same shape and dtype as ``x``.
-
-    >>> x = torch.tensor([[1.0, 0.0]])
-    >>> apply_rotary(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]))  # 90 degrees
-    tensor([[0., 1.]])
-    """
-    check_rotation(x, cos, sin, layout)
-    work = x if x.dtype in (torch.float32, torch.float64) else x.float()
-    cos, sin = cos.to(work.dtype), sin.to(work.dtype)
-    half = layout == "half"
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)):
-        out = rotate_reference(work, cos, sin, layout)  # the compiler fuses the formula itself
-    else:
-        out = _rotate(work, cos, sin, half)
-    return out.type_as(x)
 
 
 class RotaryEmbedding(RotaryScheme):
@@ -183,10 +94,14 @@ class RotaryEmbedding(RotaryScheme):
             computes every call on the fly. With a cache, a call with default positions longer
             than ``max_len`` is an error (it names the ways out); explicit ``position_ids`` are
             always computed on the fly, with the same values: positions have no limit.
-        compiled: rotate fp32 queries and keys with the compiled kernel of
-            :mod:`posembed.fused.rope` (one pass per tensor; the first call per shape compiles for
-            seconds). Other dtypes, learned angles and code already under ``torch.compile`` keep
-            the eager rotation, which stays the reference; a fallback is logged once.
+        compiled: rotate fp32 queries and keys with the compiled kernel
+            (:class:`~posembed.schemes.rotation.CompiledRotation`, ``torch.compile`` of the
+            rotation formula; one pass per tensor; the first call per shape compiles for seconds).
+            Other dtypes, learned angles and code already under ``torch.compile`` keep the eager
+            rotation, which stays the reference; a fallback is logged once.
+        angles: ``"exact"`` (default) forms ``m * theta_i`` in float64: cos/sin within 2.5e-7 of
+            the float64 truth at every position up to ``2**24``. ``"fp32"``: the float32 product
+            of transformers, bit for bit (its error grows with the position: ~3e-5 at 1e3).
         device: device of the buffers.
 
     Attributes:
@@ -227,15 +142,17 @@ class RotaryEmbedding(RotaryScheme):
         layout: str = "half",
         max_len: int | None = None,
         compiled: bool = False,
+        angles: str = "exact",
         device=None,
     ) -> None:
         super().__init__()
         self.compiled = bool(compiled)
+        self.angles = check_angles(angles)
         self.head_dim = check_head_dim(head_dim)
         self.rotary_dim = check_rotary_dim(rotary_dim, self.head_dim)
         self.base = check_base(base)
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if layout not in ROPE_LAYOUTS:
+            raise ValueError(f"layout must be one of {ROPE_LAYOUTS}, got {layout!r}")
         self.layout = layout
         self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
         self.attention_scaling = 1.0
@@ -261,7 +178,7 @@ class RotaryEmbedding(RotaryScheme):
             self.inv_freq.copy_(inv_freq)
             if self.cos_cached.shape[0]:
                 positions = torch.arange(self.cos_cached.shape[0], device=self.inv_freq.device)
-                cos, sin = rope_cos_sin(positions, self.inv_freq, self.attention_scaling)
+                cos, sin = rope_cos_sin(positions, self.inv_freq, self.attention_scaling, angles=self.angles)
                 self.cos_cached.copy_(cos)
                 self.sin_cached.copy_(sin)
 
@@ -277,16 +194,18 @@ class RotaryEmbedding(RotaryScheme):
         return self
 
     @classmethod
-    def from_hf_config(cls, config, *, layout: str = "half", max_len: int | None = None) -> "RotaryEmbedding":
-        """The rotary scheme matching a transformers config (``LlamaConfig`` etc.).
+    def from_hf_config(cls, config, **kwargs) -> "RotaryEmbedding":
+        """The rotary scheme matching a transformers config: an alias of
+        :func:`posembed.interop.rope_config.rotary_from_hf_config` (same arguments).
 
-        Dispatches on ``config.rope_parameters["rope_type"]`` (default, linear, dynamic, yarn,
+        ``config`` is a transformers config object, a dict, or a checkpoint folder /
+        ``config.json`` path. Dispatches on the rope type (default, linear, dynamic, yarn,
         longrope, llama3, proportional) and returns an instance of the matching class, whatever
-        class it is called on. See :func:`posembed.schemes.rotary_config.rotary_from_hf_config`.
+        class it is called on.
         """
-        from posembed.schemes.rotary_config import rotary_from_hf_config
+        from posembed.interop.rope_config import rotary_from_hf_config  # edge alias: interop reads configs
 
-        return rotary_from_hf_config(config, layout=layout, max_len=max_len)
+        return rotary_from_hf_config(config, **kwargs)
 
     def cos_sin(self, position_ids: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin (float32, attention scaling folded in) for explicit positions.
@@ -294,7 +213,7 @@ class RotaryEmbedding(RotaryScheme):
         Shape: ``(T,)`` or ``(B, T)`` -> two tensors ``(*position_ids.shape, rotary_dim / 2)``.
         """
         inv_freq = self._inv_freq_for(position_ids.max() + 1) if self.dynamic else self.inv_freq
-        return rope_cos_sin(position_ids, inv_freq, self.attention_scaling)
+        return rope_cos_sin(position_ids, inv_freq, self.attention_scaling, angles=self.angles)
 
     @property
     def cache_size(self) -> int:
@@ -323,7 +242,7 @@ class RotaryEmbedding(RotaryScheme):
         check_cache_range(length, offset)
         end = offset + length
         if end > self.cache_size:
-            raise ValueError(past_cache_message(self, offset, length))
+            raise ValueError(past_cache_message(offset, length, self.cache_size, self.max_len, self.dynamic))
         return self.cos_cached[offset:end], self.sin_cached[offset:end]
 
     def cos_sin_range(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor]:
@@ -365,19 +284,15 @@ class RotaryEmbedding(RotaryScheme):
         inv_freq = self.inv_freq
         if self.dynamic:
             inv_freq = self._inv_freq_for(torch.maximum(q_pos.max(), k_pos.max()) + 1)
-        q_cs = rope_cos_sin(q_pos, inv_freq, self.attention_scaling)
-        k_cs = q_cs if k_pos is q_pos else rope_cos_sin(k_pos, inv_freq, self.attention_scaling)
+        q_cs = rope_cos_sin(q_pos, inv_freq, self.attention_scaling, angles=self.angles)
+        k_cs = q_cs if k_pos is q_pos else rope_cos_sin(k_pos, inv_freq, self.attention_scaling, angles=self.angles)
         return q_cs, k_cs
 
     def _rotate_one(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        """The one dispatch point between the compiled kernel and the eager rotation."""
+        """Rotate ``x`` through :func:`~posembed.schemes.rotation.apply_rotary`, the one dispatch point."""
         if cos.dim() == 3:  # (B, T, r/2) from per-row positions
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, r/2)
-        if self.compiled and _compiled_applies(x, cos, sin):
-            from posembed.fused import rope as fused_rope
-
-            return fused_rope.rotate(x, cos, sin, self.layout)
-        return apply_rotary(x, cos, sin, self.layout)
+        return apply_rotary(x, cos, sin, self.layout, compiled=self.compiled)
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         check_positive_int(num_heads, "num_heads")
@@ -396,6 +311,8 @@ class RotaryEmbedding(RotaryScheme):
             parts.append(f"max_len={self.max_len}")
         if self.compiled:
             parts.append("compiled=True")
+        if self.angles != "exact":
+            parts.append(f"angles={self.angles!r}")
         if self.attention_scaling != 1.0:
             parts.append(f"attention_scaling={self.attention_scaling:.6g}")
         return ", ".join(parts)

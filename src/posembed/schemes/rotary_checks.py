@@ -1,21 +1,18 @@
 """Input checks of the rotary schemes: clear errors naming the offending value and the limit.
 
 Shared by :class:`~posembed.schemes.rotary.RotaryEmbedding` and its variants (xPos included).
+A leaf of the rotary family: it imports no rotary module (the schemes pass plain values).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
 from posembed.positions import resolve_positions
-
-if TYPE_CHECKING:
-    from posembed.schemes.rotary import RotaryEmbedding
 
 __all__ = [
     "check_head_dim", "check_rotary_dim", "check_base", "check_qk", "check_cache_range", "past_cache_message",
@@ -72,12 +69,16 @@ def check_cache_range(length: object, offset: object) -> None:
             raise ValueError(f"{name} must be >= 0, got {value}")
 
 
-def past_cache_message(rope: "RotaryEmbedding", offset: int, length: int) -> str:
-    """The error for cached positions past the cache of ``rope``: its size and the ways out."""
-    dynamic = ", frequencies that depend on the call's length are never cached" if rope.dynamic else ""
+def past_cache_message(offset: int, length: int, cache_size: int, max_len: int | None, dynamic: bool) -> str:
+    """The error for cached positions past a cos/sin cache of ``cache_size`` rows: the sizes and the ways out.
+
+    >>> past_cache_message(10, 8, 16, 16, False)[:60]
+    'positions 10 .. 17 (offset + length = 18) run past the cos/s'
+    """
+    why = ", frequencies that depend on the call's length are never cached" if dynamic else ""
     return (
         f"positions {offset} .. {offset + length - 1} (offset + length = {offset + length}) run past the "
-        f"cos/sin cache of {rope.cache_size} positions (max_len={rope.max_len}{dynamic}). Ways out: pass "
+        f"cos/sin cache of {cache_size} positions (max_len={max_len}{why}). Ways out: pass "
         f"position_ids to compute cos/sin on the fly (no length limit), or build the scheme with a larger max_len"
     )
 

@@ -40,8 +40,9 @@ class XPos(RotaryEmbedding):
     Args:
         head_dim: D (even).
         scale_base: B, the decay length scale (512 in the paper).
-        rotary_dim, base, layout, max_len, device: as :class:`RotaryEmbedding`; the layout
-            defaults to ``"interleaved"`` as in the reference implementations.
+        rotary_dim, base, layout, max_len, angles, device: as :class:`RotaryEmbedding`; the
+            layout defaults to ``"interleaved"`` as in the reference implementations. The rotation
+            angles are exact (float64) by default, as RoPE's; the decay scales are float32.
 
     Shape:
         - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``; positions as :class:`RotaryEmbedding`.
@@ -72,10 +73,13 @@ class XPos(RotaryEmbedding):
         base: float = 10000.0,
         layout: str = "interleaved",
         max_len: int | None = None,
+        angles: str = "exact",
         device=None,
     ) -> None:
         self.scale_base = check_positive_int(scale_base, "scale_base")
-        super().__init__(head_dim, rotary_dim=rotary_dim, base=base, layout=layout, max_len=max_len, device=device)
+        super().__init__(
+            head_dim, rotary_dim=rotary_dim, base=base, layout=layout, max_len=max_len, angles=angles, device=device
+        )
         self.register_buffer("zeta", xpos_zeta(self.rotary_dim, device=self.inv_freq.device), persistent=False)
 
     def reset_parameters(self) -> None:
@@ -106,9 +110,9 @@ class XPos(RotaryEmbedding):
         if position_ids is None and k_position_ids is None:
             q_cos, q_sin = self.default_cos_sin(q.shape[-2])  # the cache when there is one
         else:
-            q_cos, q_sin = rope_cos_sin(q_pos, self.inv_freq)
+            q_cos, q_sin = rope_cos_sin(q_pos, self.inv_freq, angles=self.angles)
         q_scale = self.scales(q_pos, center)
-        k_cos, k_sin = (q_cos, q_sin) if k_pos is q_pos else rope_cos_sin(k_pos, self.inv_freq)
+        k_cos, k_sin = (q_cos, q_sin) if k_pos is q_pos else rope_cos_sin(k_pos, self.inv_freq, angles=self.angles)
         k_scale = 1.0 / self.scales(k_pos, center)
         q_out = self._rotate_one(q, q_cos * q_scale, q_sin * q_scale)
         return q_out, self._rotate_one(k, k_cos * k_scale, k_sin * k_scale)

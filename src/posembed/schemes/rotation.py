@@ -1,0 +1,235 @@
+"""RoPE's rotation: the formula once, its optional compiled kernel, and the one dispatch point.
+
+:func:`rotate_reference` is the formula (Su et al. 2021): each pair ``(x1, x2)`` becomes
+``(x1 cos - x2 sin, x2 cos + x1 sin)``. Everything else runs it:
+
+- eager: :func:`rotate_reference` writing into one fresh output buffer (``out=``; no temporaries
+  beyond the two products), inside :class:`_Rotation`, whose backward is the same formula with the
+  angle negated (a rotation's transpose is its inverse), so only cos and sin are saved;
+- learned angles (cos/sin that require grad) and code already under ``torch.compile``: the plain
+  formula (no ``out=``), differentiated by autograd or fused by the outer compiler;
+- compiled: :class:`CompiledRotation`, ``torch.compile`` of the same formula (built lazily,
+  once), inside the same :class:`_Rotation`.
+
+:func:`apply_rotary` is the one place that chooses between them.
+
+Why the compiled kernel lives here and not in :mod:`posembed.fused.rope`: ``compiled=True`` is an
+option of :class:`~posembed.schemes.rotary.RotaryEmbedding`, and schemes sit below ``fused`` in
+the layering (they never import it). Since the kernel is nothing but ``torch.compile`` of this
+module's formula, it needs nothing from ``fused``; :mod:`posembed.fused.rope` re-exports it as the
+public fast-path API. The compiler's state is one explicit, cached object
+(:func:`compiled_rotation`); a compile failure is recorded on it, logged once, and every later
+call takes the eager formula.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from posembed._logging import log_once
+from posembed._memory import advise_huge_pages
+
+__all__ = [
+    "ROPE_LAYOUTS", "CompiledRotation", "apply_rotary", "check_rotation", "compile_available", "compiled_rotation",
+    "rotate_reference", "rotate_with",
+]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+#: RoPE channel layouts: pairs ``(i, i + r/2)`` (GPT-NeoX, Hugging Face) or ``(2i, 2i + 1)`` (GPT-J, Meta)
+ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+
+Kernel = Callable[[Tensor, Tensor, Tensor, str], Tensor]
+
+
+def check_rotation(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> None:
+    """The arguments of a rotation fit: a known layout, cos and sin alike, at most ``D / 2`` wide."""
+    if layout not in ROPE_LAYOUTS:
+        raise ValueError(f"layout must be one of {ROPE_LAYOUTS}, got {layout!r}")
+    if cos.shape != sin.shape or 2 * cos.shape[-1] > x.shape[-1]:
+        raise ValueError(
+            f"cos {tuple(cos.shape)} and sin {tuple(sin.shape)} must share a shape whose last dim "
+            f"is at most half of x's last dim {x.shape[-1]}"
+        )
+
+
+def _pairs(t: Tensor, half_dim: int, layout: str) -> tuple[Tensor, Tensor]:
+    """The two members of every rotated pair, as views of ``t``."""
+    if layout == "half":
+        return t[..., :half_dim], t[..., half_dim : 2 * half_dim]
+    pairs = t[..., : 2 * half_dim].unflatten(-1, (half_dim, 2))  # (..., r/2, 2)
+    return pairs[..., 0], pairs[..., 1]
+
+
+def rotate_reference(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, out: Tensor | None = None) -> Tensor:
+    """The rotation formula, plain PyTorch: ``(x1 cos - x2 sin, x2 cos + x1 sin)`` for every pair.
+
+    Args:
+        x: queries or keys; the first ``r = 2 * cos.shape[-1]`` channels are rotated, the rest
+            pass through (partial rotary).
+        cos, sin: ``cos(m * theta_i)``, ``sin(m * theta_i)``, broadcastable to ``x[..., :r/2]``,
+            in ``x``'s dtype.
+        layout: ``"half"`` (pairs ``(i, i + r/2)``) or ``"interleaved"`` (pairs ``(2i, 2i + 1)``).
+        out: a buffer shaped like ``x`` to write into (no autograd then). ``None``: a new tensor,
+            differentiable in everything, and what ``torch.compile`` traces.
+
+    Shape:
+        x ``(B, H, T, D)`` (any leading dims); cos, sin ``(T, r/2)`` or ``(B, 1, T, r/2)``;
+        output like ``x``.
+
+    >>> rotate_reference(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]))
+    tensor([[0., 1.]])
+    """
+    half = cos.shape[-1]
+    x1, x2 = _pairs(x, half, layout)
+    o1, o2 = (None, None) if out is None else _pairs(out, half, layout)
+    r1 = torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=-1.0)  # x1 cos - x2 sin
+    r2 = torch.mul(x2, cos, out=o2).addcmul_(x1, sin)  # x2 cos + x1 sin
+    rest = x[..., 2 * half :]
+    if out is not None:
+        if rest.shape[-1]:
+            out[..., 2 * half :].copy_(rest)
+        return out
+    rotated = torch.cat((r1, r2), -1) if layout == "half" else torch.stack((r1, r2), -1).flatten(-2)
+    return torch.cat((rotated, rest), -1) if rest.shape[-1] else rotated
+
+
+def _eager(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """The formula written into a fresh buffer that faults in huge pages where the kernel allows."""
+    out = torch.empty_like(x)
+    advise_huge_pages(out)
+    return rotate_reference(x, cos, sin, layout, out=out)
+
+
+class _Rotation(torch.autograd.Function):
+    """A rotation by ``kernel`` as one linear map: the gradient is the inverse rotation of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, cos: Tensor, sin: Tensor, layout: str, kernel: Kernel) -> Tensor:
+        ctx.save_for_backward(cos, sin)
+        ctx.layout, ctx.kernel = layout, kernel
+        return kernel(x, cos, sin, layout)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        cos, sin = ctx.saved_tensors  # double backward: the inverse rotation is again a _Rotation
+        return rotate_with(ctx.kernel, grad.contiguous(), cos, -sin, ctx.layout), None, None, None, None
+
+
+def rotate_with(kernel: Kernel, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """Run ``kernel`` (eager or compiled) on fixed angles, through :class:`_Rotation` when ``x`` needs a gradient."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _Rotation.apply(x, cos, sin, layout, kernel)
+    return kernel(x, cos, sin, layout)
+
+
+@functools.cache
+def compile_available() -> bool:
+    """Whether ``torch.compile`` can build CPU kernels here (Inductor's C++ compiler is present).
+
+    Cheap: nothing is compiled. If compiling still fails later, :class:`CompiledRotation` logs
+    it once and falls back to the eager formula.
+    """
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        return bool(get_cpp_compiler())
+    except Exception as error:  # no Inductor, no C++ compiler, unsupported platform, ...
+        logger.info("compiled RoPE kernel unavailable (%s); the eager formula is used", error)
+        return False
+
+
+def _compile_reference() -> Kernel:
+    return torch.compile(rotate_reference, dynamic=None, fullgraph=True)
+
+
+class CompiledRotation:
+    """``torch.compile`` of :func:`rotate_reference`, built on first use; eager after a failure.
+
+    Args:
+        build: makes the compiled callable (default: ``torch.compile`` of the reference); tests
+            pass one that fails.
+
+    Attributes:
+        error: the compile error, once one happened (``None`` before); from then on every call
+            runs the eager formula.
+
+    >>> rotation = CompiledRotation(build=lambda: _eager)
+    >>> rotation(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0]]), torch.tensor([[1.0]]), "half")
+    tensor([[0., 1.]])
+    """
+
+    def __init__(self, build: Callable[[], Kernel] = _compile_reference) -> None:
+        self._build = build
+        self._kernel: Kernel | None = None
+        self.error: str | None = None
+
+    def __call__(self, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+        if self.error is None:
+            try:
+                if self._kernel is None:
+                    self._kernel = self._build()
+                return self._kernel(x, cos, sin, layout)
+            except Exception as error:  # a compile failure: record it, log once, stay correct
+                self.error = str(error)
+                log_once(logger, f"compiling the RoPE kernel failed ({error}); using the eager formula")
+        return _eager(x, cos, sin, layout)
+
+
+@functools.cache
+def compiled_rotation() -> CompiledRotation:
+    """The process-wide compiled kernel (one compile cache, one failure record)."""
+    return CompiledRotation()
+
+
+def _compiled_applies(x: Tensor) -> bool:
+    """Whether the compiled kernel may rotate ``x``; a reason not to is logged once."""
+    if not compile_available():
+        log_once(logger, "compiled RoPE requested, but torch.compile cannot build kernels here; rotating eagerly")
+        return False
+    if x.dtype != torch.float32:
+        log_once(logger, "compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
+        return False
+    return True
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, compiled: bool = False) -> Tensor:
+    """Rotate the first ``2 * cos.shape[-1]`` channels of ``x``; the rest pass through.
+
+    The one dispatch point of the rotation. Half-precision inputs are rotated in float32 and cast
+    back. Gradients flow to ``x`` (and to ``cos``/``sin`` when they require them). Under
+    ``torch.compile``, and for learned angles, the plain formula is traced; otherwise the eager
+    formula (or, with ``compiled=True``, its compiled kernel) runs with the inverse rotation as
+    backward. The compiled kernel covers fp32 inputs with fixed angles; for anything else, or where
+    it cannot be built, the eager formula runs and the reason is logged once.
+
+    Args:
+        x: queries or keys.
+        cos, sin: float32 (any float dtype), broadcastable to ``x[..., :r/2]``.
+        layout: ``"half"`` (pairs ``(i, i + r/2)``) or ``"interleaved"`` (pairs ``(2i, 2i+1)``).
+        compiled: use the compiled kernel where it applies.
+
+    Shape:
+        - x: ``(..., T, D)``; cos, sin: ``(T, r/2)`` or ``(B, 1, T, r/2)`` with ``r <= D``.
+        - output: same shape and dtype as ``x``.
+
+    >>> x = torch.tensor([[1.0, 0.0]])
+    >>> apply_rotary(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]))  # 90 degrees
+    tensor([[0., 1.]])
+    """
+    check_rotation(x, cos, sin, layout)
+    work = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    cos, sin = cos.to(work.dtype), sin.to(work.dtype)
+    if torch.compiler.is_compiling():
+        return rotate_reference(work, cos, sin, layout).type_as(x)  # the outer compiler fuses the formula
+    if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
+        if compiled:
+            log_once(logger, "compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
+        return rotate_reference(work, cos, sin, layout).type_as(x)  # learned angles: autograd traces it
+    kernel: Kernel = compiled_rotation() if compiled and _compiled_applies(x) else _eager
+    return rotate_with(kernel, work, cos, sin, layout).type_as(x)
