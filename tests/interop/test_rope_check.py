@@ -132,6 +132,8 @@ def test_4x_per_layer_spellings():
                                     "max_position_embeddings": 256, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0})  # fmt: skip
     assert {l.settings.layer_type: l.settings.theta for l in modernbert.layers} == {"full_attention": 160000.0, "sliding_attention": 10000.0}
     assert any(t.code == "theta_per_layer" for t in modernbert.traps)
+    _assert_equal_to_transformers(gemma3)  # transformers 5 reads the 4.x per-layer fields the same way
+    _assert_equal_to_transformers(modernbert)
 
 
 def test_json_and_text_report():
