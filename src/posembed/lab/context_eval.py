@@ -129,7 +129,8 @@ def _batch(data: ContextData, generator: torch.Generator, s: TrainSettings) -> t
     windows = torch.stack([data.train[i : i + s.context + 1] for i in starts.tolist()])  # (B, T + 1)
     inputs, targets = windows[:, :-1], windows[:, 1:]
     if keys:
-        key_in, key_target = training_rows(generator, keys, s.context, data.stoi, digits=s.digits, ignore=IGNORE)
+        key_in, key_target = training_rows(generator, keys, s.context, data.stoi, digits=s.digits, ignore=IGNORE,
+                                             prefix_text=data.train)
         inputs, targets = torch.cat([inputs, key_in]), torch.cat([targets, key_target])
     return inputs, targets
 

@@ -183,26 +183,40 @@ def passkey_accuracy(
 
 
 def training_rows(
-    generator: torch.Generator, count: int, context: int, stoi: dict[str, int], *, digits: int = 5, ignore: int = -100
+    generator: torch.Generator, count: int, context: int, stoi: dict[str, int], *, digits: int = 5, ignore: int = -100,
+    prefix_text: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """``count`` passkey documents of ``context + 1`` characters, random depths, as (inputs, targets).
+    """``count`` rows of ``context + 1`` characters ending in a passkey document, as (inputs, targets).
+
+    Each document has a random length in ``[min_length(digits), context + 1]`` and a random depth;
+    the rest of the row, before it, is a random window of ``prefix_text`` (encoded text, e.g. the
+    char-LM training split) or more filler. Varying where the key and the question fall is what
+    makes the model retrieve by content: with one fixed document length a model learns the key's
+    distance from the question instead, and fails at any other length.
 
     The planted key digits are unpredictable, so their targets are ``ignore``; every other next
-    character (filler, question, answer) is scored.
+    character (prefix, filler, question, answer) is scored.
 
     Shape: two tensors ``(count, context)``.
     """
-    docs, targets = [], []
+    rows, targets = [], []
     for _ in range(count):
+        length = int(torch.randint(min_length(digits), context + 2, (), generator=generator))
         depth = float(torch.rand((), generator=generator))
-        ex = make_example(context + 1, depth, generator, digits=digits)
-        ids = encode(ex.text, stoi)
+        ex = make_example(length, depth, generator, digits=digits)
+        pad = context + 1 - length
+        if prefix_text is not None and pad:
+            start = int(torch.randint(0, len(prefix_text) - pad, (), generator=generator))
+            prefix = prefix_text[start : start + pad]
+        else:
+            prefix = encode(_filler(pad)[0], stoi)
+        ids = torch.cat([prefix, encode(ex.text, stoi)])  # (context + 1,)
         target = ids[1:].clone()
-        start = ex.key_offset + len(KEY_PREFIX) - 1  # target index of the first planted digit
+        start = pad + ex.key_offset + len(KEY_PREFIX) - 1  # target index of the first planted digit
         target[start : start + digits] = ignore
-        docs.append(ids[:-1])
+        rows.append(ids[:-1])
         targets.append(target)
-    return torch.stack(docs), torch.stack(targets)
+    return torch.stack(rows), torch.stack(targets)
 
 
 def depth_grid(count: int) -> tuple[float, ...]:

@@ -1,0 +1,93 @@
+"""Published context-extension figures the study's verdicts compare against (data, copied here so
+the package reads nothing outside itself at run time).
+
+Source of each number: ``source``. The YaRN figures are those of Peng et al. 2023 ("YaRN:
+Efficient Context Window Extension of Large Language Models"), as tabulated in the authors'
+repository (jquesnelle/yarn, ``data/``); they were copied from the project's reference notes and
+should be checked against that source before an exact comparison rests on one. They are LLM
+scale (Llama 7B): a CPU char-level study can only test their *ordering*, not their values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Claim", "CLAIMS", "PASSKEY_32K", "YARN_SOURCE"]
+
+YARN_SOURCE = "Peng et al. 2023 (YaRN), repository jquesnelle/yarn data/ tables"
+
+#: passkey accuracy of Llama-7B fine-tuned to 32k, at 2k / 4k / 8k / 16k / 32k
+PASSKEY_32K = {
+    "lengths": (2048, 4096, 8192, 16384, 32768),
+    "linear": (0.54, 0.52, 0.44, 0.50, 0.76),
+    "ntk": (0.84, 0.80, 0.90, 0.92, 0.00),
+    "ntk_by_parts": (0.96, 0.90, 0.80, 0.66, 0.12),
+    "yarn": (1.00, 1.00, 0.98, 1.00, 0.68),
+    "source": YARN_SOURCE,
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A published ordering ``better`` beats ``worse`` on ``metric`` at ``scale`` x L.
+
+    ``better`` / ``worse`` are ``(model, method)`` keys of the study's rows; ``scale`` ``"max"``
+    means the longest evaluated length, ``"ft"`` the fine-tuning length, ``"2ft"`` twice it.
+    """
+
+    key: str
+    text: str
+    published: str
+    source: str
+    metric: str
+    better: tuple[str, str]
+    worse: tuple[str, str]
+    scale: str
+    why_not: str
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "yarn_vs_pi_no_ft", "Without fine-tuning, YaRN beats linear interpolation at the longest length",
+        "Llama-2-7B at 16k (s = 8), no fine-tuning: perplexity PI 54.48, YaRN 6.60", YARN_SOURCE,
+        "perplexity", ("rope", "yarn"), ("rope", "linear"), "max",
+        "YaRN keeps the fast pairs that a short context trains well; with head dim 16 and L ~ 100 "
+        "characters nearly every pair has a wavelength beyond L, so YaRN's ramp interpolates almost "
+        "all of them and it behaves much like PI plus a temperature.",
+    ),
+    Claim(
+        "scaling_vs_extrapolation", "Any scaling beats plain extrapolation past L (PI's premise)",
+        "Chen et al. 2023: the interpolation bound is ~600x smaller than the extrapolation bound; "
+        "extrapolated RoPE perplexity explodes past L", "Chen et al. 2023 (Position Interpolation)",
+        "perplexity", ("rope", "linear"), ("rope", "extrapolate"), "max",
+        "A 2-layer char model leans on local context; if its attention is mostly local, unseen far "
+        "rotations cost little and extrapolation degrades gracefully.",
+    ),
+    Claim(
+        "alibi_vs_rope", "ALiBi extrapolates better than RoPE (no extension)",
+        "char-level, trained at 128, evaluated at 2048: perplexity ALiBi 119.7, RoPE 280 "
+        "(bob80333/investigating_extrapolation); Press et al. 2022 at 1.3B", "bob80333/investigating_extrapolation",
+        "perplexity", ("alibi", "none"), ("rope", "extrapolate"), "max",
+        "Holds at every published scale; would fail only if RoPE's model never attends far.",
+    ),
+    Claim(
+        "yarn_vs_pi_passkey_ft", "After fine-tuning, YaRN retrieves passkeys better than PI",
+        "Llama-7B fine-tuned to 32k, passkey at 2k..32k: YaRN 1.00/1.00/.98/1.00/.68, PI .54/.52/.44/.50/.76",
+        YARN_SOURCE, "passkey_mean", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "ft",
+        "Needs passkey accuracy well above 0 at 1x to begin with; a short fine-tune (~100 steps, "
+        "not ~1000) may not let either method relearn retrieval at the new length.",
+    ),
+    Claim(
+        "pi_vs_yarn_ppl_ft", "After fine-tuning, PI and YaRN tie at the fine-tuning length",
+        "Llama-2-7B fine-tuned to 8k, perplexity at 8192: PI 3.344, YaRN 3.356 (within 0.4 %)",
+        YARN_SOURCE, "perplexity_tie", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "ft",
+        "Fine-tuning budget and model size differ by orders of magnitude; a tie is judged at 2 %.",
+    ),
+    Claim(
+        "yarn_vs_pi_beyond_ft", "Beyond the fine-tuning length, YaRN degrades less than PI",
+        "Llama-2-7B fine-tuned to 8k, perplexity at 16384: YaRN 77.2, PI 102.7", YARN_SOURCE,
+        "perplexity", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "2ft",
+        "Both scheme factors are fixed at the fine-tuning ratio, so past it both extrapolate; the "
+        "published gap is itself modest (77 vs 103).",
+    ),
+)
