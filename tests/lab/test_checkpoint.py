@@ -68,3 +68,49 @@ def test_corrupt_weights_are_a_clear_error(tmp_path, damage):
     weights.write_bytes(b"not safetensors at all" * 10 if damage == "garbage" else data[: len(data) // 2])
     with pytest.raises(ValueError, match=f"'{weights}' is not a readable safetensors file: "):
         load_checkpoint(folder)
+
+
+def test_concurrent_saves_into_one_folder_all_succeed(tmp_path):
+    """Writers of the same checkpoint never share a temporary file: every save succeeds and the
+    weights left are one whole save."""
+    import threading
+
+    cfg = tiny_trial(task="copy", scheme="learned")
+    task = make_task(cfg)
+    models = []
+    for seed in range(4):
+        torch.manual_seed(seed)
+        models.append(build_trial_model(cfg, task).eval())
+    errors = []
+
+    def writer(model, seed):
+        try:
+            for step in range(15):
+                save_checkpoint(model, tmp_path, {"task": "copy", "trial": str(seed), "step": step})
+        except Exception as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=writer, args=(m, i)) for i, m in enumerate(models)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    loaded, _ = load_checkpoint(tmp_path)
+    head = loaded.head.weight
+    assert sum(torch.equal(head, m.head.weight) for m in models) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [WEIGHTS_NAME, CONFIG_NAME]
+
+
+def test_checkpoint_files_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    cfg = tiny_trial(task="copy", scheme="learned")
+    before = os.umask(0o022)
+    try:
+        save_checkpoint(build_trial_model(cfg, make_task(cfg)), tmp_path, {"task": "copy"})
+    finally:
+        os.umask(before)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {WEIGHTS_NAME: 0o644, CONFIG_NAME: 0o644}

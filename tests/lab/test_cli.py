@@ -133,3 +133,27 @@ def test_corrupt_store_file(tmp_path, capsys):
     (tmp_path / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
     err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *TINY])
     assert "is not a posembed results store" in err
+
+
+def test_a_table_shorter_than_the_training_inputs_fails_before_the_out_dir_is_claimed(tmp_path, capsys):
+    """copy with context 3 trains on 7-token inputs: a 4-row learned table could only fail in training."""
+    out = tmp_path / "out"
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, "--set", "table_size=4"])
+    assert "table_size=4 is too small for copy/learned/base" in err and "at least 7" in err
+    assert not out.exists()
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, "--set", "table_size=6",
+                          "--set", "schemes=rope", "--set", "variants=randomized"])
+    assert "table_size=6 is too small for copy/rope/randomized" in err
+    assert not out.exists()
+    # a table that only misses evaluated lengths is allowed: those are recorded as "n/a (table limit)"
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(out), "--no-checkpoints", *TINY,
+                 "--set", "table_size=7"]) == 0
+    (record,) = load_results(out).trials
+    assert record.metric("exact_match")[6] is None
+
+
+def test_a_path_like_experiment_name_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", *TINY, "--set", "name=x/../../y"])
+    assert "experiment name 'x/../../y' must be a plain name" in err
+    assert list(tmp_path.iterdir()) == []

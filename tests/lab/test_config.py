@@ -104,3 +104,14 @@ def test_experiment_needs_a_base_per_task():
         ExperimentConfig(name="x", tasks=("copy",), schemes=("learned",), bases=(TrialConfig(task="order"),))
     with pytest.raises(ValueError, match="schemes must not be empty"):
         ExperimentConfig(name="x", tasks=("copy",), schemes=(), bases=(TrialConfig(task="copy"),))
+
+
+@pytest.mark.parametrize("name", ["x/../../y", "/tmp/y", "..", ".", "a\\b", "up/..", ""])
+def test_experiment_name_cannot_be_a_path(name):
+    with pytest.raises(ValueError, match="experiment name") as error:
+        apply_overrides(get_preset("smoke"), [f"name={name}"])
+    assert repr(name) in str(error.value)
+
+
+def test_plain_experiment_names_are_kept():
+    assert apply_overrides(get_preset("smoke"), ["name=ablation-v2.1"]).name == "ablation-v2.1"

@@ -5,11 +5,16 @@
     posembed lab run --preset quick [--out DIR] [--set key=value ...] [--no-checkpoints] [--threads N]
     posembed lab report DIR
     torchrun --nproc_per_node 2 -m posembed.cli lab run --preset quick   # data-parallel
+
+A run holds its out folder for its whole length: a second run on the same folder exits 2
+naming the first one's pid. A file that cannot be written (a full disk, a read-only folder)
+also ends in one line naming it and exit 2; the trials stored before stay.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 from pathlib import Path
 
@@ -65,7 +70,8 @@ def _run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     distributed = init_distributed()  # under torchrun: every trial trains data-parallel, rank 0 writes
     try:
-        summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=args.progress)
+        with _write_errors():
+            summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=args.progress)
         rank, world = rank_and_world()
     finally:
         if distributed:
@@ -86,9 +92,26 @@ def _report(args: argparse.Namespace) -> int:
         if error.name != "posembed.lab.report":
             raise
         raise UserError("the lab report is not available in this version (posembed.lab.report is missing)") from None
-    if not (args.out_dir / "results.sqlite").is_file():
+    from posembed.lab.store_file import check_store_file
+
+    store = args.out_dir / "results.sqlite"
+    if not store.exists():
         raise UserError(f"{str(args.out_dir)!r} holds no results.sqlite; run `posembed lab run` first")
-    written = module.write_report(args.out_dir)
+    check_store_file(store, required=True)  # a folder or an empty file by that name: say so
+    with _write_errors():
+        written = module.write_report(args.out_dir)
     paths = written if isinstance(written, (tuple, list)) else [written]
     print("report written: " + ", ".join(str(path) for path in paths if path is not None))
     return 0
+
+
+@contextlib.contextmanager
+def _write_errors():
+    """An ``OSError`` the lab layer did not word (a full disk, a read-only folder) as one line naming its file."""
+    try:
+        yield
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as error:
+        where = f" {str(error.filename)!r}" if error.filename else ""
+        raise UserError(f"cannot write{where}: {error.strerror or error}") from None

@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -146,7 +147,7 @@ class ResultsStore:
         check_store_file(self.path, required=experiment is None)
         try:
             if experiment is None:  # readers never write: not even the schema or the journal mode
-                self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+                self.conn = self._connect_read_only()
             else:
                 self.out_dir.mkdir(parents=True, exist_ok=True)
                 if not self.path.exists():
@@ -165,6 +166,22 @@ class ResultsStore:
         except BaseException:
             self.conn.close()
             raise
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection; on a read-only medium, where SQLite cannot make the WAL's
+        shared-memory file, the file is opened as immutable (nobody can be writing it)."""
+        uri, conn = self.path.resolve().as_uri(), None
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30.0)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            if conn is not None:
+                conn.close()
+            if os.access(self.out_dir, os.W_OK):
+                raise
+        logger.info("results store %s is on a read-only medium: reading it as immutable", self.path)
+        return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30.0)
 
     def _check_schema(self, *, required: bool) -> bool:
         """Whether the file holds this store's schema (``False``: an empty database, if not ``required``).
