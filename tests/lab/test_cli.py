@@ -139,11 +139,12 @@ def test_a_table_shorter_than_the_training_inputs_fails_before_the_out_dir_is_cl
     """copy with context 3 trains on 7-token inputs: a 4-row learned table could only fail in training."""
     out = tmp_path / "out"
     err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, "--set", "table_size=4"])
-    assert "table_size=4 is too small for copy/learned/base" in err and "at least 7" in err
+    assert "copy/learned/base trains on 7-position inputs (context=3) but its positions stop at 4 (table_size=4)" in err
+    assert "raise table_size to at least 7" in err
     assert not out.exists()
     err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, "--set", "table_size=6",
                           "--set", "schemes=rope", "--set", "variants=randomized"])
-    assert "table_size=6 is too small for copy/rope/randomized" in err
+    assert "copy/rope/randomized trains on 7-position inputs" in err and "stop at 6 (table_size=6)" in err
     assert not out.exists()
     # a table that only misses evaluated lengths is allowed: those are recorded as "n/a (table limit)"
     assert main(["lab", "run", "--preset", "smoke", "--out", str(out), "--no-checkpoints", *TINY,

@@ -227,9 +227,9 @@ def _check_table(cfg: TrialConfig, model) -> None:
         limit = cfg.table_size if limit is None else min(limit, cfg.table_size)
     if limit is not None and length > limit:
         raise ValueError(
-            f"table_size={cfg.table_size} is too small for {cfg.task}/{cfg.scheme}/{cfg.variant}: its training inputs "
-            f"are {length} positions long (context={cfg.context}) but the scheme places at most {limit}; "
-            f"raise table_size to at least {length}, or 0 to size it to the longest evaluated input"
+            f"{cfg.task}/{cfg.scheme}/{cfg.variant} trains on {length}-position inputs (context={cfg.context}) but its "
+            f"positions stop at {limit} (table_size={cfg.table_size}): raise table_size to at least {length} "
+            f"(0 sizes the table to the longest evaluated input)"
         )
 
 
