@@ -56,8 +56,9 @@ def rotation(dim: int, k: int, layout: str) -> torch.Tensor:
 def test_matches_positional_encodings_1d(dim):
     reference = PositionalEncoding1D(dim)
     expected = reference(torch.zeros(1, 512, dim))[0]  # (T, C), interleaved
-    # same layout, exactly, given the same frequencies
-    assert_close(sinusoidal_table(torch.arange(512), dim, inv_freq=reference.inv_freq), expected, atol=0, rtol=0)
+    # same layout, exactly, given the same frequencies and the same float32 angles
+    same = sinusoidal_table(torch.arange(512), dim, inv_freq=reference.inv_freq, angles="fp32")
+    assert_close(same, expected, atol=0, rtol=0)
     # our correctly rounded frequencies: within a few ulps, so the full table within the implied bound
     assert_close(sinusoid_inv_freq(dim), reference.inv_freq, atol=0, rtol=FREQ_RTOL)
     actual = Sinusoidal(dim)(torch.arange(512))
@@ -72,7 +73,7 @@ def test_scaled_matches_x_transformers(dim):
     x = torch.zeros(2, 300, dim)
     expected = reference(x)  # (T, C), [sin | cos] * scale
     assert_close(ours(torch.arange(300)), expected, atol=angle_atol(299) * dim**-0.5, rtol=0)
-    shared = sinusoidal_table(torch.arange(300), dim, layout="concat", inv_freq=reference.inv_freq)
+    shared = sinusoidal_table(torch.arange(300), dim, layout="concat", inv_freq=reference.inv_freq, angles="fp32")
     assert_close(shared * ours.scale, expected, atol=0, rtol=0)
     positions = torch.tensor([7, 0, 4096])
     assert_close(ours(positions), reference(x, pos=positions.float()), atol=angle_atol(4096) * dim**-0.5, rtol=0)

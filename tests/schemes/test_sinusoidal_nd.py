@@ -18,8 +18,9 @@ def angle_atol(max_position: int) -> float:
     return max_position * FREQ_RTOL + 1e-6
 
 
-# widths divisible by 2n, and widths the reference rounds up then cuts (2-D: 6, 10; 3-D: 64, 256, 8)
-@pytest.mark.parametrize("dim", [64, 384, 6, 10, 2])
+# widths divisible by 2n, and widths the reference rounds up then cuts (2-D: 6, 10; 3-D: 64, 256, 10);
+# 2-D dim 2 and 3-D dim 8 (an axis without channels) are refused: test_widths_that_leave_an_axis_empty
+@pytest.mark.parametrize("dim", [64, 384, 6, 10])
 def test_grid_matches_positional_encodings_2d(dim):
     reference = PositionalEncoding2D(dim)
     expected = reference(torch.zeros(1, 17, 23, dim))[0]  # (h, w, C)
@@ -28,18 +29,18 @@ def test_grid_matches_positional_encodings_2d(dim):
     assert_close(sinusoid_inv_freq(module.axis.dim), reference.inv_freq, atol=0, rtol=FREQ_RTOL)
     assert_close(module.grid(17, 23), expected, atol=angle_atol(22), rtol=0)
     coordinates = grid_coordinates(17, 23)
-    same_freq = sinusoidal_nd_table(coordinates, dim, inv_freq=reference.inv_freq).reshape(17, 23, dim)
+    same_freq = sinusoidal_nd_table(coordinates, dim, inv_freq=reference.inv_freq, angles="fp32").reshape(17, 23, dim)
     assert_close(same_freq, expected, atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("dim", [96, 64, 256, 8, 12])
+@pytest.mark.parametrize("dim", [96, 64, 256, 10, 12])
 def test_grid_matches_positional_encodings_3d(dim):
     reference = PositionalEncoding3D(dim)
     expected = reference(torch.zeros(1, 5, 7, 9, dim))[0]  # (h, w, d, C)
     module = Sinusoidal3D(dim)
     assert reference.channels == module.axis.dim == axis_width(dim, 3)
     assert_close(module.grid(5, 7, 9), expected, atol=angle_atol(8), rtol=0)
-    same_freq = sinusoidal_nd_table(grid_coordinates(5, 7, 9), dim, inv_freq=reference.inv_freq)
+    same_freq = sinusoidal_nd_table(grid_coordinates(5, 7, 9), dim, inv_freq=reference.inv_freq, angles="fp32")
     assert_close(same_freq.reshape(5, 7, 9, dim), expected, atol=0, rtol=0)
 
 
@@ -123,3 +124,30 @@ def test_bad_widths(cls):
         cls(9)
     with pytest.raises(ValueError, match=r"layout.*'rows'"):
         cls(8, layout="rows")
+
+
+@pytest.mark.parametrize(
+    ("cls", "dim", "smallest", "above"),
+    [(Sinusoidal2D, 2, 4, 4), (Sinusoidal3D, 2, 6, 6), (Sinusoidal3D, 4, 6, 6), (Sinusoidal3D, 8, 6, 10)],
+)
+def test_widths_that_leave_an_axis_empty_are_refused(cls, dim, smallest, above):
+    """positional-encodings gives the last axis no channels here (27 cells of a 3x3x3 grid -> 9 rows)."""
+    with pytest.raises(ValueError, match=rf"dim={dim} leaves axis \d of \d without channels.*smallest width that "
+                                         rf"gives every axis channels is {smallest}, the next one above {dim} is {above}"):  # fmt: skip
+        cls(dim)
+    with pytest.raises(ValueError, match="without channels"):
+        sinusoidal_nd_table(torch.zeros(1, cls.num_axes, dtype=torch.long), dim)
+
+
+@pytest.mark.parametrize("cls", [Sinusoidal2D, Sinusoidal3D])
+def test_every_axis_gets_channels_or_the_constructor_refuses(cls):
+    n = cls.num_axes
+    for dim in range(2, 64, 2):
+        try:
+            module = cls(dim)
+        except ValueError:
+            continue
+        width = module.axis.dim
+        assert dim - (n - 1) * width >= 2, dim  # the last (cut) block keeps a sin/cos pair
+        grid = module.grid(*([3] * n)).reshape(-1, dim)
+        assert torch.unique(grid, dim=0).shape[0] == 3**n, dim  # every cell distinct

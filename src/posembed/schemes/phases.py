@@ -50,8 +50,10 @@ def reduced_angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
 
     Shape: ``(...)`` and ``(F,)`` -> ``(..., F)``.
 
-    >>> reduced_angles(torch.tensor([2**24]), torch.tensor([1.0]))  # 2**24 mod 2 pi
-    tensor([[-2.5573]], dtype=torch.float64)
+    >>> reduced_angles(torch.tensor([0, 7, 2**24]), torch.tensor([1.0]))  # 7 - 2 pi, 2**24 - 2670176 * 2 pi
+    tensor([[ 0.0000],
+            [ 0.7168],
+            [-0.8940]], dtype=torch.float64)
     """
     device = positions.device
     work = torch.device("cpu") if device.type == "mps" else device  # no float64 on MPS
@@ -72,9 +74,10 @@ def cos_sin(positions: Tensor, inv_freq: Tensor, angles: str = "exact") -> tuple
     Shape:
         ``(...)`` and ``(F,)`` -> two tensors ``(..., F)``, float32.
 
-    >>> cos, sin = cos_sin(torch.tensor([1_000_000]), torch.tensor([1.0]))
-    >>> float(sin), round(float(torch.tensor(1_000_000.0).sin()), 6)
-    (-0.34999290108680725, -0.349993)
+    >>> position, w = torch.tensor([1_000_003]), torch.tensor([0.7])
+    >>> truth = (position.double() * w.double()).sin()  # the float64 reference
+    >>> abs(float(cos_sin(position, w)[1] - truth)) < 1e-7, abs(float(cos_sin(position, w, "fp32")[1] - truth)) > 6e-3
+    (True, True)
     """
     if angles == "fp32":
         angle = positions.to(torch.float32)[..., None] * inv_freq.to(torch.float32)  # (..., F)

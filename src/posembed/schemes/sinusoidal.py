@@ -8,8 +8,12 @@ Two channel layouts of the same numbers:
   ``[sin w0 p, cos w0 p, sin w1 p, cos w1 p, ...]``;
 - ``"concat"`` (x-transformers, tensor2tensor): ``[sin w0 p, sin w1 p, ..., cos w0 p, cos w1 p, ...]``.
 
-There is no table limit: vectors are computed from the positions on the fly (fp32 math), with
-an optional cache of the first ``max_len`` rows. The dot product ``PE(x) . PE(x + k)`` depends
+There is no table limit: vectors are computed from the positions on the fly, with an optional
+cache of the first ``max_len`` rows. The frequencies are float32; the angle ``p w`` is formed
+exactly (float64, :mod:`posembed.schemes.phases`), so every value is within 2.5e-7 of the
+float64 truth at every integer position up to ``2**24`` — the float32 product of the reference
+libraries is off by 2e-3 at position 1e5 (d = 64) and cannot tell ``2**24 - 1`` from ``2**24 - 2``.
+``angles="fp32"`` reproduces that product bit for bit, for parity. The dot product ``PE(x) . PE(x + k)`` depends
 only on ``k`` and ``PE(x + k)`` is a fixed rotation of ``PE(x)``: the tests check both.
 """
 
@@ -22,10 +26,11 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_index_tensor, check_positive_int, values_readable
-from posembed.schemes.base import AbsoluteScheme, as_float_positions
+from posembed.schemes.base import AbsoluteScheme
+from posembed.schemes.phases import check_angles, cos_sin
 
 __all__ = [
-    "LAYOUTS",
+    "SINUSOID_LAYOUTS",
     "Sinusoidal",
     "ScaledSinusoidal",
     "sinusoid_inv_freq",
@@ -34,8 +39,8 @@ __all__ = [
 ]
 
 Layout = Literal["interleaved", "concat"]
-#: the channel layouts every sinusoidal scheme accepts
-LAYOUTS: tuple[str, ...] = ("interleaved", "concat")
+#: the channel layouts every sinusoidal scheme accepts (RoPE's are ``rotation.ROPE_LAYOUTS``)
+SINUSOID_LAYOUTS: tuple[str, ...] = ("interleaved", "concat")
 
 
 def check_sinusoid_args(dim: object, base: object, layout: object) -> int:
@@ -45,8 +50,8 @@ def check_sinusoid_args(dim: object, base: object, layout: object) -> int:
         raise ValueError(f"dim must be even (one sin and one cos channel per frequency), got dim={dim}")
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1 or math.isinf(base):
         raise ValueError(f"base must be a finite number > 1, got base={base!r}")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    if layout not in SINUSOID_LAYOUTS:
+        raise ValueError(f"layout must be one of {SINUSOID_LAYOUTS}, got layout={layout!r}")
     return dim
 
 
@@ -72,9 +77,14 @@ def sinusoid_from_angles(angles: Tensor, layout: Layout = "interleaved") -> Tens
     >>> sinusoid_from_angles(torch.tensor([0.0, 0.0]), "interleaved")
     tensor([0., 1., 0., 1.])
     """
+    return _lay_out(angles.sin(), angles.cos(), layout)
+
+
+def _lay_out(sin: Tensor, cos: Tensor, layout: str) -> Tensor:
+    """``(..., C/2)`` sines and cosines as ``(..., C)`` channels in ``layout``."""
     if layout == "concat":
-        return torch.cat((angles.sin(), angles.cos()), dim=-1)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., C/2, 2) -> (..., C)
+        return torch.cat((sin, cos), dim=-1)
+    return torch.stack((sin, cos), dim=-1).flatten(-2)  # (..., C/2, 2) -> (..., C)
 
 
 def sinusoidal_table(
@@ -84,6 +94,7 @@ def sinusoidal_table(
     layout: Layout = "interleaved",
     *,
     inv_freq: Tensor | None = None,
+    angles: str = "exact",
 ) -> Tensor:
     """Sinusoidal vectors of ``positions`` in fp32, whatever the positions' dtype.
 
@@ -93,6 +104,9 @@ def sinusoidal_table(
         base: the wavelength base (10000 in the paper).
         layout: ``"interleaved"`` or ``"concat"``.
         inv_freq: precomputed :func:`sinusoid_inv_freq` ``(C/2,)`` (recomputed when ``None``).
+        angles: ``"exact"`` (float64 angles: within 2.5e-7 of the float64 truth at every
+            integer position up to ``2**24``) or ``"fp32"`` (the float32 product of
+            positional-encodings / x-transformers, bit for bit).
 
     Shape:
         ``(...)`` -> ``(..., C)`` float32.
@@ -105,8 +119,8 @@ def sinusoidal_table(
     dim = check_sinusoid_args(dim, base, layout)
     if inv_freq is None:
         inv_freq = sinusoid_inv_freq(dim, base, device=positions.device)
-    angles = as_float_positions(positions).unsqueeze(-1) * inv_freq  # (..., C/2)
-    return sinusoid_from_angles(angles, layout)
+    cos, sin = cos_sin(positions, inv_freq, check_angles(angles))  # (..., C/2) each
+    return _lay_out(sin, cos, layout)
 
 
 def check_position_ids(position_ids: Tensor) -> None:
@@ -128,6 +142,7 @@ class Sinusoidal(AbsoluteScheme):
         layout: ``"interleaved"`` (paper) or ``"concat"`` ([sin | cos], x-transformers).
         max_len: cache the first ``max_len`` rows at init; positions beyond it are computed
             (there is no length limit either way). ``None``: always compute.
+        angles: ``"exact"`` (default; float64 angles, see the module docstring) or ``"fp32"``.
         device: where the frequency table (and cache) live.
         dtype: output dtype (default float32). The math is fp32 whatever this is; the result is
             rounded once at the end. ``module.to(dtype)`` changes the output dtype the same way
@@ -160,6 +175,7 @@ class Sinusoidal(AbsoluteScheme):
         base: float = 10000.0,
         layout: Layout = "interleaved",
         max_len: int | None = None,
+        angles: str = "exact",
         device=None,
         dtype=None,
     ) -> None:
@@ -167,6 +183,7 @@ class Sinusoidal(AbsoluteScheme):
         self.dim = check_sinusoid_args(dim, base, layout)
         self.base = float(base)
         self.layout = layout
+        self.angles = check_angles(angles)
         self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
         self.dtype = torch.float32 if dtype is None else dtype
         self.register_buffer("inv_freq", torch.empty(0), persistent=False)
@@ -179,7 +196,7 @@ class Sinusoidal(AbsoluteScheme):
         self.inv_freq = sinusoid_inv_freq(self.dim, self.base, device=device)
         if self.max_len is not None:
             cached = torch.arange(self.max_len, device=self.inv_freq.device)
-            self.table = sinusoidal_table(cached, self.dim, self.base, self.layout, inv_freq=self.inv_freq)
+            self.table = self._compute(cached)
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Sinusoidal":
         # nn.Module.to(dtype) / .half() would round the fp32 tables: follow the new dtype for the
@@ -196,12 +213,16 @@ class Sinusoidal(AbsoluteScheme):
         if self.table is not None and _within(position_ids, self.table.shape[0]):
             out = nn.functional.embedding(position_ids.long(), self.table)
         else:
-            out = sinusoidal_table(position_ids, self.dim, self.base, self.layout, inv_freq=self.inv_freq)
+            out = self._compute(position_ids)
         return out.to(self.dtype)  # (T, C) or (B, T, C)
+
+    def _compute(self, positions: Tensor) -> Tensor:
+        return sinusoidal_table(positions, self.dim, self.base, self.layout, inv_freq=self.inv_freq, angles=self.angles)
 
     def extra_repr(self) -> str:
         cache = "" if self.max_len is None else f", max_len={self.max_len}"
-        return f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}{cache}, dtype={self.dtype}"
+        angles = "" if self.angles == "exact" else f", angles={self.angles!r}"
+        return f"dim={self.dim}, base={self.base:g}, layout={self.layout!r}{cache}{angles}, dtype={self.dtype}"
 
 
 def _within(position_ids: Tensor, length: int) -> bool:
@@ -220,7 +241,7 @@ class ScaledSinusoidal(AbsoluteScheme):
 
     Args:
         dim: width C (even).
-        base, layout, max_len: as :class:`Sinusoidal`.
+        base, layout, max_len, angles: as :class:`Sinusoidal`.
         device, dtype: of the scale parameter and of the output.
 
     Shape:
@@ -248,11 +269,14 @@ class ScaledSinusoidal(AbsoluteScheme):
         base: float = 10000.0,
         layout: Layout = "interleaved",
         max_len: int | None = None,
+        angles: str = "exact",
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
-        self.sinusoidal = Sinusoidal(dim, base=base, layout=layout, max_len=max_len, device=device, dtype=dtype)
+        self.sinusoidal = Sinusoidal(
+            dim, base=base, layout=layout, max_len=max_len, angles=angles, device=device, dtype=dtype
+        )
         self.dim = self.sinusoidal.dim
         self.scale = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
         self.reset_parameters()

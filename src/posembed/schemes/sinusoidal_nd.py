@@ -13,6 +13,12 @@ Where posembed differs from ``positional-encodings`` (the tests check parity eve
 - input: explicit integer coordinates ``(T, n)`` / ``(B, T, n)`` (any set of points, any
   order), not a feature tensor whose shape implies a full grid; :meth:`grid` gives the full grid;
 - odd ``C`` is an error here (a sin without its cos); ``positional-encodings`` drops the last channel;
+- a width that would leave an axis without channels (2-D: ``C = 2``; 3-D: ``C = 2, 4, 8``) is an
+  error here; ``positional-encodings`` silently encodes that axis with nothing (a 3x3x3 grid at
+  ``C = 8`` gives 9 distinct rows for 27 cells);
+- the angles are exact (float64 products, :mod:`posembed.schemes.phases`): within 2.5e-7 of the
+  float64 truth at every coordinate up to ``2**24`` (``angles="fp32"``: the reference's float32
+  product, bit for bit);
 - ``base`` and ``layout="concat"`` (``[sin | cos]`` within each axis block) are options here;
   ``positional-encodings`` is always ``base=10000``, interleaved;
 - the frequencies are rounded once from float64 (``positional-encodings`` computes them in fp32,
@@ -31,7 +37,9 @@ from posembed._checks import check_index_tensor, check_positive_int
 from posembed.schemes.base import AbsoluteScheme
 from posembed.schemes.sinusoidal import Layout, Sinusoidal, check_sinusoid_args, sinusoidal_table
 
-__all__ = ["Sinusoidal2D", "Sinusoidal3D", "axis_width", "grid_coordinates", "sinusoidal_nd_table"]
+__all__ = [
+    "Sinusoidal2D", "Sinusoidal3D", "axis_width", "check_axis_channels", "grid_coordinates", "sinusoidal_nd_table",
+]  # fmt: skip
 
 
 def axis_width(dim: int, num_axes: int) -> int:
@@ -41,6 +49,36 @@ def axis_width(dim: int, num_axes: int) -> int:
     (32, 22, 256)
     """
     return 2 * math.ceil(dim / (2 * num_axes))
+
+
+def _last_block(dim: int, num_axes: int) -> int:
+    return dim - (num_axes - 1) * axis_width(dim, num_axes)
+
+
+def check_axis_channels(dim: int, num_axes: int, name: str = "the grid sinusoid") -> int:
+    """``dim`` if every axis gets at least one sin/cos pair, else a ``ValueError`` naming working widths.
+
+    With blocks of ``axis_width(C, n)`` the last axis gets what is left of ``C``, which is nothing
+    for 2-D ``C = 2`` and 3-D ``C = 2, 4, 8``: that axis would not be encoded at all.
+
+    >>> check_axis_channels(10, 3)
+    10
+    >>> check_axis_channels(8, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: the grid sinusoid with dim=8 leaves axis 2 of 3 without channels (blocks of 4: 4 + 4 + 0); the smallest width that gives every axis channels is 6, the next one above 8 is 10
+    """
+    if _last_block(dim, num_axes) >= 2:
+        return dim
+    width = axis_width(dim, num_axes)
+    blocks = [min(width, max(dim - axis * width, 0)) for axis in range(num_axes)]
+    empty = blocks.index(0)
+    above = next(c for c in range(dim + 2, dim + 4 * num_axes + 4, 2) if _last_block(c, num_axes) >= 2)
+    raise ValueError(
+        f"{name} with dim={dim} leaves axis {empty} of {num_axes} without channels (blocks of {width}: "
+        f"{' + '.join(map(str, blocks))}); the smallest width that gives every axis channels is {2 * num_axes}, "
+        f"the next one above {dim} is {above}"
+    )
 
 
 def grid_coordinates(*sizes: int, device: torch.device | str | None = None) -> Tensor:
@@ -73,13 +111,14 @@ def sinusoidal_nd_table(
     layout: Layout = "interleaved",
     *,
     inv_freq: Tensor | None = None,
+    angles: str = "exact",
 ) -> Tensor:
     """Sinusoidal vectors of n-D ``coordinates`` in fp32: one 1-D sinusoid block per axis.
 
     Args:
         coordinates: ``(..., n)`` coordinates, axis order matching the channel blocks.
-        dim: total channels C (even).
-        base, layout: as :func:`~posembed.schemes.sinusoidal.sinusoidal_table`.
+        dim: total channels C (even; every axis must get channels, see :func:`check_axis_channels`).
+        base, layout, angles: as :func:`~posembed.schemes.sinusoidal.sinusoidal_table`.
         inv_freq: precomputed frequencies of one axis block (``axis_width(C, n) / 2`` of them).
 
     Shape:
@@ -89,8 +128,9 @@ def sinusoidal_nd_table(
         >>> sinusoidal_nd_table(torch.tensor([0, 1]), 4)
         tensor([0.0000, 1.0000, 0.8415, 0.5403])
     """
-    width = axis_width(check_sinusoid_args(dim, base, layout), coordinates.shape[-1])
-    blocks = sinusoidal_table(coordinates, width, base, layout, inv_freq=inv_freq)  # (..., n, width)
+    num_axes = coordinates.shape[-1]
+    width = axis_width(check_axis_channels(check_sinusoid_args(dim, base, layout), num_axes), num_axes)
+    blocks = sinusoidal_table(coordinates, width, base, layout, inv_freq=inv_freq, angles=angles)  # (..., n, width)
     return blocks.flatten(-2)[..., :dim]  # (..., C)
 
 
@@ -106,13 +146,15 @@ class _SinusoidalND(AbsoluteScheme):
         *,
         base: float = 10000.0,
         layout: Layout = "interleaved",
+        angles: str = "exact",
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
-        self.dim = check_sinusoid_args(dim, base, layout)
+        self.dim = check_axis_channels(check_sinusoid_args(dim, base, layout), self.num_axes, type(self).__name__)
         # one axis block: owns the fp32 frequencies and the output dtype (kept fp32 under .to(dtype))
-        self.axis = Sinusoidal(axis_width(self.dim, self.num_axes), base=base, layout=layout, device=device, dtype=dtype)
+        width = axis_width(self.dim, self.num_axes)
+        self.axis = Sinusoidal(width, base=base, layout=layout, angles=angles, device=device, dtype=dtype)
 
     def reset_parameters(self) -> None:
         self.axis.reset_parameters()
@@ -120,7 +162,9 @@ class _SinusoidalND(AbsoluteScheme):
     def forward(self, coordinates: Tensor) -> Tensor:
         self._check_coordinates(coordinates)
         axis = self.axis
-        out = sinusoidal_nd_table(coordinates, self.dim, axis.base, axis.layout, inv_freq=axis.inv_freq)
+        out = sinusoidal_nd_table(
+            coordinates, self.dim, axis.base, axis.layout, inv_freq=axis.inv_freq, angles=axis.angles
+        )
         return out.to(axis.dtype)  # (T, C) or (B, T, C)
 
     def grid(self, *sizes: int) -> Tensor:
@@ -153,10 +197,10 @@ class Sinusoidal2D(_SinusoidalND):
     LaTeX sequences using deep neural networks with sequence-level training", IJDAR).
 
     Args:
-        dim: total width C (even).
+        dim: total width C (even, at least 4 so that both axes get channels).
         base: wavelength base of the 1-D sinusoid on each axis.
         layout: ``"interleaved"`` or ``"concat"`` within each axis block.
-        device, dtype: as :class:`~posembed.schemes.sinusoidal.Sinusoidal` (fp32 math).
+        angles, device, dtype: as :class:`~posembed.schemes.sinusoidal.Sinusoidal` (fp32 math).
 
     Shape:
         - coordinates: ``(T, 2)`` or ``(B, T, 2)`` integers ``>= 0``.
@@ -182,10 +226,10 @@ class Sinusoidal3D(_SinusoidalND):
     cut to fit C), as ``positional_encodings.torch_encodings.PositionalEncoding3D``.
 
     Args:
-        dim: total width C (even).
+        dim: total width C (even; 6, 10 or more so that every axis gets channels: 8 is refused).
         base: wavelength base of the 1-D sinusoid on each axis.
         layout: ``"interleaved"`` or ``"concat"`` within each axis block.
-        device, dtype: as :class:`~posembed.schemes.sinusoidal.Sinusoidal` (fp32 math).
+        angles, device, dtype: as :class:`~posembed.schemes.sinusoidal.Sinusoidal` (fp32 math).
 
     Shape:
         - coordinates: ``(T, 3)`` or ``(B, T, 3)`` integers ``>= 0``.
