@@ -41,15 +41,15 @@ class ContextConfig:
     """Everything one context-extension study does (its hash keys the stored rows)."""
 
     name: str
-    context: int = 128
+    context: int = 96
     dim: int = 64
     depth: int = 2
     heads: int = 4
-    steps: int = 1500
+    steps: int = 2000
     batch: int = 16
     lr: float = 3e-3
     warmup: int = 50
-    passkey_fraction: float = 0.25
+    passkey_fraction: float = 0.5
     digits: int = 5
     scales: tuple[int, ...] = (1, 2, 4, 8)
     depths: int = 5
