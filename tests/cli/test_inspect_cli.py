@@ -164,7 +164,8 @@ SETS = {
     "rope_llama3": ["factor=8", "original_max_len=8"],
     "rope_proportional": ["rope_fraction=0.5"],
     "rope_yarn": ["factor=4", "original_max_len=8"],
-    "rope_longrope": ["short_factor=[1, 1.5, 2, 2.5]", "long_factor=[2, 3, 4, 5]", "original_max_len=8", "factor=2"],
+    "rope_longrope": ["short_factor=[1, 1, 1.5, 1.5, 2, 2]", "long_factor=[2, 3, 4, 5, 6, 7]", "original_max_len=8", "factor=2"],
+    "cope": ["npos_max=8"],
 }
 
 
@@ -174,10 +175,10 @@ def test_every_scheme_loads_from_the_cli(name):
     from posembed.cli import build_parser
     from posembed.cli.inspect import _source
 
-    argv = ["inspect", "--scheme", name, "--dim", "8", "--max-len", "16"]
+    argv = ["inspect", "--scheme", name, "--dim", "12", "--max-len", "16"]
     argv += [part for item in SETS.get(name, []) for part in ("--set", item)]
     source = _source(build_parser().parse_args(argv))
-    assert source.name == f"{name}-d8-T16"
+    assert source.name == f"{name}-d12-T16"
     measured = source.position_table is not None or source.closeness is not None
     assert measured or any("section 2 is skipped too" in note for note in source.notes)  # NoPE, Shaw (needs q, k)
 

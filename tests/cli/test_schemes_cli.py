@@ -13,10 +13,10 @@ ABSOLUTE = {
     # name: (class, parameters, length limit)
     "learned": ("LearnedAbsolute", "max_len, dim, *, init_std=0.02", True),
     "learned_parameter": ("LearnedParameter", "max_len, dim, *, init_std=0.02", True),
-    "sinusoidal": ("Sinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None", False),
-    "scaled_sinusoidal": ("ScaledSinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None", False),
-    "sinusoidal_2d": ("Sinusoidal2D", "dim, *, base=10000.0, layout='interleaved'", False),
-    "sinusoidal_3d": ("Sinusoidal3D", "dim, *, base=10000.0, layout='interleaved'", False),
+    "sinusoidal": ("Sinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None, angles='exact'", False),
+    "scaled_sinusoidal": ("ScaledSinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None, angles='exact'", False),
+    "sinusoidal_2d": ("Sinusoidal2D", "dim, *, base=10000.0, layout='interleaved', angles='exact'", False),
+    "sinusoidal_3d": ("Sinusoidal3D", "dim, *, base=10000.0, layout='interleaved', angles='exact'", False),
 }
 
 

@@ -2,8 +2,8 @@
 
 Example:
     >>> rows = {row["name"]: row for row in scheme_table()}
-    >>> rows["sinusoidal"]["parameters"]
-    "dim, *, base=10000.0, layout='interleaved', max_len=None"
+    >>> rows["learned"]["parameters"]
+    'max_len, dim, *, init_std=0.02'
     >>> rows["learned"]["length_limit"], rows["sinusoidal"]["length_limit"]
     (True, False)
     >>> rows["alibi"]["sizes"], rows["rope_yarn"]["needs"]

@@ -37,6 +37,8 @@ def scheme_config(scheme: PositionScheme) -> dict:
 
 
 def _stored_value(scheme: PositionScheme, arg: Arg):
+    if callable(arg.stored_at):
+        return _jsonable(arg.stored_at(scheme), arg.name)
     path = arg.stored_at or arg.name
     try:
         value = functools.reduce(getattr, path.split("."), scheme)

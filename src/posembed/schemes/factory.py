@@ -19,10 +19,10 @@ Example:
     False
     >>> build_from_sizes("rope_yarn", sizes, {"factor": 4, "original_max_len": 16}).factor
     4.0
-    >>> build_from_sizes("rope", sizes, {"bas": 500})
+    >>> build_from_sizes("alibi", sizes, {"bas": 500})
     Traceback (most recent call last):
     ...
-    ValueError: scheme 'rope' takes no argument 'bas'; it takes: head_dim, rotary_dim, base, layout, max_len, compiled
+    ValueError: scheme 'alibi' takes no argument 'bas'; it takes: num_heads, symmetric
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ from typing import Any, Callable, Mapping
 
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.base import PositionScheme
+from posembed.schemes.cope import CoPE
+from posembed.schemes.deberta import DebertaRelative
+from posembed.schemes.dynamic_bias import DynamicPositionBias
+from posembed.schemes.fire import FIRE
+from posembed.schemes.forgetting import ForgettingGate
+from posembed.schemes.kerple import Kerple
 from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
 from posembed.schemes.nope import NoPE
 from posembed.schemes.rotary import RotaryEmbedding
@@ -45,6 +51,7 @@ from posembed.schemes.rotary_scaling import (
     ProportionalRotary,
 )
 from posembed.schemes.rotary_yarn import YaRNRotary
+from posembed.schemes.sandwich import Sandwich
 from posembed.schemes.shaw import ShawRelative
 from posembed.schemes.sinusoidal import ScaledSinusoidal, Sinusoidal
 from posembed.schemes.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
@@ -100,7 +107,11 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "bool": (lambda value: isinstance(value, bool), "true or false"),
     "str": (lambda value: isinstance(value, str), "a string"),
     "floats": (lambda value: isinstance(value, (list, tuple)) and all(map(_is_number, value)), "a list of numbers"),
+    "strs": (lambda value: isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value), "a list of strings"),
 }
+
+#: how to read an argument back off a built scheme: a dotted attribute path, or a function
+Reader = str | Callable[[PositionScheme], Any]
 
 
 @dataclass(frozen=True)
@@ -109,12 +120,13 @@ class Arg:
 
     Attributes:
         name: the constructor's keyword.
-        kind: ``"int"``, ``"float"``, ``"bool"``, ``"str"`` or ``"floats"`` (a list of numbers).
+        kind: ``"int"``, ``"float"``, ``"bool"``, ``"str"``, ``"floats"`` or ``"strs"`` (lists).
         size: the :data:`SIZE_FIELDS` entry that fills it when building from sizes, or ``None``.
         required: the constructor has no default for it.
         nullable: ``None`` is accepted (the constructor's default is ``None``).
-        stored_at: dotted attribute path holding the value on a built scheme (default ``name``);
-            how :func:`posembed.schemes.config.scheme_config` reads it back.
+        stored_at: where the value is on a built scheme: a dotted attribute path (default
+            ``name``) or a function of the scheme, for arguments not kept as given; how
+            :func:`posembed.schemes.config.scheme_config` reads it back.
     """
 
     name: str
@@ -122,7 +134,7 @@ class Arg:
     size: str | None = None
     required: bool = False
     nullable: bool = False
-    stored_at: str | None = None
+    stored_at: Reader | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -177,14 +189,14 @@ def _size(name: str, field: str, kind: str = "int", *, required: bool = True) ->
     return Arg(name, kind, size=field, required=required)
 
 
-def _opt(name: str, kind: str, *, required: bool = False, nullable: bool = False, at: str | None = None) -> Arg:
+def _opt(name: str, kind: str, *, required: bool = False, nullable: bool = False, at: Reader | None = None) -> Arg:
     return Arg(name, kind, required=required, nullable=nullable, stored_at=at)
 
 
 def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ...]:
-    """``base``, ``layout`` (and ``max_len``), stored on the scheme or on its ``owner`` child."""
-    names = ("base", "layout", "max_len") if max_len else ("base", "layout")
-    kinds = {"base": ("float", False), "layout": ("str", False), "max_len": ("int", True)}
+    """``base``, ``layout`` (``max_len``) and ``angles``, stored on the scheme or on its ``owner`` child."""
+    names = ("base", "layout", "max_len", "angles") if max_len else ("base", "layout", "angles")
+    kinds = {"base": ("float", False), "layout": ("str", False), "max_len": ("int", True), "angles": ("str", False)}
     return tuple(_opt(n, kinds[n][0], nullable=kinds[n][1], at=f"{owner}.{n}" if owner else None) for n in names)
 
 
@@ -195,6 +207,7 @@ _ROPE_OPTIONS = (
     _opt("layout", "str"),
     _opt("max_len", "int", nullable=True),
     _opt("compiled", "bool"),
+    _opt("angles", "str"),
 )
 _HEAD_DIM = _size("head_dim", "head_dim")
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
@@ -232,7 +245,9 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _opt("original_max_len", "int", required=True), _opt("factor", "float"),
         _opt("attention_factor", "float", nullable=True), *_ROPE_OPTIONS,
     )),
-    SchemeEntry(XPos, (_HEAD_DIM, _opt("scale_base", "int"), *_ROPE_OPTIONS[:4])),
+    SchemeEntry(XPos, (
+        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name != "compiled"),
+    )),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
     SchemeEntry(T5RelativeBias, (
         _size("num_heads", "num_heads"), _opt("num_buckets", "int"), _opt("max_distance", "int"),
@@ -241,6 +256,29 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(ShawRelative, (
         _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("max_distance", "int", required=True),
         _opt("mode", "str"), _opt("init_std", "float"),
+    )),
+    SchemeEntry(Kerple, (_size("num_heads", "num_heads"), _opt("kernel", "str"))),
+    SchemeEntry(Sandwich, (_size("num_heads", "num_heads"), _size("dim", "dim"), _opt("base", "float"))),
+    SchemeEntry(FIRE, (
+        _size("num_heads", "num_heads"), _opt("hidden", "int"), _opt("threshold", "float", at="init_threshold"),
+        _opt("init_c", "float"),
+    )),
+    SchemeEntry(DynamicPositionBias, (
+        _size("num_heads", "num_heads"), _opt("hidden", "int"), _opt("depth", "int"), _opt("log_distances", "bool"),
+        _opt("norm", "bool"),
+    )),
+    SchemeEntry(ForgettingGate, (_size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("bias_init", "float"))),
+    SchemeEntry(CoPE, (
+        _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("npos_max", "int", required=True),
+        _opt("init_std", "float"),
+    )),
+    SchemeEntry(DebertaRelative, (
+        _size("dim", "dim"), _size("num_heads", "num_heads"), _size("head_dim", "head_dim"),
+        _opt("position_buckets", "int", nullable=True), _opt("max_relative_positions", "int"),
+        _opt("attention_terms", "strs"), _opt("share_att_key", "bool"),
+        _opt("layer_norm", "bool", at=lambda scheme: scheme.norm is not None),
+        _opt("layer_norm_eps", "float", at=lambda scheme: 1e-7 if scheme.norm is None else scheme.norm.eps),
+        _opt("init_std", "float"),
     )),
     SchemeEntry(NoPE, ()),
 )
