@@ -105,11 +105,16 @@ def check_number(value: object, name: str, minimum: float) -> float:
 
     >>> check_number(2, "factor", 1.0)
     2.0
+    >>> check_number(float("nan"), "token_scale", -float("inf"))
+    Traceback (most recent call last):
+    ...
+    ValueError: token_scale must be a finite number, got nan
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{name} must be a finite number >= {minimum}, got {value}")
+        bound = f" >= {minimum}" if math.isfinite(minimum) else ""
+        raise ValueError(f"{name} must be a finite number{bound}, got {value}")
     return float(value)
 
 

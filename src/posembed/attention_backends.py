@@ -110,7 +110,7 @@ def adds_bias(scheme: BiasScheme | None) -> bool:
 
 def _scheme_bias(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
     """The scheme's materialised bias for query ``rows`` (all rows when ``None``)."""
-    if inp.scheme is None:
+    if not adds_bias(inp.scheme):
         return None
     rows = rows if rows is not None else slice(None)
     q, k = inp.qk if inp.qk is not None else (None, None)
@@ -244,7 +244,7 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
     _flex = _compiled_flex() if compiled else _eager_flex
 
     score_mod = None
-    if inp.scheme is not None:
+    if adds_bias(inp.scheme):
         q, k = inp.qk if inp.qk is not None else (None, None)
         score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k)
     block_mask = None
@@ -315,6 +315,8 @@ def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
     """``None`` when :func:`posembed.fused.attention.bias_attention` can run ``inp``, else why not."""
     if inp.scheme is None or inp.scheme.needs_qk:
         return "it serves bias schemes that do not read q/k"
+    if adds_bias(inp.scheme) and inp.scheme.num_heads != inp.q.shape[1]:
+        return f"{type(inp.scheme).__name__} has num_heads={inp.scheme.num_heads}, not one bias per head"
     if inp.positions.dim() != 1:
         return "positions differ per row"
     if training and inp.dropout > 0.0:
@@ -324,8 +326,9 @@ def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
 
 def fused_attention(inp: AttentionInputs) -> Tensor:
     """Block-streamed attention with a recomputing backward (no ``(H, T, T)`` tensor)."""
+    scheme = inp.scheme if adds_bias(inp.scheme) else None  # NoPE: plain attention
     return bias_attention(
-        inp.q, inp.k, inp.v, inp.scheme, causal=inp.causal, q_positions=inp.positions,
+        inp.q, inp.k, inp.v, scheme, causal=inp.causal, q_positions=inp.positions,
         k_positions=inp.positions, scale=inp.scale, key_mask=inp.key_mask,
     )  # (B, H, T, Dv)
 

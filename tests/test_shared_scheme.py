@@ -1,0 +1,132 @@
+"""Attention layers own their scheme as a submodule; a model sharing one saves it once; the
+masking rule has one definition; attention inputs are built once; ``adds_bias`` is declared."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+from posembed import attention_backends
+from posembed.attention import SelfAttention
+from posembed.attention_backends import AttentionInputs
+from posembed.fused import attention as fused_attention
+from posembed.fused.masks import visibility_mod, visible_keys
+from posembed.model import Decoder, Encoder, build_model
+from posembed.schemes.base import BiasScheme
+from posembed.schemes.learned import LearnedAbsolute
+from posembed.schemes.t5_bias import T5RelativeBias
+from tests.helpers import assert_close
+
+VOCAB, DIM, HEADS = 13, 16, 4
+
+
+def _t5_decoder():
+    torch.manual_seed(0)
+    return Decoder(VOCAB, dim=DIM, depth=2, num_heads=HEADS, scheme=T5RelativeBias(HEADS, bidirectional=False))
+
+
+def _every_alias(model, state):
+    """``state`` plus the keys torch lists for the scheme under every layer (no dedup hook)."""
+    extra = {
+        f"blocks.{i}.attn.{key}": value
+        for key, value in state.items() if key.startswith("scheme.") for i in range(len(model.blocks))
+    }
+    return {**state, **extra}
+
+
+def test_layers_hold_the_shared_scheme_as_a_submodule():
+    model = _t5_decoder()
+    for block in model.blocks:
+        assert block.attn._modules["scheme"] is model.scheme
+    names = [name for name, _ in model.named_parameters()]
+    assert [n for n in names if "scheme" in n] == [f"scheme.{n}" for n, _ in model.scheme.named_parameters()]
+    model.to(torch.float64)
+    assert all(p.dtype == torch.float64 for p in model.blocks[1].attn.scheme.parameters())
+
+
+def test_saved_keys_are_those_of_a_model_that_registers_the_scheme_once():
+    model = _t5_decoder()
+    state = model.state_dict()
+    assert not [k for k in state if ".attn.scheme." in k]
+    layer_state = model.blocks[0].attn.state_dict()  # a layer on its own saves its scheme
+    assert {k for k in layer_state if k.startswith("scheme.")} == {f"scheme.{k}" for k in model.scheme.state_dict()}
+    learned = Decoder(VOCAB, dim=DIM, depth=1, num_heads=HEADS, scheme=LearnedAbsolute(8, DIM))
+    assert learned.scheme is learned.embeddings.position
+    assert not [k for k in learned.state_dict() if k.startswith("scheme.")]  # saved under embeddings.position
+
+
+def test_checkpoints_load_with_or_without_alias_keys(tmp_path):
+    from safetensors.torch import load_model, save_model
+
+    model = _t5_decoder()
+    ids = torch.randint(0, VOCAB, (2, 7))
+    for state in (model.state_dict(), _every_alias(model, model.state_dict())):  # saved once / every alias
+        rebuilt = build_model(model.config_dict())
+        rebuilt.load_state_dict(state, strict=True)
+        assert rebuilt.blocks[1].attn.scheme is rebuilt.scheme
+        assert_close(rebuilt(ids), model(ids), atol=0, rtol=0)
+    save_model(model, str(tmp_path / "model.safetensors"))
+    rebuilt = build_model(model.config_dict())
+    load_model(rebuilt, str(tmp_path / "model.safetensors"), strict=True)
+    assert_close(rebuilt(ids), model(ids), atol=0, rtol=0)
+
+
+def test_an_encoder_state_dict_round_trips_strictly():
+    torch.manual_seed(0)
+    model = Encoder(VOCAB, dim=DIM, depth=2, num_heads=HEADS, scheme=T5RelativeBias(HEADS), num_classes=3)
+    rebuilt = build_model(model.config_dict())
+    rebuilt.load_state_dict(model.state_dict(), strict=True)
+    ids = torch.randint(0, VOCAB, (2, 5))
+    assert_close(rebuilt(ids), model(ids), atol=0, rtol=0)
+
+
+def test_attention_inputs_are_frozen():
+    q = torch.randn(1, 1, 2, 4)
+    inp = AttentionInputs(q, q, q, scale=0.5, causal=True, positions=torch.arange(2))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inp.scale = 1.0
+
+
+class _Silent(BiasScheme):
+    """A bias scheme that declares it adds nothing; its bias must never be asked for."""
+
+    adds_bias = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_heads = HEADS
+
+    def bias(self, q_positions, k_positions, q=None, k=None):
+        raise AssertionError("bias() was called on a scheme that declares adds_bias = False")
+
+    def score_mod(self, q_positions, k_positions, q=None, k=None):
+        raise AssertionError("score_mod() was called on a scheme that declares adds_bias = False")
+
+
+@pytest.mark.parametrize("backend", ["auto", "sdpa", "eager", "chunked", "fused"])
+def test_adds_bias_is_declared_by_the_scheme_not_probed(backend):
+    attn = SelfAttention(DIM, HEADS, scheme=_Silent(), causal=True, backend=backend)
+    plain = SelfAttention(DIM, HEADS, causal=True, backend="eager")
+    plain.load_state_dict(attn.state_dict())
+    x = torch.randn(2, 6, DIM)
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1, :2] = 0
+    assert_close(attn(x, attention_mask=mask), plain(x, attention_mask=mask), atol=1e-6, rtol=1e-5)
+    assert attention_backends.adds_bias(T5RelativeBias(HEADS)) and not attention_backends.adds_bias(None)
+
+
+def test_the_masking_rule_has_one_definition_and_the_kernel_does_not_import_its_dispatcher():
+    tree = ast.parse(inspect.getsource(fused_attention))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "posembed.attention_backends" not in imported
+    assert attention_backends.visible_keys is visible_keys
+    key_mask = torch.tensor([[True, False, True, True], [False, True, True, False]])
+    for causal in (False, True):
+        dense = visible_keys(torch.arange(4), 4, causal, key_mask)[:, 0]  # (B, Tq, Tk)
+        mod = visibility_mod(causal, key_mask)
+        b, q, k = torch.meshgrid(torch.arange(2), torch.arange(4), torch.arange(4), indexing="ij")
+        assert torch.equal(mod(b, 0, q, k), dense)
