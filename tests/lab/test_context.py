@@ -89,7 +89,7 @@ def test_smoke_study_stores_every_evaluation_and_resumes(tiny_study, monkeypatch
     per_eval = 1 + cfg.depths + 1  # perplexity, passkey per depth, passkey mean
     assert len(rows) == evaluations * len(cfg.lengths) * per_eval
     assert all(r["value"] is not None and r["value"] >= 0 for r in rows)
-    assert set(store.models(cfg.config_id)) == {"rope", "alibi", "nope", *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
+    assert set(store.models(cfg.train_id)) == {"rope", "alibi", "nope", *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
     import posembed.lab.context_run as context_run
 
     monkeypatch.setattr(context_run, "train_steps", lambda *a: pytest.fail("a stored model was retrained"))
@@ -112,7 +112,7 @@ def test_report_renders_markdown_html_and_verdicts(tiny_study):
 
 def test_extend_a_study_checkpoint_with_finetuning(tiny_study, tmp_path):
     cfg, out, _ = tiny_study
-    folder = out / "models" / cfg.config_id / "rope"
+    folder = out / "models" / cfg.train_id / "rope"
     rows = extend_checkpoint(folder, "yarn", 2.0, finetune_steps=1, batch=2, windows=1, depths=2, samples=1,
                              save_to=tmp_path / "ext")
     assert {r["length"] for r in rows} == {70, 140}

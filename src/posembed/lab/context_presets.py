@@ -38,7 +38,11 @@ REFERENCES = ("alibi", "nope")
 
 @dataclass(frozen=True)
 class ContextConfig:
-    """Everything one context-extension study does (its hash keys the stored rows)."""
+    """Everything one context-extension study does (its hash keys the stored rows).
+
+    ``lm_windows`` counts held-out windows at the longest length; shorter lengths score more
+    windows over the same characters, so every length is scored on the same text.
+    """
 
     name: str
     context: int = 96
@@ -54,7 +58,7 @@ class ContextConfig:
     scales: tuple[int, ...] = (1, 2, 4, 8)
     depths: int = 5
     passkey_samples: int = 8
-    lm_windows: int = 16
+    lm_windows: int = 8
     methods: tuple[str, ...] = METHODS
     references: tuple[str, ...] = REFERENCES
     finetune_methods: tuple[str, ...] = ("linear", "yarn")
@@ -94,6 +98,15 @@ class ContextConfig:
     def config_id(self) -> str:
         """16 hex digits of the config's SHA-256 (the name excluded: equal studies share rows)."""
         body = {k: v for k, v in self.to_dict().items() if k != "name"}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def train_id(self) -> str:
+        """16 hex digits over the fields that shape the trained models (not the evaluation):
+        trained and fine-tuned models are reused across studies that share it."""
+        fields = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction", "digits",
+                  "seed", "text", "finetune_scale", "finetune_steps", "finetune_lr")
+        body = {k: v for k, v in self.to_dict().items() if k in fields}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     @property

@@ -3,7 +3,8 @@
 :func:`run_context` trains (or reloads) the models at ``L``, evaluates every (model, method,
 length), fine-tunes, and stores each evaluation in ``<out>/context.sqlite``
 (:class:`~posembed.lab.context_store.ContextStore`); trained models are lab checkpoints under
-``<out>/models/<config id>/<model>/`` (:func:`~posembed.lab.checkpoint.save_checkpoint`). A
+``<out>/models/<train id>/<model>/`` (keyed by the training fields only, so a study that
+changes only its evaluation reuses them) (:func:`~posembed.lab.checkpoint.save_checkpoint`). A
 second run of the same config skips what is stored, so an interrupted study resumes.
 
 :func:`extend_checkpoint` is ``posembed lab extend CHECKPOINT --method yarn --factor 4
@@ -75,7 +76,7 @@ def _settings(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: 
 
 def _trained(cfg, name, store, folder, data, make, settings) -> nn.Module:
     """The model ``name`` from its checkpoint if stored, else ``make()`` trained with ``settings`` and saved."""
-    if name in store.models(cfg.config_id) and is_checkpoint(folder):
+    if name in store.models(cfg.train_id) and is_checkpoint(folder):
         logger.info("context %s: %s loaded from %s", cfg.name, name, folder)
         return load_checkpoint(folder)[0]
     model = make()
@@ -87,7 +88,7 @@ def _trained(cfg, name, store, folder, data, make, settings) -> nn.Module:
     save_checkpoint(model, folder, meta)
     facts = {"seconds": seconds, "final_loss": final_loss, "steps": settings.steps, "context": settings.context,
              "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder)}
-    store.put_model(cfg.config_id, name, facts)
+    store.put_model(cfg.train_id, name, facts)
     logger.info("context %s: trained %s in %.1f s (final loss %.3f)", cfg.name, name, seconds, final_loss)
     return model
 
@@ -96,7 +97,8 @@ def _evaluate(cfg, store, data, name, method, model_at) -> None:
     for length in cfg.lengths:
         if store.has(cfg.config_id, name, method, length):
             continue
-        rows = evaluate_rows(model_at(length), data, length, windows=cfg.lm_windows, depths=cfg.depths,
+        windows = cfg.lm_windows * max(cfg.lengths) // length  # the same held-out characters at every length
+        rows = evaluate_rows(model_at(length), data, length, windows=windows, depths=cfg.depths,
                              samples=cfg.passkey_samples, seed=cfg.seed, digits=cfg.digits)
         store.put(cfg.config_id, name, method, length, rows)
         logger.info("context %s: %s / %s at %d: %s", cfg.name, name, method, length,
@@ -109,7 +111,7 @@ def run_context(cfg: ContextConfig, out: str | os.PathLike) -> Path:
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     data = ContextData.load(cfg.text)
-    models = out / "models" / cfg.config_id
+    models = out / "models" / cfg.train_id
     base = _settings(cfg, steps=cfg.steps, context=cfg.context, lr=cfg.lr, seed=cfg.seed, warmup=cfg.warmup)
     trained = {
         scheme: _trained(cfg, scheme, store, models / scheme, data,
