@@ -110,3 +110,28 @@ def check_score_mod(scheme, q_pos: Tensor, k_pos: Tensor, q: Tensor, k: Tensor, 
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
         actual = flex_attention(q, k, v, score_mod=score_mod)
         assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+def captured_tensors(fn, seen=None) -> list[Tensor]:
+    """Every tensor a closure captures, through nested closures."""
+    seen = set() if seen is None else seen
+    found = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        value = cell.cell_contents
+        if isinstance(value, Tensor):
+            found.append(value)
+        elif callable(value) and id(value) not in seen:
+            seen.add(id(value))
+            found.extend(captured_tensors(value, seen))
+    return found
+
+
+def check_score_mod_memory(scheme, heads: int, head_dim: int, per_token: int) -> None:
+    """At T = 256 the score_mod holds at most ``H * T * per_token`` numbers per tensor: no ``T x T`` one."""
+    length = 256
+    pos = torch.arange(length)
+    q, k = torch.randn(1, heads, length, head_dim), torch.randn(1, heads, length, head_dim)
+    with torch.no_grad():
+        tensors = captured_tensors(scheme.score_mod(pos, pos, q, k))
+    assert tensors, "the closure should capture its small tables"
+    assert max(t.numel() for t in tensors) <= heads * length * per_token < length * length

@@ -9,7 +9,7 @@ from torch.func import functional_call
 from posembed import SelfAttention
 from posembed.schemes.deberta import DebertaRelative, log_bucket_position
 from tests.helpers import assert_close
-from tests.schemes.bias_checks import check_score_mod, check_self_attention
+from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -178,3 +178,7 @@ def test_errors():
     with pytest.raises(ValueError, match="built for head_dim=4"):
         SelfAttention(16, 2, scheme=DebertaRelative(16, 2, 4))
     assert math.isclose(DebertaRelative(16, 2, 8).scale, 1 / math.sqrt(24))
+
+
+def test_score_mod_captures_no_t_by_t_tensor():
+    check_score_mod_memory(DebertaRelative(16, 2, 8, position_buckets=8, max_relative_positions=32), heads=2, head_dim=8, per_token=16)

@@ -9,7 +9,7 @@ from torch.func import functional_call
 
 from posembed.schemes.dynamic_bias import DynamicPositionBias
 from tests.helpers import assert_close
-from tests.schemes.bias_checks import check_score_mod, check_self_attention
+from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -123,3 +123,7 @@ def test_errors_and_repr():
     with pytest.raises(TypeError, match="norm must be a bool"):
         DynamicPositionBias(2, norm=1)
     assert "log_distances=True" in repr(DynamicPositionBias(2, log_distances=True))
+
+
+def test_score_mod_captures_no_t_by_t_tensor():
+    check_score_mod_memory(DynamicPositionBias(2, hidden=8), heads=2, head_dim=8, per_token=2)

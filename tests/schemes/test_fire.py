@@ -9,7 +9,7 @@ from torch.func import functional_call
 from posembed import SelfAttention
 from posembed.schemes.fire import FIRE, fire_inputs
 from tests.helpers import assert_close
-from tests.schemes.bias_checks import check_score_mod, check_self_attention
+from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -86,3 +86,7 @@ def test_errors_and_repr():
     with pytest.raises(ValueError, match="threshold must be a finite number"):
         FIRE(2, threshold=0.0)
     assert repr(FIRE(2, hidden=4)).startswith("FIRE(\n  num_heads=2, hidden=4, threshold=512.0, init_c=1.0")
+
+
+def test_score_mod_captures_no_t_by_t_tensor():
+    check_score_mod_memory(FIRE(2, hidden=8), heads=2, head_dim=8, per_token=1)

@@ -10,7 +10,7 @@ from torch.func import functional_call
 from posembed import SelfAttention
 from posembed.schemes.forgetting import ForgettingGate
 from tests.helpers import assert_close
-from tests.schemes.bias_checks import check_score_mod, check_self_attention
+from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -111,3 +111,7 @@ def test_refusals():
     with pytest.raises(ValueError, match=r"k must have shape \(B, 2, 3, 4\) .* got None"):
         ForgettingGate(2, 4).bias(torch.arange(3), torch.arange(3))
     assert repr(ForgettingGate(2, 4)) == "ForgettingGate(num_heads=2, head_dim=4, bias_init=5.0)"
+
+
+def test_score_mod_captures_no_t_by_t_tensor():
+    check_score_mod_memory(ForgettingGate(2, 8), heads=2, head_dim=8, per_token=1)

@@ -8,7 +8,7 @@ from torch.func import functional_call
 
 from posembed.schemes.kerple import KERPLE_EPS, Kerple
 from tests.helpers import assert_close
-from tests.schemes.bias_checks import check_score_mod, check_self_attention
+from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -97,3 +97,7 @@ def test_errors_and_repr():
     assert repr(Kerple(2, kernel="power")) == "Kerple(num_heads=2, kernel='power')"
     scheme = Kerple(3)
     assert ((scheme.r1 >= KERPLE_EPS) & (scheme.r1 <= 1) & (scheme.r2 >= KERPLE_EPS) & (scheme.r2 <= 2)).all()
+
+
+def test_score_mod_captures_no_t_by_t_tensor():
+    check_score_mod_memory(Kerple(2), heads=2, head_dim=8, per_token=1)

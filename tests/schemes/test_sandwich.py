@@ -7,7 +7,7 @@ import torch
 
 from posembed.schemes.sandwich import Sandwich
 from tests.helpers import assert_close
-from tests.schemes.bias_checks import check_score_mod, check_self_attention
+from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -74,3 +74,7 @@ def test_errors_and_repr():
     with pytest.raises(ValueError, match="base must be positive, got 0"):
         Sandwich(2, 4, base=0.0)
     assert repr(Sandwich(2, 4)) == "Sandwich(num_heads=2, dim=4, base=10000.0)"
+
+
+def test_score_mod_captures_no_t_by_t_tensor():
+    check_score_mod_memory(Sandwich(2, 16), heads=2, head_dim=8, per_token=2)
