@@ -32,7 +32,7 @@ _EXPORTS: dict[str, str] = {
     "AbsoluteScheme": "posembed.schemes.base",
     "RotaryScheme": "posembed.schemes.base",
     "BiasScheme": "posembed.schemes.base",
-    "SCHEMES": "posembed.schemes.base",
+    "SCHEMES": "posembed.schemes",
     # absolute
     "LearnedAbsolute": "posembed.schemes.learned",
     "LearnedParameter": "posembed.schemes.learned",
