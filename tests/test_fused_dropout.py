@@ -46,35 +46,35 @@ def test_keep_rate_is_within_a_binomial_bound_of_one_minus_p(p):
     assert abs(kept / count - (1 - p)) < 5 * sigma, (kept / count, 1 - p, sigma)
 
 
-def test_keep_probability_is_p_to_within_2_to_the_minus_32():
-    for p in (0.1, 0.25, 1 / 3, 0.999):
+def test_the_two_kinds_of_drop_add_up_to_exactly_p():
+    """16-bit draws below ``floor(p * 2**16)`` plus independent sparse drops: ``a + (1 - a) e = p``."""
+    for p in (0.1, 0.25, 1 / 3, 0.5 + 2.0**-17, 0.999):
         mask = fused._KeepMask(p, torch.device("cpu"))
-        assert abs(mask.keep_prob - (1 - p)) <= 2.0**-33
+        covered = mask.threshold / 65536
+        assert 0.0 <= mask.extra <= 2.0**-16 / (1 - covered)
+        assert abs(covered + (1 - covered) * mask.extra - p) < 1e-15
 
 
-class _FixedBits:
-    """A stand-in for numpy's generator: every 16-bit draw is the tie value, then ``second``."""
-
-    def __init__(self, tie: int, second: np.ndarray) -> None:
-        self.tie, self.second, self.calls = tie, second, 0
-
-    def random_raw(self, size: int) -> np.ndarray:
-        self.calls += 1
-        if self.calls == 1:
-            return np.full(size * 4, self.tie, dtype=np.int16).view(np.uint64)
-        return self.second[:size]
+def test_sparse_positions_are_bernoulli_at_the_rate():
+    generator = np.random.Generator(np.random.SFC64(0))
+    count, rate, total = 200_000, 1e-3, 0
+    for _ in range(10):
+        picks = fused._sparse_positions(generator, rate, count)
+        assert picks.size == 0 or (np.all(np.diff(picks) > 0) and 0 <= picks[0] and picks[-1] < count)
+        total += picks.size
+    expected = 10 * count * rate
+    assert abs(total - expected) < 5 * math.sqrt(expected * (1 - rate))
 
 
-def test_tied_16_bit_draws_are_decided_by_16_more_bits():
-    """``u == t_hi`` (one draw in 65536) drops with probability ``t_lo / 65536``: the tie branch."""
-    mask = fused._KeepMask(0.5 + 2.0**-17, torch.device("cpu"))
-    assert (mask.high, mask.low) == (32768, 32768)
-    second = np.arange(0, 65536, 256, dtype=np.uint64)  # 256 lower-16-bit values, evenly spread
-    mask.bits = _FixedBits(mask.high - 32768, second)
-    keep = torch.empty(16, 16, dtype=torch.bool)
-    mask.fill(keep, fused._scratch())
-    assert torch.equal(keep.reshape(-1), torch.from_numpy(second >= mask.low))
-    assert keep.float().mean().item() == 0.5  # exactly 1 - t_lo / 65536 of the ties kept
+class _Unlucky:
+    """A generator whose geometric gaps are all 1: the first batch falls short and is topped up."""
+
+    def geometric(self, rate, size):
+        return np.ones(size, dtype=np.int64)
+
+
+def test_sparse_positions_top_up_a_short_batch():
+    assert fused._sparse_positions(_Unlucky(), 1e-6, 100).tolist() == list(range(100))
 
 
 def _block(**kwargs):
