@@ -153,14 +153,26 @@ def test_pytorch_bin_is_converted(tmp_path):
     config = transformers.BertConfig(max_position_embeddings=32, **SMALL)
     src = tmp_path / "bert"
     transformers.BertForMaskedLM(config).save_pretrained(src)
-    state = {k: v for k, v in _read_safetensors(src / "model.safetensors").items()}
+    state = dict(_read_safetensors(src / "model.safetensors"))
+    # older checkpoints stored the buffers too
+    state["bert.embeddings.position_ids"] = torch.arange(32)[None]
+    state["bert.embeddings.token_type_ids"] = torch.zeros(1, 32, dtype=torch.long)
     (src / "model.safetensors").unlink()
     torch.save(state, src / "pytorch_model.bin")
     result = extend_checkpoint(src, tmp_path / "out", to=64, method="interpolate")
     assert "pytorch_model.bin" in result.left_out and "model.safetensors" in result.rewritten
     model, info = transformers.BertForMaskedLM.from_pretrained(str(result.out), output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    _, before = transformers.BertForMaskedLM.from_pretrained(str(src), output_loading_info=True)
+    assert not info["missing_keys"] and not info["mismatched_keys"]
+    # transformers 5 no longer reads a stored token_type_ids buffer: the source reports it as well
+    assert info["unexpected_keys"] == before["unexpected_keys"] <= {"bert.embeddings.token_type_ids"}
     assert model.bert.embeddings.position_embeddings.weight.shape == (64, 32)
+    written = _read_safetensors(result.out / "model.safetensors")
+    assert torch.equal(written["bert.embeddings.position_ids"], torch.arange(64)[None])
+    assert torch.equal(written["bert.embeddings.token_type_ids"], torch.zeros(1, 64, dtype=torch.long))
+    assert written.keys() == state.keys()
+    grown = {"bert.embeddings.position_ids", "bert.embeddings.token_type_ids", "bert.embeddings.position_embeddings.weight"}
+    assert all(torch.equal(written[k], state[k]) for k in state.keys() - grown)
 
 
 def _read_safetensors(path):
@@ -191,6 +203,8 @@ def test_refuses_a_size_not_larger(roberta, tmp_path):
             extend_checkpoint(roberta, tmp_path / "out", to=to)
     with pytest.raises(ExtensionError, match="unknown extension method 'rope'"):
         extend_checkpoint(roberta, tmp_path / "out", to=100, method="rope")
+    with pytest.raises(ExtensionError, match="more than the 1048576 positions"):
+        extend_checkpoint(roberta, tmp_path / "out", to=2**21)
     with pytest.raises(ExtensionError, match="at most 4096"):
         extend_checkpoint(roberta, tmp_path / "out", to=5000, method="hierarchical")
     assert not (tmp_path / "out").exists()

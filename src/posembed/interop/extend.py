@@ -83,6 +83,8 @@ BUFFERS = ("position_ids", "token_type_ids")
 #: weight files in formats this tool does not rewrite (they would no longer match config.json)
 _FOREIGN_WEIGHTS = ("tf_model.h5", "flax_model.msgpack", "rust_model.ot", "model.onnx", "onnx", "openvino")
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+#: the most positions ``extend`` writes (a BERT attention over 2**20 tokens is far past any use)
+MAX_POSITIONS = 1 << 20
 
 
 class ExtensionError(ValueError):
@@ -281,6 +283,8 @@ def _check_request(layout: CheckpointLayout, out: Path, to: int, method: str, fo
         raise ExtensionError(f"unknown extension method {method!r}; choose one of {', '.join(METHODS)}")
     if not isinstance(to, int) or isinstance(to, bool) or to <= layout.positions:
         raise ExtensionError(f"--to must be larger than the checkpoint's {layout.positions} positions, got {to!r}")
+    if to > MAX_POSITIONS:
+        raise ExtensionError(f"--to {to} is more than the {MAX_POSITIONS} positions extend writes")
     if method == "hierarchical" and to > layout.positions**2:
         raise ExtensionError(f"hierarchical extension reaches at most {layout.positions**2} positions, got --to {to}")
     record = layout.config.get("posembed_extension")

@@ -264,6 +264,7 @@ def evaluate_extension(
         "pooling": "mean, L2-normalised", "facts": [asdict(f) for f in facts],
     }
     seconds = {k: round(v, 2) for k, v in seconds.items()}
+    logger.info("extend-eval on %s: %d rows in %.0f s", model_path, len(rows), sum(seconds.values()))
     return {"protocol": protocol, "rows": rows, "seconds": seconds, **summarise(rows, positions)}
 
 
