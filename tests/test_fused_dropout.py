@@ -11,6 +11,7 @@ import torch
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
 from posembed.fused import embedding as fused
+from posembed.fused.dropout import KeepMask, sparse_positions
 from tests.helpers import assert_close
 
 
@@ -49,7 +50,7 @@ def test_keep_rate_is_within_a_binomial_bound_of_one_minus_p(p):
 def test_the_two_kinds_of_drop_add_up_to_exactly_p():
     """16-bit draws below ``floor(p * 2**16)`` plus independent sparse drops: ``a + (1 - a) e = p``."""
     for p in (0.1, 0.25, 1 / 3, 0.5 + 2.0**-17, 0.999):
-        mask = fused._KeepMask(p, torch.device("cpu"))
+        mask = KeepMask(p, torch.device("cpu"))
         covered = mask.threshold / 65536
         assert 0.0 <= mask.extra <= 2.0**-16 / (1 - covered)
         assert abs(covered + (1 - covered) * mask.extra - p) < 1e-15
@@ -59,7 +60,7 @@ def test_sparse_positions_are_bernoulli_at_the_rate():
     generator = np.random.Generator(np.random.SFC64(0))
     count, rate, total = 200_000, 1e-3, 0
     for _ in range(10):
-        picks = fused._sparse_positions(generator, rate, count)
+        picks = sparse_positions(generator, rate, count)
         assert picks.size == 0 or (np.all(np.diff(picks) > 0) and 0 <= picks[0] and picks[-1] < count)
         total += picks.size
     expected = 10 * count * rate
@@ -74,7 +75,7 @@ class _Unlucky:
 
 
 def test_sparse_positions_top_up_a_short_batch():
-    assert fused._sparse_positions(_Unlucky(), 1e-6, 100).tolist() == list(range(100))
+    assert sparse_positions(_Unlucky(), 1e-6, 100).tolist() == list(range(100))
 
 
 def _block(**kwargs):

@@ -10,7 +10,9 @@ function                     replaces                                       disp
                              (blockwise, recomputing backward)               q/k, 1-D positions
 ============================ ============================================== ===================
 
-Each module's docstring states exactly when it applies; callers keep the eager path.
+Each module's docstring states exactly when it applies; callers keep the eager path. Below
+them: :mod:`posembed.fused.masks` (the attention masking rule every backend shares) and
+:mod:`posembed.fused.dropout` (the fused embedding's keep masks).
 """
 
 from posembed.fused.attention import bias_attention
