@@ -58,7 +58,7 @@ class SelfAttention(nn.Module):
     parameters once, and :class:`~posembed.model.TransformerModel` saves them once.
 
     Shape:
-        - x: ``(B, T, C)``.
+        - x: ``(B, T, C)`` in the weights' dtype (a ``TypeError`` otherwise, outside ``torch.autocast``).
         - position_ids: ``(T,)`` or ``(B, T)``; ``None`` means ``arange(T)``.
         - attention_mask: ``(B, T)`` padding mask, 1/True for real tokens.
         - position_vectors: ``(T, P)`` or ``(B, T, P)`` with ``P = untied_dim`` (TUPE only).
