@@ -93,19 +93,30 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ("-", "v"), ("--", "P"), (":", "X"))
+
+
 def _plot(result: dict):
     from posembed.report import new_figure
 
     figure = new_figure(11.0, 4.2)
     by_length, by_depth = figure.subplots(1, 2)
-    for system in _systems(result["by_length"]):
+    for i, system in enumerate(_systems(result["by_length"])):
+        line, marker = _STYLES[i % len(_STYLES)]
+        style = {"linestyle": line, "marker": marker, "label": system, "alpha": 0.85}
         points = [r for r in result["by_length"] if r["system"] == system]
-        by_length.plot([r["length"] for r in points], [r["accuracy"] for r in points], marker="o", label=system)
+        by_length.plot([r["length"] for r in points], [r["accuracy"] for r in points], **style)
         points = [r for r in result["by_depth"] if r["system"] == system]
-        by_depth.plot([r["depth"] for r in points], [r["accuracy"] for r in points], marker="o", label=system)
+        by_depth.plot([r["depth"] for r in points], [r["accuracy"] for r in points], **style)
+    lengths = sorted({r["length"] for r in result["by_length"]})
     by_length.set_xscale("log", base=2)
+    by_length.set_xticks(lengths, [str(L) for L in lengths])
+    by_length.minorticks_off()
+    table = result["protocol"].get("original_positions")
+    if table:
+        by_length.axvline(table, color="grey", linewidth=0.8, linestyle=":")
     by_length.set(xlabel="document length (tokens)", ylabel="retrieval accuracy (top-1)", ylim=(-0.03, 1.03),
-                  title="accuracy vs document length")
+                  title=f"accuracy vs document length (table: {table} positions)")
     long = ", ".join(str(L) for L in result["summary"]["long_lengths"])
     by_depth.set(xlabel="depth of the planted fact (0 = start)", ylim=(-0.03, 1.03),
                  title=f"accuracy vs depth ({long} tokens)")
