@@ -27,9 +27,7 @@ Example (a round trip through a temporary folder):
 
 from __future__ import annotations
 
-import json
 import logging
-import zipfile
 from pathlib import Path
 
 import torch
@@ -37,9 +35,11 @@ from torch import Tensor
 
 from posembed._io import atomic_write_bytes, atomic_write_json
 from posembed.embeddings import TransformerEmbeddings
+from posembed.errors import CheckpointError
+from posembed.interop.hf_checks import load_torch_bin, read_hf_config, shard_map, weight_shapes, weights_file
 from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
 
-__all__ = ["load_embeddings", "save_embeddings", "read_embedding_config", "HF_KEY_MAP"]
+__all__ = ["load_embeddings", "save_embeddings", "read_embedding_config", "bert_family_problem", "HF_KEY_MAP"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,15 @@ HF_KEY_MAP: dict[str, str] = {
 _ALIASES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
 _PREFIXES = ("embeddings.", "bert.embeddings.", "model.embeddings.", "roberta.embeddings.", "electra.embeddings.", "")
 _ROBERTA_LIKE = {"roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"}
-_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+#: model types known not to hold a BERT-style embedding block, with how people write them
+_OTHER_FAMILIES = {
+    "gpt2": "GPT-2", "gpt_neox": "GPT-NeoX", "gptj": "GPT-J", "llama": "Llama", "mistral": "Mistral",
+    "mixtral": "Mixtral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma", "gemma2": "Gemma 2",
+    "gemma3": "Gemma 3", "phi": "Phi", "phi3": "Phi-3", "opt": "OPT", "bloom": "BLOOM", "falcon": "Falcon",
+    "mpt": "MPT", "t5": "T5", "bart": "BART", "olmo": "OLMo", "modernbert": "ModernBERT",
+}
+#: what the embedding-block readers support, for error messages
+BERT_SCOPE = "BERT-family checkpoints (BERT, RoBERTa, DistilBERT, ELECTRA, MiniLM, ...)"
 
 
 # ---------------------------------------------------------------------- config
@@ -66,17 +74,18 @@ def read_embedding_config(path: str | Path) -> dict:
 
     Returns keys ``vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
     pad_token_id, layer_norm_eps, dropout, model_type``.
+
+    Raises:
+        CheckpointError: config.json is not UTF-8 JSON holding an object, or a size is not a
+            positive integer (naming the key).
+        ValueError: not a BERT-family config (the message says what the folder holds).
     """
-    config_file = _folder(path) / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"{config_file} not found: a Hugging Face checkpoint folder needs config.json")
-    raw = json.loads(config_file.read_text(encoding="utf-8"))
-    missing = [k for k in ("vocab_size", "max_position_embeddings") if k not in raw]
-    width = raw.get("embedding_size", raw.get("hidden_size", raw.get("dim")))
-    if width is None:
-        missing.append("hidden_size")
-    if missing:
-        raise ValueError(f"{config_file} lacks {', '.join(missing)}")
+    folder = _folder(path)
+    raw = read_hf_config(folder)
+    config_file = folder / "config.json"
+    problem = bert_family_problem(raw)
+    if problem:
+        raise ValueError(f"posembed reads the embedding block of {BERT_SCOPE}; {folder} {problem}")
     kind = raw.get("position_embedding_type", "absolute")
     if kind != "absolute":
         raise ValueError(
@@ -85,15 +94,42 @@ def read_embedding_config(path: str | Path) -> dict:
         )
     model_type = raw.get("model_type", "bert")
     return {
-        "vocab_size": int(raw["vocab_size"]),
-        "hidden_size": int(width),
-        "max_position_embeddings": int(raw["max_position_embeddings"]),
-        "type_vocab_size": int(raw.get("type_vocab_size", 0 if model_type == "distilbert" else 2)),
+        "vocab_size": raw["vocab_size"],
+        "hidden_size": raw.get("embedding_size", raw.get("hidden_size", raw.get("dim"))),
+        "max_position_embeddings": raw["max_position_embeddings"],
+        "type_vocab_size": raw.get("type_vocab_size", 0 if model_type == "distilbert" else 2),
         "pad_token_id": raw.get("pad_token_id", 0),
-        "layer_norm_eps": float(raw.get("layer_norm_eps", 1e-12)),
-        "dropout": float(raw.get("hidden_dropout_prob", raw.get("dropout", 0.1))),
+        "layer_norm_eps": _number(raw, "layer_norm_eps", 1e-12, config_file),
+        "dropout": _number(raw, "hidden_dropout_prob", _number(raw, "dropout", 0.1, config_file), config_file),
         "model_type": model_type,
     }
+
+
+def bert_family_problem(config: dict) -> str | None:
+    """``None`` for a BERT-family config; else what the folder holds instead, in words.
+
+    >>> bert_family_problem({"model_type": "gpt2", "n_positions": 1024})
+    "is a GPT-2 model (model_type 'gpt2')"
+    >>> bert_family_problem({"model_type": "bert", "vocab_size": 9, "hidden_size": 8, "max_position_embeddings": 4})
+    """
+    model_type = config.get("model_type", "bert")
+    if not isinstance(model_type, str):
+        return f"has model_type={model_type!r}, not a name"
+    if model_type in _OTHER_FAMILIES:
+        return f"is a {_OTHER_FAMILIES[model_type]} model (model_type {model_type!r})"
+    missing = [k for k in ("vocab_size", "max_position_embeddings") if config.get(k) is None]
+    if all(config.get(k) is None for k in ("embedding_size", "hidden_size", "dim")):
+        missing.append("hidden_size")
+    if missing:
+        return f"has a config.json without {', '.join(missing)} (model_type {model_type!r})"
+    return None
+
+
+def _number(raw: dict, key: str, default: float, path: Path) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointError(path, f"says {key}={value!r}; it must be a number")
+    return float(value)
 
 
 # ---------------------------------------------------------------------- load
@@ -118,8 +154,13 @@ def load_embeddings(path: str | Path, *, device=None, dtype=None) -> Transformer
             config["model_type"], (config["pad_token_id"] or 0) + 1,
         )
     wanted = _expected_shapes(config)
-    tensors = _read_block(_folder(path), list(wanted))
-    _check_block(tensors, wanted, path)
+    folder = _folder(path)
+    names = _block_names(folder, list(wanted))
+    shapes = weight_shapes(folder)  # from the safetensors headers: checked before any tensor is read
+    if shapes is not None:
+        _check_block({short: shapes[name] for name, short in names.items()}, wanted, path)
+    tensors = {names[name]: tensor for name, tensor in _load_tensors(folder, list(names)).items()}
+    _check_block({key: tuple(t.shape) for key, t in tensors.items()}, wanted, path)
     emb = _new_block(config, dtype)
     emb.load_state_dict({HF_KEY_MAP[key]: tensor for key, tensor in tensors.items()}, strict=True)
     logger.info("loaded the embedding block of %s (%d tensors)", path, len(tensors))
@@ -166,25 +207,25 @@ def _new_block(config: dict, dtype) -> TransformerEmbeddings:
     )
 
 
-def _check_block(tensors: dict[str, Tensor], wanted: dict[str, tuple[int, ...]], path: str | Path) -> None:
-    problems = [f"missing {key}" for key in wanted if key not in tensors]
+def _check_block(shapes: dict[str, tuple[int, ...]], wanted: dict[str, tuple[int, ...]], path: str | Path) -> None:
+    problems = [f"missing {key}" for key in wanted if key not in shapes]
     problems += [
-        f"{key} has shape {tuple(tensors[key].shape)}, config.json implies {shape}"
+        f"{key} has shape {tuple(shapes[key])}, config.json implies {shape}"
         for key, shape in wanted.items()
-        if key in tensors and tuple(tensors[key].shape) != shape
+        if key in shapes and tuple(shapes[key]) != shape
     ]
     if problems:
         raise ValueError(f"checkpoint {path} does not hold a usable embedding block: " + "; ".join(problems))
 
 
-def _read_block(folder: Path, keys: list[str]) -> dict[str, Tensor]:
-    """The embedding-block tensors (prefix stripped, aliases resolved) from the weights file."""
+def _block_names(folder: Path, keys: list[str]) -> dict[str, str]:
+    """``checkpoint name -> block key`` (prefix stripped, aliases resolved) for the wanted ``keys``."""
     names = _list_keys(folder)
     prefix = _find_prefix(names)
     if prefix is None:
         raise ValueError(
-            f"no embedding block in {folder}: no key ends in 'word_embeddings.weight' "
-            f"(tried prefixes {', '.join(repr(p) for p in _PREFIXES)})"
+            f"posembed reads the embedding block of {BERT_SCOPE}; the weights in {folder} hold none "
+            f"(no key ends in 'word_embeddings.weight')"
         )
     chosen: dict[str, str] = {}
     for name in names:
@@ -192,8 +233,7 @@ def _read_block(folder: Path, keys: list[str]) -> dict[str, Tensor]:
             short = _ALIASES.get(name[len(prefix) :], name[len(prefix) :])
             if short in keys:
                 chosen[name] = short
-    raw = _load_tensors(folder, list(chosen))
-    return {chosen[name]: tensor for name, tensor in raw.items()}
+    return chosen
 
 
 def _find_prefix(names: list[str]) -> str | None:
@@ -207,53 +247,43 @@ def _find_prefix(names: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def _weights_file(folder: Path) -> Path:
-    for name in _WEIGHT_FILES:
-        if (folder / name).is_file():
-            return folder / name
-    raise FileNotFoundError(f"no weights in {folder}: expected one of {', '.join(_WEIGHT_FILES)}")
-
-
 def _list_keys(folder: Path) -> list[str]:
-    weights = _weights_file(folder)
+    weights = weights_file(folder)
     if weights.name.endswith(".index.json"):
-        return list(json.loads(weights.read_text(encoding="utf-8"))["weight_map"])
+        return list(shard_map(weights))
     if weights.suffix == ".safetensors":
         from safetensors import safe_open
 
-        with safe_open(str(weights), framework="pt") as handle:
+        with safe_open(str(weights), framework="pt") as handle:  # its header was read by check_hf_folder
             return list(handle.keys())
-    return list(_torch_bin(weights))
+    return list(load_torch_bin(weights))
 
 
 def _load_tensors(folder: Path, names: list[str]) -> dict[str, Tensor]:
-    weights = _weights_file(folder)
-    if weights.suffix == ".bin":
-        state = _torch_bin(weights)
-        return {name: state[name] for name in names}
+    weights = weights_file(folder)
     shards: dict[Path, list[str]] = {weights: names}
     if weights.name.endswith(".index.json"):
-        weight_map = json.loads(weights.read_text(encoding="utf-8"))["weight_map"]
+        where = shard_map(weights)
         shards = {}
         for name in names:
-            shards.setdefault(folder / weight_map[name], []).append(name)
-    from safetensors import safe_open
-
+            shards.setdefault(where[name], []).append(name)
     out: dict[str, Tensor] = {}
     for shard, shard_names in shards.items():
-        with safe_open(str(shard), framework="pt") as handle:
-            out.update({name: handle.get_tensor(name) for name in shard_names})
+        if shard.suffix == ".bin":
+            state = load_torch_bin(shard)
+            missing = [name for name in shard_names if name not in state]
+            if missing:
+                raise CheckpointError(shard, f"lacks {', '.join(missing)}, which its index places there")
+            out.update({name: state[name] for name in shard_names})
+            continue
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(shard), framework="pt") as handle:
+                out.update({name: handle.get_tensor(name) for name in shard_names})
+        except SafetensorError as error:
+            raise CheckpointError(shard, f"is not a readable safetensors file: {error}") from None
     return out
-
-
-def _torch_bin(weights: Path) -> dict[str, Tensor]:
-    """A ``pytorch_model.bin`` state dict; memory-mapped when it is a zip (torch >= 1.6) file.
-
-    ``weights_only``: a pickle from the internet must never run code. Legacy (non-zip) files
-    cannot be memory-mapped, so they are read whole.
-    """
-    mmap = zipfile.is_zipfile(weights)
-    return torch.load(weights, map_location="cpu", weights_only=True, mmap=mmap)
 
 
 # ---------------------------------------------------------------------- save

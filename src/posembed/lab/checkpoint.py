@@ -22,10 +22,33 @@ from torch import nn
 
 from posembed._io import atomic_write_json, atomic_write_with
 
-__all__ = ["save_checkpoint", "load_checkpoint", "is_checkpoint", "CONFIG_NAME", "WEIGHTS_NAME"]
+__all__ = ["save_checkpoint", "load_checkpoint", "is_checkpoint", "trial_folder_name", "CONFIG_NAME", "WEIGHTS_NAME"]
 
 CONFIG_NAME = "posembed_model.json"
 WEIGHTS_NAME = "model.safetensors"
+
+
+def trial_folder_name(cfg) -> str:
+    """The folder name of a lab trial's checkpoint: ``<task>-<scheme>[-<variant>]-s<seed>-<hash8>``.
+
+    The variant is left out for ``base``; ``hash8`` is the first 8 hex digits of the trial id
+    (two trials of a sweep never share it). Characters other than letters, digits, ``_`` and
+    ``.`` become ``_``. Older runs named the folder by the trial id alone; the results store
+    records every trial's folder, so those still load.
+
+    >>> from posembed.lab.config import TrialConfig
+    >>> cfg = TrialConfig(task="copy", scheme="learned", variant="concat", combine="concat", seed=1)
+    >>> trial_folder_name(cfg) == f"copy-learned-concat-s1-{cfg.trial_id[:8]}"
+    True
+    >>> trial_folder_name(TrialConfig(task="copy", scheme="t5/bias")).startswith("copy-t5_bias-s0-")
+    True
+    """
+    parts = [cfg.task, cfg.scheme] + ([] if cfg.variant == "base" else [cfg.variant])
+    name = "-".join(_SAFE.sub("_", part)[:40] or "_" for part in parts)
+    return f"{name}-s{cfg.seed}-{cfg.trial_id[:8]}"
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.]+")
 
 
 def save_checkpoint(model: nn.Module, folder: str | os.PathLike, meta: dict[str, Any]) -> Path:
@@ -86,11 +109,13 @@ def load_checkpoint(folder: str | os.PathLike, *, device=None) -> tuple[nn.Modul
 
     Raises:
         FileNotFoundError: ``folder`` is not a lab checkpoint or has no weights.
-        ValueError: the JSON or the safetensors file does not read.
+        CheckpointError: (a ``ValueError``) the JSON or the safetensors file does not read, or
+            the JSON's sizes disagree with the weights (checked before anything is built).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load_model
 
+    from posembed.lab.checkpoint_checks import check_lab_checkpoint, read_checkpoint_json
     from posembed.model import build_model
 
     folder = Path(folder)
@@ -99,12 +124,8 @@ def load_checkpoint(folder: str | os.PathLike, *, device=None) -> tuple[nn.Modul
         raise FileNotFoundError(f"{str(folder)!r} is not a posembed lab checkpoint (no {CONFIG_NAME})")
     if not weights.is_file():
         raise FileNotFoundError(f"lab checkpoint {str(folder)!r} has no {WEIGHTS_NAME}")
-    try:
-        document = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{str(config_path)!r} is not valid JSON: {error}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
-        raise ValueError(f"{str(config_path)!r} has no 'model' config")
+    document = read_checkpoint_json(config_path)
+    check_lab_checkpoint(document["model"], weights, config_path)  # before anything is allocated
     model = build_model(document.pop("model"), device=device)
     try:
         load_model(model, str(weights), strict=True, device="cpu" if device is None else str(device))
