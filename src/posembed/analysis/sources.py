@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -27,6 +26,8 @@ from posembed.analysis.lab_source import load_lab_checkpoint
 from posembed.analysis.scheme_source import MAX_POSITIONS, load_scheme, rotary_closeness, scheme_closeness
 from posembed.analysis.source_types import FirstLayer, Source
 from posembed.analysis.text_model import HFTextModel
+from posembed.errors import CheckpointError
+from posembed.interop.hf_checks import check_hf_folder
 
 __all__ = [
     "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "load_lab_checkpoint", "default_model_path",
@@ -115,11 +116,16 @@ def _safetensors_file(folder: Path) -> Path:
     return files[0]
 
 
-def _read_config(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{str(folder / 'config.json')!r} is not valid JSON: {error}") from None
+def _check_absolute(folder: Path, config: dict) -> None:
+    """BERT with relative positions keeps an (unused) position_embeddings table: refuse rather than misread it."""
+    kind = config.get("position_embedding_type", "absolute")
+    if kind in (None, "absolute"):
+        return
+    raise ValueError(
+        f"{str(folder)!r} has position_embedding_type={kind!r}: its positions are Shaw-style relative "
+        f"embeddings inside every attention layer, and its position_embeddings.weight is never used; "
+        f"the inspector analyses absolute tables and rotary models (for the relative scheme: --scheme shaw)"
+    )
 
 
 def _find(keys: list[str], suffix: str | None) -> str | None:
@@ -146,18 +152,25 @@ def _describe_positions(config: dict) -> str:
 
 
 def load_hf(folder: str | Path) -> Source:
-    """Read a BERT-family or GPT-2-family checkpoint folder (others: what applies)."""
+    """Read a BERT-family or GPT-2-family checkpoint folder (others: what applies).
+
+    Raises:
+        CheckpointError: a damaged weights file or config.json, or sizes the weights contradict
+            (all checked before anything is built).
+        ValueError: not a checkpoint folder, several shards, or relative positions (BERT ``relative_key``).
+    """
     from safetensors import SafetensorError, safe_open
 
     folder = Path(folder)
     weights = _safetensors_file(folder)
-    config = _read_config(folder)
+    config = check_hf_folder(folder)  # before anything (transformers included) builds from the folder
+    _check_absolute(folder, config)
     name = folder.name if folder.name != "model" else folder.parent.name
     try:
         with safe_open(str(weights), framework="pt") as handle:
             source = _read_tables(handle, name, config)
     except SafetensorError as error:
-        raise ValueError(f"{str(weights)!r} is not a readable safetensors file: {error}") from None
+        raise CheckpointError(weights, f"is not a readable safetensors file: {error}") from None
     source.text_model = HFTextModel.open(folder, source.notes)
     return source
 

@@ -145,7 +145,9 @@ def load_embeddings(path: str | Path, *, device=None, dtype=None) -> Transformer
 
     Raises:
         FileNotFoundError: no folder, config or weights file.
-        ValueError: missing or mis-shaped keys (all listed), or a non-absolute position type.
+        CheckpointError: a damaged, unsafe or truncated file, or missing or mis-shaped keys (all
+            listed), found before the block is built.
+        ValueError: not a BERT-family checkpoint, or a non-absolute position type.
     """
     config = read_embedding_config(path)
     if config["model_type"] in _ROBERTA_LIKE:
@@ -155,8 +157,8 @@ def load_embeddings(path: str | Path, *, device=None, dtype=None) -> Transformer
         )
     wanted = _expected_shapes(config)
     folder = _folder(path)
+    shapes = weight_shapes(folder)  # the safetensors headers (or index) read and checked, no tensor data
     names = _block_names(folder, list(wanted))
-    shapes = weight_shapes(folder)  # from the safetensors headers: checked before any tensor is read
     if shapes is not None:
         _check_block({short: shapes[name] for name, short in names.items()}, wanted, path)
     tensors = {names[name]: tensor for name, tensor in _load_tensors(folder, list(names)).items()}
@@ -215,7 +217,7 @@ def _check_block(shapes: dict[str, tuple[int, ...]], wanted: dict[str, tuple[int
         if key in shapes and tuple(shapes[key]) != shape
     ]
     if problems:
-        raise ValueError(f"checkpoint {path} does not hold a usable embedding block: " + "; ".join(problems))
+        raise CheckpointError(path, "does not hold a usable embedding block: " + "; ".join(problems))
 
 
 def _block_names(folder: Path, keys: list[str]) -> dict[str, str]:
