@@ -15,6 +15,12 @@ Example:
     >>> text = path.read_text()
     >>> "a &lt; b &amp; c" in text and "<td>384</td>" in text and "Demo &lt;1&gt;" in text
     True
+    >>> report.section("Decay")
+    '1. Decay'
+    >>> report.paragraph("details")
+    >>> report.finding("it decays")
+    >>> report.html().index("it decays") < report.html().index("details")
+    True
 """
 
 from __future__ import annotations
@@ -39,8 +45,11 @@ body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; 
        color: #222; line-height: 1.45; }
 h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
 h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }
-.table-wrap { overflow-x: auto; margin: 1em 0; }
+.table-wrap { overflow-x: auto; max-width: 100%; margin: 1em 0; }
 table { border-collapse: collapse; font-size: .92em; }
+p, li, figcaption, td { overflow-wrap: anywhere; }
+p.finding { background: #eef5ee; border-left: 4px solid #3a7d44; padding: .35em .7em; }
+p.finding.suspicious { background: #fbf1e4; border-left-color: #c77700; }
 th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
 th { background: #f0f0f0; }
 td:first-child, th:first-child { text-align: left; }
@@ -102,12 +111,52 @@ class HtmlReport:
         self.title = str(title)
         self._parts: list[str] = []
         self._images: dict[str, bytes] = {}
+        self._sections = 0
+        self._finding_at: int | None = None
 
     def heading(self, text: str, level: int = 2) -> None:
         """Add a heading ``<h{level}>`` (level 1..6)."""
         if not isinstance(level, int) or not 1 <= level <= 6:
             raise ValueError(f"heading level must be an int in 1..6, got {level!r}")
         self._parts.append(f"<h{level}>{html.escape(str(text))}</h{level}>")
+
+    def section(self, title: str) -> str:
+        """Add a numbered ``<h2>`` section heading ("3. title") and return it; findings go right under it."""
+        self._sections += 1
+        text = f"{self._sections}. {title}"
+        self.heading(text)
+        self._finding_at = len(self._parts)
+        return text
+
+    def finding(self, text: str, suspicious: bool = False) -> None:
+        """Open the current section with a one-line conclusion, even when computed after its tables.
+
+        The line goes right under the last :meth:`section` heading (after any finding already there);
+        ``suspicious`` marks a result to distrust (e.g. a probe worse than chance).
+        """
+        label = "Suspicious" if suspicious else "Finding"
+        css = "finding suspicious" if suspicious else "finding"
+        line = f'<p class="{css}"><strong>{label}:</strong> {html.escape(str(text))}</p>'
+        where = len(self._parts) if self._finding_at is None else self._finding_at
+        self._parts.insert(where, line)
+        if self._finding_at is not None:
+            self._finding_at += 1
+
+    def mark(self) -> int:
+        """Where the next part will go: pass it to :meth:`bullets` ``at=`` to fill a place later (a summary)."""
+        return len(self._parts)
+
+    def bullets(self, items: Sequence[str], at: int | None = None) -> None:
+        """Add a bulleted list of plain-text items (escaped), at the end or at a :meth:`mark` taken earlier."""
+        part = "<ul>" + "".join(f"<li>{html.escape(str(item))}</li>" for item in items) + "</ul>"
+        if at is None:
+            self._parts.append(part)
+            return
+        if not 0 <= at <= len(self._parts):
+            raise ValueError(f"mark {at} is outside the report's {len(self._parts)} parts")
+        self._parts.insert(at, part)
+        if self._finding_at is not None and self._finding_at >= at:
+            self._finding_at += 1
 
     def paragraph(self, text: str) -> None:
         """Add a paragraph of plain text (escaped)."""

@@ -1,4 +1,4 @@
-"""Sections 5-7 of the inspector report: the model on real text, attention logits, segment vectors.
+"""The model sections of the inspector report: the model on real text, attention logits, segment vectors.
 
 Each ``section_*`` function adds to the :class:`~posembed.report.HtmlReport` and returns its metrics.
 
@@ -17,7 +17,7 @@ import logging
 import numpy as np
 import torch
 
-from posembed.analysis import plots
+from posembed.analysis import findings, plots
 from posembed.analysis.decomposition import TERMS, add_or_concat, four_terms, layernorm_split, term_shares
 from posembed.analysis.probes import layer_probes
 from posembed.analysis.sources import FirstLayer
@@ -47,10 +47,11 @@ def _probe_data(
 
 
 def section_layers(
-    report: HtmlReport, model: TextModel, windows: torch.Tensor, hidden_units: int, max_iter: int
+    report: HtmlReport, model: TextModel, windows: torch.Tensor, hidden_units: int, max_iter: int, nope: bool = False
 ) -> dict:
-    """Section 5: a 2-layer MLP probe of absolute position on every layer's hidden states."""
-    report.heading("5. Position through depth")
+    """A 2-layer MLP probe of absolute position on every layer's hidden states (``nope``: say whether the
+    model learned position without any positional encoding)."""
+    report.section("Position through depth")
     logger.info("running the model on %d windows of %d tokens", *windows.shape)
     states = model.hidden_states(windows)
     flat, positions, groups = _probe_data(states, len(model.prefix), len(model.suffix))
@@ -70,11 +71,15 @@ def section_layers(
         "layer_probe",
         "per-layer probe error",
     )
+    finding, suspicious = findings.layers_finding(rows, nope=nope)
+    report.finding(finding + ".", suspicious)
     return {
         "windows": int(windows.shape[0]),
         "window_length": int(windows.shape[1]),
         "tokens": int(len(positions)),
         "per_layer": rows,
+        "finding": finding + ".",
+        "suspicious": suspicious,
     }
 
 
@@ -102,8 +107,8 @@ def decompose_windows(
 
 
 def section_decomposition(report: HtmlReport, windows: torch.Tensor, source) -> dict:
-    """Section 6: TUPE's four-term split of the first layer's attention logits."""
-    report.heading("6. Four-term decomposition of first-layer attention (Ke et al., TUPE)")
+    """TUPE's four-term split of the first layer's attention logits."""
+    report.section("Four-term decomposition of first-layer attention (Ke et al., TUPE)")
     layer: FirstLayer = source.first_layer
     terms = decompose_windows(windows, source.token_table, source.position_table, source.segment_table, layer)
     shares = term_shares(terms)
@@ -127,7 +132,10 @@ def section_decomposition(report: HtmlReport, windows: torch.Tensor, source) -> 
     )
     verdict, answer = add_or_concat(shares)
     report.paragraph(answer)
+    finding, suspicious = findings.decomposition_finding(shares, verdict)
+    report.finding(finding + ".", suspicious)
     return {
+        "finding": finding + ".",
         "shares": shares,
         "mixed_share": shares["word-position"] + shares["position-word"],
         "add_vs_concat": verdict,
@@ -140,8 +148,8 @@ def section_decomposition(report: HtmlReport, windows: torch.Tensor, source) -> 
 def section_segments(
     report: HtmlReport, segment_table: np.ndarray, position_table: np.ndarray | None, token_table: np.ndarray
 ) -> dict:
-    """Section 7: segment (token type) vector norms and their size relative to positions and tokens."""
-    report.heading("7. Segment (token type) embeddings")
+    """Segment (token type) vector norms and their size relative to positions and tokens."""
+    report.section("Segment (token type) embeddings")
     norms = np.linalg.norm(segment_table, axis=1)
     token_norm = float(np.linalg.norm(token_table, axis=1).mean())
     position_norm = float(np.linalg.norm(position_table, axis=1).mean()) if position_table is not None else None
@@ -164,4 +172,6 @@ def section_segments(
         "segments",
         "segment, position and token vector norms",
     )
-    return metrics
+    finding, suspicious = findings.segments_finding(metrics)
+    report.finding(finding + ".", suspicious)
+    return metrics | {"finding": finding + "."}

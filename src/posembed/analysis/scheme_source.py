@@ -63,13 +63,11 @@ def scheme_closeness(source: Source, scheme: PositionScheme, length: int) -> Non
         if bias is not None:
             source.closeness = bias.double().mean(dim=0).numpy()  # (H, T, T) -> (T, T)
             source.closeness_name = "attention bias (mean over heads)"
-    reason = f"{scheme.name} is a {kind} scheme: it has no position table; sections 1, 3 and 4 are skipped"
+    reason = f"{scheme.name} is a {kind} scheme: it has no position table"
     if source.closeness is not None:
-        source.notes.append(f"{reason}, section 2 measures its {source.closeness_name} between positions.")
+        source.notes.append(f"{reason}; the properties section measures its {source.closeness_name} between positions.")
     else:
-        source.notes.append(
-            f"{reason}, and it gives no closeness between positions on its own: section 2 is skipped too."
-        )
+        source.notes.append(f"{reason}, and it gives no closeness between positions on its own.")
 
 
 def _check_max_len(max_len: Any) -> None:
@@ -116,9 +114,11 @@ def load_scheme(
     sizes = ModelSizes(dim=dim, num_heads=INSPECT_HEADS, head_dim=dim, max_len=max_len, causal=True)
     scheme = build_from_sizes(name, sizes, kwargs)
     source = Source(name=f"{name}-d{dim}-T{max_len}", family="scheme", positions=f"{name} ({scheme.kind.value} scheme)")
+    source.scheme = scheme
+    source.trained_length = getattr(scheme, "original_max_len", None)
     if isinstance(scheme, AbsoluteScheme):
         source.position_table = _table(scheme, name, max_len, source.notes)
     else:
         scheme_closeness(source, scheme, max_len)
-    source.notes.append("a scheme alone has no tokens, text model or attention weights: sections 5-7 are skipped.")
+    source.notes.append("a scheme alone has no tokens, text model or attention weights.")
     return source

@@ -7,13 +7,29 @@ The loaders (:mod:`posembed.analysis.sources` for Hugging Face checkpoints and l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 from posembed.analysis.text_model import TextModel
+from posembed.schemes.base import PositionScheme
 
-__all__ = ["FirstLayer", "Source"]
+__all__ = ["FirstLayer", "AttentionWeights", "Source"]
+
+
+@dataclass
+class AttentionWeights:
+    """One layer's query and key projections in ``nn.Linear`` layout: ``wq (H*D, C)``, ``wk (KV*D, C)``.
+
+    Grouped-query attention: query head ``h`` reads key head ``h // (H // KV)``.
+    """
+
+    wq: torch.Tensor
+    wk: torch.Tensor
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
 
 
 @dataclass
@@ -47,3 +63,14 @@ class Source:
     closeness: np.ndarray | None = None
     closeness_name: str = ""
     notes: list[str] = field(default_factory=list)
+    #: the position scheme itself, where the inspector can build it (lab checkpoints, ``--scheme``,
+    #: the RoPE of a Hugging Face config with its scaling); ``None`` for a table-only or NoPE model
+    scheme: PositionScheme | None = None
+    #: every layer's q/k projections (which rotary pairs the heads use)
+    attention: list[AttentionWeights] = field(default_factory=list)
+    #: :class:`posembed.interop.rope_check.RopeReport` of a Hugging Face RoPE config
+    rope_report: Any = None
+    #: the context the model was trained on, where known (lab meta, ``original_max_position_embeddings``)
+    trained_length: int | None = None
+    #: True for a model that has no positional encoding at all (NoPE)
+    nope: bool = False

