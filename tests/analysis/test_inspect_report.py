@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
 
 from posembed.analysis.decomposition import add_or_concat
 from posembed.analysis.inspect_report import InspectOptions, run_inspect
+from posembed.analysis.scheme_details import load_for_inspect
 from posembed.analysis.sources import load_hf, load_scheme
-from tests.analysis.tiny_checkpoints import save_tiny_llama
+from posembed.schemes.alibi import ALiBi
+from posembed.schemes.rotary import RotaryEmbedding
+from tests.analysis.tiny_checkpoints import save_lab_decoder, save_tiny_llama
 from tests.browser import render_images
 
 SECTIONS = ("similarity", "properties", "probes", "spectrum", "layers", "decomposition", "segments")
@@ -54,6 +58,10 @@ def test_every_section_and_file(minilm_run):
     ):
         assert f"<h2>{heading}" in page
     assert "Spearman" in page and "Translation invariance error" in page and "Symmetry error" in page
+    _every_section_opens_with_a_finding(page)
+    assert metrics["kind"] == "absolute"
+    for section in SECTIONS:
+        assert metrics[section]["finding"].endswith("."), section
 
 
 def test_minilm_numbers_are_consistent(minilm_run):
@@ -94,16 +102,86 @@ def test_sinusoidal_scheme_reference_through_the_report(tmp_path):
         assert "skipped" in metrics[section]
 
 
-def test_rotary_checkpoint_runs_what_applies(tmp_path, minilm_path):
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192, "rope_theta": 10000.0}
+
+
+def _skipped(metrics: dict) -> list[str]:
+    """Sections that fit the model's kind but were skipped (not the ones that do not apply)."""
+    return [k for k, v in metrics.items() if isinstance(v, dict) and "skipped" in v and not v.get("not_applicable")]
+
+
+def _every_section_opens_with_a_finding(page: str) -> None:
+    sections = re.split(r"<h2>", page)[1:]
+    assert sections
+    for section in sections:
+        body = section.split("</h2>", 1)[1].lstrip()
+        assert body.startswith('<p class="finding') or body.startswith("<p>Skipped: "), section[:200]
+
+
+def test_rotary_checkpoint_gets_rotary_sections(tmp_path, minilm_path):
     folder = save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path)
-    metrics = run_inspect(load_hf(folder), tmp_path / "out", options=InspectOptions.small())
-    assert "rotary" in metrics["positions"]
-    assert "rotary" in metrics["similarity"]["skipped"] and "skipped" in metrics["probes"]
-    assert (
-        metrics["properties"]["RoPE_logit_of_ones_head_dim_8_theta_10000.0;_scaling_ignored"]["symmetry_error"] < 1e-6
-    )
+    metrics = run_inspect(load_for_inspect(folder), tmp_path / "out", options=InspectOptions.small())
+    assert metrics["kind"] == "rotary" and "rotary" in metrics["positions"]
+    assert metrics["similarity"]["not_applicable"] and "skipped" in metrics["probes"]
+    assert metrics["properties"]["RotaryEmbedding_logit_of_ones"]["symmetry_error"] < 1e-6
+    assert metrics["rope_frequencies"]["treatments"] == {"keep": 4}
     assert len(metrics["layers"]["per_layer"]) == 3
-    assert "Skipped: the model has no absolute position table" in (tmp_path / "out" / "report.html").read_text()
+    assert _skipped(metrics) == []
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "Not applicable to rotary positions" in page and "scaling ignored" not in page
+    _every_section_opens_with_a_finding(page)
+
+
+def test_yarn_llama_draws_yarn(tmp_path):
+    folder = save_tiny_llama(tmp_path / "yarn", rope_parameters=YARN, kv_heads=2)
+    source = load_for_inspect(folder)
+    assert type(source.scheme).__name__ == "YaRNRotary"
+    metrics = run_inspect(source, tmp_path / "out", options=InspectOptions.small())
+    assert "YaRNRotary" in metrics["positions"] and "yarn scaling, factor 4" in metrics["positions"]
+    frequencies = metrics["rope_frequencies"]
+    assert (frequencies["trained_context"], frequencies["effective_context"]) == (8192, 32768)
+    assert frequencies["attention_factor"] == pytest.approx(0.1 * math.log(4) + 1)
+    assert frequencies["treatments"]["keep"] >= 1 and frequencies["treatments"]["ramp"] >= 1
+    assert "YaRNRotary scales the frequencies" in frequencies["finding"]
+    # head_dim 8: the slowest pair (plain wavelength 2 pi 10000^(6/8)) is stretched, by at most the factor 4
+    plain = 2 * math.pi * 10000 ** (6 / 8)
+    assert plain * 1.01 < frequencies["wavelengths"][-1] <= 4 * plain * (1 + 1e-6)
+    assert frequencies["wavelengths"][0] == pytest.approx(2 * math.pi, rel=1e-6)  # the fastest pair is kept
+    decay = metrics["rope_decay"]["curves"]
+    assert set(decay) >= {"YaRNRotary: RoFormer bound", "plain RoPE: RoFormer bound"}
+    usage = metrics["rope_usage"]
+    assert len(usage["per_layer"]) == 2 and sum(usage["mean_share_per_pair"]) == pytest.approx(1.0)
+    assert _skipped(metrics) == ["layers"]  # no tokenizer in the folder
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "Positions: rotary positions (YaRNRotary" in page and "scaling ignored" not in page
+    _every_section_opens_with_a_finding(page)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "nope"])
+def test_lab_checkpoints_get_sections_of_their_kind(tmp_path, name):
+    scheme = {"rope": lambda: RotaryEmbedding(8), "alibi": lambda: ALiBi(num_heads=4), "nope": lambda: None}[name]()
+    folder = save_lab_decoder(tmp_path / name, scheme, context=32)
+    metrics = run_inspect(load_for_inspect(folder), tmp_path / "out", options=InspectOptions.small())
+    kind = {"rope": "rotary", "alibi": "bias", "nope": "nope"}[name]
+    assert metrics["kind"] == kind
+    assert _skipped(metrics) == []
+    assert len(metrics["layers"]["per_layer"]) == 3 and "finding" in metrics["layers"]
+    if name == "rope":
+        assert metrics["rope_frequencies"]["trained_context"] == 32
+        assert len(metrics["rope_usage"]["per_layer"]) == 2
+    if name == "alibi":
+        assert metrics["receptive_field"]["tenfold"][0] == 10  # slope 1/4: ln 10 / 0.25 = 9.2 -> 10
+        assert metrics["bias_distance"]["monotone_heads"] == [0, 1, 2, 3]
+    if name == "nope":
+        assert "Without any positional encoding" in metrics["layers"]["finding"]
+    _every_section_opens_with_a_finding((tmp_path / "out" / "report.html").read_text())
+
+
+def test_scheme_alone_bias_sections(tmp_path):
+    metrics = run_inspect(load_scheme("alibi", dim=64, max_len=64), tmp_path, options=InspectOptions.small())
+    assert metrics["kind"] == "bias" and len(metrics["receptive_field"]["tenfold"]) == 12
+    assert "heads" in metrics["receptive_field"]["finding"]
+    assert _skipped(metrics) == ["layers"]
 
 
 @pytest.mark.browser

@@ -5,18 +5,29 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def save_tiny_llama(folder: Path, tokenizer_from: Path | None = None) -> Path:
-    """A 2-layer LlamaModel (rotary positions, no position table); optionally with a copied tokenizer."""
+def save_tiny_llama(
+    folder: Path, tokenizer_from: Path | None = None, rope_parameters: dict | None = None, kv_heads: int = 4
+) -> Path:
+    """A 2-layer LlamaModel (rotary positions, no position table); optionally with a copied tokenizer.
+
+    ``rope_parameters`` (transformers 5.x spelling) sets the RoPE scaling, e.g. YaRN; the model then
+    declares ``factor x original_max_position_embeddings`` positions.
+    """
     from transformers import AutoTokenizer, LlamaConfig, LlamaModel
 
+    extra = {}
+    if rope_parameters is not None:
+        extra["rope_parameters"] = rope_parameters
+    original = (rope_parameters or {}).get("original_max_position_embeddings")
     config = LlamaConfig(
         vocab_size=30522,
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=128,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=int(original * rope_parameters["factor"]) if original else 128,
+        **extra,
     )
     LlamaModel(config).save_pretrained(folder)
     if tokenizer_from is not None:
@@ -52,3 +63,16 @@ def train_lab_charlm(out: Path, text: Path, variants: str = "base,untied") -> di
     for config in sorted((out / "checkpoints").glob("*/posembed_model.json")):
         folders[json.loads(config.read_text())["config"]["variant"]] = config.parent
     return folders
+
+
+def save_lab_decoder(folder: Path, scheme, context: int = 32, vocab_size: int = 64) -> Path:
+    """A 2-layer lab Decoder (width 32, 4 heads) with ``scheme`` (None: NoPE), saved by the lab's checkpoint writer.
+
+    The meta records a char-LM trial of ``context`` characters, as the lab runner writes it.
+    """
+    from posembed.lab.checkpoint import save_checkpoint
+    from posembed.model import Decoder
+
+    model = Decoder(vocab_size, dim=32, depth=2, num_heads=4, scheme=scheme)
+    meta = {"task": "charlm", "trial": "tiny", "step": 0, "config": {"task": "charlm", "context": context}}
+    return save_checkpoint(model, folder, meta)
