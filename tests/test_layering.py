@@ -8,10 +8,11 @@ where ``FORBIDDEN_SIDEWAYS`` says otherwise):
 tier  files                                                       what they are
 ====  ==========================================================  =================================
 0     ``_checks``, ``_io``, ``_logging``, ``_memory``, ``errors``, helpers
-      ``positions``, ``report``
+      ``_shared``, ``positions``, ``report``
 1     ``schemes/``                                                one positional scheme per file
 2     ``fused/``                                                  optional fast kernels
-3     ``embeddings``, ``attention``, ``attention_backends``       the blocks
+3     ``embeddings``, ``embedding_checks``, ``attention``,        the blocks
+      ``attention_backends``
 4     ``model``                                                   small encoder / decoder
 5     ``pairs``, ``encode_report``, ``interop/``, ``lab/``,       Hugging Face at the edge,
       ``analysis/``                                               experiments, analysis
@@ -41,10 +42,10 @@ PACKAGE = SRC / "posembed"
 #: (path prefix relative to src/posembed, tier); the longest matching prefix wins
 TIERS: tuple[tuple[str, int], ...] = (
     ("_checks.py", 0), ("_io.py", 0), ("_logging.py", 0), ("_memory.py", 0), ("positions.py", 0), ("report.py", 0),
-    ("errors.py", 0),
+    ("errors.py", 0), ("_shared.py", 0),
     ("schemes/", 1),
     ("fused/", 2),
-    ("embeddings.py", 3), ("attention.py", 3), ("attention_backends.py", 3),
+    ("embeddings.py", 3), ("embedding_checks.py", 3), ("attention.py", 3), ("attention_backends.py", 3),
     ("model.py", 4),
     ("pairs.py", 5), ("encode_report.py", 5), ("interop/", 5), ("lab/", 5), ("analysis/", 5),
     ("bench/", 6),

@@ -76,3 +76,9 @@ def test_learned_parameter_resized_equals_learned_absolute_resized():
     assert_close(bigger(torch.arange(15)), bigger.weight)
     with pytest.raises(ValueError, match="new_len must be positive, got 0"):
         parameter.resized(0)
+
+
+@pytest.mark.parametrize("cls", [LearnedAbsolute, LearnedParameter])
+def test_absurd_table_is_refused_before_allocating(cls):
+    with pytest.raises(MemoryError, match=r"position table .* would need 32.0 TB"):
+        cls(10**12, 8)

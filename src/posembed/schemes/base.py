@@ -164,6 +164,8 @@ class BiasScheme(PositionScheme):
     num_heads: int
     #: True when the bias depends on the queries/keys themselves (Shaw ``relative_key``).
     needs_qk: ClassVar[bool] = False
+    #: Whether the scheme adds a bias to the logits (NoPE: False); attention reads it, never probes.
+    adds_bias: ClassVar[bool] = True
 
     def bias(
         self,

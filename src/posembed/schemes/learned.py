@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posembed._checks import check_index_tensor, check_positive_int
+from posembed._checks import check_index_tensor, check_positive_int, check_table_size
 from posembed.schemes.base import AbsoluteScheme
 
 __all__ = ["LearnedAbsolute", "LearnedParameter"]
@@ -69,6 +69,7 @@ class LearnedAbsolute(AbsoluteScheme):
         self.max_len = check_positive_int(max_len, "max_len")
         self.dim = check_positive_int(dim, "dim")
         self.init_std = init_std
+        check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
         self.embedding = nn.Embedding(max_len, dim, device=device, dtype=dtype)
         self.reset_parameters()
 
@@ -142,6 +143,7 @@ class LearnedParameter(AbsoluteScheme):
         self.max_len = check_positive_int(max_len, "max_len")
         self.dim = check_positive_int(dim, "dim")
         self.init_std = init_std
+        check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
         self.weight = nn.Parameter(torch.empty(max_len, dim, device=device, dtype=dtype))
         self.reset_parameters()
 

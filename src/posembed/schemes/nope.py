@@ -36,6 +36,7 @@ class NoPE(BiasScheme):
     """
 
     name = "nope"
+    adds_bias = False
     paper = "Kazemnejad et al. 2023 (NeurIPS)"
     extrapolates = True
 
