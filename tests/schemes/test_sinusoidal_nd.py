@@ -132,8 +132,9 @@ def test_bad_widths(cls):
 )
 def test_widths_that_leave_an_axis_empty_are_refused(cls, dim, smallest, above):
     """positional-encodings gives the last axis no channels here (27 cells of a 3x3x3 grid -> 9 rows)."""
-    with pytest.raises(ValueError, match=rf"dim={dim} leaves axis \d of \d without channels.*smallest width that "
-                                         rf"gives every axis channels is {smallest}, the next one above {dim} is {above}"):  # fmt: skip
+    message = (rf"dim={dim} leaves axis \d of \d without channels.*smallest width that gives every axis "
+               rf"channels is {smallest}, the next one above {dim} is {above}")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
         cls(dim)
     with pytest.raises(ValueError, match="without channels"):
         sinusoidal_nd_table(torch.zeros(1, cls.num_axes, dtype=torch.long), dim)

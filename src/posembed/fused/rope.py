@@ -23,7 +23,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from posembed.schemes.rotation import (
-    ROPE_LAYOUTS, CompiledRotation, check_rotation, compile_available, compiled_rotation, rotate_reference, rotate_with,
+    ROPE_LAYOUTS, CompiledRotation, check_rotation, compile_available, compiled_rotation, rotate_reference,
+    rotate_with,
 )  # fmt: skip
 
 __all__ = [

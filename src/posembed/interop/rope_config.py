@@ -75,7 +75,9 @@ def read_config(source: str | os.PathLike) -> dict:
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"no transformers config at {str(path)!r} (pass a checkpoint folder or its config.json)")
+        raise FileNotFoundError(
+            f"no transformers config at {str(path)!r} (pass a checkpoint folder or its config.json)"
+        )
     with path.open(encoding="utf-8") as handle:
         config = json.load(handle)
     if not isinstance(config, dict):
@@ -106,7 +108,9 @@ def rope_parameters(config: Any, layer_type: str | None = None) -> dict:
                 "one of them to build that layer type's scheme"
             )
         if layer_type not in nested:
-            raise ValueError(f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(nested)}")
+            raise ValueError(
+                f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(nested)}"
+            )
         params = params[layer_type]
     elif layer_type is not None:
         raise ValueError(f"layer_type={layer_type!r} given, but config.rope_parameters is not nested by layer type")
