@@ -58,7 +58,12 @@ def default_model_path() -> Path:
 
 @torch.no_grad()
 def explain_encoding(
-    emb: TransformerEmbeddings, tokenizer: Any, text_a: str, text_b: str | None = None
+    emb: TransformerEmbeddings,
+    tokenizer: Any,
+    text_a: str,
+    text_b: str | None = None,
+    *,
+    max_length: int | None = None,
 ) -> list[TokenReport]:
     """Per-token ids and component norms for ``[CLS] A [SEP] (B [SEP])``.
 
@@ -66,12 +71,22 @@ def explain_encoding(
         emb: the embedding block (e.g. ``TransformerEmbeddings.from_hf(folder)``).
         tokenizer: the matching Hugging Face tokenizer.
         text_a, text_b: the text, and optionally the second text of a pair.
+        max_length: truncate to this many tokens (special tokens included; a pair's longer text
+            loses first). ``None``: a text longer than the position table is an error.
 
     Returns:
         One :class:`TokenReport` per token, in order.
+
+    Raises:
+        ValueError: too long a text without ``max_length``, or ``max_length`` beyond the table.
     """
     limits = [n for n in (emb.max_positions, _tokenizer_limit(tokenizer)) if n is not None]
-    batch = encode_texts(tokenizer, text_a, text_b, max_length=min(limits) if limits else None, padding=False)
+    if max_length is not None and limits and max_length > min(limits):
+        raise ValueError(
+            f"max_length={max_length} exceeds the {min(limits)} positions this model holds; give at most {min(limits)}"
+        )
+    limit = max_length if max_length is not None else (min(limits) if limits else None)
+    batch = encode_texts(tokenizer, text_a, text_b, max_length=limit, padding=False, truncation=max_length is not None)
     types = batch.token_type_ids if emb.type_vocab_size else None
     parts = emb.components(batch.input_ids, types, batch.position_ids)
     norms = [part[0].norm(dim=-1).tolist() for part in (parts.token, parts.position, parts.segment, parts.combined, parts.output)]

@@ -5,7 +5,7 @@ Figure 2); padding gets segment 0, attention mask 0 and position 0. Position ids
 ``0..n-1`` over each row's real tokens (:func:`posembed.positions.positions_from_mask`), so
 left and right padding embed the same. The result equals what the Hugging Face tokenizer
 itself returns for the same texts, plus the position ids, and a text too long for the position
-table is an error rather than a silent truncation.
+table is an error rather than a silent truncation (``truncation=True`` asks for it).
 
 Example (any tokenizer with ``[CLS]``/``[SEP]``/``[PAD]`` ids works; here a toy one):
 
@@ -23,6 +23,11 @@ Example (any tokenizer with ``[CLS]``/``[SEP]``/``[PAD]`` ids works; here a toy 
     >>> batch.position_ids
     tensor([[0, 1, 2, 3, 4, 5, 6],
             [0, 1, 2, 3, 4, 0, 0]])
+
+``truncation=True`` cuts rows to ``max_length``, a pair's longer text first:
+
+    >>> encode_texts(Toy(), "a bb ccc dddd", "ee", max_length=6, truncation=True).input_ids
+    tensor([[1, 3, 4, 2, 4, 2]])
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ def encode_texts(
     *,
     max_length: int | None = None,
     padding: bool | str = True,
+    truncation: bool = False,
 ) -> EncodedBatch:
     """Tokenize texts (or pairs) into BERT inputs, batched and padded.
 
@@ -74,19 +80,25 @@ def encode_texts(
         padding: ``True`` (or ``"longest"``) pads to the longest row, ``"max_length"`` to
             ``max_length``, ``False`` requires rows of equal length. The side follows
             ``tokenizer.padding_side``.
+        truncation: cut rows longer than ``max_length`` instead of refusing them; a pair loses
+            tokens from its longer text first (``"longest_first"``, as Hugging Face tokenizers do).
 
     Returns:
         :class:`EncodedBatch` with ``(B, T)`` tensors.
 
     Raises:
-        ValueError: a row longer than ``max_length`` (both numbers named), mismatched lists.
+        ValueError: a row longer than ``max_length`` without ``truncation`` (both numbers named),
+            mismatched lists, a text that is not valid Unicode (a lone surrogate; naming it).
     """
     list_a, list_b = _as_lists(texts_a, texts_b)
     cls_id, sep_id = _special_ids(tokenizer)
     pieces_a = _tokenize(tokenizer, list_a)
     pieces_b = _tokenize(tokenizer, list_b) if list_b is not None else [None] * len(list_a)
-    rows = [_with_special_tokens(cls_id, sep_id, a, b) for a, b in zip(pieces_a, pieces_b)]
     limit = _limit(tokenizer, max_length)
+    if truncation and limit is not None:
+        pieces = [_truncate(a, b, limit) for a, b in zip(pieces_a, pieces_b)]
+        pieces_a, pieces_b = [a for a, _ in pieces], [b for _, b in pieces]
+    rows = [_with_special_tokens(cls_id, sep_id, a, b) for a, b in zip(pieces_a, pieces_b)]
     _check_lengths(rows, limit, pair=list_b is not None)
     return _pad(rows, tokenizer, _target_length(rows, padding, limit))
 
@@ -101,7 +113,21 @@ def _as_lists(texts_a, texts_b) -> tuple[list[str], list[str] | None]:
         raise TypeError(f"texts must be strings, got {type(bad[0]).__name__}: {bad[0]!r}")
     if list_b is not None and len(list_b) != len(list_a):
         raise ValueError(f"texts_a has {len(list_a)} texts but texts_b has {len(list_b)}; pairs need equal counts")
+    for name, texts, given in (("texts_a", list_a, texts_a), ("texts_b", list_b or [], texts_b)):
+        for index, text in enumerate(texts):
+            _check_encodable(text, name if isinstance(given, str) else f"{name}[{index}]")
     return list_a, list_b
+
+
+def _check_encodable(text: str, name: str) -> None:
+    """Tokenizers need valid Unicode: a lone surrogate (e.g. from undecodable bytes) is named here."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{name} cannot be encoded: character {text[error.start]!r} at index {error.start} is a lone "
+            f"surrogate, not valid Unicode (was the text decoded from non-UTF-8 bytes?)"
+        ) from None
 
 
 def _special_ids(tokenizer: Any) -> tuple[int, int]:
@@ -126,6 +152,26 @@ def _with_special_tokens(cls_id: int, sep_id: int, a: list[int], b: list[int] | 
         ids += [*b, sep_id]
         types += [1] * (len(b) + 1)
     return ids, types
+
+
+def _truncate(a: list[int], b: list[int] | None, limit: int) -> tuple[list[int], list[int] | None]:
+    """Cut ``A`` (and ``B``) to fit ``limit`` tokens with the special tokens; a pair's longer text loses first.
+
+    With both texts cut, the budget is split evenly, the odd token going to the text that was
+    longer (to ``B`` on a tie): what Hugging Face's fast tokenizers do for ``"longest_first"``.
+    """
+    if b is None:
+        return a[: max(limit - 2, 0)], None
+    budget = limit - 3
+    if budget < 0:
+        raise ValueError(f"max_length={limit} leaves no room for a pair's [CLS] A [SEP] B [SEP]; give at least 3")
+    if len(a) + len(b) <= budget:
+        return a, b
+    if len(a) > len(b):
+        keep_b = min(len(b), budget // 2)
+        return a[: budget - keep_b], b[:keep_b]
+    keep_a = min(len(a), budget // 2)
+    return a[:keep_a], b[: budget - keep_a]
 
 
 def _limit(tokenizer: Any, max_length: int | None) -> int | None:

@@ -82,3 +82,89 @@ def test_missing_model_package_names_it(capsys, monkeypatch):
 def test_text_too_long_names_both_numbers(capsys, minilm_path):
     code, _, err = _run(capsys, " ".join(["word"] * 520), "--model", str(minilm_path))
     assert code == 2 and "522 tokens" in err and "max_length=512" in err
+
+
+def _one_line(code, out, err):
+    assert code == 2 and out == "" and "Traceback" not in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"model_type": "gpt2", "vocab_size": 100, "n_positions": 64, "n_embd": 32}, "a GPT-2 model (model_type 'gpt2')"),
+        ({"model_type": "llama", "vocab_size": 100, "hidden_size": 32, "max_position_embeddings": 64}, "a Llama model (model_type 'llama')"),
+        ({"model_type": "mystery", "vocab_size": 100, "hidden_size": 32}, "without max_position_embeddings (model_type 'mystery')"),
+    ],
+)
+def test_other_model_families_are_named_with_the_scope(capsys, tmp_path, config, named):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, out, err = _run(capsys, "hi", "--model", str(tmp_path))
+    _one_line(code, out, err)
+    assert "posembed encode works on BERT-family checkpoints (BERT, RoBERTa" in err and named in err
+
+
+def test_weights_without_an_embedding_block_name_the_scope(capsys, tmp_path):
+    from safetensors.torch import save_file
+
+    config = {"model_type": "custom", "vocab_size": 10, "hidden_size": 4, "max_position_embeddings": 8}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    save_file({"decoder.embed.weight": torch.zeros(10, 4)}, tmp_path / "model.safetensors")
+    code, out, err = _run(capsys, "hi", "--model", str(tmp_path))
+    _one_line(code, out, err)
+    assert "BERT-family" in err and "no key ends in 'word_embeddings.weight'" in err
+
+
+def test_help_states_the_scope_and_max_length(capsys):
+    with pytest.raises(SystemExit):
+        main(["encode", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Works on BERT-family checkpoints (BERT, RoBERTa" in text and "--max-length N" in text
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer(minilm_path):
+    return transformers.AutoTokenizer.from_pretrained(str(minilm_path))
+
+
+def test_max_length_truncates_longest_first_like_the_tokenizer(minilm_block, minilm_tokenizer):
+    from posembed.encode_report import explain_encoding
+
+    pairs = [("one two three four five six seven", "alpha beta gamma delta"),
+             ("one two three", "alpha beta gamma delta eps zeta eta"),
+             ("one two three four", "alpha beta gamma delta")]
+    for text_a, text_b in pairs:
+        for n in range(3, 16):
+            rows = explain_encoding(minilm_block, minilm_tokenizer, text_a, text_b, max_length=n)
+            expected = minilm_tokenizer(text_a, text_b, truncation="longest_first", max_length=n)
+            assert [r.id for r in rows] == expected["input_ids"], (text_a, text_b, n)
+            assert [r.segment for r in rows] == expected["token_type_ids"]
+    for n in range(2, 8):
+        rows = explain_encoding(minilm_block, minilm_tokenizer, "one two three four five six", max_length=n)
+        assert [r.id for r in rows] == minilm_tokenizer("one two three four five six", truncation=True, max_length=n)["input_ids"]
+
+
+def test_max_length_on_the_command_line(capsys, minilm_path):
+    code, out, err = _run(capsys, " ".join(["word"] * 520), "--model", str(minilm_path), "--max-length", "6", "--json")
+    assert code == 0, err
+    assert [r["token"] for r in json.loads(out)["tokens"]] == ["[CLS]", "word", "word", "word", "word", "[SEP]"]
+    code, out, err = _run(capsys, "hi", "--model", str(minilm_path), "--max-length", "600")
+    _one_line(code, out, err)
+    assert "max_length=600 exceeds the 512 positions" in err
+    code, out, err = _run(capsys, "hi", "there", "--model", str(minilm_path), "--max-length", "2")
+    _one_line(code, out, err)
+    assert "--max-length must be at least 3" in err
+
+
+def test_text_that_cannot_be_encoded_is_named(capsys, minilm_path, minilm_tokenizer):
+    from posembed.pairs import encode_texts
+
+    code, out, err = _run(capsys, "caf\udce9", "--model", str(minilm_path))  # argv byte 0xe9, not UTF-8
+    _one_line(code, out, err)
+    assert "TEXT_A is not UTF-8 text (byte 0xe9 at character 3)" in err
+    code, out, err = _run(capsys, "fine", "lone \ud800", "--model", str(minilm_path))
+    _one_line(code, out, err)
+    assert "TEXT_B holds a lone surrogate '\\ud800' at character 5" in err
+    with pytest.raises(ValueError, match=r"texts_b\[1\] cannot be encoded: character '\\ud800' at index 0 is a lone surrogate"):
+        encode_texts(minilm_tokenizer, ["a", "b"], ["c", "\ud800"])
+    with pytest.raises(ValueError, match=r"texts_a cannot be encoded"):
+        encode_texts(minilm_tokenizer, "x\udcff")
