@@ -3,10 +3,15 @@
 Each function returns a matplotlib Figure (Agg canvas, no pyplot state) or ``None`` when the
 trials hold nothing to draw. Lines are means over seeds, shaded bands +/- one standard deviation
 (where there are two seeds or more); the ``base`` variant is drawn solid, other variants dashed;
-a dotted vertical line marks the training length L.
+a dotted vertical line marks the training length L. The lines are faceted by scheme family
+(absolute, rotary, bias, NoPE), one panel each and at most :data:`MAX_LINES` lines a panel (a
+larger family takes more panels), with each panel's legend outside its data, to the right.
 
 >>> _band(Stat((1.0, 3.0))), _band(Stat((1.0,)))
 ((2.0, 1.4142135623730951), (1.0, 0.0))
+>>> keys = [("copy", s, "base") for s in ("rope", "alibi", "learned", "nope", "t5_bias")]
+>>> [(title, [k[1] for k in group]) for title, group in facets(keys)]
+[('rotary', ['rope']), ('bias', ['alibi', 't5_bias']), ('absolute', ['learned']), ('NoPE', ['nope'])]
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ from collections.abc import Sequence
 from posembed.lab.report_tables import GroupKey, LabData, Stat, metric_lengths, metric_stat, train_length
 from posembed.lab.store import TrialRecord
 from posembed.report import new_figure
+from posembed.schemes.factory import scheme_entry
 
-__all__ = ["length_figure", "loss_figure"]
+__all__ = ["length_figure", "loss_figure", "facets", "scheme_family", "MAX_LINES"]
+
+#: most lines in one panel
+MAX_LINES = 6
 
 _LABELS = {"accuracy": "accuracy", "exact_match": "exact match", "perplexity": "perplexity", "val_loss": "validation loss"}
 
@@ -33,30 +42,66 @@ def _style(variant: str) -> str:
     return "-" if variant == "base" else "--"
 
 
+def scheme_family(scheme: str) -> str:
+    """``absolute``, ``rotary``, ``bias`` or ``NoPE`` for a scheme name (``other`` when unknown)."""
+    try:
+        cls = scheme_entry(scheme).cls
+    except (KeyError, ValueError):
+        return "other"
+    return "NoPE" if cls.name == "nope" else cls.kind.value
+
+
+def facets(keys: Sequence[GroupKey]) -> list[tuple[str, list[GroupKey]]]:
+    """Group keys by scheme family (first-seen order), in panels of at most :data:`MAX_LINES`."""
+    families: dict[str, list[GroupKey]] = {}
+    for key in keys:
+        families.setdefault(scheme_family(key[1]), []).append(key)
+    panels = []
+    for family, members in families.items():
+        chunks = [members[i : i + MAX_LINES] for i in range(0, len(members), MAX_LINES)]
+        for index, chunk in enumerate(chunks):
+            panels.append((family if len(chunks) == 1 else f"{family} ({index + 1}/{len(chunks)})", chunk))
+    return panels
+
+
+def _panels(count: int):
+    """A figure with ``count`` stacked panels sharing the x axis."""
+    figure = new_figure(8.0, 1.2 + 2.6 * count)
+    first = figure.add_subplot(count, 1, 1)
+    return figure, [first] + [figure.add_subplot(count, 1, i + 1, sharex=first) for i in range(1, count)]
+
+
+def _legend_outside(axes) -> None:
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
 def length_figure(data: LabData, task: str, metric: str, *, log_y: bool = False):
-    """``metric`` against evaluated length for every (scheme, variant) of ``task``."""
+    """``metric`` against evaluated length for every (scheme, variant) of ``task``, a panel per family."""
     groups = data.groups(task)
     if not groups:
         return None
-    figure = new_figure(6.4, 4.0)
-    axes = figure.add_subplot()
+    panels = facets(list(groups))
+    figure, axes_list = _panels(len(panels))
     drawn = False
-    for (_, scheme, variant), trials in groups.items():
-        drawn |= _length_line(axes, trials, metric, f"{scheme} / {variant}", _style(variant))
+    context = train_length(next(iter(groups.values())))
+    lengths = metric_lengths((t for g in groups.values() for t in g), metric)
+    for axes, (family, keys) in zip(axes_list, panels):
+        for key in keys:
+            drawn |= _length_line(axes, groups[key], metric, f"{key[1]} / {key[2]}", _style(key[2]))
+        axes.axvline(context, color="grey", linestyle=":", linewidth=1, label=f"training length L = {context}")
+        if log_y:
+            _log_axes(axes, lengths, context)
+        if metric in ("accuracy", "exact_match"):
+            axes.set_ylim(-0.03, 1.03)
+        axes.set_ylabel(_LABELS.get(metric, metric))
+        axes.set_title(family, fontsize=9, loc="left")
+        axes.grid(alpha=0.3)
+        _legend_outside(axes)
     if not drawn:
         return None
-    context = train_length(next(iter(groups.values())))
-    axes.axvline(context, color="grey", linestyle=":", linewidth=1, label=f"training length L = {context}")
-    if log_y:
-        _log_axes(axes, metric_lengths((t for g in groups.values() for t in g), metric), context)
-    if metric in ("accuracy", "exact_match"):
-        axes.set_ylim(-0.03, 1.03)
-    axes.set_xlabel({"perplexity": "evaluated context (characters)", "accuracy": "sequence length"}.get(
+    axes_list[-1].set_xlabel({"perplexity": "evaluated context (characters)", "accuracy": "sequence length"}.get(
         metric, "operand length"))
-    axes.set_ylabel(_LABELS.get(metric, metric))
-    axes.set_title(f"{task}: {_LABELS.get(metric, metric)} against length (mean ± std over seeds)")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, ncol=2)
+    figure.suptitle(f"{task}: {_LABELS.get(metric, metric)} against length (mean ± std over seeds)", fontsize=10)
     return figure
 
 
@@ -107,22 +152,27 @@ def mean_curve(trials: Sequence[TrialRecord]) -> list[tuple[int, float]]:
 
 
 def loss_figure(data: LabData, task: str):
-    """Training loss against step, one line per (scheme, variant), mean over seeds."""
+    """Training loss against step, one line per (scheme, variant), mean over seeds, a panel per family."""
     groups: dict[GroupKey, list[TrialRecord]] = data.groups(task)
-    figure = new_figure(6.4, 4.0)
-    axes = figure.add_subplot()
+    if not groups:
+        return None
+    panels = facets(list(groups))
+    figure, axes_list = _panels(len(panels))
     drawn = False
-    for (_, scheme, variant), trials in groups.items():
-        curve = mean_curve(trials)
-        if curve:
-            axes.plot([s for s, _ in curve], [v for _, v in curve], _style(variant), linewidth=1.2,
-                      label=f"{scheme} / {variant}")
-            drawn = True
+    for axes, (family, keys) in zip(axes_list, panels):
+        for key in keys:
+            curve = mean_curve(groups[key])
+            if curve:
+                axes.plot([s for s, _ in curve], [v for _, v in curve], _style(key[2]), linewidth=1.2,
+                          label=f"{key[1]} / {key[2]}")  # fmt: skip
+                drawn = True
+        axes.set_ylabel("training loss")
+        axes.set_title(family, fontsize=9, loc="left")
+        axes.grid(alpha=0.3)
+        if axes.lines:
+            _legend_outside(axes)
     if not drawn:
         return None
-    axes.set_xlabel("training step")
-    axes.set_ylabel("training loss")
-    axes.set_title(f"{task}: training loss (mean over seeds)")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, ncol=2)
+    axes_list[-1].set_xlabel("training step")
+    figure.suptitle(f"{task}: training loss (mean over seeds)", fontsize=10)
     return figure
