@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed.lab.config import TrialConfig
-from posembed.lab.tasks import IGNORE, TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["AlgorithmicTask", "make_example", "sequence_length"]
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
-from posembed.lab.tasks import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["CharLMTask", "load_corpus"]
 

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed.lab.config import TrialConfig
-from posembed.lab.tasks import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["OrderTask", "order_batch"]
 
