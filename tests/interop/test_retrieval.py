@@ -14,7 +14,7 @@ import torch
 
 from posembed.interop.retrieval import BenchmarkConfig, build_documents, evaluate_extension, rank_scores
 from posembed.interop.retrieval_data import NAMES, PLACES, make_facts, plant_documents
-from posembed.interop.retrieval_report import format_table, write_report
+from posembed.interop.retrieval_report import chance, format_table, write_report
 
 transformers = pytest.importorskip("transformers")
 
@@ -110,6 +110,13 @@ def test_rank_scores_counts_ties_as_misses():
     assert hits == [False] * 5 and reciprocal == [1 / 5] * 5
 
 
+def test_chance_matches_a_random_ranking():
+    torch.manual_seed(1)
+    scores = [rank_scores(torch.randn(12, 4), torch.randn(12, 4))[1] for _ in range(400)]
+    mean_rr = sum(sum(s) for s in scores) / (400 * 12)
+    assert chance(12)[0] == 1 / 12 and abs(mean_rr - chance(12)[1]) < 0.02
+
+
 def test_config_checks():
     with pytest.raises(ValueError, match="depths must lie in"):
         BenchmarkConfig(depths=(0.5, 2.0))
@@ -137,6 +144,10 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     assert summary["long_lengths"] == [600] and summary["winner"] in systems
     assert {r["system"] for r in summary["ranking"]} == set(systems)
     assert summary["statement"].startswith("On documents of 600 tokens")
+    assert summary["candidates"] == 6 and summary["chance_accuracy"] == pytest.approx(1 / 6)
+    assert "Chance with 6 candidates is 17%" in summary["statement"]
+    for entry in summary["ranking"]:
+        assert 0 <= entry["accuracy"] <= 1 and 0 <= entry["short_accuracy"] <= 1
     # copy keeps the first 512 rows, so at 128 tokens it equals plain truncation at 512
     rows = {(r["system"], r["length"], r["depth"]): r for r in result["rows"]}
     for depth in config.depths:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from posembed._io import atomic_write_json
 
-__all__ = ["summarise", "format_table", "write_report"]
+__all__ = ["summarise", "chance", "format_table", "write_report"]
 
 
 def _mean(rows: list[dict], key: str) -> float:
@@ -53,15 +53,29 @@ def summarise(rows: Sequence[dict], original_positions: int) -> dict:
         for depth in sorted({r["depth"] for r in pooled}):
             cell = [r for r in pooled if r["depth"] == depth]
             by_depth.append({"system": system, "depth": depth, "accuracy": _mean(cell, "accuracy"), "mrr": _mean(cell, "mrr")})
+        short = [r for r in mine if r["length"] not in long]
         ranking.append({
             "system": system, "accuracy": _mean(pooled, "accuracy"), "mrr": _mean(pooled, "mrr"),
             "queries": sum(r["queries"] for r in pooled),
+            "short_accuracy": _mean(short, "accuracy") if short else None,
+            "short_mrr": _mean(short, "mrr") if short else None,
         })
     ranking.sort(key=lambda r: (-r["accuracy"], -r["mrr"]))
-    return {"by_length": by_length, "by_depth": by_depth, "summary": _verdict(ranking, long, original_positions)}
+    candidates = min((r["candidates"] for r in rows if "candidates" in r), default=None)
+    summary = _verdict(ranking, long, original_positions, candidates)
+    return {"by_length": by_length, "by_depth": by_depth, "summary": summary}
 
 
-def _verdict(ranking: list[dict], long: list[int], original_positions: int) -> dict:
+def chance(candidates: int) -> tuple[float, float]:
+    """Top-1 accuracy and MRR of a random ranking of ``candidates`` documents.
+
+    >>> chance(4)
+    (0.25, 0.5208333333333333)
+    """
+    return 1.0 / candidates, sum(1.0 / rank for rank in range(1, candidates + 1)) / candidates
+
+
+def _verdict(ranking: list[dict], long: list[int], original_positions: int, candidates: int | None) -> dict:
     best, runner = ranking[0], ranking[1] if len(ranking) > 1 else None
     n = best["queries"]
     p = best["accuracy"]
@@ -76,7 +90,16 @@ def _verdict(ranking: list[dict], long: list[int], original_positions: int) -> d
         statement += f"; next is {runner['system']} at {runner['accuracy']:.0%}"
         if gap < 2 * error:
             statement += f" - a gap within about two standard errors ({2 * error:.0%}), so not a clear win"
-    return {"long_lengths": long, "ranking": ranking, "winner": best["system"], "statement": statement + "."}
+    statement += "."
+    verdict = {"long_lengths": long, "ranking": ranking, "winner": best["system"]}
+    if candidates:
+        accuracy, mrr = chance(candidates)
+        verdict.update(candidates=candidates, chance_accuracy=accuracy, chance_mrr=mrr)
+        statement += f" Chance with {candidates} candidates is {accuracy:.0%} (MRR {mrr:.3f})"
+        if p - accuracy < 2 * math.sqrt(accuracy * (1 - accuracy) / n):
+            statement += ": no system is clearly above chance on these documents"
+        statement += "."
+    return {**verdict, "statement": statement}
 
 
 def format_table(result: dict) -> str:
