@@ -65,6 +65,34 @@ def test_figure_is_saved_and_embedded(tmp_path):
     assert not list((tmp_path / "out").glob(".*.tmp"))
 
 
+def test_sections_are_numbered_and_open_with_their_finding():
+    report = HtmlReport("t")
+    mark = report.mark()
+    assert report.section("First") == "1. First"
+    report.paragraph("how it was measured")
+    report.table([{"a": 1}])
+    report.finding("computed after the table, shown first")
+    report.finding("a probe worse than chance", suspicious=True)
+    assert report.section("Second") == "2. Second"
+    report.bullets(["summary line"], at=mark)
+    page = report.html()
+    order = ["summary line", "<h2>1. First</h2>", "computed after the table", "worse than chance",
+             "how it was measured", "<h2>2. Second</h2>"]  # fmt: skip
+    assert [page.index(text) for text in order] == sorted(page.index(text) for text in order)
+    assert '<p class="finding suspicious"><strong>Suspicious:</strong> a probe worse than chance</p>' in page
+    with pytest.raises(ValueError, match="outside"):
+        report.bullets(["x"], at=99)
+
+
+def test_every_table_sits_in_a_sideways_scrolling_wrapper():
+    report = HtmlReport("t")
+    report.table([{f"c{i}": i for i in range(50)}])
+    page = report.html()
+    assert page.count('<div class="table-wrap"><table>') == page.count("<table>") == 1
+    assert re.search(r"\.table-wrap \{[^}]*overflow-x: auto", page)
+    assert "overflow-wrap: anywhere" in page  # long words wrap instead of widening the page
+
+
 def test_format_cell():
     assert format_cell(True) == "yes"
     assert format_cell(float("nan")) == "nan"

@@ -60,8 +60,8 @@ def test_rotary_checkpoint_says_what_it_has(tmp_path, capsys, minilm_path):
     folder = save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path)
     assert main(["inspect", str(folder), "--out", str(tmp_path / "out"), "--quick"]) == 0
     out = capsys.readouterr().out
-    assert "rotary positions (RoPE" in out
-    assert "skipped sections: similarity, probes, spectrum, decomposition, segments" in out
+    assert "rotary positions: rotary positions (RotaryEmbedding: RoPE theta 10000, no scaling" in out
+    assert "skipped sections" not in out  # the table sections do not apply: they are not "skipped"
 
 
 def test_bad_text(tmp_path, capsys, minilm_path):
@@ -180,7 +180,7 @@ def test_every_scheme_loads_from_the_cli(name):
     source = _source(build_parser().parse_args(argv))
     assert source.name == f"{name}-d12-T16"
     measured = source.position_table is not None or source.closeness is not None
-    assert measured or any("section 2 is skipped too" in note for note in source.notes)  # NoPE, Shaw (needs q, k)
+    assert measured or any("no closeness between positions" in note for note in source.notes)  # NoPE, Shaw
 
 
 def test_sets_cover_what_schemes_need():
@@ -210,3 +210,19 @@ def test_bad_sets(capsys):
     assert "'factor' must be a number, got 'four'" in _error_line(capsys, [*scheme, "--set", "factor=four"])
     assert "--set expects KEY=VALUE, got 'factor'" in _error_line(capsys, [*scheme, "--set", "factor"])
     assert "use them with --scheme" in _error_line(capsys, ["inspect", "--set", "factor=4"])
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_every_scheme_gets_a_report_of_its_kind(name, tmp_path):
+    """Each scheme alone through the whole report: its kind's sections run (or say why not), each with a finding."""
+    from posembed.analysis.inspect_report import PLANS, InspectOptions, run_inspect
+    from posembed.analysis.sources import load_scheme
+    from posembed.cli.inspect import parse_sets
+
+    source = load_scheme(name, dim=12, max_len=16, overrides=parse_sets(SETS.get(name, [])))
+    metrics = run_inspect(source, tmp_path, options=InspectOptions.small())
+    for section in PLANS[metrics["kind"]]:
+        assert "finding" in metrics[section] or "skipped" in metrics[section], section
+    if metrics["kind"] in ("rotary", "bias"):
+        ran = [s for s in PLANS[metrics["kind"]] if "finding" in metrics[s]]
+        assert len(ran) >= 2, (name, metrics["kind"], ran)
