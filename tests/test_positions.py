@@ -49,19 +49,32 @@ def test_offset_positions():
 
 
 @pytest.mark.parametrize(
-    "call, error",
+    "call, error, match",
     [
-        (lambda: positions_with_offset(3, -1), ValueError),
-        (lambda: positions_with_offset(3, 1.5), TypeError),
-        (lambda: positions_from_mask(torch.ones(3)), ValueError),
-        (lambda: positions_from_mask(torch.ones(2, 3)), TypeError),
-        (lambda: positions_from_mask(torch.full((2, 3), 2)), ValueError),
-        (lambda: resolve_positions(torch.zeros(4, dtype=torch.long), 5, None), ValueError),
-        (lambda: resolve_positions(torch.zeros(5), 5, None), TypeError),
+        (lambda: positions_with_offset(3, -1), ValueError, r"offset must be >= 0, got -1"),
+        (lambda: positions_with_offset(3, 1.5), TypeError, r"offset must be an int or a tensor, got 1\.5"),
+        (lambda: positions_from_mask(torch.ones(3)), ValueError, r"attention_mask must have shape \(B, T\), got \(3,\)"),
+        (lambda: positions_from_mask(torch.ones(2, 3)), TypeError, r"0/1 integers or booleans, got dtype torch\.float32"),
+        (lambda: positions_from_mask(torch.full((2, 3), 2)), ValueError, r"attention_mask must hold only 0 and 1"),
+        (lambda: positions_from_mask(torch.full((2, 3), -1)), ValueError, r"attention_mask must hold only 0 and 1"),
+        (lambda: positions_from_mask("1100"), TypeError, r"attention_mask must be a tensor .* got str"),
+        (lambda: positions_from_documents(torch.zeros(2, 3, 4)), ValueError, r"shape \(T,\) or \(B, T\), got \(2, 3, 4\)"),
+        (lambda: positions_from_documents([[0, 1], [2]]), TypeError, r"document_ids must be a tensor or a \(nested\) list"),
+        (
+            lambda: resolve_positions(torch.zeros(4, dtype=torch.long), 5, None),
+            ValueError,
+            r"position_ids has shape \(4,\); expected \(5,\) or \(B, 5\)",
+        ),
+        (lambda: resolve_positions(torch.zeros(5), 5, None), TypeError, r"integers \(torch\.long\), got dtype torch\.float32"),
+        (lambda: resolve_positions(torch.ones(5, dtype=torch.bool), 5, None), TypeError, r"got dtype torch\.bool"),
+        (lambda: positions_with_offset(2, torch.tensor([[1]])), ValueError, r"offset must be an int or a \(B,\) tensor"),
+        (lambda: positions_with_offset(2, torch.tensor([3, -2])), ValueError, r"offset must be >= 0, got -2"),
+        (lambda: positions_with_offset(2, True), TypeError, r"offset must be an int or a tensor, got True"),
+        (lambda: positions_with_offset(True, 0), TypeError, r"length must be an int, got True"),
     ],
 )
-def test_bad_positions(call, error):
-    with pytest.raises(error):
+def test_bad_positions(call, error, match):
+    with pytest.raises(error, match=match):
         call()
 
 
@@ -79,3 +92,109 @@ def test_offset_positions_refuse_float_offsets_and_negative_lengths(length, offs
     with pytest.raises(error, match=match):
         positions_with_offset(length, offset)
     assert positions_with_offset(0, 7).shape == (0,)
+
+
+# --- hand-computed values: documents that do not come in increasing order ---------------------
+
+
+@pytest.mark.parametrize(
+    "ids, expected",
+    [
+        ([0, 0, 1, 1, 0, 0], [0, 1, 0, 1, 0, 1]),  # a later document may reuse a smaller id
+        ([2, 2, 1, 0, 0, 0], [0, 1, 0, 0, 1, 2]),  # decreasing ids
+        ([5, 3, 5, 3], [0, 0, 0, 0]),  # every token its own document
+        ([1, 1, 1], [0, 1, 2]),
+        ([7], [0]),
+        ([-1, -1, 4, 4, -1], [0, 1, 0, 1, 0]),  # any integer is an id, negative ones too
+    ],
+)
+def test_document_positions_hand_values(ids, expected):
+    assert positions_from_documents(torch.tensor(ids)).tolist() == expected
+    assert positions_from_documents(ids).tolist() == expected  # list input
+    batch = positions_from_documents(torch.tensor([ids, ids[::-1]]))
+    assert batch.tolist() == [expected, positions_from_documents(ids[::-1]).tolist()]
+    assert batch.dtype == torch.long
+
+
+def test_document_positions_rows_are_independent():
+    ids = torch.tensor([[0, 0, 1, 1, 0, 0], [3, 3, 3, 3, 2, 2]])
+    assert positions_from_documents(ids).tolist() == [[0, 1, 0, 1, 0, 1], [0, 1, 2, 3, 0, 1]]
+
+
+def _documents_reference(ids: list[int]) -> list[int]:
+    """Plain Python: a document is a run of equal consecutive ids."""
+    out = []
+    for index, value in enumerate(ids):
+        out.append(0 if index == 0 or value != ids[index - 1] else out[-1] + 1)
+    return out
+
+
+@given(st.lists(st.lists(st.integers(-3, 3), min_size=6, max_size=6), min_size=1, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_document_positions_equal_a_plain_python_reference(rows):
+    """Any ids, in any order (the generator of ``test_document_positions_reset`` only counts up)."""
+    got = positions_from_documents(torch.tensor(rows))
+    assert got.tolist() == [_documents_reference(row) for row in rows]
+    assert positions_from_documents(torch.tensor(rows[0])).tolist() == _documents_reference(rows[0])
+
+
+def test_empty_inputs_keep_their_shape():
+    assert positions_from_documents(torch.zeros(0, dtype=torch.long)).shape == (0,)
+    assert positions_from_documents(torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0)
+    assert positions_from_mask(torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0)
+    assert positions_with_offset(0, torch.tensor([3, 4])).shape == (2, 0)
+    assert positions_with_offset(2, torch.zeros(0, dtype=torch.long)).shape == (0, 2)
+
+
+# --- hand-computed values: masks, offsets, bounds --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mask, expected",
+    [
+        ([[1, 1, 1, 0, 0]], [[0, 1, 2, 0, 0]]),
+        ([[0, 0, 1, 1, 1]], [[0, 0, 0, 1, 2]]),
+        ([[0, 1, 0, 1, 1]], [[0, 0, 0, 1, 2]]),  # holes: real tokens still count 0, 1, 2
+        ([[0, 0, 0]], [[0, 0, 0]]),
+        ([[1]], [[0]]),
+        ([[True, False, True]], [[0, 0, 1]]),
+    ],
+)
+def test_mask_positions_hand_values(mask, expected):
+    got = positions_from_mask(torch.tensor(mask))
+    assert got.tolist() == expected and got.dtype == torch.long
+    assert positions_from_mask(mask).tolist() == expected
+
+
+def test_offset_positions_hand_values():
+    assert positions_with_offset(3, 5).tolist() == [5, 6, 7]
+    assert positions_with_offset(1, 0).tolist() == [0]
+    assert positions_with_offset(2, [0, 4]).tolist() == [[0, 1], [4, 5]]
+    assert positions_with_offset(2, torch.tensor([7], dtype=torch.int32)).dtype == torch.long
+    assert default_positions(3).tolist() == [0, 1, 2] and default_positions(3).dtype == torch.long
+    assert default_positions(0).shape == (0,)
+
+
+def test_offset_positions_stop_exactly_at_the_largest_long():
+    from posembed.positions import MAX_POSITION
+
+    assert MAX_POSITION == 2**63 - 1
+    assert positions_with_offset(1, MAX_POSITION).tolist() == [MAX_POSITION]
+    assert positions_with_offset(2, MAX_POSITION - 1).tolist() == [MAX_POSITION - 1, MAX_POSITION]
+    assert positions_with_offset(0, MAX_POSITION).shape == (0,)
+    assert positions_with_offset(1, torch.tensor([MAX_POSITION])).tolist() == [[MAX_POSITION]]
+    last = r"offset 9223372036854775807 \+ length 2 - 1 = 9223372036854775808 is past the largest torch.long position"
+    with pytest.raises(ValueError, match=last):
+        positions_with_offset(2, MAX_POSITION)
+    with pytest.raises(ValueError, match=r"offset 9223372036854775806 \+ length 3 - 1"):
+        positions_with_offset(3, torch.tensor([0, MAX_POSITION - 1]))
+
+
+def test_resolve_positions_hand_values():
+    assert resolve_positions(None, 4, None).tolist() == [0, 1, 2, 3]
+    assert resolve_positions([3, 1, 2], 3, None).tolist() == [3, 1, 2]
+    given_ids = torch.tensor([[4, 5], [0, 9]])
+    assert resolve_positions(given_ids, 2, None) is given_ids  # passed through, not copied
+    assert resolve_positions(torch.tensor([1, 0], dtype=torch.int32), 2, None).dtype == torch.int32
+    with pytest.raises(ValueError, match=r"position_ids has shape \(1, 2, 3\); expected \(3,\) or \(B, 3\)"):
+        resolve_positions(torch.zeros(1, 2, 3, dtype=torch.long), 3, None)
