@@ -138,6 +138,10 @@ def _plot(result: dict):
     table = result["protocol"].get("original_positions")
     if table:
         by_length.axvline(table, color="grey", linewidth=0.8, linestyle=":")
+    level = result["summary"].get("chance_accuracy")
+    if level is not None:
+        for axes in (by_length, by_depth):
+            axes.axhline(level, color="black", linewidth=0.8, linestyle=(0, (1, 3)), label="chance")
     by_length.set(xlabel="document length (tokens)", ylabel="retrieval accuracy (top-1)", ylim=(-0.03, 1.03),
                   title=f"accuracy vs document length (table: {table} positions)")
     long = ", ".join(str(L) for L in result["summary"]["long_lengths"])
