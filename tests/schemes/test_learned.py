@@ -6,12 +6,34 @@ from posembed import LearnedAbsolute, LearnedParameter
 from tests.helpers import assert_close
 
 
-def test_embedding_lookup_is_one_hot_matmul():
-    """Seed 000: nn.Embedding is a table; lookup == one_hot(ids) @ weight."""
-    table = nn.Embedding(50, 16)
-    ids = torch.randint(0, 50, (3, 7))
-    one_hot = nn.functional.one_hot(ids, 50).float()
-    assert_close(table(ids), one_hot @ table.weight)
+@pytest.mark.parametrize("cls", [LearnedAbsolute, LearnedParameter])
+def test_lookup_is_one_hot_matmul_of_the_scheme_table(cls):
+    """Seed 000: a learned position embedding is a table: ``scheme(ids) == one_hot(ids) @ weight``.
+
+    Checked on the schemes themselves (values and gradient), not on a bare ``nn.Embedding``.
+    """
+    scheme = cls(50, 16, dtype=torch.float64)
+    ids = torch.tensor([[0, 49, 3, 3, 17], [5, 4, 3, 2, 1]])
+    one_hot = nn.functional.one_hot(ids, 50).double()
+    out = scheme(ids)
+    assert out.shape == (2, 5, 16) and out.dtype == torch.float64
+    assert_close(out, one_hot @ scheme.weight, atol=0, rtol=0)
+    assert torch.equal(scheme(torch.arange(50)), scheme.weight)  # row p is position p
+    assert torch.equal(scheme(torch.tensor([49]))[0], scheme.weight[49])
+    out.sum().backward()
+    # each row's gradient counts how often its position occurs (3 occurs three times)
+    counts = torch.zeros(50, dtype=torch.float64).index_add_(0, ids.flatten(), torch.ones(10, dtype=torch.float64))
+    assert_close(scheme.weight.grad, counts[:, None].expand(50, 16), atol=0, rtol=0)
+    assert scheme.weight.grad[3].tolist() == [3.0] * 16 and scheme.weight.grad[6].abs().sum() == 0
+
+
+def test_init_is_normal_with_the_given_std():
+    torch.manual_seed(0)
+    weight = LearnedAbsolute(4096, 64, init_std=0.5).weight.detach()
+    assert abs(float(weight.mean())) < 0.01
+    assert float(weight.std()) == pytest.approx(0.5, rel=0.01)
+    torch.manual_seed(0)
+    assert float(LearnedParameter(4096, 64).weight.detach().std()) == pytest.approx(0.02, rel=0.01)
 
 
 def test_parameter_and_embedding_are_the_same_scheme():
@@ -47,10 +69,21 @@ def test_resized_keeps_endpoints():
     assert_close(bigger.weight[2], scheme.weight[1])
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
-def test_bad_sizes(bad):
-    with pytest.raises((TypeError, ValueError)):
-        LearnedAbsolute(bad, 4)
+@pytest.mark.parametrize("cls", [LearnedAbsolute, LearnedParameter])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (0, ValueError, "max_len must be positive, got 0"),
+        (-3, ValueError, "max_len must be positive, got -3"),
+        (2.5, TypeError, "max_len must be an int, got 2.5"),
+        (True, TypeError, "max_len must be an int, got True"),
+    ],
+)
+def test_bad_sizes(cls, bad, error, match):
+    with pytest.raises(error, match=match):
+        cls(bad, 4)
+    with pytest.raises(error, match=match.replace("max_len", "dim")):
+        cls(4, bad)
 
 
 @pytest.mark.parametrize("cls", [LearnedAbsolute, LearnedParameter])

@@ -18,10 +18,24 @@ def test_nope_adds_nothing():
     assert nope.score_mod(torch.arange(4), torch.arange(4), q, q) is None
 
 
-@pytest.mark.parametrize("heads", [1, 3, 12, 64])
-def test_nope_accepts_any_attention_layer(heads):
-    NoPE().check_attention(num_heads=heads, head_dim=7, causal=False)
-    NoPE().check_attention(num_heads=heads, head_dim=64, causal=True)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads, head_dim", [(1, 7), (3, 5), (12, 2), (64, 1)])
+def test_nope_accepts_any_attention_layer_and_changes_nothing(heads, head_dim, causal):
+    """Any head count / odd head dim / either mask is accepted, and the layer equals one without a scheme."""
+    from posembed.attention import SelfAttention
+
+    assert NoPE().check_attention(num_heads=heads, head_dim=head_dim, causal=causal) is None
+    torch.manual_seed(heads)
+    plain = SelfAttention(heads * head_dim, heads, scheme=None, causal=causal)
+    with_nope = SelfAttention(heads * head_dim, heads, scheme=NoPE(), causal=causal)
+    with_nope.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 5, heads * head_dim)
+    positions = torch.tensor([9, 0, 3, 3, 7])  # arbitrary positions: NoPE ignores them
+    expected = plain(x)
+    assert_close(with_nope(x, position_ids=positions), expected, atol=1e-6, rtol=1e-6)
+    # contrast: a scheme with a head-count contract does refuse a mismatched layer
+    with pytest.raises(ValueError, match=rf"built for num_heads={heads + 1}, but the attention layer has num_heads={heads}"):
+        ALiBi(heads + 1, symmetric=True).check_attention(num_heads=heads, head_dim=head_dim, causal=causal)
 
 
 def test_nope_is_a_registered_bias_scheme_without_state():
