@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from posembed import TransformerEmbeddings, positions_from_mask
+from posembed import TransformerEmbeddings
 from posembed.pairs import encode_texts
 from tests.helpers import assert_close
 
@@ -27,7 +27,23 @@ def _assert_same_as_tokenizer(batch, expected):
     assert torch.equal(batch.input_ids, expected["input_ids"])
     assert torch.equal(batch.token_type_ids, expected["token_type_ids"])
     assert torch.equal(batch.attention_mask, expected["attention_mask"])
-    assert torch.equal(batch.position_ids, positions_from_mask(expected["attention_mask"]))
+    assert batch.position_ids.tolist() == _positions_by_hand(expected["attention_mask"].tolist())
+
+
+def _positions_by_hand(mask: list[list[int]]) -> list[list[int]]:
+    """Real tokens count 0, 1, 2, ... in each row; padding gets 0 (plain Python, not the library)."""
+    rows = []
+    for row in mask:
+        count, positions = 0, []
+        for real in row:
+            positions.append(count if real else 0)
+            count += bool(real)
+        rows.append(positions)
+    return rows
+
+
+def test_hand_positions_of_a_right_and_a_left_padded_row():
+    assert _positions_by_hand([[1, 1, 1, 0], [0, 0, 1, 1]]) == [[0, 1, 2, 0], [0, 0, 0, 1]]
 
 
 def test_pairs_equal_the_tokenizer_output(tokenizer):

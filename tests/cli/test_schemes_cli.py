@@ -20,6 +20,47 @@ ABSOLUTE = {
 }
 
 
+#: name: (class, kind, extrapolates, a word of the paper), written from the papers, not read from the classes
+KNOWN = {
+    "learned": ("LearnedAbsolute", "absolute", False, "Devlin"),
+    "learned_parameter": ("LearnedParameter", "absolute", False, "Dosovitskiy"),
+    "sinusoidal": ("Sinusoidal", "absolute", False, "Vaswani"),
+    "scaled_sinusoidal": ("ScaledSinusoidal", "absolute", False, "Hua"),
+    "sinusoidal_2d": ("Sinusoidal2D", "absolute", False, "Vaswani"),
+    "sinusoidal_3d": ("Sinusoidal3D", "absolute", False, "Vaswani"),
+    "rope": ("RotaryEmbedding", "rotary", False, "Su et al. 2021"),
+    "rope_linear": ("LinearScalingRotary", "rotary", True, "Chen et al. 2023"),
+    "rope_ntk": ("NTKAwareRotary", "rotary", True, "bloc97"),
+    "rope_dynamic_ntk": ("DynamicNTKRotary", "rotary", True, "emozilla"),
+    "rope_llama3": ("Llama3Rotary", "rotary", True, "Llama 3"),
+    "rope_proportional": ("ProportionalRotary", "rotary", False, "proportional"),
+    "rope_yarn": ("YaRNRotary", "rotary", True, "Peng et al. 2023"),
+    "rope_longrope": ("LongRoPERotary", "rotary", True, "Ding et al. 2024"),
+    "xpos": ("XPos", "rotary", True, "Sun et al. 2022"),
+    "alibi": ("ALiBi", "bias", True, "Press et al. 2022"),
+    "t5_bias": ("T5RelativeBias", "bias", True, "Raffel et al. 2020"),
+    "shaw": ("ShawRelative", "bias", False, "Shaw et al. 2018"),
+    "kerple": ("Kerple", "bias", True, "Chi et al. 2022"),
+    "sandwich": ("Sandwich", "bias", True, "Chi et al. 2023"),
+    "fire": ("FIRE", "bias", True, "Li et al. 2024"),
+    "dynamic_bias": ("DynamicPositionBias", "bias", False, "CrossFormer"),
+    "forgetting": ("ForgettingGate", "bias", True, "Lin et al. 2025"),
+    "cope": ("CoPE", "bias", False, "Golovneva et al. 2024"),
+    "deberta": ("DebertaRelative", "bias", False, "He et al. 2021"),
+    "nope": ("NoPE", "bias", True, "Kazemnejad et al. 2023"),
+}
+
+
+def test_known_rows_hold_hand_written_values():
+    """Expected values written here (independent of the classes the table reads them from)."""
+    rows = {row["name"]: row for row in scheme_table()}
+    assert set(KNOWN) <= set(rows), sorted(set(KNOWN) - set(rows))
+    for name, (cls, kind, extrapolates, paper) in KNOWN.items():
+        row = rows[name]
+        assert (row["class"], row["kind"], row["extrapolates"]) == (cls, kind, extrapolates), name
+        assert paper in row["paper"], (name, row["paper"])
+
+
 def test_table_lists_every_registered_scheme_once():
     rows = scheme_table()
     names = [row["name"] for row in rows]
@@ -116,6 +157,6 @@ def test_rows_say_what_the_sizes_fill():
 
 
 def test_wide_and_json_exclude_each_other(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error
         main(["schemes", "--wide", "--json"])
     assert "not allowed with argument" in capsys.readouterr().err
