@@ -33,7 +33,10 @@ def test_training_lowers_the_loss():
     assert [step for step, _ in result.curve] == [10, 20, 30, 40]
     assert losses[-1] < losses[0] - 0.3, losses
     assert all(math.isfinite(x) for x in losses)
-    assert result.num_params == sum(p.numel() for p in _.parameters())
+    # counted by hand (width 16, one block, MLP 64, copy task: 14 tokens, 17 positions):
+    # tokens 14*16 + positions 17*16 + embedding LN 2*16 + block (2 LNs 4*16, q/k/v/out 4*(16*16 + 16),
+    # MLP 16*64 + 64 + 64*16 + 16) + final LN 2*16 + head 16*14 (no bias)
+    assert result.num_params == 14 * 16 + 17 * 16 + 32 + (64 + 4 * 272 + 1088 + 1040) + 32 + 224 == 4064
 
 
 def test_frozen_table_does_not_drift_and_trained_one_does():
@@ -46,6 +49,24 @@ def test_frozen_table_does_not_drift_and_trained_one_does():
     torch.manual_seed(0)
     fresh = build_trial_model(tiny_trial(scheme="learned", freeze_positions=True), make_task(tiny_trial()))
     assert_close(model.scheme.weight, fresh.scheme.weight)
+
+
+@pytest.mark.parametrize(
+    "initial, final, rel, cosine",
+    [
+        ([3.0, 4.0], [3.0, 4.0], 0.0, 1.0),
+        ([3.0, 4.0], [0.0, 4.0], 0.6, 0.8),  # |(-3, 0)| / 5; (0*3 + 4*4) / (5 * 4)
+        ([3.0, 4.0], [-3.0, -4.0], 2.0, -1.0),
+        ([1.0, 0.0], [0.0, 2.0], 5**0.5, 0.0),
+        ([2.0, 0.0, 0.0], [2.0, 0.0, 0.0 + 1.0], 0.5, 2 / 5**0.5),
+    ],
+)
+def test_drift_hand_values(initial, final, rel, cosine):
+    from posembed.lab.train import drift
+
+    got = drift(torch.tensor(initial, dtype=torch.float64), torch.tensor(final, dtype=torch.float64))
+    assert got == {"rel_frobenius": pytest.approx(rel, abs=1e-12), "cosine": pytest.approx(cosine, abs=1e-12)}
+    assert drift(None, torch.ones(2)) is None and drift(torch.ones(2), None) is None
 
 
 def test_drift_is_none_without_position_parameters():
@@ -81,7 +102,8 @@ def test_scheme_arguments_are_filled_from_the_model_shape():
     assert build_trial_scheme(tiny_trial(scheme="alibi", task="copy"), 9).symmetric is False
     assert build_trial_scheme(tiny_trial(scheme="t5_bias", task="copy"), 9).bidirectional is False
     assert build_trial_scheme(tiny_trial(scheme="t5_bias", task="order"), 9).bidirectional is True
-    assert build_trial_scheme(tiny_trial(scheme="nope"), 9) is None or build_trial_scheme(tiny_trial(scheme="nope"), 9).name == "nope"
+    assert type(build_trial_scheme(tiny_trial(scheme="nope"), 9)).__name__ == "NoPE"  # the explicit scheme
+    assert build_trial_scheme(tiny_trial(scheme="none"), 9) is None  # no scheme at all
     scoped = (("rope.base", 700.0), ("learned.init_std", 0.5))
     assert build_trial_scheme(tiny_trial(scheme="rope", scheme_kwargs=scoped), 9).base == 700.0
     assert build_trial_scheme(tiny_trial(scheme="learned", scheme_kwargs=scoped), 9).init_std == 0.5
