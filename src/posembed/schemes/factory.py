@@ -32,6 +32,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from posembed.schemes.alibi import ALiBi
+from posembed.schemes.axial_rope import AxialRotary
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.cope import CoPE
 from posembed.schemes.deberta import DebertaRelative
@@ -40,7 +41,9 @@ from posembed.schemes.fire import FIRE
 from posembed.schemes.forgetting import ForgettingGate
 from posembed.schemes.kerple import Kerple
 from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
+from posembed.schemes.mrope import MRoPE
 from posembed.schemes.nope import NoPE
+from posembed.schemes.pixtral_rope import PixtralRotary
 from posembed.schemes.rotary import RotaryEmbedding
 from posembed.schemes.rotary_longrope import LongRoPERotary
 from posembed.schemes.rotary_scaling import (
@@ -247,6 +250,15 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     )),
     SchemeEntry(XPos, (
         _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name != "compiled"),
+    )),
+    SchemeEntry(AxialRotary, (
+        _HEAD_DIM, _opt("num_axes", "int"), _opt("axis_dim", "int", nullable=True), _opt("frequencies", "str"),
+        _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
+    )),
+    SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str"))),
+    SchemeEntry(MRoPE, (
+        _HEAD_DIM, _opt("mrope_section", "floats", nullable=True), _opt("base", "float"), _opt("layout", "str"),
+        _opt("angles", "str"),
     )),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
     SchemeEntry(T5RelativeBias, (

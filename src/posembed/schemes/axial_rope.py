@@ -1,0 +1,268 @@
+"""Axial rotary embeddings: RoPE over ``A`` position axes (images ``(h, w)``, video ``(t, h, w)``).
+
+The rotated channel pairs are split between the axes: pair ``j`` turns by ``x[axis(j)] * w_j``,
+where ``x`` is the token's coordinate on each axis. One rule serves three schemes, which differ
+only in their frequencies ``w`` and in which axis each pair follows:
+
+- :class:`AxialRotary` (this module): each axis gets its own block of ``axis_dim`` channels with
+  the frequencies of a 1-D RoPE of width ``axis_dim`` (``"lang"``) or rotary-embedding-torch's
+  pixel frequencies ``linspace(1, max_freq / 2) * pi`` (``"pixel"``); blocks in axis order,
+  interleaved pairs: rotary-embedding-torch's ``get_axial_freqs`` convention;
+- :class:`~posembed.schemes.pixtral_rope.PixtralRotary`: one head-wide RoPE whose even
+  frequencies follow the height and odd ones the width (Pixtral);
+- :class:`~posembed.schemes.mrope.MRoPE`: one head-wide RoPE cut into three sections that follow
+  time, height and width (Qwen2-VL).
+
+Positions are coordinates ``(T, A)`` or ``(B, T, A)``. A sequence ``(T,)`` (and the default
+``None = arange(T)``) sits at coordinate ``p`` on every axis, as Qwen2-VL places text tokens;
+batched sequences must be given as ``(B, T, A)`` (a 2-D tensor is read as ``(T, A)``).
+
+The maths is :func:`axial_cos_sin` (cos/sin through :func:`posembed.schemes.phases.cos_sin`, so
+``angles="exact"`` / ``"fp32"`` mean what they mean for :class:`~posembed.schemes.rotary.RotaryEmbedding`)
+and the rotation is :func:`~posembed.schemes.rotation.apply_rotary`, the one dispatch point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from posembed._checks import check_number, check_positive_int
+from posembed.schemes.base import RotaryScheme
+from posembed.schemes.phases import check_angles, cos_sin
+from posembed.schemes.rotary import rope_inv_freq
+from posembed.schemes.rotary_checks import check_base, check_head_dim, check_qk
+from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
+
+__all__ = [
+    "AXIAL_FREQUENCIES", "AxialRotary", "SectionedRotary", "axial_cos_sin", "axial_frequencies", "axis_coordinates",
+]  # fmt: skip
+
+#: frequency families of :class:`AxialRotary` (rotary-embedding-torch's ``freqs_for``)
+AXIAL_FREQUENCIES: tuple[str, ...] = ("lang", "pixel")
+
+
+def axial_frequencies(axis_dim: int, num_axes: int, frequencies: str = "lang", *, base: float = 10000.0,
+                      max_freq: float = 10.0) -> tuple[Tensor, Tensor]:
+    """``(inv_freq, axis_of)``: every axis' ``axis_dim / 2`` frequencies, blocks in axis order.
+
+    ``"lang"``: ``base^(-2i / axis_dim)``; ``"pixel"``: ``linspace(1, max_freq / 2, axis_dim / 2) * pi``.
+
+    Shape: two tensors ``(num_axes * axis_dim / 2,)``, float32 and long.
+
+    >>> inv_freq, axis_of = axial_frequencies(4, 2, base=100.0)
+    >>> inv_freq, axis_of
+    (tensor([1.0000, 0.1000, 1.0000, 0.1000]), tensor([0, 0, 1, 1]))
+    """
+    if frequencies == "lang":
+        one = rope_inv_freq(axis_dim, base)
+    elif frequencies == "pixel":
+        one = torch.linspace(1.0, max_freq / 2, axis_dim // 2) * math.pi
+    else:
+        raise ValueError(f"frequencies must be one of {AXIAL_FREQUENCIES}, got {frequencies!r}")
+    axis_of = torch.arange(num_axes).repeat_interleave(one.numel())
+    return one.repeat(num_axes), axis_of
+
+
+def axis_coordinates(ids: Tensor | None, x: Tensor, num_axes: int, name: str = "position_ids") -> Tensor:
+    """Coordinates ``(T, A)`` or ``(B, T, A)`` for ``x`` ``(B, H, T, D)``: checked, sequences spread.
+
+    ``None`` is ``arange(T)``; a sequence ``(T,)`` puts position ``p`` at ``(p, ..., p)``.
+
+    >>> axis_coordinates(torch.tensor([0, 5]), torch.zeros(1, 1, 2, 4), 3)
+    tensor([[0, 0, 0],
+            [5, 5, 5]])
+    """
+    batch, length = x.shape[0], x.shape[-2]
+    if ids is None:
+        ids = torch.arange(length, device=x.device)
+    if ids.dim() == 1 and ids.shape[0] == length:
+        return ids[:, None].expand(length, num_axes)  # (T, A)
+    fits = ids.dim() in (2, 3) and ids.shape[-2:] == (length, num_axes)
+    if not fits or (ids.dim() == 3 and ids.shape[0] not in (1, batch)):
+        raise ValueError(
+            f"{name} has shape {tuple(ids.shape)}; expected coordinates ({length}, {num_axes}) or "
+            f"({batch}, {length}, {num_axes}), or a sequence ({length},), for x of shape {tuple(x.shape)} (B, H, T, D)"
+        )
+    return ids
+
+
+def axial_cos_sin(coords: Tensor, inv_freq: Tensor, axis_of: Tensor, angles: str = "exact") -> tuple[Tensor, Tensor]:
+    """cos and sin of ``coords[..., axis_of[j]] * inv_freq[j]`` for every rotated pair ``j``, float32.
+
+    Shape:
+        coords ``(..., A)``; inv_freq and axis_of ``(F,)`` -> two tensors ``(..., F)``.
+
+    >>> cos, sin = axial_cos_sin(torch.tensor([[2, 3]]), torch.tensor([1.0, 1.0]), torch.tensor([0, 1]))
+    >>> torch.allclose(sin, torch.tensor([[2.0, 3.0]]).sin())
+    True
+    """
+    every_axis = cos_sin(coords, inv_freq, angles)  # each (..., A, F)
+    index = axis_of.to(coords.device).expand(*coords.shape[:-1], 1, axis_of.numel())  # (..., 1, F)
+    return tuple(part.gather(-2, index).squeeze(-2) for part in every_axis)  # type: ignore[return-value]
+
+
+class SectionedRotary(RotaryScheme):
+    """RoPE over ``num_axes`` coordinates: pair ``j`` turns by ``coords[axis_of[j]] * inv_freq[j]``.
+
+    The base of :class:`AxialRotary`, :class:`~posembed.schemes.pixtral_rope.PixtralRotary` and
+    :class:`~posembed.schemes.mrope.MRoPE`; they set ``head_dim``, ``rotary_dim`` and ``num_axes``
+    and implement :meth:`_frequencies`. Buffers are float32 / long and non-persistent.
+
+    Shape:
+        - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
+        - position_ids: ``(Tq, A)``, ``(B, Tq, A)``, or a sequence ``(Tq,)``; ``None`` is ``arange(Tq)``.
+        - k_position_ids: the keys' (a cache); ``None`` means ``position_ids`` (``Tq == Tk``).
+        - output: ``(q, k)`` rotated, same shapes and dtypes.
+    """
+
+    num_axes: int
+    rotary_dim: int
+
+    def __init__(self, *, layout: str, angles: str, device=None) -> None:
+        super().__init__()
+        if layout not in ROPE_LAYOUTS:
+            raise ValueError(f"layout must be one of {ROPE_LAYOUTS}, got {layout!r}")
+        self.layout = layout
+        self.angles = check_angles(angles)
+        inv_freq, axis_of = self._frequencies()
+        self.register_buffer("inv_freq", inv_freq.to(device, torch.float32), persistent=False)
+        self.register_buffer("axis_of", axis_of.to(device, torch.long), persistent=False)
+
+    def _frequencies(self) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+        """``(inv_freq, axis_of)``, both ``(rotary_dim / 2,)``."""
+        raise NotImplementedError
+
+    def reset_parameters(self) -> None:
+        """Rebuild the frequencies (after ``to_empty`` from the meta device, or a dtype cast)."""
+        inv_freq, axis_of = self._frequencies()
+        with torch.no_grad():
+            self.inv_freq.copy_(inv_freq)
+            self.axis_of.copy_(axis_of)
+
+    def _apply(self, fn, recurse: bool = True):
+        # .half() / .to(dtype) would round the fp32 frequencies: rebuild them in fp32.
+        super()._apply(fn, recurse)
+        if self.inv_freq.dtype != torch.float32:
+            self._buffers["inv_freq"] = torch.empty_like(self.inv_freq, dtype=torch.float32)
+            if not self.inv_freq.is_meta:
+                self.reset_parameters()
+        return self
+
+    def cos_sin(self, coords: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin (float32) of coordinates ``(..., A)`` -> two tensors ``(..., rotary_dim / 2)``."""
+        return axial_cos_sin(coords, self.inv_freq, self.axis_of, self.angles)
+
+    def forward(
+        self,
+        q: Tensor,
+        k: Tensor,
+        position_ids: Tensor | None = None,
+        k_position_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        check_qk(q, k, self.head_dim)
+        q_coords = axis_coordinates(position_ids, q, self.num_axes)
+        if k_position_ids is None and k.shape[-2] != q.shape[-2]:
+            raise ValueError(f"k has length {k.shape[-2]} but q has length {q.shape[-2]}; pass k_position_ids")
+        k_coords = q_coords if k_position_ids is None else axis_coordinates(k_position_ids, k, self.num_axes, "k_position_ids")
+        q_cs = self.cos_sin(q_coords)  # (T, F) or (B, T, F)
+        k_cs = q_cs if k_coords is q_coords else self.cos_sin(k_coords)
+        return self._rotate(q, *q_cs), self._rotate(k, *k_cs)
+
+    def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        if cos.dim() == 3:  # (B, T, F) from per-row coordinates
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, F)
+        return apply_rotary(x, cos, sin, self.layout)
+
+    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
+        check_positive_int(num_heads, "num_heads")
+        if head_dim != self.head_dim:
+            raise ValueError(
+                f"{type(self).__name__} was built for head_dim={self.head_dim}, but the attention layer has head_dim={head_dim}"
+            )
+
+
+class AxialRotary(SectionedRotary):
+    """Axial RoPE: each of ``num_axes`` axes rotates its own block of ``axis_dim`` channels.
+
+    Su et al. 2021 (RoFormer) per axis; the axial form of rotary-embedding-torch's
+    ``get_axial_freqs`` (Heo et al. 2024, "Rotary Position Embedding for Vision Transformer",
+    its RoPE-Axial). Channels ``[a * axis_dim, (a + 1) * axis_dim)`` follow axis ``a``; the
+    channels after ``num_axes * axis_dim`` pass through. With ``layout="interleaved"`` and
+    ``angles="fp32"`` it is rotary-embedding-torch's ``apply_rotary_emb(get_axial_freqs(...))``.
+
+    Args:
+        head_dim: D, the per-head width of q and k.
+        num_axes: A, coordinates per token (2 for images, 3 for video).
+        axis_dim: channels per axis (even); ``None``: ``head_dim // num_axes`` rounded down to even.
+        frequencies: ``"lang"`` (``base^(-2i / axis_dim)``, positions are integer indices) or
+            ``"pixel"`` (``linspace(1, max_freq / 2) * pi``, positions are coordinates in [-1, 1]).
+        base: the ``"lang"`` base (``theta``).
+        max_freq: the ``"pixel"`` top frequency.
+        layout: ``"interleaved"`` (rotary-embedding-torch) or ``"half"``.
+        angles: ``"exact"`` (float64 angles) or ``"fp32"`` (the float32 product of the references).
+        device: device of the buffers.
+
+    Shape:
+        - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
+        - position_ids: ``(Tq, A)``, ``(B, Tq, A)`` or a sequence ``(Tq,)``; ``None``: ``arange(Tq)``.
+        - output: ``(q, k)`` rotated, same shapes and dtypes.
+
+    Example:
+        >>> rope = AxialRotary(head_dim=8, num_axes=2)
+        >>> grid = torch.cartesian_prod(torch.arange(3), torch.arange(4))  # (12, 2): (row, column)
+        >>> q, k = torch.randn(1, 2, 12, 8), torch.randn(1, 2, 12, 8)
+        >>> q_rot, k_rot = rope(q, k, grid)
+        >>> q_rot.shape, bool(torch.allclose(q_rot.norm(dim=-1), q.norm(dim=-1), atol=1e-5))
+        (torch.Size([1, 2, 12, 8]), True)
+    """
+
+    name = "rope_axial"
+    paper = "Su et al. 2021 (RoFormer); axial: Heo et al. 2024 (RoPE for ViT)"
+    extrapolates = False
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        num_axes: int = 2,
+        axis_dim: int | None = None,
+        frequencies: str = "lang",
+        base: float = 10000.0,
+        max_freq: float = 10.0,
+        layout: str = "interleaved",
+        angles: str = "exact",
+        device=None,
+    ) -> None:
+        self.head_dim = check_head_dim(head_dim)
+        self.num_axes = check_positive_int(num_axes, "num_axes")
+        if axis_dim is None:
+            axis_dim = (head_dim // num_axes) // 2 * 2
+            if axis_dim == 0:
+                raise ValueError(f"head_dim={head_dim} is too small for num_axes={num_axes}: each axis needs 2 channels")
+        check_positive_int(axis_dim, "axis_dim")
+        if axis_dim % 2 or axis_dim * num_axes > head_dim:
+            raise ValueError(
+                f"axis_dim={axis_dim} must be even with num_axes * axis_dim = {num_axes * axis_dim} <= head_dim={head_dim}"
+            )
+        if frequencies not in AXIAL_FREQUENCIES:
+            raise ValueError(f"frequencies must be one of {AXIAL_FREQUENCIES}, got {frequencies!r}")
+        self.axis_dim, self.frequencies = axis_dim, frequencies
+        self.rotary_dim = axis_dim * num_axes
+        self.base = check_base(base)
+        self.max_freq = check_number(max_freq, "max_freq", 0.0)
+        super().__init__(layout=layout, angles=angles, device=device)
+
+    def _frequencies(self) -> tuple[Tensor, Tensor]:
+        return axial_frequencies(self.axis_dim, self.num_axes, self.frequencies, base=self.base, max_freq=self.max_freq)
+
+    def extra_repr(self) -> str:
+        parts = [f"head_dim={self.head_dim}", f"num_axes={self.num_axes}", f"axis_dim={self.axis_dim}",
+                 f"frequencies={self.frequencies!r}"]
+        parts.append(f"base={self.base:g}" if self.frequencies == "lang" else f"max_freq={self.max_freq:g}")
+        parts.append(f"layout={self.layout!r}")
+        if self.angles != "exact":
+            parts.append(f"angles={self.angles!r}")
+        return ", ".join(parts)
