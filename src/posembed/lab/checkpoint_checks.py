@@ -160,7 +160,7 @@ def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: 
     try:
         with torch.device("meta"), _SkipInit():
             model = build_model(config)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, MemoryError) as error:  # MemoryError: a table refused by its size alone
         raise CheckpointError(path, f"holds a model config that does not build: {error}") from None
     saved = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     problems = [f"missing {name}" for name in saved if name not in shapes]
