@@ -13,7 +13,7 @@ import pytest
 from posembed.cli import main
 from posembed.lab.store import load_results
 
-TINY = ["--threads", "1", "--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
+TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
         "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
 
 
@@ -110,7 +110,7 @@ def test_a_store_without_finished_trials_never_blocks_the_corrected_rerun(tmp_pa
     from posembed.lab.presets import get_preset
     from posembed.lab.store import ResultsStore
 
-    overrides = TINY[3::2]  # the key=value items
+    overrides = TINY[5::2]  # the key=value items
     ResultsStore(tmp_path, apply_overrides(get_preset("smoke"), [*overrides, "lr=0.5"])).close()
     assert main(_run(tmp_path, "--no-checkpoints")) == 0
     assert "1 trials trained" in capsys.readouterr().out

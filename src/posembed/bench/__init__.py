@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from pathlib import Path
 
 import torch
 
 from posembed.bench.harness import Row, machine_info, write_report
 
-__all__ = ["SUITES", "run_suites"]
+__all__ = ["SUITES", "run_suites", "PROGRESS_LOGGER"]
 
 log = logging.getLogger(__name__)
+
+#: one INFO line per finished suite goes here (``posembed bench`` shows it on stderr)
+PROGRESS_LOGGER = "posembed.bench.progress"
 
 #: suite name -> module (each has ``run(quick=..., repeats=...)`` and ``targets(rows)``)
 SUITES = {
@@ -32,9 +36,15 @@ SUITES = {
 
 def run_suites(
     *, quick: bool = False, only: list[str] | None = None, out: Path | str = "bench-results",
-    threads: int | None = None, repeats: int | None = None,
+    threads: int | None = None, repeats: int | None = None, progress: bool | str | None = None,
 ) -> dict:
-    """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets."""
+    """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets.
+
+    ``progress``: ``None``/``True`` a bar on a terminal, else one INFO record per finished suite
+    on :data:`PROGRESS_LOGGER`; ``False`` none (:func:`posembed.lab.progress.progress_mode`).
+    """
+    from posembed.lab.progress import Progress, progress_mode
+
     names = list(SUITES) if not only else only
     unknown = [n for n in names if n not in SUITES]
     if unknown:
@@ -46,12 +56,17 @@ def run_suites(
     machine = machine_info()
     rows: list[Row] = []
     targets: list[dict] = []
-    for name in names:
-        module = importlib.import_module(SUITES[name])
-        log.info("running %s", name)
-        kwargs = {"threads": threads} if name == "attention" else {}
-        suite_rows = module.run(quick=quick, repeats=repeats, **kwargs)
-        rows += suite_rows
-        targets += module.targets(suite_rows)
+    with Progress(len(names), mode=progress_mode(progress), desc="bench suites", unit="suite",
+                  logger=logging.getLogger(PROGRESS_LOGGER)) as reporter:
+        for name in names:
+            module = importlib.import_module(SUITES[name])
+            log.info("running %s", name)
+            reporter.working_on(name)
+            start = time.perf_counter()
+            kwargs = {"threads": threads} if name == "attention" else {}
+            suite_rows = module.run(quick=quick, repeats=repeats, **kwargs)
+            rows += suite_rows
+            targets += module.targets(suite_rows)
+            reporter.advance(f"{name}, {len(suite_rows)} cases", time.perf_counter() - start)
     json_path, md_path = write_report(rows, targets, machine, Path(out), quick)
     return {"json": json_path, "markdown": md_path, "rows": rows, "targets": targets}

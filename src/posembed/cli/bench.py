@@ -26,6 +26,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default: ./bench-results)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default per suite)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress (default: a bar on a terminal, else one line per finished suite on stderr)")
     parser.set_defaults(func=run)
 
 
@@ -34,9 +36,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {args.repeats}")
-    from posembed.bench import run_suites
+    from posembed.bench import PROGRESS_LOGGER, run_suites
+    from posembed.lab.progress import log_to_stderr
 
-    result = run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats)
+    with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
+        result = run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats,
+                            progress=not args.quiet)
     print(result["markdown"].read_text())
     print(f"wrote {result['json']} and {result['markdown']}")
     missed = [t["target"] for t in result["targets"] if not t["met"]]

@@ -3,8 +3,14 @@
 ::
 
     posembed lab run --preset quick [--out DIR] [--set key=value ...] [--no-checkpoints] [--threads N]
+                     [--workers N] [--quiet]
+    posembed lab list DIR [--task T] [--scheme S] [--json]
     posembed lab report DIR
     torchrun --nproc_per_node 2 -m posembed.cli lab run --preset quick   # data-parallel
+
+``--workers N`` trains N trials side by side in worker processes (default: the cores over
+``--threads``); each trial's numbers are those of ``--workers 1``. Progress goes to stderr: a
+bar on a terminal, one line per finished trial otherwise; ``--quiet`` turns it off.
 
 A run holds its out folder for its whole length: a second run on the same folder exits 2
 naming the first one's pid. A file that cannot be written (a full disk, a read-only folder)
@@ -37,8 +43,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run_parser.add_argument("--threads", type=int, default=1,
                             help="torch intra-op threads per process (default: 1, the fastest for the lab's small "
                                  "models: a quick trial ran ~6x slower with torch's default on 2 busy cores)")
+    run_parser.add_argument("--workers", type=int, default=None,
+                            help="trials trained at once, each in its own process (default: the available cores "
+                                 "divided by --threads; 1 trains in this process, one trial at a time; always 1 "
+                                 "under torchrun)")
+    run_parser.add_argument("-q", "--quiet", action="store_true",
+                            help="no progress (default: a bar on a terminal, else one line per finished trial on stderr)")
     run_parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                            help="progress bars with ETA (default: when stderr is a terminal)")
+                            help=argparse.SUPPRESS)  # kept for old scripts: progress is on by default now
+    list_parser = actions.add_parser("list", help="list the trials of an out folder: task, scheme, metrics, checkpoint")
+    list_parser.add_argument("out_dir", type=Path, help="folder a `posembed lab run` wrote")
+    list_parser.add_argument("--task", action="append", default=None, help="only this task (repeatable)")
+    list_parser.add_argument("--scheme", action="append", default=None, help="only this scheme (repeatable)")
+    list_parser.add_argument("--json", action="store_true", help="JSON (one object per trial) instead of a table")
     report_parser = actions.add_parser("report", help="write the markdown and HTML report of an out folder")
     report_parser.add_argument("out_dir", type=Path, help="folder a `posembed lab run` wrote")
     parser.set_defaults(func=run, lab_parser=parser)
@@ -49,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     if args.lab_command == "report":
         return _report(args)
+    if args.lab_command == "list":
+        return _list(args)
     args.lab_parser.print_help()
     return 2
 
@@ -57,11 +76,17 @@ def _run(args: argparse.Namespace) -> int:
     from posembed.lab.config import apply_overrides
     from posembed.lab.ddp import init_distributed, rank_and_world, shutdown
     from posembed.lab.presets import get_preset
+    from posembed.lab.progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.runner import run_experiment
+    from posembed.lab.workers import WorkerError, default_workers
 
     experiment = apply_overrides(get_preset(args.preset), args.overrides)
     if args.threads < 1:
         raise UserError(f"--threads must be at least 1, got {args.threads}")
+    if args.workers is not None and args.workers < 1:
+        raise UserError(f"--workers must be at least 1, got {args.workers}")
+    workers = default_workers(args.threads) if args.workers is None else args.workers
+    quiet = args.quiet or args.progress is False
     out = args.out or Path(f"lab-{experiment.name}")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(out)!r} exists and is not a folder")
@@ -70,9 +95,12 @@ def _run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     distributed = init_distributed()  # under torchrun: every trial trains data-parallel, rank 0 writes
     try:
-        with _write_errors():
-            summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=args.progress)
         rank, world = rank_and_world()
+        with _write_errors(), log_to_stderr(LAB_LOGGER, enabled=not quiet and rank == 0):
+            summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=not quiet,
+                                     workers=1 if world > 1 else workers, threads=args.threads)
+    except WorkerError as error:
+        raise UserError(str(error)) from None
     finally:
         if distributed:
             shutdown()
@@ -80,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         print(
             f"{experiment.name}: {summary.trained} trials trained, {summary.skipped} already stored"
             f"{f' ({world} processes)' if world > 1 else ''}, results in {out / 'results.sqlite'}; "
-            f"report with: posembed lab report {out}"
+            f"list with: posembed lab list {out}; report with: posembed lab report {out}"
         )
     return 0
 
@@ -102,6 +130,14 @@ def _report(args: argparse.Namespace) -> int:
         written = module.write_report(args.out_dir)
     paths = written if isinstance(written, (tuple, list)) else [written]
     print("report written: " + ", ".join(str(path) for path in paths if path is not None))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from posembed.lab.listing import format_table, list_trials, to_json
+
+    rows = list_trials(args.out_dir, tasks=args.task, schemes=args.scheme)
+    print(to_json(rows) if args.json else format_table(rows))
     return 0
 
 

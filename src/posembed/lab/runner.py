@@ -2,8 +2,15 @@
 
 :func:`expand` lists the experiment's trials (skipping variants that do not apply to a scheme);
 :func:`run_experiment` trains every trial not yet in ``<out>/results.sqlite``, stores each one
-atomically as soon as it finishes and saves its checkpoint under ``<out>/checkpoints/<trial_id>``.
+atomically as soon as it finishes and saves its checkpoint under ``<out>/checkpoints/<name>``
+(``copy-learned-concat-s0-1a2b3c4d``: :func:`~posembed.lab.checkpoint.trial_folder_name`; the
+store records each folder, so stores with the older hash-only names read as before).
 Interrupt it at any point and run it again: finished trials are skipped.
+
+Trials train one at a time in this process, or ``workers`` at a time in worker processes
+(:mod:`posembed.lab.workers`); either way only this process writes the store and the
+checkpoints, and each trial's numbers are the same. Progress: a bar on a terminal, one line
+per finished trial otherwise (:mod:`posembed.lab.progress`).
 
 Everything that can be checked is checked before the out folder is claimed: every trial's
 task and model are built (on the meta device) and the training length must fit the scheme's
@@ -15,22 +22,23 @@ cannot be written (a full disk, a read-only folder) ends the run with a one-line
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from posembed.lab.checkpoint import save_checkpoint
+from posembed.lab.checkpoint import save_checkpoint, trial_folder_name
 from posembed.lab.config import VARIANTS, ExperimentConfig, TrialConfig
 from posembed.lab.ddp import barrier, broadcast, rank_and_world
 from posembed.lab.lock import OutDirLock, out_dir_error
+from posembed.lab.progress import Progress, progress_mode
 from posembed.lab.store import ResultsStore
 from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
 from posembed.schemes.base import Kind
 
-__all__ = ["expand", "run_experiment", "RunSummary", "applies"]
+__all__ = ["expand", "run_experiment", "RunSummary", "applies", "trial_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,19 +98,12 @@ def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
     return trials
 
 
-def _progress(total: int, initial: int, enabled: bool | None, **kwargs):
-    """A tqdm bar with ETA; off when stderr is not a terminal unless ``enabled`` says otherwise."""
+def _train_with_bar(cfg: TrialConfig, enabled: bool | None) -> tuple[TrialResult, object]:
+    """Train one trial in this process, under a step bar (position 1, removed when done) if ``enabled``."""
     from tqdm.auto import tqdm
 
-    disable = (not sys.stderr.isatty()) if enabled is None else not enabled
-    options = dict(desc="lab trials", unit="trial", dynamic_ncols=True)
-    options.update(kwargs)
-    return tqdm(total=total, initial=initial, disable=disable, **options)
-
-
-def _train_with_bar(cfg: TrialConfig, enabled: bool | None) -> tuple[TrialResult, object]:
-    """Train one trial under a step bar (position 1, removed when done)."""
-    with _progress(cfg.steps, 0, enabled, desc=f"{cfg.task}/{cfg.scheme}", unit="step", position=1, leave=False) as bar:
+    with tqdm(total=cfg.steps, desc=f"{cfg.task}/{cfg.scheme}", unit="step", position=1, leave=False,
+              dynamic_ncols=True, disable=not enabled) as bar:
 
         def on_step(step: int, loss: float) -> None:
             bar.update(step - bar.n)
@@ -111,25 +112,40 @@ def _train_with_bar(cfg: TrialConfig, enabled: bool | None) -> tuple[TrialResult
         return train_trial(cfg, on_step=on_step)
 
 
+def trial_label(cfg: TrialConfig) -> str:
+    """``task/scheme/variant/s<seed>`` (progress lines, errors)."""
+    return f"{cfg.task}/{cfg.scheme}/{cfg.variant}/s{cfg.seed}"
+
+
 def run_experiment(
     experiment: ExperimentConfig,
     out_dir: str | Path,
     *,
     checkpoints: bool = True,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
+    workers: int = 1,
+    threads: int | None = None,
     on_trial: Callable[[TrialResult], None] | None = None,
 ) -> RunSummary:
     """Train every trial of ``experiment`` not yet stored in ``out_dir``.
 
     Every trial config is checked before the out dir is touched; then the out dir is locked
-    for the run. Under ``torchrun`` (an initialised process group,
-    :func:`posembed.lab.ddp.init_distributed`) every rank trains each trial data-parallel and
-    only rank 0 takes the lock, opens the store and writes results and checkpoints; the
+    for the run. With ``workers`` > 1 the trials train side by side in worker processes
+    (:mod:`posembed.lab.workers`); each trial's numbers and weights are the same as in the
+    sequential run, and only this process writes the store and the checkpoints. Under
+    ``torchrun`` (an initialised process group, :func:`posembed.lab.ddp.init_distributed`)
+    every rank trains each trial data-parallel, one trial at a time (``workers`` is ignored),
+    and only rank 0 takes the lock, opens the store and writes results and checkpoints; the
     others wait at a barrier after each trial.
 
     Args:
-        checkpoints: save each trained model under ``<out>/checkpoints/<trial_id>``.
-        progress: tqdm bars with ETA (``None``: only when stderr is a terminal; never off rank 0).
+        checkpoints: save each trained model under ``<out>/checkpoints/<name>``
+            (:func:`~posembed.lab.checkpoint.trial_folder_name`).
+        progress: ``None``/``True``: a bar on a terminal, else one INFO record per finished trial
+            on the ``posembed.lab.progress`` logger; ``False``: none (never off rank 0); or a
+            mode of :func:`~posembed.lab.progress.progress_mode`.
+        workers: trials trained at once, each in its own process (1: in this process).
+        threads: torch threads of each worker (default: this process's ``torch.get_num_threads()``).
         on_trial: called on rank 0 after each trial is stored (an exception there stops the
             run; what was stored stays).
 
@@ -140,24 +156,28 @@ def run_experiment(
         OutDirError, StoreError: ``out_dir`` or its store cannot be written (read-only, full
             disk) or read (empty, damaged store file).
         ValueError: a trial config that cannot be built or trained (checked before anything
-            is written).
+            is written), or ``workers`` below 1.
+        WorkerError: a worker process died mid-trial (what was stored stays).
     """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     rank, world = rank_and_world()
     trials = expand(experiment)
     _check_trials(experiment, trials, world)
     out = Path(out_dir)
     lock, store, done = _claim(experiment, out, rank)
     todo = [cfg for cfg in trials if cfg.trial_id not in done]
-    logger.info("experiment %s: %d trials, %d stored, %d to train", experiment.name, len(trials), len(trials) - len(todo), len(todo))
-    progress = progress if rank == 0 else False
+    workers = 1 if world > 1 else max(1, min(workers, len(todo)))
+    logger.info("experiment %s: %d trials, %d stored, %d to train (%d at a time)", experiment.name, len(trials),
+                len(trials) - len(todo), len(todo), workers)
+    mode = progress_mode(progress) if rank == 0 else "off"
     try:
-        with _progress(len(trials), len(trials) - len(todo), progress) as bar:
-            for cfg in todo:
-                bar.set_postfix_str(f"{cfg.task}/{cfg.scheme}/{cfg.variant}/seed{cfg.seed}")
-                result, model = _train_with_bar(cfg, progress)
+        with Progress(len(trials), len(trials) - len(todo), mode=mode) as reporter, \
+                _trainer(todo, workers, threads, checkpoints, reporter) as outcomes:
+            for cfg, result, model in outcomes:
                 if store is not None:
                     store.add(result, checkpoint=_save(model, cfg, out, store) if checkpoints else None)
-                    bar.update(1)
+                    reporter.advance(trial_label(cfg), result.seconds)
                     if on_trial is not None:
                         on_trial(result)
                 barrier()
@@ -167,6 +187,28 @@ def run_experiment(
         if lock is not None:
             lock.release()
     return RunSummary(out, len(trials), len(trials) - len(todo), len(todo))
+
+
+@contextlib.contextmanager
+def _trainer(todo: list[TrialConfig], workers: int, threads: int | None, keep_models: bool, reporter: Progress):
+    """``(cfg, result, model)`` for every trial of ``todo``: in this process, or from a pool."""
+    if workers == 1:
+        yield _in_process(todo, reporter)
+        return
+    import torch
+
+    from posembed.lab.workers import TrialPool
+
+    with TrialPool(workers, threads or torch.get_num_threads(), keep_models=keep_models) as pool:
+        reporter.working_on(f"{workers} workers")
+        yield pool.run(todo)
+
+
+def _in_process(todo: list[TrialConfig], reporter: Progress):
+    for cfg in todo:
+        reporter.working_on(trial_label(cfg))
+        result, model = _train_with_bar(cfg, reporter.mode == "bar")
+        yield cfg, result, model
 
 
 def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLock | None, ResultsStore | None, set[str]]:
@@ -235,7 +277,7 @@ def _check_table(cfg: TrialConfig, model) -> None:
 
 def _save(model, cfg: TrialConfig, out: Path, store: ResultsStore) -> str:
     """Checkpoint one trained trial; returns its folder relative to ``out``."""
-    folder = Path("checkpoints") / cfg.trial_id
+    folder = Path("checkpoints") / trial_folder_name(cfg)
     meta = {"task": cfg.task, "trial": cfg.trial_id, "step": cfg.steps, "config": cfg.to_dict()}
     try:
         save_checkpoint(model, out / folder, meta)

@@ -1,0 +1,103 @@
+"""Progress by default: a line per finished trial (or bench suite) on stderr when it is not a
+terminal, a bar when it is, nothing with ``--quiet``."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import types
+
+import pytest
+
+from posembed.cli import main
+from posembed.lab.progress import LAB_LOGGER, Progress, log_to_stderr, progress_mode
+
+TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=2",
+        "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
+
+_LINE = re.compile(r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d+:\d\d, ETA \d+:\d\d$")
+
+
+def _run(out, *extra) -> list[str]:
+    return ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, *extra]
+
+
+def test_a_line_per_finished_trial_when_stderr_is_not_a_terminal(tmp_path, capsys):
+    assert main(_run(tmp_path)) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 2 and all(_LINE.match(line) for line in lines), lines
+    assert [_LINE.match(line).group(1) for line in lines] == ["1", "2"]
+    assert "lab trials" not in captured.out and "2 trials trained" in captured.out
+
+
+@pytest.mark.parametrize("flag", ["--quiet", "-q", "--no-progress"])
+def test_quiet_turns_it_off(tmp_path, capsys, flag):
+    assert main(_run(tmp_path, flag)) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "2 trials trained" in captured.out
+
+
+def test_the_old_progress_flag_is_accepted(tmp_path, capsys):
+    assert main(_run(tmp_path, "--progress")) == 0
+    assert len(capsys.readouterr().err.splitlines()) == 2
+
+
+def test_the_lines_are_log_records_not_prints(caplog):
+    """The library logs: without the CLI's handler nothing reaches stderr, a caller's handler sees the lines."""
+    clock = iter([0.0, 30.0, 60.0]).__next__
+    with caplog.at_level(logging.INFO, logger=LAB_LOGGER):
+        with Progress(3, 0, mode="lines", desc="sweep", clock=clock) as progress:
+            progress.advance("a", 30.0)
+            progress.advance("b", 30.0)
+    assert caplog.messages == ["sweep: 1/3 done (a, 30.0 s); elapsed 0:30, ETA 1:00",
+                               "sweep: 2/3 done (b, 30.0 s); elapsed 1:00, ETA 0:30"]
+
+
+def test_modes(monkeypatch):
+    class Tty:
+        def isatty(self):
+            return True
+
+    assert progress_mode(None, Tty()) == "bar" and progress_mode(True, Tty()) == "bar"
+    assert progress_mode(None, object()) == "lines" and progress_mode(False, Tty()) == "off"
+    with pytest.raises(ValueError, match="progress must be one of bar, lines, off, got 'loud'"):
+        progress_mode("loud")
+
+
+def test_a_bar_on_a_terminal(capsys):
+    with Progress(2, 0, mode="bar", desc="bar test") as progress:
+        progress.advance("x")
+    assert "bar test" in capsys.readouterr().err
+
+
+def test_log_to_stderr_restores_the_logger(capsys):
+    logger = logging.getLogger(LAB_LOGGER)
+    before = (logger.level, logger.propagate, list(logger.handlers))
+    with log_to_stderr(LAB_LOGGER):
+        logger.info("shown")
+    logger.info("not shown")
+    assert capsys.readouterr().err == "shown\n"
+    assert (logger.level, logger.propagate, list(logger.handlers)) == before
+
+
+def _fake_suite(name):
+    module = types.ModuleType(name)
+    module.run = lambda quick, repeats: []
+    module.targets = lambda rows: []
+    return module
+
+
+def test_bench_reports_each_suite(tmp_path, capsys, monkeypatch):
+    import posembed.bench as bench
+
+    for name in ("fake_a", "fake_b"):
+        monkeypatch.setitem(sys.modules, f"tests.lab.{name}", _fake_suite(name))
+    monkeypatch.setattr(bench, "SUITES", {"fake_a": "tests.lab.fake_a", "fake_b": "tests.lab.fake_b"})
+    monkeypatch.setattr(bench, "write_report", lambda rows, targets, machine, out, quick: (out / "r.json", out / "r.md"))
+    with log_to_stderr(bench.PROGRESS_LOGGER):
+        bench.run_suites(out=tmp_path)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("bench suites: 1/2 done (fake_a, 0 cases, ")
+    assert lines[1].startswith("bench suites: 2/2 done (fake_b, 0 cases, ")
