@@ -86,7 +86,8 @@ def explain_encoding(
             f"max_length={max_length} exceeds the {min(limits)} positions this model holds; give at most {min(limits)}"
         )
     limit = max_length if max_length is not None else (min(limits) if limits else None)
-    batch = encode_texts(tokenizer, text_a, text_b, max_length=limit, padding=False, truncation=max_length is not None)
+    truncation = max_length is not None
+    batch = encode_texts(tokenizer, text_a, text_b, max_length=limit, padding=False, truncation=truncation)
     types = batch.token_type_ids if emb.type_vocab_size else None
     parts = emb.components(batch.input_ids, types, batch.position_ids)
     norms = [part[0].norm(dim=-1).tolist() for part in (parts.token, parts.position, parts.segment, parts.combined, parts.output)]

@@ -81,7 +81,9 @@ def _check_text(name: str, text: str | None) -> None:
                 f"{name} is not UTF-8 text (byte 0x{ord(char) - 0xDC00:02x} at character {error.start}); "
                 f"give UTF-8 text"
             ) from None
-        raise UserError(f"{name} holds a lone surrogate {char!r} at character {error.start}; give valid Unicode text") from None
+        raise UserError(
+            f"{name} holds a lone surrogate {char!r} at character {error.start}; give valid Unicode text"
+        ) from None
 
 
 def _model_folder(model: Path | None) -> Path:

@@ -41,7 +41,9 @@ __all__ = [
 ]
 
 #: weights files, in the order they are looked for
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
+)
 #: config keys that size a model; each, when present and not null, must be a positive integer
 _SIZE_KEYS = (
     "vocab_size", "hidden_size", "embedding_size", "dim", "n_embd", "d_model", "max_position_embeddings",
@@ -52,7 +54,11 @@ _SIZE_KEYS = (
 #: the first tensor found
 _AGAINST_WEIGHTS = (
     (("vocab_size",), ("word_embeddings.weight", "wte.weight", "embed_tokens.weight", "embed_in.weight"), 0),
-    (("embedding_size", "hidden_size", "n_embd", "d_model", "dim"), ("word_embeddings.weight", "wte.weight", "embed_tokens.weight"), 1),
+    (
+        ("embedding_size", "hidden_size", "n_embd", "d_model", "dim"),
+        ("word_embeddings.weight", "wte.weight", "embed_tokens.weight"),
+        1,
+    ),
     (("max_position_embeddings", "n_positions"), ("position_embeddings.weight", "wpe.weight"), 0),
     (("type_vocab_size",), ("token_type_embeddings.weight",), 0),
     (("intermediate_size",), ("intermediate.dense.weight", "mlp.up_proj.weight", "ffn.lin1.weight"), 0),
@@ -87,7 +93,8 @@ def _read_json(path: Path):
         data = path.read_bytes()
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise CheckpointError(path, f"is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start})") from None
+        byte = f"byte 0x{data[error.start]:02x} at offset {error.start}"
+        raise CheckpointError(path, f"is not UTF-8 text ({byte})") from None
     except json.JSONDecodeError as error:
         raise CheckpointError(path, f"is not valid JSON: {error}") from None
     except IsADirectoryError:
@@ -158,7 +165,7 @@ def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
         with safe_open(str(path), framework="pt") as handle:
             return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except (SafetensorError, OSError) as error:
-        raise CheckpointError(path, f"is not a readable safetensors file (truncated or damaged?): {error}") from None
+        raise CheckpointError(path, f"is not a readable safetensors file: {error}") from None
 
 
 def load_torch_bin(path: Path) -> dict:
@@ -177,9 +184,9 @@ def load_torch_bin(path: Path) -> dict:
             raise CheckpointError(
                 path, f"was refused as unsafe: torch.load(weights_only=True) will not unpickle it ({reason[:200]})"
             ) from None
-        raise CheckpointError(path, f"is not a readable PyTorch file (truncated or damaged?): {error}") from None
+        raise CheckpointError(path, f"is not a readable PyTorch file: {error}") from None
     except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, KeyError, IndexError) as error:
-        raise CheckpointError(path, f"is not a readable PyTorch file (truncated or damaged?): {error}") from None
+        raise CheckpointError(path, f"is not a readable PyTorch file: {error}") from None
     if not isinstance(state, dict):
         raise CheckpointError(path, f"holds a {type(state).__name__}, not a state dict")
     return state

@@ -44,7 +44,8 @@ def read_checkpoint_json(path: str | Path) -> dict:
     try:
         document = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise CheckpointError(path, f"is not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset {error.start})") from None
+        byte = f"byte 0x{error.object[error.start]:02x} at offset {error.start}"
+        raise CheckpointError(path, f"is not UTF-8 text ({byte})") from None
     except json.JSONDecodeError as error:
         raise CheckpointError(path, f"is not valid JSON: {error}") from None
     if not isinstance(document, dict):
@@ -141,7 +142,9 @@ def _check_sizes(config: dict, shapes: dict[str, tuple[int, ...]], path: Path, w
         if len(found) != len(shape) or any(want is not None and want != got for want, got in zip(shape, found)):
             want = tuple("*" if n is None else n for n in shape)
             raise CheckpointError(
-                path, f"says model.{key}={config[key]}, which implies {name} of shape {want}, but {weights.name} holds {found}"
+                path,
+                f"says model.{key}={config[key]}, which implies {name} of shape {want}, "
+                f"but {weights.name} holds {found}",
             )
 
 
@@ -172,7 +175,8 @@ def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: 
     ]
     if problems:
         more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
-        raise CheckpointError(weights, f"does not match {path.name} ({config.get('scheme')}): " + "; ".join(problems[:4]) + more)
+        listed = "; ".join(problems[:4]) + more
+        raise CheckpointError(weights, f"does not match {path.name} (scheme {config.get('scheme')}): {listed}")
     _check_unsaved(model, set(saved), config, path)
 
 
