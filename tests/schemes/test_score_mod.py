@@ -6,6 +6,7 @@ forward only; compiling would cost ~20 s) equals SDPA with the bias as ``attn_ma
 """
 
 import math
+import shutil
 
 import pytest
 import torch
@@ -155,3 +156,50 @@ def test_score_mod_in_bfloat16():
     assert bias.dtype == torch.bfloat16
     actual = flex_attention(q, k, v, score_mod=scheme.score_mod(pos, pos, q, k))
     assert_close(actual, F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+
+
+# --- the compiled kernel, in CI ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(cxx) for cxx in ("g++", "c++", "clang++")), reason="torch.compile on CPU needs a C++ compiler"
+)
+def test_compiled_flex_attention_smallest_case(caplog):
+    """``SelfAttention(compile_flex=True)`` really compiles FlexAttention and equals the paper's ALiBi.
+
+    One small shape only: a cold compile costs 10-25 s on the test machine. The reference is
+    written here: softmax(q k^T / sqrt(D) + m_h (j - i)) over the visible keys, slopes 2^-4, 2^-8
+    (Press et al.: 2^(-8 h / H) for H = 2).
+    """
+    import logging
+
+    from posembed.attention import SelfAttention
+    from posembed.attention_backends import _compiled_flex
+
+    torch.manual_seed(0)
+    heads, head_dim, length = 2, 4, 5
+    attn = SelfAttention(heads * head_dim, heads, scheme=ALiBi(heads), causal=True, backend="flex", compile_flex=True)
+    x = torch.randn(2, length, heads * head_dim)
+    mask = torch.ones(2, length, dtype=torch.long)
+    mask[1, -2:] = 0  # right padding
+    before = _compiled_flex.cache_info().misses + _compiled_flex.cache_info().hits
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="posembed.attention_backends"):
+        out = attn(x, attention_mask=mask)
+    assert attn.last_backend == "flex"
+    assert _compiled_flex.cache_info().misses + _compiled_flex.cache_info().hits == before + 1  # the compiled path
+    assert "runs uncompiled" not in caplog.text
+
+    def heads_of(linear):
+        return linear(x).view(2, length, heads, head_dim).transpose(1, 2)  # (B, H, T, D)
+
+    with torch.no_grad():
+        q, k, v = heads_of(attn.q_proj), heads_of(attn.k_proj), heads_of(attn.v_proj)
+        slopes = torch.tensor([2.0**-4, 2.0**-8]).view(1, heads, 1, 1)
+        i = torch.arange(length).view(-1, 1)
+        j = torch.arange(length).view(1, -1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim) + slopes * (j - i).float()
+        # causal, real keys only, and a query always sees itself (posembed.fused.masks' rule)
+        visible = ((j <= i) & mask.bool().view(2, 1, 1, length)) | (i == j)
+        probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+        expected = attn.out_proj((probs @ v).transpose(1, 2).reshape(2, length, heads * head_dim))
+    assert_close(out, expected, atol=1e-5, rtol=1e-5)
