@@ -152,9 +152,11 @@ class _SkipInit(TorchFunctionMode):
     """Initialisers do nothing: on the meta device there is no data to fill."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in _INIT_OPS and args and getattr(args[0], "is_meta", False):
-            return args[0]
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        target = args[0] if args else kwargs.get("tensor")  # torch.nn.init passes it by keyword
+        if getattr(func, "__name__", "") in _INIT_OPS and getattr(target, "is_meta", False):
+            return target
+        return func(*args, **kwargs)
 
 
 def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: Path, weights: Path) -> None:
