@@ -34,10 +34,22 @@ def test_the_advice_can_be_turned_off_for_a_block_and_from_the_environment():
         assert advise_huge_pages(torch.empty(large)) is False
     expected = sys.platform.startswith("linux") and THP.exists()
     assert advise_huge_pages(torch.empty(large)) is expected  # restored after the block
-    code = "import torch; from posembed._memory import advise_huge_pages as a; print(a(torch.empty(1 << 22)))"
-    env = {"POSEMBED_HUGE_PAGES": "0", "PATH": ""}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert done.stdout.strip() == "False"
+    import os
+
+    # this checkout's posembed, whatever is installed: its src first on PYTHONPATH, the rest of the env kept
+    src = Path(__file__).resolve().parents[1] / "src"
+    assert (src / "posembed" / "_memory.py").is_file()
+    code = (
+        "import torch, posembed; from posembed._memory import advise_huge_pages as a; "
+        "print(posembed.__file__); print(a(torch.empty(1 << 22)))"
+    )
+    python_path = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
+    for value, expected_advice in (("0", False), ("1", expected)):
+        env = {**os.environ, "PYTHONPATH": python_path, "POSEMBED_HUGE_PAGES": value}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        imported, advice = done.stdout.split()
+        assert Path(imported).resolve().is_relative_to(src), (imported, src)
+        assert advice == str(expected_advice), (value, done.stdout)
 
 
 def test_the_kernel_mode_is_reported():
