@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from posembed.analysis.source_types import AttentionWeights, Source
+from posembed.schemes.base import RotaryScheme
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 
 __all__ = ["RotaryPairs", "rotary_pairs", "rope_decay", "distance_grid", "receding_below", "level_near", "pair_usage"]
@@ -84,6 +85,8 @@ def rotary_pairs(source: Source, length: int | None = None) -> RotaryPairs | Non
                            [tuple(r.channels) for r in rows], [r.treatment for r in rows], layer.trained_context,
                            layer.effective_context, float(layer.attention_factor or 1.0))  # fmt: skip
     scheme = source.scheme
+    if isinstance(scheme, RotaryScheme) and not isinstance(scheme, RotaryEmbedding):
+        return _sectioned_pairs(scheme, source.trained_length)
     if not isinstance(scheme, RotaryEmbedding):
         return None
     target = length or source.trained_length or 512
@@ -98,6 +101,21 @@ def rotary_pairs(source: Source, length: int | None = None) -> RotaryPairs | Non
     return RotaryPairs(type(scheme).__name__, used, plain, channels,
                        [_treatment(p, u, factor) for p, u in zip(plain, used)], trained, effective,
                        float(scheme.attention_scaling))  # fmt: skip
+
+
+def _sectioned_pairs(scheme: RotaryScheme, trained: int | None) -> RotaryPairs | None:
+    """N-D rotary schemes (axial, M-RoPE, Pixtral): the pairs along the first axis (the others do not turn)."""
+    inv_freq, axis = getattr(scheme, "inv_freq", None), getattr(scheme, "axis_of", None)
+    layout, rotary_dim = getattr(scheme, "layout", None), getattr(scheme, "rotary_dim", None)
+    if inv_freq is None or layout is None or rotary_dim is None or inv_freq.numel() != rotary_dim // 2:
+        return None
+    used = inv_freq.double().numpy().copy()
+    if axis is not None and axis.numel() == used.size:
+        used[axis.cpu().numpy() != 0] = 0.0  # positions run along the first axis, other coordinates held at 0
+    half = rotary_dim // 2
+    channels = [(i, i + half) if layout == "half" else (2 * i, 2 * i + 1) for i in range(half)]
+    treatments = ["keep" if u else "no rotation" for u in used]
+    return RotaryPairs(type(scheme).__name__, used, used.copy(), channels, treatments, trained, None, 1.0)
 
 
 def distance_grid(longest: int, points: int = 400) -> np.ndarray:

@@ -47,6 +47,7 @@ def section_rope_frequencies(report: HtmlReport, pairs: RotaryPairs) -> dict:
     waves, plain = pairs.wavelengths, pairs.plain_wavelengths
     horizon = pairs.trained or pairs.effective
     full = int((waves <= horizon).sum()) if horizon else None
+    finite = waves[np.isfinite(waves)] if np.isfinite(waves).any() else np.array([np.nan])
     report.paragraph(
         f"{len(waves)} frequency pairs rotate channels {pairs.channels[0]}, {pairs.channels[1] if len(pairs.channels) > 1 else ''}"
         " ... (pair i turns by θ_i per position; its wavelength 2π/θ_i is the number of positions per full turn). "
@@ -55,7 +56,7 @@ def section_rope_frequencies(report: HtmlReport, pairs: RotaryPairs) -> dict:
         "YaRN, Llama 3) stretch. The table counts what the scaling does to each pair, as `posembed rope check` does."
     )
     rows = [{"pair": i, "channels": str(ch), "wavelength": float(p), "scaled wavelength": float(w),
-             "x trained": float(w / pairs.trained) if pairs.trained else None, "treatment": t}
+             "x trained": float(w / pairs.trained) if pairs.trained and np.isfinite(w) else None, "treatment": t}
             for i, (ch, p, w, t) in enumerate(zip(pairs.channels, plain, waves, pairs.treatments))]  # fmt: skip
     report.table(rows)
     report.figure(scheme_plots.wavelength_figure(plain, waves, pairs.trained, pairs.effective, pairs.scheme),
@@ -63,7 +64,7 @@ def section_rope_frequencies(report: HtmlReport, pairs: RotaryPairs) -> dict:
     finding = _scaling_words(pairs)
     if horizon:
         finding += (f"; {full} of {len(waves)} pairs complete a full turn within the trained context of {horizon}, "
-                    f"the slowest pair's wavelength is {float(waves.max() / horizon):.3g}x that context")  # fmt: skip
+                    f"the slowest turning pair's wavelength is {float(finite.max() / horizon):.3g}x that context")  # fmt: skip
     if pairs.effective and pairs.effective != pairs.trained:
         finding += f"; the scaled context is {pairs.effective} positions"
     report.finding(finding + ".")
@@ -75,7 +76,7 @@ def section_rope_frequencies(report: HtmlReport, pairs: RotaryPairs) -> dict:
         "attention_factor": pairs.attention_factor,
         "full_turns_within_trained": full,
         "treatments": dict(Counter(pairs.treatments)),
-        "wavelengths": [float(w) for w in waves],
+        "wavelengths": [float(w) if np.isfinite(w) else None for w in waves],  # None: the pair does not turn
         "finding": finding + ".",
     }
 
