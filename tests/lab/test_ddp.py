@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,10 +23,25 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _skip_without_the_launcher() -> None:
+    """Skip exactly when what the tests run cannot run: ``python -m torch.distributed.run`` with gloo.
+
+    (They do not call a ``torchrun`` executable, so whether one is on PATH does not matter.)
+    """
+    import importlib.util
+
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        pytest.skip("this torch build has no torch.distributed")
+    if importlib.util.find_spec("torch.distributed.run") is None:
+        pytest.skip("torch.distributed.run (the module torchrun runs) cannot be imported")
+    if not dist.is_gloo_available():
+        pytest.skip("this torch build has no gloo backend")
+
+
 def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
-    torchrun = shutil.which("torchrun")
-    if torchrun is None:
-        pytest.skip("torchrun is not on PATH")
+    _skip_without_the_launcher()
     out = tmp_path / "ddp.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
@@ -50,8 +64,7 @@ def test_lab_run_under_torchrun_trains_each_trial_once_data_parallel(tmp_path):
     """`torchrun -m posembed.cli lab run`: 2 ranks train every trial together; rank 0 alone writes."""
     from posembed.lab.store import load_results
 
-    if shutil.which("torchrun") is None:
-        pytest.skip("torchrun is not on PATH")
+    _skip_without_the_launcher()
     out = tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
