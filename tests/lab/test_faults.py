@@ -13,7 +13,7 @@ import pytest
 from posembed.cli import main
 from posembed.lab.store import load_results
 
-TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
+TINY = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
         "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
 
 
@@ -110,7 +110,7 @@ def test_a_store_without_finished_trials_never_blocks_the_corrected_rerun(tmp_pa
     from posembed.lab.presets import get_preset
     from posembed.lab.store import ResultsStore
 
-    overrides = TINY[5::2]  # the key=value items
+    overrides = TINY[6::2]  # the key=value items
     ResultsStore(tmp_path, apply_overrides(get_preset("smoke"), [*overrides, "lr=0.5"])).close()
     assert main(_run(tmp_path, "--no-checkpoints")) == 0
     assert "1 trials trained" in capsys.readouterr().out
@@ -171,8 +171,10 @@ def test_a_full_disk_keeps_what_was_stored(tmp_path, capsys, monkeypatch, checkp
         assert "2 trials trained, 1 already stored" in capsys.readouterr().out
 
 
-def test_a_full_disk_without_tmpfs(tmp_path, capsys, monkeypatch):
-    """The same path where no tmpfs can be mounted: the checkpoint writer raises ENOSPC."""
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_full_disk_without_tmpfs(tmp_path, capsys, monkeypatch, workers):
+    """The same path where no tmpfs can be mounted: the checkpoint writer raises ENOSPC. With
+    two workers too: the parent writes every checkpoint, the workers none."""
     from posembed.lab import checkpoint
 
     calls = []
@@ -185,7 +187,8 @@ def test_a_full_disk_without_tmpfs(tmp_path, capsys, monkeypatch):
 
     original = checkpoint._save_weights
     monkeypatch.setattr(checkpoint, "_save_weights", full)
-    err = _error(capsys, _run(tmp_path, "--set", "seeds=0,1"))
+    err = _error(capsys, _run(tmp_path, "--set", "seeds=0,1", "--workers", workers))
     assert "cannot write the checkpoint" in err and "model.safetensors" in err and "No space left" in err
+    assert len(calls) == 2
     assert len(load_results(tmp_path).trials) == 1
     assert not list(tmp_path.rglob("*.tmp"))
