@@ -1,0 +1,306 @@
+"""The model zoo: for each transformers family, the posembed scheme of its positions, built from its config.
+
+:data:`FAMILIES` is the table (family, ``model_type``, kind, posembed scheme, what the parity
+test compares with the model's own code, and how exactly they agree);
+:func:`zoo_table_markdown` renders it for the README, and ``tests/interop/test_zoo.py`` runs one
+parity check per row against transformers' own modules (tiny configs, random weights).
+
+- :func:`zoo_schemes` gives one scheme per layer (the same object for every layer when the family
+  has one scheme; per layer type for Gemma 3 / ModernBERT; :class:`~posembed.schemes.nope.NoPE`
+  for Llama 4's ``no_rope_layers``); :func:`zoo_scheme` the one scheme of a uniform family.
+- :func:`load_positional_weights` copies a checkpoint's learned positional weights (learned
+  tables, T5's bucket table, DeBERTa's relative embeddings) into a scheme through an explicit
+  key map, with shape checks; :func:`position_offset` is RoBERTa's padding offset.
+
+Rotary families go through :func:`posembed.interop.rope_config.rotary_from_hf_config` (per layer
+type through :mod:`posembed.interop.rope_settings`, which also reads the 4.x spellings); the rest
+through the scheme factory. transformers itself is never imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor, nn
+
+from posembed.interop.rope_config import rotary_from_hf_config
+from posembed.interop.rope_settings import ALL_LAYERS, flat_config, load_config_dict, read_rope_settings
+from posembed.schemes.base import PositionScheme
+from posembed.schemes.deberta import DebertaRelative
+from posembed.schemes.factory import ModelSizes, build_from_sizes
+from posembed.schemes.mrope import MRoPE
+from posembed.schemes.nope import NoPE
+
+__all__ = [
+    "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "load_positional_weights", "position_offset",
+    "zoo_table_markdown", "ZOO_TABLE_MARKER",
+]  # fmt: skip
+
+#: the comment that marks the README's copy of :func:`zoo_table_markdown` (the line before it)
+ZOO_TABLE_MARKER = "<!-- zoo-table -->"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One row of the zoo: a transformers family and how posembed reproduces its positions."""
+
+    family: str
+    model_type: str
+    kind: str
+    scheme: str
+    compared: str
+    exactness: str
+
+
+_ROPE_ROW = "cos/sin per position (``rotary_emb``), rotated q/k"
+#: every family whose positions posembed covers, checked by ``tests/interop/test_zoo.py``
+FAMILIES: tuple[Family, ...] = (
+    Family("BERT", "bert", "absolute", "LearnedAbsolute", "position_embeddings table (copied), embedded positions", "bit-identical"),
+    Family("RoBERTa", "roberta", "absolute", "LearnedAbsolute",
+           "table (copied), positions offset by padding_idx + 1 (create_position_ids_from_input_ids)", "bit-identical"),
+    Family("GPT-2", "gpt2", "absolute", "LearnedAbsolute", "wpe table (copied), embedded positions", "bit-identical"),
+    Family("Llama", "llama", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
+    Family("Mistral", "mistral", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
+    Family("Qwen2", "qwen2", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
+    Family("Qwen3", "qwen3", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
+    Family("Gemma", "gemma", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
+    Family("Gemma 3", "gemma3_text", "rotary", "RotaryEmbedding per layer type",
+           "cos/sin per layer (sliding / full theta from layer_types)", "cos/sin bit-identical (angles='fp32')"),
+    Family("Phi-3", "phi3", "rotary", "RotaryEmbedding", _ROPE_ROW + ", partial rotary", "cos/sin bit-identical (angles='fp32')"),
+    Family("GPT-NeoX", "gpt_neox", "rotary", "RotaryEmbedding (partial)", _ROPE_ROW + ", rotary_pct",
+           "cos/sin bit-identical (angles='fp32')"),
+    Family("ModernBERT", "modernbert", "rotary", "RotaryEmbedding per layer type",
+           "cos/sin per layer (global / local theta from layer_types)", "cos/sin bit-identical (angles='fp32')"),
+    Family("Llama 4", "llama4_text", "rotary", "RotaryEmbedding (interleaved) / NoPE per layer",
+           "complex freqs_cis per RoPE layer, NoPE where no_rope_layers is 0", "within 1e-6 (torch.polar)"),
+    Family("Qwen2-VL", "qwen2_vl", "rotary", "MRoPE", "cos/sin of get_rope_index positions (text, image, text)",
+           "cos/sin bit-identical (angles='fp32')"),
+    Family("BLOOM", "bloom", "bias", "ALiBi", "slopes; bias of build_alibi_tensor", "slopes bit-identical; bias up to a per-query constant"),
+    Family("MPT", "mpt", "bias", "ALiBi", "slopes; bias of build_mpt_alibi_tensor", "slopes bit-identical; bias up to a per-query constant"),
+    Family("Falcon (alibi=True)", "falcon", "bias", "ALiBi", "slopes; bias of build_alibi_tensor",
+           "slopes bit-identical; bias up to a per-query constant"),
+    Family("T5", "t5", "bias", "T5RelativeBias", "buckets; compute_bias with the copied relative_attention_bias", "bit-identical"),
+    Family("DeBERTa-v2", "deberta-v2", "bias", "DebertaRelative",
+           "relative embeddings (LayerNorm'd); c2p + p2c bias of layer 0 (copied weights)", "within 1e-5"),
+)
+
+
+def zoo_family(model_type: str) -> Family:
+    """The row of ``model_type``; ``ValueError`` naming the covered model types otherwise."""
+    for row in FAMILIES:
+        if row.model_type == model_type:
+            return row
+    known = ", ".join(row.model_type for row in FAMILIES)
+    raise ValueError(f"model_type {model_type!r} is not in the zoo; covered: {known}")
+
+
+def _text_config(raw: dict) -> dict:
+    """The language model's part of a config (multimodal configs nest it as ``text_config``)."""
+    text = raw.get("text_config")
+    if isinstance(text, dict) and raw.get("model_type") in ("qwen2_vl", "gemma3", "llama4"):
+        return {**text, "model_type": text.get("model_type") or raw["model_type"] + "_text"}
+    return raw
+
+
+def _int(raw: dict, *names: str) -> int:
+    for name in names:
+        if raw.get(name) is not None:
+            return int(raw[name])
+    raise ValueError(f"the config needs one of {', '.join(names)}")
+
+
+def _layer_types(raw: dict, layers: int) -> list[str]:
+    """Each layer's type: ``layer_types``, else Gemma 3's / ModernBERT's 4.x pattern fields, else one type."""
+    if raw.get("layer_types"):
+        return list(raw["layer_types"])
+    if raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
+        every = int(raw["sliding_window_pattern"])
+        return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
+    if raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
+        every = int(raw["global_attn_every_n_layers"])
+        return ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
+    return [ALL_LAYERS] * layers
+
+
+def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
+    layout = "interleaved" if raw.get("model_type") == "llama4_text" else None  # Llama 4 rotates complex pairs
+    settings = {s.layer_type: s for s in read_rope_settings(raw)}
+    built: dict[str, PositionScheme] = {}
+    schemes: list[PositionScheme] = []
+    for layer_type in _layer_types(raw, layers):
+        key = layer_type if layer_type in settings else ALL_LAYERS
+        if key not in settings:
+            raise ValueError(f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}")
+        if key not in built:
+            s = settings[key]
+            built[key] = rotary_from_hf_config(flat_config(raw, s), layout=layout or s.layout, angles=angles)
+        schemes.append(built[key])
+    no_rope = raw.get("no_rope_layers")  # Llama 4: 1 = RoPE, 0 = NoPE
+    if no_rope:
+        nope = NoPE()
+        schemes = [scheme if use else nope for scheme, use in zip(schemes, no_rope)]
+    return schemes
+
+
+def _deberta(raw: dict) -> DebertaRelative:
+    hidden, heads = _int(raw, "hidden_size"), _int(raw, "num_attention_heads")
+    buckets = raw.get("position_buckets", -1)
+    max_relative = raw.get("max_relative_positions", -1)
+    if max_relative is None or max_relative < 1:
+        max_relative = _int(raw, "max_position_embeddings")
+    return DebertaRelative(
+        hidden, heads, hidden // heads, position_buckets=buckets if buckets and buckets > 0 else None,
+        max_relative_positions=int(max_relative), attention_terms=tuple(raw.get("pos_att_type") or ()),
+        share_att_key=bool(raw.get("share_att_key", False)), layer_norm="layer_norm" in (raw.get("norm_rel_ebd") or ""),
+        layer_norm_eps=float(raw.get("layer_norm_eps", 1e-7)),
+    )  # fmt: skip
+
+
+def _alibi_heads(raw: dict, model_type: str) -> int:
+    if model_type == "mpt":
+        attn = raw.get("attn_config") or {}
+        bias_max = attn.get("alibi_bias_max", 8) if isinstance(attn, dict) else 8
+        if bias_max != 8:
+            raise ValueError(f"MPT alibi_bias_max={bias_max}: posembed's ALiBi has the paper's slopes (alibi_bias_max 8)")
+    if model_type == "falcon" and not raw.get("alibi"):
+        raise ValueError("this Falcon config has alibi=False: its positions are rotary (zoo row 'falcon' is alibi=True)")
+    return _int(raw, "n_head", "n_heads", "num_attention_heads")
+
+
+def _single(raw: dict, model_type: str) -> PositionScheme:
+    """The one scheme of a family whose layers all share it (not rotary-from-config)."""
+    if model_type in ("bert", "roberta", "gpt2"):
+        dim, length = _int(raw, "hidden_size", "n_embd"), _int(raw, "max_position_embeddings", "n_positions")
+        return build_from_sizes("learned", ModelSizes(dim=dim, num_heads=1, head_dim=dim, max_len=length, causal=True))
+    if model_type in ("bloom", "mpt", "falcon"):
+        heads = _alibi_heads(raw, model_type)
+        return build_from_sizes("alibi", ModelSizes(dim=heads, num_heads=heads, head_dim=1, max_len=1, causal=True))
+    if model_type == "t5":  # the encoder's bias (bidirectional); decoders: bidirectional=False
+        heads = _int(raw, "num_heads")
+        sizes = ModelSizes(dim=heads, num_heads=heads, head_dim=1, max_len=1, causal=bool(raw.get("is_decoder")))
+        overrides = {"num_buckets": _int(raw, "relative_attention_num_buckets"),
+                     "max_distance": _int(raw, "relative_attention_max_distance")}
+        return build_from_sizes("t5_bias", sizes, overrides)
+    if model_type == "deberta-v2":
+        return _deberta(raw)
+    raise ValueError(f"model_type {model_type!r} has no single-scheme builder")
+
+
+def _mrope(raw: dict, angles: str) -> MRoPE:
+    params = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    heads = _int(raw, "num_attention_heads")
+    head_dim = int(raw.get("head_dim") or _int(raw, "hidden_size") // heads)
+    theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
+    return MRoPE(head_dim, mrope_section=params.get("mrope_section"), base=float(theta), angles=angles)
+
+
+def zoo_schemes(config: Any, *, angles: str = "exact") -> list[PositionScheme]:
+    """One posembed scheme per layer of a transformers model, from its config.
+
+    Args:
+        config: a transformers config object, a ``config.json`` dict, or a checkpoint folder / path.
+        angles: rotary angle mode (``"fp32"`` for transformers' float32 angles, bit for bit).
+
+    Returns:
+        ``num_hidden_layers`` schemes; uniform families repeat one object. Learned weights start
+        at their init: copy a checkpoint's in with :func:`load_positional_weights`.
+
+    Example:
+        >>> config = {"model_type": "gemma3_text", "num_hidden_layers": 3, "hidden_size": 32, "head_dim": 16,
+        ...           "num_attention_heads": 2, "layer_types": ["sliding_attention"] * 2 + ["full_attention"],
+        ...           "rope_parameters": {"sliding_attention": {"rope_theta": 1e4}, "full_attention": {"rope_theta": 1e6}}}
+        >>> [scheme.base for scheme in zoo_schemes(config)]
+        [10000.0, 10000.0, 1000000.0]
+    """
+    raw = _text_config(load_config_dict(config)[0])
+    model_type = raw.get("model_type")
+    zoo_family("qwen2_vl" if model_type == "qwen2_vl_text" else str(model_type))
+    layers = _int(raw, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    if model_type == "qwen2_vl_text":
+        return [_mrope(raw, angles)] * layers
+    if zoo_family(model_type).kind == "rotary":
+        return _rotary_layers(raw, layers, angles)
+    if model_type == "deberta-v2":
+        return [_deberta(raw) for _ in range(layers)]  # one relative table, per-layer projections
+    return [_single(raw, model_type)] * layers
+
+
+def zoo_scheme(config: Any, *, angles: str = "exact") -> PositionScheme:
+    """The one scheme of a family whose layers share it; ``ValueError`` for per-layer families."""
+    schemes = zoo_schemes(config, angles=angles)
+    if any(scheme is not schemes[0] for scheme in schemes):
+        raise ValueError("this config gives its layers different schemes (layer types, NoPE layers): use zoo_schemes")
+    return schemes[0]
+
+
+def position_offset(config: Any) -> int:
+    """What a family adds to ``arange(T)`` before the table lookup: ``padding_idx + 1`` for RoBERTa, else 0."""
+    raw = load_config_dict(config)[0]
+    return int(raw.get("pad_token_id", 1)) + 1 if raw.get("model_type") == "roberta" else 0
+
+
+#: model_type -> (checkpoint key suffix, scheme attribute path) of its learned positional weights
+_WEIGHT_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
+    "bert": (("embeddings.position_embeddings.weight", "embedding.weight"),),
+    "roberta": (("embeddings.position_embeddings.weight", "embedding.weight"),),
+    "gpt2": (("wpe.weight", "embedding.weight"),),
+    "t5": (("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", "relative_attention_bias.weight"),),
+    "deberta-v2": (
+        ("encoder.rel_embeddings.weight", "rel_embeddings.weight"), ("encoder.LayerNorm.weight", "norm.weight"),
+        ("encoder.LayerNorm.bias", "norm.bias"),
+        ("encoder.layer.{layer}.attention.self.pos_key_proj.weight", "pos_key_proj.weight"),
+        ("encoder.layer.{layer}.attention.self.pos_key_proj.bias", "pos_key_proj.bias"),
+        ("encoder.layer.{layer}.attention.self.pos_query_proj.weight", "pos_query_proj.weight"),
+        ("encoder.layer.{layer}.attention.self.pos_query_proj.bias", "pos_query_proj.bias"),
+    ),
+}
+
+
+def _find(state: Mapping[str, Tensor], suffix: str) -> Tensor | None:
+    """The one tensor whose key is ``suffix`` or ends with ``.suffix`` (a task head's prefix)."""
+    found = [key for key in state if key == suffix or key.endswith("." + suffix)]
+    if len(found) > 1:
+        raise ValueError(f"several checkpoint keys end with {suffix!r}: {found}")
+    return state[found[0]] if found else None
+
+
+def load_positional_weights(scheme: PositionScheme, model: nn.Module | Mapping[str, Tensor], model_type: str,
+                            *, layer: int = 0) -> None:
+    """Copy a checkpoint's learned positional weights into ``scheme`` (explicit key map, shapes checked).
+
+    ``model`` is a transformers model or its ``state_dict``; ``layer`` picks DeBERTa's position
+    projections. Keys the scheme has no module for (DeBERTa without LayerNorm) are skipped.
+    """
+    if model_type not in _WEIGHT_KEYS:
+        raise ValueError(f"model_type {model_type!r} has no learned positional weights to copy; families with some: "
+                         f"{', '.join(_WEIGHT_KEYS)}")
+    state = model.state_dict() if isinstance(model, nn.Module) else model
+    targets = dict(scheme.named_parameters())
+    copied = 0
+    for source, target in _WEIGHT_KEYS[model_type]:
+        if target not in targets:
+            continue
+        key = source.format(layer=layer)
+        value = _find(state, key)
+        if value is None:
+            raise KeyError(f"the checkpoint has no {key!r} for {type(scheme).__name__}.{target}")
+        if value.shape != targets[target].shape:
+            raise ValueError(f"{key} has shape {tuple(value.shape)}, {type(scheme).__name__}.{target} "
+                             f"{tuple(targets[target].shape)}: the scheme was built for another config")
+        with torch.no_grad():
+            targets[target].copy_(value)
+        copied += 1
+    if not copied:
+        raise ValueError(f"nothing to copy into {type(scheme).__name__} from a {model_type!r} checkpoint")
+
+
+def zoo_table_markdown() -> str:
+    """:data:`FAMILIES` as a markdown table (what the README shows after :data:`ZOO_TABLE_MARKER`)."""
+    lines = ["| family | model_type | kind | posembed scheme | compared with the model's own code | agreement |",
+             "|---|---|---|---|---|---|"]
+    for row in FAMILIES:
+        compared = row.compared.replace("``", "`")
+        lines.append(f"| {row.family} | `{row.model_type}` | {row.kind} | {row.scheme} | {compared} | {row.exactness} |")
+    return "\n".join(lines) + "\n"
