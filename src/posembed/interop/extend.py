@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from posembed.interop.extend_methods import METHODS, extend_table
+from posembed.interop.hf_checks import check_hf_folder, load_torch_bin, shard_map
 
 __all__ = [
     "FAMILIES",
@@ -154,7 +155,7 @@ def read_layout(src: str | os.PathLike) -> CheckpointLayout:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise ExtensionError(f"{config_file} not found: a Hugging Face checkpoint folder needs config.json")
-    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config = check_hf_folder(folder)  # CheckpointError for damaged files or absurd sizes, before anything is read
     model_type = _check_family(config, config_file)
     weights = _weights_file(folder)
     prefix, rows = _find_table(weights)
@@ -224,8 +225,7 @@ def _key_shapes(weights: Path) -> dict[str, tuple[int, ...]]:
 
     files = [weights]
     if weights.name.endswith(".index.json"):
-        weight_map = json.loads(weights.read_text(encoding="utf-8"))["weight_map"]
-        files = [weights.parent / name for name in dict.fromkeys(weight_map.values())]
+        files = list(dict.fromkeys(shard_map(weights).values()))  # shards confined to the folder
     shapes: dict[str, tuple[int, ...]] = {}
     for path in files:
         with safe_open(str(path), framework="pt") as handle:
@@ -234,8 +234,7 @@ def _key_shapes(weights: Path) -> dict[str, tuple[int, ...]]:
 
 
 def _load_bin(weights: Path) -> dict[str, Tensor]:
-    # weights_only: a pickle from the internet must never run code
-    return torch.load(weights, map_location="cpu", weights_only=True)
+    return load_torch_bin(weights)  # weights_only; a refused or damaged pickle is a CheckpointError
 
 
 # ---------------------------------------------------------------------- extending
@@ -366,8 +365,8 @@ def _shards_to_rewrite(layout: CheckpointLayout, keys: set[str]) -> dict[str, tu
 
     names = [weights.name]
     if weights.name.endswith(".index.json"):
-        weight_map = json.loads(weights.read_text(encoding="utf-8"))["weight_map"]
-        names = sorted({weight_map[key] for key in keys if key in weight_map})
+        where = shard_map(weights)
+        names = sorted({where[key].name for key in keys if key in where})
     shards = {}
     for name in names:
         with safe_open(str(weights.parent / name), framework="pt") as handle:

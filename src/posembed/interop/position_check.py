@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
+
+from posembed.interop.hf_checks import check_hf_folder
 from torch import Tensor
 
 from posembed.interop.rope_settings import has_rope
@@ -95,6 +97,14 @@ def _first_line(error: Exception) -> str:
 
 def _load(folder: Path) -> tuple[Any, bool]:
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    config_dict = check_hf_folder(folder)  # damaged files and absurd sizes: one CheckpointError first
+    kind = config_dict.get("position_embedding_type", "absolute")
+    if kind not in ("absolute", None):
+        raise ValueError(
+            f"{folder} uses position_embedding_type={kind!r}: its positions are relative, so padding and "
+            "position ids cannot shift them; check-positions covers absolute and rotary models"
+        )
 
     try:
         config = AutoConfig.from_pretrained(str(folder))
