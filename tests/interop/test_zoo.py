@@ -256,3 +256,15 @@ def test_readme_table_is_the_rendered_one():
     after = text.split(ZOO_TABLE_MARKER, 1)[1].lstrip("\n")
     table = re.match(r"((?:\|.*\n)+)", after)
     assert table is not None and table.group(1) == zoo_table_markdown()
+
+
+def test_layer_lists_from_4x_spellings_equal_5x():
+    """Gemma 3 / ModernBERT configs written by transformers 4.x (pattern fields, per-type theta fields)."""
+    gemma = {"model_type": "gemma3_text", "num_hidden_layers": 6, "hidden_size": 32, "num_attention_heads": 2,
+             "head_dim": 16, "rope_theta": 1e6, "rope_local_base_freq": 1e4, "sliding_window_pattern": 3}
+    assert [s.base for s in zoo_schemes(gemma)] == [1e4, 1e4, 1e6, 1e4, 1e4, 1e6]
+    modernbert = {"model_type": "modernbert", "num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 2,
+                  "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "global_attn_every_n_layers": 3}
+    assert [s.base for s in zoo_schemes(modernbert)] == [160000.0, 1e4, 1e4, 160000.0]
+    current = transformers.ModernBertConfig(**{**SMALL, "num_hidden_layers": 4})
+    assert [s.base for s in zoo_schemes(current)] == [s.base for s in zoo_schemes(modernbert)]
