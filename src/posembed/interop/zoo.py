@@ -55,9 +55,11 @@ class Family:
 
 
 _ROPE_ROW = "cos/sin per position (``rotary_emb``), rotated q/k"
+_ALIBI_AGREEMENT = "slopes bit-identical; bias bit-identical up to a per-query constant (softmax-invariant)"
 #: every family whose positions posembed covers, checked by ``tests/interop/test_zoo.py``
 FAMILIES: tuple[Family, ...] = (
-    Family("BERT", "bert", "absolute", "LearnedAbsolute", "position_embeddings table (copied), embedded positions", "bit-identical"),
+    Family("BERT", "bert", "absolute", "LearnedAbsolute", "position_embeddings table (copied), embedded positions",
+           "bit-identical"),
     Family("RoBERTa", "roberta", "absolute", "LearnedAbsolute",
            "table (copied), positions offset by padding_idx + 1 (create_position_ids_from_input_ids)", "bit-identical"),
     Family("GPT-2", "gpt2", "absolute", "LearnedAbsolute", "wpe table (copied), embedded positions", "bit-identical"),
@@ -68,7 +70,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("Gemma", "gemma", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
     Family("Gemma 3", "gemma3_text", "rotary", "RotaryEmbedding per layer type",
            "cos/sin per layer (sliding / full theta from layer_types)", "cos/sin bit-identical (angles='fp32')"),
-    Family("Phi-3", "phi3", "rotary", "RotaryEmbedding", _ROPE_ROW + ", partial rotary", "cos/sin bit-identical (angles='fp32')"),
+    Family("Phi-3", "phi3", "rotary", "RotaryEmbedding", _ROPE_ROW + ", partial rotary",
+           "cos/sin bit-identical (angles='fp32')"),
     Family("GPT-NeoX", "gpt_neox", "rotary", "RotaryEmbedding (partial)", _ROPE_ROW + ", rotary_pct",
            "cos/sin bit-identical (angles='fp32')"),
     Family("ModernBERT", "modernbert", "rotary", "RotaryEmbedding per layer type",
@@ -77,11 +80,12 @@ FAMILIES: tuple[Family, ...] = (
            "complex freqs_cis per RoPE layer, NoPE where no_rope_layers is 0", "within 1e-6 (torch.polar)"),
     Family("Qwen2-VL", "qwen2_vl", "rotary", "MRoPE", "cos/sin of get_rope_index positions (text, image, text)",
            "cos/sin bit-identical (angles='fp32')"),
-    Family("BLOOM", "bloom", "bias", "ALiBi", "slopes; bias of build_alibi_tensor", "slopes bit-identical; bias up to a per-query constant"),
-    Family("MPT", "mpt", "bias", "ALiBi", "slopes; bias of build_mpt_alibi_tensor", "slopes bit-identical; bias up to a per-query constant"),
+    Family("BLOOM", "bloom", "bias", "ALiBi", "slopes; bias of build_alibi_tensor", _ALIBI_AGREEMENT),
+    Family("MPT", "mpt", "bias", "ALiBi", "slopes; bias of build_mpt_alibi_tensor", _ALIBI_AGREEMENT),
     Family("Falcon (alibi=True)", "falcon", "bias", "ALiBi", "slopes; bias of build_alibi_tensor",
-           "slopes bit-identical; bias up to a per-query constant"),
-    Family("T5", "t5", "bias", "T5RelativeBias", "buckets; compute_bias with the copied relative_attention_bias", "bit-identical"),
+           _ALIBI_AGREEMENT),
+    Family("T5", "t5", "bias", "T5RelativeBias", "buckets; compute_bias with the copied relative_attention_bias",
+           "bit-identical"),
     Family("DeBERTa-v2", "deberta-v2", "bias", "DebertaRelative",
            "relative embeddings (LayerNorm'd); c2p + p2c bias of layer 0 (copied weights)", "within 1e-5"),
 )
@@ -132,7 +136,9 @@ def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
     for layer_type in _layer_types(raw, layers):
         key = layer_type if layer_type in settings else ALL_LAYERS
         if key not in settings:
-            raise ValueError(f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}")
+            raise ValueError(
+                f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}"
+            )
         if key not in built:
             s = settings[key]
             built[key] = rotary_from_hf_config(flat_config(raw, s), layout=layout or s.layout, angles=angles)
@@ -163,9 +169,13 @@ def _alibi_heads(raw: dict, model_type: str) -> int:
         attn = raw.get("attn_config") or {}
         bias_max = attn.get("alibi_bias_max", 8) if isinstance(attn, dict) else 8
         if bias_max != 8:
-            raise ValueError(f"MPT alibi_bias_max={bias_max}: posembed's ALiBi has the paper's slopes (alibi_bias_max 8)")
+            raise ValueError(
+                f"MPT alibi_bias_max={bias_max}: posembed's ALiBi has the paper's slopes (alibi_bias_max 8)"
+            )
     if model_type == "falcon" and not raw.get("alibi"):
-        raise ValueError("this Falcon config has alibi=False: its positions are rotary (zoo row 'falcon' is alibi=True)")
+        raise ValueError(
+            "this Falcon config has alibi=False: its positions are rotary (zoo row 'falcon' is alibi=True)"
+        )
     return _int(raw, "n_head", "n_heads", "num_attention_heads")
 
 
@@ -210,7 +220,8 @@ def zoo_schemes(config: Any, *, angles: str = "exact") -> list[PositionScheme]:
     Example:
         >>> config = {"model_type": "gemma3_text", "num_hidden_layers": 3, "hidden_size": 32, "head_dim": 16,
         ...           "num_attention_heads": 2, "layer_types": ["sliding_attention"] * 2 + ["full_attention"],
-        ...           "rope_parameters": {"sliding_attention": {"rope_theta": 1e4}, "full_attention": {"rope_theta": 1e6}}}
+        ...           "rope_parameters": {"sliding_attention": {"rope_theta": 1e4},
+        ...                               "full_attention": {"rope_theta": 1e6}}}
         >>> [scheme.base for scheme in zoo_schemes(config)]
         [10000.0, 10000.0, 1000000.0]
     """
@@ -302,5 +313,6 @@ def zoo_table_markdown() -> str:
              "|---|---|---|---|---|---|"]
     for row in FAMILIES:
         compared = row.compared.replace("``", "`")
-        lines.append(f"| {row.family} | `{row.model_type}` | {row.kind} | {row.scheme} | {compared} | {row.exactness} |")
+        cells = (row.family, f"`{row.model_type}`", row.kind, row.scheme, compared, row.exactness)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

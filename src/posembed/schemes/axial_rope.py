@@ -166,7 +166,9 @@ class SectionedRotary(RotaryScheme):
         q_coords = axis_coordinates(position_ids, q, self.num_axes)
         if k_position_ids is None and k.shape[-2] != q.shape[-2]:
             raise ValueError(f"k has length {k.shape[-2]} but q has length {q.shape[-2]}; pass k_position_ids")
-        k_coords = q_coords if k_position_ids is None else axis_coordinates(k_position_ids, k, self.num_axes, "k_position_ids")
+        k_coords = q_coords
+        if k_position_ids is not None:
+            k_coords = axis_coordinates(k_position_ids, k, self.num_axes, "k_position_ids")
         q_cs = self.cos_sin(q_coords)  # (T, F) or (B, T, F)
         k_cs = q_cs if k_coords is q_coords else self.cos_sin(k_coords)
         return self._rotate(q, *q_cs), self._rotate(k, *k_cs)
@@ -180,7 +182,8 @@ class SectionedRotary(RotaryScheme):
         check_positive_int(num_heads, "num_heads")
         if head_dim != self.head_dim:
             raise ValueError(
-                f"{type(self).__name__} was built for head_dim={self.head_dim}, but the attention layer has head_dim={head_dim}"
+                f"{type(self).__name__} was built for head_dim={self.head_dim}, "
+                f"but the attention layer has head_dim={head_dim}"
             )
 
 
@@ -241,11 +244,14 @@ class AxialRotary(SectionedRotary):
         if axis_dim is None:
             axis_dim = (head_dim // num_axes) // 2 * 2
             if axis_dim == 0:
-                raise ValueError(f"head_dim={head_dim} is too small for num_axes={num_axes}: each axis needs 2 channels")
+                raise ValueError(
+                    f"head_dim={head_dim} is too small for num_axes={num_axes}: each axis needs 2 channels"
+                )
         check_positive_int(axis_dim, "axis_dim")
         if axis_dim % 2 or axis_dim * num_axes > head_dim:
             raise ValueError(
-                f"axis_dim={axis_dim} must be even with num_axes * axis_dim = {num_axes * axis_dim} <= head_dim={head_dim}"
+                f"axis_dim={axis_dim} must be even with num_axes * axis_dim = {num_axes * axis_dim} "
+                f"<= head_dim={head_dim}"
             )
         if frequencies not in AXIAL_FREQUENCIES:
             raise ValueError(f"frequencies must be one of {AXIAL_FREQUENCIES}, got {frequencies!r}")

@@ -48,7 +48,8 @@ def check_mrope_section(section: object, head_dim: int) -> tuple[int, int, int]:
 
 
 def mrope_frequencies(head_dim: int, section: tuple[int, int, int], base: float = 10000.0) -> tuple[Tensor, Tensor]:
-    """``(inv_freq, axis_of)``: RoPE's ``D / 2`` frequencies, the first ``s_t`` following time, then ``s_h`` rows, ``s_w`` columns.
+    """``(inv_freq, axis_of)``: RoPE's ``D / 2`` frequencies; the first ``s_t`` follow time, then ``s_h``
+    rows, then ``s_w`` columns.
 
     >>> mrope_frequencies(8, (2, 1, 1))[1]
     tensor([0, 0, 1, 2])

@@ -77,7 +77,8 @@ def mrope_position_ids(
     check_positive_int(spatial_merge_size, "spatial_merge_size")
     if token_types.dim() != 2:
         raise ValueError(f"token_types must have shape (B, T), got {tuple(token_types.shape)}")
-    grids = {IMAGE: iter(() if image_grids is None else image_grids), VIDEO: iter(() if video_grids is None else video_grids)}
+    grids = {IMAGE: iter(image_grids if image_grids is not None else ()),
+             VIDEO: iter(video_grids if video_grids is not None else ())}
     batch, length = token_types.shape
     positions = torch.zeros(batch, length, 3, dtype=torch.long, device=token_types.device)
     deltas = []
@@ -91,14 +92,17 @@ def mrope_position_ids(
                 current += end - start
                 continue
             if kind not in grids:
-                raise ValueError(f"token_types holds {kind!r}; expected {TEXT} (text), {IMAGE} (image) or {VIDEO} (video)")
+                raise ValueError(
+                    f"token_types holds {kind!r}; expected {TEXT} (text), {IMAGE} (image) or {VIDEO} (video)"
+                )
             grid = next(grids[kind], None)
             if grid is None:
                 raise ValueError(f"token_types has more {'image' if kind == IMAGE else 'video'} runs than grids given")
             block = vision_positions(current, grid, spatial_merge_size)
             if block.shape[0] != end - start:
                 raise ValueError(
-                    f"a run of {end - start} vision tokens (row {row}, tokens {start}..{end - 1}) does not match its grid "
+                    f"a run of {end - start} vision tokens (row {row}, tokens {start}..{end - 1}) "
+                    f"does not match its grid "
                     f"{tuple(int(v) for v in grid)} / merge {spatial_merge_size}: {block.shape[0]} tokens"
                 )
             parts.append(block)
