@@ -19,6 +19,9 @@ from posembed.model import Decoder, Encoder
 from posembed.schemes.learned import LearnedAbsolute
 from posembed.schemes.rotary import RotaryEmbedding
 
+#: refusals take ~0.02 s here; the bound leaves room for a loaded CI machine's first torch imports
+REFUSAL_SECONDS = 30
+
 
 def _decoder_checkpoint(folder, scheme=None):
     model = Decoder(11, dim=8, depth=2, num_heads=2, scheme=scheme or LearnedAbsolute(16, 8))
@@ -61,7 +64,7 @@ def test_lab_config_refused_before_building(tmp_path, change, message):
     start = time.perf_counter()
     with pytest.raises(CheckpointError, match=re.escape(message)):
         load_checkpoint(folder)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < REFUSAL_SECONDS
 
 
 def test_encoder_head_is_checked_against_num_classes(tmp_path):
@@ -78,7 +81,7 @@ def test_derived_rotary_tables_must_fit_in_memory(tmp_path):
     start = time.perf_counter()
     with pytest.raises(CheckpointError, match="implies .* of derived tables .*cos_cached.*more than the .* of memory"):
         load_checkpoint(folder)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < REFUSAL_SECONDS
 
 
 def test_valid_checkpoints_still_load_exactly(tmp_path):
@@ -127,7 +130,7 @@ def test_inspect_cli_refuses_in_one_line_quickly(tmp_path, capsys, change):
     start = time.perf_counter()
     code = main(["inspect", str(folder), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < REFUSAL_SECONDS
     key = next(iter(change))
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and f"model.{key}=" in err, err
 

@@ -94,11 +94,14 @@ def _check_types(config: dict, path: Path) -> None:
     architecture = config.get("architecture")
     if architecture not in _ARCHITECTURES:
         raise CheckpointError(path, f"says model.architecture must be 'decoder' or 'encoder', got {architecture!r}")
-    names = _POSITIVE_INTS + (("num_classes",) if architecture == "encoder" else ())
-    for name in names:
+    for name in _POSITIVE_INTS:
         value = config.get(name)
         if not _is_int(value) or value < 1:
             raise CheckpointError(path, f"says model.{name} must be a positive integer, got {value!r}")
+    num_classes = config.get("num_classes")
+    if architecture == "encoder" and num_classes is not None and (not _is_int(num_classes) or num_classes < 1):
+        # None: an encoder with per-token logits over the vocabulary
+        raise CheckpointError(path, f"says model.num_classes must be a positive integer or null, got {num_classes!r}")
     max_len = config.get("max_len")
     if max_len is not None and (not _is_int(max_len) or max_len < 1):
         raise CheckpointError(path, f"says model.max_len must be a positive integer or null, got {max_len!r}")
@@ -126,9 +129,8 @@ def _check_sizes(config: dict, shapes: dict[str, tuple[int, ...]], path: Path, w
     if blocks != list(range(depth)):
         held = f"blocks {blocks[0]}..{blocks[-1]}" if blocks else "no blocks"
         raise CheckpointError(path, f"says model.depth={depth} but {weights.name} holds {len(blocks)} ({held})")
-    head_rows = ("vocab_size", config["vocab_size"]) if config["architecture"] == "decoder" else (
-        "num_classes", config["num_classes"]
-    )
+    classifier = config["architecture"] == "encoder" and config.get("num_classes") is not None
+    head_rows = ("num_classes", config["num_classes"]) if classifier else ("vocab_size", config["vocab_size"])
     expected = {
         "norm.weight": ("dim", (dim,)),
         "embeddings.token_embeddings.weight": ("vocab_size", (config["vocab_size"], None)),
