@@ -15,9 +15,31 @@ from tests.helpers import assert_close
 B, H, T, D = 2, 4, 37, 8
 
 
+def _bias_by_hand(scheme, length: int) -> torch.Tensor:
+    """``(H, T, T)`` bias written here, not read from ``scheme.bias``: ALiBi from the paper's slopes
+    ``2^(-8 h / H)``, T5 from transformers' bucket function and the scheme's table (differentiable)."""
+    i = torch.arange(length).view(-1, 1)
+    j = torch.arange(length).view(1, -1)
+    if isinstance(scheme, ALiBi):
+        heads = scheme.num_heads
+        slopes = torch.tensor([2.0 ** (-8.0 * h / heads) for h in range(1, heads + 1)]).view(-1, 1, 1)
+        distance = -(j - i).abs() if scheme.symmetric else (j - i)
+        return slopes * distance.float()
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    buckets = T5Attention._relative_position_bucket(
+        j - i, bidirectional=scheme.bidirectional, num_buckets=scheme.num_buckets, max_distance=scheme.max_distance
+    )
+    return scheme.weight[buckets].permute(2, 0, 1)
+
+
+def test_bias_by_hand_hand_values():
+    assert _bias_by_hand(ALiBi(2), 3)[0].tolist() == [[0.0, 0.0625, 0.125], [-0.0625, 0.0, 0.0625], [-0.125, -0.0625, 0.0]]
+    assert _bias_by_hand(ALiBi(2, symmetric=True), 2)[1].tolist() == [[0.0, -(2.0**-8)], [-(2.0**-8), 0.0]]
+
+
 def _reference(q, k, v, scheme, causal, key_mask=None):
-    positions = torch.arange(T)
-    logits = q @ k.transpose(-1, -2) / D**0.5 + scheme.bias(positions, positions)  # (B, H, T, T)
+    logits = q @ k.transpose(-1, -2) / D**0.5 + _bias_by_hand(scheme, T)  # (B, H, T, T)
     if causal:
         logits = logits.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     if key_mask is not None:  # padding keys hidden, except from the query at their own index
@@ -120,8 +142,7 @@ def test_property_any_padding_and_block_size_matches_the_reference(lengths, caus
             key_mask[row, :real] = True
     q, k, v = torch.randn(3, batch, heads, length, 4, generator=g).unbind(0)
     scheme = ALiBi(heads, symmetric=not causal)
-    positions = torch.arange(length)
-    logits = q @ k.transpose(-1, -2) / 2.0 + scheme.bias(positions, positions)
+    logits = q @ k.transpose(-1, -2) / 2.0 + _bias_by_hand(scheme, length)
     hidden = ~key_mask[:, None, None, :] & ~torch.eye(length, dtype=torch.bool)
     if causal:
         hidden = hidden | torch.ones(length, length, dtype=torch.bool).triu(1)
