@@ -4,7 +4,13 @@ Runs the real command (a fresh process each time, checkpoints on, progress off) 
 folders, alternating the two settings ``--repeats`` times so that a change in the machine's
 load hits both alike, and reports the median wall time of each, their ratio, and the load
 average before and after. It also checks that both runs stored the same numbers, trial by
-trial (the workers must not change results).
+trial (the workers must not change results), and the CPU seconds each run used (the run and
+its workers): the parallel run should spend about the same CPU, only sooner.
+
+On a shared machine the ratio says as much about the neighbours as about the workers: with
+the kernel's autogroup scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) a session's
+processes share one slice of the CPU, so under a load above the core count two workers cannot
+get more CPU time than one. Measure when the load average is below the core count.
 
 ::
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,17 +37,23 @@ from pathlib import Path
 REDUCED = ["tasks=copy,charlm", "seeds=0", "steps=150"]
 
 
-def _run(out: Path, workers: int, overrides: list[str], threads: int) -> float:
+def _run(out: Path, workers: int, overrides: list[str], threads: int) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, the run and its workers) of one run."""
     args = [sys.executable, "-m", "posembed.cli", "lab", "run", "--preset", "quick", "--out", str(out), "--quiet",
             "--threads", str(threads), "--workers", str(workers)]
     for item in overrides:
         args += ["--set", item]
-    start = time.perf_counter()
+    before, start = _children_cpu(), time.perf_counter()
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"lab run --workers {workers} failed ({done.returncode}): {done.stderr.strip()}")
-    return seconds
+    return seconds, _children_cpu() - before
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: the run and its workers
+    return usage.ru_utime + usage.ru_stime
 
 
 def _numbers(out: Path) -> dict:
@@ -62,13 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = [] if args.full_quick else (args.overrides or REDUCED)
     times: dict[int, list[float]] = {1: [], args.workers: []}
+    cpu: dict[int, list[float]] = {1: [], args.workers: []}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         for repeat in range(args.repeats):
             for workers in (1, args.workers):
                 out = Path(tmp) / f"w{workers}-r{repeat}"
-                times[workers].append(_run(out, workers, overrides, args.threads))
-                print(f"--workers {workers}: {times[workers][-1]:.1f} s (load {os.getloadavg()[0]:.2f})", file=sys.stderr)
+                wall, used = _run(out, workers, overrides, args.threads)
+                times[workers].append(wall)
+                cpu[workers].append(used)
+                print(f"--workers {workers}: {wall:.1f} s wall, {used:.1f} s CPU (load {os.getloadavg()[0]:.2f})",
+                      file=sys.stderr)
         same = _numbers(Path(tmp) / "w1-r0") == _numbers(Path(tmp) / f"w{args.workers}-r0")
         trials = len(_numbers(Path(tmp) / "w1-r0"))
     load_after = os.getloadavg()
@@ -78,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
         "threads_per_trial": args.threads, "cores": os.cpu_count(), "repeats": args.repeats,
         "seconds_workers_1": times[1], f"seconds_workers_{args.workers}": times[args.workers],
         "median_workers_1": sequential, f"median_workers_{args.workers}": parallel, "ratio": parallel / sequential,
+        "cpu_seconds_workers_1": cpu[1], f"cpu_seconds_workers_{args.workers}": cpu[args.workers],
         "same_numbers": same, "load_before": load_before, "load_after": load_after,
     }
     print(f"{report['experiment']}: {trials} trials; --workers 1 {sequential:.1f} s, --workers {args.workers} "
-          f"{parallel:.1f} s (median of {args.repeats}): ratio {report['ratio']:.2f}; same numbers: {same}; "
+          f"{parallel:.1f} s (median of {args.repeats}): ratio {report['ratio']:.2f}; CPU "
+          f"{statistics.median(cpu[1]):.0f} s vs {statistics.median(cpu[args.workers]):.0f} s; same numbers: {same}; "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
