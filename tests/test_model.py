@@ -1,4 +1,8 @@
-"""Encoder / Decoder: every scheme kind x combine x inject x untied; config round trip; causality."""
+"""Encoder / Decoder: every scheme kind x combine x inject x untied; config round trip; causality.
+
+These variants are checked for shapes, gradients and round trips; the logits themselves are
+compared with an independent forward in ``tests/test_model_reference.py`` (one per scheme kind).
+"""
 
 from __future__ import annotations
 
