@@ -7,7 +7,9 @@
   given length (every position scored, as ``charlm`` does).
 - :func:`passkey_grid`: passkey accuracy per (length, depth).
 - :func:`train_steps`: AdamW (weight decay on matrices), linear warmup + cosine decay, gradient
-  clipping; each batch mixes char-LM windows with a ``passkey_fraction`` of passkey documents.
+  clipping; each batch mixes char-LM windows with a ``passkey_fraction`` of passkey documents,
+  after a curriculum of ``passkey_only`` steps of passkey documents alone (see
+  :class:`TrainSettings`).
 
 Example:
     >>> data = ContextData.load("tinyshakespeare")
@@ -102,7 +104,15 @@ def passkey_grid(
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """One training (or fine-tuning) run: ``steps`` batches of ``batch`` rows of ``context`` chars."""
+    """One training (or fine-tuning) run: ``steps`` batches of ``batch`` rows of ``context`` chars.
+
+    ``passkey_only``: the first steps train on passkey rows alone (each still opens with a
+    tinyshakespeare window), then ``passkey_fraction`` of each batch. Measured at L = 96, width
+    64, 2 layers: with passkey rows alone retrieval forms abruptly (per-digit accuracy 0.3 at
+    step 400, 1.0 at 800); with 75 % passkey rows it had not formed by step 1000 (per digit
+    0.2-0.3), with 50 % not by step 800. Once formed it survives the mixed batches that teach
+    the char LM.
+    """
 
     steps: int
     context: int
@@ -114,6 +124,7 @@ class TrainSettings:
     warmup: int = 0
     weight_decay: float = 0.1
     grad_clip: float = 1.0
+    passkey_only: int = 0
 
 
 def _lr(step: int, s: TrainSettings) -> float:
@@ -123,10 +134,11 @@ def _lr(step: int, s: TrainSettings) -> float:
     return s.lr / 10 + 0.5 * (1.0 + math.cos(math.pi * progress)) * (s.lr - s.lr / 10)
 
 
-def _batch(data: ContextData, generator: torch.Generator, s: TrainSettings) -> tuple[Tensor, Tensor]:
-    keys = round(s.batch * s.passkey_fraction)
+def _batch(data: ContextData, generator: torch.Generator, s: TrainSettings, step: int) -> tuple[Tensor, Tensor]:
+    keys = s.batch if step < s.passkey_only else round(s.batch * s.passkey_fraction)
     starts = torch.randint(0, len(data.train) - s.context - 1, (s.batch - keys,), generator=generator)
-    windows = torch.stack([data.train[i : i + s.context + 1] for i in starts.tolist()])  # (B, T + 1)
+    windows = torch.stack([data.train[i : i + s.context + 1] for i in starts.tolist()]) if len(starts) else \
+        torch.empty(0, s.context + 1, dtype=torch.long)  # (B, T + 1)
     inputs, targets = windows[:, :-1], windows[:, 1:]
     if keys:
         key_in, key_target = training_rows(generator, keys, s.context, data.stoi, digits=s.digits, ignore=IGNORE,
@@ -149,7 +161,7 @@ def train_steps(model: nn.Module, data: ContextData, settings: TrainSettings) ->
     for step in range(settings.steps):
         for group in optimizer.param_groups:
             group["lr"] = _lr(step, settings)
-        inputs, targets = _batch(data, generator, settings)
+        inputs, targets = _batch(data, generator, settings, step)
         logits = model(inputs)  # (B, T, V)
         loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
         optimizer.zero_grad(set_to_none=True)

@@ -54,10 +54,11 @@ class ContextConfig:
     lr: float = 3e-3
     warmup: int = 50
     passkey_fraction: float = 0.5
+    passkey_only_steps: int = 800
     digits: int = 5
     scales: tuple[int, ...] = (1, 2, 4, 8)
     depths: int = 5
-    passkey_samples: int = 8
+    passkey_samples: int = 16
     lm_windows: int = 8
     methods: tuple[str, ...] = METHODS
     references: tuple[str, ...] = REFERENCES
@@ -79,6 +80,8 @@ class ContextConfig:
             raise ValueError(f"dim={self.dim} over heads={self.heads} must give an even head dim (RoPE)")
         if self.context + 1 < min_length(self.digits):
             raise ValueError(f"context={self.context} is below the passkey minimum {min_length(self.digits) - 1}")
+        if not isinstance(self.passkey_only_steps, int) or not 0 <= self.passkey_only_steps <= self.steps:
+            raise ValueError(f"passkey_only_steps must be an int in [0, steps={self.steps}], got {self.passkey_only_steps!r}")
         if not 0.0 <= self.passkey_fraction <= 1.0:
             raise ValueError(f"passkey_fraction must be in [0, 1], got {self.passkey_fraction}")
         if not self.scales or any(not isinstance(s, int) or s < 1 for s in self.scales):
@@ -104,8 +107,8 @@ class ContextConfig:
     def train_id(self) -> str:
         """16 hex digits over the fields that shape the trained models (not the evaluation):
         trained and fine-tuned models are reused across studies that share it."""
-        fields = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction", "digits",
-                  "seed", "text", "finetune_scale", "finetune_steps", "finetune_lr")
+        fields = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
+                  "passkey_only_steps", "digits", "seed", "text", "finetune_scale", "finetune_steps", "finetune_lr")
         body = {k: v for k, v in self.to_dict().items() if k in fields}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -121,7 +124,7 @@ def _context() -> ContextConfig:
 def _context_smoke() -> ContextConfig:
     return ContextConfig(
         name="context-smoke", context=96, dim=32, depth=2, heads=2, steps=150, batch=8, lr=3e-3, warmup=10,
-        scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
+        passkey_only_steps=50, scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
     )
 
 

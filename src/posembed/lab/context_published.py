@@ -1,11 +1,15 @@
 """Published context-extension figures the study's verdicts compare against (data, copied here so
 the package reads nothing outside itself at run time).
 
-Source of each number: ``source``. The YaRN figures are those of Peng et al. 2023 ("YaRN:
-Efficient Context Window Extension of Large Language Models"), as tabulated in the authors'
-repository (jquesnelle/yarn, ``data/``); they were copied from the project's reference notes and
-should be checked against that source before an exact comparison rests on one. They are LLM
-scale (Llama 7B): a CPU char-level study can only test their *ordering*, not their values.
+Source of each number: ``source``; how it was checked: ``checked``. The YaRN figures are those of
+Peng et al. 2023 ("YaRN: Efficient Context Window Extension of Large Language Models"), as
+tabulated in the authors' repository (jquesnelle/yarn, ``data/``). Every figure here equals the
+project's reference notes (``REFERENCES.md``, "Context extension"); the passkey table and the
+fine-tuned perplexities were also checked digit by digit against the repository's CSVs
+(``data/passkey-32k.csv``, ``data/proofpile-long-small-8k.csv``, where PI is the row
+``conceptofmind/LLongMA-2-7b``); the no-fine-tuning perplexities are not in those tables and
+were not checked against a primary source. They are LLM scale (Llama 7B): a CPU char-level
+study can only test their *ordering*, not their values.
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ from dataclasses import dataclass
 __all__ = ["Claim", "CLAIMS", "PASSKEY_32K", "YARN_SOURCE"]
 
 YARN_SOURCE = "Peng et al. 2023 (YaRN), repository jquesnelle/yarn data/ tables"
+#: how each figure was checked (``Claim.checked``)
+CHECKED_PASSKEY = "matches REFERENCES.md and jquesnelle/yarn data/passkey-32k.csv exactly"
+CHECKED_PPL_FT = ("matches REFERENCES.md and jquesnelle/yarn data/proofpile-long-small-8k.csv (8192 and 16384 "
+                  "columns, rounded; PI = conceptofmind/LLongMA-2-7b)")
+CHECKED_NOTES = "matches REFERENCES.md; primary source not checked here"
 
 #: passkey accuracy of Llama-7B fine-tuned to 32k, at 2k / 4k / 8k / 16k / 32k
 PASSKEY_32K = {
@@ -24,6 +33,7 @@ PASSKEY_32K = {
     "ntk_by_parts": (0.96, 0.90, 0.80, 0.66, 0.12),
     "yarn": (1.00, 1.00, 0.98, 1.00, 0.68),
     "source": YARN_SOURCE,
+    "checked": CHECKED_PASSKEY,
 }
 
 
@@ -44,6 +54,7 @@ class Claim:
     worse: tuple[str, str]
     scale: str
     why_not: str
+    checked: str = CHECKED_NOTES
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -54,6 +65,7 @@ CLAIMS: tuple[Claim, ...] = (
         "YaRN keeps the fast pairs that a short context trains well; with head dim 16 and L ~ 100 "
         "characters nearly every pair has a wavelength beyond L, so YaRN's ramp interpolates almost "
         "all of them and it behaves much like PI plus a temperature.",
+        CHECKED_NOTES + " (not in the repository's data/ CSVs)",
     ),
     Claim(
         "scaling_vs_extrapolation", "Any scaling beats plain extrapolation past L (PI's premise)",
@@ -76,12 +88,14 @@ CLAIMS: tuple[Claim, ...] = (
         YARN_SOURCE, "passkey_mean", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "ft",
         "Needs passkey accuracy well above 0 at 1x to begin with; a short fine-tune (~100 steps, "
         "not ~1000) may not let either method relearn retrieval at the new length.",
+        CHECKED_PASSKEY,
     ),
     Claim(
         "pi_vs_yarn_ppl_ft", "After fine-tuning, PI and YaRN tie at the fine-tuning length",
         "Llama-2-7B fine-tuned to 8k, perplexity at 8192: PI 3.344, YaRN 3.356 (within 0.4 %)",
         YARN_SOURCE, "perplexity_tie", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "ft",
         "Fine-tuning budget and model size differ by orders of magnitude; a tie is judged at 2 %.",
+        CHECKED_PPL_FT,
     ),
     Claim(
         "yarn_vs_pi_beyond_ft", "Beyond the fine-tuning length, YaRN degrades less than PI",
@@ -89,5 +103,6 @@ CLAIMS: tuple[Claim, ...] = (
         "perplexity", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "2ft",
         "Both scheme factors are fixed at the fine-tuning ratio, so past it both extrapolate; the "
         "published gap is itself modest (77 vs 103).",
+        CHECKED_PPL_FT,
     ),
 )

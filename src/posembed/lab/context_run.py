@@ -69,9 +69,10 @@ def evaluate_rows(model: nn.Module, data: ContextData, length: int, *, windows: 
     return rows
 
 
-def _settings(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: int, warmup: int) -> TrainSettings:
+def _settings(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: int, warmup: int,
+              passkey_only: int = 0) -> TrainSettings:
     return TrainSettings(steps=steps, context=context, batch=cfg.batch, lr=lr, passkey_fraction=cfg.passkey_fraction,
-                         digits=cfg.digits, seed=seed, warmup=warmup)
+                         digits=cfg.digits, seed=seed, warmup=warmup, passkey_only=passkey_only)
 
 
 def _trained(cfg, name, store, folder, data, make, settings) -> nn.Module:
@@ -112,7 +113,8 @@ def run_context(cfg: ContextConfig, out: str | os.PathLike) -> Path:
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     data = ContextData.load(cfg.text)
     models = out / "models" / cfg.train_id
-    base = _settings(cfg, steps=cfg.steps, context=cfg.context, lr=cfg.lr, seed=cfg.seed, warmup=cfg.warmup)
+    base = _settings(cfg, steps=cfg.steps, context=cfg.context, lr=cfg.lr, seed=cfg.seed, warmup=cfg.warmup,
+                     passkey_only=cfg.passkey_only_steps)
     trained = {
         scheme: _trained(cfg, scheme, store, models / scheme, data,
                          lambda s=scheme: build_context_model(cfg, s, data.vocab_size), base)

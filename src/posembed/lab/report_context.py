@@ -89,7 +89,7 @@ def verdicts(results: Results) -> list[dict]:
         out.append({
             "claim": claim.text, "length": length, "ours": _ours(claim, better, worse),
             "verdict": _verdict(claim, better, worse), "published": claim.published, "source": claim.source,
-            "why it might not hold here": claim.why_not,
+            "checked": claim.checked, "why it might not hold here": claim.why_not,
         })
     return out
 
@@ -136,15 +136,15 @@ def context_markdown(results: Results) -> str:
     parts = [
         "## Which context extension works?",
         f"RoPE, ALiBi and NoPE decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare "
-        f"characters at L = {results.context} ({body['steps']} steps, {body['passkey_fraction']:.0%} passkey "
-        f"documents), the RoPE model evaluated with each method swapped in, no retraining; `rope+<method>@"
+        f"characters at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} "
+        f"on passkey documents alone, then {body['passkey_fraction']:.0%} passkey documents), the RoPE model evaluated with each method swapped in, no retraining; `rope+<method>@"
         f"{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L.",
         "### Held-out perplexity", _markdown_table(*_metric_rows(results, "perplexity")),
         "### Passkey accuracy (mean over depths)", _markdown_table(*_metric_rows(results, "passkey_mean")),
         "### Verdicts against the published orderings",
     ]
     rows = verdicts(results)
-    header = ["claim", "length", "ours", "verdict", "published", "why it might not hold here"]
+    header = ["claim", "length", "ours", "verdict", "published", "checked", "why it might not hold here"]
     parts.append(_markdown_table(header, [[row[h] for h in header] for row in rows]))
     return "\n\n".join(parts) + "\n"
 

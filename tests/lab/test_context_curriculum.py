@@ -1,0 +1,43 @@
+"""The context study's training mix: the passkey-only curriculum and an all-passkey batch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posembed.lab.context_eval import IGNORE, ContextData, TrainSettings, _batch
+from posembed.lab.context_presets import ContextConfig, get_context_preset
+
+
+@pytest.fixture(scope="module")
+def data():
+    return ContextData.load("tinyshakespeare")
+
+
+def _passkey_rows(targets: torch.Tensor) -> int:
+    """Rows holding a planted key (its digits are the only IGNORE targets; LM windows have none)."""
+    return int((targets == IGNORE).any(dim=1).sum())
+
+
+@pytest.mark.parametrize("step, expected", [(0, 8), (3, 8), (4, 2), (9, 2)])
+def test_batches_hold_only_passkey_rows_during_the_curriculum(data, step, expected):
+    settings = TrainSettings(steps=10, context=80, batch=8, lr=1e-3, passkey_fraction=0.25, passkey_only=4)
+    inputs, targets = _batch(data, torch.Generator().manual_seed(0), settings, step)
+    assert inputs.shape == targets.shape == (8, 80)
+    assert _passkey_rows(targets) == expected
+    assert int((targets == IGNORE).sum()) == 5 * expected  # five planted digits per passkey row
+
+
+def test_an_all_passkey_batch_has_no_lm_window(data):
+    settings = TrainSettings(steps=1, context=80, batch=4, lr=1e-3, passkey_fraction=1.0)
+    inputs, targets = _batch(data, torch.Generator().manual_seed(0), settings, 0)
+    assert inputs.shape == (4, 80) and _passkey_rows(targets) == 4
+
+
+def test_curriculum_is_a_training_field_and_checked():
+    cfg = get_context_preset("context")
+    assert cfg.passkey_only_steps == 800 and cfg.passkey_samples == 16
+    other = ContextConfig(name="x", passkey_only_steps=0)
+    assert other.train_id != ContextConfig(name="x").train_id  # models trained differently are not reused
+    with pytest.raises(ValueError, match=r"passkey_only_steps must be an int in \[0, steps=2000\], got 2001"):
+        ContextConfig(name="x", passkey_only_steps=2001)
