@@ -335,3 +335,72 @@ def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
     assert attn.last_backend == "chunked"
     assert "backend 'fused' does not apply (positions differ per row)" in caplog.text
 
+
+
+# ---------------------------------------------------------------------- fused qkv projection
+
+
+def _three_projections(attn: SelfAttention) -> dict[str, torch.Tensor]:
+    """The layer's state dict as checkpoints wrote it before the fused projection (q_proj, k_proj, v_proj)."""
+    state = attn.state_dict()
+    old = {k: v for k, v in state.items() if not k.startswith("qkv_proj.")}
+    for suffix in ("weight", "bias"):
+        for proj, part in zip(("q_proj", "k_proj", "v_proj"), state[f"qkv_proj.{suffix}"].chunk(3)):
+            old[f"{proj}.{suffix}"] = part.clone()
+    return old
+
+
+@pytest.mark.parametrize("scheme_id", ["none", "rope", "alibi", "shaw_key_query"])
+def test_fused_qkv_equals_three_projections(scheme_id: str) -> None:
+    """One Linear(C, 3C) gives what three Linear(C, C) give: q/k/v views, outputs and gradients."""
+    torch.manual_seed(0)
+    attn = SelfAttention(DIM, HEADS, scheme=scheme_factories(True)[scheme_id](), causal=True)
+    x = torch.randn(2, LENGTH, DIM, requires_grad=True)
+    heads = lambda t: t.view(2, LENGTH, HEADS, HEAD_DIM).transpose(1, 2)  # noqa: E731
+    q, k, v = heads(attn.q_proj(x)), heads(attn.k_proj(x)), heads(attn.v_proj(x))
+    fused = attn.qkv_proj(x)
+    assert_close(torch.cat([attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)], dim=-1), fused)
+    assert isinstance(attn.k_proj, torch.nn.Linear) and attn.k_proj.weight.shape == (DIM, DIM)
+    assert torch.equal(attn.v_proj.bias, attn.qkv_proj.bias[2 * DIM :])
+    out = attn(x)
+    out.sum().backward()
+    assert attn.qkv_proj.weight.grad is not None and attn.qkv_proj.weight.grad.shape == (3 * DIM, DIM)
+    assert q.shape == k.shape == v.shape == (2, HEADS, LENGTH, HEAD_DIM)
+
+
+@pytest.mark.parametrize("untied", [False, True])
+def test_old_checkpoints_with_separate_projections_load(untied: bool) -> None:
+    """State dicts with q_proj/k_proj/v_proj keys load into the fused layer, bit for bit."""
+    from posembed.attention import fuse_legacy_qkv, fused_qkv_shapes
+
+    torch.manual_seed(0)
+    attn = SelfAttention(DIM, HEADS, causal=True, untied_dim=4 if untied else None)
+    old = _three_projections(attn)
+    assert "q_proj.weight" in old and "qkv_proj.weight" not in old
+    fresh = SelfAttention(DIM, HEADS, causal=True, untied_dim=4 if untied else None)
+    assert str(fresh.load_state_dict(old, strict=True)) == "<All keys matched successfully>"
+    for name, tensor in attn.state_dict().items():
+        assert torch.equal(fresh.state_dict()[name], tensor), name
+    shapes = fused_qkv_shapes({name: tuple(t.shape) for name, t in old.items()})
+    assert shapes == {name: tuple(t.shape) for name, t in attn.state_dict().items()}
+    partial = {"q_proj.weight": old["q_proj.weight"]}
+    assert fuse_legacy_qkv(dict(partial)) == partial  # incomplete: left for the load to report
+
+
+def test_old_model_checkpoint_loads_into_the_decoder() -> None:
+    from posembed.model import Decoder
+
+    torch.manual_seed(0)
+    model = Decoder(11, dim=DIM, depth=2, num_heads=HEADS, scheme=LearnedAbsolute(LENGTH, DIM))
+    old = {}
+    for name, tensor in model.state_dict().items():
+        if ".qkv_proj." not in name:
+            old[name] = tensor
+            continue
+        prefix, suffix = name.split("qkv_proj.")
+        for proj, part in zip(("q_proj", "k_proj", "v_proj"), tensor.chunk(3)):
+            old[f"{prefix}{proj}.{suffix}"] = part.clone()
+    fresh = Decoder(11, dim=DIM, depth=2, num_heads=HEADS, scheme=LearnedAbsolute(LENGTH, DIM))
+    fresh.load_state_dict(old, strict=True)
+    ids = torch.randint(0, 11, (2, LENGTH))
+    assert torch.equal(fresh(ids), model(ids))

@@ -27,7 +27,10 @@ from posembed.attention_backends import BACKENDS, AttentionInputs, adds_bias, ch
 from posembed.positions import resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
 
-__all__ = ["SelfAttention"]
+__all__ = ["SelfAttention", "ProjectionView", "fuse_legacy_qkv", "fused_qkv_shapes"]
+
+#: state-dict names of the separate projections that checkpoints held before ``qkv_proj``
+LEGACY_QKV = ("q_proj", "k_proj", "v_proj")
 
 
 class SelfAttention(nn.Module):
@@ -99,15 +102,33 @@ class SelfAttention(nn.Module):
         self.backend = backend
         self.untied_dim = None if untied_dim is None else check_positive_int(untied_dim, "untied_dim")
         factory = {"device": device, "dtype": dtype}
-        self.q_proj = nn.Linear(dim, dim, bias=bias, **factory)
-        self.k_proj = nn.Linear(dim, dim, bias=bias, **factory)
-        self.v_proj = nn.Linear(dim, dim, bias=bias, **factory)
+        #: the query, key and value projections as one ``Linear(C, 3C)`` (rows: q, then k, then v)
+        self.qkv_proj = nn.Linear(dim, 3 * dim, bias=bias, **factory)
         self.out_proj = nn.Linear(dim, dim, bias=bias, **factory)
         if self.untied_dim is not None:
             self.pos_q = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
             self.pos_k = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
         #: name of the backend used by the last forward (for tests and benchmarks)
         self.last_backend: str | None = None
+
+    @property
+    def q_proj(self) -> "ProjectionView":
+        """The query projection, a ``Linear(C, C)`` view of rows ``[0, C)`` of :attr:`qkv_proj`."""
+        return ProjectionView(self.qkv_proj, 0, self.dim)
+
+    @property
+    def k_proj(self) -> "ProjectionView":
+        """The key projection, a ``Linear(C, C)`` view of rows ``[C, 2C)`` of :attr:`qkv_proj`."""
+        return ProjectionView(self.qkv_proj, 1, self.dim)
+
+    @property
+    def v_proj(self) -> "ProjectionView":
+        """The value projection, a ``Linear(C, C)`` view of rows ``[2C, 3C)`` of :attr:`qkv_proj`."""
+        return ProjectionView(self.qkv_proj, 2, self.dim)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        fuse_legacy_qkv(state_dict, prefix)  # checkpoints saved before the fused projection
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def reset_parameters(self) -> None:
         for module in self.children():
@@ -135,7 +156,8 @@ class SelfAttention(nn.Module):
         if positions.dim() == 2 and positions.shape[0] not in (1, batch):
             raise ValueError(f"position_ids has batch size {positions.shape[0]} but x has {batch}")
         key_mask = self._key_mask(attention_mask, batch, length)
-        q, k, v = (self._heads(proj(x)) for proj in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, T, D)
+        qkv = self.qkv_proj(x).view(batch, length, 3, self.num_heads, self.head_dim)  # (B, T, 3, H, D)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
         if isinstance(self.scheme, RotaryScheme):
             q, k = self.scheme(q, k, position_ids)  # None keeps the scheme's cached arange path
         bias_scheme = self.scheme if isinstance(self.scheme, BiasScheme) else None
@@ -155,7 +177,7 @@ class SelfAttention(nn.Module):
         if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.dim:
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (B, T, {self.dim}), got {shape}")
-        weight = self.q_proj.weight.dtype
+        weight = self.qkv_proj.weight.dtype
         if x.dtype != weight and not torch.is_autocast_enabled(x.device.type):
             raise TypeError(
                 f"x has dtype {x.dtype} but this layer's weights are {weight}: cast one of them "
@@ -211,3 +233,83 @@ def _check_arguments(dim: int, num_heads: int, scheme: PositionScheme | None, ba
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+
+
+class ProjectionView(nn.Linear):
+    """One of q, k, v of a fused ``Linear(C, 3C)``: an ``nn.Linear(C, C)`` whose weight and bias
+    are views of rows ``[index C, (index + 1) C)`` of the fused ones.
+
+    Reads and gradients go through to the fused projection (``view.weight`` is not a leaf: its
+    gradient lands in ``fused.weight.grad``). It owns no parameters and is never a submodule,
+    so the state dict holds the fused tensors once.
+
+    Example:
+        >>> fused = nn.Linear(4, 12)
+        >>> k = ProjectionView(fused, 1, 4)
+        >>> torch.equal(k(torch.ones(1, 4)), fused(torch.ones(1, 4))[:, 4:8])
+        True
+    """
+
+    def __init__(self, fused: nn.Linear, index: int, width: int) -> None:
+        nn.Module.__init__(self)
+        object.__setattr__(self, "_fused", fused)  # not registered: the fused module owns the tensors
+        self.index, self.in_features, self.out_features = index, fused.in_features, width
+
+    @property
+    def weight(self) -> Tensor:  # (width, C)
+        return self._fused.weight[self.index * self.out_features : (self.index + 1) * self.out_features]
+
+    @property
+    def bias(self) -> Tensor | None:  # (width,)
+        bias = self._fused.bias
+        return None if bias is None else bias[self.index * self.out_features : (self.index + 1) * self.out_features]
+
+    def reset_parameters(self) -> None:
+        raise TypeError("a ProjectionView owns no parameters: reset the fused projection (qkv_proj) instead")
+
+
+def fuse_legacy_qkv(state_dict: dict, prefix: str = "") -> dict:
+    """Replace ``{prefix}q_proj``/``k_proj``/``v_proj`` tensors by one ``{prefix}qkv_proj`` (in place).
+
+    Checkpoints written before :class:`SelfAttention` fused its projections hold the three
+    ``(C, C)`` weights (and ``(C,)`` biases) separately; concatenated in q, k, v order they are
+    exactly the fused ``(3C, C)`` weight. A state dict that already holds ``qkv_proj``, or only
+    some of the three, is left as it is (the load then reports the missing keys). Returns
+    ``state_dict``.
+
+    Example:
+        >>> old = {f"attn.{p}.weight": torch.full((2, 2), float(i)) for i, p in enumerate(LEGACY_QKV)}
+        >>> new = fuse_legacy_qkv(old, "attn.")
+        >>> sorted(new), new["attn.qkv_proj.weight"][:, 0].tolist()
+        (['attn.qkv_proj.weight'], [0.0, 0.0, 1.0, 1.0, 2.0, 2.0])
+    """
+    for suffix in ("weight", "bias"):
+        names = [f"{prefix}{proj}.{suffix}" for proj in LEGACY_QKV]
+        fused = f"{prefix}qkv_proj.{suffix}"
+        if fused in state_dict or not all(name in state_dict for name in names):
+            continue
+        state_dict[fused] = torch.cat([state_dict.pop(name) for name in names], dim=0)  # (3C, ...)
+    return state_dict
+
+
+def fused_qkv_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The shapes a checkpoint's tensors will have once :func:`fuse_legacy_qkv` has run on them.
+
+    For checkers that compare a file's shapes with a model's before loading it.
+
+    Example:
+        >>> fused_qkv_shapes({"blocks.0.attn.q_proj.weight": (8, 8), "blocks.0.attn.k_proj.weight": (8, 8),
+        ...                   "blocks.0.attn.v_proj.weight": (8, 8), "head.weight": (5, 8)})
+        {'head.weight': (5, 8), 'blocks.0.attn.qkv_proj.weight': (24, 8)}
+    """
+    out = dict(shapes)
+    for name in shapes:
+        for suffix in (".weight", ".bias"):
+            if name.endswith(f"q_proj{suffix}"):
+                prefix = name[: -len(f"q_proj{suffix}")]
+                parts = [out.get(f"{prefix}{proj}{suffix}") for proj in LEGACY_QKV]
+                if all(part is not None for part in parts) and f"{prefix}qkv_proj{suffix}" not in out:
+                    for proj in LEGACY_QKV:
+                        del out[f"{prefix}{proj}{suffix}"]
+                    out[f"{prefix}qkv_proj{suffix}"] = (sum(p[0] for p in parts), *parts[0][1:])
+    return out
