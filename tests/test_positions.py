@@ -57,6 +57,8 @@ def test_offset_positions():
         (lambda: positions_from_mask(torch.ones(2, 3)), TypeError, r"0/1 integers or booleans, got dtype torch\.float32"),
         (lambda: positions_from_mask(torch.full((2, 3), 2)), ValueError, r"attention_mask must hold only 0 and 1"),
         (lambda: positions_from_mask(torch.full((2, 3), -1)), ValueError, r"attention_mask must hold only 0 and 1"),
+        (lambda: positions_from_mask(torch.ones(1, 2, 3, dtype=torch.long)), ValueError, r"\(B, T\), got \(1, 2, 3\)"),
+        (lambda: positions_with_offset(2, torch.tensor(3)), ValueError, r"a \(B,\) tensor, got shape \(\)"),
         (lambda: positions_from_mask("1100"), TypeError, r"attention_mask must be a tensor .* got str"),
         (lambda: positions_from_documents(torch.zeros(2, 3, 4)), ValueError, r"shape \(T,\) or \(B, T\), got \(2, 3, 4\)"),
         (lambda: positions_from_documents([[0, 1], [2]]), TypeError, r"document_ids must be a tensor or a \(nested\) list"),
