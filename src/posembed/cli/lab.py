@@ -25,6 +25,7 @@ import importlib
 from pathlib import Path
 
 from posembed.cli import UserError
+from posembed.cli.lab_context import register_actions, run_context_command, run_extend_command
 
 __all__ = ["register", "run"]
 
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     list_parser.add_argument("--json", action="store_true", help="JSON (one object per trial) instead of a table")
     report_parser = actions.add_parser("report", help="write the markdown and HTML report of an out folder")
     report_parser.add_argument("out_dir", type=Path, help="folder a `posembed lab run` wrote")
+    register_actions(actions)
     parser.set_defaults(func=run, lab_parser=parser)
 
 
@@ -68,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
         return _report(args)
     if args.lab_command == "list":
         return _list(args)
+    if args.lab_command == "context":
+        return run_context_command(args)
+    if args.lab_command == "extend":
+        return run_extend_command(args)
     args.lab_parser.print_help()
     return 2
 
