@@ -24,6 +24,8 @@ from pathlib import Path
 
 from torch import Tensor
 
+from posembed.devices import cpu_tuned
+
 __all__ = ["advise_huge_pages", "huge_pages", "transparent_huge_pages", "HUGE_PAGE", "MIN_BYTES"]
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ def advise_huge_pages(tensor: Tensor) -> bool:
     """
     size = tensor.numel() * tensor.element_size()
     madvise = _madvise()
-    if not _enabled or madvise is None or tensor.device.type != "cpu" or size < MIN_BYTES:
+    if not _enabled or madvise is None or not cpu_tuned(tensor.device) or size < MIN_BYTES:
         return False
     start = tensor.data_ptr()
     first = (start + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)

@@ -54,7 +54,8 @@ class SelfAttention(nn.Module):
         chunk_size: query rows per chunk of the ``"chunked"`` backend.
         compile_flex: run the ``"flex"`` backend through ``torch.compile`` (fused kernel, no
             ``T x T`` scores; compiles once per shape). Off by default: PyTorch's uncompiled
-            FlexAttention is a reference implementation that materialises the scores.
+            FlexAttention is a reference implementation that materialises the scores. When
+            ``backend="auto"`` picks flex (bias schemes on CUDA) it always runs compiled.
 
     The layer owns ``scheme`` as a submodule (``.to()``, ``parameters()`` and ``state_dict()``
     see it). A model may hand one scheme to all its layers: torch counts a shared submodule's
@@ -169,7 +170,8 @@ class SelfAttention(nn.Module):
         )
         name = choose_backend(self.backend, inp, adds_bias(bias_scheme), self.training)
         self.last_backend = name
-        out = run_backend(name, inp, chunk_size=self.chunk_size, compile_flex=self.compile_flex)  # (B, H, T, D)
+        compile_flex = self.compile_flex or (self.backend == "auto" and name == "flex")  # auto: CUDA, compiled
+        out = run_backend(name, inp, chunk_size=self.chunk_size, compile_flex=compile_flex)  # (B, H, T, D)
         out = out.transpose(1, 2).reshape(batch, length, self.dim)  # (B, T, C)
         return self.out_proj(out)
 

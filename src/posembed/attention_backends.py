@@ -12,7 +12,8 @@ what they materialise:
 - ``sdpa``: ``F.scaled_dot_product_attention`` with bias, causal and padding masks merged into
   one ``attn_mask`` (a ``(B|1, H, T, T)`` tensor for bias schemes; none otherwise); trains.
 - ``flex``: ``flex_attention`` with the scheme's ``score_mod`` and a block mask; compiled, no
-  ``T x T`` tensor; no backward on CPU in torch 2.13.
+  ``T x T`` tensor; no backward on CPU in torch 2.13. ``"auto"`` picks it for bias schemes on
+  CUDA (compiled), where the CPU-tuned ``fused`` backend is never picked.
 - ``chunked``: a loop over query chunks, each under ``torch.utils.checkpoint``: only
   ``(B, H, chunk, T)`` scores and bias exist at a time, in the forward and the backward; trains.
   Measured on CPU (ALiBi, H = 4, C = 64, B = 1, forward + backward, peak RSS growth): T = 4096,
@@ -45,6 +46,7 @@ from torch.utils.checkpoint import checkpoint
 
 from posembed._checks import check_allocation
 from posembed._logging import log_once as _log_once
+from posembed.devices import cpu_tuned
 from posembed.fused.attention import bias_attention
 from posembed.fused.masks import visibility_mod, visible_keys
 from posembed.schemes.base import BiasScheme
@@ -60,6 +62,7 @@ __all__ = [
     "flex_attention",
     "chunked_attention",
     "flex_available",
+    "flex_applies",
     "adds_bias",
     "visible_keys",
 ]
@@ -284,11 +287,20 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
     - ``"flex"`` falls back, logged once per reason, when FlexAttention cannot be imported (to
       SDPA), when gradients are needed on CPU (no flex backward there; to chunked), or when
       attention dropout is active (flex has none; to chunked).
+    - ``"auto"`` on CUDA: bias schemes run ``"flex"`` (compiled: one fused kernel, no ``T x T``
+      tensor, with a backward) where :func:`flex_applies`, else SDPA up to the threshold and
+      ``"chunked"`` above it; ``"fused"`` is tuned for the CPU and is never picked elsewhere.
     - ``"sdpa"``, ``"chunked"``, ``"eager"`` run as asked.
     """
     if requested == "auto":
         length = inp.q.shape[-2]
-        if not adds_bias or length <= AUTO_SDPA_MAX_LENGTH:
+        if not adds_bias:
+            return "sdpa"
+        if not cpu_tuned(inp.q.device):
+            if flex_applies(inp, training) is None:
+                return "flex"
+            return "sdpa" if length <= AUTO_SDPA_MAX_LENGTH else "chunked"
+        if length <= AUTO_SDPA_MAX_LENGTH:
             return "sdpa"
         return "fused" if fused_applies(inp, training) is None else "chunked"
     if requested == "fused":
@@ -309,6 +321,23 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
         log_once("backend 'flex' has no attention dropout; using 'chunked' while training with dropout > 0")
         return "chunked"
     return "flex"
+
+
+def flex_applies(inp: AttentionInputs, training: bool) -> str | None:
+    """``None`` when ``"auto"`` may run ``inp`` on FlexAttention off the CPU, else why not.
+
+    Checked on the inputs' device type, never on this machine's: a CPU test can call it with
+    ``meta`` tensors (or a mocked device type) to check the CUDA decision.
+    """
+    if cpu_tuned(inp.q.device):
+        return "the CPU has no FlexAttention backward; the CPU-tuned backends serve it"
+    if not flex_available():
+        return "torch.nn.attention.flex_attention is unavailable"
+    if inp.positions.dim() != 1:
+        return "positions differ per row"
+    if training and inp.dropout > 0.0:
+        return "attention dropout is active"
+    return None
 
 
 def fused_applies(inp: AttentionInputs, training: bool) -> str | None:

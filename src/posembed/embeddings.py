@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from posembed._checks import check_number, check_pad_token, check_positive_int, check_table_size
+from posembed.devices import cpu_tuned
 from posembed.embedding_checks import (
     COMBINES,
     INDEX_DTYPES,
@@ -210,8 +211,9 @@ class TransformerEmbeddings(nn.Module):
 
         It computes the same block with far less memory traffic: ``add`` of a lookup table
         (learned positions), BERT's token scale, 1-D/2-D position ids, ``int64``/``int32`` ids,
-        every table in one dtype, not under ``torch.compile`` (the compiler fuses the eager path
-        itself), and ``fused=True``. It adds in Hugging Face's order, so the result equals the
+        every table in one dtype, tables on the CPU (where it was tuned and measured to win;
+        on CUDA and ``meta`` the eager torch path runs, see :func:`posembed.devices.cpu_tuned`),
+        not under ``torch.compile`` (the compiler fuses the eager path itself), and ``fused=True``. It adds in Hugging Face's order, so the result equals the
         eager path (in training, with another dropout mask).
         """
         if not (self.fused and self.combine_mode == "add" and self.token_scale == 1.0 and self.position is not None):
@@ -222,6 +224,7 @@ class TransformerEmbeddings(nn.Module):
         dtype = self.token_embeddings.weight.dtype
         return (
             table is not None
+            and cpu_tuned(self.token_embeddings.weight.device)
             and position_ids.dim() in (1, 2)
             and all(i is None or i.dtype in INDEX_DTYPES for i in ids)
             and all(t is None or t.dtype == dtype for t in tables)

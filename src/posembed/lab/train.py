@@ -6,6 +6,12 @@ linear warmup then cosine decay from ``lr`` to ``min_lr``, gradient clipping. On
 config gives the same numbers: torch and the data generator are seeded from ``seed`` and
 deterministic algorithms are requested. Under ``torchrun`` (an initialised process group) the
 model is wrapped in ``DistributedDataParallel`` and each rank trains on ``batch / world`` rows.
+
+``device`` (:func:`posembed.devices.resolve_device`: ``auto``, ``cpu``, ``cuda``, ``cuda:N``)
+says where the model trains. On CUDA the forward passes run under bf16 autocast (the weights
+and the optimizer stay fp32), AdamW is the fused kernel, bias schemes attend through compiled
+FlexAttention (``backend="auto"``, see :func:`posembed.attention_backends.choose_backend`) and
+no determinism is promised; the data are still drawn on the CPU, so batches are the same.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -20,6 +27,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from posembed.devices import autocast_dtype, resolve_device
 from posembed.lab.config import TASKS, TrialConfig
 from posembed.lab.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
@@ -28,7 +36,7 @@ from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
 __all__ = [
     "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
-    "model_position_limit", "lr_at", "random_positions", "drift",
+    "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice",
 ]
 
 logger = logging.getLogger(__name__)
@@ -173,7 +181,7 @@ def position_parameters(model: nn.Module) -> Tensor | None:
     """All parameters of the model's scheme, flattened into one vector (``None`` if it has none)."""
     scheme = getattr(model, "scheme", None)
     params = [] if scheme is None else [p.detach().reshape(-1) for p in scheme.parameters()]
-    return torch.cat(params).double().clone() if params else None
+    return torch.cat(params).to("cpu", torch.float64, copy=True) if params else None
 
 
 def drift(initial: Tensor | None, final: Tensor | None) -> dict[str, float] | None:
@@ -189,53 +197,91 @@ def drift(initial: Tensor | None, final: Tensor | None) -> dict[str, float] | No
     return {"rel_frobenius": rel, "cosine": round(cos, 12)}
 
 
-def make_optimizer(model: nn.Module, cfg: TrialConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (nanoGPT's ``configure_optimizers``)."""
+def make_optimizer(model: nn.Module, cfg: TrialConfig, device: torch.device | None = None) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (nanoGPT's ``configure_optimizers``); the fused
+    kernel on CUDA (as nanoGPT), the reference for-loop elsewhere (the CPU numbers stay put)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2))
+    fused = {"fused": True} if device is not None and device.type == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), **fused)
 
 
 @contextlib.contextmanager
-def deterministic():
-    """Request deterministic algorithms for the duration (restored afterwards)."""
+def deterministic(enabled: bool = True):
+    """Request deterministic algorithms for the duration (restored afterwards); no-op if not ``enabled``."""
     before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    if enabled:
+        torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(before)
 
 
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (:func:`posembed.devices.autocast_dtype`), nothing elsewhere."""
+    dtype = autocast_dtype(device)
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+class OnDevice(nn.Module):
+    """What a task's ``evaluate`` calls: tensors in go to ``device``, the forward runs under
+    :func:`autocast`, tensors out come back to the CPU as fp32 (the tasks score on the CPU)."""
+
+    def __init__(self, model: nn.Module, device: torch.device) -> None:
+        super().__init__()
+        self.model, self.device = model, device
+
+    def forward(self, *args, **kwargs):
+        move = lambda t: t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t  # noqa: E731
+        with autocast(self.device):
+            out = self.model(*map(move, args), **{k: move(v) for k, v in kwargs.items()})
+        back = lambda t: t.float().cpu() if isinstance(t, Tensor) else t  # noqa: E731
+        return tuple(map(back, out)) if isinstance(out, tuple) else back(out)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["model"], name)
+
+
 StepCallback = Callable[[int, float], None]
 
 
-def train_trial(cfg: TrialConfig, *, on_step: StepCallback | None = None) -> tuple[TrialResult, nn.Module]:
-    """Train and score one trial; returns the result and the trained model (unwrapped).
+def train_trial(
+    cfg: TrialConfig, *, on_step: StepCallback | None = None, device: str | torch.device | None = "auto"
+) -> tuple[TrialResult, nn.Module]:
+    """Train and score one trial; returns the result and the trained model (unwrapped, on ``device``).
 
-    ``on_step(step, loss)`` is called at every logged step (progress bars).
+    ``on_step(step, loss)`` is called at every logged step (progress bars). ``device``: see the
+    module docstring (``auto``: CUDA when present, else the CPU).
     """
     rank, world = rank_and_world()
     if cfg.batch % world:
         raise ValueError(f"batch={cfg.batch} must be divisible by the number of processes ({world})")
+    device = _rank_device(resolve_device(device), rank)
     task = make_task(cfg)
     torch.manual_seed(cfg.seed)
-    model = build_trial_model(cfg, task)
+    model = build_trial_model(cfg, task)  # built on the CPU: the same init on every device
     initial = position_parameters(model)
+    model.to(device)
     trainable = model
     if world > 1:
-        trainable = nn.parallel.DistributedDataParallel(model)
+        ids = [device.index] if device.type == "cuda" else None
+        trainable = nn.parallel.DistributedDataParallel(model, device_ids=ids)
     generator = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
     table = cfg.table_size or task.max_length()
     start = time.perf_counter()
-    with deterministic():
-        curve, final_loss = _train_loop(cfg, task, trainable, generator, table, world, on_step)
+    with deterministic(device.type == "cpu"):
+        curve, final_loss = _train_loop(cfg, task, trainable, generator, table, world, on_step, device)
         elapsed = time.perf_counter() - start
         model.eval()
-        evals = task.evaluate(model, torch.Generator().manual_seed(cfg.seed + 12345), model_position_limit(model))
+        scored = model if device.type == "cpu" else OnDevice(model, device)
+        evals = task.evaluate(scored, torch.Generator().manual_seed(cfg.seed + 12345), model_position_limit(model))
     result = TrialResult(
         config=cfg, evals=evals, curve=curve, drift=drift(initial, position_parameters(model)),
         seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,
@@ -244,11 +290,20 @@ def train_trial(cfg: TrialConfig, *, on_step: StepCallback | None = None) -> tup
     return result, model
 
 
-def _train_loop(cfg, task, model, generator, table, world, on_step) -> tuple[list[tuple[int, float]], float]:
-    optimizer = make_optimizer(model, cfg)
+def _rank_device(device: torch.device, rank: int) -> torch.device:
+    """Under torchrun, ``cuda`` without an index means this rank's GPU (``LOCAL_RANK``)."""
+    if device.type != "cuda" or device.index is not None:
+        return device
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
+def _train_loop(cfg, task, model, generator, table, world, on_step, device) -> tuple[list[tuple[int, float]], float]:
+    optimizer = make_optimizer(model, cfg, device)
+    params = [p for p in model.parameters() if p.requires_grad]  # once, not a generator per step
     model.train()
     curve: list[tuple[int, float]] = []
-    window: list[float] = []
+    window: list[Tensor] = []  # losses kept as tensors: no device sync until a logged step
     for step in range(cfg.steps):
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
@@ -256,15 +311,20 @@ def _train_loop(cfg, task, model, generator, table, world, on_step) -> tuple[lis
         positions = None
         if cfg.randomized_positions:
             positions = random_positions(generator, batch.input_ids.shape[0], batch.input_ids.shape[1], table)
-        loss = loss_fn(model(batch.input_ids, position_ids=positions), batch.targets)
+            positions = positions.to(device, non_blocking=True)
+        input_ids = batch.input_ids.to(device, non_blocking=True)
+        with autocast(device):
+            logits = model(input_ids, position_ids=positions)
+        loss = loss_fn(logits, batch.targets.to(device, non_blocking=True))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         optimizer.step()
-        window.append(float(loss.detach()))
+        window.append(loss.detach())
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-            mean = mean_across_ranks(sum(window) / len(window))
+            values = torch.stack(window).tolist()  # one sync per logged step
+            mean = mean_across_ranks(sum(values) / len(values))
             curve.append((step + 1, mean))
             window.clear()
             if on_step is not None:
