@@ -40,19 +40,22 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "sinusoidal": (
         "schemes/sinusoidal.py",
         ("check_sinusoid_args", "sinusoid_inv_freq", "_lay_out", "sinusoidal_table", "_within", "reset_parameters"),
-        ("tests/schemes/test_sinusoidal.py", "-k", "not compiled and not linear_probe"),
+        ("tests/schemes/test_formulas.py", "tests/schemes/test_sinusoidal.py", "-k", "not compiled and not linear_probe"),
     ),
-    "rotary": ("schemes/rotary.py", ("rope_inv_freq",), ("tests/schemes/test_rotary.py", "-k", "not compiled")),
-    "alibi": ("schemes/alibi.py", ("alibi_slopes", "power_of_two", "alibi_bias"), ("tests/schemes/test_alibi.py",)),
+    "rotary": ("schemes/rotary.py", ("rope_inv_freq",), ("tests/schemes/test_formulas.py", "tests/schemes/test_rotary.py", "-k", "not compiled")),
+    "alibi": ("schemes/alibi.py", ("alibi_slopes", "power_of_two", "alibi_bias"), ("tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py")),
     "t5_bias": (
         "schemes/t5_bias.py",
         ("relative_position_bucket", "_check_bucket_config"),
-        ("tests/schemes/test_t5_bias.py",),
+        ("tests/schemes/test_formulas.py", "tests/schemes/test_t5_bias.py"),
     ),
     "relative": (
         "schemes/relative.py",
         ("*",),
-        ("tests/schemes/test_alibi.py", "tests/schemes/test_t5_bias.py", "tests/schemes/test_score_mod.py", "-k", "not compiled"),
+        (
+            "tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py", "tests/schemes/test_t5_bias.py", "tests/schemes/test_score_mod.py",
+            "-k", "not compiled",
+        ),
     ),
 }
 
