@@ -17,12 +17,14 @@ from pathlib import Path
 from posembed.lab.context_published import CLAIMS, Claim
 from posembed.lab.context_store import NO_DEPTH, ContextStore
 
-__all__ = ["Results", "verdicts", "context_markdown", "write_context_report", "TIE"]
+__all__ = ["Results", "verdicts", "context_markdown", "retrieval_note", "write_context_report", "TIE", "RETRIEVES"]
 
 #: relative perplexity difference under which two methods count as tied
 TIE = 0.02
 #: passkey accuracy difference under which two methods count as tied
 PASSKEY_MARGIN = 0.05
+#: passkey accuracy at L from which a model counts as having learned retrieval
+RETRIEVES = 0.8
 
 
 class Results:
@@ -116,6 +118,18 @@ def _verdict(claim: Claim, better: float | None, worse: float | None) -> str:
     return "reproduces" if better > worse else "does not reproduce (reversed)"
 
 
+def retrieval_note(results: Results) -> str:
+    """Which models trained at L retrieve the key at L: a passkey comparison past L means something
+    only for those (a model that never learned retrieval scores 0 everywhere, whatever its scheme)."""
+    at_l = {model: results.value(model, method, results.context, "passkey_mean")
+            for model, method in results.lines if not model.startswith("rope+") and method in ("extrapolate", "none")}
+    found = ", ".join(f"{model} {value:.2f}" for model, value in at_l.items() if value is not None)
+    learned = [model for model, value in at_l.items() if value is not None and value >= RETRIEVES]
+    return (f"Passkey accuracy at L (mean over depths): {found or 'not measured'}. Retrieval learned "
+            f"(>= {RETRIEVES:.0%}) by: {', '.join(learned) or 'no model'}; the passkey columns past L "
+            f"compare methods only for {'it' if len(learned) == 1 else 'those'}.")
+
+
 def _markdown_table(header: list[str], rows: list[list]) -> str:
     from posembed.report import format_cell
 
@@ -141,6 +155,7 @@ def context_markdown(results: Results) -> str:
         f"{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L.",
         "### Held-out perplexity", _markdown_table(*_metric_rows(results, "perplexity")),
         "### Passkey accuracy (mean over depths)", _markdown_table(*_metric_rows(results, "passkey_mean")),
+        retrieval_note(results),
         "### Verdicts against the published orderings",
     ]
     rows = verdicts(results)
