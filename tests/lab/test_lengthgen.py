@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from posembed.lab.config import apply_overrides
+from posembed.lab.lengthgen import mean_reciprocal_rank, ood_scores, store_rows
 from posembed.lab.lengthgen_presets import LENGTHGEN_SCHEMES, lengthgen
 from posembed.lab.runner import expand, run_experiment
 from posembed.lab.store import ResultsStore
@@ -38,3 +39,14 @@ def test_a_tiny_version_runs_and_stores_exact_match_past_L(tmp_path):
     for record in records:
         found = record.metric("exact_match")
         assert sorted(found) == [16, 17, 18, 20, 24, 32] and all(0.0 <= v <= 1.0 for v in found.values())
+    rows, context = store_rows(tmp_path)
+    assert context == {"copy": 16} and len(rows) == 12
+    scores = ood_scores(rows, context)
+    assert set(scores) == {("copy", "rope", "base"), ("copy", "rope", "randomized")}
+    assert set(mean_reciprocal_rank(scores)) == {("rope", "base"), ("rope", "randomized")}
+
+
+def test_reciprocal_ranks_average_over_tasks_and_share_ties():
+    scores = {("copy", "a", "base"): 0.3, ("copy", "b", "base"): 0.1, ("reverse", "a", "base"): 0.0,
+              ("reverse", "b", "base"): 0.0}
+    assert mean_reciprocal_rank(scores) == {("a", "base"): (1.0 + 1 / 1.5) / 2, ("b", "base"): (0.5 + 1 / 1.5) / 2}
