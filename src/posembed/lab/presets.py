@@ -8,12 +8,17 @@ Each sweep answers the lab's questions with one experiment:
   position) against ``base`` (``add``) of the absolute schemes;
 - once vs every layer: the ``every_layer`` variant against ``base``;
 - extrapolation ranking: the ``base`` variant of every scheme on the algorithmic tasks (exact
-  match beyond L) and ``charlm`` (perplexity at 2x, 4x, 8x the context);
+  match beyond L) and ``charlm`` (perplexity at 2x, 4x, 8x the context); ``full`` adds the
+  later 1-D schemes (:data:`LATER_SCHEMES`: Kerple, Sandwich, FIRE, dynamic position bias,
+  FoX forgetting gates, CoPE, DeBERTa) beside the classic ones;
 - frozen vs trained position table, and its drift: ``frozen`` against ``base`` for schemes with
   parameters (``drift_rel_frobenius`` / ``drift_cosine`` in the store).
 
 Variants that only make sense for absolute schemes (``concat``, ``every_layer``, ``untied``) or
-for schemes with parameters (``frozen``) are skipped for the others by the runner.
+for schemes with parameters (``frozen``) are skipped for the others by the runner, and so are
+the causal-only schemes (FIRE, forgetting gates, CoPE) on the bidirectional ``order`` encoder:
+each scheme's own ``check_attention`` says which. The N-D rotary schemes (``rope_axial``,
+``rope_pixtral``, ``mrope``) are for image/video positions and stay out of these 1-D sweeps.
 
 >>> sorted(PRESETS)
 ['calibration', 'full', 'quick', 'smoke']
@@ -30,18 +35,27 @@ from typing import Callable
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
 
-__all__ = ["PRESETS", "get_preset"]
+__all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES"]
 
 #: algorithmic tasks: train on operand lengths <= L, test to 3 L (Kazemnejad et al.: 2x)
 _ALGO_SCALES = (0.5, 1.0, 1.5, 2.0, 3.0)
 #: char LM: 1x, 2x, 4x, 8x the training context (Press et al. 2022)
 _LM_SCALES = (1.0, 2.0, 4.0, 8.0)
 
+#: the schemes of the lab's seed questions (absolute, rotary, ALiBi, T5, NoPE)
+CLASSIC_SCHEMES = ("learned", "sinusoidal", "scaled_sinusoidal", "rope", "alibi", "t5_bias", "nope")
+#: later 1-D schemes the ``full`` sweep trains beside them (FIRE, forgetting, CoPE: decoder tasks only)
+LATER_SCHEMES = ("kerple", "sandwich", "fire", "dynamic_bias", "forgetting", "cope", "deberta")
+#: CoPE's count of integer positions (``npos_max``; it has no default): the char LM's training
+#: context, so every count reached in training has its own embedding (longer ones clamp)
+_COPE_NPOS = 64
+
 
 def _bases(*, dim: int, depth: int, heads: int, steps: int, lm_steps: int, algo_len: int, lm_context: int,
-           batch: int, eval_batches: int, lr: float) -> tuple[TrialConfig, ...]:
+           batch: int, eval_batches: int, lr: float,
+           scheme_kwargs: tuple[tuple[str, object], ...] = ()) -> tuple[TrialConfig, ...]:
     common = dict(dim=dim, depth=depth, heads=heads, batch=batch, eval_batches=eval_batches, lr=lr, min_lr=lr / 10,
-                  warmup=min(100, steps // 10), log_every=max(1, steps // 50))
+                  warmup=min(100, steps // 10), log_every=max(1, steps // 50), scheme_kwargs=scheme_kwargs)
     algo = dict(common, steps=steps, context=algo_len, eval_scales=_ALGO_SCALES, vocab=10)
     return (
         TrialConfig(task="order", **dict(common, steps=steps, context=2 * algo_len, eval_scales=(1.0, 2.0), vocab=16)),
@@ -82,11 +96,11 @@ def _full() -> ExperimentConfig:
     return ExperimentConfig(
         name="full",
         tasks=("order", "copy", "reverse", "sort", "addition", "charlm"),
-        schemes=("learned", "sinusoidal", "scaled_sinusoidal", "rope", "alibi", "t5_bias", "nope"),
+        schemes=(*CLASSIC_SCHEMES, *LATER_SCHEMES),
         variants=("base", "concat", "every_layer", "frozen", "untied", "randomized"),
         seeds=(0, 1, 2),
         bases=_bases(dim=128, depth=4, heads=4, steps=2000, lm_steps=2000, algo_len=20, lm_context=64, batch=64,
-                     eval_batches=8, lr=1e-3),
+                     eval_batches=8, lr=1e-3, scheme_kwargs=(("cope.npos_max", _COPE_NPOS),)),
     )
 
 

@@ -5,7 +5,7 @@ metric: ``accuracy`` for order, ``exact_match`` for the algorithmic tasks, valid
 charlm) or beyond it. Two groups count as *alike* when their means differ by no more than the
 noise: ``max(NOISE_FLOOR, 2 * sqrt(std_a^2 + std_b^2))`` (the floor alone with one seed). When
 the store lacks the trials a question needs, the section says so and names the presets that
-have them.
+have them. The rules themselves are the pure functions of :mod:`posembed.lab.verdicts`.
 
 >>> a, b = Stat((0.50, 0.52)), Stat((0.60, 0.62))
 >>> c = Comparison("copy", "learned", "exact_match", 8, a, b)
@@ -19,15 +19,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from posembed.lab.report_tables import HIGHER_IS_BETTER, LabData, Stat, metric_lengths, metric_stat, ordered, train_length
+from posembed.lab.report_tables import (
+    HIGHER_IS_BETTER, LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length,
+)
+from posembed.lab.verdicts import NOISE_FLOOR, noise, pair_verdict
 
 __all__ = [
     "Section", "Comparison", "NOISE_FLOOR", "judged_metric", "compare", "presets_with", "learned_vs_sinusoidal",
     "variant_question", "extrapolation", "ranking_scores", "ScoreRow", "frozen_vs_trained", "lacking",
 ]
-
-#: smallest difference of means called a difference (accuracy/exact match: 2 points; loss: 0.02 nats)
-NOISE_FLOOR = 0.02
 
 Table = tuple[list[str], list[list[Any]]]
 
@@ -65,18 +65,12 @@ class Comparison:
 
     @property
     def noise(self) -> float:
-        if self.a.n >= 2 and self.b.n >= 2:
-            return max(NOISE_FLOOR, 2.0 * math.hypot(self.a.std, self.b.std))
-        return NOISE_FLOOR
+        """:func:`posembed.lab.verdicts.noise` of the two groups."""
+        return noise(self.a.std, self.b.std, self.a.n, self.b.n)
 
     def verdict(self, name_a: str, name_b: str) -> str:
-        """``alike``, ``<name> better`` or ``n/a``."""
-        if math.isnan(self.delta):
-            return "n/a"
-        if abs(self.delta) <= self.noise:
-            return "alike"
-        b_wins = (self.delta > 0) == HIGHER_IS_BETTER[self.metric]
-        return f"{name_b if b_wins else name_a} better"
+        """``alike``, ``<name> better`` or ``n/a`` (:func:`posembed.lab.verdicts.pair_verdict`)."""
+        return pair_verdict(self.delta, self.noise, HIGHER_IS_BETTER[self.metric], name_a, name_b)
 
     def row(self, *extra: Any) -> list[Any]:
         return [self.task, self.scheme, *extra, f"{self.metric} @ {self.length}", self.a.text(), self.b.text(),
@@ -221,12 +215,12 @@ def _fmt(value: float | None) -> str:
 def _ranking_table(task: str, scores: list[ScoreRow], context: int) -> Table:
     metric = judged_metric(task)
     lengths = [n for n, _ in scores[0].per_length]
-    header = [f"{task}: rank", "scheme", f"{metric} @ L={context}",
+    header = [f"{task}: rank", "scheme", "family", f"{metric} @ L={context}",
               *[f"@ {n} ({n / context:.3g}x)" for n in lengths], f"mean {metric} beyond L"]
     rows = []
     for r in scores:
         by_length = dict(r.per_length)
-        rows.append([r.rank, r.scheme, _fmt(r.at_train), *[_fmt(by_length.get(n)) for n in lengths], _fmt(r.beyond)])
+        rows.append([r.rank, r.scheme, scheme_family(r.scheme), _fmt(r.at_train), *[_fmt(by_length.get(n)) for n in lengths], _fmt(r.beyond)])
     return header, rows
 
 

@@ -11,6 +11,12 @@ of one metric at one length over the seeds of one ``(task, scheme, variant)`` gr
 (2, 0.625, 0.1768, '0.625 ± 0.18 (1 n/a)')
 >>> Stat.of([None], note="n/a (table limit)").text()
 'n/a (table limit)'
+
+Rows follow the scheme families of the factory (:func:`scheme_family`: absolute, rotary, bias,
+NoPE), so a scheme added to :mod:`posembed.schemes.factory` lands in its family's rows.
+
+>>> [scheme_family(s) for s in ("scaled_sinusoidal", "rope_yarn", "kerple", "cope", "nope", "mystery")]
+['absolute', 'rotary', 'bias', 'bias', 'NoPE', 'other']
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from posembed.lab.store import STORE_NAME, ResultsStore, TrialRecord
+from posembed.schemes.factory import FACTORY
 
 __all__ = [
     "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "PRIMARY_METRIC",
-    "HIGHER_IS_BETTER", "primary_metric", "train_length", "results_table", "drift_table", "ordered",
+    "HIGHER_IS_BETTER", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
+    "scheme_family", "by_family",
 ]
 
 logger = logging.getLogger(__name__)
@@ -39,6 +47,26 @@ PRIMARY_METRIC = {"order": "accuracy", "charlm": "perplexity"}
 HIGHER_IS_BETTER = {"accuracy": True, "exact_match": True, "val_loss": False, "perplexity": False}
 
 GroupKey = tuple[str, str, str]  # (task, scheme, variant)
+
+#: scheme families in the order the tables list them (``other``: a name the factory lacks)
+FAMILIES = ("absolute", "rotary", "bias", "NoPE", "other")
+
+
+def scheme_family(scheme: str) -> str:
+    """``absolute``, ``rotary``, ``bias`` (the factory class's kind) or ``NoPE``; ``other`` when unknown."""
+    entry = FACTORY.get(scheme)
+    if entry is None:
+        return "NoPE" if scheme == "none" else "other"
+    return "NoPE" if entry.name == "nope" else entry.cls.kind.value
+
+
+def by_family(keys: Iterable[GroupKey]) -> list[GroupKey]:
+    """Group keys ordered by :data:`FAMILIES`, first-seen order within a family (a stable sort).
+
+    >>> by_family([("copy", "kerple", "base"), ("copy", "rope", "base"), ("copy", "learned", "base")])
+    [('copy', 'learned', 'base'), ('copy', 'rope', 'base'), ('copy', 'kerple', 'base')]
+    """
+    return sorted(keys, key=lambda key: FAMILIES.index(scheme_family(key[1])))
 
 
 @dataclass(frozen=True)
@@ -229,19 +257,21 @@ def _length_label(length: int, context: int) -> str:
 
 
 def results_table(data: LabData, task: str) -> tuple[list[str], list[list[Any]]]:
-    """The task's primary metric at every evaluated length, one row per (scheme, variant)."""
+    """The task's primary metric at every evaluated length, one row per (scheme, variant), by family."""
     groups = data.groups(task)
     metric = primary_metric(task)
     lengths = metric_lengths((t for group in groups.values() for t in group), metric)
     context = train_length(next(iter(groups.values())))
-    header = ["scheme", "variant", "seeds", *[f"{metric} @ {_length_label(n, context)}" for n in lengths],
+    header = ["family", "scheme", "variant", "seeds", *[f"{metric} @ {_length_label(n, context)}" for n in lengths],
               "final train loss", "ms/step", "params"]
     rows = []
-    for (_, scheme, variant), trials in groups.items():
+    for key in by_family(groups):
+        trials, scheme, variant = groups[key], key[1], key[2]
         cells = [metric_stat(trials, metric, n).text() for n in lengths]
         final = Stat.of((t.final_loss if math.isfinite(t.final_loss) else None for t in trials), "diverged")
         speed = Stat.of(1000 * t.seconds_per_step for t in trials)
-        rows.append([scheme, variant, len(trials), *cells, final.text(), speed.text(), trials[0].num_params])
+        rows.append([scheme_family(scheme), scheme, variant, len(trials), *cells, final.text(), speed.text(),
+                     trials[0].num_params])
     return header, rows
 
 

@@ -1,0 +1,86 @@
+"""The presets' sweeps: the later 1-D schemes in ``full``, each trained in a tiny trial and reported
+in its family's rows of the lab report's tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from posembed.lab import runner
+from posembed.lab.config import TASKS, apply_overrides
+from posembed.lab.presets import CLASSIC_SCHEMES, LATER_SCHEMES, get_preset
+from posembed.lab.report import write_report
+from posembed.lab.report_tables import scheme_family
+from posembed.lab.runner import run_experiment
+from posembed.lab.store import load_results
+from posembed.lab.train import build_trial_scheme
+from posembed.schemes.factory import FACTORY
+from tests.lab.test_report import md_tables
+
+#: the later schemes that only serve causal attention (their check_attention refuses the encoder)
+CAUSAL_ONLY = {"fire", "forgetting", "cope"}
+
+#: every later scheme on the copy task, 3 steps at width 16: seconds in all
+TINY = [f"schemes={','.join(LATER_SCHEMES)}", "tasks=copy", "variants=base", "seeds=0", "steps=3", "log_every=1",
+        "dim=16", "heads=2", "batch=8", "copy.context=4", 'scheme_kwargs={"cope.npos_max": 16}']
+
+
+def test_full_trains_the_later_1d_schemes_beside_the_classic_ones():
+    full = get_preset("full")
+    assert full.schemes == (*CLASSIC_SCHEMES, *LATER_SCHEMES)
+    assert set(LATER_SCHEMES) <= set(FACTORY) and not {"rope_axial", "rope_pixtral", "mrope"} & set(full.schemes)
+    assert {scheme_family(s) for s in LATER_SCHEMES} == {"bias"}
+    # smoke and quick are unchanged (their stores resume): no scheme arguments in their bases
+    for name in ("smoke", "quick"):
+        assert all(base.scheme_kwargs == () for base in get_preset(name).bases)
+
+
+def _serves(scheme, cfg) -> bool:
+    """Whether the built scheme accepts the task's attention (causal for the decoder tasks)."""
+    try:
+        scheme.check_attention(num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, causal=TASKS[cfg.task] == "decoder")
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("task", ["order", "copy", "reverse", "sort", "addition", "charlm"])
+def test_every_full_scheme_builds_for_every_task_and_only_causal_ones_refuse_the_encoder(task):
+    base = get_preset("full").base(task)
+    for name in get_preset("full").schemes:
+        cfg = dataclasses.replace(base, scheme=name)
+        scheme = build_trial_scheme(cfg, table_size=8 * cfg.context)  # cope finds its npos_max in the base
+        if scheme is None:
+            continue
+        assert _serves(scheme, cfg) == (TASKS[task] == "decoder" or name not in CAUSAL_ONLY), (task, name)
+
+
+@pytest.mark.skipif(not hasattr(runner, "refusal"), reason="lab/runner.py does not skip causal-only schemes yet")
+def test_full_expands_skipping_causal_only_schemes_on_the_encoder_only():
+    trials = runner.expand(get_preset("full"))
+    pairs = {(cfg.task, cfg.scheme) for cfg in trials}
+    for task in get_preset("full").tasks:
+        for scheme in get_preset("full").schemes:
+            assert ((task, scheme) in pairs) == (TASKS[task] == "decoder" or scheme not in CAUSAL_ONLY)
+
+
+@pytest.fixture(scope="module")
+def later_lab(tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("later")
+    run_experiment(apply_overrides(get_preset("smoke"), TINY), out, checkpoints=False, progress=False)
+    return out, write_report(out)[0].read_text()
+
+
+@pytest.mark.parametrize("scheme", LATER_SCHEMES)
+def test_each_later_scheme_trains_and_lands_in_its_family_rows(scheme, later_lab):
+    out, text = later_lab
+    (trial,) = [t for t in load_results(out).trials if t.config.scheme == scheme]
+    assert math.isfinite(trial.final_loss) and trial.num_params > 0
+    tables = md_tables(text)
+    (row,) = [r for r in tables["Results: copy"] if r["scheme"] == scheme]
+    assert (row["family"], row["variant"], row["seeds"]) == (scheme_family(scheme), "base", "1")
+    ranking = tables[next(k for k in tables if k.startswith("Q4."))]
+    assert [r["family"] for r in ranking if r["scheme"] == scheme] == ["bias"]
