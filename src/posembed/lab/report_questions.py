@@ -220,7 +220,8 @@ def _ranking_table(task: str, scores: list[ScoreRow], context: int) -> Table:
     rows = []
     for r in scores:
         by_length = dict(r.per_length)
-        rows.append([r.rank, r.scheme, scheme_family(r.scheme), _fmt(r.at_train), *[_fmt(by_length.get(n)) for n in lengths], _fmt(r.beyond)])
+        rows.append([r.rank, r.scheme, scheme_family(r.scheme), _fmt(r.at_train),
+                     *[_fmt(by_length.get(n)) for n in lengths], _fmt(r.beyond)])
     return header, rows
 
 
