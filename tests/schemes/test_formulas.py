@@ -46,6 +46,25 @@ def test_sinusoidal_table_hand_values():
     assert_close(sinusoidal_table(torch.tensor([2]), 4, layout="concat")[0], torch.tensor(concat), atol=1e-7, rtol=0)
 
 
+def test_sinusoidal_accepts_any_base_above_one():
+    from posembed.schemes.sinusoidal import Sinusoidal
+
+    assert_close(sinusoid_inv_freq(4, base=1.5), torch.tensor([1.0, 1.5**-0.5]), atol=0, rtol=1e-7)
+    assert Sinusoidal(4, base=1.5).base == 1.5
+    with pytest.raises(ValueError, match=r"base must be a finite number > 1, got base=1\.0"):
+        Sinusoidal(4, base=1.0)
+
+
+def test_sinusoidal_cache_edge_position_equals_the_formula():
+    """Position ``max_len`` is the first one past the cache: computed, never looked up (index error)."""
+    from posembed.schemes.sinusoidal import Sinusoidal
+
+    cached = Sinusoidal(4, max_len=3)
+    expected = torch.tensor([[math.sin(p), math.cos(p), math.sin(p / 100), math.cos(p / 100)] for p in (2.0, 3.0)])
+    assert_close(cached(torch.tensor([2, 3])), expected, atol=1e-7, rtol=0)
+    assert_close(cached(torch.tensor([3])), expected[1:], atol=1e-7, rtol=0)
+
+
 # --- ALiBi --------------------------------------------------------------------------------------
 
 
