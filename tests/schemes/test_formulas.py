@@ -186,3 +186,13 @@ def test_check_positions_accepts_real_positions_only_when_asked():
     check_positions(torch.zeros(2, 3, dtype=torch.long), torch.arange(5))  # 1-D keys shared by the batch
     with pytest.raises(TypeError, match=r"must hold real numbers, got dtype torch.complex64"):
         check_positions(torch.zeros(3, dtype=torch.complex64), torch.zeros(3), integer=False)
+
+
+def test_sinusoidal_empty_positions_and_meta_buffers():
+    from posembed.schemes.sinusoidal import Sinusoidal
+
+    assert Sinusoidal(4, max_len=3)(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
+    assert Sinusoidal(4, max_len=3)(torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0, 4)
+    meta = Sinusoidal(4, max_len=3, device="meta")  # the buffers are built where they were asked for
+    assert meta.inv_freq.device.type == "meta" and meta.table.device.type == "meta"
+    assert Sinusoidal(4, max_len=3).table.device.type == "cpu"
