@@ -87,6 +87,11 @@ def reference_forward(
 ) -> torch.Tensor:
     """Pre-LN transformer logits ``(B, T, V)`` in float64 from a state dict."""
     w = {name: value.detach().double() for name, value in weights.items()}
+    for name in [n for n in w if n.endswith(".attn.qkv_proj.weight") or n.endswith(".attn.qkv_proj.bias")]:
+        # one fused (3C, C) projection: rows [0, C) query, [C, 2C) key, [2C, 3C) value
+        prefix, kind = name.rsplit(".qkv_proj.", 1)
+        for part, value in zip("qkv", w.pop(name).chunk(3, dim=0)):
+            w[f"{prefix}.{part}_proj.{kind}"] = value
     batch, length = ids.shape
     positions = torch.arange(length)
 
