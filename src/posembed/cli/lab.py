@@ -3,7 +3,7 @@
 ::
 
     posembed lab run --preset quick [--out DIR] [--set key=value ...] [--no-checkpoints] [--threads N]
-                     [--workers N] [--quiet]
+                     [--workers N] [--ray auto|HOST:PORT] [--quiet]
     posembed lab list DIR [--task T] [--scheme S] [--json]
     posembed lab report DIR
     torchrun --nproc_per_node 2 -m posembed.cli lab run --preset quick   # data-parallel
@@ -11,6 +11,9 @@
 ``--workers N`` trains N trials side by side in worker processes (default: the cores over
 ``--threads``); each trial's numbers are those of ``--workers 1``. Progress goes to stderr: a
 bar on a terminal, one line per finished trial otherwise; ``--quiet`` turns it off.
+``--ray HOST:PORT`` sends the trials to a Ray cluster as tasks (``--ray auto``: the local one,
+or a fresh local instance); this process still writes the store and the checkpoints
+(:mod:`posembed.lab.ray_runner`; ``pip install 'posembed[ray]'``).
 
 A run holds its out folder for its whole length: a second run on the same folder exits 2
 naming the first one's pid. A file that cannot be written (a full disk, a read-only folder)
@@ -48,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             help="trials trained at once, each in its own process (default: the available cores "
                                  "divided by --threads; 1 trains in this process, one trial at a time; always 1 "
                                  "under torchrun)")
+    run_parser.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
+                            help="train the trials as Ray tasks: 'auto' joins the local cluster or starts one, "
+                                 "HOST:PORT joins a running cluster (`ray start --head` prints it); this process "
+                                 "writes the results; --workers then caps the trials in flight (default: all)")
     run_parser.add_argument("-q", "--quiet", action="store_true",
                             help="no progress (default: a bar on a terminal, else one line per finished trial on stderr)")
     run_parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -91,7 +98,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"--threads must be at least 1, got {args.threads}")
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
-    workers = default_workers(args.threads) if args.workers is None else args.workers
+    if args.ray is not None:
+        _check_ray(args.ray)
+    workers = default_workers(args.threads) if args.workers is None and args.ray is None else args.workers
     quiet = args.quiet or args.progress is False
     out = args.out or Path(f"lab-{experiment.name}")
     if out.exists() and not out.is_dir():
@@ -104,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         rank, world = rank_and_world()
         with _write_errors(), log_to_stderr(LAB_LOGGER, enabled=not quiet and rank == 0):
             summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=not quiet,
-                                     workers=1 if world > 1 else workers, threads=args.threads)
+                                     workers=1 if world > 1 else workers, threads=args.threads, ray=args.ray)
     except WorkerError as error:
         raise UserError(str(error)) from None
     finally:
@@ -117,6 +126,23 @@ def _run(args: argparse.Namespace) -> int:
             f"list with: posembed lab list {out}; report with: posembed lab report {out}"
         )
     return 0
+
+
+def _check_ray(address: str) -> None:
+    """Ray installed, and not under torchrun (checked before anything starts)."""
+    import os
+
+    from posembed.lab.ray_runner import require_ray
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UserError("--ray does not run under torchrun: a torchrun sweep trains each trial data-parallel "
+                        "on its ranks; run `posembed lab run --ray ...` as one plain process instead")
+    if not address:
+        raise UserError("--ray needs 'auto' or the cluster's HOST:PORT")
+    try:
+        require_ray()
+    except ImportError as error:
+        raise UserError(str(error)) from None
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -7,9 +7,10 @@ atomically as soon as it finishes and saves its checkpoint under ``<out>/checkpo
 store records each folder, so stores with the older hash-only names read as before).
 Interrupt it at any point and run it again: finished trials are skipped.
 
-Trials train one at a time in this process, or ``workers`` at a time in worker processes
-(:mod:`posembed.lab.workers`); either way only this process writes the store and the
-checkpoints, and each trial's numbers are the same. Progress: a bar on a terminal, one line
+Trials train one at a time in this process, ``workers`` at a time in worker processes
+(:mod:`posembed.lab.workers`), or as tasks on a Ray cluster (:mod:`posembed.lab.ray_runner`);
+either way only this process writes the store and the checkpoints, and each trial's numbers
+are the same. Progress: a bar on a terminal, one line
 per finished trial otherwise (:mod:`posembed.lab.progress`).
 
 Everything that can be checked is checked before the out folder is claimed: every trial's
@@ -123,8 +124,9 @@ def run_experiment(
     *,
     checkpoints: bool = True,
     progress: bool | str | None = None,
-    workers: int = 1,
+    workers: int | None = 1,
     threads: int | None = None,
+    ray: str | None = None,
     on_trial: Callable[[TrialResult], None] | None = None,
 ) -> RunSummary:
     """Train every trial of ``experiment`` not yet stored in ``out_dir``.
@@ -144,8 +146,12 @@ def run_experiment(
         progress: ``None``/``True``: a bar on a terminal, else one INFO record per finished trial
             on the ``posembed.lab.progress`` logger; ``False``: none (never off rank 0); or a
             mode of :func:`~posembed.lab.progress.progress_mode`.
-        workers: trials trained at once, each in its own process (1: in this process).
+        workers: trials trained at once, each in its own process (1: in this process); with
+            ``ray``, the most trials in flight (``None``: all, as many as the cluster's CPUs run).
         threads: torch threads of each worker (default: this process's ``torch.get_num_threads()``).
+        ray: train the trials as Ray tasks (:mod:`posembed.lab.ray_runner`): ``"auto"`` (the local
+            cluster, else a fresh local instance) or a cluster's ``HOST:PORT``; this process still
+            writes the store and the checkpoints. Not under ``torchrun``.
         on_trial: called on rank 0 after each trial is stored (an exception there stops the
             run; what was stored stays).
 
@@ -156,24 +162,28 @@ def run_experiment(
         OutDirError, StoreError: ``out_dir`` or its store cannot be written (read-only, full
             disk) or read (empty, damaged store file).
         ValueError: a trial config that cannot be built or trained (checked before anything
-            is written), or ``workers`` below 1.
-        WorkerError: a worker process died mid-trial (what was stored stays).
+            is written), ``workers`` below 1, or ``ray`` under ``torchrun``.
+        ImportError: ``ray`` is set and Ray is not installed.
+        WorkerError: a worker process (or a Ray task, three times) died mid-trial (what was stored stays).
     """
-    if workers < 1:
+    if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     rank, world = rank_and_world()
+    if ray is not None:
+        _check_ray(world)
     trials = expand(experiment)
     _check_trials(experiment, trials, world)
     out = Path(out_dir)
     lock, store, done = _claim(experiment, out, rank)
     todo = [cfg for cfg in trials if cfg.trial_id not in done]
-    workers = 1 if world > 1 else max(1, min(workers, len(todo)))
-    logger.info("experiment %s: %d trials, %d stored, %d to train (%d at a time)", experiment.name, len(trials),
-                len(trials) - len(todo), len(todo), workers)
+    if ray is None:
+        workers = 1 if world > 1 else max(1, min(workers or 1, len(todo)))
+    logger.info("experiment %s: %d trials, %d stored, %d to train (%s)", experiment.name, len(trials),
+                len(trials) - len(todo), len(todo), f"Ray at {ray}" if ray else f"{workers} at a time")
     mode = progress_mode(progress) if rank == 0 else "off"
     try:
         with Progress(len(trials), len(trials) - len(todo), mode=mode) as reporter, \
-                _trainer(todo, workers, threads, checkpoints, reporter) as outcomes:
+                _trainer(todo, workers, threads, checkpoints, reporter, ray) as outcomes:
             for cfg, result, model in outcomes:
                 if store is not None:
                     store.add(result, checkpoint=_save(model, cfg, out, store) if checkpoints else None)
@@ -190,13 +200,21 @@ def run_experiment(
 
 
 @contextlib.contextmanager
-def _trainer(todo: list[TrialConfig], workers: int, threads: int | None, keep_models: bool, reporter: Progress):
-    """``(cfg, result, model)`` for every trial of ``todo``: in this process, or from a pool."""
-    if workers == 1:
-        yield _in_process(todo, reporter)
-        return
+def _trainer(todo: list[TrialConfig], workers: int | None, threads: int | None, keep_models: bool, reporter: Progress,
+             ray: str | None = None):
+    """``(cfg, result, model)`` for every trial of ``todo``: in this process, from a pool, or from Ray."""
     import torch
 
+    if ray is not None and todo:
+        from posembed.lab.ray_runner import RayTrialPool
+
+        with RayTrialPool(ray, threads or torch.get_num_threads(), max_in_flight=workers, keep_models=keep_models) as pool:
+            reporter.working_on(pool.describe())
+            yield pool.run(todo)
+        return
+    if workers in (1, None) or not todo:
+        yield _in_process(todo, reporter)
+        return
     from posembed.lab.workers import TrialPool
 
     with TrialPool(workers, threads or torch.get_num_threads(), keep_models=keep_models) as pool:
@@ -209,6 +227,15 @@ def _in_process(todo: list[TrialConfig], reporter: Progress):
         reporter.working_on(trial_label(cfg))
         result, model = _train_with_bar(cfg, reporter.mode == "bar")
         yield cfg, result, model
+
+
+def _check_ray(world: int) -> None:
+    """Ray must be installed, and a sweep under ``torchrun`` trains data-parallel instead."""
+    from posembed.lab.ray_runner import require_ray
+
+    require_ray()
+    if world > 1:
+        raise ValueError("ray does not combine with torchrun: run the sweep with either, not both")
 
 
 def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLock | None, ResultsStore | None, set[str]]:
