@@ -70,7 +70,7 @@ def test_minilm_numbers_are_consistent(minilm_run):
     assert metrics["properties"]["cosine"]["phi_0"] == pytest.approx(1.0)
     assert metrics["properties"]["first_layer_logits"]["symmetry_error"] > 0.1  # logits are not symmetric
     assert sum(metrics["decomposition"]["shares"].values()) == pytest.approx(1.0)
-    assert metrics["decomposition"]["add_vs_concat"] == add_or_concat(metrics["decomposition"]["shares"])[0]
+    assert metrics["decomposition"]["add_vs_concat"] == _verdict_by_hand(metrics["decomposition"]["shares"])
     assert len(metrics["layers"]["per_layer"]) == 7
     # learned positions are readable at the embedding output, far better than chance
     first = metrics["layers"]["per_layer"][0]
@@ -88,8 +88,21 @@ def test_decomposition_answers_add_or_concatenate(minilm_run):
     page = (out / "report.html").read_text()
     assert "Why add instead of concatenate?" in page
     assert f"the mixed terms hold {mixed:.1%} of the logit magnitude against {1 - mixed:.1%}" in page
-    expected = {"close to concatenation": "adding acts close to concatenation", "partly mixed": "sizeable minority"}
-    assert expected.get(metrics["decomposition"]["add_vs_concat"], "as large as the pure terms") in page
+    expected = {"close to concatenation": "adding acts close to concatenation", "partly mixed": "sizeable minority",
+                "mixed": "as large as the pure terms"}[_verdict_by_hand(shares)]
+    assert expected in page
+
+
+def _verdict_by_hand(shares):
+    """TUPE verdict from the documented thresholds: mixed share < 0.2, < 0.4, else."""
+    mixed = shares["word-position"] + shares["position-word"]
+    return "close to concatenation" if mixed < 0.2 else "partly mixed" if mixed < 0.4 else "mixed"
+
+
+def test_add_or_concat_thresholds():
+    shares = [{"word-word": 1 - m, "word-position": m / 2, "position-word": m / 2, "position-position": 0.0}
+              for m in (0.1, 0.2, 0.39, 0.4)]
+    assert [add_or_concat(s)[0] for s in shares] == ["close to concatenation", "partly mixed", "partly mixed", "mixed"]
 
 
 def test_sinusoidal_scheme_reference_through_the_report(tmp_path):

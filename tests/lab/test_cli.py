@@ -111,7 +111,8 @@ def test_foreign_store(tmp_path, capsys):
 
 def test_report_needs_a_store(tmp_path, capsys):
     err = _error(capsys, ["lab", "report", str(tmp_path)])
-    assert "holds no results.sqlite" in err or "posembed.lab.report is missing" in err
+    assert "holds no results.sqlite; run `posembed lab run` first" in err
+    assert "posembed.lab.report is missing" not in err
 
 
 def test_foreign_database_is_refused_by_run_and_report(tmp_path, capsys):
