@@ -110,8 +110,10 @@ class TrainSettings:
     tinyshakespeare window), then ``passkey_fraction`` of each batch. Measured at L = 96, width
     64, 2 layers: with passkey rows alone retrieval forms abruptly (per-digit accuracy 0.3 at
     step 400, 1.0 at 800); with 75 % passkey rows it had not formed by step 1000 (per digit
-    0.2-0.3), with 50 % not by step 800. Once formed it survives the mixed batches that teach
-    the char LM.
+    0.2-0.3), with 50 % not by step 800. Once formed it survived the mixed batches that teach
+    the char LM (seed 0, 800 passkey-only steps of 2000: accuracy 1.0 at every depth, perplexity
+    6.04). The onset depends on the seed: with seed 1 the same recipe, and 1400 passkey-only
+    steps, retrieved nothing, and 2000 passkey-only steps reached 0.2.
     """
 
     steps: int
