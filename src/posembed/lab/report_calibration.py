@@ -11,7 +11,8 @@
   exact match beyond L is within the noise floor of every other scheme's best, and the
   schemes are not all tied).
 
-Each verdict (agree / disagree / partly / cannot tell) is computed from the stored numbers.
+Each verdict (agree / disagree / partly / cannot tell) is computed from the stored numbers by
+the rules of :mod:`posembed.lab.verdicts` (the README's quoted verdicts are checked against them).
 """
 
 from __future__ import annotations
@@ -20,16 +21,14 @@ import math
 from typing import Any
 
 from posembed.lab.calibration import NANOGPT_CPU, TARGET_VAL_LOSS, TOLERANCE
-from posembed.lab.report_questions import NOISE_FLOOR, Section, compare, ranking_scores
+from posembed.lab import verdicts as rules
+from posembed.lab.report_questions import Section, compare, ranking_scores
 from posembed.lab.report_tables import LabData
 from posembed.lab.store import TrialRecord
+from posembed.lab.verdicts import FAIL_RATIO, FLAT_TOLERANCE, PRESS_SCHEMES
+from posembed.lab.verdicts import combine as combine_verdicts
 
 __all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO", "FLAT_TOLERANCE", "combine_verdicts"]
-
-#: perplexity at the longest context / at L from which a scheme "fails" beyond L
-FAIL_RATIO = 1.5
-#: relative slack allowed when calling a scheme the flattest
-FLAT_TOLERANCE = 0.02
 
 _RECIPE = ("task", "scheme", "combine", "inject", "untied", "freeze_positions", "randomized_positions", "dim",
            "depth", "heads", "mlp_ratio", "dropout", "context", "batch", "lr", "min_lr", "warmup", "weight_decay",
@@ -41,20 +40,6 @@ def calibration_trials(data: LabData) -> list[TrialRecord]:
     return [t for t in data.trials if all(getattr(t.config, k) == getattr(NANOGPT_CPU, k) for k in _RECIPE)]
 
 
-def combine_verdicts(verdicts: list[str]) -> str:
-    """One verdict from several partial ones.
-
-    >>> combine_verdicts(["agree", "agree"]), combine_verdicts(["agree", "disagree"]), combine_verdicts([])
-    ('agree', 'partly', 'cannot tell')
-    """
-    known = [v for v in verdicts if v in ("agree", "disagree")]
-    if not known:
-        return "cannot tell"
-    if all(v == known[0] for v in known):
-        return known[0]
-    return "partly"
-
-
 def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
     rows, verdicts = [], []
     for trial in calibration_trials(data):
@@ -64,7 +49,7 @@ def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
         elif loss is None:
             verdict = "n/a (no validation loss)"
         else:
-            verdict = "within" if abs(loss - TARGET_VAL_LOSS) <= TOLERANCE else "OUTSIDE"
+            verdict = rules.nanogpt(loss, TARGET_VAL_LOSS, TOLERANCE)
         verdicts.append(verdict)
         rows.append([trial.trial_id, trial.config.seed, trial.config.steps, loss, 1000 * trial.seconds_per_step,
                      trial.seconds, verdict])
@@ -80,51 +65,46 @@ def _vaswani(data: LabData) -> tuple[str, str]:
     comparisons = [c for task in data.tasks() if (c := compare(data, task, ("learned", "base"), ("sinusoidal", "base")))]
     if not comparisons:
         return "cannot tell", "no task has both learned and sinusoidal base trials"
-    verdicts = ["agree" if c.verdict("learned", "sinusoidal") == "alike" else "disagree" for c in comparisons]
     detail = "; ".join(f"{c.task}: {c.verdict('learned', 'sinusoidal')} (Δ {c.delta:+.3g}, noise {c.noise:.2g})"
                        for c in comparisons)
-    return combine_verdicts(verdicts), detail
+    return rules.vaswani(c.verdict("learned", "sinusoidal") == "alike" for c in comparisons), detail
 
 
 def _press(data: LabData) -> tuple[str, str, list[list[Any]]]:
     scores = ranking_scores(data, "charlm", "perplexity") if "charlm" in data.tasks() else []
-    ratios = {r.scheme: (math.inf if r.at_longest is None or not r.at_train else r.at_longest / r.at_train)
-              for r in scores}
+    ratios = {r.scheme: rules.perplexity_ratio(r.at_train, r.at_longest) for r in scores}
     rows = [[r.scheme, r.at_train, r.at_longest, r.longest, ratios[r.scheme]] for r in scores]
-    if "alibi" not in ratios or not {"learned", "sinusoidal"} & set(ratios) or len(ratios) < 2:
-        return "cannot tell", "needs charlm base trials of alibi and of learned or sinusoidal", rows
-    claims, verdicts = [], []
-    for scheme in ("learned", "sinusoidal"):
-        if scheme in ratios:
-            fails = ratios[scheme] >= FAIL_RATIO
-            verdicts.append("agree" if fails else "disagree")
-            claims.append(f"{scheme} ppl ratio {ratios[scheme]:.3g} ({'fails' if fails else 'does not fail'}, "
-                          f"threshold {FAIL_RATIO})")
-    flattest = ratios["alibi"] <= min(ratios.values()) * (1 + FLAT_TOLERANCE)
-    verdicts.append("agree" if flattest else "disagree")
-    best = min(ratios, key=ratios.get)
-    claims.append(f"alibi ratio {ratios['alibi']:.3g} ({'flattest' if flattest else f'not flattest: {best} {ratios[best]:.3g}'})")
-    return combine_verdicts(verdicts), "; ".join(claims), rows
+    verdict = rules.press(ratios)
+    if verdict == rules.CANNOT_TELL:
+        return verdict, "needs charlm base trials of alibi and of learned or sinusoidal", rows
+    claims = [f"{s} ppl ratio {ratios[s]:.3g} ({'fails' if rules.press_fails(ratios[s]) else 'does not fail'}, "
+              f"threshold {FAIL_RATIO})" for s in ("learned", "sinusoidal") if s in ratios]
+    compared = {s: r for s, r in ratios.items() if s in PRESS_SCHEMES}
+    best = min(compared, key=compared.get)
+    standing = "flattest" if rules.press_flattest(ratios) else f"not flattest: {best} {ratios[best]:.3g}"
+    claims.append(f"alibi ratio {ratios['alibi']:.3g} ({standing} among {', '.join(compared)}, "
+                  f"within {FLAT_TOLERANCE:.0%})")
+    return verdict, "; ".join(claims), rows
 
 
 def _kazemnejad(data: LabData) -> tuple[str, str]:
-    verdicts, details = [], []
+    per_task, details = {}, []
     for task in ("copy", "reverse"):
         scores = {r.scheme: r.beyond for r in ranking_scores(data, task)} if task in data.tasks() else {}
-        favoured = [s for s in ("nope", "t5_bias") if s in scores]
+        per_task[task] = scores
+        favoured = [s for s in rules.KAZEMNEJAD_FAVOURED if s in scores]
         others = [s for s in scores if s not in favoured]
         if not favoured or not others:
             details.append(f"{task}: cannot tell (needs nope or t5_bias and another scheme, base variant)")
             continue
         values = {s: (-math.inf if v is None else v) for s, v in scores.items()}
         best_favoured, best_other = max(values[s] for s in favoured), max(values[s] for s in others)
-        if max(values.values()) - min(values.values()) <= NOISE_FLOOR:
+        verdict = rules.kazemnejad_task(scores)
+        if verdict == rules.CANNOT_TELL:
             details.append(f"{task}: cannot tell (all schemes tied at exact match ≈ {best_other:.3g} beyond L)")
-            continue
-        verdict = "agree" if best_favoured >= best_other - NOISE_FLOOR else "disagree"
-        verdicts.append(verdict)
-        details.append(f"{task}: {verdict} (best of nope/t5_bias {best_favoured:.3g} vs best other {best_other:.3g})")
-    return combine_verdicts(verdicts), "; ".join(details)
+        else:
+            details.append(f"{task}: {verdict} (best of nope/t5_bias {best_favoured:.3g} vs best other {best_other:.3g})")
+    return rules.kazemnejad(per_task), "; ".join(details)
 
 
 def calibration_section(data: LabData) -> Section:

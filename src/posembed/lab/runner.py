@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from posembed.lab.checkpoint import save_checkpoint, trial_folder_name
-from posembed.lab.config import VARIANTS, ExperimentConfig, TrialConfig
+from posembed.lab.config import TASKS, VARIANTS, ExperimentConfig, TrialConfig
 from posembed.lab.ddp import barrier, broadcast, rank_and_world
 from posembed.lab.lock import OutDirLock, out_dir_error
 from posembed.lab.progress import Progress, progress_mode
@@ -39,7 +39,7 @@ from posembed.lab.store import ResultsStore
 from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
 from posembed.schemes.base import Kind
 
-__all__ = ["expand", "run_experiment", "RunSummary", "applies", "trial_label"]
+__all__ = ["expand", "run_experiment", "RunSummary", "applies", "refusal", "trial_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,23 +79,57 @@ def applies(variant: str, cfg: TrialConfig) -> bool:
     return True
 
 
+def refusal(cfg: TrialConfig) -> str:
+    """Why ``cfg``'s scheme cannot serve its task ('' when it can): a causal-only scheme (FIRE,
+    forgetting gates, CoPE) refuses the bidirectional encoder of the ``order`` task.
+
+    >>> refusal(TrialConfig(task="order", scheme="fire"))[:40]
+    'FIRE normalises i - j by psi(max(L, i)),'
+    >>> refusal(TrialConfig(task="copy", scheme="fire")), refusal(TrialConfig(task="order", scheme="kerple"))
+    ('', '')
+    """
+    if TASKS[cfg.task] == "decoder":
+        return ""
+    scheme = build_trial_scheme(cfg, table_size=max(2, cfg.table_size or 2 * cfg.context))
+    if scheme is None:
+        return ""
+    sizes = dict(num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads)
+    try:
+        scheme.check_attention(**sizes, causal=False)
+    except ValueError as error:
+        scheme.check_attention(**sizes, causal=True)  # any other problem is the model's to report
+        return str(error)
+    return ""
+
+
 def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
     """Every trial of the sweep, in order task, scheme, variant, seed.
 
-    Raises ``ValueError`` for an unknown scheme before anything trains.
+    A scheme that cannot serve a task (:func:`refusal`: a causal-only scheme on the encoder) is
+    skipped for that task with a logged note, and refused when it serves none of the tasks.
+    Raises ``ValueError`` for an unknown or refused scheme before anything trains.
     """
     for scheme in experiment.schemes:
         check_scheme_name(scheme)
-    trials = []
+    trials, refused = [], {}
     for task in experiment.tasks:
         base = experiment.base(task)
         for scheme in experiment.schemes:
+            reason = refusal(dataclasses.replace(base, scheme=scheme))
+            if reason:
+                refused.setdefault(scheme, []).append(task)
+                logger.info("not training %s on %s: %s", scheme, task, reason)
+                continue
             for variant in experiment.variants:
                 cfg = dataclasses.replace(base, scheme=scheme, variant=variant, **VARIANTS[variant])
                 if not applies(variant, cfg):
                     logger.debug("skipping variant %s for scheme %s (does not apply)", variant, scheme)
                     continue
                 trials += [dataclasses.replace(cfg, seed=seed) for seed in experiment.seeds]
+    for scheme, tasks in refused.items():
+        if len(tasks) == len(experiment.tasks):
+            reason = refusal(dataclasses.replace(experiment.base(tasks[0]), scheme=scheme))
+            raise ValueError(f"scheme {scheme!r} serves none of the tasks {', '.join(tasks)}: {reason}")
     return trials
 
 
