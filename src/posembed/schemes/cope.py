@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
 from posembed.schemes.base import BiasScheme, ScoreMod
-from posembed.schemes.relative import check_positions
+from posembed.schemes.relative import check_qk
 
 __all__ = ["CoPE", "contextual_positions", "interpolate_logits"]
 
@@ -127,18 +127,7 @@ class CoPE(BiasScheme):
             )
 
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
-        check_positions(q_positions, k_positions)
-        if q is None or k is None:
-            raise ValueError("CoPE reads the queries and keys: pass q (B, H, Tq, D) and k (B, H, Tk, D)")
-        for name, x, positions in (("q", q, q_positions), ("k", k, k_positions)):
-            expected = (self.num_heads, positions.shape[-1], self.head_dim)
-            if x.dim() != 4 or tuple(x.shape[1:]) != expected:
-                raise ValueError(
-                    f"{name} has shape {tuple(x.shape)}; expected (B, {expected[0]}, {expected[1]}, {expected[2]}) "
-                    f"(num_heads, length of {name}_positions, head_dim)"
-                )
-        if q.shape[0] != k.shape[0]:
-            raise ValueError(f"q has batch size {q.shape[0]} but k has batch size {k.shape[0]}")
+        check_qk("CoPE", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
     def positions(self, q_positions: Tensor, k_positions: Tensor, q: Tensor, k: Tensor) -> Tensor:
         """The contextual positions ``p_ij``, clamped to ``npos_max - 1``: ``(B, H, Tq, Tk)``."""

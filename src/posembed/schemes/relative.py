@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["RelativeFn", "check_positions", "relative_positions", "relative_position_fn"]
+__all__ = ["RelativeFn", "check_positions", "check_qk", "relative_positions", "relative_position_fn"]
 
 #: ``(b, q_idx, kv_idx) -> k_position - q_position`` inside a FlexAttention ``score_mod``
 RelativeFn = Callable[[Tensor, Tensor, Tensor], Tensor]
@@ -69,3 +69,33 @@ def relative_position_fn(q_positions: Tensor, k_positions: Tensor) -> RelativeFn
     """
     read_q, read_k = _reader(q_positions), _reader(k_positions)
     return lambda b, q_idx, kv_idx: read_k(b, kv_idx) - read_q(b, q_idx)
+
+
+def check_qk(
+    scheme: str, num_heads: int, head_dim: int,
+    q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None,
+) -> None:  # fmt: skip
+    """The checks of a bias scheme that reads the queries and keys (Shaw, CoPE, DeBERTa).
+
+    ``q`` must be ``(B, H, Tq, D)`` and ``k`` ``(B, H, Tk, D)``, with ``Tq``/``Tk`` the lengths of
+    the position tensors and, for 2-D positions, the same batch size.
+
+    >>> check_qk("ShawRelative", 2, 4, torch.arange(3), torch.arange(3), None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: ShawRelative reads the queries and keys: pass q (B, H, Tq, D) and k (B, H, Tk, D)
+    """
+    check_positions(q_positions, k_positions)
+    if q is None or k is None:
+        raise ValueError(f"{scheme} reads the queries and keys: pass q (B, H, Tq, D) and k (B, H, Tk, D)")
+    for name, x, positions in (("q", q, q_positions), ("k", k, k_positions)):
+        expected = (num_heads, positions.shape[-1], head_dim)
+        if x.dim() != 4 or tuple(x.shape[1:]) != expected:
+            raise ValueError(
+                f"{name} has shape {tuple(x.shape)}; expected (B, {expected[0]}, {expected[1]}, {expected[2]}) "
+                f"(num_heads, length of {name}_positions, head_dim)"
+            )
+        if positions.dim() == 2 and positions.shape[0] != x.shape[0]:
+            raise ValueError(f"{name}_positions has batch size {positions.shape[0]} but {name} has batch size {x.shape[0]}")
+    if q.shape[0] != k.shape[0]:
+        raise ValueError(f"q has batch size {q.shape[0]} but k has batch size {k.shape[0]}")

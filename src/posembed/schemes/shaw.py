@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
-from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
+from posembed.schemes.relative import check_qk, relative_position_fn, relative_positions
 from posembed.schemes.base import BiasScheme, ScoreMod
 
 __all__ = ["ShawRelative", "distance_index", "distance_logits", "MODES"]
@@ -119,20 +119,7 @@ class ShawRelative(BiasScheme):
             )
 
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
-        check_positions(q_positions, k_positions)
-        if q is None or k is None:
-            raise ValueError("ShawRelative reads the queries and keys: pass q (B, H, Tq, D) and k (B, H, Tk, D)")
-        for name, x, positions in (("q", q, q_positions), ("k", k, k_positions)):
-            expected = (self.num_heads, positions.shape[-1], self.head_dim)
-            if x.dim() != 4 or tuple(x.shape[1:]) != expected:
-                raise ValueError(
-                    f"{name} has shape {tuple(x.shape)}; expected (B, {expected[0]}, {expected[1]}, {expected[2]}) "
-                    f"(num_heads, length of {name}_positions, head_dim)"
-                )
-            if positions.dim() == 2 and positions.shape[0] != x.shape[0]:
-                raise ValueError(f"{name}_positions has batch size {positions.shape[0]} but {name} has batch size {x.shape[0]}")
-        if q.shape[0] != k.shape[0]:
-            raise ValueError(f"q has batch size {q.shape[0]} but k has batch size {k.shape[0]}")
+        check_qk("ShawRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
     def _distance_logits(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor | None]:
         """``q · r / sqrt(D)`` and (relative_key_query) ``k · r / sqrt(D)``: ``(B, H, T, 2R + 1)`` each."""
