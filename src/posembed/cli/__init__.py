@@ -33,6 +33,22 @@ class UserError(Exception):
     """An error the user can fix; the CLI prints its message without a traceback."""
 
 
+def model_folder(model, argument: str):
+    """``model`` as a ``Path``, or the default model's folder (all-MiniLM-L6-v2) when it is ``None``."""
+    from pathlib import Path
+
+    from posembed.encode_report import MODEL_PACKAGE, default_model_path
+
+    if model is not None:
+        return Path(model)
+    try:
+        return default_model_path()
+    except ModuleNotFoundError as error:
+        raise UserError(
+            f"no {argument} given and the default model's package is not installed: pip install {MODEL_PACKAGE}"
+        ) from error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="posembed",

