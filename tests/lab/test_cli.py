@@ -31,7 +31,7 @@ def test_run_writes_a_store_and_resumes(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--preset", "smok"], "unknown preset 'smok'; known presets: calibration, full, quick, smoke"),
+        (["--preset", "smok"], "unknown preset 'smok'; known presets: calibration, full, lengthgen, quick, smoke"),
         (["--preset", "smoke", "--set", "schemes=learned,ropee"], "unknown scheme 'ropee'"),
         (["--preset", "smoke", "--set", "stepz=3"], "unknown key 'stepz'"),
         (["--preset", "smoke", "--set", "steps=many"], "steps expects an integer, got 'many'"),

@@ -1,4 +1,5 @@
-"""Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``.
+"""Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``,
+``lengthgen`` (:mod:`posembed.lab.lengthgen_presets`: copy beyond the training length).
 
 Each sweep answers the lab's questions with one experiment:
 
@@ -21,11 +22,11 @@ each scheme's own ``check_attention`` says which. The N-D rotary schemes (``rope
 ``rope_pixtral``, ``mrope``) are for image/video positions and stay out of these 1-D sweeps.
 
 >>> sorted(PRESETS)
-['calibration', 'full', 'quick', 'smoke']
+['calibration', 'full', 'lengthgen', 'quick', 'smoke']
 >>> get_preset("smok")
 Traceback (most recent call last):
 ...
-ValueError: unknown preset 'smok'; known presets: calibration, full, quick, smoke
+ValueError: unknown preset 'smok'; known presets: calibration, full, lengthgen, quick, smoke
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Callable
 
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
+from posembed.lab.lengthgen_presets import lengthgen
 
 __all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES"]
 
@@ -117,6 +119,7 @@ PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
     "quick": _quick,
     "full": _full,
     "calibration": _calibration,
+    "lengthgen": lengthgen,
 }
 
 
