@@ -109,7 +109,7 @@ def _dies_once(marker: Path, victim: str):
     def train(cfg, keep_model):
         import os
 
-        from posembed.lab.workers import _train
+        from posembed.lab.workers import train_packed
 
         if cfg.trial_id == victim:
             try:
@@ -118,7 +118,7 @@ def _dies_once(marker: Path, victim: str):
                 pass  # the retry: train
             else:
                 os._exit(1)
-        return _train(cfg, keep_model)
+        return train_packed(cfg, keep_model)
 
     return train
 
@@ -132,9 +132,16 @@ def test_ray_auto_starts_a_bounded_local_instance_and_shuts_it_down(tmp_path, ti
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)  # the new instance listens on 127.0.0.1 only
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # leave ~/.ray alone
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    temp = tempfile.mkdtemp(prefix="pe-ray-")  # Ray's session files go here, not to /tmp/ray
+    monkeypatch.setenv("RAY_TMPDIR", temp)
     exp = dataclasses.replace(tiny_experiment, tasks=("copy",), schemes=("learned",), seeds=(0,))
-    with caplog.at_level("INFO", logger="posembed.lab.ray_runner"):
-        summary = run_experiment(exp, tmp_path, progress=False, checkpoints=False, workers=1, threads=1, ray="auto")
+    try:
+        with caplog.at_level("INFO", logger="posembed.lab.ray_runner"):
+            summary = run_experiment(exp, tmp_path, progress=False, checkpoints=False, workers=1, threads=1,
+                                     ray="auto")
+    finally:
+        _disconnect()
+        shutil.rmtree(temp, ignore_errors=True)
     assert summary.trained == 1
     assert "starting a local instance with 1 CPUs" in caplog.text
     assert not ray.is_initialized()  # started here, so shut down here
@@ -146,7 +153,7 @@ def test_ray_tasks_give_the_local_numbers_and_weights_even_when_a_worker_dies(cl
     exp = dataclasses.replace(tiny_experiment, schemes=("learned",))  # copy + charlm, 2 seeds
     run_experiment(exp, tmp_path / "local", progress=False, workers=1)
     victim, marker = sorted(_stored(tmp_path / "local"))[0], tmp_path / "died-once"
-    monkeypatch.setattr(ray_runner, "_train", _dies_once(marker, victim))
+    monkeypatch.setattr(ray_runner, "train_packed", _dies_once(marker, victim))
     summary = run_experiment(exp, tmp_path / "ray", progress=False, threads=1, workers=None, ray=cluster)
     assert marker.exists(), "the victim's first attempt never ran"
     assert (summary.planned, summary.trained) == (4, 4)  # the lost task was retried
@@ -173,10 +180,12 @@ def test_cli_ray_auto_joins_the_cluster_with_progress_lines(cluster, tmp_path, m
 @pytest.mark.ray
 def test_an_address_nothing_listens_on_is_one_line(tmp_path, capsys):
     pytest.importorskip("ray")
-    code = main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"), "--ray", f"127.0.0.2:{_free_port()}"])
+    nowhere = f"127.0.0.2:{_free_port()}"  # loopback, nothing listening
+    code = main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"), "--ray", nowhere])
     assert code == 2
     err = capsys.readouterr().err
     assert "cannot reach the Ray cluster at '127.0.0.2:" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # checked before the out folder is claimed
 
 
 def test_without_ray_the_cli_says_how_to_install_it(tmp_path, monkeypatch, capsys):

@@ -35,9 +35,9 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.train import TrialResult
-from posembed.lab.workers import WorkerError, _rebuild, _train, available_cores
+from posembed.lab.workers import WorkerError, available_cores, train_packed, unpack_model
 
-__all__ = ["RayTrialPool", "require_ray", "INSTALL_HINT", "MAX_RETRIES"]
+__all__ = ["RayTrialPool", "require_ray", "check_address", "INSTALL_HINT", "MAX_RETRIES"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def _run_trial(train: Callable, cfg: TrialConfig, keep_model: bool, threads: int
     return train(cfg, keep_model)
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
+def check_address(address: str, timeout: float = 5.0) -> None:
     """A clear error at once for a ``HOST:PORT`` nothing listens on (``ray.init`` would retry
     for minutes). Loopback hosts are left to Ray: it swaps them for this node's address."""
     host, _, port = address.rpartition(":")
@@ -114,7 +114,7 @@ class RayTrialPool:
 
     def _connect(self, ray) -> None:
         if self.address != "auto":
-            _check_reachable(self.address)
+            check_address(self.address)
             self._init(ray, address=self.address)
             return
         try:
@@ -126,7 +126,7 @@ class RayTrialPool:
 
     def _init(self, ray, address: str, **options) -> None:
         try:
-            ray.init(address=address, log_to_driver=False, **options)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, **options)
         except ConnectionError as error:  # an OSError: it must not read as "cannot write"
             if address == "auto":
                 raise
@@ -150,7 +150,7 @@ class RayTrialPool:
         def submit() -> None:
             while queue and (self.max_in_flight is None or len(self._pending) < self.max_in_flight):
                 cfg = queue.pop(0)
-                self._pending[task.remote(_train, cfg, self.keep_models, self.threads)] = cfg
+                self._pending[task.remote(train_packed, cfg, self.keep_models, self.threads)] = cfg
 
         submit()
         return self._collect(submit)
@@ -171,7 +171,7 @@ class RayTrialPool:
                     f"stored before stay: run again to resume"
                 ) from None
             submit()
-            yield cfg, result, None if weights is None else _rebuild(config, weights)
+            yield cfg, result, None if weights is None else unpack_model(config, weights)
 
     def close(self) -> None:
         """Cancel what is still queued or running; shut down what this pool started."""

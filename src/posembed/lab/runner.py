@@ -10,8 +10,8 @@ Interrupt it at any point and run it again: finished trials are skipped.
 Trials train one at a time in this process, ``workers`` at a time in worker processes
 (:mod:`posembed.lab.workers`), or as tasks on a Ray cluster (:mod:`posembed.lab.ray_runner`);
 either way only this process writes the store and the checkpoints, and each trial's numbers
-are the same. Progress: a bar on a terminal, one line
-per finished trial otherwise (:mod:`posembed.lab.progress`).
+are the same. Progress: a bar on a terminal, one line per finished trial otherwise
+(:mod:`posembed.lab.progress`).
 
 Everything that can be checked is checked before the out folder is claimed: every trial's
 task and model are built (on the meta device) and the training length must fit the scheme's
@@ -204,7 +204,7 @@ def run_experiment(
         raise ValueError(f"workers must be at least 1, got {workers}")
     rank, world = rank_and_world()
     if ray is not None:
-        _check_ray(world)
+        _check_ray(ray, world)
     trials = expand(experiment)
     _check_trials(experiment, trials, world)
     out = Path(out_dir)
@@ -242,7 +242,8 @@ def _trainer(todo: list[TrialConfig], workers: int | None, threads: int | None, 
     if ray is not None and todo:
         from posembed.lab.ray_runner import RayTrialPool
 
-        with RayTrialPool(ray, threads or torch.get_num_threads(), max_in_flight=workers, keep_models=keep_models) as pool:
+        pool = RayTrialPool(ray, threads or torch.get_num_threads(), max_in_flight=workers, keep_models=keep_models)
+        with pool:
             reporter.working_on(pool.describe())
             yield pool.run(todo)
         return
@@ -263,13 +264,14 @@ def _in_process(todo: list[TrialConfig], reporter: Progress):
         yield cfg, result, model
 
 
-def _check_ray(world: int) -> None:
-    """Ray must be installed, and a sweep under ``torchrun`` trains data-parallel instead."""
-    from posembed.lab.ray_runner import require_ray
+def _check_ray(address: str, world: int) -> None:
+    """Ray installed, its cluster reachable, and no ``torchrun`` (that trains data-parallel instead)."""
+    from posembed.lab.ray_runner import check_address, require_ray
 
     require_ray()
     if world > 1:
         raise ValueError("ray does not combine with torchrun: run the sweep with either, not both")
+    check_address(address)
 
 
 def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLock | None, ResultsStore | None, set[str]]:

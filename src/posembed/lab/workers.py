@@ -17,6 +17,9 @@ Design:
   (the fallback elsewhere). Workers ignore ``SIGINT``: on Ctrl-C or any error the parent kills
   them itself, and what was stored stays.
 
+The same exchange (:func:`train_packed` in the worker, :func:`unpack_model` in the parent)
+runs trials as tasks on a Ray cluster: :mod:`posembed.lab.ray_runner`.
+
 >>> default_workers(threads=10**6)
 1
 """
@@ -42,7 +45,7 @@ from torch import nn
 from posembed.lab.config import TrialConfig
 from posembed.lab.train import TrialResult, train_trial
 
-__all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores"]
+__all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "train_packed", "unpack_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +91,8 @@ class TrialPool:
 
     def run(self, todo: list[TrialConfig]) -> Iterator[tuple[TrialConfig, TrialResult, nn.Module | None]]:
         """Submit every trial of ``todo`` now (in order); the iterator yields each as it finishes."""
-        pending: dict[Future, TrialConfig] = {self._executor.submit(_train, cfg, self.keep_models): cfg for cfg in todo}
+        submit = self._executor.submit
+        pending: dict[Future, TrialConfig] = {submit(train_packed, cfg, self.keep_models): cfg for cfg in todo}
         return self._collect(pending, todo)
 
     def _collect(self, pending: dict[Future, TrialConfig], todo: list[TrialConfig]):
@@ -104,7 +108,7 @@ class TrialPool:
                         f"(killed, or out of memory); the trials stored before stay: run again to resume, "
                         f"with fewer --workers if memory is short"
                     ) from None
-                yield cfg, result, None if weights is None else _rebuild(config, weights)
+                yield cfg, result, None if weights is None else unpack_model(config, weights)
 
     def close(self, *, kill: bool = False) -> None:
         """Stop the pool: wait for the workers to exit, or kill them (``kill``)."""
@@ -147,8 +151,9 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _train(cfg: TrialConfig, keep_model: bool) -> tuple[TrialResult, dict | None, bytes | None]:
-    """Train one trial in a worker; the model travels back as its config and state-dict bytes."""
+def train_packed(cfg: TrialConfig, keep_model: bool) -> tuple[TrialResult, dict | None, bytes | None]:
+    """Train one trial in a worker (a process of the pool, a Ray task); the model travels back as
+    its config and state-dict bytes (``None, None`` unless ``keep_model``)."""
     result, model = train_trial(cfg)
     if not keep_model:
         return result, None, None
@@ -157,8 +162,8 @@ def _train(cfg: TrialConfig, keep_model: bool) -> tuple[TrialResult, dict | None
     return result, model.config_dict(), buffer.getvalue()
 
 
-def _rebuild(config: dict, weights: bytes) -> nn.Module:
-    """The worker's trained model, rebuilt in the parent (the same tensors, bit for bit)."""
+def unpack_model(config: dict, weights: bytes) -> nn.Module:
+    """The worker's trained model (:func:`train_packed`), rebuilt in the parent (the same tensors, bit for bit)."""
     from posembed.model import build_model
 
     model = build_model(config)
