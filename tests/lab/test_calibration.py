@@ -34,3 +34,17 @@ def test_reduced_calibration_loss_falls(tinyshakespeare):
 def test_full_calibration_matches_nanogpt(tinyshakespeare):
     result = run_calibration(str(tinyshakespeare))
     assert abs(result.val_loss - TARGET_VAL_LOSS) <= TOLERANCE, result.summary()
+
+
+def test_the_nanogpt_style_reference_loop_trains(tinyshakespeare):
+    """The yardstick of benchmarks/bench_lab_speed.py: nanoGPT's loop, evaluations included."""
+    import math
+
+    from posembed.bench.nanogpt_ref import char_data, train_reference
+
+    text = tinyshakespeare.read_text(encoding="utf-8")[:20_000]
+    run = train_reference(text, steps=6, dim=16, depth=1, heads=2, block=8, batch=4, warmup=2,
+                          eval_interval=3, eval_iters=2)
+    assert run.iterations == 6 and run.seconds > 0 and math.isfinite(run.val_loss)
+    train, val, vocab = char_data(text)
+    assert len(train) == 18_000 and len(val) == 2_000 and vocab == len(set(text))

@@ -1,64 +1,24 @@
 """Training throughput (tokens/s) of posembed's ``Decoder`` against a nanoGPT-style model.
 
 The nanoGPT model (Karpathy) is not on PyPI, so a minimal equivalent of its ``model.py``
-is written here: token + learned position embeddings, pre-LN blocks with fused qkv and
-causal SDPA, GELU MLP, final LayerNorm, tied head. Both use the small CPU configuration of
+is written in :mod:`posembed.bench.nanogpt_ref`: token + learned position embeddings, pre-LN
+blocks with fused qkv and causal SDPA, GELU MLP, final LayerNorm, tied head, no biases. Both use the small CPU configuration of
 nanoGPT's README on tinyshakespeare characters (4 layers, 4 heads, width 128, block 64,
 batch 12, dropout 0) and AdamW; their steps are interleaved in one process.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from posembed.bench.harness import Row, compare, median
+from posembed.bench.nanogpt_ref import NanoGPT
 
 SECTION = "lab training throughput"
 REFERENCE = "nanoGPT-style (learned absolute)"
 CONFIG = {"depth": 4, "heads": 4, "dim": 128, "block": 64, "batch": 12}
-
-
-class NanoBlock(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.ln_1, self.ln_2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.c_attn, self.c_proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, dim = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(dim, dim=2)
-        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.c_proj(y.transpose(1, 2).reshape(batch, length, dim))
-        return x + self.mlp(self.ln_2(x))
-
-
-class NanoGPT(nn.Module):
-    """Minimal nanoGPT-style decoder (learned absolute positions, tied head)."""
-
-    def __init__(self, vocab: int, *, dim: int, depth: int, heads: int, block: int) -> None:
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
-        self.blocks = nn.ModuleList(NanoBlock(dim, heads) for _ in range(depth))
-        self.ln_f = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-        self.head.weight = self.wte.weight
-        for name, p in self.named_parameters():
-            if p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * depth) if name.endswith("c_proj.weight") else 0.02
-                nn.init.normal_(p, std=std)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln_f(x))
 
 
 def _data() -> tuple[torch.Tensor, int]:

@@ -1,0 +1,136 @@
+"""The lab against a nanoGPT-style reference: one training step, and a whole run.
+
+nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshakespeare):
+
+- ``step``: one training step (batch, forward, loss, backward, clip, AdamW) of the lab's
+  ``Decoder`` (learned absolute positions) and of :class:`posembed.bench.nanogpt_ref.NanoGPT`,
+  interleaved step by step in one process; medians of wall time and of this thread's CPU time
+  (the second is what to trust on a loaded machine at 1 thread), at each ``--threads``.
+- ``run``: the whole calibration run, :func:`posembed.lab.calibration.run_calibration`'s trial
+  (:func:`~posembed.lab.train.train_trial`, scoring the whole validation split at the end)
+  against :func:`posembed.bench.nanogpt_ref.train_reference` (nanoGPT's loop: 20 + 20 eval
+  batches every 250 iterations), interleaved run by run (A B A B ...), wall seconds.
+
+Usage::
+
+    python benchmarks/bench_lab_speed.py [--threads 1 2] [--rounds 60] [--steps 2000] [--runs 1]
+                                         [--only step|run] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from posembed.bench.nanogpt_ref import NanoGPT, train_reference
+from posembed.lab.calibration import NANOGPT_CPU
+from posembed.lab.data import DEFAULT_TEXT, resolve_text_path
+
+CFG = NANOGPT_CPU
+
+
+def _step_fn(model, data: torch.Tensor, vocab: int):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    params = list(model.parameters())
+    generator = torch.Generator().manual_seed(0)
+    block, batch = CFG.context, CFG.batch
+
+    def step():
+        starts = torch.randint(len(data) - block, (batch,), generator=generator)
+        windows = torch.stack([data[s : s + block + 1] for s in starts.tolist()])  # (B, T + 1)
+        loss = F.cross_entropy(model(windows[:, :-1]).flatten(0, 1), windows[:, 1:].flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+
+    return step
+
+
+def bench_step(threads: int, rounds: int) -> dict:
+    from posembed.model import Decoder
+    from posembed.schemes.learned import LearnedAbsolute
+
+    torch.set_num_threads(threads)
+    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
+    torch.manual_seed(CFG.seed)
+    models = {
+        "nanoGPT-style reference": NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context),
+        "posembed Decoder": Decoder(len(chars), dim=CFG.dim, depth=CFG.depth, num_heads=CFG.heads,
+                                    scheme=LearnedAbsolute(CFG.context, CFG.dim)),
+    }
+    steps = {name: _step_fn(model, data, len(chars)) for name, model in models.items()}
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for fn in steps.values():
+        for _ in range(5):
+            fn()
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            w, c = time.perf_counter(), time.thread_time()
+            fn()
+            cpu[name].append((time.thread_time() - c) * 1e3)
+            wall[name].append((time.perf_counter() - w) * 1e3)
+    out = {name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])} for name in steps}
+    ref, ours = out["nanoGPT-style reference"], out["posembed Decoder"]
+    out["speedup (reference / posembed)"] = {k: ref[k] / ours[k] for k in ref}
+    return out
+
+
+def bench_run(threads: int, steps: int, runs: int) -> dict:
+    from posembed.lab.train import train_trial
+
+    torch.set_num_threads(threads)
+    text = resolve_text_path(CFG.text).read_text(encoding="utf-8")
+    cfg = dataclasses.replace(CFG, steps=steps)
+    times: dict[str, list[float]] = {"nanoGPT-style loop": [], "posembed lab trial": []}
+    losses: dict[str, float] = {}
+    for _ in range(runs):
+        start = time.perf_counter()
+        ref = train_reference(text, steps=steps)
+        times["nanoGPT-style loop"].append(time.perf_counter() - start)
+        losses["nanoGPT-style loop"] = ref.val_loss
+        start = time.perf_counter()
+        result, _ = train_trial(cfg, device="cpu")
+        times["posembed lab trial"].append(time.perf_counter() - start)
+        losses["posembed lab trial"] = result.value("val_loss", cfg.context)
+    out = {name: {"wall_s": statistics.median(v), "all_s": v, "val_loss": losses[name]} for name, v in times.items()}
+    out["speedup (reference / posembed)"] = out["nanoGPT-style loop"]["wall_s"] / out["posembed lab trial"]["wall_s"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=60, help="interleaved steps per model (step bench)")
+    parser.add_argument("--steps", type=int, default=CFG.steps, help="iterations per whole run")
+    parser.add_argument("--runs", type=int, default=1, help="interleaved whole runs per side")
+    parser.add_argument("--only", choices=("step", "run"))
+    parser.add_argument("--json", help="write the numbers here")
+    args = parser.parse_args(argv)
+    report = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "torch": torch.__version__}
+    for threads in args.threads:
+        if args.only in (None, "step"):
+            report[f"step, {threads} thread(s)"] = bench_step(threads, args.rounds)
+            print(json.dumps({f"step, {threads} thread(s)": report[f"step, {threads} thread(s)"]}, indent=1), flush=True)
+        if args.only in (None, "run"):
+            report[f"run, {threads} thread(s)"] = bench_run(threads, args.steps, args.runs)
+            print(json.dumps({f"run, {threads} thread(s)": report[f"run, {threads} thread(s)"]}, indent=1), flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
