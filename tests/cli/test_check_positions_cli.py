@@ -57,6 +57,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path, gpt2_folder, capsys, args, me
     unknown = tmp_path / "unknown"
     unknown.mkdir()
     (unknown / "config.json").write_text('{"model_type": "not_a_model", "hidden_size": 8}')
+    from safetensors.torch import save_file
+
+    save_file({"weight": torch.zeros(2)}, str(unknown / "model.safetensors"))  # valid files, unknown model type
     assert main([a.format(tmp=tmp_path, gpt2=gpt2_folder, unknown=unknown) for a in args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("posembed check-positions: error:") and message in err and "\n" not in err

@@ -164,7 +164,7 @@ def test_shared_projections_follow_the_layer():
     assert sum(p.numel() for p in scheme.parameters()) == 2 * 4 * 16 + 2 * 16  # table + LayerNorm only
     out = attn(torch.randn(2, 5, 16))
     out.sum().backward()
-    assert attn.q_proj.weight.grad is not None and scheme.rel_embeddings.weight.grad.abs().sum() > 0
+    assert attn.qkv_proj.weight.grad is not None and scheme.rel_embeddings.weight.grad.abs().sum() > 0
     assert "share_att_key=True" in repr(scheme)
 
 

@@ -162,7 +162,10 @@ class _SkipInit(TorchFunctionMode):
 
 
 def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: Path, weights: Path) -> None:
+    from posembed.attention import fused_qkv_shapes
     from posembed.model import build_model
+
+    shapes = fused_qkv_shapes(shapes)  # checkpoints from before the fused qkv projection convert at load
 
     try:
         with torch.device("meta"), _SkipInit():
