@@ -159,3 +159,24 @@ def test_a_path_like_experiment_name_is_refused(tmp_path, capsys, monkeypatch):
     err = _error(capsys, ["lab", "run", "--preset", "smoke", *TINY, "--set", "name=x/../../y"])
     assert "experiment name 'x/../../y' must be a plain name" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cuda_device_without_cuda_is_one_line_and_exit_2(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--device", "cuda", "--out", str(tmp_path / "out")])
+    assert "device 'cuda' asked for CUDA" in err and "--device cpu" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_device_cpu_trains_like_auto_here(tmp_path):
+    from posembed.lab.store import load_results
+
+    argv = ["lab", "run", "--preset", "smoke", "--set", "steps=3", "--set", "tasks=copy", "--set", "schemes=alibi",
+            "--workers", "1", "--quiet", "--no-checkpoints"]
+    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "cpu")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "auto")]) == 0
+    cpu, auto = load_results(tmp_path / "cpu"), load_results(tmp_path / "auto")
+    assert [r.final_loss for r in cpu.trials] == [r.final_loss for r in auto.trials]

@@ -51,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             help="trials trained at once, each in its own process (default: the available cores "
                                  "divided by --threads; 1 trains in this process, one trial at a time; always 1 "
                                  "under torchrun)")
+    run_parser.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N (on a GPU: trials one at a time, "
+                            "bf16 autocast, FlexAttention for bias schemes)")
     run_parser.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
                             help="train the trials as Ray tasks: 'auto' joins the local cluster or starts one, "
                                  "HOST:PORT joins a running cluster (`ray start --head` prints it); this process "
@@ -113,7 +115,8 @@ def _run(args: argparse.Namespace) -> int:
         rank, world = rank_and_world()
         with _write_errors(), log_to_stderr(LAB_LOGGER, enabled=not quiet and rank == 0):
             summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=not quiet,
-                                     workers=1 if world > 1 else workers, threads=args.threads, ray=args.ray)
+                                     workers=1 if world > 1 else workers, threads=args.threads, ray=args.ray,
+                                     device=args.device)
     except WorkerError as error:
         raise UserError(str(error)) from None
     finally:

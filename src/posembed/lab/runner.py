@@ -133,7 +133,7 @@ def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
     return trials
 
 
-def _train_with_bar(cfg: TrialConfig, enabled: bool | None) -> tuple[TrialResult, object]:
+def _train_with_bar(cfg: TrialConfig, enabled: bool | None, device: str = "auto") -> tuple[TrialResult, object]:
     """Train one trial in this process, under a step bar (position 1, removed when done) if ``enabled``."""
     from tqdm.auto import tqdm
 
@@ -144,7 +144,7 @@ def _train_with_bar(cfg: TrialConfig, enabled: bool | None) -> tuple[TrialResult
             bar.update(step - bar.n)
             bar.set_postfix(loss=f"{loss:.3f}")
 
-        return train_trial(cfg, on_step=on_step)
+        return train_trial(cfg, on_step=on_step, device=device)
 
 
 def trial_label(cfg: TrialConfig) -> str:
@@ -161,6 +161,7 @@ def run_experiment(
     workers: int | None = 1,
     threads: int | None = None,
     ray: str | None = None,
+    device: str = "auto",
     on_trial: Callable[[TrialResult], None] | None = None,
 ) -> RunSummary:
     """Train every trial of ``experiment`` not yet stored in ``out_dir``.
@@ -186,6 +187,10 @@ def run_experiment(
         ray: train the trials as Ray tasks (:mod:`posembed.lab.ray_runner`): ``"auto"`` (the local
             cluster, else a fresh local instance) or a cluster's ``HOST:PORT``; this process still
             writes the store and the checkpoints. Not under ``torchrun``.
+        device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``
+            (:func:`posembed.devices.resolve_device`). On a GPU the trials train one at a time in
+            this process (``workers`` is ignored; a GPU is not shared between processes); Ray tasks
+            pick their own device (``"auto"`` on each node).
         on_trial: called on rank 0 after each trial is stored (an exception there stops the
             run; what was stored stays).
 
@@ -202,6 +207,12 @@ def run_experiment(
     """
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    from posembed.devices import resolve_device
+
+    target = resolve_device(device)
+    if target.type != "cpu" and ray is None and (workers or 1) > 1:
+        logger.info("training on %s: one trial at a time in this process (workers=%s ignored)", target, workers)
+        workers = 1
     rank, world = rank_and_world()
     if ray is not None:
         _check_ray(ray, world)
@@ -217,7 +228,7 @@ def run_experiment(
     mode = progress_mode(progress) if rank == 0 else "off"
     try:
         with Progress(len(trials), len(trials) - len(todo), mode=mode) as reporter, \
-                _trainer(todo, workers, threads, checkpoints, reporter, ray) as outcomes:
+                _trainer(todo, workers, threads, checkpoints, reporter, ray, str(target)) as outcomes:
             for cfg, result, model in outcomes:
                 if store is not None:
                     store.add(result, checkpoint=_save(model, cfg, out, store) if checkpoints else None)
@@ -235,7 +246,7 @@ def run_experiment(
 
 @contextlib.contextmanager
 def _trainer(todo: list[TrialConfig], workers: int | None, threads: int | None, keep_models: bool, reporter: Progress,
-             ray: str | None = None):
+             ray: str | None = None, device: str = "auto"):
     """``(cfg, result, model)`` for every trial of ``todo``: in this process, from a pool, or from Ray."""
     import torch
 
@@ -248,19 +259,19 @@ def _trainer(todo: list[TrialConfig], workers: int | None, threads: int | None, 
             yield pool.run(todo)
         return
     if workers in (1, None) or not todo:
-        yield _in_process(todo, reporter)
+        yield _in_process(todo, reporter, device)
         return
     from posembed.lab.workers import TrialPool
 
-    with TrialPool(workers, threads or torch.get_num_threads(), keep_models=keep_models) as pool:
+    with TrialPool(workers, threads or torch.get_num_threads(), keep_models=keep_models, device=device) as pool:
         reporter.working_on(f"{workers} workers")
         yield pool.run(todo)
 
 
-def _in_process(todo: list[TrialConfig], reporter: Progress):
+def _in_process(todo: list[TrialConfig], reporter: Progress, device: str = "auto"):
     for cfg in todo:
         reporter.working_on(trial_label(cfg))
-        result, model = _train_with_bar(cfg, reporter.mode == "bar")
+        result, model = _train_with_bar(cfg, reporter.mode == "bar", device)
         yield cfg, result, model
 
 

@@ -76,10 +76,10 @@ class TrialPool:
     error kills the workers at once (the running trials are lost, nothing else).
     """
 
-    def __init__(self, workers: int, threads: int = 1, *, keep_models: bool = True) -> None:
+    def __init__(self, workers: int, threads: int = 1, *, keep_models: bool = True, device: str = "auto") -> None:
         if workers < 1 or threads < 1:
             raise ValueError(f"workers and threads must be at least 1, got workers={workers}, threads={threads}")
-        self.workers, self.threads, self.keep_models = workers, threads, keep_models
+        self.workers, self.threads, self.keep_models, self.device = workers, threads, keep_models, device
         self._executor: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> "TrialPool":
@@ -92,7 +92,7 @@ class TrialPool:
     def run(self, todo: list[TrialConfig]) -> Iterator[tuple[TrialConfig, TrialResult, nn.Module | None]]:
         """Submit every trial of ``todo`` now (in order); the iterator yields each as it finishes."""
         submit = self._executor.submit
-        pending: dict[Future, TrialConfig] = {submit(train_packed, cfg, self.keep_models): cfg for cfg in todo}
+        pending: dict[Future, TrialConfig] = {submit(train_packed, cfg, self.keep_models, self.device): cfg for cfg in todo}
         return self._collect(pending, todo)
 
     def _collect(self, pending: dict[Future, TrialConfig], todo: list[TrialConfig]):
@@ -151,14 +151,14 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def train_packed(cfg: TrialConfig, keep_model: bool) -> tuple[TrialResult, dict | None, bytes | None]:
-    """Train one trial in a worker (a process of the pool, a Ray task); the model travels back as
-    its config and state-dict bytes (``None, None`` unless ``keep_model``)."""
-    result, model = train_trial(cfg)
+def train_packed(cfg: TrialConfig, keep_model: bool, device: str = "auto") -> tuple[TrialResult, dict | None, bytes | None]:
+    """Train one trial in a worker (a process of the pool, a Ray task) on ``device``; the model travels
+    back as its config and state-dict bytes, on the CPU (``None, None`` unless ``keep_model``)."""
+    result, model = train_trial(cfg, device=device)
     if not keep_model:
         return result, None, None
     buffer = io.BytesIO()
-    torch.save(model.state_dict(), buffer)
+    torch.save({key: value.cpu() for key, value in model.state_dict().items()}, buffer)
     return result, model.config_dict(), buffer.getvalue()
 
 
