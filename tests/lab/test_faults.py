@@ -140,11 +140,11 @@ def _fill_after_first_trial(monkeypatch, folder):
 
     calls, original = [], runner._train_with_bar
 
-    def train_then_fill(cfg, enabled):
+    def train_then_fill(cfg, *args):
         calls.append(cfg)
         if len(calls) == 2:
             _fill(folder)
-        return original(cfg, enabled)
+        return original(cfg, *args)
 
     monkeypatch.setattr(runner, "_train_with_bar", train_then_fill)
 
