@@ -46,7 +46,7 @@ TIERS: tuple[tuple[str, int], ...] = (
     ("schemes/", 1),
     ("fused/", 2),
     ("embeddings.py", 3), ("embedding_checks.py", 3), ("attention.py", 3), ("attention_backends.py", 3),
-    ("model.py", 4),
+    ("model.py", 4), ("model_layers.py", 4),
     ("pairs.py", 5), ("encode_report.py", 5), ("interop/", 5), ("lab/", 5), ("analysis/", 5),
     ("bench/", 6),
     ("cli/", 7), ("__main__.py", 7),

@@ -10,7 +10,11 @@ Any scheme of any kind goes in one place:
   (each layer holds the same module, as ``model.scheme`` does; the state dict saves it once,
   under ``scheme.``, see :mod:`posembed._shared`);
 - ``scheme=None`` is NoPE (no position information; causal decoders still recover it,
-  Haviv et al. 2022).
+  Haviv et al. 2022);
+- ``schemes=[s_0, ..., s_{depth-1}]`` instead gives each layer its own rotary or bias scheme
+  (or ``None``): NoPE every Nth layer (Llama 4), local and global RoPE bases (Gemma 3,
+  ModernBERT), RoPE beside ALiBi. Layers handed the same object share it (saved once); an
+  absolute ``scheme=`` may go beside it. See :mod:`posembed.model_layers`.
 
 Blocks are pre-LayerNorm (attention, then a GELU MLP), as GPT-2 / nanoGPT; the output head is
 a separate linear layer (not weight-tied, so that every tensor is saved once).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import Sequence
 
 import torch  # noqa: F401 (the doctests use it)
 from torch import Tensor, nn
@@ -31,6 +36,7 @@ from posembed._checks import check_positive_int
 from posembed._shared import save_shared_once
 from posembed.attention import SelfAttention
 from posembed.embeddings import COMBINES, TransformerEmbeddings
+from posembed.model_layers import build_layer_schemes, check_layer_schemes, layer_schemes_config
 from posembed.positions import resolve_positions
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.config import build_scheme, scheme_config
@@ -87,6 +93,7 @@ class TransformerModel(nn.Module):
         depth: int,
         num_heads: int,
         scheme: PositionScheme | None = None,
+        schemes: Sequence[PositionScheme | None] | None = None,
         max_len: int | None = None,
         combine: str = "add",
         inject: str = "once",
@@ -115,26 +122,43 @@ class TransformerModel(nn.Module):
             pad_token_id=None, combine=combine, dropout=dropout,
             token_scale=math.sqrt(dim) if fixed_table else 1.0, **factory,
         )
-        in_attention = None if absolute else scheme
+        in_attention = [None if absolute else scheme] * depth
+        if schemes is not None:
+            in_attention = check_layer_schemes(schemes, depth, scheme)
         #: the position scheme, wherever it acts (for an absolute one, the same module as
         #: ``embeddings.position``; for rotary and bias ones, as every layer's ``attn.scheme``)
         self.scheme = scheme
         self.position_norm = nn.LayerNorm(scheme.dim, **factory) if untied else None
         self.blocks = nn.ModuleList(
             Block(
-                dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, scheme=in_attention, causal=self.causal,
+                dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, scheme=layer, causal=self.causal,
                 backend=backend, untied_dim=scheme.dim if untied else None, **factory,
             )
-            for _ in range(depth)
+            for layer in in_attention
         )
         self.norm = nn.LayerNorm(dim, **factory)
         save_shared_once(self)  # the shared scheme's tensors are saved once, as before it was shared
 
+    @property
+    def layer_schemes(self) -> list[PositionScheme | None]:
+        """Each block's attention scheme (``None``: no positions in that layer), shallowest first."""
+        return [block.attn.scheme for block in self.blocks]
+
+    def _per_layer(self) -> bool:
+        """Whether the layers' schemes differ from the one ``scheme`` (built with ``schemes=``)."""
+        shared = None if self.scheme is None or self.scheme.kind == Kind.ABSOLUTE else self.scheme
+        return any(layer is not shared for layer in self.layer_schemes)
+
+    def _owned_schemes(self) -> list[PositionScheme]:
+        """``scheme`` and every layer's scheme, each object once."""
+        owned = {id(s): s for s in (self.scheme, *self.layer_schemes) if s is not None}
+        return list(owned.values())
+
     def reset_parameters(self) -> None:
         """Re-initialise every parameter, the position scheme's included."""
         self.embeddings.reset_parameters()  # the position scheme's too, when the embeddings hold it
-        scheme = None if self.scheme is self.embeddings.position else self.scheme
-        for owned in (scheme, self.position_norm):
+        schemes = [s for s in self._owned_schemes() if s is not self.embeddings.position]
+        for owned in (*schemes, self.position_norm):
             if owned is not None and hasattr(owned, "reset_parameters"):
                 owned.reset_parameters()
         self._init_weights()
@@ -144,7 +168,7 @@ class TransformerModel(nn.Module):
 
         The constructor calls only this: a scheme passed in keeps its parameters.
         """
-        scheme = set() if self.scheme is None else {id(p) for p in self.scheme.parameters()}
+        scheme = {id(p) for owned in self._owned_schemes() for p in owned.parameters()}
         for name, param in [*self.blocks.named_parameters(), *self.head.named_parameters(prefix="head")]:
             if id(param) in scheme:
                 continue
@@ -183,7 +207,8 @@ class TransformerModel(nn.Module):
         return self.position_norm(self.scheme(positions).to(self.position_norm.weight.dtype))
 
     def config_dict(self) -> dict:
-        """The constructor arguments as a JSON-able dict (``scheme`` as ``{"name": ..., **kwargs}``)."""
+        """The constructor arguments as a JSON-able dict (``scheme`` as ``{"name": ..., **kwargs}``;
+        a model built with ``schemes=`` adds ``layer_schemes``, see :mod:`posembed.model_layers`)."""
         config = {
             "architecture": type(self).__name__.lower(),
             "vocab_size": self.vocab_size, "dim": self.dim, "depth": self.depth, "num_heads": self.num_heads,
@@ -191,10 +216,15 @@ class TransformerModel(nn.Module):
             "max_len": self.max_len, "combine": self.combine, "inject": self.inject, "untied": self.untied,
             "dropout": self.dropout, "mlp_ratio": self.mlp_ratio, "backend": self.backend,
         }
+        if self._per_layer():
+            config["layer_schemes"] = layer_schemes_config(self.layer_schemes)
         return config
 
     def extra_repr(self) -> str:
         scheme = None if self.scheme is None else type(self.scheme).__name__
+        if self._per_layer():
+            names = [None if s is None else type(s).__name__ for s in self.layer_schemes]
+            scheme = f"{scheme}, schemes=[{', '.join(map(str, names))}]"
         return f"scheme={scheme}, combine={self.combine!r}, inject={self.inject!r}, untied={self.untied}"
 
 
@@ -205,6 +235,8 @@ class Decoder(TransformerModel):
         vocab_size: number of token ids.
         dim: width C. depth: number of blocks. num_heads: heads H (``dim % num_heads == 0``).
         scheme: any :class:`~posembed.schemes.base.PositionScheme`, or ``None`` (NoPE).
+        schemes: one rotary or bias scheme (or ``None``) per layer, ``depth`` of them, instead of a
+            rotary or bias ``scheme`` (an absolute ``scheme`` may go beside it).
         max_len: longest input accepted (``None``: whatever the scheme allows).
         combine: ``"add"`` or ``"concat"`` (absolute schemes only).
         inject: ``"once"`` or ``"every_layer"`` (absolute schemes only).
@@ -335,12 +367,15 @@ def build_model(config: dict, *, device=None, dtype=None) -> TransformerModel:
     if architecture not in classes:
         raise ValueError(f"config 'architecture' must be 'decoder' or 'encoder', got {architecture!r}")
     scheme = config.pop("scheme", None)
-    allowed = set(inspect.signature(TransformerModel.__init__).parameters) - {"self", "device", "dtype"}
+    layers = config.pop("layer_schemes", None)  # absent in configs of single-scheme models
+    allowed = set(inspect.signature(TransformerModel.__init__).parameters) - {"self", "schemes", "device", "dtype"}
     allowed |= {"num_classes"} if architecture == "encoder" else set()
     unknown = set(config) - allowed
     if unknown:
         raise ValueError(f"unknown model config keys: {', '.join(sorted(unknown))}")
     built = None if scheme is None else build_scheme(scheme)
-    if built is not None and device is not None:
-        built = built.to(device=device)  # the scheme keeps its own dtypes (fp32 position math)
-    return classes[architecture](scheme=built, device=device, dtype=dtype, **config)
+    per_layer = None if layers is None else build_layer_schemes(layers)
+    if device is not None:  # the schemes keep their own dtypes (fp32 position math)
+        built = None if built is None else built.to(device=device)
+        per_layer = None if per_layer is None else [None if s is None else s.to(device=device) for s in per_layer]
+    return classes[architecture](scheme=built, schemes=per_layer, device=device, dtype=dtype, **config)

@@ -7,7 +7,8 @@ parity check per row against transformers' own modules (tiny configs, random wei
 
 - :func:`zoo_schemes` gives one scheme per layer (the same object for every layer when the family
   has one scheme; per layer type for Gemma 3 / ModernBERT; :class:`~posembed.schemes.nope.NoPE`
-  for Llama 4's ``no_rope_layers``); :func:`zoo_scheme` the one scheme of a uniform family.
+  for Llama 4's ``no_rope_layers``); :func:`zoo_scheme` the one scheme of a uniform family;
+  :func:`zoo_decoder` a posembed :class:`~posembed.model.Decoder` carrying them, layer by layer.
 - :func:`load_positional_weights` copies a checkpoint's learned positional weights (learned
   tables, T5's bucket table, DeBERTa's relative embeddings) into a scheme through an explicit
   key map, with shape checks; :func:`position_offset` is RoBERTa's padding offset.
@@ -27,14 +28,15 @@ from torch import Tensor, nn
 
 from posembed.interop.rope_config import rotary_from_hf_config
 from posembed.interop.rope_settings import ALL_LAYERS, flat_config, load_config_dict, read_rope_settings
-from posembed.schemes.base import PositionScheme
+from posembed.model import Decoder
+from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative
 from posembed.schemes.factory import ModelSizes, build_from_sizes
 from posembed.schemes.mrope import MRoPE
 from posembed.schemes.nope import NoPE
 
 __all__ = [
-    "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "load_positional_weights", "position_offset",
+    "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "zoo_decoder", "load_positional_weights", "position_offset",
     "zoo_table_markdown", "ZOO_TABLE_MARKER",
 ]  # fmt: skip
 
@@ -244,6 +246,39 @@ def zoo_scheme(config: Any, *, angles: str = "exact") -> PositionScheme:
     if any(scheme is not schemes[0] for scheme in schemes):
         raise ValueError("this config gives its layers different schemes (layer types, NoPE layers): use zoo_schemes")
     return schemes[0]
+
+
+def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "exact", **model_kwargs) -> Decoder:
+    """A posembed :class:`~posembed.model.Decoder` with the positions of a transformers config, layer by layer.
+
+    The model takes the config's depth, heads and head dim (width ``heads * head_dim``) and
+    :func:`zoo_schemes`' scheme of each layer (an absolute one goes to the embeddings); the rest
+    is posembed's own block (pre-LN, GELU MLP: no GQA, RMSNorm or sliding window), for training
+    a family's position layout at small sizes. A tiny config gives a tiny model.
+
+    Args:
+        config: as :func:`zoo_schemes`. vocab_size: token ids (``None``: the config's ``vocab_size``).
+        angles: rotary angle mode. model_kwargs: other :class:`~posembed.model.Decoder` arguments
+            (``mlp_ratio``, ``dropout``, ``max_len``, ``backend``, ``device``, ``dtype``).
+
+    Example:
+        >>> config = {"model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 16, "head_dim": 8,
+        ...           "num_attention_heads": 2, "vocab_size": 11, "no_rope_layers": [1, 1, 1, 0],
+        ...           "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}}
+        >>> [type(s).__name__ for s in zoo_decoder(config).layer_schemes]
+        ['RotaryEmbedding', 'RotaryEmbedding', 'RotaryEmbedding', 'NoPE']
+    """
+    raw = _text_config(load_config_dict(config)[0])
+    if raw.get("model_type") == "deberta-v2":
+        raise ValueError("DeBERTa-v2 is an encoder family: its relative attention needs posembed's Encoder")
+    schemes = zoo_schemes(config, angles=angles)
+    heads = _int(raw, "num_attention_heads", "n_head", "n_heads", "num_heads")
+    head_dim = int(raw.get("head_dim") or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
+    vocab = vocab_size if vocab_size is not None else _int(raw, "vocab_size")
+    sizes = {"dim": heads * head_dim, "depth": len(schemes), "num_heads": heads}
+    if schemes[0].kind == Kind.ABSOLUTE:
+        return Decoder(vocab, scheme=schemes[0], **sizes, **model_kwargs)
+    return Decoder(vocab, schemes=schemes, **sizes, **model_kwargs)
 
 
 def position_offset(config: Any) -> int:
