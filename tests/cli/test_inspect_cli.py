@@ -226,3 +226,13 @@ def test_every_scheme_gets_a_report_of_its_kind(name, tmp_path):
     if metrics["kind"] in ("rotary", "bias"):
         ran = [s for s in PLANS[metrics["kind"]] if "finding" in metrics[s]]
         assert len(ran) >= 2, (name, metrics["kind"], ran)
+
+
+def test_progress_lines_per_section_and_quiet(tmp_path, capsys):
+    from posembed.cli import main
+
+    assert main(["inspect", "--scheme", "alibi", "--quick", "--out", str(tmp_path / "a")]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("inspect sections:")]
+    assert lines and lines[-1].startswith(f"inspect sections: {len(lines)}/{len(lines)} done")
+    assert main(["inspect", "--scheme", "alibi", "--quick", "--quiet", "--out", str(tmp_path / "b")]) == 0
+    assert "inspect sections:" not in capsys.readouterr().err

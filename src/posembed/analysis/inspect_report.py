@@ -47,6 +47,9 @@ from posembed.schemes.base import BiasScheme
 __all__ = ["InspectOptions", "run_inspect", "PLANS", "TITLES"]
 
 logger = logging.getLogger(__name__)
+#: one INFO line per finished section; ``posembed inspect`` shows them on stderr (``--quiet``: off)
+PROGRESS_LOGGER = "posembed.analysis.progress"
+progress_logger = logging.getLogger(PROGRESS_LOGGER)
 
 TITLES = {
     "similarity": "Position-to-position similarity",
@@ -228,13 +231,15 @@ _RUNNERS = {
 
 def _sections(run: _Run, timings: dict) -> dict:
     found = {}
-    for name in PLANS[run.kind]:
+    plan = PLANS[run.kind]
+    for index, name in enumerate(plan, 1):
         start = time.perf_counter()
         logger.info("section: %s", name)
         try:
             found[name] = _RUNNERS[name](run)
         finally:
             timings[name] = round(time.perf_counter() - start, 3)
+        progress_logger.info("inspect sections: %d/%d done (%s, %.1f s)", index, len(plan), TITLES[name], timings[name])
     missing = [name for name in CLASSIC if name not in found]
     if missing:
         run.report.section(f"Not applicable to {run.kind} positions")

@@ -76,6 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small settings (few short windows, small probes) for a fast look"
     )
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress (default: one line per finished section on stderr)")
     parser.set_defaults(func=run)
 
 
@@ -120,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
     source = _source(args)
     out = args.out if args.out is not None else Path("posembed-inspect") / source.name.split(" ")[0]
     options = InspectOptions.small() if args.quick else InspectOptions()
-    metrics = run_inspect(source, out, text_path=args.text, options=options)
+    from posembed.analysis.inspect_report import PROGRESS_LOGGER
+    from posembed.lab.progress import log_to_stderr
+
+    with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
+        metrics = run_inspect(source, out, text_path=args.text, options=options)
     if args.json:
         json.dump(metrics, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
