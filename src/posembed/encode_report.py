@@ -88,8 +88,9 @@ def explain_encoding(
     limit = max_length if max_length is not None else (min(limits) if limits else None)
     truncation = max_length is not None
     batch = encode_texts(tokenizer, text_a, text_b, max_length=limit, padding=False, truncation=truncation)
-    types = batch.token_type_ids if emb.type_vocab_size else None
-    parts = emb.components(batch.input_ids, types, batch.position_ids)
+    device = next(emb.parameters()).device  # the block may sit on a GPU; the tokenizer's ids are on the CPU
+    types = batch.token_type_ids.to(device) if emb.type_vocab_size else None
+    parts = emb.components(batch.input_ids.to(device), types, batch.position_ids.to(device))
     norms = [part[0].norm(dim=-1).tolist() for part in (parts.token, parts.position, parts.segment, parts.combined, parts.output)]
     ids = batch.input_ids[0].tolist()
     tokens = tokenizer.convert_ids_to_tokens(ids)

@@ -168,3 +168,18 @@ def test_text_that_cannot_be_encoded_is_named(capsys, minilm_path, minilm_tokeni
         encode_texts(minilm_tokenizer, ["a", "b"], ["c", "\ud800"])
     with pytest.raises(ValueError, match=r"texts_a cannot be encoded"):
         encode_texts(minilm_tokenizer, "x\udcff")
+
+
+def test_device_cpu_equals_default_and_cuda_without_cuda_is_one_line(capsys):
+    import torch
+
+    from posembed.cli import main
+
+    assert main(["encode", "where is it", "--json"]) == 0
+    default = capsys.readouterr().out
+    assert main(["encode", "where is it", "--json", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out == default
+    if not torch.cuda.is_available():
+        assert main(["encode", "where is it", "--device", "cuda"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "asked for CUDA" in err[0]

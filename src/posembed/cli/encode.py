@@ -45,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="truncate to N tokens with [CLS]/[SEP] (a pair's longer text first, as tokenizers do); "
         "default: a text longer than the position table is an error",
     )
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
@@ -59,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--max-length must be at least {need}, got {args.max_length}")
     folder = model_folder(args.model, "--model")
     emb, tokenizer = _load(folder)
+    from posembed.devices import resolve_device
+
+    emb = emb.to(resolve_device(args.device))
     rows = explain_encoding(emb, tokenizer, args.text_a, args.text_b, max_length=args.max_length)
     if args.json:
         print(json.dumps(report_json(rows, model=str(folder), text_a=args.text_a, text_b=args.text_b), indent=2))
