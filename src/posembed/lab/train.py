@@ -187,10 +187,15 @@ def position_parameters(model: nn.Module) -> Tensor | None:
 def drift(initial: Tensor | None, final: Tensor | None) -> dict[str, float] | None:
     """How far the position parameters moved: ``||W - W0|| / ||W0||`` (Frobenius) and ``cos(W, W0)``.
 
+    ``None`` when there is nothing to compare, or when the initial parameters are all zero (CoPE's
+    position table starts at zero: a ratio to a zero norm means nothing).
+
     >>> drift(torch.tensor([3.0, 4.0]), torch.tensor([3.0, 4.0]))
     {'rel_frobenius': 0.0, 'cosine': 1.0}
+    >>> drift(torch.zeros(2), torch.tensor([3.0, 4.0])) is None
+    True
     """
-    if initial is None or final is None:
+    if initial is None or final is None or not bool(initial.any()):
         return None
     rel = float((final - initial).norm() / initial.norm().clamp_min(1e-12))
     cos = float(nn.functional.cosine_similarity(final.reshape(1, -1), initial.reshape(1, -1)).squeeze())
