@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import pickle
 import re
 import zipfile
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from posembed._files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
 
 __all__ = [
@@ -74,7 +74,7 @@ def read_hf_config(folder: str | Path) -> dict:
     path = Path(folder) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: a Hugging Face checkpoint folder needs config.json")
-    config = _read_json(path)
+    config = read_json(path)
     if not isinstance(config, dict):
         raise CheckpointError(path, f"holds a JSON {type(config).__name__}; config.json must be an object")
     for key in _SIZE_KEYS + ("type_vocab_size",):
@@ -86,19 +86,6 @@ def read_hf_config(folder: str | Path) -> dict:
             rule = "a non-negative integer" if smallest == 0 else "a positive integer"
             raise CheckpointError(path, f"says {key}={value!r}; it must be {rule}")
     return config
-
-
-def _read_json(path: Path):
-    try:
-        data = path.read_bytes()
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        byte = f"byte 0x{data[error.start]:02x} at offset {error.start}"
-        raise CheckpointError(path, f"is not UTF-8 text ({byte})") from None
-    except json.JSONDecodeError as error:
-        raise CheckpointError(path, f"is not valid JSON: {error}") from None
-    except IsADirectoryError:
-        raise CheckpointError(path, "is a folder, not a file") from None
 
 
 def check_hf_folder(folder: str | Path) -> dict:
@@ -123,7 +110,7 @@ def weights_file(folder: Path) -> Path:
 
 def shard_map(index: Path) -> dict[str, Path]:
     """``tensor name -> shard file`` from an index JSON; every shard a relative path inside the folder."""
-    document = _read_json(index)
+    document = read_json(index)
     weight_map = document.get("weight_map") if isinstance(document, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(index, "has no 'weight_map' object (tensor name -> shard file)")
@@ -153,19 +140,6 @@ def weight_shapes(folder: str | Path) -> dict[str, tuple[int, ...]] | None:
     for file in files:
         shapes.update(safetensors_shapes(file))
     return shapes
-
-
-def safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Shapes from one safetensors file's header; a damaged file is a :class:`CheckpointError`."""
-    from safetensors import SafetensorError, safe_open
-
-    if path.stat().st_size == 0:
-        raise CheckpointError(path, "is empty (0 bytes)")
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
-    except (SafetensorError, OSError) as error:
-        raise CheckpointError(path, f"is not a readable safetensors file: {error}") from None
 
 
 def load_torch_bin(path: Path) -> dict:

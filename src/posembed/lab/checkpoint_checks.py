@@ -18,7 +18,6 @@ Each problem is a :class:`~posembed.errors.CheckpointError` naming the file and 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from posembed._checks import device_memory_bytes, format_bytes
+from posembed._files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
 
 __all__ = ["read_checkpoint_json", "read_weight_shapes", "check_lab_checkpoint"]
@@ -41,13 +41,7 @@ _INIT_OPS = frozenset({"normal_", "uniform_", "trunc_normal_", "fill_", "zero_",
 def read_checkpoint_json(path: str | Path) -> dict:
     """The checkpoint's JSON document; it must be an object with a ``model`` object."""
     path = Path(path)
-    try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as error:
-        byte = f"byte 0x{error.object[error.start]:02x} at offset {error.start}"
-        raise CheckpointError(path, f"is not UTF-8 text ({byte})") from None
-    except json.JSONDecodeError as error:
-        raise CheckpointError(path, f"is not valid JSON: {error}") from None
+    document = read_json(path)
     if not isinstance(document, dict):
         raise CheckpointError(path, f"holds a JSON {type(document).__name__}, not an object")
     if not isinstance(document.get("model"), dict):
@@ -57,17 +51,7 @@ def read_checkpoint_json(path: str | Path) -> dict:
 
 def read_weight_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape in a safetensors file, read from its header (no tensor data is loaded)."""
-    from safetensors import SafetensorError, safe_open
-
-    path = Path(path)
-    if path.stat().st_size == 0:
-        raise CheckpointError(path, "is empty (0 bytes); the checkpoint was not saved whole")
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
-    except (SafetensorError, OSError) as error:
-        raise CheckpointError(path, f"is not a readable safetensors file: {error}") from None
-
+    return safetensors_shapes(Path(path))
 
 def check_lab_checkpoint(config: dict, weights: str | Path, config_path: str | Path = "posembed_model.json") -> None:
     """Refuse a lab ``model`` config that disagrees with the weights file, before building anything.
