@@ -20,11 +20,11 @@ Example:
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
+
+from posembed._data import tinyshakespeare_path
 
 __all__ = ["Fact", "Document", "make_facts", "default_text", "corpus_tokens", "plant_documents", "TEMPLATES"]
 
@@ -90,11 +90,7 @@ def make_facts(count: int) -> list[Fact]:
 
 def default_text() -> Path:
     """The tinyshakespeare text shipped in the package (``POSEMBED_TINYSHAKESPEARE`` overrides)."""
-    override = os.environ.get("POSEMBED_TINYSHAKESPEARE")
-    path = Path(override) if override else Path(str(resources.files("posembed") / "data" / "tinyshakespeare.txt"))
-    if not path.is_file():
-        raise FileNotFoundError(f"the benchmark text {path} is missing; pass a UTF-8 text file instead")
-    return path
+    return tinyshakespeare_path("pass a UTF-8 text file instead")
 
 
 def corpus_tokens(tokenizer, text: str) -> tuple[list[int], list[bool]]:

@@ -7,11 +7,12 @@ or too short for the training context.
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
 
 import torch
 from torch import Tensor
+
+from posembed._data import tinyshakespeare_path
 
 __all__ = ["CharCorpus", "check_text_file", "load_text", "resolve_text_path", "DEFAULT_TEXT"]
 
@@ -24,18 +25,7 @@ def resolve_text_path(text: str) -> Path:
     ``$POSEMBED_TINYSHAKESPEARE`` when set, else the copy shipped in the package."""
     if text != DEFAULT_TEXT:
         return Path(text).expanduser()
-    override = os.environ.get("POSEMBED_TINYSHAKESPEARE", "")
-    if override:
-        if not Path(override).is_file():
-            raise FileNotFoundError(f"$POSEMBED_TINYSHAKESPEARE={override!r} is not a file")
-        return Path(override)
-    shipped = Path(str(resources.files("posembed") / "data" / "tinyshakespeare.txt"))
-    if not shipped.is_file():
-        raise FileNotFoundError(
-            f"tinyshakespeare.txt is missing from the installed package ({shipped}); reinstall posembed, "
-            "or give a text file with --set text=PATH"
-        )
-    return shipped
+    return tinyshakespeare_path("give a text file with --set text=PATH")
 
 
 def check_text_file(path: str | os.PathLike) -> Path:
