@@ -78,8 +78,10 @@ def read_config(source: str | os.PathLike) -> dict:
         raise FileNotFoundError(
             f"no transformers config at {str(path)!r} (pass a checkpoint folder or its config.json)"
         )
-    with path.open(encoding="utf-8") as handle:
-        config = json.load(handle)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{str(path)!r} is not valid JSON: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{str(path)!r} holds a JSON {type(config).__name__}, not a config object")
     return config

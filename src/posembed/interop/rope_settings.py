@@ -17,11 +17,12 @@ repair them), so that :mod:`posembed.interop.rope_traps` can see what is missing
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from posembed.interop.rope_config import read_config
 
 __all__ = ["RopeSettings", "load_config_dict", "read_rope_settings", "flat_config", "DEFAULT_THETA", "ALL_LAYERS"]
 
@@ -85,13 +86,7 @@ def load_config_dict(config: Any) -> tuple[dict, Any, str]:
         file = path / "config.json" if path.is_dir() else path
         if not file.is_file():
             raise ValueError(f"{path} is not a checkpoint: it has no config.json")
-        try:
-            raw = json.loads(file.read_text())
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{file} is not valid JSON: {error}") from error
-        if not isinstance(raw, dict):
-            raise ValueError(f"{file} holds a JSON {type(raw).__name__}, not a config object")
-        return raw, None, str(file)
+        return read_config(file), None, str(file)
     if isinstance(config, dict):
         return dict(config), None, "dict"
     if hasattr(config, "to_dict"):
