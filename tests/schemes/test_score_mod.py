@@ -16,6 +16,7 @@ from torch.nn.attention.flex_attention import flex_attention
 
 from posembed import ALiBi, NoPE, ShawRelative, T5RelativeBias
 from tests.helpers import assert_close, max_abs_diff
+from tests.schemes.bias_checks import captured_tensors
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -55,20 +56,6 @@ def qkv(q_positions: Tensor, k_positions: Tensor, batch: int = 2):
     k = torch.randn(batch, HEADS, k_positions.shape[-1], HEAD_DIM)
     v = torch.randn(batch, HEADS, k_positions.shape[-1], HEAD_DIM)
     return q, k, v
-
-
-def captured_tensors(fn, seen=None) -> list[Tensor]:
-    """Every tensor a closure captures, through nested closures."""
-    seen = set() if seen is None else seen
-    found = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        value = cell.cell_contents
-        if isinstance(value, Tensor):
-            found.append(value)
-        elif callable(value) and id(value) not in seen:
-            seen.add(id(value))
-            found.extend(captured_tensors(value, seen))
-    return found
 
 
 @pytest.mark.parametrize("positions", list(POSITIONS))
