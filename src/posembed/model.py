@@ -62,16 +62,18 @@ class Block(nn.Module):
     """
 
     def __init__(
-        self, dim: int, num_heads: int, *, mlp_ratio: int = 4, dropout: float = 0.0, device=None, dtype=None, **attention
+        self, dim: int, num_heads: int, *, mlp_ratio: int = 4, dropout: float = 0.0, bias: bool = True, device=None,
+        dtype=None, **attention
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.ln_1 = nn.LayerNorm(dim, **factory)
-        self.attn = SelfAttention(dim, num_heads, dropout=dropout, **attention, **factory)
-        self.ln_2 = nn.LayerNorm(dim, **factory)
+        self.ln_1 = nn.LayerNorm(dim, bias=bias, **factory)
+        self.attn = SelfAttention(dim, num_heads, dropout=dropout, bias=bias, **attention, **factory)
+        self.ln_2 = nn.LayerNorm(dim, bias=bias, **factory)
         hidden = check_positive_int(mlp_ratio, "mlp_ratio") * dim
         self.mlp = nn.Sequential(
-            nn.Linear(dim, hidden, **factory), nn.GELU(), nn.Linear(hidden, dim, **factory), nn.Dropout(dropout)
+            nn.Linear(dim, hidden, bias=bias, **factory), nn.GELU(), nn.Linear(hidden, dim, bias=bias, **factory),
+            nn.Dropout(dropout),
         )
         self.resid_dropout = nn.Dropout(dropout)
 
@@ -101,6 +103,7 @@ class TransformerModel(nn.Module):
         dropout: float = 0.0,
         mlp_ratio: int = 4,
         backend: str = "auto",
+        bias: bool = True,
         device=None,
         dtype=None,
     ) -> None:
@@ -113,6 +116,9 @@ class TransformerModel(nn.Module):
         self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
         self.combine, self.inject, self.untied = combine, inject, untied
         self.dropout, self.mlp_ratio, self.backend = dropout, mlp_ratio, backend
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias must be True or False, got {bias!r}")
+        self.bias = bias
         factory = {"device": device, "dtype": dtype}
         absolute = scheme is not None and scheme.kind == Kind.ABSOLUTE
         # a fixed table (sinusoidal) has unit amplitude: scale tokens to match, as Vaswani et al. do
@@ -131,12 +137,12 @@ class TransformerModel(nn.Module):
         self.position_norm = nn.LayerNorm(scheme.dim, **factory) if untied else None
         self.blocks = nn.ModuleList(
             Block(
-                dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, scheme=layer, causal=self.causal,
+                dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, bias=bias, scheme=layer, causal=self.causal,
                 backend=backend, untied_dim=scheme.dim if untied else None, **factory,
             )
             for layer in in_attention
         )
-        self.norm = nn.LayerNorm(dim, **factory)
+        self.norm = nn.LayerNorm(dim, bias=bias, **factory)
         save_shared_once(self)  # the shared scheme's tensors are saved once, as before it was shared
 
     @property
@@ -216,6 +222,8 @@ class TransformerModel(nn.Module):
             "max_len": self.max_len, "combine": self.combine, "inject": self.inject, "untied": self.untied,
             "dropout": self.dropout, "mlp_ratio": self.mlp_ratio, "backend": self.backend,
         }
+        if not self.bias:  # left out when True: configs saved before the option load unchanged
+            config["bias"] = False
         if self._per_layer():
             config["layer_schemes"] = layer_schemes_config(self.layer_schemes)
         return config
@@ -243,6 +251,8 @@ class Decoder(TransformerModel):
         untied: TUPE-A untied position attention (absolute schemes only; positions then skip the input).
         dropout: dropout in embeddings, attention and blocks. mlp_ratio: MLP width factor.
         backend: attention backend of every layer (see :class:`~posembed.attention.SelfAttention`).
+        bias: ``False`` drops the biases of the blocks' linear layers and LayerNorms and of the
+            final LayerNorm (nanoGPT's ``bias=False``); the embedding block keeps its LayerNorm's.
 
     Shape:
         input_ids ``(B, T)``; position_ids ``(T,)``/``(B, T)``; attention_mask ``(B, T)`` ->

@@ -56,7 +56,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "randomized": {"randomized_positions": True},
 }
 
-_CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
+#: optimizer name -> the AdamW implementation (see :func:`posembed.lab.train.make_optimizer`)
+OPTIMIZERS = ("adamw", "adamw_fused")
+
+_CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS),
+            "optimizer": OPTIMIZERS}
+#: fields added after stores existed, left out of :meth:`TrialConfig.to_dict` (and so of the
+#: trial id) at these defaults: earlier stores and checkpoint folder names keep their ids
+_LATER_DEFAULTS = {"bias": True, "optimizer": "adamw"}
 _POSITIVE = ("dim", "depth", "heads", "mlp_ratio", "context", "batch", "steps", "eval_batches", "log_every", "vocab")
 _NON_NEGATIVE = ("warmup", "concat_dim", "table_size", "seed", "weight_decay", "grad_clip", "min_lr")
 _FLOATS = ("dropout", "lr", "min_lr", "weight_decay", "beta2", "grad_clip")
@@ -71,7 +78,11 @@ class TrialConfig:
     longest sequence any evaluation feeds the model, so a learned table is never too short; its
     rows beyond the training length are then simply untrained. ``concat_dim`` 0 means
     ``dim // 2`` position channels when ``combine="concat"`` (total width stays ``dim``).
-    ``eval_scales`` multiply ``context`` to give the evaluated lengths.
+    ``eval_scales`` multiply ``context`` to give the evaluated lengths. ``bias`` False drops the
+    biases of the blocks' linear layers and LayerNorms (nanoGPT's ``bias=False``; the embedding
+    block keeps its LayerNorm). ``optimizer`` ``"adamw_fused"`` steps with torch's fused AdamW
+    kernel on CPU too (faster; its rounding differs from the for-loop's by about 1e-7 a step);
+    ``"adamw"`` is the for-loop on CPU, fused on CUDA as nanoGPT does.
     """
 
     task: str = "charlm"
@@ -106,6 +117,8 @@ class TrialConfig:
     log_every: int = 10
     text: str = "tinyshakespeare"
     backend: str = "auto"
+    bias: bool = True
+    optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
         from posembed.attention_backends import BACKENDS
@@ -143,6 +156,9 @@ class TrialConfig:
         out = dataclasses.asdict(self)
         out["scheme_kwargs"] = self.kwargs
         out["eval_scales"] = list(self.eval_scales)
+        for name, default in _LATER_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
         return out
 
     @classmethod
