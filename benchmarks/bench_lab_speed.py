@@ -3,8 +3,10 @@
 nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshakespeare):
 
 - ``step``: one training step (batch, forward, loss, backward, clip, AdamW) of the lab's
-  ``Decoder`` (learned absolute positions) and of :class:`posembed.bench.nanogpt_ref.NanoGPT`,
-  interleaved step by step in one process; medians of wall time and of this thread's CPU time
+  ``Decoder`` (learned absolute positions, built and optimised as the lab does: with its defaults,
+  and with the calibration preset's ``bias=False`` and fused AdamW) and of
+  :class:`posembed.bench.nanogpt_ref.NanoGPT` with nanoGPT's CPU optimizer, interleaved step by
+  step in one process; medians of wall time and of this thread's CPU time
   (the second is what to trust on a loaded machine at 1 thread), at each ``--threads``.
 - ``run``: the whole calibration run, :func:`posembed.lab.calibration.run_calibration`'s trial
   (:func:`~posembed.lab.train.train_trial`, scoring the whole validation split at the end)
@@ -36,9 +38,16 @@ from posembed.lab.data import DEFAULT_TEXT, resolve_text_path
 CFG = NANOGPT_CPU
 
 
-def _step_fn(model, data: torch.Tensor, vocab: int):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
-    params = list(model.parameters())
+def _nanogpt_optimizer(model) -> torch.optim.AdamW:
+    """nanoGPT's ``configure_optimizers`` on the CPU: decay on matrices only, the for-loop AdamW."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": CFG.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=CFG.lr, betas=(0.9, CFG.beta2))
+
+
+def _step_fn(model, optimizer, data: torch.Tensor, *, foreach_clip: bool):
+    params = [p for p in model.parameters() if p.requires_grad]
     generator = torch.Generator().manual_seed(0)
     block, batch = CFG.context, CFG.batch
 
@@ -48,15 +57,18 @@ def _step_fn(model, data: torch.Tensor, vocab: int):
         loss = F.cross_entropy(model(windows[:, :-1]).flatten(0, 1), windows[:, 1:].flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=foreach_clip or None)
         optimizer.step()
 
     return step
 
 
 def bench_step(threads: int, rounds: int) -> dict:
-    from posembed.model import Decoder
-    from posembed.schemes.learned import LearnedAbsolute
+    """The reference against the lab's decoder as the lab builds and steps it: with its defaults
+    (biases, the for-loop AdamW) and with the calibration preset's nanoGPT recipe
+    (``bias=False``, fused AdamW)."""
+    from posembed.lab.tasks import make_task
+    from posembed.lab.train import build_trial_model, make_optimizer
 
     torch.set_num_threads(threads)
     text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
@@ -64,12 +76,12 @@ def bench_step(threads: int, rounds: int) -> dict:
     lookup = {c: i for i, c in enumerate(chars)}
     data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
     torch.manual_seed(CFG.seed)
-    models = {
-        "nanoGPT-style reference": NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context),
-        "posembed Decoder": Decoder(len(chars), dim=CFG.dim, depth=CFG.depth, num_heads=CFG.heads,
-                                    scheme=LearnedAbsolute(CFG.context, CFG.dim)),
-    }
-    steps = {name: _step_fn(model, data, len(chars)) for name, model in models.items()}
+    reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
+    steps = {"nanoGPT-style reference": _step_fn(reference, _nanogpt_optimizer(reference), data, foreach_clip=False)}
+    for name, cfg in (("posembed Decoder, lab defaults", dataclasses.replace(CFG, bias=True, optimizer="adamw")),
+                      ("posembed Decoder, calibration preset", CFG)):
+        model = build_trial_model(cfg, make_task(cfg))
+        steps[name] = _step_fn(model, make_optimizer(model, cfg, torch.device("cpu")), data, foreach_clip=True)
     wall: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
     for fn in steps.values():
@@ -82,8 +94,9 @@ def bench_step(threads: int, rounds: int) -> dict:
             cpu[name].append((time.thread_time() - c) * 1e3)
             wall[name].append((time.perf_counter() - w) * 1e3)
     out = {name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])} for name in steps}
-    ref, ours = out["nanoGPT-style reference"], out["posembed Decoder"]
-    out["speedup (reference / posembed)"] = {k: ref[k] / ours[k] for k in ref}
+    ref = out["nanoGPT-style reference"]
+    for name in list(out)[1:]:
+        out[f"speedup (reference / {name})"] = {k: ref[k] / out[name][k] for k in ref}
     return out
 
 
