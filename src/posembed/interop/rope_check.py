@@ -1,13 +1,15 @@
 """Check a transformers config's RoPE: per-pair wavelengths, scaling, switch points, traps.
 
 :func:`check_rope_config` reads any config with RoPE (Llama, Mistral, Qwen2, Phi-3, Gemma,
-GPT-NeoX, GPT-J, ModernBERT, Gemma 3, ...; either spelling, see
-:mod:`posembed.interop.rope_settings`), builds posembed's scheme for every layer type with
-``RotaryEmbedding.from_hf_config`` and reports, per frequency pair, the wavelength ``2 pi /
-inv_freq`` against the trained context and what the scaling does to it (keep, interpolate or
-ramp), the attention factor, where dynamic NTK and LongRoPE switch, and the effective context.
-When transformers is installed, posembed's ``inv_freq`` and attention factor are compared with
-transformers' own rope init functions. The traps found are in :mod:`posembed.interop.rope_traps`.
+GPT-NeoX, GPT-J, ModernBERT, Gemma 3, ...; either spelling) into one
+:class:`~posembed.interop.rope_settings.RopeSettings` per layer type with the one reader,
+:mod:`posembed.interop.rope_settings`; builds posembed's scheme of each from those settings
+(:func:`~posembed.interop.rope_config.rotary_from_settings`, as ``RotaryEmbedding.from_hf_config``
+does) and reports, per frequency pair, the wavelength ``2 pi / inv_freq`` against the trained
+context and what the scaling does to it (keep, interpolate or ramp), the attention factor,
+where dynamic NTK and LongRoPE switch, and the effective context. When transformers is
+installed, posembed's ``inv_freq`` and attention factor are compared with transformers' own
+rope init functions. The traps found are in :mod:`posembed.interop.rope_traps`.
 
 Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
@@ -29,8 +31,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from posembed.interop.rope_config import rotary_from_settings
 from posembed.interop.rope_settings import (
-    ALL_LAYERS, RopeSettings, flat_config, load_config_dict, read_rope_settings,
+    ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings, rope_spelling,
 )  # fmt: skip
 from posembed.interop.rope_traps import Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
@@ -102,12 +105,6 @@ class RopeReport:
         """No error or warning trap, and posembed equal to transformers wherever compared."""
         clean = all(trap.severity == "note" for trap in self.traps)
         return clean and all(c.equal for layer in self.layers for c in layer.comparisons)
-
-
-def _spelling(raw: dict) -> str:
-    if raw.get("rope_parameters"):
-        return "rope_parameters (transformers 5.x)"
-    return "rope_scaling + rope_theta (transformers 4.x)"
 
 
 def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
@@ -215,7 +212,7 @@ def _layer(raw: dict, given: Any, s: RopeSettings, length: int | None, compare: 
     trained, effective, switch = _contexts(s)
     target = length or effective or trained or 2
     try:
-        scheme = RotaryEmbedding.from_hf_config(flat_config(raw, s), layout=s.layout)
+        scheme = rotary_from_settings(s, layout=s.layout)
     except (ValueError, TypeError) as error:
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
         return LayerReport(s, None, None, trained, effective, switch, (), (), "not built"), [trap]
@@ -256,7 +253,7 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
         layers.append(layer)
         traps = extra + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
-    return RopeReport(source, raw.get("model_type"), _spelling(raw), length, tuple(layers), tuple(traps))
+    return RopeReport(source, raw.get("model_type"), rope_spelling(raw), length, tuple(layers), tuple(traps))
 
 
 def report_json(report: RopeReport) -> dict:

@@ -1,8 +1,14 @@
-"""Read the RoPE settings of a transformers config, as written, in either spelling.
+"""Read the RoPE settings of a transformers config, in either spelling: the one reader.
+
+Everything posembed knows about how a config states RoPE is here; both consumers read the
+:class:`RopeSettings` it returns and nothing else: the scheme builder
+(:func:`posembed.interop.rope_config.rotary_from_settings`, behind
+``RotaryEmbedding.from_hf_config`` and the zoo) and the check (:mod:`posembed.interop.rope_check`
+with its :mod:`~posembed.interop.rope_traps`).
 
 A config arrives as a transformers config object, a ``config.json`` dict, a checkpoint folder
 or the path of its ``config.json``. Its RoPE fields are read as written (not as a loader would
-repair them), so that :mod:`posembed.interop.rope_traps` can see what is missing:
+repair them), so that the traps can see what is missing:
 
 - transformers 5.x: ``rope_parameters`` (flat, or nested by layer type: ModernBERT, Gemma 3)
   holding ``rope_type``, ``rope_theta`` and the type's fields; ``config.to_dict()`` holds it so;
@@ -11,20 +17,30 @@ repair them), so that :mod:`posembed.interop.rope_traps` can see what is missing
   ``global_rope_theta`` / ``local_rope_theta``; GPT-NeoX's ``rotary_emb_base`` / ``rotary_pct``
   and GPT-J's ``rotary_dim``.
 
-:func:`read_rope_settings` returns one :class:`RopeSettings` per layer type, and
-:func:`flat_config` the flat, 5.x-spelled view that ``RotaryEmbedding.from_hf_config`` reads.
+A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
+``standardize_rope_params`` does, else :data:`DEFAULT_THETA`. :func:`layer_parameters` gives the
+flat parameters per layer type, :func:`read_rope_settings` one :class:`RopeSettings` per layer
+type, :func:`layer_settings` the one of a chosen layer type (:func:`select_layer`).
+
+Example:
+    >>> s = layer_settings({"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096,
+    ...                     "rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 4.0}})
+    >>> s.rope_type, s.theta, s.head_dim, s.factor, s.original_max_len
+    ('linear', 500000.0, 16, 4.0, 4096)
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, Mapping, TypeVar
 
-from posembed.interop.rope_config import read_config
-
-__all__ = ["RopeSettings", "load_config_dict", "read_rope_settings", "flat_config", "DEFAULT_THETA", "ALL_LAYERS"]
+__all__ = [
+    "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "rope_spelling", "layer_parameters",
+    "select_layer", "layer_settings", "read_rope_settings", "DEFAULT_THETA", "ALL_LAYERS",
+]  # fmt: skip
 
 #: the theta loaders fall back on when a config names none
 DEFAULT_THETA = 10000.0
@@ -39,6 +55,8 @@ _ROPE_FIELDS = (
 )  # fmt: skip
 #: types whose frequencies depend on the pre-training length
 ORIGINAL_USERS = frozenset({"yarn", "longrope", "llama3"})
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -73,13 +91,49 @@ class RopeSettings:
         return 1.0 if value is None else float(value)
 
 
+def read_config(source: str | os.PathLike) -> dict:
+    """The parsed ``config.json`` of a checkpoint folder, or of a path to the file itself.
+
+    Raises:
+        FileNotFoundError: naming the path that was looked at.
+        ValueError: the file is not JSON, or holds no JSON object.
+    """
+    path = Path(source)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no transformers config at {str(path)!r} (pass a checkpoint folder or its config.json)"
+        )
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{str(path)!r} is not valid JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{str(path)!r} holds a JSON {type(config).__name__}, not a config object")
+    return config
+
+
+def config_dict(config: Any) -> dict:
+    """The config as a plain dict: a path is read, an object's ``to_dict()`` (else its attributes) taken."""
+    if isinstance(config, (str, os.PathLike)):
+        return read_config(config)
+    if isinstance(config, Mapping):
+        return dict(config)
+    if hasattr(config, "to_dict"):
+        return dict(config.to_dict())
+    if hasattr(config, "__dict__"):
+        return dict(vars(config))
+    raise TypeError(f"expected a transformers config, a dict, a folder or a config.json path; got {type(config).__name__}")
+
+
 def load_config_dict(config: Any) -> tuple[dict, Any, str]:
     """``(raw dict, transformers config object or None, where from)`` for any accepted input.
 
     Raises ``FileNotFoundError`` for a missing path and ``ValueError`` for a folder with no
     ``config.json`` or a file that is not a JSON object.
     """
-    if isinstance(config, (str, Path)):
+    if isinstance(config, (str, os.PathLike)):
         path = Path(config)
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist")
@@ -87,13 +141,10 @@ def load_config_dict(config: Any) -> tuple[dict, Any, str]:
         if not file.is_file():
             raise ValueError(f"{path} is not a checkpoint: it has no config.json")
         return read_config(file), None, str(file)
-    if isinstance(config, dict):
-        return dict(config), None, "dict"
-    if hasattr(config, "to_dict"):
-        return dict(config.to_dict()), config, type(config).__name__
-    if hasattr(config, "__dict__"):
-        return dict(vars(config)), None, type(config).__name__
-    raise TypeError(f"expected a transformers config, a dict, a folder or a config.json path; got {type(config).__name__}")
+    raw = config_dict(config)
+    if isinstance(config, Mapping):
+        return raw, None, "dict"
+    return raw, config if hasattr(config, "to_dict") else None, type(config).__name__
 
 
 def has_rope(raw: dict) -> bool:
@@ -101,26 +152,128 @@ def has_rope(raw: dict) -> bool:
     return any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS) or raw.get("model_type") in INTERLEAVED_MODEL_TYPES
 
 
-def _layer_params(raw: dict) -> dict[str, dict]:
-    """Flat 5.x parameters per layer type (``{"all": ...}`` for one set), in either spelling."""
-    stated = raw.get("rope_parameters")
-    if isinstance(stated, dict) and stated:
-        if all(isinstance(value, dict) for value in stated.values()):
-            return {layer: dict(value) for layer, value in stated.items()}
-        return {ALL_LAYERS: dict(stated)}
-    params = dict(raw.get("rope_scaling") or {})
-    if "type" in params and "rope_type" not in params:
-        params["rope_type"] = params.pop("type")
-    theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
-    if theta is not None:
-        params.setdefault("rope_theta", theta)
-    if raw.get("rope_local_base_freq") is not None:  # Gemma 3, 4.x spelling
+def rope_spelling(raw: dict) -> str:
+    """Which spelling the config uses, in words."""
+    if raw.get("rope_parameters"):
+        return "rope_parameters (transformers 5.x)"
+    return "rope_scaling + rope_theta (transformers 4.x)"
+
+
+def _stated(raw: dict) -> tuple[str, Mapping]:
+    """``(field name, its dict)`` of the RoPE parameters as written: ``rope_parameters``, else ``rope_scaling``."""
+    name = "rope_parameters" if raw.get("rope_parameters") else "rope_scaling"
+    stated = raw.get(name) or {}
+    if not isinstance(stated, Mapping):
+        raise ValueError(f"config.{name} must be a dict, got {type(stated).__name__}")
+    return name, stated
+
+
+def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
+    """The per-layer-type dicts of nested parameters, ``None`` for flat ones; mixed ones are an error."""
+    layers = {key: value for key, value in stated.items() if isinstance(value, Mapping)}
+    if not layers:
+        return None
+    flat = [key for key, value in stated.items() if key not in layers and value is not None]
+    if flat:
+        raise ValueError(
+            f"config.{name} mixes per-layer-type dicts ({', '.join(layers)}) with flat fields ({', '.join(flat)}): "
+            "give every field inside a layer type's dict, or none nested"
+        )
+    return layers
+
+
+def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
+    """Gemma 3's and ModernBERT's 4.x per-layer-type theta fields, ``{ALL_LAYERS: params}`` without them."""
+    if raw.get("rope_local_base_freq") is not None:  # Gemma 3: scaling on full attention only
         return {"full_attention": params, "sliding_attention": {"rope_theta": raw["rope_local_base_freq"]}}
-    if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT 4.x
+    if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT
         local = {"rope_theta": raw["local_rope_theta"]} if raw.get("local_rope_theta") is not None else {}
         glob = {**params, **({"rope_theta": raw["global_rope_theta"]} if raw.get("global_rope_theta") else {})}
         return {"full_attention": glob, "sliding_attention": local}
     return {ALL_LAYERS: params}
+
+
+def _theta(where: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the rope_theta of {where} must be a number, got {value!r}") from None
+
+
+def _rename_type(params: dict) -> dict:
+    """The 4.x ``type`` renamed ``rope_type`` (unless both are there)."""
+    if "type" in params and "rope_type" not in params:
+        params["rope_type"] = params.pop("type")
+    return params
+
+
+def _complete(layer: str, params: dict, top_theta: Any) -> tuple[dict, bool]:
+    """``(params, theta given)``: ``rope_type`` (``default`` when unnamed) and a float ``rope_theta``."""
+    _rename_type(params).setdefault("rope_type", "default")
+    where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
+    if params.get("rope_theta") is not None:
+        params["rope_theta"] = _theta(where, params["rope_theta"])
+    elif top_theta is not None:
+        params["rope_theta"] = _theta("the config", top_theta)
+    else:
+        params["rope_theta"] = DEFAULT_THETA
+        return params, False
+    return params, True
+
+
+def _layers(raw: dict) -> dict[str, tuple[dict, bool]]:
+    """``{layer type: (flat params, theta given)}``: the one interpretation of both spellings."""
+    name, stated = _stated(raw)
+    top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
+    nested = _nested(name, stated)
+    if nested is not None:
+        layers = {layer: dict(value) for layer, value in nested.items()}
+    elif name == "rope_parameters":
+        layers = {ALL_LAYERS: dict(stated)}
+    else:  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
+        params = _rename_type(dict(stated))
+        if params.get("rope_theta") is None and top_theta is not None:
+            params["rope_theta"] = top_theta
+        layers, top_theta = _per_layer_v4(raw, params), None
+    return {layer: _complete(layer, params, top_theta) for layer, params in layers.items()}
+
+
+def layer_parameters(raw: dict) -> dict[str, dict]:
+    """The flat 5.x parameters per layer type (``{"all": ...}`` for one set), in either spelling.
+
+    Each holds ``rope_type`` and a float ``rope_theta`` (a layer type without one takes the
+    top-level ``rope_theta``, else :data:`DEFAULT_THETA`). Raises ``ValueError`` for a malformed
+    config: parameters that are not a dict, a dict that mixes layer types with flat fields, a
+    ``rope_theta`` that is not a number.
+
+    >>> layer_parameters({"rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2.0}})
+    {'all': {'factor': 2.0, 'rope_type': 'linear', 'rope_theta': 500000.0}}
+    >>> layer_parameters({"rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
+    {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
+    """
+    return {layer: params for layer, (params, _) in _layers(raw).items()}
+
+
+def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
+    """The entry of ``layer_type`` in a per-layer-type mapping (:data:`ALL_LAYERS` alone: flat).
+
+    Raises ``ValueError`` for nested parameters without ``layer_type`` (naming the layer types),
+    an unknown layer type, or a ``layer_type`` for flat parameters.
+    """
+    if list(layers) == [ALL_LAYERS]:
+        if layer_type is not None:
+            raise ValueError(f"layer_type={layer_type!r} given, but config.rope_parameters is not nested by layer type")
+        return layers[ALL_LAYERS]
+    if layer_type is None:
+        raise ValueError(
+            f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
+            "one of them to build that layer type's scheme"
+        )
+    if layer_type not in layers:
+        raise ValueError(
+            f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}"
+        )
+    return layers[layer_type]
 
 
 def _shape(raw: dict) -> tuple[int, bool, int | None, int | None]:
@@ -142,61 +295,42 @@ def _partial(raw: dict, params: dict, head_dim: int) -> float:
     return 1.0
 
 
+def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSettings:
+    head_dim, head_dim_given, hidden, heads = _shape(raw)
+    max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
+    original = params.get("original_max_position_embeddings") or raw.get("original_max_position_embeddings")
+    partial = _partial(raw, params, head_dim)
+    return RopeSettings(
+        layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
+        head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
+        rotary_dim=int(head_dim * partial), partial_rotary_factor=partial,
+        layout="interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else "half",
+        max_position_embeddings=max_pos, original_max_len=int(original) if original else max_pos,
+        original_given=bool(original), params=params,
+    )  # fmt: skip
+
+
 def read_rope_settings(raw: dict) -> list[RopeSettings]:
     """One :class:`RopeSettings` per layer type of a config dict.
 
-    Raises ``ValueError`` when the config has no RoPE (naming the fields looked for).
+    Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is
+    malformed (see :func:`layer_parameters`) or has no head size.
     """
     if not has_rope(raw):
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
         raise ValueError(
             f"the config has no RoPE ({kind!s}): none of {', '.join(_ROPE_FIELDS)} is set"
         )
-    head_dim, head_dim_given, hidden, heads = _shape(raw)
-    layout = "interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else "half"
-    max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
-    settings = []
-    for layer, params in _layer_params(raw).items():
-        rope_type = params.get("rope_type", "default")
-        params = {**params, "rope_type": rope_type}
-        theta_given = params.get("rope_theta") is not None
-        params["rope_theta"] = float(params["rope_theta"]) if theta_given else DEFAULT_THETA
-        original = params.get("original_max_position_embeddings") or raw.get("original_max_position_embeddings")
-        partial = _partial(raw, params, head_dim)
-        settings.append(
-            RopeSettings(
-                layer_type=layer, rope_type=rope_type, theta=params["rope_theta"], theta_given=theta_given,
-                head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
-                rotary_dim=int(head_dim * partial), partial_rotary_factor=partial, layout=layout,
-                max_position_embeddings=max_pos, original_max_len=int(original) if original else max_pos,
-                original_given=bool(original), params=params,
-            )  # fmt: skip
-        )
-    return settings
+    return [_settings(raw, layer, params, given) for layer, (params, given) in _layers(raw).items()]
 
 
-class _FlatConfig(SimpleNamespace):
-    """A config-like object (attributes and ``to_dict``) with one layer type's flat parameters."""
+def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
+    """The :class:`RopeSettings` of one layer type of any accepted config (what the builder reads).
 
-    def to_dict(self) -> dict:
-        return dict(vars(self))
-
-
-def flat_config(raw: dict, settings: RopeSettings) -> _FlatConfig:
-    """The 5.x-spelled, single-layer-type view of a config for ``RotaryEmbedding.from_hf_config``."""
-    params = dict(settings.params)
-    if settings.partial_rotary_factor != 1.0:
-        params["partial_rotary_factor"] = settings.partial_rotary_factor
-    fields = {
-        "hidden_size": settings.hidden_size,
-        "num_attention_heads": settings.num_heads,
-        "head_dim": settings.head_dim,
-        "max_position_embeddings": settings.max_position_embeddings,
-        "partial_rotary_factor": settings.partial_rotary_factor,
-        "rope_theta": settings.theta,
-        "rope_parameters": params,
-        "model_type": raw.get("model_type"),
-    }
-    if raw.get("original_max_position_embeddings"):
-        fields["original_max_position_embeddings"] = raw["original_max_position_embeddings"]
-    return _FlatConfig(**fields)
+    Unlike :func:`read_rope_settings`, a config that states no RoPE gets the defaults.
+    ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
+    """
+    raw = config_dict(config)
+    layers = _layers(raw)
+    params, given = select_layer(layers, layer_type)
+    return _settings(raw, layer_type or ALL_LAYERS, params, given)

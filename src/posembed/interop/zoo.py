@@ -13,9 +13,10 @@ parity check per row against transformers' own modules (tiny configs, random wei
   tables, T5's bucket table, DeBERTa's relative embeddings) into a scheme through an explicit
   key map, with shape checks; :func:`position_offset` is RoBERTa's padding offset.
 
-Rotary families go through :func:`posembed.interop.rope_config.rotary_from_hf_config` (per layer
-type through :mod:`posembed.interop.rope_settings`, which also reads the 4.x spellings); the rest
-through the scheme factory. transformers itself is never imported.
+Rotary families (MRoPE included) are read by :mod:`posembed.interop.rope_settings` (both
+spellings, per layer type) and built by :func:`posembed.interop.rope_config.rotary_from_settings`,
+as ``RotaryEmbedding.from_hf_config`` builds them; the rest through the scheme factory.
+transformers itself is never imported.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from posembed.interop.rope_config import rotary_from_hf_config
-from posembed.interop.rope_settings import ALL_LAYERS, flat_config, load_config_dict, read_rope_settings
+from posembed.interop.rope_config import rotary_from_settings
+from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, load_config_dict, read_rope_settings
 from posembed.model import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative
@@ -143,7 +144,7 @@ def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
             )
         if key not in built:
             s = settings[key]
-            built[key] = rotary_from_hf_config(flat_config(raw, s), layout=layout or s.layout, angles=angles)
+            built[key] = rotary_from_settings(s, layout=layout or s.layout, angles=angles)
         schemes.append(built[key])
     no_rope = raw.get("no_rope_layers")  # Llama 4: 1 = RoPE, 0 = NoPE
     if no_rope:
@@ -201,11 +202,8 @@ def _single(raw: dict, model_type: str) -> PositionScheme:
 
 
 def _mrope(raw: dict, angles: str) -> MRoPE:
-    params = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
-    heads = _int(raw, "num_attention_heads")
-    head_dim = int(raw.get("head_dim") or _int(raw, "hidden_size") // heads)
-    theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
-    return MRoPE(head_dim, mrope_section=params.get("mrope_section"), base=float(theta), angles=angles)
+    s = layer_settings(raw)
+    return MRoPE(s.head_dim, mrope_section=s.params.get("mrope_section"), base=s.theta, angles=angles)
 
 
 def zoo_schemes(config: Any, *, angles: str = "exact") -> list[PositionScheme]:
