@@ -51,10 +51,13 @@ def mrope_frequencies(head_dim: int, section: tuple[int, int, int], base: float 
     """``(inv_freq, axis_of)``: RoPE's ``D / 2`` frequencies; the first ``s_t`` follow time, then ``s_h``
     rows, then ``s_w`` columns.
 
+    Built from Python ints, so it also runs under ``with torch.device("meta")`` (where a tensor
+    ``repeat_interleave`` cannot know its output length).
+
     >>> mrope_frequencies(8, (2, 1, 1))[1]
     tensor([0, 0, 1, 2])
     """
-    axis_of = torch.repeat_interleave(torch.arange(3), torch.tensor(section))
+    axis_of = torch.tensor([axis for axis, size in enumerate(section) for _ in range(size)], dtype=torch.long)
     return rope_inv_freq(head_dim, base), axis_of
 
 
