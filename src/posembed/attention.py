@@ -2,6 +2,7 @@
 
 - rotary schemes (RoPE, its scaling variants, xPos) rotate the queries and keys;
 - bias schemes (ALiBi, T5 bias, Shaw, NoPE) add ``b(h, i, j)`` to the scaled logits;
+  the ones that count only real keys (CoPE) also get the key padding mask;
 - absolute schemes are refused: they belong to the input embeddings
   (:class:`~posembed.embeddings.TransformerEmbeddings`).
 
@@ -13,6 +14,11 @@ TUPE-A untied position attention (Ke et al. 2021) is available as an additive te
 position vectors ``p``, the logits become
 ``((x W^Q)(x W^K)^T + (p U^Q)(p U^K)^T) / sqrt(2 D)``, computed without a ``T x T`` tensor by
 concatenating ``p U^Q`` to the queries and ``p U^K`` to the keys.
+
+The softmax scale of ``q . k`` is decided in one place, :attr:`SelfAttention.softmax_scale`:
+an explicit ``scale``, else the scheme's :meth:`~posembed.schemes.base.PositionScheme.attention_scale`
+(``1 / sqrt(D)``, or ``1 / sqrt(2 D)`` with TUPE, unless the scheme declares another: DeBERTa's
+``1 / sqrt(D (1 + terms))``); every backend applies that one number.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from posembed._checks import check_positive_int
+from posembed._checks import check_number, check_positive_int
 from posembed.attention_backends import BACKENDS, AttentionInputs, adds_bias, choose_backend, run_backend
 from posembed.positions import resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
@@ -56,6 +62,11 @@ class SelfAttention(nn.Module):
             ``T x T`` scores; compiles once per shape). Off by default: PyTorch's uncompiled
             FlexAttention is a reference implementation that materialises the scores. When
             ``backend="auto"`` picks flex (bias schemes on CUDA) it always runs compiled.
+        scale: the factor on ``q . k`` before the softmax, a positive number, on every backend;
+            ``None`` (default): ``scheme.attention_scale(width)`` with ``width`` the q/k width (D,
+            2D with TUPE), which is ``1 / sqrt(width)`` unless the scheme declares the scale of
+            its paper (:class:`~posembed.schemes.deberta.DebertaRelative`: ``1 / sqrt(D (1 + terms))``).
+            :attr:`softmax_scale` is the number used.
 
     The layer owns ``scheme`` as a submodule (``.to()``, ``parameters()`` and ``state_dict()``
     see it). A model may hand one scheme to all its layers: torch counts a shared submodule's
@@ -87,11 +98,13 @@ class SelfAttention(nn.Module):
         untied_dim: int | None = None,
         chunk_size: int = 256,
         compile_flex: bool = False,
+        scale: float | None = None,
         device=None,
         dtype=None,
     ) -> None:
         super().__init__()
         _check_arguments(dim, num_heads, scheme, backend, dropout)
+        self.scale = None if scale is None else _check_scale(scale)
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         if scheme is not None:
             scheme.check_attention(num_heads=num_heads, head_dim=self.head_dim, causal=causal)
@@ -131,6 +144,14 @@ class SelfAttention(nn.Module):
         fuse_legacy_qkv(state_dict, prefix)  # checkpoints saved before the fused projection
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
+    @property
+    def softmax_scale(self) -> float:
+        """The factor on ``q . k`` before the softmax (see ``scale`` in the class docstring)."""
+        if self.scale is not None:
+            return self.scale
+        width = self.head_dim if self.untied_dim is None else 2 * self.head_dim  # TUPE: q, k doubled
+        return 1.0 / math.sqrt(width) if self.scheme is None else self.scheme.attention_scale(width)
+
     def reset_parameters(self) -> None:
         for module in self.children():
             if isinstance(module, nn.Linear):
@@ -138,9 +159,10 @@ class SelfAttention(nn.Module):
 
     def extra_repr(self) -> str:
         untied = f", untied_dim={self.untied_dim}" if self.untied_dim is not None else ""
+        scale = f", scale={self.scale:g}" if self.scale is not None else ""
         return (
             f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}, "
-            f"backend={self.backend!r}, dropout={self.dropout}{untied}"
+            f"backend={self.backend!r}, dropout={self.dropout}{untied}{scale}"
         )
 
     def forward(
@@ -163,9 +185,9 @@ class SelfAttention(nn.Module):
             q, k = self.scheme(q, k, position_ids)  # None keeps the scheme's cached arange path
         bias_scheme = self.scheme if isinstance(self.scheme, BiasScheme) else None
         qk = (q, k) if bias_scheme is not None and bias_scheme.needs_qk else None
-        q, k, scale = self._untie(q, k, position_vectors, batch, length)
+        q, k = self._untie(q, k, position_vectors, batch, length)
         inp = AttentionInputs(
-            q=q, k=k, v=v, scale=scale, causal=self.causal, positions=positions, key_mask=key_mask,
+            q=q, k=k, v=v, scale=self.softmax_scale, causal=self.causal, positions=positions, key_mask=key_mask,
             scheme=bias_scheme, qk=qk, dropout=self.dropout if self.training else 0.0,
         )
         name = choose_backend(self.backend, inp, adds_bias(bias_scheme), self.training)
@@ -206,12 +228,12 @@ class SelfAttention(nn.Module):
 
     def _untie(
         self, q: Tensor, k: Tensor, position_vectors: Tensor | None, batch: int, length: int
-    ) -> tuple[Tensor, Tensor, float]:
-        """``(q, k, scale)``; with TUPE-A, ``p U^Q`` appended to q and ``p U^K`` to k, scale ``1/sqrt(2D)``."""
+    ) -> tuple[Tensor, Tensor]:
+        """``(q, k)``; with TUPE-A, ``p U^Q`` appended to q and ``p U^K`` to k (width 2D)."""
         if self.untied_dim is None:
             if position_vectors is not None:
                 raise ValueError("position_vectors were given but this layer has no untied_dim (TUPE is off)")
-            return q, k, 1.0 / math.sqrt(self.head_dim)
+            return q, k
         if position_vectors is None:
             raise ValueError(f"this layer uses TUPE untied attention: pass position_vectors (T, {self.untied_dim})")
         if position_vectors.shape[-1] != self.untied_dim or position_vectors.shape[-2] != length:
@@ -222,7 +244,14 @@ class SelfAttention(nn.Module):
         p = position_vectors.expand(batch, length, self.untied_dim)  # (B, T, P)
         q = torch.cat([q, self._heads(self.pos_q(p))], dim=-1)  # (B, H, T, 2D)
         k = torch.cat([k, self._heads(self.pos_k(p))], dim=-1)  # (B, H, T, 2D)
-        return q, k, 1.0 / math.sqrt(2 * self.head_dim)
+        return q, k
+
+
+def _check_scale(scale: object) -> float:
+    value = check_number(scale, "scale", 0.0)
+    if value == 0.0:
+        raise ValueError("scale must be a finite number > 0 (the factor on q . k before the softmax), got 0.0")
+    return value
 
 
 def _check_arguments(dim: int, num_heads: int, scheme: PositionScheme | None, backend: str, dropout: float) -> None:

@@ -5,8 +5,10 @@ Every backend computes the same thing,
     softmax(scale * q k^T + bias + mask) v,
 
 where ``bias`` comes from a :class:`~posembed.schemes.base.BiasScheme` (added to the already
-scaled logits) and ``mask`` merges the causal mask and the key padding mask. They differ in
-what they materialise:
+scaled logits; a scheme that declares ``needs_key_mask`` also receives the key padding mask) and
+``mask`` merges the causal mask and the key padding mask. ``scale`` is the one number the
+attention layer decides (:attr:`posembed.attention.SelfAttention.softmax_scale`); every backend
+applies it. They differ in what they materialise:
 
 - ``eager``: plain PyTorch softmax, the reference; holds ``(B, H, T, T)`` scores; trains.
 - ``sdpa``: ``F.scaled_dot_product_attention`` with bias, causal and padding masks merged into
@@ -87,8 +89,10 @@ class AttentionInputs:
     Shape:
         - q: ``(B, H, T, Dk)``, k: ``(B, H, T, Dk)``, v: ``(B, H, T, Dv)``.
         - positions: ``(T,)`` or ``(B, T)`` (read only by a bias scheme).
-        - key_mask: ``(B, T)`` bool, True for real tokens, or ``None``.
+        - key_mask: ``(B, T)`` bool, True for real tokens, or ``None``; also handed to a
+          ``needs_key_mask`` bias scheme (``key_mask=``).
         - qk: the ``(q, k)`` handed to a ``needs_qk`` bias scheme (before any TUPE extension).
+        - scale: the factor on ``q k^T`` before the bias is added.
     """
 
     q: Tensor
@@ -111,6 +115,11 @@ def adds_bias(scheme: BiasScheme | None) -> bool:
     return scheme is not None and getattr(type(scheme), "adds_bias", True)
 
 
+def _mask_keyword(inp: AttentionInputs) -> dict:
+    """``{"key_mask": (B, T) or None}`` for a scheme that declares ``needs_key_mask``, else ``{}``."""
+    return {"key_mask": inp.key_mask} if inp.scheme.needs_key_mask else {}
+
+
 def _scheme_bias(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
     """The scheme's materialised bias for query ``rows`` (all rows when ``None``)."""
     if not adds_bias(inp.scheme):
@@ -118,7 +127,7 @@ def _scheme_bias(inp: AttentionInputs, rows: slice | None = None) -> Tensor | No
     rows = rows if rows is not None else slice(None)
     q, k = inp.qk if inp.qk is not None else (None, None)
     q = q[:, :, rows] if q is not None else None
-    return inp.scheme.bias(inp.positions[..., rows], inp.positions, q, k)
+    return inp.scheme.bias(inp.positions[..., rows], inp.positions, q, k, **_mask_keyword(inp))
 
 
 def allowed_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
@@ -147,7 +156,8 @@ def _softmax_attend(q: Tensor, k: Tensor, v: Tensor, extra: Tensor | None, scale
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, Tq, T)
     if extra is not None:
         scores = scores + extra
-    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    # half types upcast to float32 for the softmax; float64 stays float64 (never rounded down)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
     if dropout > 0.0:
         probs = F.dropout(probs, p=dropout)
     return torch.matmul(probs, v)  # (B, H, Tq, Dv)
@@ -249,7 +259,7 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
     score_mod = None
     if adds_bias(inp.scheme):
         q, k = inp.qk if inp.qk is not None else (None, None)
-        score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k)
+        score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k, **_mask_keyword(inp))
     block_mask = None
     if inp.causal or inp.key_mask is not None:
         batch, _, length, _ = inp.q.shape
@@ -333,6 +343,8 @@ def flex_applies(inp: AttentionInputs, training: bool) -> str | None:
         return "the CPU has no FlexAttention backward; the CPU-tuned backends serve it"
     if not flex_available():
         return "torch.nn.attention.flex_attention is unavailable"
+    if adds_bias(inp.scheme) and not inp.scheme.has_score_mod:
+        return f"{type(inp.scheme).__name__} has no FlexAttention score_mod"
     if inp.positions.dim() != 1:
         return "positions differ per row"
     if training and inp.dropout > 0.0:
@@ -344,6 +356,8 @@ def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
     """``None`` when :func:`posembed.fused.attention.bias_attention` can run ``inp``, else why not."""
     if inp.scheme is None or inp.scheme.needs_qk:
         return "it serves bias schemes that do not read q/k"
+    if inp.scheme.needs_key_mask:
+        return "it serves bias schemes that do not read the padding mask"
     if adds_bias(inp.scheme) and inp.scheme.num_heads != inp.q.shape[1]:
         return f"{type(inp.scheme).__name__} has num_heads={inp.scheme.num_heads}, not one bias per head"
     if inp.positions.dim() != 1:

@@ -136,7 +136,11 @@ def test_cache_rows_equal_the_full_bias():
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_self_attention_equals_reference(causal):
-    """SelfAttention (scale 1/sqrt(D)) plus the scheme's bias; HF's bias function as the reference."""
+    """SelfAttention plus the scheme's bias; HF's bias function as the reference.
+
+    The layer scales q . k by DeBERTa's 1/sqrt(3D) (the scheme's ``attention_scale``); the shared
+    reference scales it by 1/sqrt(D), so the difference of the two content terms joins its bias.
+    """
     model = hf_model(position_buckets=4, max_relative_positions=16)
     encoder, attention = model.encoder, model.encoder.layer[0].attention.self
 
@@ -145,7 +149,8 @@ def test_self_attention_equals_reference(causal):
         relative_pos = encoder.get_rel_pos(torch.zeros(1, length, HIDDEN))
         flat = (q.reshape(batch * heads, length, dim), k.reshape(batch * heads, length, dim))
         bias = attention.disentangled_attention_bias(*flat, relative_pos, encoder.get_rel_embedding(), 3)
-        return bias.view(batch, heads, length, length)
+        content = q @ k.transpose(-1, -2) * (1 / math.sqrt(3 * dim) - 1 / math.sqrt(dim))  # (B, H, T, T)
+        return bias.view(batch, heads, length, length) + content
 
     def make():
         return ours_from(model, position_buckets=4, max_relative_positions=16)

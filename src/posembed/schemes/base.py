@@ -16,6 +16,7 @@ Shape legend used throughout the library: B batch, T length, H heads, D head dim
 from __future__ import annotations
 
 import enum
+import math
 from typing import Callable, ClassVar
 
 import torch
@@ -84,6 +85,19 @@ class PositionScheme(nn.Module):
 
         Called once by the attention module's constructor. The default accepts anything.
         """
+
+    def attention_scale(self, width: int) -> float:
+        """The factor on ``q . k`` that this scheme's attention needs, for queries and keys of ``width``.
+
+        :class:`~posembed.attention.SelfAttention` asks for it when it is given no explicit
+        ``scale`` (``width`` is D, or 2D with TUPE). The default is the usual ``1 / sqrt(width)``;
+        a scheme whose published attention divides the logits otherwise declares it here
+        (DeBERTa: ``1 / sqrt(width * (1 + number of position terms))``).
+
+        >>> PositionScheme().attention_scale(16)
+        0.25
+        """
+        return 1.0 / math.sqrt(width)
 
 
 class AbsoluteScheme(PositionScheme):
@@ -156,6 +170,9 @@ class BiasScheme(PositionScheme):
         - q_positions: ``(Tq,)`` or ``(B, Tq)``; k_positions: ``(Tk,)`` or ``(B, Tk)``.
         - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``: only schemes with ``needs_qk`` read them
           (Shaw relative keys); others accept ``None``.
+        - key_mask: ``(B, Tk)`` bool, True for real keys, given as the keyword ``key_mask=`` to
+          :meth:`bias` and :meth:`score_mod` only by schemes that declare ``needs_key_mask``
+          (``None`` when the batch has no padding); others never receive it.
         - bias output: ``(H, Tq, Tk)`` for 1-D positions, ``(B, H, Tq, Tk)`` for 2-D positions
           or when it depends on q/k. Same dtype as ``q`` when given, else float32.
     """
@@ -166,6 +183,12 @@ class BiasScheme(PositionScheme):
     needs_qk: ClassVar[bool] = False
     #: Whether the scheme adds a bias to the logits (NoPE: False); attention reads it, never probes.
     adds_bias: ClassVar[bool] = True
+    #: True when the bias depends on which keys are padding (CoPE counts only real keys): the
+    #: attention backends then pass the key padding mask as ``key_mask=``; declared, never probed.
+    needs_key_mask: ClassVar[bool] = False
+    #: Whether :meth:`score_mod` gives a FlexAttention view (CoPE: False, its positions are a
+    #: ``Tq x Tk`` cumulative sum); ``backend="auto"`` then never picks FlexAttention.
+    has_score_mod: ClassVar[bool] = True
 
     def bias(
         self,

@@ -5,7 +5,8 @@ whether key ``j`` counts for query ``i``, and the position of key ``j`` seen fro
 
     p_ij = sum_{t=j..i} g_it        (causal),
 
-a fractional number, clamped to ``npos_max - 1``. Its embedding interpolates between learned
+a fractional number, clamped to ``npos_max - 1``; only real keys count (padding keys, given by
+the attention layer's key padding mask, have no gate). Its embedding interpolates between learned
 integer embeddings, ``e(p) = (ceil(p) - p) e[floor p] + (p - floor p) e[ceil p]``, and the bias
 is ``q_i . e(p_ij)``, computed as an interpolation of the ``npos_max`` logits ``q_i . e[n]``.
 
@@ -31,7 +32,8 @@ def contextual_positions(gates: Tensor, visible: Tensor) -> Tensor:
     """``p_ij = sum_{t >= j, t visible from i} g_it``: a reverse cumulative sum along the keys.
 
     Shape:
-        gates ``(B, H, Tq, Tk)``, visible ``(..., Tq, Tk)`` bool -> ``(B, H, Tq, Tk)``.
+        gates ``(B, H, Tq, Tk)``, visible ``(B|1, 1, Tq, Tk)`` (or any shape broadcasting to the
+        gates') bool -> ``(B, H, Tq, Tk)``.
 
     >>> g = torch.tensor([[0.5, 0.0, 0.0], [0.5, 1.0, 0.0], [1.0, 0.25, 0.5]])
     >>> contextual_positions(g, torch.ones(3, 3, dtype=torch.bool).tril())
@@ -68,10 +70,12 @@ class CoPE(BiasScheme):
     (``soft_onehot=False``, no talking heads) given the same table and gate logits.
 
     Causal: key ``t`` counts for query ``i`` when ``k_pos_t <= q_pos_i`` (so KV-cache and chunked
-    calls agree with the full one); keys are taken in their order along the key axis. Keys after
-    the query get ``p = 0``; causal attention masks them. :meth:`check_attention` refuses
-    bidirectional layers. The bias does not see the padding mask: padding keys placed before a
-    query (left padding) count with their gates; put padding after the tokens, or mask their keys.
+    calls agree with the full one) and ``t`` is a real token; keys are taken in their order along
+    the key axis. Keys after the query get ``p = 0``; causal attention masks them.
+    :meth:`check_attention` refuses bidirectional layers. Padding: the scheme declares
+    ``needs_key_mask``, so :class:`~posembed.attention.SelfAttention` hands it the key padding
+    mask and padding keys never count, wherever they sit and whatever positions they are given
+    (left- or right-padded rows give, at their real tokens, the outputs of the unpadded rows).
 
     Backends: eager, SDPA and chunked (materialised bias). ``p_ij`` is a ``Tq x Tk`` cumulative
     sum, so there is no FlexAttention view: :meth:`score_mod` raises; ``backend="fused"`` does
@@ -86,6 +90,7 @@ class CoPE(BiasScheme):
     Shape:
         - q_positions: ``(Tq,)`` or ``(B, Tq)``; k_positions: ``(Tk,)`` or ``(B, Tk)``; integers.
         - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``: required.
+        - key_mask: ``(B, Tk)`` bool, True for real keys; ``None``: every key is real.
         - bias output: ``(B, H, Tq, Tk)`` in ``q.dtype``.
 
     Example:
@@ -100,6 +105,8 @@ class CoPE(BiasScheme):
     extrapolates = False
     needs_qk = True
     adds_bias = True
+    needs_key_mask = True
+    has_score_mod = False
 
     def __init__(self, num_heads: int, head_dim: int, *, npos_max: int, init_std: float = 0.0, device=None, dtype=None) -> None:
         super().__init__()
@@ -129,19 +136,44 @@ class CoPE(BiasScheme):
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
         check_qk("CoPE", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
-    def positions(self, q_positions: Tensor, k_positions: Tensor, q: Tensor, k: Tensor) -> Tensor:
-        """The contextual positions ``p_ij``, clamped to ``npos_max - 1``: ``(B, H, Tq, Tk)``."""
+    def _check_key_mask(self, key_mask: Tensor | None, k: Tensor) -> None:
+        if key_mask is None:
+            return
+        if not isinstance(key_mask, Tensor) or key_mask.dtype != torch.bool:
+            got = key_mask.dtype if isinstance(key_mask, Tensor) else type(key_mask).__name__
+            raise TypeError(f"CoPE key_mask must be a bool tensor (True for real keys), got {got}")
+        if key_mask.dim() != 2 or key_mask.shape[-1] != k.shape[2] or key_mask.shape[0] not in (1, k.shape[0]):
+            raise ValueError(
+                f"CoPE key_mask has shape {tuple(key_mask.shape)}; expected (B, Tk) = ({k.shape[0]}, {k.shape[2]})"
+            )
+
+    def positions(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor, k: Tensor, *, key_mask: Tensor | None = None
+    ) -> Tensor:
+        """The contextual positions ``p_ij``, clamped to ``npos_max - 1``: ``(B, H, Tq, Tk)``.
+
+        Only real keys (``key_mask`` True, ``(B, Tk)``) at or before the query count.
+        """
         self._check_qk(q_positions, k_positions, q, k)
+        self._check_key_mask(key_mask, k)
         gates = torch.sigmoid(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim))  # (B, H, Tq, Tk)
-        visible = (k_positions.unsqueeze(-2) <= q_positions.unsqueeze(-1)).unsqueeze(-3)  # (..., 1, Tq, Tk)
+        visible = (k_positions.unsqueeze(-2) <= q_positions.unsqueeze(-1)).unsqueeze(-3)  # (B|1, 1, Tq, Tk)
+        if key_mask is not None:
+            visible = visible & key_mask[:, None, None, :]  # (B, 1, Tq, Tk): padding keys never count
         return contextual_positions(gates, visible).clamp(max=self.npos_max - 1)
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
-        positions = self.positions(q_positions, k_positions, q, k)
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None,
+        *, key_mask: Tensor | None = None,
+    ) -> Tensor:
+        positions = self.positions(q_positions, k_positions, q, k, key_mask=key_mask)
         position_logits = torch.matmul(q, self.pos_emb.to(q.dtype).t())  # (B, H, Tq, npos_max)
         return interpolate_logits(position_logits, positions)
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None,
+        *, key_mask: Tensor | None = None,
+    ) -> ScoreMod:
         raise NotImplementedError(
             "CoPE has no FlexAttention score_mod: its positions p_ij are a Tq x Tk cumulative sum of "
             "gates; use backend 'sdpa', 'eager' or 'chunked' (which materialise the bias)"

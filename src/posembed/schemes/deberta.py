@@ -6,8 +6,10 @@ With ``delta(i, j)`` the (log-bucketed) relative position ``i - j`` shifted into
 - content-to-position (``c2p``): ``q_i . K_r[delta(i, j)]`` with ``K_r = R W_{k,r}``;
 - position-to-content (``p2c``): ``k_j . Q_r[delta(i, j)]`` with ``Q_r = R W_{q,r}``;
 
-all divided by ``sqrt(D * s)``, ``s = 1 + (number of terms)`` (3 with both). v2 buckets the
-distances logarithmically beyond ``position_buckets / 2`` (:func:`log_bucket_position`),
+all divided by ``sqrt(D * s)``, ``s = 1 + (number of terms)`` (3 with both), the content term
+``q_i . k_j`` included: the scheme declares that scale (:meth:`DebertaRelative.attention_scale`)
+and :class:`~posembed.attention.SelfAttention` applies it, so the layer's scores are DeBERTa's.
+v2 buckets the distances logarithmically beyond ``position_buckets / 2`` (:func:`log_bucket_position`),
 LayerNorms ``R`` (``norm_rel_ebd="layer_norm"``) and, with ``share_att_key``, uses the layer's own
 query/key projections as ``W_{q,r}``, ``W_{k,r}``. This follows transformers'
 ``DisentangledSelfAttention.disentangled_attention_bias`` (both terms index the same row).
@@ -72,9 +74,11 @@ class DebertaRelative(BiasScheme):
     HF DeBERTa shares one ``rel_embeddings`` (+ LayerNorm) across its layers and gives each layer
     its own position projections; here each layer gets a scheme (copy the shared table into
     each, or assign one ``rel_embeddings`` module to all). The content term: DeBERTa divides
-    ``q . k`` by ``sqrt(D * s)`` too, while :class:`~posembed.attention.SelfAttention` uses
-    ``1/sqrt(D)``; :attr:`scale` is the factor to use for exact DeBERTa scores. The relative
-    embeddings' dropout of HF (``pos_dropout``) is not applied.
+    ``q . k`` by ``sqrt(D * s)`` too; :meth:`attention_scale` declares it, and
+    :class:`~posembed.attention.SelfAttention` (with ``scale=None``) uses it in place of
+    ``1/sqrt(D)``, on every backend: with the same weights, the layer's attention probabilities
+    and output are transformers' ``DisentangledSelfAttention``'s. The relative embeddings'
+    dropout of HF (``pos_dropout``) is not applied.
 
     Backends: eager, SDPA, chunked (materialised bias) and FlexAttention: :meth:`score_mod`
     captures ``q . K_r`` and ``k . Q_r`` for the ``2k`` rows, ``(B, H, T, 2k)``, and buckets
@@ -157,7 +161,17 @@ class DebertaRelative(BiasScheme):
     @property
     def scale(self) -> float:
         """``1 / sqrt(D * s)``, ``s = 1 + len(attention_terms)``: DeBERTa's scale of every term."""
-        return 1.0 / math.sqrt(self.head_dim * (1 + len(self.attention_terms)))
+        return self.attention_scale(self.head_dim)
+
+    def attention_scale(self, width: int) -> float:
+        """DeBERTa's factor on ``q . k``: ``1 / sqrt(width * s)``, ``s = 1 + len(attention_terms)``.
+
+        For ``width = head_dim`` it is :attr:`scale`, the factor of the c2p and p2c terms.
+
+        >>> DebertaRelative(16, 2, 8).attention_scale(8) == 1 / math.sqrt(8 * 3)
+        True
+        """
+        return 1.0 / math.sqrt(width * (1 + len(self.attention_terms)))
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.rel_embeddings.weight, std=self.init_std)
