@@ -90,7 +90,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("T5", "t5", "bias", "T5RelativeBias", "buckets; compute_bias with the copied relative_attention_bias",
            "bit-identical"),
     Family("DeBERTa-v2", "deberta-v2", "bias", "DebertaRelative",
-           "relative embeddings (LayerNorm'd); c2p + p2c bias of layer 0 (copied weights)", "within 1e-5"),
+           "relative embeddings (LayerNorm'd); c2p + p2c bias of layer 0 (copied weights); the whole "
+           "self-attention layer, output and probabilities (tests/schemes/test_deberta_attention.py)",
+           "bias within 1e-5; layer output within 5e-6 (float64: 1e-10)"),
 )
 
 
