@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from posembed.cli import main
 
@@ -14,7 +15,7 @@ REDUCED = ["--set", "steps=12", "--set", "passkey_only_steps=4", "--set", "finet
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("context") / "study"
-    assert main(["lab", "context", "--preset", "context-smoke", "--out", str(out), *REDUCED]) == 0
+    assert main(["lab", "context", "--preset", "context-smoke", "--out", str(out), "--device", "cpu", *REDUCED]) == 0
     return out
 
 
@@ -23,7 +24,8 @@ def test_context_study_writes_store_models_and_report(study):
     assert (study / "report" / "context.md").is_file() and (study / "report" / "context.html").is_file()
     assert "Which context extension works?" in (study / "report" / "context.md").read_text()
     models = {p.name for p in study.glob("models/*/*")}
-    assert {"rope", "alibi", "nope"} <= models
+    assert {"rope", "alibi", "nope", "fire"} <= models
+    assert "| FIRE |" in (study / "report" / "context.md").read_text()
 
 
 def test_context_study_resumes_without_retraining(study, capsys):
@@ -34,7 +36,7 @@ def test_context_study_resumes_without_retraining(study, capsys):
 
 def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
     checkpoint = next(study.glob("models/*/rope"))
-    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--json"]) == 0
+    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--device", "cpu", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {row["method"] for row in rows} == {"yarn"}
     assert {row["length"] for row in rows} == {96, 192}
@@ -55,3 +57,20 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monke
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+@pytest.mark.parametrize("action", [["context", "--preset", "context-smoke"], ["extend", ".", "--method", "yarn", "--factor", "2"]])
+def test_device_cuda_without_cuda_is_one_line_and_exit_2(action, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["lab", *action, "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--device: device 'cuda' asked for CUDA" in err[0] and "use --device cpu" in err[0], err
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_unknown_device_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["lab", "context", "--preset", "context-smoke", "--device", "tpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown device 'tpu'" in err[0], err

@@ -7,7 +7,7 @@ import torch
 
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
-from posembed.lab.context_presets import ContextConfig, get_context_preset, with_overrides
+from posembed.lab.context_presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
 from posembed.lab.context_run import extend_checkpoint, finetuned_name, run_context
 from posembed.lab.context_store import ContextStore
 from posembed.lab.report_context import Results, verdicts, write_context_report
@@ -75,7 +75,7 @@ def tiny_study(tmp_path_factory):
     cfg = with_overrides(get_context_preset("context-smoke"), [
         "context=70", "dim=8", "depth=1", "heads=2", "steps=3", "passkey_only_steps=1", "batch=2", "warmup=0", "scales=1,2", "depths=2",
         "passkey_samples=1", "lm_windows=1", "finetune_steps=2", "finetune_scale=2", "methods=extrapolate,linear,yarn",
-        "finetune_methods=linear,yarn",
+        "finetune_methods=linear,yarn", "references=alibi,nope,fire,kerple,sandwich,cope",
     ])
     out = tmp_path_factory.mktemp("context")
     return cfg, out, run_context(cfg, out)
@@ -89,7 +89,7 @@ def test_smoke_study_stores_every_evaluation_and_resumes(tiny_study, monkeypatch
     per_eval = 1 + cfg.depths + 1  # perplexity, passkey per depth, passkey mean
     assert len(rows) == evaluations * len(cfg.lengths) * per_eval
     assert all(r["value"] is not None and r["value"] >= 0 for r in rows)
-    assert set(store.models(cfg.train_id)) == {"rope", "alibi", "nope", *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
+    assert set(store.models(cfg.train_id)) == {"rope", *REFERENCES, *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
     import posembed.lab.context_run as context_run
 
     monkeypatch.setattr(context_run, "train_steps", lambda *a: pytest.fail("a stored model was retrained"))
@@ -103,6 +103,8 @@ def test_report_renders_markdown_html_and_verdicts(tiny_study):
     markdown, html = write_context_report(store_path, out / "report")
     text = markdown.read_text()
     assert "## Which context extension works?" in text and "rope / yarn" in text and "rope+linear@2x" in text
+    assert "### The references past L" in text and "| FIRE |" in text and "| CoPE |" in text
+    assert "RoPE, ALiBi, NoPE, FIRE, KERPLE (log), Sandwich and CoPE decoders" in text
     page = html.read_text()
     assert "context_perplexity" in page and "context_passkey" in page
     assert (out / "report" / "context_perplexity.png").is_file()

@@ -1,8 +1,9 @@
 """``posembed lab context`` and ``posembed lab extend``: the context-extension study.
 
 Thin over :mod:`posembed.lab.context_run` (train at context L, evaluate every RoPE scaling
-method at 1x-8x L with perplexity and passkey retrieval, fine-tune, write the report) and its
-``extend_checkpoint`` (re-evaluate one stored RoPE model with another method, no retraining).
+method at 1x-8x L with perplexity and passkey retrieval beside the length-robust references,
+fine-tune, write the report) and its ``extend_checkpoint`` (re-evaluate one stored RoPE model
+with another method, no retraining). Both take ``--device`` (auto: CUDA when present).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from posembed.cli import UserError
+from posembed.devices import DEVICE_HELP
 
 __all__ = ["register_actions", "run_context_command", "run_extend_command"]
 
@@ -21,15 +23,18 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     """Add the ``context`` and ``extend`` actions to ``posembed lab``."""
     context = actions.add_parser(
         "context", help="run (or resume) the context-extension study and write its report",
-        description="Train RoPE, ALiBi and NoPE decoders at context L, evaluate every RoPE scaling method at "
+        description="Train a RoPE decoder and the length-robust references (ALiBi, NoPE, FIRE, KERPLE, Sandwich, "
+                    "CoPE) at context L, evaluate every RoPE scaling method and the references as they are at "
                     "1x-8x L (perplexity, passkey retrieval), fine-tune, and write context.md / context.html.",
         epilog="example: posembed lab context --preset context-smoke --out lab-context-smoke",
     )
-    context.add_argument("--preset", default="context", help="context (about 20 min here) or context-smoke (< 2 min)")
+    context.add_argument("--preset", default="context", help="context (about 30 min on 2 shared cores) or context-smoke "
+                         "(under a minute)")
     context.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
     context.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override a study setting, e.g. --set steps=200")
     context.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    context.add_argument("--device", default="auto", help=DEVICE_HELP + " (on CUDA: bf16 autocast)")
     extend = actions.add_parser(
         "extend", help="re-evaluate a RoPE lab checkpoint with a context-extension method (no retraining)",
         epilog="example: posembed lab extend lab-context/models/<id>/rope --method yarn --factor 4 --finetune 100",
@@ -40,6 +45,7 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     extend.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="fine-tune steps at the target length")
     extend.add_argument("--save", type=Path, default=None, help="folder for the fine-tuned checkpoint")
     extend.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    extend.add_argument("--device", default="auto", help=DEVICE_HELP + " (on CUDA: bf16 autocast)")
     extend.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
@@ -51,17 +57,28 @@ def _threads(count: int) -> None:
     torch.set_num_threads(count)
 
 
+def _device(spec: str):
+    """The ``--device`` asked for, or one line (exit 2) saying why this machine cannot serve it."""
+    from posembed.devices import DeviceError, resolve_device
+
+    try:
+        return resolve_device(spec)
+    except DeviceError as error:
+        raise UserError(f"--device: {error}") from None
+
+
 def run_context_command(args: argparse.Namespace) -> int:
     from posembed.lab.context_presets import get_context_preset, with_overrides
     from posembed.lab.context_run import run_context
     from posembed.lab.report_context import write_context_report
 
     _threads(args.threads)
+    device = _device(args.device)
     cfg = with_overrides(get_context_preset(args.preset), args.overrides)
     out = args.out or Path(f"lab-{cfg.name}")
-    store = run_context(cfg, out)
+    store = run_context(cfg, out, device=device)
     markdown, html = write_context_report(store, out / "report", cfg.config_id)
-    print(f"{cfg.name}: results in {store}; report {markdown} and {html}")
+    print(f"{cfg.name} on {device}: results in {store}; report {markdown} and {html}")
     return 0
 
 
@@ -71,11 +88,13 @@ def run_extend_command(args: argparse.Namespace) -> int:
     from posembed.lab.context_run import extend_checkpoint
 
     _threads(args.threads)
+    device = _device(args.device)
     if args.factor <= 0:
         raise UserError(f"--factor must be > 0, got {args.factor}")
     if args.finetune < 0:
         raise UserError(f"--finetune must be >= 0, got {args.finetune}")
-    rows = extend_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune, save_to=args.save)
+    rows = extend_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune, save_to=args.save,
+                             device=device)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

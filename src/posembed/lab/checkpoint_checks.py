@@ -11,7 +11,12 @@ build (and allocate) the model before the weights' shapes refuse it. Here, in or
    or ``num_classes`` (encoder) rows;
 4. the model is built on the meta device (no memory, initialisation skipped) and every saved
    tensor's shape is compared with the file's; tensors the file does not hold (a rotary
-   scheme's cos/sin cache) must fit in memory.
+   scheme's cos/sin cache) must fit in memory, together (layers sharing one scheme count it once).
+
+A model with one scheme per layer keeps them under ``model.layer_schemes`` (one object, ``null``
+or ``{"same_as": j}`` per layer) beside ``model.scheme`` (then ``null`` or an absolute scheme):
+messages name the key that says what the file contradicts, ``model.layer_schemes[i]`` for a
+layer's table.
 
 Each problem is a :class:`~posembed.errors.CheckpointError` naming the file and the key.
 """
@@ -34,6 +39,7 @@ __all__ = ["read_checkpoint_json", "read_weight_shapes", "check_lab_checkpoint"]
 _ARCHITECTURES = ("decoder", "encoder")
 _POSITIVE_INTS = ("vocab_size", "dim", "depth", "num_heads", "mlp_ratio")
 _BLOCK = re.compile(r"blocks\.(\d+)\.")
+_LAYER_SCHEME = re.compile(r"blocks\.(\d+)\.attn\.scheme\.")
 #: in-place initialisers a meta-device build skips (``normal_`` on meta costs ~3 s the first time)
 _INIT_OPS = frozenset({"normal_", "uniform_", "trunc_normal_", "fill_", "zero_", "copy_", "exponential_"})
 
@@ -100,10 +106,60 @@ def _check_types(config: dict, path: Path) -> None:
     scheme = config.get("scheme")
     if scheme is not None and not (isinstance(scheme, dict) and isinstance(scheme.get("name"), str)):
         raise CheckpointError(path, f"says model.scheme must be null or an object with a 'name', got {scheme!r}")
+    _check_layer_schemes(config, path)
     if config["dim"] % config["num_heads"]:
         raise CheckpointError(
             path, f"says model.dim={config['dim']}, not divisible by model.num_heads={config['num_heads']}"
         )
+
+
+def _check_layer_schemes(config: dict, path: Path) -> None:
+    """``model.layer_schemes``, when present: a list of ``depth`` entries, each null, an object with a
+    ``name``, or ``{"same_as": j}`` with ``j`` an earlier layer."""
+    if "layer_schemes" not in config:
+        return
+    layers = config["layer_schemes"]
+    if not isinstance(layers, list) or len(layers) != config["depth"]:
+        got = f"{len(layers)} entries" if isinstance(layers, list) else repr(layers)
+        raise CheckpointError(path, f"says model.layer_schemes must be a list of model.depth={config['depth']} "
+                                    f"entries (one scheme or null per layer), got {got}")
+    for index, layer in enumerate(layers):
+        same = layer.get("same_as") if isinstance(layer, dict) else None
+        if layer is None or (isinstance(layer, dict) and isinstance(layer.get("name"), str)):
+            continue
+        if isinstance(layer, dict) and set(layer) == {"same_as"} and _is_int(same) and 0 <= same < index:
+            continue
+        raise CheckpointError(path, f"says model.layer_schemes[{index}] must be null, an object with a 'name' or "
+                                    f"{{\"same_as\": j}} with j an earlier layer, got {layer!r}")
+
+
+def _schemes_said(config: dict) -> str:
+    """What the config says about positions: ``model.scheme=...`` and, per layer, ``model.layer_schemes=[...]``."""
+    said = f"model.scheme={_scheme_name(config.get('scheme'))}"
+    if "layer_schemes" in config:
+        said += f", model.layer_schemes=[{', '.join(_scheme_name(layer) for layer in config['layer_schemes'])}]"
+    return said
+
+
+def _scheme_name(entry: object) -> str:
+    if entry is None:
+        return "null"
+    if isinstance(entry, dict) and "same_as" in entry:
+        return f"same as {entry['same_as']}"
+    return str(entry.get("name")) if isinstance(entry, dict) else repr(entry)
+
+
+def _table_key(name: str, config: dict) -> str:
+    """The config key behind the derived table ``name``, with its value."""
+    match = _LAYER_SCHEME.match(name)
+    layers = config.get("layer_schemes")
+    if match is None or not isinstance(layers, list):
+        return f"model.scheme={config.get('scheme')}"
+    index = int(match.group(1))
+    entry = layers[index]
+    if isinstance(entry, dict) and "same_as" in entry:  # shared: the first layer holding it says how it is built
+        return f"model.layer_schemes[{index}]={entry} (layer {entry['same_as']}: {layers[entry['same_as']]})"
+    return f"model.layer_schemes[{index}]={entry}"
 
 
 def _check_sizes(config: dict, shapes: dict[str, tuple[int, ...]], path: Path, weights: Path) -> None:
@@ -167,7 +223,7 @@ def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: 
     if problems:
         more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
         listed = "; ".join(problems[:4]) + more
-        raise CheckpointError(weights, f"does not match {path.name} (scheme {config.get('scheme')}): {listed}")
+        raise CheckpointError(weights, f"does not match {path.name} ({_schemes_said(config)}): {listed}")
     _check_unsaved(model, set(saved), config, path)
 
 
@@ -177,9 +233,9 @@ def _check_unsaved(model: torch.nn.Module, saved: set[str], config: dict, path: 
     total = sum(math.prod(b.shape) * b.element_size() for _, b in unsaved)
     limit = device_memory_bytes("cpu")
     if limit is not None and total > limit:
-        largest = max(unsaved, key=lambda item: math.prod(item[1].shape))
+        largest = max(unsaved, key=lambda item: math.prod(item[1].shape) * item[1].element_size())
         raise CheckpointError(
             path,
-            f"says model.scheme={config.get('scheme')}, which implies {format_bytes(total)} of derived tables "
-            f"({largest[0]} {tuple(largest[1].shape)}), more than the {format_bytes(limit)} of memory",
+            f"says {_table_key(largest[0], config)}, which implies {format_bytes(total)} of derived tables "
+            f"(the largest {largest[0]} {tuple(largest[1].shape)}), more than the {format_bytes(limit)} of memory",
         )

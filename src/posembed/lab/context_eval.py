@@ -9,7 +9,10 @@
 - :func:`train_steps`: AdamW (weight decay on matrices), linear warmup + cosine decay, gradient
   clipping; each batch mixes char-LM windows with a ``passkey_fraction`` of passkey documents,
   after a curriculum of ``passkey_only`` steps of passkey documents alone (see
-  :class:`TrainSettings`).
+  :class:`TrainSettings`). The model trains where its parameters are: batches are drawn on the
+  CPU and moved there, the forward runs under :func:`posembed.lab.train.autocast` (bf16 on CUDA).
+- :func:`on_device`: what the scores call, a model whose outputs come back to the CPU as fp32
+  (the model itself on the CPU).
 
 Example:
     >>> data = ContextData.load("tinyshakespeare")
@@ -29,8 +32,9 @@ from torch import Tensor, nn
 
 from posembed.lab.data import load_text, resolve_text_path
 from posembed.lab.tasks.passkey import passkey_accuracy, passkey_vocabulary, training_rows
+from posembed.lab.train import OnDevice, autocast
 
-__all__ = ["ContextData", "TrainSettings", "lm_perplexity", "passkey_grid", "train_steps"]
+__all__ = ["ContextData", "TrainSettings", "lm_perplexity", "passkey_grid", "train_steps", "on_device", "model_device"]
 
 logger = logging.getLogger(__name__)
 IGNORE = -100
@@ -149,31 +153,49 @@ def _batch(data: ContextData, generator: torch.Generator, s: TrainSettings, step
     return inputs, targets
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """Where ``model``'s parameters are (the CPU for a model without any)."""
+    first = next(model.parameters(), None)
+    return torch.device("cpu") if first is None else first.device
+
+
+def on_device(model: nn.Module) -> nn.Module:
+    """``model`` itself on the CPU; elsewhere a wrapper that moves inputs to its device, runs under
+    bf16 autocast on CUDA and brings outputs back to the CPU as fp32 (what the scores read)."""
+    device = model_device(model)
+    return model if device.type == "cpu" else OnDevice(model, device)
+
+
 def train_steps(model: nn.Module, data: ContextData, settings: TrainSettings) -> float:
-    """Train ``model`` in place; returns the mean loss of the last 10 % of steps."""
+    """Train ``model`` in place, on the device of its parameters; returns the mean loss of the last
+    10 % of steps."""
+    device = model_device(model)
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": settings.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.99))
+    fused = {"fused": True} if device.type == "cuda" else {}
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.99), **fused)
     generator = torch.Generator().manual_seed(settings.seed)
     tail, losses = max(1, settings.steps // 10), []
     model.train()
     for step in range(settings.steps):
         for group in optimizer.param_groups:
             group["lr"] = _lr(step, settings)
-        inputs, targets = _batch(data, generator, settings, step)
-        logits = model(inputs)  # (B, T, V)
+        inputs, targets = (t.to(device, non_blocking=True) for t in _batch(data, generator, settings, step))
+        with autocast(device):
+            logits = model(inputs)  # (B, T, V)
         loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), settings.grad_clip)
         optimizer.step()
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())  # kept as tensors: no device sync until a logged step
         if (step + 1) % max(1, settings.steps // 10) == 0:
-            logger.info("step %d/%d loss %.4f", step + 1, settings.steps, losses[-1])
+            logger.info("step %d/%d loss %.4f", step + 1, settings.steps, float(losses[-1]))
     model.eval()
-    if not all(map(math.isfinite, losses)):
+    values = torch.stack(losses).cpu().tolist() if losses else []
+    if not all(map(math.isfinite, values)):
         logger.warning("training loss became non-finite")
-    return sum(losses[-tail:]) / tail
+    return sum(values[-tail:]) / tail

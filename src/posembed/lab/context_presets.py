@@ -1,11 +1,16 @@
 """The context-extension study as one typed, frozen config, and its named presets.
 
-A study trains a RoPE, an ALiBi and a NoPE decoder at context ``L`` (char LM on tinyshakespeare
+A study trains a RoPE decoder and the ``references`` at context ``L`` (char LM on tinyshakespeare
 with passkey documents mixed in), evaluates the RoPE model with every extension method of
 :data:`~posembed.lab.context.METHODS` at ``L * scales`` (perplexity and passkey accuracy per
 depth), the references as they are, then fine-tunes the RoPE model at ``finetune_scale * L``
 with each of ``finetune_methods`` (Chen et al. 2023 used ~1000 steps; this scales it down) and
 evaluates those too.
+
+The references (:data:`REFERENCES`) are the schemes published as length-robust, trained at L and
+never extended: ALiBi, NoPE, FIRE, KERPLE (its logarithmic kernel, the paper's best), Sandwich
+and CoPE; how each is built is :data:`~posembed.lab.context_run.REFERENCE_SETTINGS`. The full
+study (``context``) trains all of them; ``context-smoke`` trains ALiBi, NoPE and FIRE.
 
 >>> sorted(CONTEXT_PRESETS)
 ['context', 'context-smoke']
@@ -30,10 +35,15 @@ from typing import Callable
 
 from posembed.lab.context import METHODS
 
-__all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "get_context_preset", "with_overrides"]
+__all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "SMOKE_REFERENCES", "get_context_preset", "with_overrides",
+           "train_id_of", "TRAIN_FIELDS"]
 
-#: schemes trained at L and evaluated as they are (no extension): the no-extension references
-REFERENCES = ("alibi", "nope")
+#: schemes trained at L and evaluated as they are (no extension): the no-extension references,
+#: in the order tables list them
+REFERENCES = ("alibi", "nope", "fire", "kerple", "sandwich", "cope")
+#: the references of ``context-smoke`` (FIRE: the one whose evaluation past L differs from training,
+#: its normaliser following the query position)
+SMOKE_REFERENCES = ("alibi", "nope", "fire")
 
 
 @dataclass(frozen=True)
@@ -105,16 +115,25 @@ class ContextConfig:
 
     @property
     def train_id(self) -> str:
-        """16 hex digits over the fields that shape the trained models (not the evaluation):
-        trained and fine-tuned models are reused across studies that share it."""
-        fields = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
-                  "passkey_only_steps", "digits", "seed", "text", "finetune_scale", "finetune_steps", "finetune_lr")
-        body = {k: v for k, v in self.to_dict().items() if k in fields}
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        """16 hex digits over the fields that shape the trained models (not the evaluation, nor
+        which references or methods a study lists): trained and fine-tuned models are reused
+        across studies that share it."""
+        return train_id_of(self.to_dict())
 
     @property
     def lengths(self) -> tuple[int, ...]:
         return tuple(sorted({self.context * s for s in self.scales}))
+
+
+#: the config fields :attr:`ContextConfig.train_id` hashes
+TRAIN_FIELDS = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
+                "passkey_only_steps", "digits", "seed", "text", "finetune_scale", "finetune_steps", "finetune_lr")
+
+
+def train_id_of(body: dict) -> str:
+    """:attr:`ContextConfig.train_id` of a stored config body (``ContextConfig.to_dict()``)."""
+    fields = {k: v for k, v in body.items() if k in TRAIN_FIELDS}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _context() -> ContextConfig:
@@ -125,6 +144,7 @@ def _context_smoke() -> ContextConfig:
     return ContextConfig(
         name="context-smoke", context=96, dim=32, depth=2, heads=2, steps=150, batch=8, lr=3e-3, warmup=10,
         passkey_only_steps=50, scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
+        references=SMOKE_REFERENCES,
     )
 
 

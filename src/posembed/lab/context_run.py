@@ -5,10 +5,33 @@ length), fine-tunes, and stores each evaluation in ``<out>/context.sqlite``
 (:class:`~posembed.lab.context_store.ContextStore`); trained models are lab checkpoints under
 ``<out>/models/<train id>/<model>/`` (keyed by the training fields only, so a study that
 changes only its evaluation reuses them) (:func:`~posembed.lab.checkpoint.save_checkpoint`). A
-second run of the same config skips what is stored, so an interrupted study resumes.
+second run of the same config skips what is stored, so an interrupted study resumes; a stored
+model whose build differs from what this code builds (a reference's settings changed) is
+retrained, with a warning.
 
 :func:`extend_checkpoint` is ``posembed lab extend CHECKPOINT --method yarn --factor 4
 [--finetune STEPS]``: a stored RoPE checkpoint re-evaluated with another scheme.
+
+Both take ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` = CUDA when present,
+else the CPU): models train and evaluate there (bf16 autocast on CUDA,
+:func:`posembed.lab.train.autocast`), while batches are drawn and every score is computed on
+the CPU from fp32 logits brought back (:class:`posembed.lab.train.OnDevice`).
+
+The references, trained at L like the RoPE model and evaluated as they are
+(:data:`REFERENCE_SETTINGS`, each built by :func:`posembed.schemes.factory.build_from_sizes`):
+
+========= =================================================================================
+alibi     ALiBi, causal slopes (Press et al. 2022)
+nope      no positions (Kazemnejad et al. 2023)
+fire      FIRE with the paper's reference-code init ``c = 0.1`` and the threshold ``L0 = L / 4``
+          (the paper's 512 at its training length 2048): the normaliser ``psi(max(L0, i))``
+          follows the query position ``i`` over most of the training window and at every
+          longer length, which is the progressive interpolation FIRE evaluates with
+kerple    KERPLE, logarithmic kernel (the paper's best variant)
+sandwich  Sandwich with ``d'`` = the model width
+cope      CoPE with ``npos_max = L`` (every count reached in training has its embedding;
+          longer counts clamp to ``L - 1``)
+========= =================================================================================
 """
 
 from __future__ import annotations
@@ -18,17 +41,25 @@ import os
 import time
 from pathlib import Path
 
+from typing import Callable
+
 import torch
 from torch import nn
 
+from posembed.devices import resolve_device
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
-from posembed.lab.context_eval import ContextData, TrainSettings, lm_perplexity, passkey_grid, train_steps
-from posembed.lab.context_presets import ContextConfig
+from posembed.lab.context_eval import ContextData, TrainSettings, lm_perplexity, on_device, passkey_grid, train_steps
+from posembed.lab.context_presets import REFERENCES, ContextConfig
 from posembed.lab.context_store import NO_DEPTH, ContextStore
 from posembed.lab.tasks.passkey import depth_grid, min_length
+from posembed.schemes.base import PositionScheme
+from posembed.schemes.factory import ModelSizes, build_from_sizes
 
-__all__ = ["run_context", "build_context_model", "evaluate_rows", "extend_checkpoint", "STORE_NAME", "finetuned_name"]
+__all__ = [
+    "run_context", "build_context_model", "evaluate_rows", "extend_checkpoint", "STORE_NAME", "finetuned_name",
+    "REFERENCE_SETTINGS", "STUDY_SCHEMES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,21 +72,41 @@ def finetuned_name(method: str, scale: int) -> str:
     return f"rope+{method}@{scale}x"
 
 
-def build_context_model(cfg: ContextConfig, scheme: str, vocab_size: int) -> nn.Module:
-    """A fresh decoder of the study's size with ``scheme`` (``rope``, ``alibi`` or ``nope``)."""
-    from posembed.model import Decoder
-    from posembed.schemes.alibi import ALiBi
+#: reference name -> (factory scheme name or ``None`` for NoPE, the overrides for a study's config)
+REFERENCE_SETTINGS: dict[str, tuple[str | None, Callable[[ContextConfig], dict]]] = {
+    "alibi": ("alibi", lambda cfg: {}),
+    "nope": (None, lambda cfg: {}),
+    "fire": ("fire", lambda cfg: {"threshold": cfg.context / 4, "init_c": 0.1}),
+    "kerple": ("kerple", lambda cfg: {"kernel": "log"}),
+    "sandwich": ("sandwich", lambda cfg: {}),
+    "cope": ("cope", lambda cfg: {"npos_max": cfg.context}),
+}
+#: every model a study trains from scratch: RoPE and the references
+STUDY_SCHEMES = ("rope", *REFERENCES)
 
+
+def _study_scheme(cfg: ContextConfig, scheme: str) -> PositionScheme | None:
     head_dim = cfg.dim // cfg.heads
-    schemes = {
-        "rope": lambda: method_scheme("extrapolate", head_dim=head_dim, factor=1.0, original_len=cfg.context),
-        "alibi": lambda: ALiBi(cfg.heads),
-        "nope": lambda: None,
-    }
-    if scheme not in schemes:
-        raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(schemes)}")
+    if scheme == "rope":
+        return method_scheme("extrapolate", head_dim=head_dim, factor=1.0, original_len=cfg.context)
+    if scheme not in REFERENCE_SETTINGS:
+        raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(STUDY_SCHEMES)}")
+    name, overrides = REFERENCE_SETTINGS[scheme]
+    if name is None:
+        return None
+    sizes = ModelSizes(dim=cfg.dim, num_heads=cfg.heads, head_dim=head_dim, max_len=cfg.context, causal=True)
+    return build_from_sizes(name, sizes, overrides(cfg))
+
+
+def build_context_model(cfg: ContextConfig, scheme: str, vocab_size: int) -> nn.Module:
+    """A fresh decoder (on the CPU) of the study's size with ``scheme``: ``rope`` or a reference
+    (:data:`REFERENCE_SETTINGS`); the same seed gives the same weights."""
+    from posembed.model import Decoder
+
+    if scheme not in STUDY_SCHEMES:
+        raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(STUDY_SCHEMES)}")
     torch.manual_seed(cfg.seed)
-    return Decoder(vocab_size, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=schemes[scheme]())
+    return Decoder(vocab_size, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=_study_scheme(cfg, scheme))
 
 
 def evaluate_rows(model: nn.Module, data: ContextData, length: int, *, windows: int, depths: int, samples: int,
@@ -75,12 +126,19 @@ def _settings(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: 
                          digits=cfg.digits, seed=seed, warmup=warmup, passkey_only=passkey_only)
 
 
-def _trained(cfg, name, store, folder, data, make, settings) -> nn.Module:
-    """The model ``name`` from its checkpoint if stored, else ``make()`` trained with ``settings`` and saved."""
+def _trained(cfg, name, store, folder, data, make, settings, device) -> nn.Module:
+    """The model ``name`` (on ``device``) from its checkpoint if stored and built as ``make()`` builds
+    it, else ``make()`` trained with ``settings`` and saved."""
+    fresh = make()
     if name in store.models(cfg.train_id) and is_checkpoint(folder):
-        logger.info("context %s: %s loaded from %s", cfg.name, name, folder)
-        return load_checkpoint(folder)[0]
-    model = make()
+        model = load_checkpoint(folder, device=device)[0]
+        if model.config_dict() == fresh.config_dict():
+            logger.info("context %s: %s loaded from %s", cfg.name, name, folder)
+            return model
+        gone = store.forget(cfg.train_id, name)
+        logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
+                       "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, folder, gone)
+    model = fresh.to(device)
     start = time.perf_counter()
     final_loss = train_steps(model, data, settings)
     seconds = time.perf_counter() - start
@@ -88,9 +146,9 @@ def _trained(cfg, name, store, folder, data, make, settings) -> nn.Module:
             "context_config": cfg.to_dict(), "final_loss": final_loss}
     save_checkpoint(model, folder, meta)
     facts = {"seconds": seconds, "final_loss": final_loss, "steps": settings.steps, "context": settings.context,
-             "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder)}
+             "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder), "device": str(device)}
     store.put_model(cfg.train_id, name, facts)
-    logger.info("context %s: trained %s in %.1f s (final loss %.3f)", cfg.name, name, seconds, final_loss)
+    logger.info("context %s: trained %s on %s in %.1f s (final loss %.3f)", cfg.name, name, device, seconds, final_loss)
     return model
 
 
@@ -99,15 +157,17 @@ def _evaluate(cfg, store, data, name, method, model_at) -> None:
         if store.has(cfg.config_id, name, method, length):
             continue
         windows = cfg.lm_windows * max(cfg.lengths) // length  # the same held-out characters at every length
-        rows = evaluate_rows(model_at(length), data, length, windows=windows, depths=cfg.depths,
+        rows = evaluate_rows(on_device(model_at(length)), data, length, windows=windows, depths=cfg.depths,
                              samples=cfg.passkey_samples, seed=cfg.seed, digits=cfg.digits)
         store.put(cfg.config_id, name, method, length, rows)
         logger.info("context %s: %s / %s at %d: %s", cfg.name, name, method, length,
                     ", ".join(f"{m}={v:.3g}" for m, d, v in rows if d == NO_DEPTH and v is not None))
 
 
-def run_context(cfg: ContextConfig, out: str | os.PathLike) -> Path:
-    """Run (or resume) the study ``cfg`` into ``out``; returns the store's path."""
+def run_context(cfg: ContextConfig, out: str | os.PathLike, *, device: str | torch.device | None = "auto") -> Path:
+    """Run (or resume) the study ``cfg`` into ``out`` on ``device`` (``auto``: CUDA when present,
+    else the CPU); returns the store's path."""
+    device = resolve_device(device)
     out = Path(out)
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
@@ -117,7 +177,7 @@ def run_context(cfg: ContextConfig, out: str | os.PathLike) -> Path:
                      passkey_only=cfg.passkey_only_steps)
     trained = {
         scheme: _trained(cfg, scheme, store, models / scheme, data,
-                         lambda s=scheme: build_context_model(cfg, s, data.vocab_size), base)
+                         lambda s=scheme: build_context_model(cfg, s, data.vocab_size), base, device)
         for scheme in ("rope", *cfg.references)
     }
     rope, head_dim, theta = trained["rope"], cfg.dim // cfg.heads, rope_base(trained["rope"])
@@ -132,7 +192,8 @@ def run_context(cfg: ContextConfig, out: str | os.PathLike) -> Path:
     for method in cfg.finetune_methods if cfg.finetune_steps else ():
         name = finetuned_name(method, scale)
         scheme = method_scheme(method, head_dim=head_dim, factor=float(scale), original_len=cfg.context, base=theta)
-        tuned = _trained(cfg, name, store, models / name.replace("@", "_"), data, lambda s=scheme: swap_scheme(rope, s), tune)
+        tuned = _trained(cfg, name, store, models / name.replace("@", "_"), data, lambda s=scheme: swap_scheme(rope, s),
+                         tune, device)
         _evaluate(cfg, store, data, name, method, lambda n, t=tuned: t)
     return store.path
 
@@ -156,15 +217,19 @@ def _checkpoint_data(meta: dict) -> tuple[ContextData, bool]:
 def extend_checkpoint(
     folder: str | os.PathLike, method: str, factor: float, *, finetune_steps: int = 0, windows: int = 16,
     depths: int = 5, samples: int = 8, seed: int = 0, batch: int = 8, lr: float = 1e-3, save_to: str | os.PathLike | None = None,
+    device: str | torch.device | None = "auto",
 ) -> list[dict]:  # fmt: skip
     """Re-evaluate the RoPE lab checkpoint in ``folder`` with ``method`` at ``factor`` x its context L.
 
     Evaluates at L and ``round(factor * L)``: perplexity on the held-out split of its text, and
     passkey accuracy per depth when the checkpoint was trained on passkeys (a study's models).
     With ``finetune_steps`` the swapped model is first fine-tuned at the new length (and saved to
-    ``save_to`` when given). Returns one dict per number.
+    ``save_to`` when given). A model with one scheme per layer has its rotary layers swapped (see
+    :func:`~posembed.lab.context.swap_scheme`). Runs on ``device`` (``auto``: CUDA when present);
+    the numbers are computed on the CPU. Returns one dict per number.
     """
-    model, meta = load_checkpoint(folder)
+    device = resolve_device(device)
+    model, meta = load_checkpoint(folder, device=device)
     config = meta.get("config") or {}
     if not isinstance(config.get("context"), int):
         raise ValueError(f"checkpoint {str(folder)!r} records no training context (meta['config']['context'])")
@@ -184,8 +249,8 @@ def extend_checkpoint(
                                              "extended": {"method": method, "factor": factor, "steps": finetune_steps}})
     found = []
     for length in sorted({context, target}):
-        rows = evaluate_rows(model, data, length, windows=windows, depths=depths, samples=samples, seed=seed, digits=5,
-                             passkey=passkey)
+        rows = evaluate_rows(on_device(model), data, length, windows=windows, depths=depths, samples=samples, seed=seed,
+                             digits=5, passkey=passkey)
         found += [{"method": method, "factor": factor, "finetune_steps": finetune_steps, "length": length,
                    "metric": m, "depth": None if d == NO_DEPTH else d, "value": v} for m, d, v in rows]
     return found

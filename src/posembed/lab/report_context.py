@@ -2,6 +2,10 @@
 
 - perplexity against length, one line per (model, method) (plot + table);
 - passkey accuracy heatmaps (length x depth), one per (model, method), and a mean table;
+- the references (ALiBi, NoPE, FIRE, KERPLE, Sandwich, CoPE, trained at L and evaluated as they
+  are): whether each keeps its perplexity flat to the longest length, whether any retrieves the
+  passkey past L, and how the best of them compares with RoPE's best extension
+  (:func:`reference_rows`, :func:`reference_note`);
 - verdicts: each published ordering of :data:`~posembed.lab.context_published.CLAIMS` checked
   on this study's numbers ("reproduces", "does not reproduce", "not measured"), with the
   published figure beside it and why it might not hold at this scale.
@@ -17,7 +21,10 @@ from pathlib import Path
 from posembed.lab.context_published import CLAIMS, Claim
 from posembed.lab.context_store import NO_DEPTH, ContextStore
 
-__all__ = ["Results", "verdicts", "context_markdown", "retrieval_note", "write_context_report", "TIE", "RETRIEVES"]
+__all__ = [
+    "Results", "verdicts", "context_markdown", "retrieval_note", "reference_rows", "reference_note",
+    "write_context_report", "TIE", "RETRIEVES", "FLAT", "NAMES",
+]
 
 #: relative perplexity difference under which two methods count as tied
 TIE = 0.02
@@ -25,6 +32,11 @@ TIE = 0.02
 PASSKEY_MARGIN = 0.05
 #: passkey accuracy at L from which a model counts as having learned retrieval
 RETRIEVES = 0.8
+#: relative perplexity change (longest length against L) within which a reference counts as flat
+FLAT = 0.05
+#: how the text names the study's models
+NAMES = {"rope": "RoPE", "alibi": "ALiBi", "nope": "NoPE", "fire": "FIRE", "kerple": "KERPLE (log)",
+         "sandwich": "Sandwich", "cope": "CoPE"}
 
 
 class Results:
@@ -61,10 +73,12 @@ class Results:
 
 def _line_order(line: tuple[str, str]) -> tuple:
     from posembed.lab.context import METHODS
+    from posembed.lab.context_presets import REFERENCES
 
     model, method = line
     group = 0 if model == "rope" else (2 if model.startswith("rope+") else 1)
-    return (group, METHODS.index(method) if method in METHODS else 99, model)
+    known = REFERENCES.index(model) if model in REFERENCES else len(REFERENCES)
+    return (group, METHODS.index(method) if method in METHODS else 99, known, model)
 
 
 def _claim_length(results: Results, claim: Claim) -> int | None:
@@ -130,6 +144,82 @@ def retrieval_note(results: Results) -> str:
             f"compare methods only for {'it' if len(learned) == 1 else 'those'}.")
 
 
+def _listed(names: list[str]) -> str:
+    """``A``, ``A and B``, ``A, B and C``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _references(results: Results) -> list[str]:
+    return [model for model, method in results.lines if method == "none"]
+
+
+def _perplexity_word(at_l: float | None, longest: float | None) -> str:
+    from posembed.lab.verdicts import FAIL_RATIO
+
+    if at_l is None or longest is None:
+        return "not measured"
+    ratio = longest / at_l
+    if abs(ratio - 1.0) <= FLAT:
+        return f"flat (within {FLAT:.0%})"
+    if ratio < 1.0:
+        return "falls"
+    return f"fails (>= {FAIL_RATIO:g}x)" if ratio >= FAIL_RATIO else "rises"
+
+
+def reference_rows(results: Results) -> list[dict]:
+    """One row per reference: perplexity at L and at the longest length, their ratio and what it
+    says, passkey accuracy at L and the best past L."""
+    context, longest = results.context, max(results.lengths, default=0)
+    rows = []
+    for model in _references(results):
+        at_l = results.value(model, "none", context, "perplexity")
+        at_max = results.value(model, "none", longest, "perplexity")
+        past = [(n, results.value(model, "none", n, "passkey_mean")) for n in results.lengths if n > context]
+        past = [(n, v) for n, v in past if v is not None]
+        best = max(past, key=lambda item: item[1], default=None)
+        rows.append({
+            "reference": NAMES.get(model, model), "perplexity at L": at_l,
+            f"at {longest // context}x": at_max,
+            "ratio": None if at_l is None or at_max is None else at_max / at_l,
+            "perplexity past L": _perplexity_word(at_l, at_max),
+            "passkey at L": results.value(model, "none", context, "passkey_mean"),
+            "best passkey past L": "not measured" if best is None else (
+                "0" if best[1] == 0 else f"{best[1]:.2f} at {best[0] // context}x"),
+        })
+    return rows
+
+
+def reference_note(results: Results) -> str:
+    """The references in words: which stay flat, the best of them against RoPE's best extension
+    without fine-tuning at the longest length, and whether any retrieves the passkey past L."""
+    models = _references(results)
+    if not models:
+        return "No reference was trained in this study."
+    context, longest = results.context, max(results.lengths)
+    scale = f"{longest // context}x"
+    rows = reference_rows(results)
+    flat = [row["reference"] for row in rows if row["perplexity past L"].startswith("flat")]
+    at_max = {model: results.value(model, "none", longest, "perplexity") for model in models}
+    measured = {m: v for m, v in at_max.items() if v is not None}
+    rope = {method: results.value("rope", method, longest, "perplexity") for model, method in results.lines
+            if model == "rope"}
+    rope = {m: v for m, v in rope.items() if v is not None}
+    parts = [f"References flat to {scale} (perplexity within {FLAT:.0%} of L): {', '.join(flat) or 'none'}."]
+    if measured:
+        best = min(measured, key=measured.get)
+        text = f"Lowest reference perplexity at {scale}: {NAMES.get(best, best)} {measured[best]:.3g}"
+        if rope:
+            method = min(rope, key=rope.get)
+            text += f"; RoPE's best extension without fine-tuning there: {method} {rope[method]:.3g}"
+        parts.append(text + ".")
+    past = {model: max((results.value(model, "none", n, "passkey_mean") or 0.0) for n in results.lengths if n > context)
+            for model in models if any(n > context for n in results.lengths)}
+    retrieving = [f"{NAMES.get(m, m)} {v:.2f}" for m, v in past.items() if v > 0]
+    parts.append("Passkey retrieved past L (best mean accuracy over the longer lengths) by: "
+                 f"{', '.join(retrieving) or 'no reference'}.")
+    return " ".join(parts)
+
+
 def _markdown_table(header: list[str], rows: list[list]) -> str:
     from posembed.report import format_cell
 
@@ -147,17 +237,23 @@ def _metric_rows(results: Results, metric: str) -> tuple[list[str], list[list]]:
 def context_markdown(results: Results) -> str:
     """The section as markdown (tables; the figures are in the HTML)."""
     body = results.body
+    trained = _listed([NAMES.get(m, m) for m in ("rope", *body.get("references", ()))])
     parts = [
         "## Which context extension works?",
-        f"RoPE, ALiBi and NoPE decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare "
+        f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare "
         f"characters at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} "
         f"on passkey documents alone, then {body['passkey_fraction']:.0%} passkey documents), the RoPE model evaluated with each method swapped in, no retraining; `rope+<method>@"
-        f"{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L.",
+        f"{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L; the "
+        f"other schemes are the references, evaluated as they are.",
         "### Held-out perplexity", _markdown_table(*_metric_rows(results, "perplexity")),
         "### Passkey accuracy (mean over depths)", _markdown_table(*_metric_rows(results, "passkey_mean")),
         retrieval_note(results),
-        "### Verdicts against the published orderings",
+        "### The references past L",
     ]
+    references = reference_rows(results)
+    if references:
+        parts.append(_markdown_table(list(references[0]), [list(row.values()) for row in references]))
+    parts += [reference_note(results), "### Verdicts against the published orderings"]
     rows = verdicts(results)
     header = ["claim", "length", "ours", "verdict", "published", "checked", "why it might not hold here"]
     parts.append(_markdown_table(header, [[row[h] for h in header] for row in rows]))
@@ -173,8 +269,9 @@ def _perplexity_figure(results: Results):
         points = [(n, results.value(*line, n, "perplexity")) for n in results.lengths]
         points = [(n, v) for n, v in points if v is not None]
         if points:
-            style = "--" if line[0] != "rope" else "-"
-            axes.plot(*zip(*points), style, marker="o", label=results.label(line))
+            style = "-" if line[0] == "rope" else (":" if line[0].startswith("rope+") else "--")
+            marker = "o" if line[0].startswith("rope") else "s"
+            axes.plot(*zip(*points), style, marker=marker, label=results.label(line))
     axes.axvline(results.context, color="grey", linestyle=":", label=f"L = {results.context}")
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
@@ -227,6 +324,10 @@ def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLi
     if passkey is not None:
         report.figure(passkey, "context_passkey", "passkey accuracy per length (x) and depth (y)")
     report.table(*reversed(_metric_rows(results, "passkey_mean")))
+    report.heading("The references past L")
+    report.paragraph(reference_note(results))
+    if reference_rows(results):
+        report.table(reference_rows(results))
     report.heading("Verdicts against the published orderings")
     report.table(verdicts(results))
     return markdown, report.write(out / "context.html")

@@ -1,0 +1,72 @@
+"""Where the context study runs: ``device=`` through run_context / extend_checkpoint, bf16 autocast
+where the device policy asks for it (CUDA; forced here on the CPU), scores computed on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import posembed.lab.train as lab_train
+from posembed.devices import DeviceError
+from posembed.lab import context_eval
+from posembed.lab.context_eval import ContextData, TrainSettings, on_device, train_steps
+from posembed.lab.context_presets import ContextConfig
+from posembed.lab.context_run import build_context_model, evaluate_rows, extend_checkpoint, run_context
+from posembed.lab.train import OnDevice
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+CFG = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return ContextData.load("tinyshakespeare")
+
+
+def _autocast_seen(model) -> list[bool]:
+    seen: list[bool] = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(torch.is_autocast_enabled("cpu")))
+    return seen
+
+
+def test_training_autocasts_where_the_device_policy_says(data, monkeypatch):
+    settings = TrainSettings(steps=2, context=70, batch=2, lr=1e-3, passkey_fraction=0.5)
+    model = build_context_model(CFG, "rope", data.vocab_size)
+    seen = _autocast_seen(model)
+    train_steps(model, data, settings)
+    assert seen == [False, False]  # the CPU trains in fp32
+    monkeypatch.setattr(lab_train, "autocast_dtype", lambda device: torch.bfloat16)  # what CUDA gets
+    model = build_context_model(CFG, "rope", data.vocab_size)
+    seen = _autocast_seen(model)
+    loss = train_steps(model, data, settings)
+    assert seen == [True, True] and loss == loss  # finite, a float
+
+
+def test_scores_read_fp32_cpu_outputs_from_the_device_wrapper(data, monkeypatch):
+    model = build_context_model(CFG, "fire", data.vocab_size).eval()
+    assert on_device(model) is model  # on the CPU: the model itself
+    plain = evaluate_rows(model, data, 70, windows=2, depths=2, samples=2, seed=0, digits=5)
+    monkeypatch.setattr(lab_train, "autocast_dtype", lambda device: torch.bfloat16)
+    wrapped = OnDevice(model, torch.device("cpu"))
+    assert wrapped(torch.zeros(1, 8, dtype=torch.long)).dtype == torch.float32
+    under_bf16 = evaluate_rows(wrapped, data, 70, windows=2, depths=2, samples=2, seed=0, digits=5)
+    assert [(m, d) for m, d, _ in under_bf16] == [(m, d) for m, d, _ in plain]
+    assert under_bf16[0][2] == pytest.approx(plain[0][2], rel=0.05)  # perplexity, bf16 against fp32
+
+
+def test_a_model_off_the_cpu_is_scored_through_the_wrapper(monkeypatch):
+    model = build_context_model(CFG, "nope", 11)
+    monkeypatch.setattr(context_eval, "model_device", lambda m: torch.device("cuda", 0))
+    wrapped = on_device(model)
+    assert isinstance(wrapped, OnDevice) and wrapped.device == torch.device("cuda", 0) and wrapped.model is model
+
+
+@no_cuda
+def test_cuda_without_cuda_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(DeviceError, match="asked for CUDA, but this torch .* sees no CUDA device"):
+        run_context(CFG, tmp_path / "study", device="cuda")
+    assert not (tmp_path / "study").exists()
+    with pytest.raises(DeviceError, match="asked for CUDA"):
+        extend_checkpoint(tmp_path, "yarn", 2.0, device="cuda")
+    with pytest.raises(DeviceError, match="unknown device 'tpu'"):
+        run_context(CFG, tmp_path / "study", device="tpu")
