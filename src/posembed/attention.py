@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
 from posembed.attention_backends import BACKENDS, AttentionInputs, adds_bias, choose_backend, run_backend
-from posembed.positions import resolve_positions
+from posembed.positions import default_positions, resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
 
 __all__ = ["SelfAttention", "ProjectionView", "fuse_legacy_qkv", "fused_qkv_shapes"]
@@ -74,7 +74,8 @@ class SelfAttention(nn.Module):
 
     Shape:
         - x: ``(B, T, C)`` in the weights' dtype (a ``TypeError`` otherwise, outside ``torch.autocast``).
-        - position_ids: ``(T,)`` or ``(B, T)``; ``None`` means ``arange(T)``.
+        - position_ids: ``(T,)`` or ``(B, T)``; ``None`` means ``arange(T)``. A rotary scheme of
+          ``num_axes = A > 1`` (axial, Pixtral, M-RoPE) takes coordinates ``(T, A)`` or ``(B, T, A)``.
         - attention_mask: ``(B, T)`` padding mask, 1/True for real tokens.
         - position_vectors: ``(T, P)`` or ``(B, T, P)`` with ``P = untied_dim`` (TUPE only).
         - output: ``(B, T, C)``.
@@ -175,7 +176,10 @@ class SelfAttention(nn.Module):
         """Attend; see the class docstring for shapes."""
         self._check_x(x)
         batch, length, _ = x.shape
-        positions = resolve_positions(position_ids, length, x.device)
+        if isinstance(self.scheme, RotaryScheme) and self.scheme.num_axes > 1:
+            positions = default_positions(length, x.device)  # coordinates are the scheme's to check
+        else:
+            positions = resolve_positions(position_ids, length, x.device)
         if positions.dim() == 2 and positions.shape[0] not in (1, batch):
             raise ValueError(f"position_ids has batch size {positions.shape[0]} but x has {batch}")
         key_mask = self._key_mask(attention_mask, batch, length)

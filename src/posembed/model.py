@@ -196,18 +196,27 @@ class TransformerModel(nn.Module):
         length = input_ids.shape[1]
         if self.max_len is not None and length > self.max_len:
             raise ValueError(f"input length {length} exceeds max_len={self.max_len} of this model")
-        positions = resolve_positions(position_ids, length, input_ids.device)
-        h = self.embeddings(input_ids, position_ids=position_ids)
+        if self._takes_coordinates() and self.embeddings.position is None:
+            positions = None  # (T, A) / (B, T, A) coordinates: only the layers' schemes read (and check) them
+            h = self.embeddings(input_ids)
+        else:
+            positions = resolve_positions(position_ids, length, input_ids.device)
+            h = self.embeddings(input_ids, position_ids=position_ids)
         position_vectors = self._untied_vectors(positions)
         states = [h]
         for index, block in enumerate(self.blocks):
             if index and self.inject == "every_layer":
                 h = h + self.embeddings.position_embeddings(positions).type_as(h)
-            h = block(h, position_ids, attention_mask, position_vectors)  # None: schemes' cached arange
+            ids = None if positions is None and block.attn.scheme is None else position_ids  # NoPE beside M-RoPE
+            h = block(h, ids, attention_mask, position_vectors)  # None: schemes' cached arange
             states.append(h)
         return states
 
-    def _untied_vectors(self, positions: Tensor) -> Tensor | None:
+    def _takes_coordinates(self) -> bool:
+        """Whether a layer's rotary scheme reads coordinates (``num_axes > 1``: axial, Pixtral, M-RoPE)."""
+        return any(getattr(s, "num_axes", 1) > 1 for s in self.layer_schemes if s is not None and s.kind == Kind.ROTARY)
+
+    def _untied_vectors(self, positions: Tensor | None) -> Tensor | None:
         if not self.untied:
             return None
         return self.position_norm(self.scheme(positions).to(self.position_norm.weight.dtype))
@@ -255,7 +264,8 @@ class Decoder(TransformerModel):
             final LayerNorm (nanoGPT's ``bias=False``); the embedding block keeps its LayerNorm's.
 
     Shape:
-        input_ids ``(B, T)``; position_ids ``(T,)``/``(B, T)``; attention_mask ``(B, T)`` ->
+        input_ids ``(B, T)``; position_ids ``(T,)``/``(B, T)`` (coordinates ``(T, A)``/``(B, T, A)`` for axial,
+        Pixtral and M-RoPE layers); attention_mask ``(B, T)`` ->
         logits ``(B, T, vocab_size)``.
 
     Example:

@@ -145,6 +145,9 @@ class RotaryScheme(PositionScheme):
 
     kind = Kind.ROTARY
     head_dim: int
+    #: Coordinates per position: 1 for sequences; ``A > 1`` for the sectioned schemes (axial,
+    #: Pixtral, M-RoPE), whose ids may be coordinates ``(Tq, A)`` / ``(B, Tq, A)``.
+    num_axes: int = 1
 
     def forward(
         self,
