@@ -17,6 +17,11 @@ Every section opens with a one-line finding computed from its numbers (also in t
 "Skipped" with the reason, and the sections that do not fit the kind are listed once, at the end.
 Their metrics are ``{"skipped": <reason>}`` (plus ``"not_applicable": true``).
 
+The model's forward on the text windows, the scheme's tables and closeness matrices and the
+first-layer logits run on ``source.device`` (the loaders' ``device``, ``posembed inspect
+--device``); their results come back to the CPU, where the probes (scikit-learn), the
+statistics and the plots run.
+
 Example:
     >>> import tempfile, pathlib
     >>> from posembed.analysis.sources import load_scheme
@@ -147,7 +152,8 @@ def _similarity(run: _Run) -> dict:
 def _properties(run: _Run) -> dict:
     source = run.source
     if source.position_table is not None:
-        return table_sections.section_properties(run.report, source.position_table, source.first_layer)
+        return table_sections.section_properties(run.report, source.position_table, source.first_layer,
+                                                 device=source.device)  # fmt: skip
     if source.closeness is None:
         return run.skip("properties", f"{source.positions}: it gives no closeness between positions on its own")
     extra = {source.closeness_name: source.closeness}

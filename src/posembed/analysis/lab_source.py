@@ -75,8 +75,12 @@ def _position_table(model, length: int):
     return vectors.double().numpy()  # (T, C)
 
 
-def load_lab_checkpoint(folder: str | Path) -> Source:
-    """Read a checkpoint written by ``posembed lab`` (``posembed_model.json`` + ``model.safetensors``)."""
+def load_lab_checkpoint(folder: str | Path, device: torch.device | None = None) -> Source:
+    """Read a checkpoint written by ``posembed lab`` (``posembed_model.json`` + ``model.safetensors``).
+
+    The model stays on the CPU; its forward (the text model) and the scheme's closeness run on
+    ``device`` (default: the CPU).
+    """
     from posembed.lab.checkpoint import load_checkpoint
     from posembed.schemes.base import AbsoluteScheme
 
@@ -90,6 +94,7 @@ def load_lab_checkpoint(folder: str | Path) -> Source:
         "no positional encoding (NoPE)" if scheme is None else f"{scheme.name} ({scheme.kind.value} scheme; {options})"
     )
     source = Source(name=f"{Path(folder).name} (lab: {run})", family="lab", positions=described)
+    source.device = torch.device("cpu" if device is None else device)
     length, why = analysed_length(model, meta)
     source.notes.append(why)
     with torch.no_grad():
@@ -107,7 +112,7 @@ def load_lab_checkpoint(folder: str | Path) -> Source:
         source.token_table = model.embeddings.token_embeddings.weight.double().numpy()
         if getattr(model.embeddings, "token_type_embeddings", None) is not None:
             source.segment_table = model.embeddings.token_type_embeddings.weight.double().numpy()
-    source.text_model = LabTextModel.open(model, meta, source.notes, max_length=length)
+    source.text_model = LabTextModel.open(model, meta, source.notes, max_length=length, device=source.device)
     source.notes.append(
         "lab models: the four-term decomposition (section 6) covers Hugging Face BERT/GPT-2 checkpoints only."
     )

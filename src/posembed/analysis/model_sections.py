@@ -89,28 +89,35 @@ def decompose_windows(
     position_table: np.ndarray,
     segment_table: np.ndarray | None,
     layer: FirstLayer,
+    device: torch.device | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The four first-layer logit terms for windows of token ids (segment 0, positions 0..T-1).
+    """The four first-layer logit terms for windows of token ids (segment 0, positions 0..T-1),
+    computed on ``device`` (default: the CPU) and returned on the CPU.
 
     Shape:
         windows ``(B, T)`` -> each term ``(B, H, T, T)``.
     """
+    device = torch.device("cpu" if device is None else device)
     length = windows.shape[1]
     if length > position_table.shape[0]:
         raise ValueError(f"window length {length} exceeds the {position_table.shape[0]} positions of the table")
     words = torch.from_numpy(token_table)[windows]  # (B, T, C)
     if segment_table is not None:
         words = words + torch.from_numpy(segment_table[0])
-    positions = torch.from_numpy(position_table[:length]).expand_as(words)
+    words = words.to(device)
+    positions = torch.from_numpy(position_table[:length]).to(device).expand_as(words)
+    layer = layer.to(device)
     word, where = layernorm_split(words, positions, layer.ln_weight, layer.ln_bias, layer.ln_eps)
-    return four_terms(word, where, layer.wq, layer.bq, layer.wk, layer.bk, layer.num_heads)
+    terms = four_terms(word, where, layer.wq, layer.bq, layer.wk, layer.bk, layer.num_heads)
+    return {name: term.cpu() for name, term in terms.items()}
 
 
 def section_decomposition(report: HtmlReport, windows: torch.Tensor, source) -> dict:
     """TUPE's four-term split of the first layer's attention logits."""
     report.section("Four-term decomposition of first-layer attention (Ke et al., TUPE)")
     layer: FirstLayer = source.first_layer
-    terms = decompose_windows(windows, source.token_table, source.position_table, source.segment_table, layer)
+    terms = decompose_windows(windows, source.token_table, source.position_table, source.segment_table, layer,
+                              source.device)  # fmt: skip
     shares = term_shares(terms)
     report.paragraph(
         "The first layer's logits ((w_i + p_i)W^Q + b^Q)((w_j + p_j)W^K + b^K)^T / sqrt(D) are split into "

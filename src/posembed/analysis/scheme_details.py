@@ -63,9 +63,10 @@ def position_kind(source: Source) -> str:
     return "relative" if source.closeness is not None else "nope" if source.family == "lab" else "relative"
 
 
-def load_for_inspect(model: str | Path | None) -> Source:
-    """Load ``model`` (see :func:`~posembed.analysis.sources.load_source`) with the scheme details attached."""
-    source = load_source(model)
+def load_for_inspect(model: str | Path | None, device: torch.device | None = None) -> Source:
+    """Load ``model`` (see :func:`~posembed.analysis.sources.load_source`) with the scheme details attached;
+    its model and matrices run on ``device`` (default: the CPU)."""
+    source = load_source(model, device)
     folder = None if model is None else Path(model).expanduser()
     return attach_details(source, folder)
 
@@ -115,7 +116,7 @@ def _attach_hf_rotary(source: Source, folder: Path) -> None:
     source.rope_report, source.scheme, source.trained_length = report, scheme, layer.trained_context
     source.positions = _describe_rope(report, type(scheme).__name__)
     length = min(CLOSENESS_POSITIONS, layer.effective_context or CLOSENESS_POSITIONS)
-    source.closeness = rotary_closeness(scheme, length)
+    source.closeness = rotary_closeness(scheme, length, source.device)
     source.closeness_name = f"{type(scheme).__name__} logit of ones"
     source.attention = _hf_attention(folder, layer.settings)
     if len(report.layers) > 1:

@@ -2,11 +2,13 @@
 
 The loaders (:mod:`posembed.analysis.sources` for Hugging Face checkpoints and library schemes,
 :mod:`posembed.analysis.lab_source` for lab checkpoints) fill these; the report sections read them.
+Tensors and tables here stay on the CPU; ``Source.device`` is where the model and the matrices
+computed from it run (the results come back to the CPU).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,14 @@ class FirstLayer:
     num_heads: int
     where: str  # how the LayerNorm sits, for the report
 
+    def to(self, device: torch.device) -> "FirstLayer":
+        """The same layer with its tensors on ``device`` (itself, tensor for tensor, where they are there)."""
+        def move(tensor: torch.Tensor | None) -> torch.Tensor | None:
+            return None if tensor is None else tensor.to(device)
+
+        return replace(self, wq=move(self.wq), bq=move(self.bq), wk=move(self.wk), bk=move(self.bk),
+                       ln_weight=move(self.ln_weight), ln_bias=move(self.ln_bias))  # fmt: skip
+
 
 @dataclass
 class Source:
@@ -74,3 +84,5 @@ class Source:
     trained_length: int | None = None
     #: True for a model that has no positional encoding at all (NoPE)
     nope: bool = False
+    #: where the text model, the scheme's matrices and the logit decomposition run (``--device``)
+    device: torch.device = torch.device("cpu")

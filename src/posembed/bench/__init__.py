@@ -1,7 +1,8 @@
 """Side-by-side benchmarks of posembed against the reference implementations.
 
 The suites ship with the package: run them with ``posembed bench`` (``--quick`` uses small
-shapes, about a minute; ``--only NAME`` runs one suite). In the source checkout,
+shapes, about a minute; ``--only NAME`` runs one suite; ``--device`` picks where they time:
+``auto``, CUDA when present, else the CPU). In the source checkout,
 ``python -m benchmarks`` does the same and ``benchmarks/`` keeps the scripts that write
 BENCHMARKS.md. Results go to
 ``<out>/results.json`` and ``<out>/results.md``; BENCHMARKS.md holds the latest full table.
@@ -17,6 +18,7 @@ from pathlib import Path
 import torch
 
 from posembed.bench.harness import Row, machine_info, write_report
+from posembed.devices import cpu_tuned, resolve_device
 
 __all__ = ["SUITES", "run_suites", "PROGRESS_LOGGER"]
 
@@ -25,7 +27,8 @@ log = logging.getLogger(__name__)
 #: one INFO line per finished suite goes here (``posembed bench`` shows it on stderr)
 PROGRESS_LOGGER = "posembed.bench.progress"
 
-#: suite name -> module (each has ``run(quick=..., repeats=...)`` and ``targets(rows)``)
+#: suite name -> module (each has ``run(quick=..., repeats=..., device=...)``, device defaulting to
+#: the CPU, and ``targets(rows)``)
 SUITES = {
     "embeddings": "posembed.bench.embeddings",
     "rope": "posembed.bench.rope",
@@ -37,8 +40,13 @@ SUITES = {
 def run_suites(
     *, quick: bool = False, only: list[str] | None = None, out: Path | str = "bench-results",
     threads: int | None = None, repeats: int | None = None, progress: bool | str | None = None,
+    device: str | torch.device | None = "auto",
 ) -> dict:
     """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets.
+
+    ``device``: where the suites time (:func:`posembed.devices.resolve_device`; ``auto`` is CUDA
+    when present, else the CPU); the report records it. The targets were set for the CPU's fast
+    paths, so they are checked on the CPU only.
 
     ``progress``: ``None``/``True`` a bar on a terminal, else one INFO record per finished suite
     on :data:`PROGRESS_LOGGER`; ``False`` none (:func:`posembed.lab.progress.progress_mode`).
@@ -53,7 +61,10 @@ def run_suites(
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
-    machine = machine_info()
+    device = resolve_device(device)
+    if not cpu_tuned(device):
+        log.info("timing on %s: the targets are set for the CPU's fast paths and are not checked", device)
+    machine = machine_info(device)
     rows: list[Row] = []
     targets: list[dict] = []
     with Progress(len(names), mode=progress_mode(progress), desc="bench suites", unit="suite",
@@ -64,9 +75,12 @@ def run_suites(
             reporter.working_on(name)
             start = time.perf_counter()
             kwargs = {"threads": threads} if name == "attention" else {}
+            if device.type != "cpu":
+                kwargs["device"] = device  # the CPU is every suite's default
             suite_rows = module.run(quick=quick, repeats=repeats, **kwargs)
             rows += suite_rows
-            targets += module.targets(suite_rows)
+            if cpu_tuned(device):
+                targets += module.targets(suite_rows)
             reporter.advance(f"{name}, {len(suite_rows)} cases", time.perf_counter() - start)
     json_path, md_path = write_report(rows, targets, machine, Path(out), quick)
     return {"json": json_path, "markdown": md_path, "rows": rows, "targets": targets}

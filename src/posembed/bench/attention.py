@@ -10,18 +10,26 @@ Implementations: posembed ``SelfAttention`` with each backend (``sdpa`` material
 ``(H, chunk, T)`` logits; ``fused``, block-streamed with a recomputing backward; ``eager``;
 ``flex``, inference only on CPU) and x-transformers' ``Attention`` fed its own
 ``AlibiPositionalBias`` / ``RelativePositionBias``.
+
+On CUDA (``device="cuda"``) each case runs there and its memory is the peak of torch's CUDA
+allocator instead of the resident set; ``flex`` runs compiled and trains too (as ``auto``
+runs it there), and ``fused``, tuned for the CPU (:func:`posembed.devices.cpu_tuned`), is left
+out, logged (so is the target, which is set on it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
-import time
 
 import torch
 
-from posembed.bench.harness import Row, peak_rss_mb, run_worker
+from posembed.bench.harness import Row, peak_memory_mb, run_worker, start_memory, time_ms
+from posembed.devices import cpu_tuned
+
+log = logging.getLogger(__name__)
 
 SECTION = "attention with a bias scheme"
 BASELINE = "posembed sdpa (materialised bias)"
@@ -38,10 +46,12 @@ FULL_LENGTHS = (1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (512,)
 
 
-def _posembed(backend: str, scheme: str):
+def _posembed(backend: str, scheme: str, device: torch.device):
     from posembed.attention import SelfAttention
 
-    attention = SelfAttention(HEADS * DIM_HEAD, HEADS, scheme=_scheme(scheme), causal=True, backend=backend)
+    compiled = backend == "flex" and not cpu_tuned(device)  # off the CPU flex runs compiled, as auto runs it
+    attention = SelfAttention(HEADS * DIM_HEAD, HEADS, scheme=_scheme(scheme), causal=True, backend=backend,
+                              compile_flex=compiled).to(device)  # fmt: skip
     return lambda x: attention(x), attention
 
 
@@ -52,7 +62,7 @@ def _scheme(scheme: str):
     return ALiBi(HEADS) if scheme == "alibi" else T5RelativeBias(HEADS, bidirectional=False)
 
 
-def _x_transformers(scheme: str):
+def _x_transformers(scheme: str, device: torch.device):
     from torch import nn
     from x_transformers.x_transformers import AlibiPositionalBias, Attention, RelativePositionBias
 
@@ -61,7 +71,7 @@ def _x_transformers(scheme: str):
         bias = AlibiPositionalBias(heads=HEADS, total_heads=HEADS)
     else:
         bias = RelativePositionBias(scale=DIM_HEAD**0.5, causal=True, heads=HEADS)
-    holder = nn.ModuleList([attention, bias])
+    holder = nn.ModuleList([attention, bias]).to(device)
 
     def call(x):
         length = x.shape[1]
@@ -74,13 +84,15 @@ def worker(spec: dict) -> dict:
     """Run one case in this (fresh) process: median time and memory of the step."""
     torch.manual_seed(0)
     torch.set_num_threads(spec.get("threads") or torch.get_num_threads())
+    device = torch.device(spec.get("device") or "cpu")
     backend = IMPLS[spec["impl"]]
     if backend is None:
-        call, module = _x_transformers(spec["scheme"])
+        call, module = _x_transformers(spec["scheme"], device)
     else:
-        call, module = _posembed(backend, spec["scheme"])
+        call, module = _posembed(backend, spec["scheme"], device)
     x = torch.randn(1, spec["length"], HEADS * DIM_HEAD)
-    grad = torch.randn_like(x)
+    grad = torch.randn_like(x).to(device)
+    x = x.to(device)
     train = spec["mode"] == "train"
     module.train(train)
 
@@ -93,24 +105,25 @@ def worker(spec: dict) -> dict:
             with torch.no_grad():
                 call(x)
 
-    before = peak_rss_mb()
-    times = []
+    before = start_memory(device)
     warmup = spec.get("warmup", 1)
-    for _ in range(warmup + spec["repeats"]):
-        start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e3)
-    peak = peak_rss_mb()
+    times = [time_ms(step, device) for _ in range(warmup + spec["repeats"])]
+    peak = peak_memory_mb(device)
     return {"median_ms": statistics.median(times[warmup:]), "peak_mb": peak, "step_mb": peak - before}
 
 
-def _cases(quick: bool):
+def _cases(quick: bool, device: torch.device):
     lengths = QUICK_LENGTHS if quick else FULL_LENGTHS
+    on_cpu = cpu_tuned(device)
+    if not on_cpu:
+        log.info("on %s: 'posembed fused' left out (tuned for the CPU; auto never picks it there)", device)
     for length in lengths:
         for scheme in ("alibi", "t5"):
             for mode in ("train", "infer"):
                 for impl, backend in IMPLS.items():
-                    if backend == "flex" and mode == "train":
+                    if backend == "fused" and not on_cpu:
+                        continue
+                    if backend == "flex" and mode == "train" and device.type == "cpu":
                         continue  # FlexAttention has no CPU backward in torch 2.13
                     if quick and backend in ("eager", "flex"):
                         continue  # a quick run keeps the baseline, the fast paths and the reference
@@ -123,12 +136,20 @@ def _cases(quick: bool):
                            "repeats": 1 if length >= 4096 else 2, "warmup": warmup}
 
 
-def run(quick: bool = False, repeats: int | None = None, threads: int | None = None) -> list[Row]:
+def run(
+    quick: bool = False, repeats: int | None = None, threads: int | None = None,
+    device: str | torch.device | None = None,
+) -> list[Row]:
+    """Every case in a fresh worker process on ``device`` (default: the CPU)."""
+    device = torch.device("cpu" if device is None else device)
+    memory = "peak RSS MB" if device.type == "cpu" else f"peak {device.type.upper()} MB"
     results: dict[tuple, dict] = {}
-    for spec in _cases(quick):
+    for spec in _cases(quick, device):
         if repeats:
             spec["repeats"] = repeats
         spec["threads"] = threads
+        if device.type != "cpu":
+            spec["device"] = str(device)
         results[(spec["scheme"], spec["length"], spec["mode"], spec["impl"])] = run_worker(__name__, spec)
     rows = []
     for (scheme, length, mode, impl), result in results.items():
@@ -139,7 +160,7 @@ def run(quick: bool = False, repeats: int | None = None, threads: int | None = N
         base = results.get((scheme, length, mode, BASELINE), {})
         speed = base["median_ms"] / result["median_ms"] if "median_ms" in base else None
         memory = result["step_mb"] / base["step_mb"] if base.get("step_mb") else None
-        extra = {"step MB": round(result["step_mb"], 1), "peak RSS MB": round(result["peak_mb"], 1)}
+        extra = {"step MB": round(result["step_mb"], 1), memory: round(result["peak_mb"], 1)}
         if memory is not None:
             extra["memory vs baseline"] = round(memory, 3)
         rows.append(Row(SECTION, case, impl, round(result["median_ms"], 1), None if speed is None else round(speed, 2), extra))

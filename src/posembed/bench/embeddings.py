@@ -6,6 +6,10 @@ posembed's block is also measured with its huge-page advice off ("4 KiB pages"):
 without transparent huge pages every fresh page faults separately. Also reports the effective
 bandwidth of the minimal bytes moved (read the word rows, write the output) against this
 machine's copy bandwidth, measured in the same run.
+
+On a device other than the CPU (``device="cuda"``) the same cases time there, except the
+CPU-tuned ones (:func:`posembed.devices.cpu_tuned`): the fused kernel and the huge-page
+variant are left out (logged), and posembed's block runs its eager path, as it does there.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import torch
 
 from posembed.bench.harness import Row, compare, copy_bandwidth, median, rows_from_times
+from posembed.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +33,7 @@ FULL = {"batch": 32, "length": 512, "width": 768, "vocab": 30522}
 QUICK = {"batch": 4, "length": 128, "width": 768, "vocab": 30522}
 
 
-def _setup(shape: dict):
+def _setup(shape: dict, device: torch.device):
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertEmbeddings
 
@@ -37,7 +42,7 @@ def _setup(shape: dict):
     ids = torch.randint(1, shape["vocab"], (shape["batch"], shape["length"]))
     types = torch.zeros_like(ids)
     types[:, shape["length"] // 2 :] = 1  # sentence pairs: second half is segment B
-    return bert, config, ids, types
+    return bert.to(device), config, ids.to(device), types.to(device)
 
 
 def _fused_call(bert, config, ids, types, compiled=False):
@@ -84,7 +89,7 @@ def _without_huge_pages(fn):
 
 def _implementations(bert, config, ids, types, compile_reference: bool) -> dict:
     impls = {REFERENCE: lambda: bert(ids, token_type_ids=types), FUSED: _fused_call(bert, config, ids, types)}
-    block = _posembed_block(bert, config)
+    block = _posembed_block(bert, config).to(ids.device)
     impls[BLOCK] = lambda: block(ids, token_type_ids=types)
     impls[BLOCK_SMALL_PAGES] = _without_huge_pages(lambda: block(ids, token_type_ids=types))
     impls["_block"] = block
@@ -92,6 +97,10 @@ def _implementations(bert, config, ids, types, compile_reference: bool) -> dict:
         compiled = torch.compile(bert)
         impls["transformers BertEmbeddings (torch.compile)"] = lambda: compiled(ids, token_type_ids=types)
         impls[FUSED_COMPILED] = _fused_call(bert, config, ids, types, compiled=True)
+    if not cpu_tuned(ids.device):
+        left_out = [name for name in (FUSED, FUSED_COMPILED, BLOCK_SMALL_PAGES) if impls.pop(name, None)]
+        log.info("on %s: %s left out (tuned for the CPU; the block runs its eager path there)",
+                 ids.device, ", ".join(left_out))  # fmt: skip
     return impls
 
 
@@ -106,11 +115,13 @@ def _train_step(fn, modules, grad):
     return step
 
 
-def run(quick: bool = False, repeats: int | None = None) -> list[Row]:
+def run(quick: bool = False, repeats: int | None = None, device: str | torch.device | None = None) -> list[Row]:
+    """The forward and forward+backward cases on ``device`` (default: the CPU)."""
+    device = torch.device("cpu" if device is None else device)
     shape = QUICK if quick else FULL
     repeats = repeats or (3 if quick else 7)
     torch.manual_seed(0)
-    bert, config, ids, types = _setup(shape)
+    bert, config, ids, types = _setup(shape, device)
     impls = _implementations(bert, config, ids, types, compile_reference=not quick)
     block = impls.pop("_block", None)
     modules = [bert] + ([block] if block is not None else [])
@@ -120,24 +131,24 @@ def run(quick: bool = False, repeats: int | None = None) -> list[Row]:
     for m in modules:
         m.eval()
     with torch.no_grad():
-        forward = compare(impls, warmup=warmup, repeats=repeats)
+        forward = compare(impls, warmup=warmup, repeats=repeats, device=device)
     for m in modules:
         m.train()
-    grad = torch.randn(shape["batch"], shape["length"], shape["width"])
+    grad = torch.randn(shape["batch"], shape["length"], shape["width"]).to(device)
     steps = {name: _train_step(fn, modules, grad) for name, fn in impls.items() if name != FUSED_COMPILED}
-    backward = compare(steps, warmup=warmup, repeats=repeats)
+    backward = compare(steps, warmup=warmup, repeats=repeats, device=device)
 
     rows = rows_from_times(SECTION, f"forward (eval) {label}", forward, REFERENCE)
     rows += rows_from_times(SECTION, f"forward+backward (train, dropout 0.1) {label}", backward, REFERENCE)
-    rows.append(_bandwidth_row(shape, forward, label, quick))
+    rows.append(_bandwidth_row(shape, forward, label, quick, device))
     return rows
 
 
-def _bandwidth_row(shape: dict, forward: dict, label: str, quick: bool) -> Row:
+def _bandwidth_row(shape: dict, forward: dict, label: str, quick: bool, device: torch.device) -> Row:
     """Minimal bytes of the forward: read each token's word row once, write the output once."""
     tokens = shape["batch"] * shape["length"]
     minimal = 2 * tokens * shape["width"] * 4 + 2 * tokens * 8
-    copy = copy_bandwidth(1 << 24 if quick else 1 << 27)
+    copy = copy_bandwidth(1 << 24 if quick else 1 << 27, device=device)
     extra = {"copy bandwidth GB/s": round(copy, 1), "minimal MB": round(minimal / 1e6, 1)}
     for name in (FUSED, FUSED_COMPILED, REFERENCE):
         if name in forward:

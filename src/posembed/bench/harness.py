@@ -7,8 +7,13 @@ The machine these run on is shared and noisy, so:
 - each case is warmed up first, then reported as the median of its rounds;
 - results are reported as ratios against the reference implementation of the same run.
 
-Peak memory is measured in a fresh subprocess per case (``VmHWM``: the high-water mark of
-the resident set); tracemalloc does not see torch's allocations.
+Every timed call goes through :func:`time_ms`, the one place that waits for the device: CUDA
+runs asynchronously, so it synchronizes before the clock starts and before it stops (nothing
+to wait for on the CPU).
+
+Peak memory is measured in a fresh subprocess per case: on the CPU ``VmHWM``, the high-water
+mark of the resident set (tracemalloc does not see torch's allocations); on CUDA the peak of
+torch's allocator (:func:`start_memory`, :func:`peak_memory_mb`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ import torch
 
 from posembed._memory import transparent_huge_pages
 
-__all__ = ["Row", "compare", "copy_bandwidth", "machine_info", "peak_rss_mb", "run_worker", "write_report"]
+__all__ = [
+    "Row", "compare", "copy_bandwidth", "device_name", "machine_info", "peak_memory_mb", "peak_rss_mb", "run_worker",
+    "start_memory", "synchronize", "time_ms", "write_report",
+]  # fmt: skip
 
 
 @dataclass
@@ -47,9 +55,29 @@ class Row:
     note: str = ""
 
 
-def compare(cases: dict[str, Callable[[], object]], *, warmup: int = 1, repeats: int = 5) -> dict[str, list[float]]:
+def synchronize(device: str | torch.device | None = None) -> None:
+    """Wait until ``device`` has run the work queued on it: CUDA kernels run asynchronously, the CPU's do not."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_ms(fn: Callable[[], object], device: str | torch.device | None = None) -> float:
+    """Wall time of one call of ``fn`` on ``device`` in milliseconds, its queued device work included."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def compare(
+    cases: dict[str, Callable[[], object]], *, warmup: int = 1, repeats: int = 5,
+    device: str | torch.device | None = None,
+) -> dict[str, list[float]]:
     """Time each callable ``repeats`` times, interleaved round by round, after ``warmup`` calls.
 
+    ``device`` is where the cases run (default: the CPU); each call is timed by :func:`time_ms`.
     A case that raises is dropped (its error is returned under ``"<name>!error"``).
     Returns the times in milliseconds per case.
     """
@@ -65,9 +93,7 @@ def compare(cases: dict[str, Callable[[], object]], *, warmup: int = 1, repeats:
             times.pop(name)
     for _ in range(repeats):
         for name, fn in live.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append((time.perf_counter() - start) * 1e3)
+            times[name].append(time_ms(fn, device))
     return times
 
 
@@ -88,12 +114,12 @@ def rows_from_times(section: str, case: str, times: dict[str, list], reference: 
     return rows
 
 
-def copy_bandwidth(num_bytes: int = 1 << 27, repeats: int = 5) -> float:
-    """The machine's copy bandwidth in GB/s (read + write counted), into a preallocated buffer."""
-    src = torch.ones(num_bytes // 4)
+def copy_bandwidth(num_bytes: int = 1 << 27, repeats: int = 5, device: str | torch.device | None = None) -> float:
+    """The copy bandwidth of ``device``'s memory in GB/s (read + write counted), into a preallocated buffer."""
+    src = torch.ones(num_bytes // 4, device=device)
     dst = torch.empty_like(src)
     dst.copy_(src)
-    times = compare({"copy": lambda: dst.copy_(src)}, warmup=1, repeats=repeats)["copy"]
+    times = compare({"copy": lambda: dst.copy_(src)}, warmup=1, repeats=repeats, device=device)["copy"]
     return 2 * num_bytes / (median(times) * 1e-3) / 1e9
 
 
@@ -112,6 +138,29 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux, a fallback
 
 
+def start_memory(device: str | torch.device | None = None) -> float:
+    """Begin a memory measurement on ``device``; the memory in use now, in MiB.
+
+    CPU: the resident set's high-water mark so far (:func:`peak_rss_mb`). CUDA: the bytes torch's
+    allocator holds, after resetting its peak counter (so :func:`peak_memory_mb` sees only what follows).
+    """
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device) / 2**20
+    return peak_rss_mb()
+
+
+def peak_memory_mb(device: str | torch.device | None = None) -> float:
+    """The peak since :func:`start_memory`, in MiB: resident set on the CPU, torch's allocator on CUDA."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return peak_rss_mb()
+
+
 def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
     """Run ``python -m <module> --worker '<json spec>'`` in a fresh process; parse its JSON line."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -127,8 +176,18 @@ def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
     return json.loads(lines[-1])
 
 
-def machine_info() -> dict:
-    """CPU model, cores, torch version and threads, allocator, date: the context of every number."""
+def device_name(device: str | torch.device | None = None) -> str:
+    """``"cpu"``, or the GPU's name for a CUDA device (``torch.cuda.get_device_name``)."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return device.type
+
+
+def machine_info(device: str | torch.device | None = None) -> dict:
+    """CPU model, cores, torch version and threads, allocator, the device timed (``device``, default
+    the CPU), date: the context of every number."""
+    device = torch.device("cpu" if device is None else device)
     model = platform.processor() or "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -146,6 +205,9 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "allocator": "jemalloc" if "jemalloc" in preload else "glibc malloc (default)",
         "transparent_huge_pages": transparent_huge_pages(),
+        "device": str(device),
+        "device_name": device_name(device),
+        "cuda": torch.version.cuda if device.type == "cuda" else None,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
@@ -161,15 +223,26 @@ def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: P
     return json_path, md_path
 
 
+def _device_words(machine: dict) -> str:
+    """``cpu``, or ``cuda:0 (NVIDIA H100 80GB HBM3, CUDA 12.8)``; results written before devices: ``cpu``."""
+    device = machine.get("device", "cpu")
+    if device == "cpu":
+        return "cpu"
+    cuda = f", CUDA {machine['cuda']}" if machine.get("cuda") else ""
+    return f"{device} ({machine.get('device_name', '?')}{cuda})"
+
+
 def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -> str:
     lines = [
         f"Machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']} "
         f"({machine['threads']} threads), Python {machine['python']}, {machine['allocator']}, "
-        f"transparent huge pages: {machine['transparent_huge_pages']}; "
+        f"transparent huge pages: {machine['transparent_huge_pages']}; device: {_device_words(machine)}; "
         f"{machine['date']}; load average at start {machine['load_average']}"
         + (" — **quick run (small shapes)**" if quick else ""),
         "",
     ]
+    if machine.get("device", "cpu") != "cpu":
+        lines += [f"Targets: set for the CPU's fast paths, not checked on {machine['device']}.", ""]
     if targets:
         lines += ["| target | measured | met |", "|---|---|---|"]
         lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else 'NO'} |" for t in targets]

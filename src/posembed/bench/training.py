@@ -5,6 +5,10 @@ is written in :mod:`posembed.bench.nanogpt_ref`: token + learned position embedd
 blocks with fused qkv and causal SDPA, GELU MLP, final LayerNorm, tied head, no biases. Both use the small CPU configuration of
 nanoGPT's README on tinyshakespeare characters (4 layers, 4 heads, width 128, block 64,
 batch 12, dropout 0) and AdamW; their steps are interleaved in one process.
+
+On CUDA (``device="cuda"``) every model trains there as the lab trains on it
+(:mod:`posembed.lab.train`): bf16 autocast and fused AdamW; batches are cut on the CPU and
+copied over, as nanoGPT's loop does.
 """
 
 from __future__ import annotations
@@ -47,16 +51,20 @@ def _models(vocab: int) -> dict[str, nn.Module]:
     }
 
 
-def _step(model: nn.Module, data: torch.Tensor, vocab: int):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+def _step(model: nn.Module, data: torch.Tensor, vocab: int, device: torch.device):
+    from posembed.lab.train import autocast
+
+    fused = {"fused": True} if device.type == "cuda" else {}  # as the lab's optimizer on CUDA
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **fused)
     generator = torch.Generator().manual_seed(0)
     block, batch = CONFIG["block"], CONFIG["batch"]
 
     def step():
         start = torch.randint(0, len(data) - block - 1, (batch,), generator=generator)
-        x = torch.stack([data[s : s + block] for s in start])
-        y = torch.stack([data[s + 1 : s + block + 1] for s in start])
-        loss = F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
+        x = torch.stack([data[s : s + block] for s in start]).to(device)
+        y = torch.stack([data[s + 1 : s + block + 1] for s in start]).to(device)
+        with autocast(device):
+            loss = F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -64,12 +72,14 @@ def _step(model: nn.Module, data: torch.Tensor, vocab: int):
     return step
 
 
-def run(quick: bool = False, repeats: int | None = None) -> list[Row]:
+def run(quick: bool = False, repeats: int | None = None, device: str | torch.device | None = None) -> list[Row]:
+    """Interleaved training steps of every model on ``device`` (default: the CPU)."""
+    device = torch.device("cpu" if device is None else device)
     torch.manual_seed(0)
     data, vocab = _data()
-    models = _models(vocab)
-    steps = {name: _step(model, data, vocab) for name, model in models.items()}
-    times = compare(steps, warmup=2, repeats=repeats or (5 if quick else 30))
+    models = {name: model.to(device) for name, model in _models(vocab).items()}
+    steps = {name: _step(model, data, vocab, device) for name, model in models.items()}
+    times = compare(steps, warmup=2, repeats=repeats or (5 if quick else 30), device=device)
     tokens = CONFIG["batch"] * CONFIG["block"]
     ref = median(times[REFERENCE]) if REFERENCE in times else None
     rows = []

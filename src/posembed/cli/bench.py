@@ -1,7 +1,8 @@
 """``posembed bench``: side-by-side benchmarks against the reference implementations.
 
 Thin over :func:`posembed.bench.run_suites`: the suites ship with the package, so this works
-from an installed wheel as from a clone.
+from an installed wheel as from a clone. ``--device`` (default ``auto``: CUDA when present)
+is where they time; a device this machine lacks is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from posembed.cli import UserError
+from posembed.devices import DEVICE_HELP
 
 SUITES = ("embeddings", "rope", "attention", "training")  # posembed.bench.SUITES, without importing torch
 
@@ -26,6 +28,9 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default: ./bench-results)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default per suite)")
+    parser.add_argument("--device", default="auto",
+                        help=f"{DEVICE_HELP}; the report records it; the CPU-tuned fast paths and the targets "
+                             "apply on the CPU only")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress (default: a bar on a terminal, else one line per finished suite on stderr)")
     parser.set_defaults(func=run)
@@ -36,12 +41,15 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {args.repeats}")
+    from posembed.devices import resolve_device
+
+    device = resolve_device(args.device)  # a DeviceError (exit 2) before any suite starts
     from posembed.bench import PROGRESS_LOGGER, run_suites
     from posembed.lab.progress import log_to_stderr
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
         result = run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats,
-                            progress=not args.quiet)
+                            progress=not args.quiet, device=device)
     print(result["markdown"].read_text())
     print(f"wrote {result['json']} and {result['markdown']}")
     missed = [t["target"] for t in result["targets"] if not t["met"]]

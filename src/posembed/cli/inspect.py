@@ -1,7 +1,8 @@
 """``posembed inspect``: a model's positional embeddings as numbers and pictures.
 
 Thin layer over :func:`posembed.analysis.inspect_report.run_inspect`; see that module for what
-each section computes.
+each section computes. ``--device`` (default ``auto``: CUDA when present) is where the model and
+the scheme's matrices run; a device this machine lacks is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 from posembed.cli import UserError
+from posembed.devices import DEVICE_HELP
 
 __all__ = ["register", "run", "parse_sets"]
 
@@ -76,6 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small settings (few short windows, small probes) for a fast look"
     )
+    parser.add_argument("--device", default="auto",
+                        help=f"{DEVICE_HELP}: the model's forward and the scheme's matrices run there, the probes "
+                             "(scikit-learn), tables and plots on the CPU")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress (default: one line per finished section on stderr)")
     parser.set_defaults(func=run)
@@ -84,14 +89,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _source(args: argparse.Namespace):
     from posembed.analysis.scheme_details import load_for_inspect
     from posembed.analysis.sources import load_scheme
+    from posembed.devices import resolve_device
+
+    device = resolve_device(args.device)  # a DeviceError (exit 2) before anything loads
 
     if args.scheme is not None:
         if args.model is not None:
             raise UserError(f"give MODEL ({args.model!r}) or --scheme ({args.scheme!r}), not both")
-        return load_scheme(args.scheme, dim=args.dim, max_len=args.max_len, overrides=parse_sets(args.scheme_args))
+        overrides = parse_sets(args.scheme_args)
+        return load_scheme(args.scheme, dim=args.dim, max_len=args.max_len, overrides=overrides, device=device)
     if args.dim is not None or args.max_len is not None or args.scheme_args:
         raise UserError("--dim, --max-len and --set describe a scheme; use them with --scheme NAME")
-    return load_for_inspect(args.model)
+    return load_for_inspect(args.model, device)
 
 
 def parse_sets(items: list[str]) -> dict[str, object]:
