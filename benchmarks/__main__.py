@@ -1,8 +1,9 @@
-"""``python -m benchmarks [-v] [--quick] [--only NAME] [--out DIR] [--threads N]``.
+"""``python -m benchmarks [-v] [--quick] [--only NAME] [--out DIR] [--threads N] [--device D]``.
 
 The suites live in the package (:mod:`posembed.bench`, also ``posembed bench``); this script runs
 them from the checkout with the results written to ``benchmarks/results`` (the folder
-BENCHMARKS.md is written from).
+BENCHMARKS.md is written from), on the CPU unless ``--device`` says otherwise (BENCHMARKS.md's
+tables are CPU tables; a GPU run names its device in its machine line).
 """
 
 from __future__ import annotations
@@ -17,4 +18,6 @@ if __name__ == "__main__":
     rest = [a for a in args if a not in verbose]
     if not any(a == "--out" or a.startswith("--out=") for a in rest):
         rest += ["--out", "benchmarks/results"]
+    if not any(a == "--device" or a.startswith("--device=") for a in rest):
+        rest += ["--device", "cpu"]
     sys.exit(main([*verbose, "bench", *rest]))

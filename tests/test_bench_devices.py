@@ -88,7 +88,7 @@ def test_run_suites_hands_the_device_over_and_checks_targets_on_the_cpu(tmp_path
     monkeypatch.setitem(sys.modules, "tests.fake_suite", _fake_suite("fake", seen))
     monkeypatch.setattr(bench, "SUITES", {"fake": "tests.fake_suite"})
     result = bench.run_suites(out=tmp_path / "cpu", device="cpu", progress=False)
-    assert seen == {"fake": None, "targets": ["fake"]} and [t["target"] for t in result["targets"]] == ["fake"]
+    assert seen == {"fake": torch.device("cpu"), "targets": ["fake"]} and [t["target"] for t in result["targets"]] == ["fake"]
     seen.clear()
     monkeypatch.setattr(bench, "resolve_device", lambda spec: torch.device(spec))  # as if CUDA were there
     result = bench.run_suites(out=tmp_path / "gpu", device="cuda", progress=False)

@@ -84,7 +84,7 @@ def test_log_to_stderr_restores_the_logger(capsys):
 
 def _fake_suite(name):
     module = types.ModuleType(name)
-    module.run = lambda quick, repeats: []
+    module.run = lambda quick, repeats, device: []
     module.targets = lambda rows: []
     return module
 

@@ -75,9 +75,7 @@ def run_suites(
             reporter.working_on(name)
             start = time.perf_counter()
             kwargs = {"threads": threads} if name == "attention" else {}
-            if device.type != "cpu":
-                kwargs["device"] = device  # the CPU is every suite's default
-            suite_rows = module.run(quick=quick, repeats=repeats, **kwargs)
+            suite_rows = module.run(quick=quick, repeats=repeats, device=device, **kwargs)
             rows += suite_rows
             if cpu_tuned(device):
                 targets += module.targets(suite_rows)
