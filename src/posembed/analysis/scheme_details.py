@@ -5,8 +5,8 @@ plus :func:`attach_details`, which gives the report sections about the model's o
 
 - a Hugging Face RoPE checkpoint: ``check_rope_config`` (per-pair wavelengths, scaling, attention
   factor, trained and effective context, the same reader as ``posembed rope check``), the scheme
-  built by ``RotaryEmbedding.from_hf_config`` (YaRN, NTK, Llama 3 ... honoured) and every layer's
-  ``q_proj`` / ``k_proj`` weights;
+  of the config's first layer type (``interop.rope_config.rotary_from_settings``: YaRN, NTK,
+  Llama 3 ... honoured) and every layer's ``q_proj`` / ``k_proj`` weights;
 - a lab checkpoint: the model's own scheme (``None``: NoPE), its attention weights and training length.
 
 :func:`position_kind` names the kind the report is organised by.
@@ -104,15 +104,15 @@ def _attach_lab(source: Source, folder: Path) -> None:
 
 def _attach_hf_rotary(source: Source, folder: Path) -> None:
     from posembed.interop.rope_check import check_rope_config
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.interop.rope_config import rotary_from_settings
 
     try:
         report = check_rope_config(folder)
-        scheme = RotaryEmbedding.from_hf_config(folder)
+        layer = report.layers[0]
+        scheme = rotary_from_settings(layer.settings, layout=layer.settings.layout)
     except (ValueError, TypeError, KeyError) as error:
         source.notes.append(f"the config's RoPE could not be read ({error}); the rotary sections are skipped.")
         return
-    layer = report.layers[0]
     source.rope_report, source.scheme, source.trained_length = report, scheme, layer.trained_context
     source.positions = _describe_rope(report, type(scheme).__name__)
     length = min(CLOSENESS_POSITIONS, layer.effective_context or CLOSENESS_POSITIONS)

@@ -28,6 +28,7 @@ from posembed.analysis.source_types import FirstLayer, Source
 from posembed.analysis.text_model import HFTextModel
 from posembed.errors import CheckpointError
 from posembed.interop.hf_checks import check_hf_folder
+from posembed.interop.rope_settings import RopeSettings, has_rope, read_rope_settings
 
 __all__ = [
     "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "load_lab_checkpoint", "default_model_path",
@@ -143,8 +144,8 @@ def _describe_positions(config: dict) -> str:
     kind = config.get("position_embedding_type")
     if kind and kind != "absolute":
         return f"relative positions ({kind!r} attention bias, model_type {model_type!r}); no absolute position table"
-    if "rope_theta" in config or model_type in _ROTARY_TYPES or "rope_parameters" in config:
-        theta = config.get("rope_theta") or (config.get("rope_parameters") or {}).get("rope_theta", "?")
+    if has_rope(config) or model_type in _ROTARY_TYPES:
+        theta = _first_rope(config).theta if _first_rope(config) is not None else "?"
         return (
             f"rotary positions (RoPE, theta={theta}, model_type {model_type!r}) applied to queries and keys; "
             "no absolute position table"
@@ -246,15 +247,23 @@ def _first_layer(handle, keys: list[str], prefix: str, family: str, config: dict
     return FirstLayer(wq, bq, wk, bk, get(names[4]).double(), get(names[5]).double(), eps, heads, where)
 
 
+def _first_rope(config: dict) -> RopeSettings | None:
+    """The first layer type's RoPE settings (the one reader, :mod:`posembed.interop.rope_settings`),
+    or ``None`` when the config's RoPE fields cannot be read."""
+    try:
+        return read_rope_settings(config)[0]
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> None:
     """For a rotary checkpoint: section 2 on posembed's RoPE with the checkpoint's head_dim and theta."""
     from posembed.schemes.rotary import RotaryEmbedding
 
-    theta = config.get("rope_theta") or (config.get("rope_parameters") or {}).get("rope_theta")
-    heads, width = config.get("num_attention_heads"), config.get("hidden_size")
-    head_dim = config.get("head_dim") or (width // heads if heads and width else None)
-    if not theta or not head_dim:
+    settings = _first_rope(config)
+    if settings is None:
         return
+    theta, head_dim = settings.theta, settings.head_dim
     length = min(length, int(config.get("max_position_embeddings") or length))
     source.closeness = rotary_closeness(RotaryEmbedding(int(head_dim), base=float(theta)), length, source.device)
     source.closeness_name = f"RoPE logit of ones (head_dim {head_dim}, theta {theta}; scaling ignored)"
