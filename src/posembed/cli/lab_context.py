@@ -28,7 +28,7 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
                     "1x-8x L (perplexity, passkey retrieval), fine-tune, and write context.md / context.html.",
         epilog="example: posembed lab context --preset context-smoke --out lab-context-smoke",
     )
-    context.add_argument("--preset", default="context", help="context (about 30 min on 2 shared cores) or context-smoke "
+    context.add_argument("--preset", default="context", help="context (about 15 min on 2 shared cores) or context-smoke "
                          "(under a minute)")
     context.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
     context.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -214,9 +214,10 @@ def reference_note(results: Results) -> str:
         parts.append(text + ".")
     past = {model: max((results.value(model, "none", n, "passkey_mean") or 0.0) for n in results.lengths if n > context)
             for model in models if any(n > context for n in results.lengths)}
-    retrieving = [f"{NAMES.get(m, m)} {v:.2f}" for m, v in past.items() if v > 0]
-    parts.append("Passkey retrieved past L (best mean accuracy over the longer lengths) by: "
-                 f"{', '.join(retrieving) or 'no reference'}.")
+    retrieving = [f"{NAMES.get(m, m)} {v:.2f}" for m, v in past.items() if v >= RETRIEVES]
+    above = [f"{NAMES.get(m, m)} {v:.2f}" for m, v in past.items() if 0 < v < RETRIEVES]
+    parts.append(f"Passkey past L (best mean accuracy over the longer lengths): retrieved (>= {RETRIEVES:.0%}) by "
+                 f"{', '.join(retrieving) or 'no reference'}" + (f"; above 0 by {', '.join(above)}" if above else "") + ".")
     return " ".join(parts)
 
 
