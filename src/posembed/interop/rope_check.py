@@ -158,7 +158,8 @@ def _transformers_config(raw: dict, given: Any) -> Any:
         return given
     from transformers import AutoConfig
 
-    return AutoConfig.for_model(raw["model_type"], **{k: v for k, v in raw.items() if k != "model_type"})
+    fields = copy.deepcopy({k: v for k, v in raw.items() if k != "model_type"})  # transformers edits the dicts it is given
+    return AutoConfig.for_model(raw["model_type"], **fields)
 
 
 def _default_init(hf_config: Any):

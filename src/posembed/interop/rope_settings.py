@@ -18,9 +18,14 @@ repair them), so that the traps can see what is missing:
   and GPT-J's ``rotary_dim``.
 
 A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
-``standardize_rope_params`` does, else :data:`DEFAULT_THETA`. :func:`layer_parameters` gives the
-flat parameters per layer type, :func:`read_rope_settings` one :class:`RopeSettings` per layer
-type, :func:`layer_settings` the one of a chosen layer type (:func:`select_layer`).
+``standardize_rope_params`` does, else :data:`DEFAULT_THETA`. The pre-training length of yarn,
+llama3 and longrope (``original_max_position_embeddings``) is the one transformers 5.23 builds the
+model with: on flat parameters a top-level value wins over the parameters' one (the config keeps it
+as an attribute, and the rope init functions standardise again), and Phi-3's class default when the
+config has none (:func:`declared_original`); PhiMoE and parameters per layer type ignore a top-level
+value. :func:`layer_parameters` gives the flat parameters per layer type, :func:`read_rope_settings`
+one :class:`RopeSettings` per layer type, :func:`layer_settings` the one of a chosen layer type
+(:func:`select_layer`).
 
 Example:
     >>> s = layer_settings({"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096,
@@ -31,6 +36,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -39,7 +46,8 @@ from typing import Any, Mapping, TypeVar
 
 __all__ = [
     "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "rope_spelling", "layer_parameters",
-    "select_layer", "layer_settings", "read_rope_settings", "DEFAULT_THETA", "ALL_LAYERS",
+    "select_layer", "layer_settings", "read_rope_settings", "declared_original", "DEFAULT_THETA", "ALL_LAYERS",
+    "DECLARED_ORIGINAL",
 ]  # fmt: skip
 
 #: the theta loaders fall back on when a config names none
@@ -55,6 +63,14 @@ _ROPE_FIELDS = (
 )  # fmt: skip
 #: types whose frequencies depend on the pre-training length
 ORIGINAL_USERS = frozenset({"yarn", "longrope", "llama3"})
+#: transformers' name of the pre-training length
+ORIGINAL = "original_max_position_embeddings"
+#: model types whose config class declares original_max_position_embeddings as an argument, with its default
+#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig); read when transformers is absent
+DECLARED_ORIGINAL: dict[str, int] = {"phi3": 4096, "phi4_multimodal": 4096}
+#: model types whose config class copies the parameters' original_max_position_embeddings onto the attribute after
+#: standardising (PhiMoE's ``validate_rope``), so that a top-level one never wins
+ORIGINAL_FROM_PARAMETERS = frozenset({"phimoe"})
 
 _T = TypeVar("_T")
 
@@ -64,9 +80,11 @@ class RopeSettings:
     """The RoPE settings of one layer type, as the config states them.
 
     ``params`` is the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields);
-    ``theta_given`` / ``original_given`` say whether the config wrote them; ``original_max_len``
-    is resolved as transformers does (``rope_parameters``, then the top level, then
-    ``max_position_embeddings``).
+    ``theta_given`` / ``original_given`` say whether the config states the value used.
+    ``original_max_len`` is the pre-training length transformers builds the model with, and
+    ``original_source`` where it comes from: ``"parameters"``, ``"top level"``, ``"class default"``
+    or ``"max_position_embeddings"``; rope types that do not read it (linear, dynamic) report the
+    parameters' value, else the top-level one.
     """
 
     layer_type: str
@@ -84,6 +102,7 @@ class RopeSettings:
     original_max_len: int | None
     original_given: bool
     params: dict = field(default_factory=dict)
+    original_source: str = "max_position_embeddings"
 
     @property
     def factor(self) -> float:
@@ -295,18 +314,65 @@ def _partial(raw: dict, params: dict, head_dim: int) -> float:
     return 1.0
 
 
+def declared_original(model_type: Any) -> tuple[bool, int | None]:
+    """``(declared, class default)``: whether transformers' config class of ``model_type`` takes
+    ``original_max_position_embeddings`` as an ``__init__`` argument, and its default there.
+
+    Such a class holds the attribute even when the config has no top-level value, so for yarn,
+    llama3 and longrope that default overwrites the parameters' one. Asked of transformers'
+    ``CONFIG_MAPPING`` when it is installed (imported here, on first need), else :data:`DECLARED_ORIGINAL`.
+
+    >>> declared_original("phi3"), declared_original("llama"), declared_original(None)
+    ((True, 4096), (False, None), (False, None))
+    """
+    return _declared_original(model_type) if isinstance(model_type, str) and model_type else (False, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_original(model_type: str) -> tuple[bool, int | None]:
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return model_type in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(model_type)
+    config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+    found = inspect.signature(config_class.__init__).parameters.get(ORIGINAL) if config_class else None
+    default = getattr(found, "default", None)
+    return found is not None, default if isinstance(default, int) else None
+
+
+def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
+    """``(pre-training length, where from)`` as transformers' ``standardize_rope_params`` resolves it
+    when the model is built (the rope init functions run it again, with the config's attributes set)."""
+    stated, top = params.get(ORIGINAL), raw.get(ORIGINAL)
+    if params["rope_type"] not in ORIGINAL_USERS:  # not read: what the config says, for the traps
+        if stated is not None or top is not None:
+            return int(stated if stated is not None else top), "parameters" if stated is not None else "top level"
+        return max_pos, "max_position_embeddings"
+    model_type = raw.get("model_type")
+    if layer == ALL_LAYERS and model_type not in ORIGINAL_FROM_PARAMETERS:  # nested: setdefault only
+        if top is not None:
+            return int(top), "top level"
+        declared, default = declared_original(model_type)
+        if declared and default is not None:
+            return default, "class default"
+    if stated is not None:
+        return int(stated), "parameters"
+    return max_pos, "max_position_embeddings"
+
+
 def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSettings:
     head_dim, head_dim_given, hidden, heads = _shape(raw)
     max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
-    original = params.get("original_max_position_embeddings") or raw.get("original_max_position_embeddings")
+    original, source = _original(raw, layer, params, max_pos)
     partial = _partial(raw, params, head_dim)
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
         head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
         rotary_dim=int(head_dim * partial), partial_rotary_factor=partial,
         layout="interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else "half",
-        max_position_embeddings=max_pos, original_max_len=int(original) if original else max_pos,
-        original_given=bool(original), params=params,
+        max_position_embeddings=max_pos, original_max_len=original,
+        original_given=source in ("parameters", "top level") or params.get(ORIGINAL) == original,
+        params=params, original_source=source,
     )  # fmt: skip
 
 

@@ -75,23 +75,51 @@ def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
     return []
 
 
+def _original_conflict(raw: dict, s: RopeSettings, stated: int, top: int) -> str:
+    """Which of two different pre-training lengths transformers builds the model with."""
+    where = f"{stated} in the RoPE parameters but {top} at the top level"
+    if s.rope_type not in ORIGINAL_USERS:
+        return f"original_max_position_embeddings is {where}; rope_type {s.rope_type!r} reads neither"
+    if s.original_source == "top level":
+        return (f"original_max_position_embeddings is {where}; transformers builds the model with the top-level {top}: "
+                f"its config keeps it as an attribute, and standardising the RoPE parameters (at construction for a "
+                f"class that declares the field, when the model is built for any other) overwrites theirs with it")  # fmt: skip
+    return (f"original_max_position_embeddings is {where}; transformers reads the RoPE parameters' {stated} and "
+            f"ignores the top-level one")  # fmt: skip
+
+
+def _original_missing(raw: dict, s: RopeSettings) -> str:
+    """How transformers fills in the pre-training length a yarn / llama3 / longrope config does not give."""
+    max_pos, factor, top = s.max_position_embeddings, s.factor, raw.get("original_max_position_embeddings")
+    head = f"rope_type {s.rope_type!r} has no original_max_position_embeddings"
+    if s.original_source == "class default":
+        return (f"{head}: transformers' {raw.get('model_type')} config class fills in its default "
+                f"{s.original_max_len} as the trained length")  # fmt: skip
+    if top is not None:
+        scope = "parameters per layer type" if s.layer_type != ALL_LAYERS else f"{raw.get('model_type')} configs"
+        head += f" in its RoPE parameters, and transformers ignores the top-level {top} for {scope}"
+    looks = ""
+    if max_pos and factor > 1 and (max_pos / factor).is_integer():
+        looks = (f"; max_position_embeddings={max_pos} = {factor:g} x {int(max_pos / factor)} looks already extended, "
+                 f"so the factor would compound to {factor:g}^2 (effective context {int(max_pos * factor)})")  # fmt: skip
+    return f"{head}: loaders take max_position_embeddings={max_pos} as the trained length{looks}"
+
+
 def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
     traps, top = [], raw.get("original_max_position_embeddings")
     stated = s.params.get("original_max_position_embeddings")
     max_pos, factor = s.max_position_embeddings, s.factor
+    resolved = s.original_source != "max_position_embeddings"  # the config or its class names a length
     if stated and top and int(stated) != int(top):
+        traps.append(Trap("original_inconsistent", "warning", s.layer_type, _original_conflict(raw, s, stated, top)))
+    if s.original_source == "class default" and stated is not None and not s.original_given:
         traps.append(Trap("original_inconsistent", "warning", s.layer_type,
-                          f"original_max_position_embeddings is {stated} in the RoPE parameters but {top} at the top "
-                          f"level; loaders read the RoPE parameters' one"))  # fmt: skip
-    if s.rope_type in ORIGINAL_USERS and not s.original_given:
-        looks = ""
-        if max_pos and factor > 1 and (max_pos / factor).is_integer():
-            looks = (f"; max_position_embeddings={max_pos} = {factor:g} x {int(max_pos / factor)} looks already extended, "
-                     f"so the factor would compound to {factor:g}^2 (effective context {int(max_pos * factor)})")  # fmt: skip
-        traps.append(Trap("original_missing", "warning", s.layer_type,
-                          f"rope_type {s.rope_type!r} has no original_max_position_embeddings: loaders take "
-                          f"max_position_embeddings={max_pos} as the trained length{looks}"))  # fmt: skip
-    if s.original_given and max_pos and factor > 1:
+                          f"original_max_position_embeddings is {stated} in the RoPE parameters, but transformers' "
+                          f"{raw.get('model_type')} config class overwrites it with its top-level field, absent here, "
+                          f"so with its default {s.original_max_len}: state it at the top level"))  # fmt: skip
+    elif s.rope_type in ORIGINAL_USERS and not s.original_given:
+        traps.append(Trap("original_missing", "warning", s.layer_type, _original_missing(raw, s)))
+    if resolved and max_pos and factor > 1:
         original = s.original_max_len
         if original > max_pos:
             traps.append(Trap("original_inconsistent", "warning", s.layer_type,
@@ -101,7 +129,7 @@ def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
                               f"original_max_position_embeddings equals max_position_embeddings ({max_pos}) with factor "
                               f"{factor:g}: either max_position_embeddings was not raised to {factor:g} x {original}, or the "
                               f"'original' is itself an extended length and the factor compounds an earlier extension"))  # fmt: skip
-    if s.rope_type == "longrope" and s.params.get("factor") and s.original_given and max_pos:
+    if s.rope_type == "longrope" and s.params.get("factor") and resolved and max_pos:
         ratio = max_pos / s.original_max_len
         if not math.isclose(ratio, factor, rel_tol=1e-3):
             traps.append(Trap("original_inconsistent", "warning", s.layer_type,
