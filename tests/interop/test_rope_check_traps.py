@@ -124,5 +124,8 @@ def test_partial_rotary_and_head_dim():
 
 
 def test_theta_per_layer_type():
-    assert "theta_per_layer" in codes(transformers.Gemma3TextConfig(**BASE, head_dim=16))
+    two_types = transformers.Gemma3TextConfig(**{**BASE, "num_hidden_layers": 2}, head_dim=16,
+                                              layer_types=["sliding_attention", "full_attention"])
+    assert "theta_per_layer" in codes(two_types)
+    assert "theta_per_layer" not in codes(transformers.Gemma3TextConfig(**BASE, head_dim=16))  # one layer: sliding only
     assert "theta_per_layer" not in codes(llama(256))

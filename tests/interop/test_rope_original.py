@@ -76,8 +76,8 @@ for _family in ("llama_yarn", "llama_llama3"):  # the top-level attribute wins o
     EXPECTED.update({(_family, "params"): (STATED, "parameters"), (_family, "top"): (TOP, "top level"),
                      (_family, "both"): (TOP, "top level"), (_family, "neither"): (MAX_POS, "max_position_embeddings")})  # fmt: skip
 CASES = [(family, place) for family in FAMILIES for place in PLACES]
-#: families whose model cos/sin posembed's scheme reproduces (PhiMoE's forward multiplies by short_mscale /
-#: long_mscale instead; Gemma 3's takes a layer type): the check compares the others through the rope init functions
+#: families whose model cos/sin posembed's scheme reproduces (PhiMoE's forward keeps short_factor and multiplies by
+#: short_mscale / long_mscale instead, which the check compares with; Gemma 3's takes a layer type)
 SAME_COS_SIN = ("phi3_longrope", "llama_yarn", "llama_llama3")
 
 
@@ -129,6 +129,12 @@ def test_check_agrees_with_transformers(family, place):
     assert raw == _config(family, place), "the check must not edit the config it is given"
     for layer in report.layers:
         assert layer.comparisons, layer.comparison_note
+        if family == "phimoe_longrope":  # the check compares with PhiMoE's forward: short_factor at every length
+            assert [c.seq_len for c in layer.comparisons][0] == layer.settings.original_max_len
+            assert [c.transformers_attention_factor for c in layer.comparisons] == pytest.approx([1.0, 1.0])  # the mscales
+            assert [c.max_inv_freq_rel_diff < 1e-6 for c in layer.comparisons] == [True, False], format_report(report)
+            assert "mscale_forward" in {t.code for t in report.traps}
+            continue
         assert all(c.equal for c in layer.comparisons), format_report(report)
     if family in SAME_COS_SIN:  # the model's own cos/sin at a length past every switch point
         scheme = rotary_from_settings(_settings(raw, ALL_LAYERS), angles="fp32")

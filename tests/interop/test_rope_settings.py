@@ -105,7 +105,7 @@ def test_spellings_that_one_reader_alone_used_to_know():
     neox = RotaryEmbedding.from_hf_config(CONFIGS["gpt_neox_v4"])
     assert (neox.rotary_dim, neox.head_dim) == (4, 16)
     # Gemma 3 4.x: the builder now sees the two layer types too
-    with pytest.raises(ValueError, match=r"nested by layer type \(full_attention, sliding_attention\)"):
+    with pytest.raises(ValueError, match=r"nested by layer type \(sliding_attention, full_attention\)"):  # Gemma3TextConfig's order
         rotary_from_hf_config(CONFIGS["gemma3_v4"])
     assert rotary_from_hf_config(CONFIGS["gemma3_v4"], layer_type="sliding_attention").base == 10000.0
 
@@ -122,17 +122,17 @@ MALFORMED = {
                               "config.rope_parameters must be a dict, got list"),
     "scaling_not_a_dict": ({"rope_theta": 1e4, "rope_scaling": "linear"},
                            "config.rope_scaling must be a dict, got str"),
-    "mixed_nesting": ({"rope_parameters": {"rope_theta": 1e4, "full_attention": {"rope_theta": 1e6}}},
-                      "config.rope_parameters mixes per-layer-type dicts (full_attention) with flat fields (rope_theta)"),
     "theta_not_a_number": ({"rope_parameters": {"rope_type": "default", "rope_theta": "fast"}},
                            "the rope_theta of the config must be a number, got 'fast'"),
     "top_theta_not_a_number": ({"rope_theta": [1e4]}, "the rope_theta of the config must be a number, got [10000.0]"),
-    "layer_theta_not_a_number": ({"rope_parameters": {"full_attention": {"rope_theta": "x"}}},
+    "layer_theta_not_a_number": ({"model_type": "gemma3_text", "layer_types": ["full_attention"],
+                                  "rope_parameters": {"full_attention": {"rope_theta": "x"}}},
                                  "the rope_theta of layer type 'full_attention' must be a number, got 'x'"),
-    "layer_falls_back_on_a_bad_top_theta": (
-        {"rope_parameters": {"full_attention": {"rope_theta": None}}, "rope_theta": "1e6x"},
-        "the rope_theta of the config must be a number, got '1e6x'"),
-    "sliding_theta_not_a_number": ({"rope_theta": 1e6, "rope_local_base_freq": "local"},
+    "layer_falls_back_on_a_bad_top_theta": (  # Gemma3TextConfig gives full attention the top-level rope_theta
+        {"model_type": "gemma3_text", "layer_types": ["full_attention"],
+         "rope_parameters": {"full_attention": {"rope_theta": None}}, "rope_theta": "1e6x"},
+        "the rope_theta of layer type 'full_attention' must be a number, got '1e6x'"),
+    "sliding_theta_not_a_number": ({"model_type": "gemma3_text", "rope_theta": 1e6, "rope_local_base_freq": "local"},
                                    "the rope_theta of layer type 'sliding_attention' must be a number, got 'local'"),
 }  # fmt: skip
 

@@ -9,7 +9,9 @@ does) and reports, per frequency pair, the wavelength ``2 pi / inv_freq`` agains
 context and what the scaling does to it (keep, interpolate or ramp), the attention factor,
 where dynamic NTK and LongRoPE switch, and the effective context. When transformers is
 installed, posembed's ``inv_freq`` and attention factor are compared with transformers' own
-rope init functions. The traps found are in :mod:`posembed.interop.rope_traps`.
+rope init functions, or, for a model whose rotary embedding does something else in ``forward``
+(PhiMoE: short_factor at every length, cos and sin times short_mscale / long_mscale), with the cos
+and sin that forward gives. The traps found are in :mod:`posembed.interop.rope_traps`.
 
 Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
@@ -35,7 +37,7 @@ from posembed.interop.rope_config import rotary_from_settings
 from posembed.interop.rope_settings import (
     ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings, rope_spelling,
 )  # fmt: skip
-from posembed.interop.rope_traps import Trap, find_traps
+from posembed.interop.rope_traps import MSCALE_FORWARD, Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 
 __all__ = ["check_rope_config", "RopeReport", "LayerReport", "PairRow", "Comparison", "format_report", "report_json"]
@@ -44,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 #: relative tolerance of the comparison with transformers (fp32 frequencies)
 RTOL = 1e-5
+#: what the comparison is made against, unless said otherwise
+_INIT_NOTE = "compared with transformers' rope init functions"
 
 
 @dataclass(frozen=True)
@@ -162,13 +166,28 @@ def _transformers_config(raw: dict, given: Any) -> Any:
     return AutoConfig.for_model(raw["model_type"], **fields)
 
 
-def _default_init(hf_config: Any):
+def _rotary_class(hf_config: Any):
+    """The model's own rotary embedding class (the one with ``compute_default_rope_parameters``)."""
     module = importlib.import_module(type(hf_config).__module__.replace("configuration_", "modeling_"))
     for name in dir(module):
-        found = getattr(getattr(module, name), "compute_default_rope_parameters", None)
-        if name.endswith("RotaryEmbedding") and found is not None:
+        found = getattr(module, name)
+        if name.endswith("RotaryEmbedding") and hasattr(found, "compute_default_rope_parameters"):
             return found
     raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
+
+
+def _default_init(hf_config: Any):
+    return _rotary_class(hf_config).compute_default_rope_parameters
+
+
+def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[Tensor, float]:
+    """``(inv_freq, attention factor)`` the model's rotary embedding ``forward`` applies to a sequence of ``seq_len``
+    (positions 1 and ``seq_len - 1``): the angle at position 1 and the length of (cos, sin)."""
+    embedding = _rotary_class(hf_config)(copy.deepcopy(hf_config))
+    x = torch.zeros(1, 1, s.head_dim)
+    cos, sin = embedding(x, torch.tensor([[1, max(seq_len, 2) - 1]]))
+    cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
+    return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
 
 
 def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None) -> tuple[Tensor, float]:
@@ -191,22 +210,29 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
         return (), "transformers is not installed: not compared"
     except (KeyError, ValueError, TypeError) as error:
         return (), f"transformers cannot build this config ({error}): not compared"
-    switch = s.max_position_embeddings if s.rope_type == "dynamic" else s.original_max_len
+    forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
+    switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
     lengths: list[int | None] = [None]
-    if s.rope_type in ("dynamic", "longrope") and switch:
+    if (s.rope_type in ("dynamic", "longrope") or forward) and switch:
         lengths = [switch, max(length, switch + 1)]
     comparisons = []
     for seq_len in lengths:
         try:
-            theirs, their_factor = _transformers_frequencies(hf_config, s, seq_len)
+            if forward:
+                theirs, their_factor = _model_frequencies(hf_config, s, seq_len or length)
+            else:
+                theirs, their_factor = _transformers_frequencies(hf_config, s, seq_len)
         except Exception as error:  # noqa: BLE001 - any failure inside transformers is reported, not raised
-            return tuple(comparisons), f"transformers' rope init failed ({type(error).__name__}: {error})"
+            where = "model's rotary embedding" if forward else "rope init"
+            return tuple(comparisons), f"transformers' {where} failed ({type(error).__name__}: {error})"
         ours, our_factor = _frequencies(scheme, seq_len or length)
         if theirs.shape != ours.shape:
             return tuple(comparisons), f"transformers gives {theirs.numel()} frequencies, posembed {ours.numel()}"
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
-    return tuple(comparisons), "compared with transformers' rope init functions"
+    if forward:
+        return tuple(comparisons), f"compared with the cos / sin that transformers' {_rotary_class(hf_config).__name__} applies"
+    return tuple(comparisons), _INIT_NOTE
 
 
 def _layer(raw: dict, given: Any, s: RopeSettings, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
@@ -291,7 +317,7 @@ def _layer_lines(layer: LayerReport) -> list[str]:
         mark = "equal" if c.equal else "DIFFERENT"
         lines.append(f"  vs transformers (seq_len {c.seq_len}): {mark}, inv_freq max rel diff {c.max_inv_freq_rel_diff:.2e}, "
                      f"attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
-    if not layer.comparisons:
+    if not layer.comparisons or layer.comparison_note != _INIT_NOTE:
         lines.append(f"  vs transformers: {layer.comparison_note}")
     lines.append("   pair  channels      wavelength  scaled wavelength   /trained  treatment")
     for row in layer.pairs:

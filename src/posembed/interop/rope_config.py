@@ -13,7 +13,8 @@ The config may be a transformers config object (read through its ``to_dict()``; 
 object through its attributes), a plain dict (a parsed ``config.json``), or a checkpoint folder /
 ``config.json`` path; parameters nested by layer type (``{"full_attention": {...},
 "sliding_attention": {...}}``: Gemma 3, ModernBERT, and their 4.x per-layer theta fields) need
-``layer_type=``. Each ``rope_type`` maps onto one class:
+``layer_type=``. Dicts that transformers would ignore (no ``layer_types`` of the config names them)
+beside flat parameters are refused, rather than built as the flat parameters alone. Each ``rope_type`` maps onto one class:
 
 ============ =========================================================
 rope_type    class

@@ -10,12 +10,21 @@ A config arrives as a transformers config object, a ``config.json`` dict, a chec
 or the path of its ``config.json``. Its RoPE fields are read as written (not as a loader would
 repair them), so that the traps can see what is missing:
 
-- transformers 5.x: ``rope_parameters`` (flat, or nested by layer type: ModernBERT, Gemma 3)
+- transformers 5.x: ``rope_parameters`` (flat, or nested by the config's layer types: ModernBERT, Gemma 3)
   holding ``rope_type``, ``rope_theta`` and the type's fields; ``config.to_dict()`` holds it so;
 - transformers 4.x: ``rope_scaling`` (``rope_type`` or the older ``type``) plus a top-level
   ``rope_theta``; per layer type Gemma 3's ``rope_local_base_freq`` and ModernBERT's
   ``global_rope_theta`` / ``local_rope_theta``; GPT-NeoX's ``rotary_emb_base`` / ``rotary_pct``
   and GPT-J's ``rotary_dim``.
+
+Which entries of the parameters are per layer type follows transformers 5.23: only the keys its
+config names as layer types (``layer_types``, where the config class declares that field, or the
+class's own labels) are; dicts under any other key are ignored (:func:`ignored_parameters`), and a
+config with none of them is flat. Gemma 3's and ModernBERT's config classes always nest their
+parameters, filling in each layer type's theta from their own fields and defaults and a 4.x
+``rope_scaling`` into the layer types they scale (:data:`PER_LAYER_CLASSES`); Phi-3's renames the
+old rope types ``su`` / ``yarn`` to ``longrope``. For a model type transformers does not know, any
+dict is a layer type unless the config's ``layer_types`` says otherwise.
 
 A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
 ``standardize_rope_params`` does, else :data:`DEFAULT_THETA`. The pre-training length of yarn,
@@ -46,8 +55,9 @@ from typing import Any, Mapping, TypeVar
 
 __all__ = [
     "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "rope_spelling", "layer_parameters",
-    "select_layer", "layer_settings", "read_rope_settings", "declared_original", "DEFAULT_THETA", "ALL_LAYERS",
-    "DECLARED_ORIGINAL",
+    "select_layer", "layer_settings", "read_rope_settings", "declared_original", "ignored_parameters", "why_ignored",
+    "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
+    "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
 ]  # fmt: skip
 
 #: the theta loaders fall back on when a config names none
@@ -71,6 +81,47 @@ DECLARED_ORIGINAL: dict[str, int] = {"phi3": 4096, "phi4_multimodal": 4096}
 #: model types whose config class copies the parameters' original_max_position_embeddings onto the attribute after
 #: standardising (PhiMoE's ``validate_rope``), so that a top-level one never wins
 ORIGINAL_FROM_PARAMETERS = frozenset({"phimoe"})
+#: model types whose config class renames the old rope types "su" and "yarn" to longrope, after standardising
+#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig)
+RENAMED_TO_LONGROPE = frozenset({"phi3", "phi4_multimodal"})
+#: the rope types those classes rename
+OLD_LONGROPE = ("su", "yarn")
+#: model types whose config class labels its RoPE parameters otherwise than by its layer_types (the class attribute
+#: ``_rope_type_labels``, transformers 5.23); read when transformers is absent
+ROPE_TYPE_LABELS: dict[str, tuple[str, ...]] = {
+    "deepseek_v4": ("main", "compress"), "lfm3": ("full_attention", "sliding_attention"),
+}  # fmt: skip
+_FULL, _SLIDING = "full_attention", "sliding_attention"
+
+
+@dataclass(frozen=True)
+class PerLayerClass:
+    """A config class that always nests its RoPE parameters by layer type (its ``convert_rope_params_to_dict``).
+
+    ``scaled``: the layer types a 4.x ``rope_scaling`` is merged into (over ``rope_type: "default"``, so
+    that its old ``type`` key never counts); ``thetas``: ``(layer type, top-level field, class default)``
+    of each layer type that states no ``rope_theta``; the default ``layer_types`` (when the config gives
+    none) make layer ``i`` of ``layers`` full attention when ``(i + offset) % every == 0``, ``every``
+    read from ``pattern_field``.
+    """
+
+    scaled: tuple[str, ...]
+    thetas: tuple[tuple[str, str, float], ...]
+    pattern_field: str
+    every: int
+    offset: int
+    layers: int
+
+
+_MODERNBERT = PerLayerClass((_FULL, _SLIDING), ((_FULL, "global_rope_theta", 160000.0), (_SLIDING, "local_rope_theta", 10000.0)),
+                            "global_attn_every_n_layers", 3, 0, 22)  # fmt: skip
+#: the config classes of transformers 5.23 posembed reads as they fill in their nested parameters
+PER_LAYER_CLASSES: dict[str, PerLayerClass] = {
+    "gemma3_text": PerLayerClass((_FULL,), ((_FULL, "rope_theta", 1e6), (_SLIDING, "rope_local_base_freq", 10000.0)),
+                                 "sliding_window_pattern", 6, 1, 26),
+    "modernbert": _MODERNBERT,
+    "modernbert-decoder": _MODERNBERT,
+}  # fmt: skip
 
 _T = TypeVar("_T")
 
@@ -168,7 +219,8 @@ def load_config_dict(config: Any) -> tuple[dict, Any, str]:
 
 def has_rope(raw: dict) -> bool:
     """Whether the config describes rotary position embeddings at all."""
-    return any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS) or raw.get("model_type") in INTERLEAVED_MODEL_TYPES
+    stated = any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS)
+    return stated or _model_type(raw) in INTERLEAVED_MODEL_TYPES or _model_type(raw) in PER_LAYER_CLASSES
 
 
 def rope_spelling(raw: dict) -> str:
@@ -181,14 +233,18 @@ def rope_spelling(raw: dict) -> str:
 def _stated(raw: dict) -> tuple[str, Mapping]:
     """``(field name, its dict)`` of the RoPE parameters as written: ``rope_parameters``, else ``rope_scaling``."""
     name = "rope_parameters" if raw.get("rope_parameters") else "rope_scaling"
+    return name, _mapping(raw, name)
+
+
+def _mapping(raw: dict, name: str) -> Mapping:
     stated = raw.get(name) or {}
     if not isinstance(stated, Mapping):
         raise ValueError(f"config.{name} must be a dict, got {type(stated).__name__}")
-    return name, stated
+    return stated
 
 
 def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
-    """The per-layer-type dicts of nested parameters, ``None`` for flat ones; mixed ones are an error."""
+    """The dicts of nested parameters of a config whose layer types are unknown, ``None`` for flat ones; mixed ones are an error."""
     layers = {key: value for key, value in stated.items() if isinstance(value, Mapping)}
     if not layers:
         return None
@@ -201,14 +257,75 @@ def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
     return layers
 
 
+def _config_class(model_type: Any) -> tuple[bool, Any]:
+    """``(transformers installed, its config class of model_type or None)``; transformers is imported on first need."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False, None
+    known = isinstance(model_type, str) and model_type in CONFIG_MAPPING
+    return True, CONFIG_MAPPING[model_type] if known else None
+
+
+@functools.lru_cache(maxsize=None)
+def _class_labels(model_type: Any) -> tuple[bool, tuple[str, ...] | None]:
+    """``(known, labels)``: the class's ``_rope_type_labels``, ``()`` for a class that reads ``layer_types`` and
+    ``None`` for one without that field (its parameters are flat), as transformers 5.23 declares them."""
+    if model_type in PER_LAYER_CLASSES:
+        return True, ()
+    _, config_class = _config_class(model_type)
+    if config_class is None:  # no transformers, or a model type it does not know (remote code)
+        return model_type in ROPE_TYPE_LABELS, ROPE_TYPE_LABELS.get(model_type)
+    labels = getattr(config_class, "_rope_type_labels", None)
+    if labels:
+        return True, tuple(labels)
+    return True, () if "layer_types" in inspect.signature(config_class.__init__).parameters else None
+
+
+def default_layer_types(raw: dict) -> list[str] | None:
+    """Each layer's type as the config gives it (``layer_types``), else as its :data:`PER_LAYER_CLASSES` class
+    fills it in; ``None`` for other configs without ``layer_types``.
+
+    >>> default_layer_types({"model_type": "modernbert", "num_hidden_layers": 4})
+    ['full_attention', 'sliding_attention', 'sliding_attention', 'full_attention']
+    """
+    if isinstance(raw.get("layer_types"), (list, tuple)):
+        return list(raw["layer_types"])
+    spec = PER_LAYER_CLASSES.get(_model_type(raw))
+    if spec is None:
+        return None
+    every, layers = int(raw.get(spec.pattern_field) or spec.every), int(raw.get("num_hidden_layers") or spec.layers)
+    return [_FULL if (i + spec.offset) % every == 0 else _SLIDING for i in range(layers)]
+
+
+def _model_type(raw: dict) -> str | None:
+    return raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
+
+
+def _layer_keys(raw: dict, name: str, stated: Mapping) -> list[str]:
+    """The keys of ``stated`` that transformers takes as layer types: those the class's own labels name, else
+    the config's ``layer_types`` (none for a class without that field); every dict when neither is known."""
+    known, labels = _class_labels(_model_type(raw))
+    layer_types = default_layer_types(raw)
+    if labels:
+        names = set(labels)
+    elif known and labels is None:  # the class has no layer_types: flat parameters
+        return []
+    elif layer_types is not None:
+        names = set(layer_types)
+    else:  # an unknown class, or one that fills in default layer types: the dicts stand for them
+        return list(_nested(name, stated) or ())
+    return [key for key, value in stated.items() if key in names and isinstance(value, Mapping)]
+
+
 def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
-    """Gemma 3's and ModernBERT's 4.x per-layer-type theta fields, ``{ALL_LAYERS: params}`` without them."""
+    """For a model type transformers does not know: Gemma 3's and ModernBERT's 4.x per-layer-type theta fields,
+    ``{ALL_LAYERS: params}`` without them."""
     if raw.get("rope_local_base_freq") is not None:  # Gemma 3: scaling on full attention only
-        return {"full_attention": params, "sliding_attention": {"rope_theta": raw["rope_local_base_freq"]}}
+        return {_FULL: params, _SLIDING: {"rope_theta": raw["rope_local_base_freq"]}}
     if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT
-        local = {"rope_theta": raw["local_rope_theta"]} if raw.get("local_rope_theta") is not None else {}
         glob = {**params, **({"rope_theta": raw["global_rope_theta"]} if raw.get("global_rope_theta") else {})}
-        return {"full_attention": glob, "sliding_attention": local}
+        return {_FULL: glob, _SLIDING: {**params, "rope_theta": raw.get("local_rope_theta")}}
     return {ALL_LAYERS: params}
 
 
@@ -240,21 +357,70 @@ def _complete(layer: str, params: dict, top_theta: Any) -> tuple[dict, bool]:
     return params, True
 
 
-def _layers(raw: dict) -> dict[str, tuple[dict, bool]]:
-    """``{layer type: (flat params, theta given)}``: the one interpretation of both spellings."""
+def _per_layer_class(raw: dict, spec: PerLayerClass) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
+    """The nested parameters a :class:`PerLayerClass` config class builds, with the stated keys it ignores."""
+    stated = _mapping(raw, "rope_parameters")
+    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
+    if raw.get("rope_parameters") is None:
+        nested = {_SLIDING: {"rope_type": "default"}, _FULL: {"rope_type": "default"}}
+    scaling = _mapping(raw, "rope_scaling") if raw.get("rope_scaling") is not None else None
+    for layer in spec.scaled if scaling is not None else ():
+        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
+    given = {}
+    for layer, name, default in spec.thetas:
+        if not isinstance(nested.get(layer), Mapping):
+            nested[layer] = {"rope_type": "default"}
+        given[layer] = nested[layer].get("rope_theta") is not None or raw.get(name) is not None
+        if nested[layer].get("rope_theta") is None:
+            nested[layer]["rope_theta"] = raw[name] if raw.get(name) is not None else default
+    names = set(default_layer_types(raw) or ())
+    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
+    layers = {key: (_complete(key, nested[key], None)[0], given.get(key, True)) for key in keys}
+    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
+    return layers, tuple(key for key in stated if key not in keys and key not in own)
+
+
+def _read(raw: dict) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
+    """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation."""
+    spec = PER_LAYER_CLASSES.get(_model_type(raw))
+    if spec is not None:
+        return _per_layer_class(raw, spec)
     name, stated = _stated(raw)
     top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
-    nested = _nested(name, stated)
-    if nested is not None:
-        layers = {layer: dict(value) for layer, value in nested.items()}
-    elif name == "rope_parameters":
-        layers = {ALL_LAYERS: dict(stated)}
-    else:  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
-        params = _rename_type(dict(stated))
-        if params.get("rope_theta") is None and top_theta is not None:
-            params["rope_theta"] = top_theta
-        layers, top_theta = _per_layer_v4(raw, params), None
-    return {layer: _complete(layer, params, top_theta) for layer, params in layers.items()}
+    keys = _layer_keys(raw, name, stated)
+    if keys:
+        layers = {key: dict(stated[key]) for key in keys}
+        ignored = tuple(key for key, value in stated.items() if key not in keys and value is not None)
+    else:  # flat: dicts among the fields are not layer types here, and transformers ignores them
+        params = {key: value for key, value in stated.items() if not isinstance(value, Mapping)}
+        ignored = tuple(key for key in stated if key not in params)
+        if name == "rope_parameters":
+            layers = {ALL_LAYERS: params}
+        else:  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
+            params = _rename_type(params)
+            if params.get("rope_theta") is None and top_theta is not None:
+                params["rope_theta"] = top_theta
+            known = _class_labels(_model_type(raw))[0]
+            layers, top_theta = (_per_layer_v4(raw, params) if not known else {ALL_LAYERS: params}), None
+    completed = {layer: _complete(layer, params, top_theta) for layer, params in layers.items()}
+    if _model_type(raw) in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
+        params = completed[ALL_LAYERS][0]
+        params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
+    return completed, ignored
+
+
+def _layers(raw: dict) -> dict[str, tuple[dict, bool]]:
+    return _read(raw)[0]
+
+
+def ignored_parameters(raw: dict) -> tuple[str, ...]:
+    """The keys of the stated RoPE parameters that transformers ignores: dicts under a key that is not
+    one of the config's layer types, and flat fields beside parameters nested by layer type.
+
+    >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
+    ('full_attention',)
+    """
+    return _read(raw)[1]
 
 
 def layer_parameters(raw: dict) -> dict[str, dict]:
@@ -262,12 +428,12 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
 
     Each holds ``rope_type`` and a float ``rope_theta`` (a layer type without one takes the
     top-level ``rope_theta``, else :data:`DEFAULT_THETA`). Raises ``ValueError`` for a malformed
-    config: parameters that are not a dict, a dict that mixes layer types with flat fields, a
-    ``rope_theta`` that is not a number.
+    config: parameters that are not a dict, a dict that mixes layer types with flat fields (where
+    the layer types are unknown), a ``rope_theta`` that is not a number.
 
     >>> layer_parameters({"rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2.0}})
     {'all': {'factor': 2.0, 'rope_type': 'linear', 'rope_theta': 500000.0}}
-    >>> layer_parameters({"rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
+    >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
     """
     return {layer: params for layer, (params, _) in _layers(raw).items()}
@@ -330,11 +496,9 @@ def declared_original(model_type: Any) -> tuple[bool, int | None]:
 
 @functools.lru_cache(maxsize=None)
 def _declared_original(model_type: str) -> tuple[bool, int | None]:
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:
+    installed, config_class = _config_class(model_type)
+    if not installed:
         return model_type in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(model_type)
-    config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
     found = inspect.signature(config_class.__init__).parameters.get(ORIGINAL) if config_class else None
     default = getattr(found, "default", None)
     return found is not None, default if isinstance(default, int) else None
@@ -397,6 +561,29 @@ def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
     ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
     """
     raw = config_dict(config)
-    layers = _layers(raw)
+    layers, ignored = _read(raw)
+    _refuse_ignored_layers(raw, layers, ignored)
     params, given = select_layer(layers, layer_type)
     return _settings(raw, layer_type or ALL_LAYERS, params, given)
+
+
+def why_ignored(raw: dict) -> str:
+    """Why transformers does not take the config's other keys as layer types, in words."""
+    known, labels = _class_labels(_model_type(raw))
+    if known and labels is None:
+        return f"transformers' {raw.get('model_type')} config class has no layer_types"
+    if labels:
+        return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(labels)}"
+    return "the config's layer_types does not name them"
+
+
+def _refuse_ignored_layers(raw: dict, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:
+    """Flat parameters beside dicts that transformers ignores: the builder refuses them rather than build the flat ones."""
+    _, stated = _stated(raw)
+    dicts = [key for key in ignored if isinstance(stated.get(key), Mapping)]
+    if list(layers) != [ALL_LAYERS] or not dicts:
+        return
+    raise ValueError(
+        f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
+        "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
+    )

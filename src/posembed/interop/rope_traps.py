@@ -12,9 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from posembed.interop.rope_settings import ALL_LAYERS, DEFAULT_THETA, ORIGINAL_USERS, RopeSettings
+from posembed.interop.rope_settings import (
+    ALL_LAYERS, DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, ORIGINAL_USERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, RopeSettings,
+    ignored_parameters, why_ignored,
+)  # fmt: skip
 
-__all__ = ["Trap", "find_traps", "FAMILY_THETA", "yarn_default_attention"]
+__all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 
 #: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
 FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
@@ -34,6 +37,9 @@ FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
 }
 #: vocabulary size of Llama 3 (its tokenizer), which tells Llama 3 from Llama 2 in a "llama" config
 LLAMA3_VOCAB = 128256
+#: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
+#: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
+MSCALE_FORWARD = frozenset({"phimoe"})
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,10 @@ def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
     family = _family(raw, s)
     expected = FAMILY_THETA.get(family or "", {}).get(s.layer_type) or FAMILY_THETA.get(family or "", {}).get(ALL_LAYERS)
     shown = " or ".join(f"{v:g}" for v in expected) if expected else ""
+    if not s.theta_given and s.theta != DEFAULT_THETA:  # a PER_LAYER_CLASSES default
+        return [Trap("theta_missing", "note", s.layer_type,
+                     f"rope_theta is absent: transformers' {raw.get('model_type')} config class fills in {s.theta:g} for "
+                     f"{s.layer_type}; a loader without that default falls back to {DEFAULT_THETA:g}")]  # fmt: skip
     if not s.theta_given:
         if expected and DEFAULT_THETA not in expected:
             return [Trap("theta_missing", "warning", s.layer_type,
@@ -248,12 +258,80 @@ def _check_layers(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
                  f"theta differs per layer type ({shown}): a stack that reads only rope_theta gives every layer one of them")]  # fmt: skip
 
 
-_CHECKS = (_check_theta, _check_original, _check_yarn, _check_dynamic, _check_longrope, _check_llama3, _check_shape)
+def _stated_type(raw: dict) -> object:
+    stated = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    return stated.get("rope_type", stated.get("type")) if isinstance(stated, dict) else None
+
+
+def _check_renamed(raw: dict, s: RopeSettings) -> list[Trap]:
+    old = _stated_type(raw)
+    if raw.get("model_type") not in RENAMED_TO_LONGROPE or s.layer_type != ALL_LAYERS or old not in OLD_LONGROPE:
+        return []
+    head = (f"rope type {old!r} is an old name of LongRoPE: transformers' {raw.get('model_type')} config class renames it "
+            f"longrope (short_factor / long_factor{', not YaRN' if old == 'yarn' else ''})")  # fmt: skip
+    if old == "su" and s.params.get(ORIGINAL) is None:
+        return [Trap("renamed_longrope", "error", s.layer_type,
+                     f"{head}, but only after standardising the parameters, which fills in {ORIGINAL} for yarn, llama3 and "
+                     f"longrope alone: transformers 5.23 cannot load this config (KeyError: missing {ORIGINAL}) unless its "
+                     f"RoPE parameters state it; posembed reads it as longrope trained at {s.original_max_len} "
+                     f"({s.original_source})")]  # fmt: skip
+    return [Trap("renamed_longrope", "note", s.layer_type, f"{head}; posembed reads it so")]
+
+
+def _check_type_key(raw: dict, s: RopeSettings) -> list[Trap]:
+    old = s.params.get("type")
+    if old is None or old == s.rope_type or (raw.get("model_type") in RENAMED_TO_LONGROPE and old in OLD_LONGROPE):
+        return []
+    why = ""
+    if raw.get("model_type") in PER_LAYER_CLASSES and raw.get("rope_scaling") is not None:
+        why = (f" (transformers' {raw['model_type']} config class merges a 4.x rope_scaling into parameters whose "
+               f"rope_type is already 'default')")  # fmt: skip
+    return [Trap("type_ignored", "warning", s.layer_type,
+                 f"the RoPE parameters name their type with the old key 'type' ({old!r}) beside rope_type {s.rope_type!r}: "
+                 f"transformers builds {s.rope_type!r} and ignores 'type'{why}; write rope_type")]  # fmt: skip
+
+
+def _check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
+    if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
+        return []
+    frequencies = {
+        "longrope": "so it always takes short_factor, never long_factor",
+        "dynamic": "so dynamic NTK never rescales its frequencies",
+    }.get(s.rope_type, f"which gives the {s.rope_type} frequencies")
+    short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
+    original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
+    return [Trap("mscale_forward", "warning", s.layer_type,
+                 f"transformers' {raw.get('model_type')} rotary embedding does not use what its rope init function builds "
+                 f"at each length: its forward calls that function again without the sequence length, {frequencies}, "
+                 f"and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
+                 f"{original}) or long_mscale={long} (longer) instead of the attention factor; posembed's "
+                 f"scheme follows the rope init functions, so it differs from that model wherever these differ")]  # fmt: skip
+
+
+def _check_ignored(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+    ignored = ignored_parameters(raw)
+    if not ignored:
+        return []
+    shown = ", ".join(ignored)
+    if [s.layer_type for s in settings] == [ALL_LAYERS]:
+        s = settings[0]
+        return [Trap("parameters_ignored", "warning", "*",
+                     f"the RoPE parameters nest {shown} like layer types, but {why_ignored(raw)}: transformers reads the "
+                     f"parameters as flat, ignores {shown} and builds {s.rope_type} RoPE with theta {s.theta:g}; "
+                     f"posembed's builder refuses such a config")]  # fmt: skip
+    layers = ", ".join(s.layer_type for s in settings)
+    return [Trap("parameters_ignored", "warning", "*",
+                 f"the RoPE parameters hold {shown} beside the layer types the config has ({layers}): transformers "
+                 f"ignores {'it' if len(ignored) == 1 else 'them'}")]  # fmt: skip
+
+
+_CHECKS = (_check_theta, _check_original, _check_yarn, _check_dynamic, _check_longrope, _check_llama3, _check_shape,
+           _check_renamed, _check_type_key, _check_mscale_forward)  # fmt: skip
 
 
 def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
     """Every trap of every layer type (errors first, then warnings, then notes)."""
     traps = [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
-    traps += _check_layers(raw, settings)
+    traps += _check_layers(raw, settings) + _check_ignored(raw, settings)
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(traps, key=lambda trap: order[trap.severity])

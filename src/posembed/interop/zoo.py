@@ -28,7 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from posembed.interop.rope_config import rotary_from_settings
-from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, load_config_dict, read_rope_settings
+from posembed.interop.rope_settings import (
+    ALL_LAYERS, PER_LAYER_CLASSES, default_layer_types, layer_settings, load_config_dict, read_rope_settings,
+)  # fmt: skip
 from posembed.model import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative
@@ -121,9 +123,10 @@ def _int(raw: dict, *names: str) -> int:
 
 
 def _layer_types(raw: dict, layers: int) -> list[str]:
-    """Each layer's type: ``layer_types``, else Gemma 3's / ModernBERT's 4.x pattern fields, else one type."""
-    if raw.get("layer_types"):
-        return list(raw["layer_types"])
+    """Each layer's type: ``layer_types`` (else the default of Gemma 3's / ModernBERT's config class), else
+    their 4.x pattern fields, else one type."""
+    if raw.get("layer_types") or raw.get("model_type") in PER_LAYER_CLASSES:
+        return list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
     if raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
         every = int(raw["sliding_window_pattern"])
         return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]

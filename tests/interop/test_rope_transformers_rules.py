@@ -1,0 +1,353 @@
+"""The config classes' own RoPE rules of transformers 5.23, against the model's own rotary embedding.
+
+Each family builds the transformers config from the dict (``from_dict``, which edits the dict it is
+given: deep copies here), then the model's rotary embedding, and compares every layer type it builds
+(inv_freq, attention scaling and the cos / sin of ``forward`` past every switch point) with posembed's
+settings and scheme:
+
+- ModernBERT and Gemma 3 always nest their parameters: a 4.x ``rope_scaling`` goes into every layer
+  type (ModernBERT) or full attention only (Gemma 3), over ``rope_type: "default"`` (an old ``type``
+  key never counts), each layer type's theta from the class's own fields and defaults;
+- Phi-3 (and Phi-4-multimodal) read the old rope types ``su`` / ``yarn`` as longrope;
+- only the keys the config's layer types name are per layer type (none for a class without
+  ``layer_types``); other dicts are ignored;
+- PhiMoE's forward uses short_factor at every length and short_mscale / long_mscale: the check compares
+  with that forward, and says where posembed's LongRoPE differs.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from posembed.interop import rope_settings
+from posembed.interop.rope_check import check_rope_config, format_report
+from posembed.interop.rope_config import rotary_from_hf_config, rotary_from_settings
+from posembed.interop.rope_settings import ALL_LAYERS, ignored_parameters, read_rope_settings
+
+transformers = pytest.importorskip("transformers")
+
+SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 3,
+         "intermediate_size": 64, "vocab_size": 100, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
+LONGROPE = {"short_factor": [1.0 + i / 16 for i in range(8)], "long_factor": [2.0 + i for i in range(8)]}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
+LINEAR = {"rope_type": "linear", "factor": 2.0}
+MODERNBERT = {"model_type": "modernbert", **SHAPE, "cls_token_id": 1, "sep_token_id": 2, "max_position_embeddings": 4096}
+GEMMA3 = {"model_type": "gemma3_text", **SHAPE, "head_dim": 16, "max_position_embeddings": 4096}
+PHI3 = {"model_type": "phi3", **SHAPE, "max_position_embeddings": 131072, "rope_theta": 1e4}
+LLAMA = {"model_type": "llama", **SHAPE, "max_position_embeddings": 4096}
+
+
+def _built(raw: dict):
+    """transformers' config object and its model's rotary embedding."""
+    config = transformers.CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw))
+    module = importlib.import_module(type(config).__module__.replace("configuration_", "modeling_"))
+    (name,) = [n for n in dir(module) if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")]
+    return config, getattr(module, name)(config)
+
+
+def _their_layers(embedding) -> dict[str, tuple[torch.Tensor, float]]:
+    """``{layer type: (inv_freq, attention scaling)}`` of every layer type the model built (``all``: one set)."""
+    if hasattr(embedding, "inv_freq"):
+        return {ALL_LAYERS: (embedding.inv_freq, float(embedding.attention_scaling))}
+    return {layer: (getattr(embedding, f"{layer}_inv_freq"), float(getattr(embedding, f"{layer}_attention_scaling")))
+            for layer in embedding.layer_types if hasattr(embedding, f"{layer}_inv_freq")}  # fmt: skip
+
+
+def _assert_posembed_is_the_model(raw: dict, lengths=(64,)) -> None:
+    """posembed's layer types, frequencies, attention factors and cos / sin are the model's."""
+    _, embedding = _built(raw)
+    theirs = _their_layers(embedding)
+    ours = {s.layer_type: s for s in read_rope_settings(copy.deepcopy(raw))}
+    assert set(ours) == set(theirs)
+    for layer, (inv_freq, scaling) in theirs.items():
+        scheme = rotary_from_settings(ours[layer], angles="fp32")
+        torch.testing.assert_close(scheme.inv_freq.float(), inv_freq.float(), rtol=1e-6, atol=0, msg=layer)
+        assert float(scheme.attention_scaling) == pytest.approx(scaling, rel=1e-6), layer
+        half = scheme.rotary_dim // 2
+        for length in lengths:
+            positions = torch.arange(length)[None]
+            kwargs = {} if layer == ALL_LAYERS else {"layer_type": layer}
+            cos, sin = embedding(torch.zeros(1, 1, scheme.head_dim), positions, **kwargs)
+            our_cos, our_sin = scheme.cos_sin(positions[0])
+            torch.testing.assert_close(our_cos, cos[0, :, :half].float(), rtol=1e-5, atol=1e-5, msg=f"{layer} {length}")
+            torch.testing.assert_close(our_sin, sin[0, :, :half].float(), rtol=1e-5, atol=1e-5, msg=f"{layer} {length}")
+    report = check_rope_config(copy.deepcopy(raw))
+    for layer in report.layers:
+        assert layer.comparisons and all(c.equal for c in layer.comparisons), format_report(report)
+
+
+#: ModernBERT's and Gemma 3's config classes nest every spelling; each case: (config, {layer type: rope_type, theta})
+PER_LAYER = {
+    "modernbert_v4_scaling_both_layers": (
+        {**MODERNBERT, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "rope_scaling": dict(LINEAR)},
+        {"full_attention": ("linear", 160000.0), "sliding_attention": ("linear", 10000.0)}),
+    "modernbert_v4_yarn_no_local_theta": (
+        {**MODERNBERT, "global_rope_theta": 80000.0, "rope_scaling": dict(YARN)},
+        {"full_attention": ("yarn", 80000.0), "sliding_attention": ("yarn", 10000.0)}),
+    "modernbert_v4_class_default_thetas": (
+        {**MODERNBERT, "rope_scaling": dict(LINEAR)},
+        {"full_attention": ("linear", 160000.0), "sliding_attention": ("linear", 10000.0)}),
+    "modernbert_v4_theta_inside_scaling": (
+        {**MODERNBERT, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "rope_scaling": {**LINEAR, "rope_theta": 5e4}},
+        {"full_attention": ("linear", 5e4), "sliding_attention": ("linear", 5e4)}),
+    "modernbert_v4_top_level_theta_ignored": (
+        {**MODERNBERT, "rope_theta": 5e4},
+        {"full_attention": ("default", 160000.0), "sliding_attention": ("default", 10000.0)}),
+    "modernbert_v4_old_type_key_ignored": (
+        {**MODERNBERT, "global_rope_theta": 160000.0, "rope_scaling": {"type": "linear", "factor": 2.0}},
+        {"full_attention": ("default", 160000.0), "sliding_attention": ("default", 10000.0)}),
+    "modernbert_v5_one_layer_type_given": (
+        {**MODERNBERT, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e5}}},
+        {"full_attention": ("linear", 1e5), "sliding_attention": ("default", 10000.0)}),
+    "modernbert_decoder_v4_scaling": (
+        {**MODERNBERT, "model_type": "modernbert-decoder", "global_rope_theta": 160000.0, "rope_scaling": dict(LINEAR)},
+        {"full_attention": ("linear", 160000.0), "sliding_attention": ("linear", 10000.0)}),
+    "gemma3_v4_no_local_theta": (
+        {**GEMMA3, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"], "rope_theta": 5e5,
+         "rope_scaling": {"rope_type": "linear", "factor": 8.0}},
+        {"full_attention": ("linear", 5e5), "sliding_attention": ("default", 10000.0)}),
+    "gemma3_v4_old_type_key_ignored": (
+        {**GEMMA3, "layer_types": ["sliding_attention", "full_attention", "full_attention"], "rope_theta": 5e5,
+         "rope_local_base_freq": 1e4, "rope_scaling": {"type": "linear", "factor": 8.0}},
+        {"full_attention": ("default", 5e5), "sliding_attention": ("default", 10000.0)}),
+    "gemma3_default_layer_types_all_sliding": (  # 3 layers, every 6th full: no full-attention layer to build
+        {**GEMMA3, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6},
+                                       "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+        {"sliding_attention": ("default", 10000.0)}),
+    "gemma3_default_layer_types_pattern": (
+        {**GEMMA3, "sliding_window_pattern": 3, "rope_scaling": dict(LINEAR)},
+        {"full_attention": ("linear", 1e6), "sliding_attention": ("default", 10000.0)}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PER_LAYER))
+def test_per_layer_classes_equal_the_model(name):
+    raw, expected = PER_LAYER[name]
+    settings = {s.layer_type: (s.rope_type, s.theta) for s in read_rope_settings(copy.deepcopy(raw))}
+    assert settings == expected
+    _assert_posembed_is_the_model(raw, lengths=(64, 4096))
+
+
+def test_per_layer_class_traps():
+    def traps(name):
+        return {t.code: t for t in check_rope_config(PER_LAYER[name][0], compare=False).traps}
+
+    ignored = traps("modernbert_v4_old_type_key_ignored")["type_ignored"]
+    assert "'type' ('linear') beside rope_type 'default'" in ignored.message and "merges a 4.x rope_scaling" in ignored.message
+    default = traps("modernbert_v4_class_default_thetas")["theta_missing"]
+    assert default.severity == "note" and "fills in 160000 for full_attention" in default.message
+    assert "type_ignored" not in traps("modernbert_v4_scaling_both_layers")
+
+
+def test_per_layer_class_defaults_are_the_classes():
+    """PER_LAYER_CLASSES holds the class defaults and default layer_types transformers 5.23 uses."""
+    for model_type, spec in rope_settings.PER_LAYER_CLASSES.items():
+        config_class = transformers.CONFIG_MAPPING[model_type]
+        default = config_class.default_theta
+        assert {layer: theta for layer, _, theta in spec.thetas} == {
+            "full_attention": default["global"], "sliding_attention": default["local"]}, model_type  # fmt: skip
+        for layers, every in ((7, None), (13, 4)):
+            fields = {"num_hidden_layers": layers, **({spec.pattern_field: every} if every else {})}
+            made = config_class(**fields)
+            assert rope_settings.default_layer_types({"model_type": model_type, **fields}) == made.layer_types, model_type
+
+
+#: Phi-3's old rope type names -> longrope; each case: (rope parameters, where they sit)
+PHI3_OLD = {
+    "type_yarn": ({"type": "yarn", **LONGROPE, "factor": 32.0}, "rope_scaling"),
+    "rope_type_yarn_no_factor": ({"rope_type": "yarn", **LONGROPE}, "rope_scaling"),
+    "type_su_with_original": ({"type": "su", **LONGROPE, "original_max_position_embeddings": 2048}, "rope_scaling"),
+    "v5_rope_type_yarn": ({"rope_type": "yarn", **LONGROPE, "rope_theta": 1e4}, "rope_parameters"),
+    "type_su_top_level_wins": ({"type": "su", **LONGROPE, "original_max_position_embeddings": 2048}, "top"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PHI3_OLD))
+def test_phi3_old_rope_types_are_longrope(name):
+    params, where = PHI3_OLD[name]
+    raw = {**PHI3, "rope_scaling" if where == "top" else where: copy.deepcopy(params)}
+    if where == "top":
+        raw["original_max_position_embeddings"] = 8192
+    (s,) = read_rope_settings(copy.deepcopy(raw))
+    config, _ = _built(raw)
+    assert (s.rope_type, s.original_max_len) == ("longrope", config.rope_parameters["original_max_position_embeddings"])
+    assert config.rope_parameters["rope_type"] == "longrope"
+    _assert_posembed_is_the_model(raw, lengths=(64, s.original_max_len + 1))
+    (trap,) = [t for t in check_rope_config(raw, compare=False).traps if t.code == "renamed_longrope"]
+    assert trap.severity == "note" and "renames it longrope" in trap.message
+
+
+def test_phi3_su_without_original_cannot_be_loaded():
+    """Phi3Config renames 'su' after standardising, which fills in the length for yarn/llama3/longrope only."""
+    raw = {**PHI3, "original_max_position_embeddings": 4096, "rope_scaling": {"type": "su", **LONGROPE}}
+    with pytest.raises(KeyError, match="original_max_position_embeddings"):
+        _built(raw)
+    report = check_rope_config(raw)
+    (trap,) = [t for t in report.traps if t.code == "renamed_longrope"]
+    assert trap.severity == "error" and "cannot load this config" in trap.message and "trained at 4096" in trap.message
+    assert report.layers[0].scheme == "LongRoPERotary" and "cannot build this config" in report.layers[0].comparison_note
+    assert rotary_from_hf_config(raw).original_max_len == 4096
+
+
+def test_phi4_multimodal_renames_too():
+    raw = {**PHI3, "model_type": "phi4_multimodal", "rope_scaling": {"type": "yarn", **LONGROPE}}
+    (s,) = read_rope_settings(raw)
+    config, _ = _built(raw)
+    assert s.rope_type == config.rope_parameters["rope_type"] == "longrope"
+    llama = {**LLAMA, "rope_scaling": {"type": "yarn", "factor": 4.0}}  # other families keep YaRN
+    assert read_rope_settings(llama)[0].rope_type == "yarn" == _built(llama)[0].rope_parameters["rope_type"]
+
+
+def test_renamed_to_longrope_lists_every_config_class_that_renames():
+    models = Path(transformers.__file__).parent / "models"
+    renaming = set()
+    for file in models.glob("*/configuration_*.py"):
+        text = file.read_text(encoding="utf-8")
+        if re.search(r'in \["su", "yarn"\]', text):
+            for model_type in re.findall(r'^\s+model_type = "([^"]+)"', text, re.MULTILINE):
+                convert = transformers.CONFIG_MAPPING[model_type].convert_rope_params_to_dict
+                if '["su", "yarn"]' in inspect.getsource(convert):
+                    renaming.add(model_type)
+    assert renaming == rope_settings.RENAMED_TO_LONGROPE
+
+
+#: which keys are per layer type; each case: (config, the layer types the model builds, the keys transformers ignores)
+LAYER_TYPES = {
+    "llama_nested_without_layer_types": (
+        {**LLAMA, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}, {ALL_LAYERS}, ("full_attention",)),
+    "llama_layer_types_not_a_field": (  # LlamaConfig sets layer_types only after standardising the parameters
+        {**LLAMA, "layer_types": ["full_attention"] * 3, "rope_theta": 5e5,
+         "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}, {ALL_LAYERS}, ("full_attention",)),
+    "gemma3_layer_types_name_one": (
+        {**GEMMA3, "layer_types": ["sliding_attention"] * 3,
+         "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                             "full_attention": {**LINEAR, "rope_theta": 1e6}}}, {"sliding_attention"}, ()),
+    "gemma3_flat_fields_beside_layer_types": (
+        {**GEMMA3, "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+         "rope_parameters": {**LINEAR, "rope_theta": 1e5, "full_attention": {**LINEAR, "rope_theta": 1e6}}},
+        {"sliding_attention", "full_attention"}, ("rope_type", "factor", "rope_theta")),
+    "gemma3_extra_layer_type": (
+        {**GEMMA3, "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+         "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                             "full_attention": {**LINEAR, "rope_theta": 1e6}, "chunked_attention": {"rope_theta": 3.0}}},
+        {"sliding_attention", "full_attention"}, ("chunked_attention",)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_TYPES))
+def test_only_the_configs_layer_types_are_per_layer(name):
+    raw, layers, ignored = LAYER_TYPES[name]
+    assert {s.layer_type for s in read_rope_settings(copy.deepcopy(raw))} == layers
+    assert ignored_parameters(raw) == ignored
+    _assert_posembed_is_the_model(raw, lengths=(64, 4096))
+    traps = [t for t in check_rope_config(raw, compare=False).traps if t.code == "parameters_ignored"]
+    assert [t.severity for t in traps] == (["warning"] if ignored else [])
+    if layers == {ALL_LAYERS}:  # the builder refuses to build plain RoPE from what the config nests
+        assert "ignores full_attention and builds default RoPE" in traps[0].message
+        with pytest.raises(ValueError, match="nested by layer type \\(full_attention\\), but .*ignores those dicts"):
+            rotary_from_hf_config(raw)
+
+
+def test_unknown_model_types_take_every_dict_as_a_layer_type():
+    nested = {"full_attention": {**LINEAR, "rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}
+    raw = {"hidden_size": 64, "num_attention_heads": 4, "rope_parameters": nested}
+    assert {s.layer_type for s in read_rope_settings(raw)} == {"full_attention", "sliding_attention"}
+    assert {s.layer_type for s in read_rope_settings({**raw, "layer_types": ["sliding_attention"]})} == {"sliding_attention"}
+    with pytest.raises(ValueError, match="mixes per-layer-type dicts"):
+        read_rope_settings({**raw, "rope_parameters": {**nested, "rope_theta": 1e4}})
+
+
+def test_rope_type_labels_list_every_config_class_that_has_them():
+    """ROPE_TYPE_LABELS (used without transformers) holds every class's ``_rope_type_labels``, and they win."""
+    models = Path(transformers.__file__).parent / "models"
+    labelled = {}
+    for file in models.glob("*/configuration_*.py"):
+        text = file.read_text(encoding="utf-8")
+        if "_rope_type_labels = (" in text:
+            for model_type in re.findall(r'^\s+model_type = "([^"]+)"', text, re.MULTILINE):
+                labels = getattr(transformers.CONFIG_MAPPING[model_type], "_rope_type_labels", None)
+                if labels:
+                    labelled[model_type] = tuple(labels)
+    assert labelled == rope_settings.ROPE_TYPE_LABELS
+    raw = {"model_type": "lfm3", **SHAPE, "layer_types": ["full_attention"] * 3,
+           "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}}  # fmt: skip
+    config = transformers.CONFIG_MAPPING["lfm3"].from_dict(copy.deepcopy(raw))
+    assert config.nested_rope_parameter_keys(config.rope_parameters) == [s.layer_type for s in read_rope_settings(raw)]
+
+
+#: PhiMoE: (short_mscale, long_mscale, long_factor) -> whether posembed's LongRoPE equals the model at (short, long)
+PHIMOE_SHORT = LONGROPE["short_factor"]
+PHIMOE = {
+    "phi35_moe_like": (1.2431631, 1.2431631, LONGROPE["long_factor"], (False, False)),
+    "mscale_is_the_attention_factor_but_long_factors": (1.1902380714238083, 1.1902380714238083, LONGROPE["long_factor"], (True, False)),
+    "no_difference": (1.1902380714238083, 1.1902380714238083, PHIMOE_SHORT, (True, True)),
+    "mscales_differ": (1.1902380714238083, 1.3, PHIMOE_SHORT, (True, False)),
+}  # fmt: skip
+
+
+def _phimoe(short_mscale, long_mscale, long_factor) -> dict:
+    return {"model_type": "phimoe", **SHAPE, "max_position_embeddings": 131072, "rope_theta": 1e4,
+            "rope_scaling": {"rope_type": "longrope", "short_factor": PHIMOE_SHORT, "long_factor": long_factor,
+                             "short_mscale": short_mscale, "long_mscale": long_mscale,
+                             "original_max_position_embeddings": 4096}}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PHIMOE))
+def test_phimoe_check_compares_with_the_models_forward(name):
+    *scales, equal = PHIMOE[name]
+    raw = _phimoe(*scales)
+    _, embedding = _built(raw)
+    (s,) = read_rope_settings(raw)
+    scheme = rotary_from_settings(s, angles="fp32")
+    report = check_rope_config(raw)
+    (layer,) = report.layers
+    assert [c.seq_len for c in layer.comparisons] == [4096, 131072]  # the switch, and the effective context
+    assert "Phimoe" in layer.comparison_note and "cos / sin" in layer.comparison_note
+    for comparison, length, expected in zip(layer.comparisons, (4096, 131072), equal):
+        positions = torch.arange(length)[None]
+        cos, sin = embedding(torch.zeros(1, 1, 16), positions)  # (1, T, D): the model's own forward
+        our_cos, our_sin = scheme.cos_sin(positions[0])
+        same = torch.allclose(our_cos, cos[0, :, :8].float(), rtol=1e-5, atol=1e-5) and torch.allclose(
+            our_sin, sin[0, :, :8].float(), rtol=1e-5, atol=1e-5)  # fmt: skip
+        assert same == comparison.equal == expected, (length, format_report(report))
+        model_scale = float(torch.hypot(cos[0, 1, :8].double(), sin[0, 1, :8].double()).mean())
+        assert comparison.transformers_attention_factor == pytest.approx(model_scale, rel=1e-6)
+        assert comparison.transformers_attention_factor == pytest.approx(scales[length > 4096], rel=1e-6)
+    (trap,) = [t for t in report.traps if t.code == "mscale_forward"]
+    assert trap.severity == "warning" and "always takes short_factor, never long_factor" in trap.message
+    assert f"short_mscale={scales[0]}" in trap.message and "original_max_position_embeddings=4096" in trap.message
+    assert not report.ok
+
+
+def test_phimoe_default_rope_has_no_trap():
+    raw = {"model_type": "phimoe", **SHAPE, "max_position_embeddings": 4096, "rope_theta": 1e4}
+    report = check_rope_config(raw)
+    assert "mscale_forward" not in {t.code for t in report.traps}
+    assert report.layers[0].comparisons[0].equal
+
+
+def test_without_transformers_the_tables_stand_in(monkeypatch):
+    """Without transformers: the per-layer classes and the renames from their tables; a model type the tables do
+    not know takes its dicts as layer types."""
+    raws = {name: PER_LAYER[name][0] for name in ("modernbert_v4_scaling_both_layers", "gemma3_default_layer_types_pattern")}
+    phi3 = {**PHI3, "rope_scaling": {"type": "yarn", **LONGROPE}}
+    with_transformers = {name: read_rope_settings(copy.deepcopy(raw)) for name, raw in {**raws, "phi3": phi3}.items()}
+    nested = {**LLAMA, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}
+    rope_settings._class_labels.cache_clear()
+    rope_settings._declared_original.cache_clear()
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
+    try:
+        for name, raw in {**raws, "phi3": phi3}.items():
+            assert read_rope_settings(copy.deepcopy(raw)) == with_transformers[name], name
+        assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]
+    finally:
+        rope_settings._class_labels.cache_clear()
+        rope_settings._declared_original.cache_clear()
