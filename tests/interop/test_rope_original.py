@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from posembed.interop import rope_settings
+from posembed.interop import rope_classes, rope_settings
 from posembed.interop.rope_check import check_rope_config, format_report
 from posembed.interop.rope_config import rotary_from_settings
 from posembed.interop.rope_settings import ALL_LAYERS, declared_original, read_rope_settings
@@ -209,11 +209,11 @@ def test_declared_original_matches_the_config_classes_and_the_fallback(monkeypat
                     declaring[model_type] = default
     assert declaring == rope_settings.DECLARED_ORIGINAL
     assert declared_original("llama") == (False, None) and declared_original("phimoe") == (False, None)
-    rope_settings._declared_original.cache_clear()
+    rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     try:
         assert declared_original("phi3") == (True, 4096) and declared_original("llama") == (False, None)
         raw = _config("phi3_longrope", "neither")
         assert _settings(raw, ALL_LAYERS).original_max_len == 4096
     finally:
-        rope_settings._declared_original.cache_clear()
+        rope_classes.clear_caches()

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from posembed.interop import rope_settings
+from posembed.interop import rope_classes, rope_settings
 from posembed.interop.rope_check import check_rope_config, format_report
 from posembed.interop.rope_config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope_settings import ALL_LAYERS, ignored_parameters, read_rope_settings
@@ -341,13 +341,11 @@ def test_without_transformers_the_tables_stand_in(monkeypatch):
     phi3 = {**PHI3, "rope_scaling": {"type": "yarn", **LONGROPE}}
     with_transformers = {name: read_rope_settings(copy.deepcopy(raw)) for name, raw in {**raws, "phi3": phi3}.items()}
     nested = {**LLAMA, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}
-    rope_settings._class_labels.cache_clear()
-    rope_settings._declared_original.cache_clear()
+    rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     try:
         for name, raw in {**raws, "phi3": phi3}.items():
             assert read_rope_settings(copy.deepcopy(raw)) == with_transformers[name], name
         assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]
     finally:
-        rope_settings._class_labels.cache_clear()
-        rope_settings._declared_original.cache_clear()
+        rope_classes.clear_caches()

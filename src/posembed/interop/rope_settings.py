@@ -17,14 +17,11 @@ repair them), so that the traps can see what is missing:
   ``global_rope_theta`` / ``local_rope_theta``; GPT-NeoX's ``rotary_emb_base`` / ``rotary_pct``
   and GPT-J's ``rotary_dim``.
 
-Which entries of the parameters are per layer type follows transformers 5.23: only the keys its
-config names as layer types (``layer_types``, where the config class declares that field, or the
-class's own labels) are; dicts under any other key are ignored (:func:`ignored_parameters`), and a
-config with none of them is flat. Gemma 3's and ModernBERT's config classes always nest their
-parameters, filling in each layer type's theta from their own fields and defaults and a 4.x
-``rope_scaling`` into the layer types they scale (:data:`PER_LAYER_CLASSES`); Phi-3's renames the
-old rope types ``su`` / ``yarn`` to ``longrope``. For a model type transformers does not know, any
-dict is a layer type unless the config's ``layer_types`` says otherwise.
+What transformers 5.23's config classes do to those fields (which keys are layer types, the classes
+that always nest their parameters, the renames, the class defaults) is :mod:`~posembed.interop.rope_classes`;
+this module reads a config as they do. Dicts under a key that is not a layer type are ignored
+(:func:`ignored_parameters`); for a model type transformers does not know, any dict is a layer type
+unless the config's ``layer_types`` says otherwise.
 
 A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
 ``standardize_rope_params`` does, else :data:`DEFAULT_THETA`. The pre-training length of yarn,
@@ -45,14 +42,19 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
+from posembed.interop.rope_classes import (
+    DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
+    RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
+    model_type_of, per_layer_parameters, why_ignored,
+)  # fmt: skip
+
+#: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
     "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "rope_spelling", "layer_parameters",
     "select_layer", "layer_settings", "read_rope_settings", "declared_original", "ignored_parameters", "why_ignored",
@@ -60,8 +62,6 @@ __all__ = [
     "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
 ]  # fmt: skip
 
-#: the theta loaders fall back on when a config names none
-DEFAULT_THETA = 10000.0
 #: layer-type name of a config with one set of RoPE parameters for every layer
 ALL_LAYERS = "all"
 #: model types whose original weights pair channels (2i, 2i + 1); the rest use NeoX halves
@@ -73,56 +73,6 @@ _ROPE_FIELDS = (
 )  # fmt: skip
 #: types whose frequencies depend on the pre-training length
 ORIGINAL_USERS = frozenset({"yarn", "longrope", "llama3"})
-#: transformers' name of the pre-training length
-ORIGINAL = "original_max_position_embeddings"
-#: model types whose config class declares original_max_position_embeddings as an argument, with its default
-#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig); read when transformers is absent
-DECLARED_ORIGINAL: dict[str, int] = {"phi3": 4096, "phi4_multimodal": 4096}
-#: model types whose config class copies the parameters' original_max_position_embeddings onto the attribute after
-#: standardising (PhiMoE's ``validate_rope``), so that a top-level one never wins
-ORIGINAL_FROM_PARAMETERS = frozenset({"phimoe"})
-#: model types whose config class renames the old rope types "su" and "yarn" to longrope, after standardising
-#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig)
-RENAMED_TO_LONGROPE = frozenset({"phi3", "phi4_multimodal"})
-#: the rope types those classes rename
-OLD_LONGROPE = ("su", "yarn")
-#: model types whose config class labels its RoPE parameters otherwise than by its layer_types (the class attribute
-#: ``_rope_type_labels``, transformers 5.23); read when transformers is absent
-ROPE_TYPE_LABELS: dict[str, tuple[str, ...]] = {
-    "deepseek_v4": ("main", "compress"), "lfm3": ("full_attention", "sliding_attention"),
-}  # fmt: skip
-_FULL, _SLIDING = "full_attention", "sliding_attention"
-
-
-@dataclass(frozen=True)
-class PerLayerClass:
-    """A config class that always nests its RoPE parameters by layer type (its ``convert_rope_params_to_dict``).
-
-    ``scaled``: the layer types a 4.x ``rope_scaling`` is merged into (over ``rope_type: "default"``, so
-    that its old ``type`` key never counts); ``thetas``: ``(layer type, top-level field, class default)``
-    of each layer type that states no ``rope_theta``; the default ``layer_types`` (when the config gives
-    none) make layer ``i`` of ``layers`` full attention when ``(i + offset) % every == 0``, ``every``
-    read from ``pattern_field``.
-    """
-
-    scaled: tuple[str, ...]
-    thetas: tuple[tuple[str, str, float], ...]
-    pattern_field: str
-    every: int
-    offset: int
-    layers: int
-
-
-_MODERNBERT = PerLayerClass((_FULL, _SLIDING), ((_FULL, "global_rope_theta", 160000.0), (_SLIDING, "local_rope_theta", 10000.0)),
-                            "global_attn_every_n_layers", 3, 0, 22)  # fmt: skip
-#: the config classes of transformers 5.23 posembed reads as they fill in their nested parameters
-PER_LAYER_CLASSES: dict[str, PerLayerClass] = {
-    "gemma3_text": PerLayerClass((_FULL,), ((_FULL, "rope_theta", 1e6), (_SLIDING, "rope_local_base_freq", 10000.0)),
-                                 "sliding_window_pattern", 6, 1, 26),
-    "modernbert": _MODERNBERT,
-    "modernbert-decoder": _MODERNBERT,
-}  # fmt: skip
-
 _T = TypeVar("_T")
 
 
@@ -220,7 +170,7 @@ def load_config_dict(config: Any) -> tuple[dict, Any, str]:
 def has_rope(raw: dict) -> bool:
     """Whether the config describes rotary position embeddings at all."""
     stated = any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS)
-    return stated or _model_type(raw) in INTERLEAVED_MODEL_TYPES or _model_type(raw) in PER_LAYER_CLASSES
+    return stated or model_type_of(raw) in INTERLEAVED_MODEL_TYPES or model_type_of(raw) in PER_LAYER_CLASSES
 
 
 def rope_spelling(raw: dict) -> str:
@@ -257,55 +207,10 @@ def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
     return layers
 
 
-def _config_class(model_type: Any) -> tuple[bool, Any]:
-    """``(transformers installed, its config class of model_type or None)``; transformers is imported on first need."""
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:
-        return False, None
-    known = isinstance(model_type, str) and model_type in CONFIG_MAPPING
-    return True, CONFIG_MAPPING[model_type] if known else None
-
-
-@functools.lru_cache(maxsize=None)
-def _class_labels(model_type: Any) -> tuple[bool, tuple[str, ...] | None]:
-    """``(known, labels)``: the class's ``_rope_type_labels``, ``()`` for a class that reads ``layer_types`` and
-    ``None`` for one without that field (its parameters are flat), as transformers 5.23 declares them."""
-    if model_type in PER_LAYER_CLASSES:
-        return True, ()
-    _, config_class = _config_class(model_type)
-    if config_class is None:  # no transformers, or a model type it does not know (remote code)
-        return model_type in ROPE_TYPE_LABELS, ROPE_TYPE_LABELS.get(model_type)
-    labels = getattr(config_class, "_rope_type_labels", None)
-    if labels:
-        return True, tuple(labels)
-    return True, () if "layer_types" in inspect.signature(config_class.__init__).parameters else None
-
-
-def default_layer_types(raw: dict) -> list[str] | None:
-    """Each layer's type as the config gives it (``layer_types``), else as its :data:`PER_LAYER_CLASSES` class
-    fills it in; ``None`` for other configs without ``layer_types``.
-
-    >>> default_layer_types({"model_type": "modernbert", "num_hidden_layers": 4})
-    ['full_attention', 'sliding_attention', 'sliding_attention', 'full_attention']
-    """
-    if isinstance(raw.get("layer_types"), (list, tuple)):
-        return list(raw["layer_types"])
-    spec = PER_LAYER_CLASSES.get(_model_type(raw))
-    if spec is None:
-        return None
-    every, layers = int(raw.get(spec.pattern_field) or spec.every), int(raw.get("num_hidden_layers") or spec.layers)
-    return [_FULL if (i + spec.offset) % every == 0 else _SLIDING for i in range(layers)]
-
-
-def _model_type(raw: dict) -> str | None:
-    return raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
-
-
 def _layer_keys(raw: dict, name: str, stated: Mapping) -> list[str]:
     """The keys of ``stated`` that transformers takes as layer types: those the class's own labels name, else
     the config's ``layer_types`` (none for a class without that field); every dict when neither is known."""
-    known, labels = _class_labels(_model_type(raw))
+    known, labels = class_labels(model_type_of(raw))
     layer_types = default_layer_types(raw)
     if labels:
         names = set(labels)
@@ -322,10 +227,10 @@ def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
     """For a model type transformers does not know: Gemma 3's and ModernBERT's 4.x per-layer-type theta fields,
     ``{ALL_LAYERS: params}`` without them."""
     if raw.get("rope_local_base_freq") is not None:  # Gemma 3: scaling on full attention only
-        return {_FULL: params, _SLIDING: {"rope_theta": raw["rope_local_base_freq"]}}
+        return {FULL: params, SLIDING: {"rope_theta": raw["rope_local_base_freq"]}}
     if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT
         glob = {**params, **({"rope_theta": raw["global_rope_theta"]} if raw.get("global_rope_theta") else {})}
-        return {_FULL: glob, _SLIDING: {**params, "rope_theta": raw.get("local_rope_theta")}}
+        return {FULL: glob, SLIDING: {**params, "rope_theta": raw.get("local_rope_theta")}}
     return {ALL_LAYERS: params}
 
 
@@ -358,31 +263,16 @@ def _complete(layer: str, params: dict, top_theta: Any) -> tuple[dict, bool]:
 
 
 def _per_layer_class(raw: dict, spec: PerLayerClass) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The nested parameters a :class:`PerLayerClass` config class builds, with the stated keys it ignores."""
-    stated = _mapping(raw, "rope_parameters")
-    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
-    if raw.get("rope_parameters") is None:
-        nested = {_SLIDING: {"rope_type": "default"}, _FULL: {"rope_type": "default"}}
+    """The nested parameters a :class:`~posembed.interop.rope_classes.PerLayerClass` config class builds, with the
+    stated keys it ignores."""
     scaling = _mapping(raw, "rope_scaling") if raw.get("rope_scaling") is not None else None
-    for layer in spec.scaled if scaling is not None else ():
-        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
-    given = {}
-    for layer, name, default in spec.thetas:
-        if not isinstance(nested.get(layer), Mapping):
-            nested[layer] = {"rope_type": "default"}
-        given[layer] = nested[layer].get("rope_theta") is not None or raw.get(name) is not None
-        if nested[layer].get("rope_theta") is None:
-            nested[layer]["rope_theta"] = raw[name] if raw.get(name) is not None else default
-    names = set(default_layer_types(raw) or ())
-    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
-    layers = {key: (_complete(key, nested[key], None)[0], given.get(key, True)) for key in keys}
-    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
-    return layers, tuple(key for key in stated if key not in keys and key not in own)
+    nested, given, ignored = per_layer_parameters(raw, spec, _mapping(raw, "rope_parameters"), scaling)
+    return {key: (_complete(key, params, None)[0], given[key]) for key, params in nested.items()}, ignored
 
 
 def _read(raw: dict) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
     """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation."""
-    spec = PER_LAYER_CLASSES.get(_model_type(raw))
+    spec = PER_LAYER_CLASSES.get(model_type_of(raw))
     if spec is not None:
         return _per_layer_class(raw, spec)
     name, stated = _stated(raw)
@@ -400,10 +290,10 @@ def _read(raw: dict) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
             params = _rename_type(params)
             if params.get("rope_theta") is None and top_theta is not None:
                 params["rope_theta"] = top_theta
-            known = _class_labels(_model_type(raw))[0]
+            known = class_labels(model_type_of(raw))[0]
             layers, top_theta = (_per_layer_v4(raw, params) if not known else {ALL_LAYERS: params}), None
     completed = {layer: _complete(layer, params, top_theta) for layer, params in layers.items()}
-    if _model_type(raw) in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
+    if model_type_of(raw) in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
         params = completed[ALL_LAYERS][0]
         params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
     return completed, ignored
@@ -480,30 +370,6 @@ def _partial(raw: dict, params: dict, head_dim: int) -> float:
     return 1.0
 
 
-def declared_original(model_type: Any) -> tuple[bool, int | None]:
-    """``(declared, class default)``: whether transformers' config class of ``model_type`` takes
-    ``original_max_position_embeddings`` as an ``__init__`` argument, and its default there.
-
-    Such a class holds the attribute even when the config has no top-level value, so for yarn,
-    llama3 and longrope that default overwrites the parameters' one. Asked of transformers'
-    ``CONFIG_MAPPING`` when it is installed (imported here, on first need), else :data:`DECLARED_ORIGINAL`.
-
-    >>> declared_original("phi3"), declared_original("llama"), declared_original(None)
-    ((True, 4096), (False, None), (False, None))
-    """
-    return _declared_original(model_type) if isinstance(model_type, str) and model_type else (False, None)
-
-
-@functools.lru_cache(maxsize=None)
-def _declared_original(model_type: str) -> tuple[bool, int | None]:
-    installed, config_class = _config_class(model_type)
-    if not installed:
-        return model_type in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(model_type)
-    found = inspect.signature(config_class.__init__).parameters.get(ORIGINAL) if config_class else None
-    default = getattr(found, "default", None)
-    return found is not None, default if isinstance(default, int) else None
-
-
 def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
     """``(pre-training length, where from)`` as transformers' ``standardize_rope_params`` resolves it
     when the model is built (the rope init functions run it again, with the config's attributes set)."""
@@ -565,16 +431,6 @@ def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
     _refuse_ignored_layers(raw, layers, ignored)
     params, given = select_layer(layers, layer_type)
     return _settings(raw, layer_type or ALL_LAYERS, params, given)
-
-
-def why_ignored(raw: dict) -> str:
-    """Why transformers does not take the config's other keys as layer types, in words."""
-    known, labels = _class_labels(_model_type(raw))
-    if known and labels is None:
-        return f"transformers' {raw.get('model_type')} config class has no layer_types"
-    if labels:
-        return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(labels)}"
-    return "the config's layer_types does not name them"
 
 
 def _refuse_ignored_layers(raw: dict, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:

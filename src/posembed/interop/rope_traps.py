@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from posembed.interop.rope_settings import (
-    ALL_LAYERS, DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, ORIGINAL_USERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, RopeSettings,
-    ignored_parameters, why_ignored,
+from posembed.interop.rope_classes import (
+    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, why_ignored,
 )  # fmt: skip
+from posembed.interop.rope_settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters
 
 __all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 

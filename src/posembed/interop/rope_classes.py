@@ -1,0 +1,196 @@
+"""What transformers' config classes do to a config's RoPE fields: the class knowledge of the one reader.
+
+:mod:`posembed.interop.rope_settings` reads a config's RoPE fields as written; a transformers 5.23 config
+class then fills in, renames or nests some of them before the model is built. This module says which
+and how, per model type:
+
+- which keys of nested parameters are layer types (:func:`class_labels`, :func:`default_layer_types`), and
+  the classes that always nest them by layer type (:data:`PER_LAYER_CLASSES`, :func:`per_layer_parameters`);
+- the classes that declare ``original_max_position_embeddings`` (:func:`declared_original`), copy it from the
+  parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`).
+
+transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
+stand in (:data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = [
+    "DEFAULT_THETA", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
+    "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
+    "model_type_of", "class_labels", "default_layer_types",
+    "per_layer_parameters", "why_ignored", "declared_original", "clear_caches",
+]  # fmt: skip
+
+#: the theta loaders fall back on when a config names none
+DEFAULT_THETA = 10000.0
+#: the layer types of transformers' per-layer-type configs
+FULL, SLIDING = "full_attention", "sliding_attention"
+#: transformers' name of the pre-training length
+ORIGINAL = "original_max_position_embeddings"
+#: model types whose config class declares original_max_position_embeddings as an argument, with its default
+#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig); read when transformers is absent
+DECLARED_ORIGINAL: dict[str, int] = {"phi3": 4096, "phi4_multimodal": 4096}
+#: model types whose config class copies the parameters' original_max_position_embeddings onto the attribute after
+#: standardising (PhiMoE's ``validate_rope``), so that a top-level one never wins
+ORIGINAL_FROM_PARAMETERS = frozenset({"phimoe"})
+#: model types whose config class renames the old rope types "su" and "yarn" to longrope, after standardising
+#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig)
+RENAMED_TO_LONGROPE = frozenset({"phi3", "phi4_multimodal"})
+#: the rope types those classes rename
+OLD_LONGROPE = ("su", "yarn")
+#: model types whose config class labels its RoPE parameters otherwise than by its layer_types (the class attribute
+#: ``_rope_type_labels``, transformers 5.23); read when transformers is absent
+ROPE_TYPE_LABELS: dict[str, tuple[str, ...]] = {
+    "deepseek_v4": ("main", "compress"), "lfm3": (FULL, SLIDING),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PerLayerClass:
+    """A config class that always nests its RoPE parameters by layer type (its ``convert_rope_params_to_dict``).
+
+    ``scaled``: the layer types a 4.x ``rope_scaling`` is merged into (over ``rope_type: "default"``, so
+    that its old ``type`` key never counts); ``thetas``: ``(layer type, top-level field, class default)``
+    of each layer type that states no ``rope_theta``; the default ``layer_types`` (when the config gives
+    none) make layer ``i`` of ``layers`` full attention when ``(i + offset) % every == 0``, ``every``
+    read from ``pattern_field``.
+    """
+
+    scaled: tuple[str, ...]
+    thetas: tuple[tuple[str, str, float], ...]
+    pattern_field: str
+    every: int
+    offset: int
+    layers: int
+
+
+_MODERNBERT = PerLayerClass((FULL, SLIDING), ((FULL, "global_rope_theta", 160000.0), (SLIDING, "local_rope_theta", 10000.0)),
+                            "global_attn_every_n_layers", 3, 0, 22)  # fmt: skip
+#: the config classes of transformers 5.23 posembed reads as they fill in their nested parameters
+PER_LAYER_CLASSES: dict[str, PerLayerClass] = {
+    "gemma3_text": PerLayerClass((FULL,), ((FULL, "rope_theta", 1e6), (SLIDING, "rope_local_base_freq", 10000.0)),
+                                 "sliding_window_pattern", 6, 1, 26),
+    "modernbert": _MODERNBERT,
+    "modernbert-decoder": _MODERNBERT,
+}  # fmt: skip
+
+
+def model_type_of(raw: Mapping) -> str | None:
+    """The config's ``model_type`` when it is a string, else ``None``."""
+    return raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
+
+
+def _config_class(model_type: Any) -> tuple[bool, Any]:
+    """``(transformers installed, its config class of model_type or None)``; transformers is imported on first need."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False, None
+    known = isinstance(model_type, str) and model_type in CONFIG_MAPPING
+    return True, CONFIG_MAPPING[model_type] if known else None
+
+
+@functools.lru_cache(maxsize=None)
+def _declares(config_class: type, name: str) -> bool:
+    """Whether the config class takes ``name`` as an ``__init__`` argument (a field of its dataclass)."""
+    return name in inspect.signature(config_class.__init__).parameters
+
+
+@functools.lru_cache(maxsize=None)
+def class_labels(model_type: Any) -> tuple[bool, tuple[str, ...] | None]:
+    """``(known, labels)``: the class's ``_rope_type_labels``, ``()`` for a class that reads ``layer_types`` and
+    ``None`` for one without that field (its parameters are flat), as transformers 5.23 declares them."""
+    if model_type in PER_LAYER_CLASSES:
+        return True, ()
+    _, config_class = _config_class(model_type)
+    if config_class is None:  # no transformers, or a model type it does not know (remote code)
+        return model_type in ROPE_TYPE_LABELS, ROPE_TYPE_LABELS.get(model_type)
+    labels = getattr(config_class, "_rope_type_labels", None)
+    if labels:
+        return True, tuple(labels)
+    return True, () if _declares(config_class, "layer_types") else None
+
+
+def default_layer_types(raw: dict) -> list[str] | None:
+    """Each layer's type as the config gives it (``layer_types``), else as its :data:`PER_LAYER_CLASSES` class
+    fills it in; ``None`` for other configs without ``layer_types``.
+
+    >>> default_layer_types({"model_type": "modernbert", "num_hidden_layers": 4})
+    ['full_attention', 'sliding_attention', 'sliding_attention', 'full_attention']
+    """
+    if isinstance(raw.get("layer_types"), (list, tuple)):
+        return list(raw["layer_types"])
+    spec = PER_LAYER_CLASSES.get(model_type_of(raw))
+    if spec is None:
+        return None
+    every, layers = int(raw.get(spec.pattern_field) or spec.every), int(raw.get("num_hidden_layers") or spec.layers)
+    return [FULL if (i + spec.offset) % every == 0 else SLIDING for i in range(layers)]
+
+
+def per_layer_parameters(raw: dict, spec: PerLayerClass, stated: Mapping, scaling: Mapping | None) -> tuple[dict[str, dict], dict[str, bool], tuple[str, ...]]:
+    """``(parameters per layer type, theta given per layer type, stated keys ignored)`` as a :class:`PerLayerClass`
+    builds them from the config's ``rope_parameters`` (``stated``, ``{}`` for none) and 4.x ``rope_scaling``;
+    only the config's layer types (:func:`default_layer_types`) are kept."""
+    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
+    if raw.get("rope_parameters") is None:
+        nested = {SLIDING: {"rope_type": "default"}, FULL: {"rope_type": "default"}}
+    for layer in spec.scaled if scaling is not None else ():
+        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
+    given = {}
+    for layer, name, default in spec.thetas:
+        if not isinstance(nested.get(layer), Mapping):
+            nested[layer] = {"rope_type": "default"}
+        given[layer] = nested[layer].get("rope_theta") is not None or raw.get(name) is not None
+        if nested[layer].get("rope_theta") is None:
+            nested[layer]["rope_theta"] = raw[name] if raw.get(name) is not None else default
+    names = set(default_layer_types(raw) or ())
+    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
+    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
+    ignored = tuple(key for key in stated if key not in keys and key not in own)
+    return {key: nested[key] for key in keys}, {key: given.get(key, True) for key in keys}, ignored
+
+
+def why_ignored(raw: dict) -> str:
+    """Why transformers does not take the config's other keys as layer types, in words."""
+    known, labels = class_labels(model_type_of(raw))
+    if known and labels is None:
+        return f"transformers' {raw.get('model_type')} config class has no layer_types"
+    if labels:
+        return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(labels)}"
+    return "the config's layer_types does not name them"
+
+
+def declared_original(model_type: Any) -> tuple[bool, int | None]:
+    """``(declared, class default)``: whether transformers' config class of ``model_type`` takes
+    ``original_max_position_embeddings`` as an ``__init__`` argument, and its default there.
+
+    Such a class holds the attribute even when the config has no top-level value, so for yarn,
+    llama3 and longrope that default overwrites the parameters' one. Asked of transformers'
+    ``CONFIG_MAPPING`` when it is installed (imported here, on first need), else :data:`DECLARED_ORIGINAL`.
+
+    >>> declared_original("phi3"), declared_original("llama"), declared_original(None)
+    ((True, 4096), (False, None), (False, None))
+    """
+    return _declared_original(model_type) if isinstance(model_type, str) and model_type else (False, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_original(model_type: str) -> tuple[bool, int | None]:
+    installed, config_class = _config_class(model_type)
+    if not installed:
+        return model_type in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(model_type)
+    found = inspect.signature(config_class.__init__).parameters.get(ORIGINAL) if config_class else None
+    default = getattr(found, "default", None)
+    return found is not None, default if isinstance(default, int) else None
+
+
+def clear_caches() -> None:
+    """Forget what was asked of transformers (for tests that hide it)."""
+    for cached in (class_labels, _declared_original, _declares):
+        cached.cache_clear()
