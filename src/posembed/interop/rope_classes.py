@@ -4,31 +4,43 @@
 class then fills in, renames or nests some of them before the model is built. This module says which
 and how, per model type:
 
+- the ``rope_theta`` a class fills in when the config names none (:func:`class_theta`: its ``default_theta``,
+  ``RotaryEmbeddingConfigMixin``'s :data:`DEFAULT_THETA` unless the class overrides it), and the whole RoPE
+  parameters it holds for a config that states no RoPE field at all (:func:`class_parameters`); likewise the
+  ``partial_rotary_factor`` it fills in (:func:`class_partial`);
 - which keys of nested parameters are layer types (:func:`class_labels`, :func:`default_layer_types`), and
   the classes that always nest them by layer type (:data:`PER_LAYER_CLASSES`, :func:`per_layer_parameters`);
 - the classes that declare ``original_max_position_embeddings`` (:func:`declared_original`), copy it from the
   parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`).
 
 transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
-stand in (:data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
+stand in (:data:`CLASS_THETA`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = [
-    "DEFAULT_THETA", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
+    "DEFAULT_THETA", "CLASS_THETA", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
     "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
-    "model_type_of", "class_labels", "default_layer_types",
+    "model_type_of", "class_theta", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
     "per_layer_parameters", "why_ignored", "declared_original", "clear_caches",
 ]  # fmt: skip
 
-#: the theta loaders fall back on when a config names none
+#: the theta of ``RotaryEmbeddingConfigMixin`` (transformers 5.23): what a config class fills in when neither the
+#: config nor the class names another, and what posembed takes for a model type it cannot ask about
 DEFAULT_THETA = 10000.0
+#: the ``default_theta`` of common decoder classes that override it (transformers 5.23), read when transformers is
+#: absent; a class missing here then takes :data:`DEFAULT_THETA`. Per layer type: :data:`PER_LAYER_CLASSES`
+CLASS_THETA: dict[str, float] = {
+    "cohere": 5e5, "ernie4_5": 5e5, "ernie4_5_moe": 5e5, "gpt_oss": 1.5e5, "helium": 1e5, "lfm2": 1e6,
+    "llama4_text": 5e5, "minimax": 1e6, "mixtral": 1e6, "phimoe": 1e6, "smollm3": 2e6,
+}  # fmt: skip
 #: the layer types of transformers' per-layer-type configs
 FULL, SLIDING = "full_attention", "sliding_attention"
 #: transformers' name of the pre-training length
@@ -100,6 +112,78 @@ def _config_class(model_type: Any) -> tuple[bool, Any]:
 def _declares(config_class: type, name: str) -> bool:
     """Whether the config class takes ``name`` as an ``__init__`` argument (a field of its dataclass)."""
     return name in inspect.signature(config_class.__init__).parameters
+
+
+def class_theta(model_type: Any) -> float | None:
+    """The ``rope_theta`` transformers' config class of ``model_type`` fills into RoPE parameters that name none.
+
+    ``convert_rope_params_to_dict`` takes the class's ``rope_theta`` field where it declares one, else its
+    ``default_theta``: :data:`DEFAULT_THETA` unless the class overrides it (Cohere 5e5, GPT-OSS 1.5e5,
+    PhiMoE 1e6, ...). ``None`` for a model type transformers does not know and for a class whose default is
+    per layer type (:data:`PER_LAYER_CLASSES`); without transformers, :data:`CLASS_THETA`.
+
+    >>> class_theta("cohere"), class_theta("phimoe"), class_theta(None)
+    (500000.0, 1000000.0, None)
+    """
+    installed, config_class = _config_class(model_type)
+    if not installed:
+        return CLASS_THETA.get(model_type) if isinstance(model_type, str) else None
+    value = getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def rotary_class(model_type: Any) -> bool:
+    """Whether transformers' config class of ``model_type`` always holds RoPE parameters (it declares
+    ``rope_parameters``), so that a config stating no RoPE field still builds a rotary model; ``False``
+    without transformers."""
+    _, config_class = _config_class(model_type)
+    return config_class is not None and _declares(config_class, "rope_parameters")
+
+
+def class_partial(model_type: Any) -> float | None:
+    """The ``partial_rotary_factor`` transformers' config class of ``model_type`` fills into flat RoPE parameters
+    that name none (GLM and Phi 0.5, GPT-NeoX and StableLM 0.25): read from the class built with
+    ``rope_parameters={"rope_type": "default"}``. ``None`` when it fills in none, without transformers, and for a
+    class that cannot be built so or nests its parameters.
+    """
+    if not rotary_class(model_type):
+        return None
+    value = (_flat_parameters(_config_class(model_type)[1]) or {}).get("partial_rotary_factor")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def class_parameters(model_type: Any, partial_rotary_factor: float | None = None) -> dict | None:
+    """The RoPE parameters transformers' config class of ``model_type`` holds for a config that states no RoPE
+    field: the class built without arguments (Llama: the default type at 10000; GPT-OSS: yarn at 1.5e5;
+    Laguna: nested by layer type), a ``partial_rotary_factor`` the config gives at the top level replacing
+    the class's flat one. A fresh copy; ``None`` without transformers, for a class that is not a
+    :func:`rotary_class` and for one that cannot be built without arguments.
+    """
+    if not rotary_class(model_type):
+        return None
+    made = copy.deepcopy(_bare_parameters(_config_class(model_type)[1]))
+    if made and partial_rotary_factor is not None:
+        made.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
+    return made or None
+
+
+@functools.lru_cache(maxsize=None)
+def _bare_parameters(config_class: type) -> dict | None:
+    return _built_parameters(config_class)
+
+
+@functools.lru_cache(maxsize=None)
+def _flat_parameters(config_class: type) -> dict | None:
+    return _built_parameters(config_class, rope_parameters={"rope_type": "default"})
+
+
+def _built_parameters(config_class: type, **kwargs: Any) -> dict | None:
+    """The ``rope_parameters`` of the class built with ``kwargs``; ``None`` when it cannot be built so."""
+    try:
+        made = getattr(config_class(**kwargs), "rope_parameters", None)
+    except Exception:  # noqa: BLE001 - a class that needs arguments, or fails its own validation, has no such default
+        return None
+    return made if isinstance(made, dict) else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -192,5 +276,5 @@ def _declared_original(model_type: str) -> tuple[bool, int | None]:
 
 def clear_caches() -> None:
     """Forget what was asked of transformers (for tests that hide it)."""
-    for cached in (class_labels, _declared_original, _declares):
+    for cached in (class_labels, _declared_original, _declares, _bare_parameters, _flat_parameters):
         cached.cache_clear()

@@ -24,7 +24,9 @@ this module reads a config as they do. Dicts under a key that is not a layer typ
 unless the config's ``layer_types`` says otherwise.
 
 A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
-``standardize_rope_params`` does, else :data:`DEFAULT_THETA`. The pre-training length of yarn,
+``standardize_rope_params`` does, else its config class's default (:func:`~posembed.interop.rope_classes.class_theta`:
+Cohere 5e5, GPT-OSS 1.5e5, :data:`DEFAULT_THETA` for most); a config that states no RoPE field at all but whose
+class always has RoPE (a bare Llama or Qwen2 config) takes the parameters that class holds. The pre-training length of yarn,
 llama3 and longrope (``original_max_position_embeddings``) is the one transformers 5.23 builds the
 model with: on flat parameters a top-level value wins over the parameters' one (the config keeps it
 as an attribute, and the rope init functions standardise again), and Phi-3's class default when the
@@ -51,12 +53,13 @@ from typing import Any, Mapping, TypeVar
 from posembed.interop.rope_classes import (
     DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
     RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
-    model_type_of, per_layer_parameters, why_ignored,
+    class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
 )  # fmt: skip
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
-    "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "rope_spelling", "layer_parameters",
+    "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling",
+    "layer_parameters",
     "select_layer", "layer_settings", "read_rope_settings", "declared_original", "ignored_parameters", "why_ignored",
     "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
     "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
@@ -168,9 +171,16 @@ def load_config_dict(config: Any) -> tuple[dict, Any, str]:
 
 
 def has_rope(raw: dict) -> bool:
-    """Whether the config describes rotary position embeddings at all."""
-    stated = any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS)
-    return stated or model_type_of(raw) in INTERLEAVED_MODEL_TYPES or model_type_of(raw) in PER_LAYER_CLASSES
+    """Whether the config describes rotary position embeddings: it states a RoPE field, or its model type is
+    rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope_classes.rotary_class`:
+    a bare Llama config builds Llama's RoPE)."""
+    model_type = model_type_of(raw)
+    return states_rope(raw) or model_type in INTERLEAVED_MODEL_TYPES or model_type in PER_LAYER_CLASSES or rotary_class(model_type)
+
+
+def states_rope(raw: dict) -> bool:
+    """Whether the config states a RoPE field (any of ``rope_parameters``, ``rope_scaling``, ``rope_theta``, ...)."""
+    return any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS)
 
 
 def rope_spelling(raw: dict) -> str:
@@ -248,8 +258,9 @@ def _rename_type(params: dict) -> dict:
     return params
 
 
-def _complete(layer: str, params: dict, top_theta: Any) -> tuple[dict, bool]:
-    """``(params, theta given)``: ``rope_type`` (``default`` when unnamed) and a float ``rope_theta``."""
+def _complete(layer: str, params: dict, top_theta: Any, default: float = DEFAULT_THETA) -> tuple[dict, bool]:
+    """``(params, theta given)``: ``rope_type`` (``default`` when unnamed) and a float ``rope_theta`` (the class's
+    ``default`` when neither the parameters nor the config name one)."""
     _rename_type(params).setdefault("rope_type", "default")
     where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
     if params.get("rope_theta") is not None:
@@ -257,7 +268,7 @@ def _complete(layer: str, params: dict, top_theta: Any) -> tuple[dict, bool]:
     elif top_theta is not None:
         params["rope_theta"] = _theta("the config", top_theta)
     else:
-        params["rope_theta"] = DEFAULT_THETA
+        params["rope_theta"] = default
         return params, False
     return params, True
 
@@ -271,11 +282,24 @@ def _per_layer_class(raw: dict, spec: PerLayerClass) -> tuple[dict[str, tuple[di
 
 
 def _read(raw: dict) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation."""
+    """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation.
+
+    Per-layer classes build their own nested parameters; a config that states no RoPE field takes its class's
+    parameters (none given); any other config is read as stated."""
     spec = PER_LAYER_CLASSES.get(model_type_of(raw))
     if spec is not None:
         return _per_layer_class(raw, spec)
-    name, stated = _stated(raw)
+    defaults = None if states_rope(raw) else class_parameters(model_type_of(raw), raw.get("partial_rotary_factor"))
+    if defaults is not None:  # the class's own parameters, which the config did not state
+        layers, ignored = _read_stated(raw, "rope_parameters", defaults)
+        return {layer: (params, False) for layer, (params, _) in layers.items()}, ignored
+    return _read_stated(raw, *_stated(raw))
+
+
+def _read_stated(raw: dict, name: str, stated: Mapping) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
+    """The parameters ``stated`` under the field ``name``, completed as the config's class completes them."""
+    theta = class_theta(model_type_of(raw))
+    default = DEFAULT_THETA if theta is None else theta
     top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
     keys = _layer_keys(raw, name, stated)
     if keys:
@@ -292,7 +316,7 @@ def _read(raw: dict) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
                 params["rope_theta"] = top_theta
             known = class_labels(model_type_of(raw))[0]
             layers, top_theta = (_per_layer_v4(raw, params) if not known else {ALL_LAYERS: params}), None
-    completed = {layer: _complete(layer, params, top_theta) for layer, params in layers.items()}
+    completed = {layer: _complete(layer, params, top_theta, default) for layer, params in layers.items()}
     if model_type_of(raw) in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
         params = completed[ALL_LAYERS][0]
         params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
@@ -317,7 +341,7 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
     """The flat 5.x parameters per layer type (``{"all": ...}`` for one set), in either spelling.
 
     Each holds ``rope_type`` and a float ``rope_theta`` (a layer type without one takes the
-    top-level ``rope_theta``, else :data:`DEFAULT_THETA`). Raises ``ValueError`` for a malformed
+    top-level ``rope_theta``, else its config class's default). Raises ``ValueError`` for a malformed
     config: parameters that are not a dict, a dict that mixes layer types with flat fields (where
     the layer types are unknown), a ``rope_theta`` that is not a number.
 
@@ -361,13 +385,15 @@ def _shape(raw: dict) -> tuple[int, bool, int | None, int | None]:
     return int(hidden) // int(heads), False, hidden, heads
 
 
-def _partial(raw: dict, params: dict, head_dim: int) -> float:
+def _partial(raw: dict, layer: str, params: dict, head_dim: int) -> float:
+    """The rotary share of the head: the parameters', the config's (three spellings), else its flat class's default."""
     for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
         if value is not None:
             return float(value)
     if raw.get("rotary_dim"):
         return int(raw["rotary_dim"]) / head_dim
-    return 1.0
+    default = class_partial(model_type_of(raw)) if layer == ALL_LAYERS else None
+    return 1.0 if default is None else default
 
 
 def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
@@ -394,7 +420,7 @@ def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSet
     head_dim, head_dim_given, hidden, heads = _shape(raw)
     max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
     original, source = _original(raw, layer, params, max_pos)
-    partial = _partial(raw, params, head_dim)
+    partial = _partial(raw, layer, params, head_dim)
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
         head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
@@ -423,7 +449,7 @@ def read_rope_settings(raw: dict) -> list[RopeSettings]:
 def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
     """The :class:`RopeSettings` of one layer type of any accepted config (what the builder reads).
 
-    Unlike :func:`read_rope_settings`, a config that states no RoPE gets the defaults.
+    Unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare rotary one its class's).
     ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
     """
     raw = config_dict(config)

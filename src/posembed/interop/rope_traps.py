@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 
 from posembed.interop.rope_classes import (
-    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, why_ignored,
+    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, model_type_of, why_ignored,
 )  # fmt: skip
-from posembed.interop.rope_settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters
+from posembed.interop.rope_settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters, states_rope
 
 __all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 
@@ -68,21 +68,31 @@ def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
     family = _family(raw, s)
     expected = FAMILY_THETA.get(family or "", {}).get(s.layer_type) or FAMILY_THETA.get(family or "", {}).get(ALL_LAYERS)
     shown = " or ".join(f"{v:g}" for v in expected) if expected else ""
-    if not s.theta_given and s.theta != DEFAULT_THETA:  # a PER_LAYER_CLASSES default
-        return [Trap("theta_missing", "note", s.layer_type,
-                     f"rope_theta is absent: transformers' {raw.get('model_type')} config class fills in {s.theta:g} for "
-                     f"{s.layer_type}; a loader without that default falls back to {DEFAULT_THETA:g}")]  # fmt: skip
     if not s.theta_given:
-        if expected and DEFAULT_THETA not in expected:
+        missing = _theta_missing(raw, s)
+        if expected and s.theta not in expected:
             return [Trap("theta_missing", "warning", s.layer_type,
-                         f"rope_theta is absent: loaders fall back to {DEFAULT_THETA:g}, but {family} checkpoints "
-                         f"are trained with {shown}; every frequency would be wrong")]  # fmt: skip
-        return [Trap("theta_missing", "note", s.layer_type, f"rope_theta is absent: the default {DEFAULT_THETA:g} applies")]
+                         f"{missing}, but {family} checkpoints are trained with {shown}; every frequency would be wrong")]
+        return [Trap("theta_missing", "note", s.layer_type, missing)]
     if expected and s.theta not in expected:
         return [Trap("theta_family", "warning", s.layer_type,
                      f"rope_theta={s.theta:g} but {family} checkpoints use {shown}: was it lost in a conversion "
                      f"(a loader default filled in)?")]  # fmt: skip
     return []
+
+
+def _theta_missing(raw: dict, s: RopeSettings) -> str:
+    """What fills in the theta of a config that names none: the value the reader took, from the model's config class."""
+    model_type = model_type_of(raw)
+    where = f" for {s.layer_type}" if s.layer_type != ALL_LAYERS else ""
+    if model_type not in PER_LAYER_CLASSES and class_theta(model_type) is None:
+        return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
+    if states_rope(raw) or model_type in PER_LAYER_CLASSES:
+        text = f"rope_theta is absent: transformers' {model_type} config class fills in {s.theta:g}{where}"
+    else:
+        text = (f"the config states no RoPE field: transformers' {model_type} config class fills in its own{where}, "
+                f"rope_type {s.rope_type!r} at rope_theta {s.theta:g}")  # fmt: skip
+    return text if s.theta == DEFAULT_THETA else f"{text}; a loader without that class would take {DEFAULT_THETA:g}"
 
 
 def _original_conflict(raw: dict, s: RopeSettings, stated: int, top: int) -> str:
