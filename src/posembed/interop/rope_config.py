@@ -36,9 +36,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from posembed.interop.rope_settings import (
-    RopeSettings, config_dict, layer_parameters, layer_settings, read_config, select_layer,
-)  # fmt: skip
+from posembed.interop.hf_config import config_dict, read_config
+from posembed.interop.rope_settings import RopeSettings, layer_parameters, layer_settings, select_layer
 from posembed.schemes import rotary_scaling as rs
 from posembed.schemes.rotary import RotaryEmbedding
 from posembed.schemes.rotary_longrope import LongRoPERotary

@@ -29,7 +29,8 @@ from torch import Tensor, nn
 
 from posembed.interop.rope_config import rotary_from_settings
 from posembed.interop.rope_classes import PER_LAYER_CLASSES, default_layer_types
-from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, load_config_dict, read_rope_settings
+from posembed.interop.hf_config import load_config_dict
+from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, read_rope_settings
 from posembed.model import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative
