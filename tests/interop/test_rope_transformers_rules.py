@@ -147,16 +147,27 @@ def test_per_layer_class_traps():
     assert "type_ignored" not in traps("modernbert_v4_scaling_both_layers")
 
 
+#: transformers' names of the layer types in a ``default_theta`` dict (Gemma 3's family: global / local)
+_THETA_KEYS = {"full_attention": ("full_attention", "global"), "sliding_attention": ("sliding_attention", "local")}
+#: what a class needs beside the number of layers to be built (Gemma 3n shares the KV of its last 15 layers)
+_BUILD = {"gemma3n_text": {"num_kv_shared_layers": 0}}
+
+
+def _class_default_theta(config_class, layer: str) -> float:
+    default = config_class.default_theta
+    return default if not isinstance(default, dict) else next(default[k] for k in _THETA_KEYS[layer] if k in default)
+
+
 def test_per_layer_class_defaults_are_the_classes():
     """PER_LAYER_CLASSES holds the class defaults and default layer_types transformers 5.23 uses."""
     for model_type, spec in rope_settings.PER_LAYER_CLASSES.items():
         config_class = transformers.CONFIG_MAPPING[model_type]
-        default = config_class.default_theta
-        assert {layer: theta for layer, _, theta in spec.thetas} == {
-            "full_attention": default["global"], "sliding_attention": default["local"]}, model_type  # fmt: skip
+        for layer, _, theta in spec.thetas:
+            assert theta == _class_default_theta(config_class, layer), (model_type, layer)
+        assert dict(spec.partials) == getattr(config_class, "default_partial_rotary_factor", {}), model_type
         for layers, every in ((7, None), (13, 4)):
-            fields = {"num_hidden_layers": layers, **({spec.pattern_field: every} if every else {})}
-            made = config_class(**fields)
+            fields = {"num_hidden_layers": layers, **({spec.pattern_field: every} if every and spec.pattern_field else {})}
+            made = config_class(**fields, **_BUILD.get(model_type, {}))
             assert rope_settings.default_layer_types({"model_type": model_type, **fields}) == made.layer_types, model_type
 
 

@@ -4,6 +4,8 @@
 class then fills in, renames or nests some of them before the model is built. This module says which
 and how, per model type:
 
+- the ``head_dim`` a class fills in when the config has none (:func:`class_head_dim`: GPT-OSS 64, Qwen3 128,
+  Qwen3-Next 256, ...; others derive it as ``hidden_size // num_attention_heads``);
 - the ``rope_theta`` a class fills in when the config names none (:func:`class_theta`: its ``default_theta``,
   ``RotaryEmbeddingConfigMixin``'s :data:`DEFAULT_THETA` unless the class overrides it), and the whole RoPE
   parameters it holds for a config that states no RoPE field at all (:func:`class_parameters`); likewise the
@@ -14,7 +16,7 @@ and how, per model type:
   parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`).
 
 transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
-stand in (:data:`CLASS_THETA`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
+stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = [
-    "DEFAULT_THETA", "CLASS_THETA", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
+    "DEFAULT_THETA", "CLASS_THETA", "CLASS_HEAD_DIM", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
     "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
-    "model_type_of", "class_theta", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
+    "model_type_of", "class_theta", "class_head_dim", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
     "per_layer_parameters", "why_ignored", "declared_original", "clear_caches",
 ]  # fmt: skip
 
@@ -40,6 +42,13 @@ DEFAULT_THETA = 10000.0
 CLASS_THETA: dict[str, float] = {
     "cohere": 5e5, "ernie4_5": 5e5, "ernie4_5_moe": 5e5, "gpt_oss": 1.5e5, "helium": 1e5, "lfm2": 1e6,
     "llama4_text": 5e5, "minimax": 1e6, "mixtral": 1e6, "phimoe": 1e6, "smollm3": 2e6,
+}  # fmt: skip
+#: the ``head_dim`` common classes fill in when the config has none (transformers 5.23: the field's default), read
+#: when transformers is absent; a class missing here derives it (``hidden_size // num_attention_heads``)
+CLASS_HEAD_DIM: dict[str, int] = {
+    "gemma": 256, "gemma2": 256, "gemma3_text": 256, "gemma3n_text": 256, "glm": 128, "glm4": 128, "gpt_oss": 64,
+    "helium": 128, "llama4_text": 128, "ministral3": 128, "neomme": 64, "qwen3": 128, "qwen3_next": 256,
+    "t5gemma2_decoder": 256, "t5gemma2_text": 256,
 }  # fmt: skip
 #: the layer types of transformers' per-layer-type configs
 FULL, SLIDING = "full_attention", "sliding_attention"
@@ -69,25 +78,36 @@ class PerLayerClass:
 
     ``scaled``: the layer types a 4.x ``rope_scaling`` is merged into (over ``rope_type: "default"``, so
     that its old ``type`` key never counts); ``thetas``: ``(layer type, top-level field, class default)``
-    of each layer type that states no ``rope_theta``; the default ``layer_types`` (when the config gives
-    none) make layer ``i`` of ``layers`` full attention when ``(i + offset) % every == 0``, ``every``
-    read from ``pattern_field``.
+    of each layer type that states no ``rope_theta`` (field ``None``: the class never reads one for it, as
+    Olmo3's sliding layers, whose ``rope_theta`` the full layers took first); ``partials``: the
+    ``partial_rotary_factor`` per layer type the class fills in (NeoMME). The default ``layer_types`` (when
+    the config gives none) make layer ``i`` of ``layers`` full attention when ``(i + offset) % every == 0``
+    (``every`` read from ``pattern_field`` when the class has one), and the last one too when ``last_full``.
     """
 
     scaled: tuple[str, ...]
-    thetas: tuple[tuple[str, str, float], ...]
-    pattern_field: str
+    thetas: tuple[tuple[str, str | None, float], ...]
+    pattern_field: str | None
     every: int
     offset: int
     layers: int
+    partials: tuple[tuple[str, float], ...] = ()
+    last_full: bool = False
 
 
 _MODERNBERT = PerLayerClass((FULL, SLIDING), ((FULL, "global_rope_theta", 160000.0), (SLIDING, "local_rope_theta", 10000.0)),
                             "global_attn_every_n_layers", 3, 0, 22)  # fmt: skip
+#: Gemma 3's: scaling on full attention, the local theta under its own name (T5Gemma 2 too; Gemma 3n every 5th full)
+_GEMMA3_THETAS = ((FULL, "rope_theta", 1e6), (SLIDING, "rope_local_base_freq", 10000.0))
 #: the config classes of transformers 5.23 posembed reads as they fill in their nested parameters
 PER_LAYER_CLASSES: dict[str, PerLayerClass] = {
-    "gemma3_text": PerLayerClass((FULL,), ((FULL, "rope_theta", 1e6), (SLIDING, "rope_local_base_freq", 10000.0)),
-                                 "sliding_window_pattern", 6, 1, 26),
+    "gemma3_text": PerLayerClass((FULL,), _GEMMA3_THETAS, "sliding_window_pattern", 6, 1, 26),
+    "gemma3n_text": PerLayerClass((FULL,), _GEMMA3_THETAS, None, 5, 1, 35),
+    "t5gemma2_text": PerLayerClass((FULL,), _GEMMA3_THETAS, "sliding_window_pattern", 6, 1, 26),
+    "t5gemma2_decoder": PerLayerClass((FULL,), _GEMMA3_THETAS, "sliding_window_pattern", 6, 1, 26),
+    "olmo3": PerLayerClass((FULL,), ((FULL, "rope_theta", 5e5), (SLIDING, None, 5e5)), None, 4, 1, 32),
+    "neomme": PerLayerClass((), ((FULL, "rope_theta", 1e6), (SLIDING, "rope_theta", 10000.0)), None, 6, 1, 17,
+                            partials=((FULL, 0.25), (SLIDING, 1.0)), last_full=True),
     "modernbert": _MODERNBERT,
     "modernbert-decoder": _MODERNBERT,
 }  # fmt: skip
@@ -130,6 +150,24 @@ def class_theta(model_type: Any) -> float | None:
         return CLASS_THETA.get(model_type) if isinstance(model_type, str) else None
     value = getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def class_head_dim(model_type: Any) -> int | None:
+    """The ``head_dim`` transformers' config class of ``model_type`` fills in when the config has no such key: its
+    field's default (GPT-OSS 64, GLM-4 and Qwen3 128, Qwen3-Next and Gemma 256). ``None`` where the class derives it
+    (``hidden_size // num_attention_heads``), for a model type transformers does not know and for multi-head latent
+    attention classes, which rotate ``qk_rope_head_dim`` channels instead; without transformers, :data:`CLASS_HEAD_DIM`.
+
+    >>> class_head_dim("gpt_oss"), class_head_dim("llama"), class_head_dim(None)
+    (64, None, None)
+    """
+    installed, config_class = _config_class(model_type)
+    if not installed:
+        return CLASS_HEAD_DIM.get(model_type) if isinstance(model_type, str) else None
+    if config_class is None or _declares(config_class, "qk_rope_head_dim"):
+        return None
+    value = getattr(config_class, "head_dim", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def rotary_class(model_type: Any) -> bool:
@@ -213,8 +251,10 @@ def default_layer_types(raw: dict) -> list[str] | None:
     spec = PER_LAYER_CLASSES.get(model_type_of(raw))
     if spec is None:
         return None
-    every, layers = int(raw.get(spec.pattern_field) or spec.every), int(raw.get("num_hidden_layers") or spec.layers)
-    return [FULL if (i + spec.offset) % every == 0 else SLIDING for i in range(layers)]
+    every = int((raw.get(spec.pattern_field) if spec.pattern_field else None) or spec.every)
+    layers = int(raw.get("num_hidden_layers") or spec.layers)
+    last = layers - 1 if spec.last_full else None
+    return [FULL if (i + spec.offset) % every == 0 or i == last else SLIDING for i in range(layers)]
 
 
 def per_layer_parameters(raw: dict, spec: PerLayerClass, stated: Mapping, scaling: Mapping | None) -> tuple[dict[str, dict], dict[str, bool], tuple[str, ...]]:
@@ -230,9 +270,12 @@ def per_layer_parameters(raw: dict, spec: PerLayerClass, stated: Mapping, scalin
     for layer, name, default in spec.thetas:
         if not isinstance(nested.get(layer), Mapping):
             nested[layer] = {"rope_type": "default"}
-        given[layer] = nested[layer].get("rope_theta") is not None or raw.get(name) is not None
+        top = raw.get(name) if name else None
+        given[layer] = nested[layer].get("rope_theta") is not None or top is not None
         if nested[layer].get("rope_theta") is None:
-            nested[layer]["rope_theta"] = raw[name] if raw.get(name) is not None else default
+            nested[layer]["rope_theta"] = top if top is not None else default
+    for layer, factor in spec.partials:
+        nested[layer].setdefault("partial_rotary_factor", factor)
     names = set(default_layer_types(raw) or ())
     keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
     own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not

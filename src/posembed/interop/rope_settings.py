@@ -51,7 +51,7 @@ from posembed.interop.hf_config import config_dict, load_config_dict, read_confi
 from posembed.interop.rope_classes import (
     DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
     RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
-    class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
+    class_head_dim, class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
 )  # fmt: skip
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
@@ -322,13 +322,19 @@ def _shape(raw: dict) -> tuple[int, bool, int | None, int | None]:
     heads = raw.get("num_attention_heads", raw.get("n_head"))
     if raw.get("head_dim"):
         return int(raw["head_dim"]), True, hidden, heads
+    default = class_head_dim(model_type_of(raw)) if "head_dim" not in raw else None  # an explicit null: derived
+    if default is not None:  # the class's field default (GPT-OSS 64, Qwen3 128), not derived
+        return default, False, hidden, heads
     if not hidden or not heads:
         raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
     return int(hidden) // int(heads), False, hidden, heads
 
 
 def _partial(raw: dict, layer: str, params: dict, head_dim: int) -> float:
-    """The rotary share of the head: the parameters', the config's (three spellings), else its flat class's default."""
+    """The rotary share of the head: the parameters', the config's (three spellings), else its flat class's default;
+    a per-layer class reads only its nested parameters (which hold its own defaults: NeoMME)."""
+    if model_type_of(raw) in PER_LAYER_CLASSES:
+        return float(params.get("partial_rotary_factor", 1.0))
     for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
         if value is not None:
             return float(value)
@@ -353,8 +359,8 @@ def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple
         declared, default = declared_original(model_type)
         if declared and default is not None:
             return default, "class default"
-    if stated is not None:
-        return int(stated), "parameters"
+    if stated is not None:  # a config with no RoPE field holds its class's parameters
+        return int(stated), "parameters" if states_rope(raw) else "class default"
     return max_pos, "max_position_embeddings"
 
 
@@ -369,7 +375,7 @@ def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSet
         rotary_dim=int(head_dim * partial), partial_rotary_factor=partial,
         layout="interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else "half",
         max_position_embeddings=max_pos, original_max_len=original,
-        original_given=source in ("parameters", "top level") or params.get(ORIGINAL) == original,
+        original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source,
     )  # fmt: skip
 

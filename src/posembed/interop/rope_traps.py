@@ -85,6 +85,10 @@ def _theta_missing(raw: dict, s: RopeSettings) -> str:
     """What fills in the theta of a config that names none: the value the reader took, from the model's config class."""
     model_type = model_type_of(raw)
     where = f" for {s.layer_type}" if s.layer_type != ALL_LAYERS else ""
+    spec, top = PER_LAYER_CLASSES.get(model_type), raw.get("rope_theta")
+    if spec is not None and top is not None and (s.layer_type, None, s.theta) in spec.thetas:
+        return (f"rope_theta={float(top):g} is not read{where}: transformers' {model_type} config class gives it to the "
+                f"other layer type and fills in its default {s.theta:g} here")  # fmt: skip
     if model_type not in PER_LAYER_CLASSES and class_theta(model_type) is None:
         return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
     if states_rope(raw) or model_type in PER_LAYER_CLASSES:
@@ -132,7 +136,13 @@ def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
     resolved = s.original_source != "max_position_embeddings"  # the config or its class names a length
     if stated and top and int(stated) != int(top):
         traps.append(Trap("original_inconsistent", "warning", s.layer_type, _original_conflict(raw, s, stated, top)))
-    if s.original_source == "class default" and stated is not None and not s.original_given:
+    bare = s.original_source == "class default" and not states_rope(raw)  # the class's own parameters
+    if bare and s.rope_type in ORIGINAL_USERS:
+        traps.append(Trap("original_missing", "note", s.layer_type,
+                          f"the config states no RoPE field: transformers' {raw.get('model_type')} config class fills "
+                          f"in its own {s.rope_type} parameters, with original_max_position_embeddings="
+                          f"{s.original_max_len} as the trained length"))  # fmt: skip
+    elif s.original_source == "class default" and stated is not None and not s.original_given:
         traps.append(Trap("original_inconsistent", "warning", s.layer_type,
                           f"original_max_position_embeddings is {stated} in the RoPE parameters, but transformers' "
                           f"{raw.get('model_type')} config class overwrites it with its top-level field, absent here, "
@@ -247,6 +257,11 @@ def _check_shape(raw: dict, s: RopeSettings) -> list[Trap]:
         traps.append(Trap("head_dim", "note", s.layer_type,
                           f"head_dim={s.head_dim} is not hidden_size / num_attention_heads = {s.hidden_size} / "
                           f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong width"))  # fmt: skip
+    elif not s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim != s.hidden_size // s.num_heads:
+        traps.append(Trap("head_dim", "note", s.layer_type,
+                          f"head_dim is absent: transformers' {raw.get('model_type')} config class fills in its default "
+                          f"{s.head_dim}, not hidden_size // num_attention_heads = {s.hidden_size // s.num_heads}: a stack "
+                          f"that derives it rotates the wrong width"))  # fmt: skip
     if s.rotary_dim < s.head_dim:
         exact = s.head_dim * s.partial_rotary_factor
         pairs = "(i, i + r/2)" if s.layout == "half" else "(2i, 2i + 1)"
