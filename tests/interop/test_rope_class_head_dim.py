@@ -1,0 +1,110 @@
+"""A config without ``head_dim`` takes its transformers config class's default, and a bare config's length is the class's.
+
+transformers 5.23's config classes declare ``head_dim`` as a field; where its default is a number (GPT-OSS 64,
+GLM-4 and Qwen3 128, Qwen3-Next 256) a config without the key gets that number, not ``hidden_size //
+num_attention_heads``, and the model's rotary embedding rotates that many channels. An explicit ``null`` is
+derived (where the class accepts it). A config that states no RoPE field holds its class's parameters, so the
+pre-training length of a yarn / llama3 class (GPT-OSS, Ministral 3, Apertus) is the class's, not the config's.
+Each case is compared with the model's own rotary embedding.
+"""
+
+import copy
+import inspect
+import sys
+
+import pytest
+
+from posembed.interop import rope_classes
+from posembed.interop.rope_check import check_rope_config
+from posembed.interop.rope_classes import CLASS_HEAD_DIM, class_head_dim, rotary_class
+from posembed.interop.rope_settings import layer_settings, read_rope_settings
+from tests.interop.test_rope_class_defaults import _assert_posembed_is_the_model
+
+transformers = pytest.importorskip("transformers")
+
+#: the shape without head_dim: derived, it would be 16
+SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+         "intermediate_size": 64, "vocab_size": 100, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+         "max_position_embeddings": 4096}  # fmt: skip
+#: model type -> the head_dim its config class fills in (transformers 5.23)
+HEAD_DIMS = {"gpt_oss": 64, "glm4": 128, "qwen3": 128, "qwen3_next": 256, "helium": 128, "ernie4_5": 128, "seed_oss": 128}
+#: rotary classes whose head_dim is neither the field's default nor derived: multi-head latent attention (the rotary
+#: width is qk_rope_head_dim) and classes deriving it from other fields (JetMoE kv_channels, Zamba2, MusicFlamingo)
+OTHER_RULES = {"jetmoe", "zamba2", "musicflamingo"}
+
+
+@pytest.mark.parametrize("model_type", HEAD_DIMS)
+def test_an_absent_head_dim_is_the_class_default(model_type):
+    raw = {"model_type": model_type, **SHAPE, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
+    (settings,) = _assert_posembed_is_the_model(raw)
+    assert (settings.head_dim, settings.head_dim_given) == (HEAD_DIMS[model_type], False)
+    (note,) = [t for t in check_rope_config(copy.deepcopy(raw), compare=False).traps if t.code == "head_dim"]
+    assert note.severity == "note" and f"fills in its default {HEAD_DIMS[model_type]}, not" in note.message
+
+
+def test_a_bare_config_rotates_the_class_head_dim():
+    """A GPT-OSS config with no RoPE field and no head_dim: the class's yarn over its 64 channels."""
+    (settings,) = _assert_posembed_is_the_model({"model_type": "gpt_oss", **SHAPE})
+    assert (settings.rope_type, settings.head_dim, settings.rotary_dim) == ("yarn", 64, 64)
+
+
+@pytest.mark.parametrize("model_type", ["ernie4_5", "seed_oss", "llama"])
+def test_a_null_or_undeclared_head_dim_is_derived(model_type):
+    """An explicit ``head_dim: null`` is derived (these classes accept it), as is one a class has no default for."""
+    raw = {"model_type": model_type, **SHAPE, "head_dim": None, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
+    (settings,) = _assert_posembed_is_the_model(raw)
+    assert settings.head_dim == 16
+    del raw["head_dim"]
+    assert read_rope_settings(raw)[0].head_dim == HEAD_DIMS.get(model_type, 16)
+
+
+def test_class_head_dim_is_what_every_class_fills_in():
+    """The field default read is the head_dim each buildable rotary class holds when built without one (or the
+    derived one where it has none); the fallback table holds transformers' values."""
+    checked = 0
+    for model_type, config_class in transformers.CONFIG_MAPPING.items():
+        params = inspect.signature(config_class.__init__).parameters
+        if not rotary_class(model_type) or "qk_rope_head_dim" in params or model_type in OTHER_RULES:
+            continue
+        try:
+            made = getattr(config_class(**{k: SHAPE[k] for k in ("hidden_size", "num_attention_heads")}), "head_dim", None)
+        except Exception:  # noqa: BLE001 - classes that need other arguments are not asked
+            continue
+        assert (class_head_dim(model_type) or 16) == (made or 16), model_type
+        checked += 1
+    assert checked > 150
+    assert {model_type: class_head_dim(model_type) for model_type in CLASS_HEAD_DIM} == CLASS_HEAD_DIM
+    assert class_head_dim("deepseek_v3") is None and class_head_dim("not_a_model_type") is None
+
+
+def test_without_transformers_the_head_dim_table_stands_in(monkeypatch):
+    rope_classes.clear_caches()
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
+    try:
+        assert class_head_dim("qwen3_next") == 256 and class_head_dim("llama") is None
+        assert layer_settings({"model_type": "gpt_oss", **SHAPE, "rope_theta": 1.5e5}).head_dim == 64
+    finally:
+        rope_classes.clear_caches()
+
+
+#: model type -> (rope_type, the pre-training length) its class's own parameters hold
+BARE_LENGTHS = {"gpt_oss": ("yarn", 4096), "ministral3": ("yarn", 16384), "apertus": ("llama3", 8192)}
+
+
+@pytest.mark.parametrize("model_type", BARE_LENGTHS)
+def test_a_bare_config_has_the_class_default_length(model_type):
+    """The length of parameters the class filled in is not given by the config: "class default", a note."""
+    raw = {"model_type": model_type, **SHAPE, "head_dim": 16, "max_position_embeddings": 131072}  # past the lengths
+    (settings,) = _assert_posembed_is_the_model(raw)
+    assert (settings.rope_type, settings.original_max_len) == BARE_LENGTHS[model_type]
+    assert (settings.original_source, settings.original_given) == ("class default", False)
+    traps = [t for t in check_rope_config(copy.deepcopy(raw), compare=False).traps if "original" in t.code]
+    assert [(t.code, t.severity) for t in traps] == [("original_missing", "note")]
+    assert f"fills in its own {settings.rope_type} parameters" in traps[0].message
+
+
+def test_stated_parameters_keep_their_own_length():
+    raw = {"model_type": "gpt_oss", **SHAPE, "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1.5e5,
+                                                                 "original_max_position_embeddings": 1024}}  # fmt: skip
+    (settings,) = _assert_posembed_is_the_model(raw)
+    assert (settings.original_max_len, settings.original_source, settings.original_given) == (1024, "parameters", True)
