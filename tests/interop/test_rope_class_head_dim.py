@@ -13,11 +13,13 @@ import inspect
 import sys
 
 import pytest
+import torch
 
 from posembed.interop import rope_classes
 from posembed.interop.rope_check import check_rope_config
 from posembed.interop.rope_classes import CLASS_HEAD_DIM, class_head_dim, rotary_class
 from posembed.interop.rope_settings import layer_settings, read_rope_settings
+from posembed.interop.zoo import zoo_decoder
 from tests.interop.test_rope_class_defaults import _assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
@@ -108,3 +110,12 @@ def test_stated_parameters_keep_their_own_length():
                                                                  "original_max_position_embeddings": 1024}}  # fmt: skip
     (settings,) = _assert_posembed_is_the_model(raw)
     assert (settings.original_max_len, settings.original_source, settings.original_given) == (1024, "parameters", True)
+
+
+def test_the_zoo_decoder_takes_the_class_head_dim():
+    """The zoo's model has the head dim its schemes were built for (Qwen3: 128 channels, not 16 // 2)."""
+    config = {"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 16, "num_attention_heads": 2,
+              "vocab_size": 11, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}  # fmt: skip
+    model = zoo_decoder(config)
+    assert model(torch.randint(0, 11, (1, 5))).shape == (1, 5, 11)
+    assert {s.head_dim for s in model.layer_schemes} == {128}

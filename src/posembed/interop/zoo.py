@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed.interop.rope_config import rotary_from_settings
-from posembed.interop.rope_classes import PER_LAYER_CLASSES, default_layer_types
+from posembed.interop.rope_classes import PER_LAYER_CLASSES, class_head_dim, default_layer_types
 from posembed.interop.hf_config import load_config_dict
 from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, read_rope_settings
 from posembed.model import Decoder
@@ -276,7 +276,8 @@ def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "ex
         raise ValueError("DeBERTa-v2 is an encoder family: its relative attention needs posembed's Encoder")
     schemes = zoo_schemes(config, angles=angles)
     heads = _int(raw, "num_attention_heads", "n_head", "n_heads", "num_heads")
-    head_dim = int(raw.get("head_dim") or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
+    default = class_head_dim(raw.get("model_type")) if "head_dim" not in raw else None  # as the RoPE settings read it
+    head_dim = int(raw.get("head_dim") or default or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
     vocab = vocab_size if vocab_size is not None else _int(raw, "vocab_size")
     sizes = {"dim": heads * head_dim, "depth": len(schemes), "num_heads": heads}
     if schemes[0].kind == Kind.ABSOLUTE:
