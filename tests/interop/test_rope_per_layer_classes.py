@@ -93,3 +93,9 @@ def test_per_layer_classes_without_head_dim_take_the_class_default(model_type, h
     del raw["head_dim"]
     settings = _assert_posembed_is_the_model(raw)
     assert {s.head_dim for s in settings} == {head_dim}
+
+
+@pytest.mark.parametrize("model_type", ["gemma3_text", "modernbert"])
+def test_gemma3_and_modernbert_ignore_a_top_level_partial_factor(model_type):
+    raw = {"model_type": model_type, **SHAPE, "partial_rotary_factor": 0.5, "cls_token_id": 1, "sep_token_id": 2}
+    assert {s.rotary_dim for s in _assert_posembed_is_the_model(raw)} == {16}
