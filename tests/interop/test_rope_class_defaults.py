@@ -7,18 +7,15 @@ check`` and the ``theta_missing`` trap follow them; each case is compared with t
 """
 
 import copy
-import importlib
 import sys
 
 import pytest
-import torch
 
 from posembed.interop import rope_classes
-from posembed.interop.rope_check import check_rope_config, format_report
+from posembed.interop.rope_check import check_rope_config
 from posembed.interop.rope_classes import CLASS_THETA, PER_LAYER_CLASSES, class_partial, class_theta, rotary_class
-from posembed.interop.rope_config import rotary_from_settings
 from posembed.interop.rope_settings import ALL_LAYERS, has_rope, layer_settings, read_rope_settings
-from posembed.schemes.rotary import RotaryEmbedding
+from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -39,51 +36,17 @@ SPELLINGS = {
 OMITTED = [(m, s) for m in CLASS_DEFAULTS for s in SPELLINGS if (m, s) != ("phimoe", "v4")]
 
 
-def _built(raw: dict):
-    """transformers' config object and its model's rotary embedding."""
-    config = transformers.CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw))  # it edits the dicts
-    module = importlib.import_module(type(config).__module__.replace("configuration_", "modeling_"))
-    (name,) = [n for n in dir(module) if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")]
-    return config, getattr(module, name)(config)
-
-
-def _their_layers(embedding) -> dict[str, tuple[torch.Tensor, float]]:
-    """``{layer type: (inv_freq, attention scaling)}`` the model built (``all``: one set)."""
-    if hasattr(embedding, "inv_freq"):
-        return {ALL_LAYERS: (embedding.inv_freq, float(embedding.attention_scaling))}
-    return {layer: (getattr(embedding, f"{layer}_inv_freq"), float(getattr(embedding, f"{layer}_attention_scaling")))
-            for layer in embedding.layer_types if hasattr(embedding, f"{layer}_inv_freq")}  # fmt: skip
-
-
-def _assert_posembed_is_the_model(raw: dict) -> list:
-    """posembed's layer types, frequencies and attention factors are the model's, and ``rope check`` agrees."""
-    theirs = _their_layers(_built(raw)[1])
-    ours = {s.layer_type: s for s in read_rope_settings(copy.deepcopy(raw))}
-    assert set(ours) == set(theirs)
-    for layer, (inv_freq, scaling) in theirs.items():
-        scheme = rotary_from_settings(ours[layer], angles="fp32")
-        torch.testing.assert_close(scheme.inv_freq.float(), inv_freq.float(), rtol=1e-6, atol=0, msg=layer)
-        assert float(scheme.attention_scaling) == pytest.approx(scaling, rel=1e-6), layer
-    if list(ours) == [ALL_LAYERS]:
-        built = RotaryEmbedding.from_hf_config(copy.deepcopy(raw), angles="fp32")
-        torch.testing.assert_close(built.inv_freq, theirs[ALL_LAYERS][0].float(), rtol=1e-6, atol=0)
-    report = check_rope_config(copy.deepcopy(raw))
-    for layer in report.layers:
-        assert layer.comparisons and all(c.equal for c in layer.comparisons), format_report(report)
-    return list(ours.values())
-
-
 @pytest.mark.parametrize(("model_type", "spelling"), OMITTED)
 def test_an_omitted_theta_is_the_class_default(model_type, spelling):
     raw = {"model_type": model_type, **SHAPE, **copy.deepcopy(SPELLINGS[spelling])}
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.theta, settings.theta_given) == (CLASS_DEFAULTS[model_type], False)
 
 
 @pytest.mark.parametrize(("model_type", "partial"), [("glm4", 0.5), ("phi", 0.5), ("stablelm", 0.25), ("gpt_neox", 0.25)])
 def test_an_omitted_partial_rotary_factor_is_the_class_default(model_type, partial):
     raw = {"model_type": model_type, **SHAPE, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.partial_rotary_factor, settings.rotary_dim) == (partial, int(16 * partial))
     assert class_partial(model_type) == partial and class_partial("llama") is None
 
@@ -104,7 +67,7 @@ def test_a_config_without_rope_fields_has_its_class_rope(model_type):
     if model_type == "laguna":  # both layer types in use (posembed does not know Laguna's default layer_types)
         raw["layer_types"] = ["full_attention", "sliding_attention", "sliding_attention"]
     assert has_rope(raw) and rotary_class(model_type)
-    settings = _assert_posembed_is_the_model(raw)
+    settings = assert_posembed_is_the_model(raw)
     types, theta = BARE[model_type]
     assert {s.layer_type: s.rope_type for s in settings} == types
     assert settings[0].theta == theta and not any(s.theta_given for s in settings)
@@ -112,7 +75,7 @@ def test_a_config_without_rope_fields_has_its_class_rope(model_type):
 
 def test_a_bare_config_keeps_its_own_partial_rotary_factor_and_non_rotary_ones_stay_so():
     raw = {"model_type": "phi", **SHAPE, "partial_rotary_factor": 0.75}
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert settings.rotary_dim == 12
     for model_type in ("bert", "gpt2", "not_a_model_type"):
         assert not has_rope({"model_type": model_type, **SHAPE}), model_type

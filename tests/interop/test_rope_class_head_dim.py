@@ -20,7 +20,7 @@ from posembed.interop.rope_check import check_rope_config
 from posembed.interop.rope_classes import CLASS_HEAD_DIM, class_head_dim, rotary_class
 from posembed.interop.rope_settings import layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_decoder
-from tests.interop.test_rope_class_defaults import _assert_posembed_is_the_model
+from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -38,7 +38,7 @@ OTHER_RULES = {"jetmoe", "zamba2", "musicflamingo"}
 @pytest.mark.parametrize("model_type", HEAD_DIMS)
 def test_an_absent_head_dim_is_the_class_default(model_type):
     raw = {"model_type": model_type, **SHAPE, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.head_dim, settings.head_dim_given) == (HEAD_DIMS[model_type], False)
     (note,) = [t for t in check_rope_config(copy.deepcopy(raw), compare=False).traps if t.code == "head_dim"]
     assert note.severity == "note" and f"fills in its default {HEAD_DIMS[model_type]}, not" in note.message
@@ -46,7 +46,7 @@ def test_an_absent_head_dim_is_the_class_default(model_type):
 
 def test_a_bare_config_rotates_the_class_head_dim():
     """A GPT-OSS config with no RoPE field and no head_dim: the class's yarn over its 64 channels."""
-    (settings,) = _assert_posembed_is_the_model({"model_type": "gpt_oss", **SHAPE})
+    (settings,) = assert_posembed_is_the_model({"model_type": "gpt_oss", **SHAPE})
     assert (settings.rope_type, settings.head_dim, settings.rotary_dim) == ("yarn", 64, 64)
 
 
@@ -54,7 +54,7 @@ def test_a_bare_config_rotates_the_class_head_dim():
 def test_a_null_or_undeclared_head_dim_is_derived(model_type):
     """An explicit ``head_dim: null`` is derived (these classes accept it), as is one a class has no default for."""
     raw = {"model_type": model_type, **SHAPE, "head_dim": None, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert settings.head_dim == 16
     del raw["head_dim"]
     assert read_rope_settings(raw)[0].head_dim == HEAD_DIMS.get(model_type, 16)
@@ -97,7 +97,7 @@ BARE_LENGTHS = {"gpt_oss": ("yarn", 4096), "ministral3": ("yarn", 16384), "apert
 def test_a_bare_config_has_the_class_default_length(model_type):
     """The length of parameters the class filled in is not given by the config: "class default", a note."""
     raw = {"model_type": model_type, **SHAPE, "head_dim": 16, "max_position_embeddings": 131072}  # past the lengths
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.rope_type, settings.original_max_len) == BARE_LENGTHS[model_type]
     assert (settings.original_source, settings.original_given) == ("class default", False)
     traps = [t for t in check_rope_config(copy.deepcopy(raw), compare=False).traps if "original" in t.code]
@@ -108,7 +108,7 @@ def test_a_bare_config_has_the_class_default_length(model_type):
 def test_stated_parameters_keep_their_own_length():
     raw = {"model_type": "gpt_oss", **SHAPE, "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1.5e5,
                                                                  "original_max_position_embeddings": 1024}}  # fmt: skip
-    (settings,) = _assert_posembed_is_the_model(raw)
+    (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.original_max_len, settings.original_source, settings.original_given) == (1024, "parameters", True)
 
 

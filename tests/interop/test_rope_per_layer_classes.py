@@ -21,7 +21,7 @@ import pytest
 from posembed.interop.rope_check import check_rope_config
 from posembed.interop.rope_classes import default_layer_types
 from posembed.interop.rope_settings import read_rope_settings
-from tests.interop.test_rope_class_defaults import _assert_posembed_is_the_model, _built
+from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
 
@@ -60,7 +60,7 @@ def _raw(model_type: str, case: str) -> dict:
 
 @pytest.mark.parametrize(("model_type", "case"), [(m, c) for m in CLASSES for c in CASES if (m, c) not in REFUSED])
 def test_per_layer_classes_are_the_model(model_type, case):
-    settings = _assert_posembed_is_the_model(_raw(model_type, case))
+    settings = assert_posembed_is_the_model(_raw(model_type, case))
     assert {s.layer_type for s in settings} == {"full_attention", "sliding_attention"}
 
 
@@ -84,18 +84,18 @@ def test_neomme_fills_in_a_partial_factor_per_layer_type():
 def test_default_layer_types_are_the_classes(model_type):
     for layers in (6, 11):
         raw = {**_raw(model_type, "bare"), "num_hidden_layers": layers}
-        assert default_layer_types(raw) == _built(raw)[0].layer_types, (model_type, layers)
+        assert default_layer_types(raw) == built(raw)[0].layer_types, (model_type, layers)
 
 
 @pytest.mark.parametrize(("model_type", "head_dim"), [("gemma3n_text", 256), ("t5gemma2_text", 256), ("neomme", 64)])
 def test_per_layer_classes_without_head_dim_take_the_class_default(model_type, head_dim):
     raw = _raw(model_type, "bare")
     del raw["head_dim"]
-    settings = _assert_posembed_is_the_model(raw)
+    settings = assert_posembed_is_the_model(raw)
     assert {s.head_dim for s in settings} == {head_dim}
 
 
 @pytest.mark.parametrize("model_type", ["gemma3_text", "modernbert"])
 def test_gemma3_and_modernbert_ignore_a_top_level_partial_factor(model_type):
     raw = {"model_type": model_type, **SHAPE, "partial_rotary_factor": 0.5, "cls_token_id": 1, "sep_token_id": 2}
-    assert {s.rotary_dim for s in _assert_posembed_is_the_model(raw)} == {16}
+    assert {s.rotary_dim for s in assert_posembed_is_the_model(raw)} == {16}

@@ -18,7 +18,6 @@ settings and scheme:
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import re
 import sys
@@ -31,6 +30,7 @@ from posembed.interop import rope_classes, rope_settings
 from posembed.interop.rope_check import check_rope_config, format_report
 from posembed.interop.rope_config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope_settings import ALL_LAYERS, ignored_parameters, read_rope_settings
+from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
 
@@ -45,43 +45,10 @@ PHI3 = {"model_type": "phi3", **SHAPE, "max_position_embeddings": 131072, "rope_
 LLAMA = {"model_type": "llama", **SHAPE, "max_position_embeddings": 4096}
 
 
-def _built(raw: dict):
-    """transformers' config object and its model's rotary embedding."""
-    config = transformers.CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw))
-    module = importlib.import_module(type(config).__module__.replace("configuration_", "modeling_"))
-    (name,) = [n for n in dir(module) if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")]
-    return config, getattr(module, name)(config)
 
-
-def _their_layers(embedding) -> dict[str, tuple[torch.Tensor, float]]:
-    """``{layer type: (inv_freq, attention scaling)}`` of every layer type the model built (``all``: one set)."""
-    if hasattr(embedding, "inv_freq"):
-        return {ALL_LAYERS: (embedding.inv_freq, float(embedding.attention_scaling))}
-    return {layer: (getattr(embedding, f"{layer}_inv_freq"), float(getattr(embedding, f"{layer}_attention_scaling")))
-            for layer in embedding.layer_types if hasattr(embedding, f"{layer}_inv_freq")}  # fmt: skip
-
-
-def _assert_posembed_is_the_model(raw: dict, lengths=(64,)) -> None:
-    """posembed's layer types, frequencies, attention factors and cos / sin are the model's."""
-    _, embedding = _built(raw)
-    theirs = _their_layers(embedding)
-    ours = {s.layer_type: s for s in read_rope_settings(copy.deepcopy(raw))}
-    assert set(ours) == set(theirs)
-    for layer, (inv_freq, scaling) in theirs.items():
-        scheme = rotary_from_settings(ours[layer], angles="fp32")
-        torch.testing.assert_close(scheme.inv_freq.float(), inv_freq.float(), rtol=1e-6, atol=0, msg=layer)
-        assert float(scheme.attention_scaling) == pytest.approx(scaling, rel=1e-6), layer
-        half = scheme.rotary_dim // 2
-        for length in lengths:
-            positions = torch.arange(length)[None]
-            kwargs = {} if layer == ALL_LAYERS else {"layer_type": layer}
-            cos, sin = embedding(torch.zeros(1, 1, scheme.head_dim), positions, **kwargs)
-            our_cos, our_sin = scheme.cos_sin(positions[0])
-            torch.testing.assert_close(our_cos, cos[0, :, :half].float(), rtol=1e-5, atol=1e-5, msg=f"{layer} {length}")
-            torch.testing.assert_close(our_sin, sin[0, :, :half].float(), rtol=1e-5, atol=1e-5, msg=f"{layer} {length}")
-    report = check_rope_config(copy.deepcopy(raw))
-    for layer in report.layers:
-        assert layer.comparisons and all(c.equal for c in layer.comparisons), format_report(report)
+def _assert_model(raw: dict, lengths: tuple[int, ...] = (64,)) -> None:
+    """As :func:`assert_posembed_is_the_model`, with cos / sin at ``lengths`` (and no alias: some cases refuse it)."""
+    assert_posembed_is_the_model(raw, lengths, alias=False)
 
 
 #: ModernBERT's and Gemma 3's config classes nest every spelling; each case: (config, {layer type: rope_type, theta})
@@ -133,7 +100,7 @@ def test_per_layer_classes_equal_the_model(name):
     raw, expected = PER_LAYER[name]
     settings = {s.layer_type: (s.rope_type, s.theta) for s in read_rope_settings(copy.deepcopy(raw))}
     assert settings == expected
-    _assert_posembed_is_the_model(raw, lengths=(64, 4096))
+    _assert_model(raw, lengths=(64, 4096))
 
 
 def test_per_layer_class_traps():
@@ -188,10 +155,10 @@ def test_phi3_old_rope_types_are_longrope(name):
     if where == "top":
         raw["original_max_position_embeddings"] = 8192
     (s,) = read_rope_settings(copy.deepcopy(raw))
-    config, _ = _built(raw)
+    config, _ = built(raw)
     assert (s.rope_type, s.original_max_len) == ("longrope", config.rope_parameters["original_max_position_embeddings"])
     assert config.rope_parameters["rope_type"] == "longrope"
-    _assert_posembed_is_the_model(raw, lengths=(64, s.original_max_len + 1))
+    _assert_model(raw, lengths=(64, s.original_max_len + 1))
     (trap,) = [t for t in check_rope_config(raw, compare=False).traps if t.code == "renamed_longrope"]
     assert trap.severity == "note" and "renames it longrope" in trap.message
 
@@ -200,7 +167,7 @@ def test_phi3_su_without_original_cannot_be_loaded():
     """Phi3Config renames 'su' after standardising, which fills in the length for yarn/llama3/longrope only."""
     raw = {**PHI3, "original_max_position_embeddings": 4096, "rope_scaling": {"type": "su", **LONGROPE}}
     with pytest.raises(KeyError, match="original_max_position_embeddings"):
-        _built(raw)
+        built(raw)
     report = check_rope_config(raw)
     (trap,) = [t for t in report.traps if t.code == "renamed_longrope"]
     assert trap.severity == "error" and "cannot load this config" in trap.message and "trained at 4096" in trap.message
@@ -211,10 +178,10 @@ def test_phi3_su_without_original_cannot_be_loaded():
 def test_phi4_multimodal_renames_too():
     raw = {**PHI3, "model_type": "phi4_multimodal", "rope_scaling": {"type": "yarn", **LONGROPE}}
     (s,) = read_rope_settings(raw)
-    config, _ = _built(raw)
+    config, _ = built(raw)
     assert s.rope_type == config.rope_parameters["rope_type"] == "longrope"
     llama = {**LLAMA, "rope_scaling": {"type": "yarn", "factor": 4.0}}  # other families keep YaRN
-    assert read_rope_settings(llama)[0].rope_type == "yarn" == _built(llama)[0].rope_parameters["rope_type"]
+    assert read_rope_settings(llama)[0].rope_type == "yarn" == built(llama)[0].rope_parameters["rope_type"]
 
 
 def test_renamed_to_longrope_lists_every_config_class_that_renames():
@@ -258,7 +225,7 @@ def test_only_the_configs_layer_types_are_per_layer(name):
     raw, layers, ignored = LAYER_TYPES[name]
     assert {s.layer_type for s in read_rope_settings(copy.deepcopy(raw))} == layers
     assert ignored_parameters(raw) == ignored
-    _assert_posembed_is_the_model(raw, lengths=(64, 4096))
+    _assert_model(raw, lengths=(64, 4096))
     traps = [t for t in check_rope_config(raw, compare=False).traps if t.code == "parameters_ignored"]
     assert [t.severity for t in traps] == (["warning"] if ignored else [])
     if layers == {ALL_LAYERS}:  # the builder refuses to build plain RoPE from what the config nests
@@ -315,7 +282,7 @@ def _phimoe(short_mscale, long_mscale, long_factor) -> dict:
 def test_phimoe_check_compares_with_the_models_forward(name):
     *scales, equal = PHIMOE[name]
     raw = _phimoe(*scales)
-    _, embedding = _built(raw)
+    _, embedding = built(raw)
     (s,) = read_rope_settings(raw)
     scheme = rotary_from_settings(s, angles="fp32")
     report = check_rope_config(raw)
