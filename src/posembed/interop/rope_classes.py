@@ -5,7 +5,9 @@ class then fills in, renames or nests some of them before the model is built. Th
 and how, per model type:
 
 - the ``head_dim`` a class fills in when the config has none (:func:`class_head_dim`: GPT-OSS 64, Qwen3 128,
-  Qwen3-Next 256, ...; others derive it as ``hidden_size // num_attention_heads``);
+  Qwen3-Next 256, ...; others derive it as ``hidden_size // num_attention_heads``); multi-head latent attention
+  classes set it from ``qk_rope_head_dim`` and state their layout (:func:`latent_class`, :func:`latent_shape`,
+  :func:`latent_layout`);
 - the ``rope_theta`` a class fills in when the config names none (:func:`class_theta`: its ``default_theta``,
   ``RotaryEmbeddingConfigMixin``'s :data:`DEFAULT_THETA` unless the class overrides it), and the whole RoPE
   parameters it holds for a config that states no RoPE field at all (:func:`class_parameters`); likewise the
@@ -16,7 +18,8 @@ and how, per model type:
   parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`).
 
 transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
-stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
+stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`,
+:data:`LATENT_CLASSES`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
     "model_type_of", "class_theta", "class_head_dim", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
     "per_layer_parameters", "why_ignored", "declared_original", "clear_caches",
+    "LatentClass", "LATENT_CLASSES", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED", "latent_class", "latent_shape", "latent_layout",
 ]  # fmt: skip
 
 #: the theta of ``RotaryEmbeddingConfigMixin`` (transformers 5.23): what a config class fills in when neither the
@@ -70,6 +74,36 @@ OLD_LONGROPE = ("su", "yarn")
 ROPE_TYPE_LABELS: dict[str, tuple[str, ...]] = {
     "deepseek_v4": ("main", "compress"), "lfm3": (FULL, SLIDING),
 }  # fmt: skip
+
+
+
+@dataclass(frozen=True)
+class LatentClass:
+    """A multi-head latent attention config class: its rotary embedding reads ``head_dim``, which the class sets
+    from ``width`` (``"qk_rope_head_dim"``, or ``"qk_head_dim"``: ``qk_nope_head_dim + qk_rope_head_dim`` with the
+    partial factor ``qk_rope_head_dim / head_dim``, Mistral 4), whatever head_dim the config states;
+    ``rope`` / ``nope``: the class's defaults of ``qk_rope_head_dim`` / ``qk_nope_head_dim``."""
+
+    width: str
+    rope: int
+    nope: int
+
+
+#: the multi-head latent attention classes of transformers 5.23, read when transformers is absent (with it, every
+#: class that declares ``qk_rope_head_dim`` is asked: :func:`latent_class`)
+LATENT_CLASSES: dict[str, LatentClass] = {
+    "deepseek_v2": LatentClass("qk_rope_head_dim", 64, 128), "deepseek_v3": LatentClass("qk_rope_head_dim", 64, 128),
+    "deepseek_v32": LatentClass("qk_rope_head_dim", 64, 128), "minicpm3": LatentClass("qk_rope_head_dim", 32, 64),
+    "glm4_moe_lite": LatentClass("qk_rope_head_dim", 64, 192), "glm_moe_dsa": LatentClass("qk_rope_head_dim", 64, 192),
+    "youtu": LatentClass("qk_rope_head_dim", 64, 128),
+    "mistral_large4_text": LatentClass("qk_rope_head_dim", 64, 64), "mistral4": LatentClass("qk_head_dim", 64, 64),
+}  # fmt: skip
+#: classes whose layout is their ``rope_interleave`` field (default ``True``: pairs (2i, 2i + 1)), read when
+#: transformers is absent
+ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"})
+#: latent classes that always rotate interleaved pairs: DeepSeek-V2 as complex numbers (``view_as_complex``), the
+#: others through ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
+ALWAYS_INTERLEAVED = frozenset({"deepseek_v2", "bailing_hybrid", "longcat_flash"})
 
 
 @dataclass(frozen=True)
@@ -164,7 +198,7 @@ def class_head_dim(model_type: Any) -> int | None:
     installed, config_class = _config_class(model_type)
     if not installed:
         return CLASS_HEAD_DIM.get(model_type) if isinstance(model_type, str) else None
-    if config_class is None or _declares(config_class, "qk_rope_head_dim"):
+    if config_class is None or latent_class(model_type) is not None:
         return None
     value = getattr(config_class, "head_dim", None)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
@@ -319,5 +353,66 @@ def _declared_original(model_type: str) -> tuple[bool, int | None]:
 
 def clear_caches() -> None:
     """Forget what was asked of transformers (for tests that hide it)."""
-    for cached in (class_labels, _declared_original, _declares, _bare_parameters, _flat_parameters):
+    for cached in (class_labels, _declared_original, _declares, _bare_parameters, _flat_parameters, _latent_class):
         cached.cache_clear()
+
+
+def latent_class(model_type: Any) -> LatentClass | None:
+    """The :class:`LatentClass` of ``model_type``: a class that declares ``qk_rope_head_dim`` and, built with
+    ``qk_rope_head_dim=8, qk_nope_head_dim=12``, holds ``head_dim`` 8 (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite,
+    ...) or 20 (Mistral 4). ``None`` for other classes (LongCat keeps its own ``head_dim`` field) and for a
+    class that cannot be built so; without transformers, :data:`LATENT_CLASSES`.
+
+    >>> latent_class("deepseek_v3"), latent_class("llama")
+    (LatentClass(width='qk_rope_head_dim', rope=64, nope=128), None)
+    """
+    return _latent_class(model_type) if isinstance(model_type, str) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _latent_class(model_type: str) -> LatentClass | None:
+    installed, config_class = _config_class(model_type)
+    if not installed:
+        return LATENT_CLASSES.get(model_type)
+    if config_class is None or not _declares(config_class, "qk_rope_head_dim"):
+        return None
+    try:
+        made = config_class(hidden_size=64, num_attention_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=12)
+    except Exception:  # noqa: BLE001 - a class that needs other arguments (or has no RoPE: GLM-5-Next) is not one
+        return None
+    width = {8: "qk_rope_head_dim", 20: "qk_head_dim"}.get(getattr(made, "head_dim", None))
+    rope, nope = getattr(config_class, "qk_rope_head_dim", None), getattr(config_class, "qk_nope_head_dim", None)
+    return None if width is None or not isinstance(rope, int) else LatentClass(width, rope, nope if isinstance(nope, int) else 0)
+
+
+def latent_shape(raw: Mapping) -> tuple[int, bool, float | None] | None:
+    """``(head_dim its rotary embedding reads, stated, the partial factor the class fills in)`` of a latent attention
+    config (:func:`latent_class`), ``None`` for other configs: ``qk_rope_head_dim`` (the config's, else the class
+    default), or for Mistral 4 ``qk_nope_head_dim + qk_rope_head_dim`` with the factor ``qk_rope_head_dim / head_dim``.
+
+    >>> latent_shape({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128})
+    (64, False, None)
+    """
+    spec = latent_class(model_type_of(raw))
+    if spec is None:
+        return None
+    rope = int(raw.get("qk_rope_head_dim") if raw.get("qk_rope_head_dim") is not None else spec.rope)
+    if spec.width == "qk_rope_head_dim":
+        return rope, raw.get("qk_rope_head_dim") is not None, None
+    nope = int(raw.get("qk_nope_head_dim") if raw.get("qk_nope_head_dim") is not None else spec.nope)
+    return rope + nope, raw.get("qk_rope_head_dim") is not None and raw.get("qk_nope_head_dim") is not None, rope / (rope + nope)
+
+
+def latent_layout(raw: Mapping) -> str | None:
+    """``"interleaved"`` / ``"half"`` where the config's class states the layout of its rotary channels: its
+    ``rope_interleave`` (the config's, else the class default, ``True``), or :data:`ALWAYS_INTERLEAVED`; ``None``
+    for other configs."""
+    model_type = model_type_of(raw)
+    installed, config_class = _config_class(model_type)
+    if model_type in ALWAYS_INTERLEAVED:
+        return "interleaved"
+    declares = _declares(config_class, "rope_interleave") if config_class is not None else not installed and model_type in ROPE_INTERLEAVE
+    if not declares:
+        return None
+    interleave = raw["rope_interleave"] if "rope_interleave" in raw else getattr(config_class, "rope_interleave", True)
+    return "interleaved" if interleave else "half"  # the model tests it as a bool: null rotates halves

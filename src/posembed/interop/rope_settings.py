@@ -51,7 +51,8 @@ from posembed.interop.hf_config import config_dict, load_config_dict, read_confi
 from posembed.interop.rope_classes import (
     DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
     RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
-    class_head_dim, class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
+    class_head_dim, class_parameters, class_partial, class_theta, latent_layout, latent_shape, model_type_of, per_layer_parameters,
+    rotary_class, why_ignored,
 )  # fmt: skip
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
@@ -320,6 +321,9 @@ def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
 def _shape(raw: dict) -> tuple[int, bool, int | None, int | None]:
     hidden = raw.get("hidden_size", raw.get("n_embd", raw.get("d_model")))
     heads = raw.get("num_attention_heads", raw.get("n_head"))
+    latent = latent_shape(raw)
+    if latent is not None:  # multi-head latent attention: its class sets head_dim from qk_rope_head_dim
+        return latent[0], latent[1], hidden, heads
     if raw.get("head_dim"):
         return int(raw["head_dim"]), True, hidden, heads
     default = class_head_dim(model_type_of(raw)) if "head_dim" not in raw else None  # an explicit null: derived
@@ -335,7 +339,10 @@ def _partial(raw: dict, layer: str, params: dict, head_dim: int) -> float:
     a per-layer class reads only its nested parameters (which hold its own defaults: NeoMME)."""
     if model_type_of(raw) in PER_LAYER_CLASSES:
         return float(params.get("partial_rotary_factor", 1.0))
-    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
+    latent = (latent_shape(raw) or (0, False, None))[2]  # Mistral 4: qk_rope_head_dim of its qk_head_dim channels
+    if latent is not None and not states_rope(raw):  # not the factor of the bare class's own dims
+        return latent
+    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct"), latent):
         if value is not None:
             return float(value)
     if raw.get("rotary_dim"):
@@ -373,7 +380,7 @@ def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSet
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
         head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
         rotary_dim=int(head_dim * partial), partial_rotary_factor=partial,
-        layout="interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else "half",
+        layout="interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else latent_layout(raw) or "half",
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source,

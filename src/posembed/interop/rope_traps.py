@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 
 from posembed.interop.rope_classes import (
-    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, model_type_of, why_ignored,
+    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, latent_class, model_type_of,
+    why_ignored,
 )  # fmt: skip
 from posembed.interop.rope_settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters, states_rope
 
@@ -251,9 +252,22 @@ def _check_llama3(raw: dict, s: RopeSettings) -> list[Trap]:
                  f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")]  # fmt: skip
 
 
+def _latent_note(raw: dict, s: RopeSettings) -> Trap:
+    """Multi-head latent attention: the rotary channels are ``qk_rope_head_dim`` per head, whatever head_dim says."""
+    spec, derived = latent_class(model_type_of(raw)), (s.hidden_size // s.num_heads if s.hidden_size and s.num_heads else None)
+    width = "qk_nope_head_dim + qk_rope_head_dim" if spec.width == "qk_head_dim" else "qk_rope_head_dim"
+    stated = "" if s.head_dim_given else " (absent: its class default)"
+    return Trap("head_dim", "note", s.layer_type,
+                f"multi-head latent attention: transformers' {raw.get('model_type')} config class sets head_dim = {width} = "
+                f"{s.head_dim}{stated} and rotates {s.rotary_dim} channels of each head ({s.layout} layout), not "
+                f"hidden_size // num_attention_heads = {derived}: a stack that derives it rotates the wrong width")  # fmt: skip
+
+
 def _check_shape(raw: dict, s: RopeSettings) -> list[Trap]:
     traps = []
-    if s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
+    if latent_class(model_type_of(raw)) is not None:
+        traps.append(_latent_note(raw, s))
+    elif s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
         traps.append(Trap("head_dim", "note", s.layer_type,
                           f"head_dim={s.head_dim} is not hidden_size / num_attention_heads = {s.hidden_size} / "
                           f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong width"))  # fmt: skip
