@@ -121,3 +121,11 @@ def test_without_transformers_the_latent_table_stands_in(monkeypatch):
         assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 32
     finally:
         rope_classes.clear_caches()
+
+
+def test_glm4_moe_lite_reads_a_stated_head_dim_as_qk_rope_head_dim():
+    """Its attribute_map aliases head_dim to qk_rope_head_dim: a stated head_dim is the rotary width, and wins."""
+    for extra in ({"head_dim": 16}, {"head_dim": 16, "qk_rope_head_dim": 8}):
+        raw = {"model_type": "glm4_moe_lite", **{k: v for k, v in SHAPE.items() if k != "qk_rope_head_dim"}, **extra}
+        (settings,) = assert_posembed_is_the_model(raw, (1, 9))
+        assert (settings.head_dim, settings.rotary_dim) == (16, 16)

@@ -35,7 +35,7 @@ __all__ = [
     "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
     "model_type_of", "class_theta", "class_head_dim", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
     "per_layer_parameters", "why_ignored", "declared_original", "clear_caches",
-    "LatentClass", "LATENT_CLASSES", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED", "latent_class", "latent_shape", "latent_layout",
+    "LatentClass", "LATENT_CLASSES", "HEAD_DIM_ALIASED", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED", "latent_class", "latent_shape", "latent_layout",
 ]  # fmt: skip
 
 #: the theta of ``RotaryEmbeddingConfigMixin`` (transformers 5.23): what a config class fills in when neither the
@@ -98,6 +98,8 @@ LATENT_CLASSES: dict[str, LatentClass] = {
     "youtu": LatentClass("qk_rope_head_dim", 64, 128),
     "mistral_large4_text": LatentClass("qk_rope_head_dim", 64, 64), "mistral4": LatentClass("qk_head_dim", 64, 64),
 }  # fmt: skip
+#: latent classes whose ``attribute_map`` aliases ``head_dim`` to ``qk_rope_head_dim``, read when transformers is absent
+HEAD_DIM_ALIASED = frozenset({"glm4_moe_lite"})
 #: classes whose layout is their ``rope_interleave`` field (default ``True``: pairs (2i, 2i + 1)), read when
 #: transformers is absent
 ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"})
@@ -396,11 +398,21 @@ def latent_shape(raw: Mapping) -> tuple[int, bool, float | None] | None:
     spec = latent_class(model_type_of(raw))
     if spec is None:
         return None
-    rope = int(raw.get("qk_rope_head_dim") if raw.get("qk_rope_head_dim") is not None else spec.rope)
+    key = "head_dim" if raw.get("head_dim") is not None and _head_dim_alias(model_type_of(raw)) else "qk_rope_head_dim"
+    rope = int(raw.get(key) if raw.get(key) is not None else spec.rope)
     if spec.width == "qk_rope_head_dim":
-        return rope, raw.get("qk_rope_head_dim") is not None, None
+        return rope, raw.get(key) is not None, None
     nope = int(raw.get("qk_nope_head_dim") if raw.get("qk_nope_head_dim") is not None else spec.nope)
     return rope + nope, raw.get("qk_rope_head_dim") is not None and raw.get("qk_nope_head_dim") is not None, rope / (rope + nope)
+
+
+def _head_dim_alias(model_type: str | None) -> bool:
+    """Whether the class's ``attribute_map`` makes a stated ``head_dim`` its ``qk_rope_head_dim`` (GLM-4-MoE-Lite: the
+    stated head_dim wins); without transformers, :data:`HEAD_DIM_ALIASED`."""
+    installed, config_class = _config_class(model_type)
+    if not installed:
+        return model_type in HEAD_DIM_ALIASED
+    return (getattr(config_class, "attribute_map", None) or {}).get("head_dim") == "qk_rope_head_dim"
 
 
 def latent_layout(raw: Mapping) -> str | None:
