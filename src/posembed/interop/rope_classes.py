@@ -4,10 +4,8 @@
 class then fills in, renames or nests some of them before the model is built. This module says which
 and how, per model type:
 
-- the ``head_dim`` a class fills in when the config has none (:func:`class_head_dim`: GPT-OSS 64, Qwen3 128,
-  Qwen3-Next 256, ...; others derive it as ``hidden_size // num_attention_heads``); multi-head latent attention
-  classes set it from ``qk_rope_head_dim`` and state their layout (:func:`latent_class`, :func:`latent_shape`,
-  :func:`latent_layout`);
+- (the width and layout of a class's rotary channels, ``head_dim`` defaults and multi-head latent attention,
+  are :mod:`posembed.interop.rope_latent`, built on this module's lookups);
 - the ``rope_theta`` a class fills in when the config names none (:func:`class_theta`: its ``default_theta``,
   ``RotaryEmbeddingConfigMixin``'s :data:`DEFAULT_THETA` unless the class overrides it), and the whole RoPE
   parameters it holds for a config that states no RoPE field at all (:func:`class_parameters`); likewise the
@@ -18,8 +16,7 @@ and how, per model type:
   parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`).
 
 transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
-stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`,
-:data:`LATENT_CLASSES`).
+stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
 """
 
 from __future__ import annotations
@@ -33,10 +30,12 @@ from typing import Any, Mapping
 __all__ = [
     "DEFAULT_THETA", "CLASS_THETA", "CLASS_HEAD_DIM", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
     "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
-    "model_type_of", "class_theta", "class_head_dim", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
-    "per_layer_parameters", "why_ignored", "declared_original", "clear_caches",
-    "LatentClass", "LATENT_CLASSES", "HEAD_DIM_ALIASED", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED", "latent_class", "latent_shape", "latent_layout",
+    "model_type_of", "class_theta", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
+    "per_layer_parameters", "why_ignored", "declared_original", "clear_caches", "CACHES",
 ]  # fmt: skip
+
+#: lru caches of modules built on this one (:mod:`posembed.interop.rope_latent`), cleared by :func:`clear_caches`
+CACHES: list = []
 
 #: the theta of ``RotaryEmbeddingConfigMixin`` (transformers 5.23): what a config class fills in when neither the
 #: config nor the class names another, and what posembed takes for a model type it cannot ask about
@@ -75,37 +74,6 @@ ROPE_TYPE_LABELS: dict[str, tuple[str, ...]] = {
     "deepseek_v4": ("main", "compress"), "lfm3": (FULL, SLIDING),
 }  # fmt: skip
 
-
-
-@dataclass(frozen=True)
-class LatentClass:
-    """A multi-head latent attention config class: its rotary embedding reads ``head_dim``, which the class sets
-    from ``width`` (``"qk_rope_head_dim"``, or ``"qk_head_dim"``: ``qk_nope_head_dim + qk_rope_head_dim`` with the
-    partial factor ``qk_rope_head_dim / head_dim``, Mistral 4), whatever head_dim the config states;
-    ``rope`` / ``nope``: the class's defaults of ``qk_rope_head_dim`` / ``qk_nope_head_dim``."""
-
-    width: str
-    rope: int
-    nope: int
-
-
-#: the multi-head latent attention classes of transformers 5.23, read when transformers is absent (with it, every
-#: class that declares ``qk_rope_head_dim`` is asked: :func:`latent_class`)
-LATENT_CLASSES: dict[str, LatentClass] = {
-    "deepseek_v2": LatentClass("qk_rope_head_dim", 64, 128), "deepseek_v3": LatentClass("qk_rope_head_dim", 64, 128),
-    "deepseek_v32": LatentClass("qk_rope_head_dim", 64, 128), "minicpm3": LatentClass("qk_rope_head_dim", 32, 64),
-    "glm4_moe_lite": LatentClass("qk_rope_head_dim", 64, 192), "glm_moe_dsa": LatentClass("qk_rope_head_dim", 64, 192),
-    "youtu": LatentClass("qk_rope_head_dim", 64, 128),
-    "mistral_large4_text": LatentClass("qk_rope_head_dim", 64, 64), "mistral4": LatentClass("qk_head_dim", 64, 64),
-}  # fmt: skip
-#: latent classes whose ``attribute_map`` aliases ``head_dim`` to ``qk_rope_head_dim``, read when transformers is absent
-HEAD_DIM_ALIASED = frozenset({"glm4_moe_lite"})
-#: classes whose layout is their ``rope_interleave`` field (default ``True``: pairs (2i, 2i + 1)), read when
-#: transformers is absent
-ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"})
-#: latent classes that always rotate interleaved pairs: DeepSeek-V2 as complex numbers (``view_as_complex``), the
-#: others through ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
-ALWAYS_INTERLEAVED = frozenset({"deepseek_v2", "bailing_hybrid", "longcat_flash"})
 
 
 @dataclass(frozen=True)
@@ -186,24 +154,6 @@ def class_theta(model_type: Any) -> float | None:
         return CLASS_THETA.get(model_type) if isinstance(model_type, str) else None
     value = getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def class_head_dim(model_type: Any) -> int | None:
-    """The ``head_dim`` transformers' config class of ``model_type`` fills in when the config has no such key: its
-    field's default (GPT-OSS 64, GLM-4 and Qwen3 128, Qwen3-Next and Gemma 256). ``None`` where the class derives it
-    (``hidden_size // num_attention_heads``), for a model type transformers does not know and for multi-head latent
-    attention classes, which rotate ``qk_rope_head_dim`` channels instead; without transformers, :data:`CLASS_HEAD_DIM`.
-
-    >>> class_head_dim("gpt_oss"), class_head_dim("llama"), class_head_dim(None)
-    (64, None, None)
-    """
-    installed, config_class = _config_class(model_type)
-    if not installed:
-        return CLASS_HEAD_DIM.get(model_type) if isinstance(model_type, str) else None
-    if config_class is None or latent_class(model_type) is not None:
-        return None
-    value = getattr(config_class, "head_dim", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def rotary_class(model_type: Any) -> bool:
@@ -354,77 +304,7 @@ def _declared_original(model_type: str) -> tuple[bool, int | None]:
 
 
 def clear_caches() -> None:
-    """Forget what was asked of transformers (for tests that hide it)."""
-    for cached in (class_labels, _declared_original, _declares, _bare_parameters, _flat_parameters, _latent_class):
+    """Forget what was asked of transformers (for tests that hide it), here and in the modules that
+    registered their caches (:data:`CACHES`)."""
+    for cached in (class_labels, _declared_original, _declares, _bare_parameters, _flat_parameters, *CACHES):
         cached.cache_clear()
-
-
-def latent_class(model_type: Any) -> LatentClass | None:
-    """The :class:`LatentClass` of ``model_type``: a class that declares ``qk_rope_head_dim`` and, built with
-    ``qk_rope_head_dim=8, qk_nope_head_dim=12``, holds ``head_dim`` 8 (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite,
-    ...) or 20 (Mistral 4). ``None`` for other classes (LongCat keeps its own ``head_dim`` field) and for a
-    class that cannot be built so; without transformers, :data:`LATENT_CLASSES`.
-
-    >>> latent_class("deepseek_v3"), latent_class("llama")
-    (LatentClass(width='qk_rope_head_dim', rope=64, nope=128), None)
-    """
-    return _latent_class(model_type) if isinstance(model_type, str) else None
-
-
-@functools.lru_cache(maxsize=None)
-def _latent_class(model_type: str) -> LatentClass | None:
-    installed, config_class = _config_class(model_type)
-    if not installed:
-        return LATENT_CLASSES.get(model_type)
-    if config_class is None or not _declares(config_class, "qk_rope_head_dim"):
-        return None
-    try:
-        made = config_class(hidden_size=64, num_attention_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=12)
-    except Exception:  # noqa: BLE001 - a class that needs other arguments (or has no RoPE: GLM-5-Next) is not one
-        return None
-    width = {8: "qk_rope_head_dim", 20: "qk_head_dim"}.get(getattr(made, "head_dim", None))
-    rope, nope = getattr(config_class, "qk_rope_head_dim", None), getattr(config_class, "qk_nope_head_dim", None)
-    return None if width is None or not isinstance(rope, int) else LatentClass(width, rope, nope if isinstance(nope, int) else 0)
-
-
-def latent_shape(raw: Mapping) -> tuple[int, bool, float | None] | None:
-    """``(head_dim its rotary embedding reads, stated, the partial factor the class fills in)`` of a latent attention
-    config (:func:`latent_class`), ``None`` for other configs: ``qk_rope_head_dim`` (the config's, else the class
-    default), or for Mistral 4 ``qk_nope_head_dim + qk_rope_head_dim`` with the factor ``qk_rope_head_dim / head_dim``.
-
-    >>> latent_shape({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128})
-    (64, False, None)
-    """
-    spec = latent_class(model_type_of(raw))
-    if spec is None:
-        return None
-    key = "head_dim" if raw.get("head_dim") is not None and _head_dim_alias(model_type_of(raw)) else "qk_rope_head_dim"
-    rope = int(raw.get(key) if raw.get(key) is not None else spec.rope)
-    if spec.width == "qk_rope_head_dim":
-        return rope, raw.get(key) is not None, None
-    nope = int(raw.get("qk_nope_head_dim") if raw.get("qk_nope_head_dim") is not None else spec.nope)
-    return rope + nope, raw.get("qk_rope_head_dim") is not None and raw.get("qk_nope_head_dim") is not None, rope / (rope + nope)
-
-
-def _head_dim_alias(model_type: str | None) -> bool:
-    """Whether the class's ``attribute_map`` makes a stated ``head_dim`` its ``qk_rope_head_dim`` (GLM-4-MoE-Lite: the
-    stated head_dim wins); without transformers, :data:`HEAD_DIM_ALIASED`."""
-    installed, config_class = _config_class(model_type)
-    if not installed:
-        return model_type in HEAD_DIM_ALIASED
-    return (getattr(config_class, "attribute_map", None) or {}).get("head_dim") == "qk_rope_head_dim"
-
-
-def latent_layout(raw: Mapping) -> str | None:
-    """``"interleaved"`` / ``"half"`` where the config's class states the layout of its rotary channels: its
-    ``rope_interleave`` (the config's, else the class default, ``True``), or :data:`ALWAYS_INTERLEAVED`; ``None``
-    for other configs."""
-    model_type = model_type_of(raw)
-    installed, config_class = _config_class(model_type)
-    if model_type in ALWAYS_INTERLEAVED:
-        return "interleaved"
-    declares = _declares(config_class, "rope_interleave") if config_class is not None else not installed and model_type in ROPE_INTERLEAVE
-    if not declares:
-        return None
-    interleave = raw["rope_interleave"] if "rope_interleave" in raw else getattr(config_class, "rope_interleave", True)
-    return "interleaved" if interleave else "half"  # the model tests it as a bool: null rotates halves

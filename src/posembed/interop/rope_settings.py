@@ -51,9 +51,9 @@ from posembed.interop.hf_config import config_dict, load_config_dict, read_confi
 from posembed.interop.rope_classes import (
     DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
     RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
-    class_head_dim, class_parameters, class_partial, class_theta, latent_layout, latent_shape, model_type_of, per_layer_parameters,
-    rotary_class, why_ignored,
+    class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
 )  # fmt: skip
+from posembed.interop.rope_latent import class_head_dim, latent_layout, latent_shape
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [

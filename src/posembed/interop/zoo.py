@@ -28,7 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from posembed.interop.rope_config import rotary_from_settings
-from posembed.interop.rope_classes import PER_LAYER_CLASSES, class_head_dim, default_layer_types
+from posembed.interop.rope_classes import PER_LAYER_CLASSES, default_layer_types
+from posembed.interop.rope_latent import class_head_dim
 from posembed.interop.hf_config import load_config_dict
 from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, read_rope_settings
 from posembed.model import Decoder
