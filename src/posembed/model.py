@@ -38,7 +38,7 @@ from posembed.attention import SelfAttention
 from posembed.embeddings import COMBINES, TransformerEmbeddings
 from posembed.model_layers import build_layer_schemes, check_layer_schemes, layer_schemes_config
 from posembed.positions import resolve_positions
-from posembed.schemes.base import Kind, PositionScheme
+from posembed.schemes.base import Kind, PositionScheme, RotaryScheme
 from posembed.schemes.config import build_scheme, scheme_config
 
 __all__ = ["Block", "Encoder", "Decoder", "TransformerModel", "build_model", "scheme_config", "build_scheme"]
@@ -150,7 +150,8 @@ class TransformerModel(nn.Module):
         """Each block's attention scheme (``None``: no positions in that layer), shallowest first."""
         return [block.attn.scheme for block in self.blocks]
 
-    def _per_layer(self) -> bool:
+    @property
+    def per_layer(self) -> bool:
         """Whether the layers' schemes differ from the one ``scheme`` (built with ``schemes=``)."""
         shared = None if self.scheme is None or self.scheme.kind == Kind.ABSOLUTE else self.scheme
         return any(layer is not shared for layer in self.layer_schemes)
@@ -214,7 +215,7 @@ class TransformerModel(nn.Module):
 
     def _takes_coordinates(self) -> bool:
         """Whether a layer's rotary scheme reads coordinates (``num_axes > 1``: axial, Pixtral, M-RoPE)."""
-        return any(getattr(s, "num_axes", 1) > 1 for s in self.layer_schemes if s is not None and s.kind == Kind.ROTARY)
+        return any(isinstance(s, RotaryScheme) and s.num_axes > 1 for s in self.layer_schemes)
 
     def _untied_vectors(self, positions: Tensor | None) -> Tensor | None:
         if not self.untied:
@@ -233,13 +234,13 @@ class TransformerModel(nn.Module):
         }
         if not self.bias:  # left out when True: configs saved before the option load unchanged
             config["bias"] = False
-        if self._per_layer():
+        if self.per_layer:
             config["layer_schemes"] = layer_schemes_config(self.layer_schemes)
         return config
 
     def extra_repr(self) -> str:
         scheme = None if self.scheme is None else type(self.scheme).__name__
-        if self._per_layer():
+        if self.per_layer:
             names = [None if s is None else type(s).__name__ for s in self.layer_schemes]
             scheme = f"{scheme}, schemes=[{', '.join(map(str, names))}]"
         return f"scheme={scheme}, combine={self.combine!r}, inject={self.inject!r}, untied={self.untied}"

@@ -104,22 +104,10 @@ def rotary_head_dim(model: nn.Module) -> int:
 
 
 def _layer_schemes(model: nn.Module) -> list[PositionScheme | None]:
-    blocks = getattr(model, "blocks", None)
-    if blocks is None:
+    layers = getattr(model, "layer_schemes", None)
+    if layers is None:
         raise TypeError(f"context extension needs a posembed Encoder or Decoder, got {type(model).__name__}")
-    return [block.attn.scheme for block in blocks]
-
-
-def _shared(model: nn.Module) -> PositionScheme | None:
-    """The one rotary or bias scheme every layer holds (``model.scheme``), or ``None``."""
-    scheme = getattr(model, "scheme", None)
-    return None if scheme is None or scheme.kind == Kind.ABSOLUTE else scheme
-
-
-def _per_layer(model: nn.Module) -> bool:
-    """Whether the model was built with one scheme per layer (``schemes=[...]``)."""
-    shared = _shared(model)
-    return any(layer is not shared for layer in _layer_schemes(model))
+    return layers
 
 
 def _rotary_layers(model: nn.Module) -> dict[int, RotaryEmbedding]:
@@ -199,7 +187,7 @@ def swap_scheme(model: nn.Module, new_scheme: PositionScheme | Sequence[Position
     for block, scheme in zip(swapped.blocks, plan):
         if scheme is not None:
             block.attn.scheme = moved[id(scheme)]
-    if not _per_layer(model):  # one scheme for every layer: kept so when every layer got the same object
+    if not model.per_layer:  # one scheme for every layer: kept so when every layer got the same object
         final = [block.attn.scheme for block in swapped.blocks]
         swapped.scheme = final[0] if all(layer is final[0] for layer in final) else None
     return swapped
@@ -207,7 +195,7 @@ def swap_scheme(model: nn.Module, new_scheme: PositionScheme | Sequence[Position
 
 def _single_plan(model: nn.Module, layers: list, new_scheme: PositionScheme) -> list[PositionScheme | None]:
     """Which layer gets ``new_scheme`` (``None``: kept)."""
-    if not _per_layer(model):
+    if not model.per_layer:
         old = getattr(model, "scheme", None)
         if old is not None and old.kind == Kind.ABSOLUTE:
             raise ValueError(f"cannot swap the scheme of a model with an absolute scheme ({type(old).__name__})")
