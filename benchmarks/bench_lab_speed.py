@@ -31,19 +31,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from posembed.bench.nanogpt_ref import NanoGPT, train_reference
+from posembed.bench.nanogpt_ref import NanoGPT, configure_optimizer, train_reference
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.data import DEFAULT_TEXT, resolve_text_path
 
 CFG = NANOGPT_CPU
-
-
-def _nanogpt_optimizer(model) -> torch.optim.AdamW:
-    """nanoGPT's ``configure_optimizers`` on the CPU: decay on matrices only, the for-loop AdamW."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": CFG.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=CFG.lr, betas=(0.9, CFG.beta2))
 
 
 def _step_fn(model, optimizer, data: torch.Tensor, *, foreach_clip: bool):
@@ -77,7 +69,8 @@ def bench_step(threads: int, rounds: int) -> dict:
     data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
     torch.manual_seed(CFG.seed)
     reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {"nanoGPT-style reference": _step_fn(reference, _nanogpt_optimizer(reference), data, foreach_clip=False)}
+    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data,
+                                                    foreach_clip=False)}
     for name, cfg in (("posembed Decoder, lab defaults", dataclasses.replace(CFG, bias=True, optimizer="adamw")),
                       ("posembed Decoder, calibration preset", CFG)):
         model = build_trial_model(cfg, make_task(cfg))

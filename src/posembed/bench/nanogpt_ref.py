@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["NanoGPT", "RefRun", "train_reference", "char_data"]
+__all__ = ["NanoGPT", "RefRun", "train_reference", "char_data", "configure_optimizer"]
 
 
 class NanoBlock(nn.Module):
@@ -124,6 +124,14 @@ def _estimate(model, splits, block, batch, iters, generator) -> list[float]:
     return out
 
 
+def configure_optimizer(model: nn.Module, *, lr: float, beta2: float, weight_decay: float) -> torch.optim.AdamW:
+    """nanoGPT's ``configure_optimizers`` on the CPU: decay on matrices only, the for-loop AdamW."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2))
+
+
 def train_reference(
     text: str, *, steps: int = 2000, dim: int = 128, depth: int = 4, heads: int = 4, block: int = 64,
     batch: int = 12, lr: float = 1e-3, min_lr: float = 1e-4, warmup: int = 100, weight_decay: float = 0.1,
@@ -134,10 +142,7 @@ def train_reference(
     torch.manual_seed(seed)
     train, val, vocab = char_data(text)
     model = NanoGPT(vocab, dim=dim, depth=depth, heads=heads, block=block)
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2))
+    optimizer = configure_optimizer(model, lr=lr, beta2=beta2, weight_decay=weight_decay)
     generator = torch.Generator().manual_seed(seed)
     train_loss = val_loss = float("nan")
     start = time.perf_counter()

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from posembed.lab.data import load_text, resolve_text_path
 from posembed.lab.tasks.passkey import passkey_accuracy, passkey_vocabulary, training_rows
-from posembed.lab.train import OnDevice, autocast
+from posembed.lab.train import OnDevice, adamw, autocast
 
 __all__ = ["ContextData", "TrainSettings", "lm_perplexity", "passkey_grid", "train_steps", "on_device", "model_device"]
 
@@ -170,13 +170,7 @@ def train_steps(model: nn.Module, data: ContextData, settings: TrainSettings) ->
     """Train ``model`` in place, on the device of its parameters; returns the mean loss of the last
     10 % of steps."""
     device = model_device(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": settings.weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    fused = {"fused": True} if device.type == "cuda" else {}
-    optimizer = torch.optim.AdamW(groups, lr=settings.lr, betas=(0.9, 0.99), **fused)
+    optimizer = adamw(model, lr=settings.lr, beta2=0.99, weight_decay=settings.weight_decay, fused=device.type == "cuda")
     generator = torch.Generator().manual_seed(settings.seed)
     tail, losses = max(1, settings.steps // 10), []
     model.train()

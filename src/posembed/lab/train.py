@@ -36,7 +36,7 @@ from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
 __all__ = [
     "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
-    "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice",
+    "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice", "adamw",
 ]
 
 logger = logging.getLogger(__name__)
@@ -202,18 +202,25 @@ def drift(initial: Tensor | None, final: Tensor | None) -> dict[str, float] | No
     return {"rel_frobenius": rel, "cosine": round(cos, 12)}
 
 
-def make_optimizer(model: nn.Module, cfg: TrialConfig, device: torch.device | None = None) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (nanoGPT's ``configure_optimizers``); the fused
-    kernel on CUDA (as nanoGPT) or where ``cfg.optimizer`` is ``"adamw_fused"``, the reference
-    for-loop otherwise (the CPU numbers stay put)."""
+def adamw(model: nn.Module, *, lr: float, beta2: float, weight_decay: float, fused: bool) -> torch.optim.AdamW:
+    """AdamW over ``model``'s trainable parameters with weight decay on matrices only (nanoGPT's
+    ``configure_optimizers``); ``fused``: torch's fused kernel, else its default (the for-loop on
+    the CPU)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
+    kernel = {"fused": True} if fused else {}  # not fused=False: that would also turn off torch's default choice
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2), **kernel)
+
+
+def make_optimizer(model: nn.Module, cfg: TrialConfig, device: torch.device | None = None) -> torch.optim.AdamW:
+    """The trial's :func:`adamw`: the fused kernel on CUDA (as nanoGPT) or where ``cfg.optimizer`` is
+    ``"adamw_fused"``, the reference for-loop otherwise (the CPU numbers stay put)."""
     on_cuda = device is not None and device.type == "cuda"
-    fused = {"fused": True} if on_cuda or cfg.optimizer == "adamw_fused" else {}
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, cfg.beta2), **fused)
+    return adamw(model, lr=cfg.lr, beta2=cfg.beta2, weight_decay=cfg.weight_decay,
+                 fused=on_cuda or cfg.optimizer == "adamw_fused")
 
 
 @contextlib.contextmanager
