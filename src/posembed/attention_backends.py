@@ -345,11 +345,7 @@ def flex_applies(inp: AttentionInputs, training: bool) -> str | None:
         return "torch.nn.attention.flex_attention is unavailable"
     if adds_bias(inp.scheme) and not inp.scheme.has_score_mod:
         return f"{type(inp.scheme).__name__} has no FlexAttention score_mod"
-    if inp.positions.dim() != 1:
-        return "positions differ per row"
-    if training and inp.dropout > 0.0:
-        return "attention dropout is active"
-    return None
+    return _shared_positions_no_dropout(inp, training)
 
 
 def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
@@ -360,6 +356,11 @@ def fused_applies(inp: AttentionInputs, training: bool) -> str | None:
         return "it serves bias schemes that do not read the padding mask"
     if adds_bias(inp.scheme) and inp.scheme.num_heads != inp.q.shape[1]:
         return f"{type(inp.scheme).__name__} has num_heads={inp.scheme.num_heads}, not one bias per head"
+    return _shared_positions_no_dropout(inp, training)
+
+
+def _shared_positions_no_dropout(inp: AttentionInputs, training: bool) -> str | None:
+    """What flex and fused both need: one ``(T,)`` position row for the batch, no attention dropout."""
     if inp.positions.dim() != 1:
         return "positions differ per row"
     if training and inp.dropout > 0.0:
