@@ -26,7 +26,7 @@ import statistics
 
 import torch
 
-from posembed.bench.harness import Row, peak_memory_mb, run_worker, start_memory, time_ms
+from posembed.bench.harness import Row, as_device, peak_memory_mb, run_worker, start_memory, time_ms
 from posembed.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def run(
     device: str | torch.device | None = None,
 ) -> list[Row]:
     """Every case in a fresh worker process on ``device`` (default: the CPU)."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     memory = "peak RSS MB" if device.type == "cpu" else f"peak {device.type.upper()} MB"
     results: dict[tuple, dict] = {}
     for spec in _cases(quick, device):

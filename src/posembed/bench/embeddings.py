@@ -18,7 +18,7 @@ import logging
 
 import torch
 
-from posembed.bench.harness import Row, compare, copy_bandwidth, median, rows_from_times
+from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, median, rows_from_times
 from posembed.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _train_step(fn, modules, grad):
 
 def run(quick: bool = False, repeats: int | None = None, device: str | torch.device | None = None) -> list[Row]:
     """The forward and forward+backward cases on ``device`` (default: the CPU)."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     shape = QUICK if quick else FULL
     repeats = repeats or (3 if quick else 7)
     torch.manual_seed(0)

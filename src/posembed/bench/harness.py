@@ -36,7 +36,7 @@ import torch
 from posembed._memory import transparent_huge_pages
 
 __all__ = [
-    "Row", "compare", "copy_bandwidth", "device_name", "machine_info", "peak_memory_mb", "peak_rss_mb", "run_worker",
+    "Row", "as_device", "compare", "copy_bandwidth", "device_name", "machine_info", "peak_memory_mb", "peak_rss_mb", "run_worker",
     "start_memory", "synchronize", "time_ms", "write_report",
 ]  # fmt: skip
 
@@ -55,9 +55,14 @@ class Row:
     note: str = ""
 
 
+def as_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a ``torch.device``; ``None`` is the CPU (every suite's default)."""
+    return torch.device("cpu" if device is None else device)
+
+
 def synchronize(device: str | torch.device | None = None) -> None:
     """Wait until ``device`` has run the work queued on it: CUDA kernels run asynchronously, the CPU's do not."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -144,7 +149,7 @@ def start_memory(device: str | torch.device | None = None) -> float:
     CPU: the resident set's high-water mark so far (:func:`peak_rss_mb`). CUDA: the bytes torch's
     allocator holds, after resetting its peak counter (so :func:`peak_memory_mb` sees only what follows).
     """
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     if device.type == "cuda":
         synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
@@ -154,7 +159,7 @@ def start_memory(device: str | torch.device | None = None) -> float:
 
 def peak_memory_mb(device: str | torch.device | None = None) -> float:
     """The peak since :func:`start_memory`, in MiB: resident set on the CPU, torch's allocator on CUDA."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     if device.type == "cuda":
         synchronize(device)
         return torch.cuda.max_memory_allocated(device) / 2**20
@@ -178,7 +183,7 @@ def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
 
 def device_name(device: str | torch.device | None = None) -> str:
     """``"cpu"``, or the GPU's name for a CUDA device (``torch.cuda.get_device_name``)."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return device.type
@@ -187,7 +192,7 @@ def device_name(device: str | torch.device | None = None) -> str:
 def machine_info(device: str | torch.device | None = None) -> dict:
     """CPU model, cores, torch version and threads, allocator, the device timed (``device``, default
     the CPU), date: the context of every number."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     model = platform.processor() or "unknown"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -17,7 +17,7 @@ import logging
 
 import torch
 
-from posembed.bench.harness import Row, compare, rows_from_times
+from posembed.bench.harness import Row, as_device, compare, rows_from_times
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _backward_step(fn, q, k, gq, gk):
 
 def run(quick: bool = False, repeats: int | None = None, device: str | torch.device | None = None) -> list[Row]:
     """Forward and forward+backward of every implementation on ``device`` (default: the CPU)."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     shape = QUICK if quick else FULL
     repeats = repeats or (3 if quick else 7)
     torch.manual_seed(0)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posembed.bench.harness import Row, compare, median
+from posembed.bench.harness import Row, as_device, compare, median
 from posembed.bench.nanogpt_ref import NanoGPT
 
 SECTION = "lab training throughput"
@@ -74,7 +74,7 @@ def _step(model: nn.Module, data: torch.Tensor, vocab: int, device: torch.device
 
 def run(quick: bool = False, repeats: int | None = None, device: str | torch.device | None = None) -> list[Row]:
     """Interleaved training steps of every model on ``device`` (default: the CPU)."""
-    device = torch.device("cpu" if device is None else device)
+    device = as_device(device)
     torch.manual_seed(0)
     data, vocab = _data()
     models = {name: model.to(device) for name, model in _models(vocab).items()}
