@@ -102,7 +102,7 @@ def test_first_layer_moves_and_keeps_its_fields():
 
 
 def test_lab_text_model_keeps_its_model_on_the_cpu(monkeypatch):
-    """Off the CPU the forward runs on a copy (``on_device``): the report reads the CPU model's scheme."""
+    """Off the CPU the forward runs on a copy (``device_copy``): the report reads the CPU model's scheme."""
     from posembed.analysis import text_model
     from posembed.model import Decoder
     from posembed.schemes.learned import LearnedAbsolute
@@ -110,11 +110,11 @@ def test_lab_text_model_keeps_its_model_on_the_cpu(monkeypatch):
     model = Decoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(8, 8)).eval()
     copies = []
 
-    def fake_on_device(module, device):
+    def fake_device_copy(module, device):
         copies.append(device)
         return module  # the CPU stands in for the device
 
-    monkeypatch.setattr(text_model, "on_device", fake_on_device)
+    monkeypatch.setattr(text_model, "device_copy", fake_device_copy)
     lab = text_model.LabTextModel(model, None, 11, 8, device=torch.device("cpu"))
     ids = torch.randint(0, 11, (2, 5))
     states = lab.hidden_states(ids)

@@ -25,7 +25,7 @@ import torch
 
 from posembed.analysis.probes import MIN_POSITIONS
 from posembed.analysis.source_types import Source
-from posembed.analysis.text_model import on_device
+from posembed.analysis.text_model import device_copy
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, PositionScheme, RotaryScheme
 from posembed.schemes.factory import ModelSizes, build_from_sizes, scheme_entry
 
@@ -50,7 +50,7 @@ def rotary_closeness(scheme: RotaryScheme, length: int, device: torch.device | N
     device = torch.device("cpu" if device is None else device)
     ones = torch.ones(1, 1, length, scheme.head_dim, device=device)  # (B, H, T, D)
     with torch.no_grad():
-        q, k = on_device(scheme, device)(ones, ones)
+        q, k = device_copy(scheme, device)(ones, ones)
     return (q[0, 0].double() @ k[0, 0].double().T / scheme.head_dim**0.5).cpu().numpy()
 
 
@@ -64,7 +64,7 @@ def scheme_closeness(source: Source, scheme: PositionScheme, length: int) -> Non
     elif isinstance(scheme, BiasScheme) and not scheme.needs_qk:
         positions = torch.arange(length, device=source.device)
         with torch.no_grad():
-            bias = on_device(scheme, source.device).bias(positions, positions)
+            bias = device_copy(scheme, source.device).bias(positions, positions)
         if bias is not None:
             source.closeness = bias.double().mean(dim=0).cpu().numpy()  # (H, T, T) -> (T, T)
             source.closeness_name = "attention bias (mean over heads)"
@@ -92,7 +92,7 @@ def _table(scheme: AbsoluteScheme, name: str, max_len: int, notes: list[str], de
         ids = torch.stack([ids, *[torch.zeros_like(ids)] * (scheme.num_axes - 1)], dim=-1)  # (T, A)
         notes.append(f"{name} places {scheme.num_axes}-D coordinates: the table runs along the first axis, "
                      "the other coordinates held at 0.")
-    runner = on_device(scheme, device)
+    runner = device_copy(scheme, device)
     try:
         with torch.no_grad():
             table = runner(ids)

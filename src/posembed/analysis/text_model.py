@@ -3,7 +3,7 @@
 The default probe text is English prose the project wrote itself (``posembed/data/positions_essay.txt``);
 ``--text FILE`` replaces it. A :class:`TextModel` tokenises text with the checkpoint's own tokenizer and
 returns ``[h_0, ..., h_L]`` (embedding output, then every layer), each ``(B, T, C)`` on the CPU; the
-model itself runs on the text model's ``device`` (:func:`on_device`).
+model itself runs on the text model's ``device`` (:func:`device_copy`).
 
 Example:
     >>> text = load_probe_text(None)
@@ -25,7 +25,7 @@ from typing import Protocol
 import torch
 
 __all__ = [
-    "DEFAULT_TEXT", "load_probe_text", "make_windows", "on_device", "TextModel", "HFTextModel", "LabTextModel",
+    "DEFAULT_TEXT", "load_probe_text", "make_windows", "device_copy", "TextModel", "HFTextModel", "LabTextModel",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -43,12 +43,12 @@ _TOKENIZER_FILES = (
 )
 
 
-def on_device(module: torch.nn.Module, device: torch.device | None) -> torch.nn.Module:
+def device_copy(module: torch.nn.Module, device: torch.device | None) -> torch.nn.Module:
     """``module`` itself for the CPU (or ``None``); elsewhere a copy on ``device``, so the original
     stays on the CPU, where the report's other sections read it.
 
     >>> layer = torch.nn.Linear(2, 2)
-    >>> on_device(layer, torch.device("cpu")) is layer, on_device(layer, torch.device("meta")).weight.device.type
+    >>> device_copy(layer, torch.device("cpu")) is layer, device_copy(layer, torch.device("meta")).weight.device.type
     (True, 'meta')
     """
     if device is None or torch.device(device).type == "cpu":
@@ -195,7 +195,7 @@ class LabTextModel:
         cls, model, meta: dict, notes: list[str], max_length: int, device: torch.device | None = None
     ) -> "LabTextModel":
         """The model with its vocabulary; windows stay within ``max_length`` (the positions the caller analyses);
-        the model runs on ``device`` (a copy there, :func:`on_device`)."""
+        the model runs on ``device`` (a copy there, :func:`device_copy`)."""
         vocab_size = int(model.embeddings.vocab_size)
         chars = meta.get("chars") or meta.get("vocab") or _charlm_chars(meta, vocab_size)
         if isinstance(chars, str):
@@ -216,5 +216,5 @@ class LabTextModel:
     @torch.no_grad()
     def hidden_states(self, input_ids: torch.Tensor) -> list[torch.Tensor]:
         if self._runner is None:
-            self._runner = on_device(self.model, self.device)
+            self._runner = device_copy(self.model, self.device)
         return [h.float().cpu() for h in self._runner.hidden_states(input_ids.to(self.device))]
