@@ -5,7 +5,7 @@ multi-head latent attention.
   Qwen3 128, Qwen3-Next 256, ...; others derive it as ``hidden_size // num_attention_heads``);
 - multi-head latent attention classes (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite, Mistral 4, ...) set
   ``head_dim`` from ``qk_rope_head_dim`` and state their layout (:func:`latent_class`,
-  :func:`latent_shape`, :func:`latent_layout`).
+  :func:`latent_shape`), and :func:`rotary_layout`, which pairs a class rotates.
 
 Built on :mod:`posembed.interop.rope_classes`' lazy lookups of transformers' config classes; without
 transformers the tables stand in (:data:`~posembed.interop.rope_classes.CLASS_HEAD_DIM`,
@@ -22,7 +22,7 @@ from posembed.interop.rope_classes import CACHES, CLASS_HEAD_DIM, _config_class,
 
 __all__ = [
     "class_head_dim", "LatentClass", "LATENT_CLASSES", "HEAD_DIM_ALIASED", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED",
-    "latent_class", "latent_shape", "latent_layout",
+    "latent_class", "latent_shape", "rotary_layout",
 ]  # fmt: skip
 
 
@@ -52,9 +52,10 @@ HEAD_DIM_ALIASED = frozenset({"glm4_moe_lite"})
 #: classes whose layout is their ``rope_interleave`` field (default ``True``: pairs (2i, 2i + 1)), read when
 #: transformers is absent
 ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"})
-#: latent classes that always rotate interleaved pairs: DeepSeek-V2 as complex numbers (``view_as_complex``), the
-#: others through ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
-ALWAYS_INTERLEAVED = frozenset({"deepseek_v2", "bailing_hybrid", "longcat_flash"})
+#: classes that always rotate interleaved pairs (2i, 2i + 1): GPT-J and CodeGen (their original weights pair channels
+#: so), DeepSeek-V2 as complex numbers (``view_as_complex``), the others through
+#: ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
+ALWAYS_INTERLEAVED = frozenset({"gptj", "codegen", "deepseek_v2", "bailing_hybrid", "longcat_flash"})
 
 
 def class_head_dim(model_type: Any) -> int | None:
@@ -131,17 +132,17 @@ def _head_dim_alias(model_type: str | None) -> bool:
     return (getattr(config_class, "attribute_map", None) or {}).get("head_dim") == "qk_rope_head_dim"
 
 
-def latent_layout(raw: Mapping) -> str | None:
-    """``"interleaved"`` / ``"half"`` where the config's class states the layout of its rotary channels: its
-    ``rope_interleave`` (the config's, else the class default, ``True``), or :data:`ALWAYS_INTERLEAVED`; ``None``
-    for other configs."""
+def rotary_layout(raw: Mapping) -> str:
+    """The layout of the config's rotary channels, ``"interleaved"`` or ``"half"``: interleaved for
+    :data:`ALWAYS_INTERLEAVED`; a class with a ``rope_interleave`` field follows it (the config's, else the class
+    default, ``True``); every other class rotates NeoX halves."""
     model_type = model_type_of(raw)
     installed, config_class = _config_class(model_type)
     if model_type in ALWAYS_INTERLEAVED:
         return "interleaved"
     declares = _declares(config_class, "rope_interleave") if config_class is not None else not installed and model_type in ROPE_INTERLEAVE
     if not declares:
-        return None
+        return "half"
     interleave = raw["rope_interleave"] if "rope_interleave" in raw else getattr(config_class, "rope_interleave", True)
     return "interleaved" if interleave else "half"  # the model tests it as a bool: null rotates halves
 

@@ -53,7 +53,7 @@ from posembed.interop.rope_classes import (
     RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
     class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
 )  # fmt: skip
-from posembed.interop.rope_latent import class_head_dim, latent_layout, latent_shape
+from posembed.interop.rope_latent import class_head_dim, latent_shape, rotary_layout
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
@@ -66,8 +66,8 @@ __all__ = [
 
 #: layer-type name of a config with one set of RoPE parameters for every layer
 ALL_LAYERS = "all"
-#: model types whose original weights pair channels (2i, 2i + 1); the rest use NeoX halves
-INTERLEAVED_MODEL_TYPES = frozenset({"gptj", "codegen"})
+#: model types that use RoPE although their configs state no RoPE field (GPT-J, CodeGen)
+_ROTARY_WITHOUT_FIELDS = frozenset({"gptj", "codegen"})
 #: fields that mean a config uses RoPE
 _ROPE_FIELDS = (
     "rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
@@ -118,7 +118,7 @@ def has_rope(raw: dict) -> bool:
     rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope_classes.rotary_class`:
     a bare Llama config builds Llama's RoPE)."""
     model_type = model_type_of(raw)
-    return states_rope(raw) or model_type in INTERLEAVED_MODEL_TYPES or model_type in PER_LAYER_CLASSES or rotary_class(model_type)
+    return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or rotary_class(model_type)
 
 
 def states_rope(raw: dict) -> bool:
@@ -380,7 +380,7 @@ def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSet
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
         head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
         rotary_dim=int(head_dim * partial), partial_rotary_factor=partial,
-        layout="interleaved" if raw.get("model_type") in INTERLEAVED_MODEL_TYPES else latent_layout(raw) or "half",
+        layout=rotary_layout(raw),
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source,
