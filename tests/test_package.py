@@ -115,3 +115,22 @@ def test_package_data_is_declared_for_every_shipped_file():
     suffixes = {p.suffix for p in (SRC / "data").iterdir() if p.is_file()}
     for suffix in suffixes:
         assert f"data/*{suffix}" in text, suffix
+
+
+def test_version_answers_without_importing_torch():
+    """``--version`` reads the package metadata and builds no parser (whose subcommands import torch)."""
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "posembed", "--version"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0 and done.stdout.strip() == f"posembed {version('posembed')}"
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert "posembed.cli" in imported and not [name for name in imported if name.split(".")[0] == "torch"]
+
+
+@pytest.mark.parametrize("argv, asks", [(["--version"], True), (["-v", "--version"], True),
+                                        (["encode", "--version"], False), (["--help", "--version"], False), ([], False)])
+def test_only_a_top_level_version_option_is_answered_early(argv, asks):
+    from posembed.cli import _asks_version
+
+    assert _asks_version(argv) is asks

@@ -68,7 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _asks_version(argv: list[str]) -> bool:
+    """Whether ``--version`` comes among the options before the subcommand (answered without
+    building the parser, whose subcommand modules import torch)."""
+    for arg in argv:
+        if arg == "--version":
+            return True
+        if arg in ("-h", "--help") or not arg.startswith("-"):
+            return False
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
+    if _asks_version(sys.argv[1:] if argv is None else argv):
+        print(f"posembed {package_version()}")
+        return 0
     # posembed reads local checkpoints only; never reach for a hub at run time
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
