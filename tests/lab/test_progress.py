@@ -16,7 +16,8 @@ from posembed.lab.progress import LAB_LOGGER, Progress, log_to_stderr, progress_
 TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=2",
         "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
 
-_LINE = re.compile(r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d+:\d\d, ETA \d+:\d\d$")
+_LINE = re.compile(r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d+:\d\d, "
+                   r"ETA (after 2 trials|\d+:\d\d)$")
 
 
 def _run(out, *extra) -> list[str]:
@@ -29,6 +30,7 @@ def test_a_line_per_finished_trial_when_stderr_is_not_a_terminal(tmp_path, capsy
     lines = captured.err.splitlines()
     assert len(lines) == 2 and all(_LINE.match(line) for line in lines), lines
     assert [_LINE.match(line).group(1) for line in lines] == ["1", "2"]
+    assert [_LINE.match(line).group(3) == "after 2 trials" for line in lines] == [True, False]
     assert "lab trials" not in captured.out and "2 trials trained" in captured.out
 
 
@@ -51,8 +53,8 @@ def test_the_lines_are_log_records_not_prints(caplog):
         with Progress(3, 0, mode="lines", desc="sweep", clock=clock) as progress:
             progress.advance("a", 30.0)
             progress.advance("b", 30.0)
-    assert caplog.messages == ["sweep: 1/3 done (a, 30.0 s); elapsed 0:30, ETA 1:00",
-                               "sweep: 2/3 done (b, 30.0 s); elapsed 1:00, ETA 0:30"]
+    assert caplog.messages == ["sweep: 1/3 done (a, 30.0 s); elapsed 0:30, ETA after 3 trials",
+                               "sweep: 2/3 done (b, 30.0 s); elapsed 1:00, ETA after 3 trials"]
 
 
 def test_modes(monkeypatch):
@@ -101,3 +103,34 @@ def test_bench_reports_each_suite(tmp_path, capsys, monkeypatch):
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2 and lines[0].startswith("bench suites: 1/2 done (fake_a, 0 cases, ")
     assert lines[1].startswith("bench suites: 2/2 done (fake_b, 0 cases, ")
+
+
+def test_the_eta_waits_for_three_finished_items():
+    """A slow first item (start-up, or workers finishing together) gives no hour-long first guess."""
+    clock = iter([0.0, 600.0, 620.0, 640.0, 660.0]).__next__
+    progress = Progress(100, 0, clock=clock)
+    lines = [(progress.advance(), progress.line())[1] for _ in range(4)]
+    # from the first item alone the guess would have been 600 s x 99 = 16:30:00
+    assert [line.split(", ")[-1] for line in lines] == ["ETA after 3 trials"] * 2 + ["ETA 5:44:53", "ETA 4:24:00"]
+    assert not Progress(10, 8).settled and Progress(10, 8, settle=1).settled is False
+
+
+def test_a_resumed_run_with_fewer_items_left_than_settle_settles_on_the_last():
+    clock = iter([0.0, 5.0, 5.0]).__next__
+    progress = Progress(5, 4, unit="suite", clock=clock)
+    assert progress.line() == "lab trials: 4/5 done; elapsed 0:05, ETA after 1 suite"
+    progress.advance()
+    assert progress.settled and progress.line().endswith("ETA 0:00")
+
+
+def test_settle_must_be_positive():
+    with pytest.raises(ValueError, match="settle must be at least 1, got 0"):
+        Progress(3, settle=0)
+
+
+def test_the_bar_holds_its_eta_back_then_shows_tqdm_s_own(capsys):
+    with Progress(5, 0, mode="bar", desc="bar eta", settle=2) as progress:
+        progress.advance()
+        assert "ETA after 2 trials" in str(progress._bar)
+        progress.advance()
+        assert progress._bar.bar_format is None and "<" in str(progress._bar)

@@ -19,11 +19,12 @@ and lines otherwise, ``False`` means off.
 >>> log = logging.getLogger("posembed.doctest.progress")
 >>> log.addHandler(Keep()); log.setLevel(logging.INFO)
 >>> clock = iter([0.0, 10.0, 20.0]).__next__
->>> with Progress(4, 1, mode="lines", desc="demo", logger=log, clock=clock) as progress:
+>>> with Progress(4, 1, mode="lines", desc="demo", unit="item", logger=log,
+...               clock=clock, settle=2) as progress:
 ...     progress.advance("first", seconds=9.5)
 ...     progress.advance("second")
 >>> records
-['demo: 2/4 done (first, 9.5 s); elapsed 0:10, ETA 0:20', 'demo: 3/4 done (second); elapsed 0:20, ETA 0:10']
+['demo: 2/4 done (first, 9.5 s); elapsed 0:10, ETA after 2 items', 'demo: 3/4 done (second); elapsed 0:20, ETA 0:10']
 """
 
 from __future__ import annotations
@@ -80,29 +81,49 @@ class Progress:
     """``total`` items of which ``done`` were finished before; :meth:`advance` after each one.
 
     The ETA is the wall time per item finished in this run times the items left (so items
-    running side by side in workers count at their real pace).
+    running side by side in workers count at their real pace). It is held back until ``settle``
+    items of this run have finished (``ETA after 3 trials``): the first item carries the start-up
+    (imports, data, the workers' first batch) and side-by-side workers finish their first items
+    together, so a guess from one item is often many times too long.
 
     Args:
         mode: ``"bar"``, ``"lines"`` or ``"off"`` (see :func:`progress_mode`).
         desc: what is counted, at the start of every line and on the bar.
         unit: the bar's unit.
         logger: where ``"lines"`` go (INFO records); default :data:`LAB_LOGGER`.
+        settle: how many items of this run finish before an ETA is given (at least 1).
         clock: seconds, monotonic (tests pass a fake one).
     """
 
     def __init__(self, total: int, done: int = 0, *, mode: str = "off", desc: str = "lab trials", unit: str = "trial",
-                 logger: logging.Logger | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 logger: logging.Logger | None = None, settle: int = 3,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if settle < 1:
+            raise ValueError(f"settle must be at least 1, got {settle}")
         self.total, self.done, self.mode, self.desc = total, done, mode, desc
         self._first, self._clock = done, clock
+        # never wait for more items than this run has
+        self._settle = max(1, min(settle, total - done))
+        self._waiting = f"ETA after {self._settle} {unit}{'s' if self._settle > 1 else ''}"
         self._start = clock()
         self._logger = logger or logging.getLogger(LAB_LOGGER)
         self._bar = None
         if mode == "bar":
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, file=sys.stderr)
+            self._bar = tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, file=sys.stderr,
+                             bar_format=self._unsettled_bar())
+
+    def _unsettled_bar(self) -> str:
+        """tqdm's default layout with the ETA (``<{remaining}``) replaced by when it will come."""
+        return "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, " + self._waiting + "{postfix}]"
+
+    @property
+    def settled(self) -> bool:
+        """Whether enough items of this run have finished for an ETA."""
+        return self.done - self._first >= self._settle
 
     def working_on(self, label: str) -> None:
         """Show what runs now (on the bar; lines only report finished items)."""
@@ -113,6 +134,8 @@ class Progress:
         """One more item finished (``label`` names it, ``seconds`` its own time)."""
         self.done += 1
         if self._bar is not None:
+            if self.settled and self._bar.bar_format is not None:
+                self._bar.bar_format = None  # tqdm's own layout, with its ETA
             self._bar.update(1)
         elif self.mode == "lines":
             self._logger.info("%s", self.line(label, seconds))
@@ -122,8 +145,8 @@ class Progress:
         elapsed = self._clock() - self._start
         finished = self.done - self._first
         what = f" ({label}{f', {seconds:.1f} s' if seconds is not None else ''})" if label else ""
-        eta = clock_text(elapsed / finished * (self.total - self.done)) if finished else "?"
-        return f"{self.desc}: {self.done}/{self.total} done{what}; elapsed {clock_text(elapsed)}, ETA {eta}"
+        eta = f"ETA {clock_text(elapsed / finished * (self.total - self.done))}" if self.settled else self._waiting
+        return f"{self.desc}: {self.done}/{self.total} done{what}; elapsed {clock_text(elapsed)}, {eta}"
 
     def close(self) -> None:
         if self._bar is not None:
