@@ -50,6 +50,7 @@ table { border-collapse: collapse; font-size: .92em; }
 p, li, figcaption, td { overflow-wrap: anywhere; }
 p.finding { background: #eef5ee; border-left: 4px solid #3a7d44; padding: .35em .7em; }
 p.finding.suspicious { background: #fbf1e4; border-left-color: #c77700; }
+p.banner { background: #fdecea; border: 2px solid #b3261e; padding: .5em .8em; }
 th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
 th { background: #f0f0f0; }
 td:first-child, th:first-child { text-align: left; }
@@ -114,11 +115,27 @@ class HtmlReport:
         self._sections = 0
         self._finding_at: int | None = None
 
-    def heading(self, text: str, level: int = 2) -> None:
-        """Add a heading ``<h{level}>`` (level 1..6)."""
+    def heading(self, text: str, level: int = 2, anchor: str = "") -> None:
+        """Add a heading ``<h{level}>`` (level 1..6), with ``id="anchor"`` when given (a :meth:`links` target)."""
         if not isinstance(level, int) or not 1 <= level <= 6:
             raise ValueError(f"heading level must be an int in 1..6, got {level!r}")
-        self._parts.append(f"<h{level}>{html.escape(str(text))}</h{level}>")
+        ident = f' id="{html.escape(anchor)}"' if anchor else ""
+        self._parts.append(f"<h{level}{ident}>{html.escape(str(text))}</h{level}>")
+
+    def links(self, items: Sequence[tuple[str, str]], css: str = "summary") -> None:
+        """Add a bulleted list of ``(text, anchor)`` items, each linking to ``#anchor`` (``""``: no link).
+
+        >>> report = HtmlReport("t"); report.links([("Q1: alike", "q1"), ("no link", "")])
+        >>> '<li><a href="#q1">Q1: alike</a></li>' in report.html(), "<li>no link</li>" in report.html()
+        (True, True)
+        """
+        entries = [f'<a href="#{html.escape(anchor)}">{html.escape(text)}</a>' if anchor else html.escape(text)
+                   for text, anchor in items]
+        self._parts.append(f'<ul class="{html.escape(css)}">' + "".join(f"<li>{e}</li>" for e in entries) + "</ul>")
+
+    def banner(self, text: str) -> None:
+        """Add a warning box (``<p class="banner">``), e.g. "this run is too small to conclude"."""
+        self._parts.append(f'<p class="banner"><strong>Warning:</strong> {html.escape(str(text))}</p>')
 
     def section(self, title: str) -> str:
         """Add a numbered ``<h2>`` section heading ("3. title") and return it; findings go right under it."""
