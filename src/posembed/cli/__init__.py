@@ -13,10 +13,15 @@ import logging
 import os
 import sys
 
-__all__ = ["main", "UserError"]
+__all__ = ["main", "UserError", "model_folder", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
 
 #: subcommand modules, in the order ``posembed --help`` lists them
-COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend", "rope", "check_positions")
+COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend", "rope", "check_positions", "models")
+
+#: the bundled model every model-taking command falls back to (``posembed models`` says where it is)
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: how a model-taking command's help names its default
+DEFAULT_MODEL_HELP = f"default: {DEFAULT_MODEL}, the bundled model; `posembed models` prints its folder"
 
 
 def package_version() -> str:
@@ -34,7 +39,7 @@ class UserError(Exception):
 
 
 def model_folder(model, argument: str):
-    """``model`` as a ``Path``, or the default model's folder (all-MiniLM-L6-v2) when it is ``None``."""
+    """``model`` as a ``Path``, or the bundled model's folder (:data:`DEFAULT_MODEL`) when it is ``None``."""
     from pathlib import Path
 
     from posembed.encode_report import MODEL_PACKAGE, default_model_path

@@ -1,4 +1,4 @@
-"""``posembed check-positions MODEL [--text T ...] [--tolerance X] [--json]``: padding, batching, packing.
+"""``posembed check-positions [MODEL] [--text T ...] [--tolerance X] [--json]``: padding, batching, packing.
 
 Thin over :func:`posembed.interop.position_check.check_positions`.
 """
@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from posembed.cli import UserError
+from posembed.cli import DEFAULT_MODEL_HELP, UserError, model_folder
 from posembed.cli.rope import _quiet_transformers
 
 __all__ = ["register", "run"]
@@ -17,7 +17,7 @@ __all__ = ["register", "run"]
 HELP = "run a transformers model unpadded, padded, batched and packed; compare the hidden states"
 EPILOG = """\
 example:
-  posembed check-positions path/to/all-MiniLM-L6-v2
+  posembed check-positions                      (the bundled all-MiniLM-L6-v2)
   posembed check-positions path/to/tiny-llama --json
 
 Each setting's largest difference of the real tokens' hidden states from the unpadded run, pass /
@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check-positions", help=HELP, description=HELP + ".", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    parser.add_argument("model", type=Path, metavar="MODEL", help="a transformers checkpoint folder")
+    parser.add_argument("model", type=Path, nargs="?", default=None, metavar="MODEL",
+                        help=f"a transformers checkpoint folder ({DEFAULT_MODEL_HELP})")
     parser.add_argument("--text", dest="texts", action="append", default=None, metavar="T",
                         help="a text to run (repeat; needs a tokenizer in the folder)")  # fmt: skip
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest difference that passes (default 1e-4, fp32)")
@@ -48,6 +49,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.tolerance > 0:
         raise UserError(f"--tolerance must be positive, got {args.tolerance}")
     _quiet_transformers(args.verbose)
-    report = check_positions(args.model, args.texts, tolerance=args.tolerance)
+    report = check_positions(model_folder(args.model, "MODEL"), args.texts, tolerance=args.tolerance)
     print(json.dumps(report_json(report), indent=2) if args.json else format_position_report(report))
     return 0 if report.ok else 1

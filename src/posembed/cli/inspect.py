@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from posembed.cli import UserError
+from posembed.cli import DEFAULT_MODEL_HELP, UserError
 from posembed.devices import DEVICE_HELP
 
 __all__ = ["register", "run", "parse_sets"]
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "model", nargs="?", default=None, metavar="MODEL", help="checkpoint folder (default: all-MiniLM-L6-v2)"
+        "model", nargs="?", default=None, metavar="MODEL", help=f"checkpoint folder ({DEFAULT_MODEL_HELP})"
     )
     parser.add_argument(
         "--scheme", metavar="NAME", help="inspect a library scheme instead of a model (see `posembed schemes`)"
