@@ -4,9 +4,18 @@ Pure functions: constructor arguments (combine mode, widths, LayerNorm epsilon, 
 the three id tensors of a forward pass, each refused with a message naming the value and the
 limit. Values are read only in eager mode (see :func:`~posembed._checks.check_index_tensor`),
 so the block compiles with ``fullgraph=True`` and runs on the meta device.
+
+Where reading a value back to the host is free (the CPU), an id out of range is a ``ValueError``
+naming the value and the limit. Elsewhere (CUDA) such a read would stall the device every step,
+so the range is asserted on the device (``torch._assert_async``: no synchronisation; a failure
+surfaces at a later kernel launch and names the tensor and the limit). Set
+``POSEMBED_HOST_CHECKS=1`` to read the values on every device instead (a debug switch: the
+clear ``ValueError``, at the cost of a synchronisation per tensor).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import Tensor
@@ -18,7 +27,9 @@ from posembed._checks import (
     check_positive_int,
     check_probability,
     check_same_shape,
+    values_readable,
 )
+from posembed.devices import cpu_tuned
 from posembed.positions import resolve_positions
 from posembed.schemes.base import AbsoluteScheme
 
@@ -27,6 +38,8 @@ __all__ = [
     "INDEX_DTYPES",
     "as_index",
     "check_embedding_ids",
+    "check_ids",
+    "host_checks",
     "check_norm_and_dropout",
     "check_type_vocab",
     "token_width",
@@ -45,6 +58,44 @@ def as_index(ids: Tensor) -> Tensor:
     torch.int64
     """
     return ids if ids.dtype in INDEX_DTYPES else ids.long()
+
+
+def host_checks(device: torch.device) -> bool:
+    """Whether id checks on ``device`` read values back to the host (the clear ``ValueError``).
+
+    On the CPU (:func:`posembed.devices.cpu_tuned`) a read is free; elsewhere it synchronises
+    with the device, so only under the debug switch ``POSEMBED_HOST_CHECKS=1``.
+
+    >>> host_checks(torch.device("cpu"))
+    True
+    """
+    return cpu_tuned(device) or os.environ.get("POSEMBED_HOST_CHECKS", "0") == "1"
+
+
+def check_ids(x: Tensor, name: str, limit: int, hint: str = "") -> None:
+    """Integer ids in ``[0, limit)``: read on the host where :func:`host_checks`, else asserted on the device.
+
+    The type and dtype are checked everywhere. The device-side assertion never synchronises
+    (``torch._assert_async``); like the host check it is skipped while compiling and on ``meta``.
+
+    >>> check_ids(torch.tensor([[0, 4]]), "input_ids", 4, "vocab_size=4")
+    Traceback (most recent call last):
+    ...
+    ValueError: input_ids holds 4, outside [0, 4); vocab_size=4
+    """
+    if not isinstance(x, Tensor) or host_checks(x.device):
+        check_index_tensor(x, name, limit, hint)
+        return
+    check_index_tensor(x.new_empty(0), name, limit, hint)  # an empty one of x's dtype: the type check only
+    if x.numel() == 0 or not values_readable(x):
+        return
+    low, high = torch.aminmax(x)
+    suffix = f"; {hint}" if hint else ""
+    torch._assert_async(
+        (low >= 0) & (high < limit),
+        f"{name} holds a value outside [0, {limit}){suffix}, checked on {x.device}; "
+        f"POSEMBED_HOST_CHECKS=1 names the value",
+    )
 
 
 def check_norm_and_dropout(layer_norm_eps: object, dropout: object) -> None:
@@ -88,11 +139,11 @@ def check_embedding_ids(
     >>> check_embedding_ids(torch.tensor([[3, 1]]), None, torch.tensor([[0, 1]]), vocab_size=4, type_vocab_size=2)
     tensor([0, 1])
     """
-    check_index_tensor(input_ids, "input_ids", vocab_size, f"vocab_size={vocab_size}")
+    check_ids(input_ids, "input_ids", vocab_size, f"vocab_size={vocab_size}")
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
     if token_type_ids is not None:
-        check_index_tensor(token_type_ids, "token_type_ids", type_vocab_size, f"type_vocab_size={type_vocab_size}")
+        check_ids(token_type_ids, "token_type_ids", type_vocab_size, f"type_vocab_size={type_vocab_size}")
         check_same_shape(input_ids, token_type_ids, "input_ids", "token_type_ids")  # (1, T) broadcasts
     if num_axes > 1:
         return check_coordinates(input_ids, position_ids, num_axes, scheme)

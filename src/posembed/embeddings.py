@@ -37,11 +37,13 @@ from posembed.embedding_checks import (
     INDEX_DTYPES,
     as_index,
     check_embedding_ids,
+    check_ids,
     check_norm_and_dropout,
     check_type_vocab,
     token_width,
 )
 from posembed.fused.embedding import fused_embedding
+from posembed.fused.embedding_compiled import compiled_applies, compiled_embedding
 from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
 
 __all__ = ["TransformerEmbeddings", "EmbeddingComponents", "COMBINES"]
@@ -83,10 +85,12 @@ class TransformerEmbeddings(nn.Module):
         token_scale: factor on the token vectors before combining. 1 as BERT; Vaswani et al. use
             ``sqrt(C)`` with a fixed sinusoidal table, so that tokens (initialised at std
             ``C**-0.5``) and the unit-amplitude sinusoids start on the same scale.
-        fused: run :func:`~posembed.fused.embedding.fused_embedding` where it applies (see
-            :meth:`_fused_applies`; the default). It computes the same block with far less
-            memory traffic and the same dropout rate and scale, but its dropout masks come from
-            its own random stream: for the same seed they differ from ``nn.Dropout``'s.
+        fused: run a fast path where one applies (see :meth:`_fused_path`; the default): on the
+            CPU the chunked :func:`~posembed.fused.embedding.fused_embedding`, on CUDA one
+            compiled kernel (:func:`~posembed.fused.embedding_compiled.compiled_embedding`; the
+            first call per shape compiles). They compute the same block with far less memory
+            traffic and the same dropout rate and scale, but their dropout masks come from their
+            own random streams: for the same seed they differ from ``nn.Dropout``'s.
             ``False`` always runs the eager ``nn.LayerNorm`` + ``nn.Dropout`` path.
 
     Shape:
@@ -196,8 +200,11 @@ class TransformerEmbeddings(nn.Module):
     ) -> Tensor:
         """Embed ``input_ids``: ``dropout(LayerNorm(combine(tok, pos, seg)))``, shape ``(B, T, C)``."""
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
-        if self._fused_applies(position_ids, input_ids, token_type_ids):
+        path = self._fused_path(position_ids, input_ids, token_type_ids)
+        if path == "chunked":
             return self._fused_forward(input_ids, token_type_ids, position_ids)
+        if path == "compiled":
+            return self._compiled_forward(input_ids, token_type_ids, position_ids)
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
@@ -207,29 +214,45 @@ class TransformerEmbeddings(nn.Module):
     def _fused_applies(
         self, position_ids: Tensor, input_ids: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> bool:
-        """The one dispatch point of the fast path (:func:`posembed.fused.embedding.fused_embedding`).
+        """Whether a fast path runs (:meth:`_fused_path` names it)."""
+        return self._fused_path(position_ids, input_ids, token_type_ids) is not None
 
-        It computes the same block with far less memory traffic: ``add`` of a lookup table
+    def _fused_path(
+        self, position_ids: Tensor, input_ids: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> str | None:
+        """The one dispatch point of the fast paths: ``"chunked"``, ``"compiled"`` or ``None`` (eager).
+
+        Both compute the same block with far less memory traffic, for ``add`` of a lookup table
         (learned positions), BERT's token scale, 1-D/2-D position ids, ``int64``/``int32`` ids,
-        every table in one dtype, tables on the CPU (where it was tuned and measured to win;
-        on CUDA and ``meta`` the eager torch path runs, see :func:`posembed.devices.cpu_tuned`),
-        not under ``torch.compile`` (the compiler fuses the eager path itself), and ``fused=True``. It adds in Hugging Face's order, so the result equals the
-        eager path (in training, with another dropout mask).
+        every table in one dtype, not under ``torch.compile`` (the compiler fuses the eager path
+        itself), and ``fused=True``. They add in Hugging Face's order, so the result equals the
+        eager path (in training, with another dropout mask). Which one runs is the device's:
+
+        - ``"chunked"``: tables on the CPU, where it was tuned and measured to win
+          (:func:`posembed.fused.embedding.fused_embedding`, :func:`posembed.devices.cpu_tuned`);
+        - ``"compiled"``: tables on CUDA (:func:`posembed.fused.embedding_compiled.compiled_applies`),
+          one compiled kernel (:func:`~posembed.fused.embedding_compiled.compiled_embedding`);
+        - ``None`` elsewhere (``meta``) and for what the fast paths do not cover.
         """
         if not (self.fused and self.combine_mode == "add" and self.token_scale == 1.0 and self.position is not None):
-            return False
+            return None
         table = self.position.lookup_table
         ids = (input_ids, position_ids, token_type_ids)
         tables = (table, self.norm.weight, None if self.token_type_embeddings is None else self.token_type_embeddings.weight)
         dtype = self.token_embeddings.weight.dtype
-        return (
+        covered = (
             table is not None
-            and cpu_tuned(self.token_embeddings.weight.device)
             and position_ids.dim() in (1, 2)
             and all(i is None or i.dtype in INDEX_DTYPES for i in ids)
             and all(t is None or t.dtype == dtype for t in tables)
             and not torch.compiler.is_compiling()
         )
+        device = self.token_embeddings.weight.device
+        if not covered:
+            return None
+        if cpu_tuned(device):
+            return "chunked"
+        return "compiled" if compiled_applies(device) else None
 
     def _fused_forward(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
         self.position.check_position_ids(position_ids)
@@ -248,6 +271,17 @@ class TransformerEmbeddings(nn.Module):
             training=self.training,
             padding_idx=self.pad_token_id,
         )
+
+    def _compiled_forward(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
+        """The block as one compiled kernel; the position ids checked against the table on the device."""
+        table = self.position.lookup_table
+        check_ids(position_ids, "position_ids", table.shape[0], f"the {type(self.position).__name__} table's rows")
+        segments = self.token_type_embeddings
+        return compiled_embedding(
+            input_ids, position_ids, token_type_ids, self.token_embeddings.weight, table,
+            None if segments is None else segments.weight, self.norm.weight, self.norm.bias,
+            eps=self.norm.eps, dropout=self.dropout.p, training=self.training, padding_idx=self.pad_token_id,
+        )  # fmt: skip
 
     def token_vectors(self, input_ids: Tensor) -> Tensor:
         """The token table's rows times ``token_scale``, shape ``(B, T, token_dim)``."""
