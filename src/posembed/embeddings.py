@@ -51,7 +51,6 @@ __all__ = ["TransformerEmbeddings", "EmbeddingComponents", "COMBINES"]
 logger = logging.getLogger(__name__)
 
 
-
 class EmbeddingComponents(NamedTuple):
     """The parts of one forward pass, each ``(B, T, C)`` in the hidden width C.
 

@@ -4,7 +4,10 @@
 function                     replaces                                       dispatch condition
 ============================ ============================================== ===================
 ``fused_embedding``          gather + add + LayerNorm + dropout of the       ``combine="add"``, a
-                             embedding block (``BertEmbeddings``)            lookup-table position
+                             embedding block (``BertEmbeddings``), chunked   lookup-table position,
+                                                                            CPU
+``compiled_embedding``       the same block as one compiled kernel           the same, CUDA
+                             (``embedding_compiled``; Triton via Inductor)
 ``rope.rotate``              the eager RoPE rotation (compiled kernel)       opt-in (compiles)
 ``bias_attention``           materialised ``(H, T, T)`` bias + softmax       bias scheme without
                              (blockwise, recomputing backward)               q/k, 1-D positions
@@ -17,5 +20,6 @@ them: :mod:`posembed.fused.masks` (the attention masking rule every backend shar
 
 from posembed.fused.attention import bias_attention
 from posembed.fused.embedding import combined_table, fused_embedding
+from posembed.fused.embedding_compiled import compiled_embedding
 
-__all__ = ["bias_attention", "combined_table", "fused_embedding"]
+__all__ = ["bias_attention", "combined_table", "compiled_embedding", "fused_embedding"]
