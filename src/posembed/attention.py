@@ -194,7 +194,7 @@ class SelfAttention(nn.Module):
             q=q, k=k, v=v, scale=self.softmax_scale, causal=self.causal, positions=positions, key_mask=key_mask,
             scheme=bias_scheme, qk=qk, dropout=self.dropout if self.training else 0.0,
         )
-        name = choose_backend(self.backend, inp, adds_bias(bias_scheme), self.training)
+        name = choose_backend(self.backend, inp, adds_bias(bias_scheme), self.training, compile_flex=self.compile_flex)
         self.last_backend = name
         compile_flex = self.compile_flex or (self.backend == "auto" and name == "flex")  # auto: CUDA, compiled
         out = run_backend(name, inp, chunk_size=self.chunk_size, compile_flex=compile_flex)  # (B, H, T, D)

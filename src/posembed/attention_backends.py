@@ -15,7 +15,12 @@ applies it. They differ in what they materialise:
   one ``attn_mask`` (a ``(B|1, H, T, T)`` tensor for bias schemes; none otherwise); trains.
 - ``flex``: ``flex_attention`` with the scheme's ``score_mod`` and a block mask; compiled, no
   ``T x T`` tensor; no backward on CPU in torch 2.13. ``"auto"`` picks it for bias schemes on
-  CUDA (compiled), where the CPU-tuned ``fused`` backend is never picked.
+  CUDA (compiled), where the CPU-tuned ``fused`` backend is never picked. Compiled off the CPU,
+  it lowers no head narrower than :data:`FLEX_MIN_HEAD_DIM` channels: :func:`choose_backend`
+  then takes SDPA up to :data:`AUTO_SDPA_MAX_LENGTH`, and above it flex with the heads
+  zero-padded to that width (``q . k`` unchanged, ``v``'s extra channels sliced off, the scale
+  still the true width's), logged once. Compiled kernels are built once per shape and scheme
+  kind and reused by every later model (:data:`FLEX_RECOMPILE_LIMIT`).
 - ``chunked``: a loop over query chunks, each under ``torch.utils.checkpoint``: only
   ``(B, H, chunk, T)`` scores and bias exist at a time, in the forward and the backward; trains.
   Measured on CPU (ALiBi, H = 4, C = 64, B = 1, forward + backward, peak RSS growth): T = 4096,
@@ -36,10 +41,11 @@ per reason.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +62,8 @@ from posembed.schemes.base import BiasScheme
 __all__ = [
     "BACKENDS",
     "AUTO_SDPA_MAX_LENGTH",
+    "FLEX_MIN_HEAD_DIM",
+    "FLEX_RECOMPILE_LIMIT",
     "AttentionInputs",
     "choose_backend",
     "run_backend",
@@ -65,6 +73,7 @@ __all__ = [
     "chunked_attention",
     "flex_available",
     "flex_applies",
+    "flex_head_floor",
     "adds_bias",
     "visible_keys",
 ]
@@ -76,6 +85,16 @@ BACKENDS = ("auto", "sdpa", "flex", "fused", "chunked", "eager")
 
 #: ``backend="auto"``: bias schemes use SDPA (materialised bias) up to this length, fused or chunked above
 AUTO_SDPA_MAX_LENGTH = 1024
+
+#: narrowest q/k and v head that compiled FlexAttention lowers off the CPU (Triton's ``tl.dot``
+#: needs 16: "NYI: embedding dimension of the query, key, and value must be at least 16")
+FLEX_MIN_HEAD_DIM = 16
+
+#: compiled FlexAttention graphs dynamo keeps for its one ``flex_attention`` frame (one per
+#: shape, scheme kind, mask kind and grad mode; torch's default, 8, is spent by two scheme kinds
+#: at a few lengths, after which every new shape runs the uncompiled reference)
+FLEX_RECOMPILE_LIMIT = 1024
+
 
 def log_once(reason: str) -> None:
     """Log a backend fallback once per distinct reason (warning level)."""
@@ -237,24 +256,82 @@ def flex_available() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _compiled_flex():
+    """The one ``torch.compile`` wrapper of FlexAttention, shared by every layer and model."""
     from torch.nn.attention.flex_attention import flex_attention as _flex
 
     return torch.compile(_flex, dynamic=False)
 
 
-def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
+def _flex_compile_limits() -> contextlib.AbstractContextManager:
+    """Room for :data:`FLEX_RECOMPILE_LIMIT` compiled graphs of the flex frame, during the call only.
+
+    Never lowers a limit the user has raised; a torch without these settings is left as it is.
+    """
+    config = torch._dynamo.config
+    limits = {
+        name: max(getattr(config, name), FLEX_RECOMPILE_LIMIT)
+        for name in ("recompile_limit", "accumulated_recompile_limit")
+        if hasattr(config, name)
+    }
+    return config.patch(**limits) if limits else contextlib.nullcontext()
+
+
+def flex_head_floor(device: torch.device) -> int:
+    """The narrowest head compiled FlexAttention lowers on ``device``.
+
+    :data:`FLEX_MIN_HEAD_DIM` off the CPU (Triton); 1 on the CPU, whose C++ kernel takes any
+    width. Decided by the device policy (:func:`posembed.devices.cpu_tuned`), so a CPU test can
+    mock it to check the CUDA decision.
+    """
+    return 1 if cpu_tuned(device) else FLEX_MIN_HEAD_DIM
+
+
+def _narrow_head(inp: AttentionInputs) -> str | None:
+    """Why compiled flex cannot lower ``inp``'s heads on their device, or ``None`` when it can."""
+    floor = flex_head_floor(inp.q.device)
+    width, value_width = inp.q.shape[-1], inp.v.shape[-1]
+    if min(width, value_width) >= floor:
+        return None
+    return (
+        f"compiled FlexAttention on {inp.q.device.type} lowers heads of at least {floor} channels, "
+        f"got q/k width E={width} and v width Ev={value_width}"
+    )
+
+
+def _pad_heads(inp: AttentionInputs, width: int) -> AttentionInputs:
+    """``inp`` with q, k and v zero-padded to at least ``width`` channels.
+
+    Zero channels add nothing to ``q . k``; the scale stays ``inp.scale`` (the true width's) and
+    the caller slices the output back to v's width.
+    """
+
+    def pad(x: Tensor) -> Tensor:
+        return F.pad(x, (0, max(width - x.shape[-1], 0)))  # (B, H, T, >= width)
+
+    return replace(inp, q=pad(inp.q), k=pad(inp.k), v=pad(inp.v))
+
+
+def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim: int | None = None) -> Tensor:
     """FlexAttention with the scheme's ``score_mod`` and a block mask for causal/padding.
 
     posembed builds no ``T x T`` tensor here. With ``compiled=True`` the call goes through
-    ``torch.compile`` and fuses into one kernel (a few seconds of compilation per new shape;
-    needs a C++ compiler on CPU); uncompiled, PyTorch runs its reference implementation, which
-    materialises the scores (logged once). On CPU in torch 2.13 it has no backward:
-    :func:`choose_backend` never picks it when gradients are needed there.
+    ``torch.compile`` and fuses into one kernel (a few seconds of compilation per new shape and
+    scheme kind, then reused by every layer and model in the process; needs a C++ compiler on
+    CPU); uncompiled, PyTorch runs its reference implementation, which materialises the scores
+    (logged once). On CPU in torch 2.13 it has no backward: :func:`choose_backend` never picks
+    it when gradients are needed there.
+
+    Heads narrower than ``min_head_dim`` are zero-padded to it and the output sliced back
+    (default: :func:`flex_head_floor` of the device when compiled, no padding uncompiled).
     """
     from torch.nn.attention.flex_attention import create_block_mask
     from torch.nn.attention.flex_attention import flex_attention as _eager_flex
 
-    _flex = _compiled_flex() if compiled else _eager_flex
+    if min_head_dim is None:
+        min_head_dim = flex_head_floor(inp.q.device) if compiled else 1
+    value_width = inp.v.shape[-1]
+    if min(inp.q.shape[-1], value_width) < min_head_dim:
+        inp = _pad_heads(inp, min_head_dim)
 
     score_mod = None
     if adds_bias(inp.scheme):
@@ -267,14 +344,17 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False) -> Tensor:
         mask_batch = batch if inp.key_mask is not None else None
         block_mask = create_block_mask(mask_mod, mask_batch, None, length, length, device=inp.q.device)
     if compiled:
-        return _flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+        with _flex_compile_limits():
+            out = _compiled_flex()(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+        return out[..., :value_width]  # (B, H, T, Dv)
     log_once(
         "backend 'flex' runs uncompiled: PyTorch's reference FlexAttention materialises the scores; "
         "SelfAttention(compile_flex=True) uses the fused kernel"
     )
     with warnings.catch_warnings():  # said once above, through logging
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
-        return _flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+        out = _eager_flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+    return out[..., :value_width]  # (B, H, T, Dv)
 
 
 def _needs_grad(inp: AttentionInputs) -> bool:
@@ -284,7 +364,9 @@ def _needs_grad(inp: AttentionInputs) -> bool:
     return any(t.requires_grad for t in tensors)
 
 
-def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, training: bool) -> str:
+def choose_backend(
+    requested: str, inp: AttentionInputs, adds_bias: bool, training: bool, *, compile_flex: bool = False
+) -> str:
     """The one dispatch point: the backend that will run ``inp``.
 
     Rules:
@@ -300,6 +382,9 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
     - ``"auto"`` on CUDA: bias schemes run ``"flex"`` (compiled: one fused kernel, no ``T x T``
       tensor, with a backward) where :func:`flex_applies`, else SDPA up to the threshold and
       ``"chunked"`` above it; ``"fused"`` is tuned for the CPU and is never picked elsewhere.
+    - Compiled flex off the CPU never gets a head narrower than :func:`flex_head_floor` (16):
+      ``"auto"`` takes SDPA up to the threshold, and above it flex with zero-padded heads;
+      ``"flex"`` with ``compile_flex`` pads. Both logged once with the reason.
     - ``"sdpa"``, ``"chunked"``, ``"eager"`` run as asked.
     """
     if requested == "auto":
@@ -308,7 +393,7 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
             return "sdpa"
         if not cpu_tuned(inp.q.device):
             if flex_applies(inp, training) is None:
-                return "flex"
+                return _narrow_flex(inp, "sdpa" if length <= AUTO_SDPA_MAX_LENGTH else "flex")
             return "sdpa" if length <= AUTO_SDPA_MAX_LENGTH else "chunked"
         if length <= AUTO_SDPA_MAX_LENGTH:
             return "sdpa"
@@ -330,7 +415,20 @@ def choose_backend(requested: str, inp: AttentionInputs, adds_bias: bool, traini
     if training and inp.dropout > 0.0:
         log_once("backend 'flex' has no attention dropout; using 'chunked' while training with dropout > 0")
         return "chunked"
-    return "flex"
+    return _narrow_flex(inp, "flex") if compile_flex else "flex"
+
+
+def _narrow_flex(inp: AttentionInputs, instead: str) -> str:
+    """``"flex"`` for heads compiled flex lowers; for narrower ones ``instead`` (``"sdpa"``, or
+    ``"flex"``, which pads them: :func:`flex_attention`), logged once with the reason."""
+    reason = _narrow_head(inp)
+    if reason is None:
+        return "flex"
+    if instead == "flex":
+        log_once(f"{reason}; running 'flex' with the heads zero-padded to {flex_head_floor(inp.q.device)} channels")
+    else:
+        log_once(f"{reason}; using {instead!r} (materialised bias) up to T={AUTO_SDPA_MAX_LENGTH}")
+    return instead
 
 
 def flex_applies(inp: AttentionInputs, training: bool) -> str | None:
