@@ -157,9 +157,12 @@ def test_self_attention_compiles_flex_when_auto_picks_it(monkeypatch):
 
 
 def test_lab_policy_for_cuda_without_cuda(monkeypatch):
-    """autocast bf16 and fused AdamW are chosen for a CUDA device; the CPU keeps fp32 and the for-loop."""
+    """autocast bf16 and fused AdamW are chosen for a CUDA device; the CPU keeps fp32 and the for-loop.
+    The machine is told it has no CUDA (torch's autocast then warns), so this holds on a GPU machine too."""
     from posembed.lab.train import autocast, make_optimizer
     from tests.lab.conftest import tiny_trial
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
     model = torch.nn.Linear(4, 4)
     assert make_optimizer(model, tiny_trial(), torch.device("cuda")).defaults["fused"] is True

@@ -33,9 +33,10 @@ def _stored(out: Path) -> dict[str, tuple]:
 
 
 def test_two_workers_give_the_sequential_numbers_and_weights(tmp_path, tiny_experiment):
+    """On the CPU, bit for bit (on CUDA: within bf16 tolerance, the cuda test below)."""
     exp = dataclasses.replace(tiny_experiment, schemes=("learned",))  # 2 tasks x 2 seeds
-    run_experiment(exp, tmp_path / "one", progress=False, workers=1)
-    summary = run_experiment(exp, tmp_path / "two", progress=False, workers=2, threads=1)
+    run_experiment(exp, tmp_path / "one", progress=False, workers=1, device="cpu")
+    summary = run_experiment(exp, tmp_path / "two", progress=False, workers=2, threads=1, device="cpu")
     assert (summary.planned, summary.trained) == (4, 4)
     one, two = _stored(tmp_path / "one"), _stored(tmp_path / "two")
     assert one == two  # metrics, curves, drift, and the same checkpoint folder names
@@ -135,3 +136,69 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+class _RecordingPool:
+    """Stands in for :class:`TrialPool` where the device policy says CUDA on a CPU machine: records how
+    the runner built it, and trains each trial on the CPU (the policy is mocked, not the training)."""
+
+    built: list[tuple[int, str]] = []
+
+    def __init__(self, workers, threads, *, keep_models=True, device="auto"):
+        self.workers, self.keep_models, self.device = workers, keep_models, device
+        _RecordingPool.built.append((workers, device))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def run(self, todo):
+        from posembed.lab.train import train_trial
+
+        for cfg in todo:
+            result, model = train_trial(cfg, device="cpu")
+            yield cfg, result, model if self.keep_models else None
+
+
+def test_on_cuda_workers_share_the_device(tmp_path, monkeypatch, tiny_experiment):
+    """With the device policy saying CUDA, ``workers=2`` is a pool of two processes on that device
+    (no longer one trial at a time), and ``workers=None`` asks the plan with the CUDA device."""
+    from posembed import devices
+    from posembed.lab import worker_plan
+
+    monkeypatch.setattr(devices, "resolve_device", lambda spec="auto": torch.device("cuda"))
+    monkeypatch.setattr(workers_module, "TrialPool", _RecordingPool)
+    _RecordingPool.built = []
+    exp = dataclasses.replace(tiny_experiment, tasks=("copy",), schemes=("learned",))
+    run_experiment(exp, tmp_path / "given", progress=False, checkpoints=False, workers=2, threads=1)
+    assert _RecordingPool.built == [(2, "cuda")]
+    asked = []
+    monkeypatch.setattr(worker_plan, "plan_workers", lambda todo, device, *, threads: asked.append(str(device)) or 2)
+    run_experiment(exp, tmp_path / "planned", progress=False, checkpoints=False, workers=None, threads=1)
+    assert asked == ["cuda"] and _RecordingPool.built == [(2, "cuda"), (2, "cuda")]
+    assert len(load_results(tmp_path / "planned").trials) == 2
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_trials_side_by_side_on_cuda_match_each_trial_alone(tmp_path, tiny_experiment):
+    """Two worker processes sharing the GPU: each trial's losses equal those of the trial trained
+    alone on it, within bf16 tolerance (autocast bf16; CUDA promises no bit-for-bit determinism)."""
+    exp = dataclasses.replace(tiny_experiment, schemes=("learned", "rope"))  # copy and charlm, 2 seeds
+    run_experiment(exp, tmp_path / "alone", progress=False, checkpoints=False, workers=1, device="cuda")
+    summary = run_experiment(exp, tmp_path / "shared", progress=False, checkpoints=False, workers=2, threads=1,
+                             device="cuda")
+    assert summary.trained == 8
+    alone = {r.trial_id: r for r in load_results(tmp_path / "alone").trials}
+    shared = {r.trial_id: r for r in load_results(tmp_path / "shared").trials}
+    assert alone.keys() == shared.keys()
+    for trial_id, record in shared.items():
+        expected = alone[trial_id]
+        assert [step for step, _ in record.curve] == [step for step, _ in expected.curve]
+        assert [loss for _, loss in record.curve] == pytest.approx([loss for _, loss in expected.curve], rel=2e-2, abs=2e-2)
+        for point, reference in zip(record.evals, expected.evals):
+            assert (point.metric, point.length) == (reference.metric, reference.length)
+            if point.metric in ("val_loss", "perplexity"):
+                assert point.value == pytest.approx(reference.value, rel=2e-2, abs=2e-2), (trial_id, point)

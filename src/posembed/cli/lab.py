@@ -8,8 +8,10 @@
     posembed lab report DIR
     torchrun --nproc_per_node 2 -m posembed.cli lab run --preset quick   # data-parallel
 
-``--workers N`` trains N trials side by side in worker processes (default: the cores over
-``--threads``); each trial's numbers are those of ``--workers 1``. Progress goes to stderr: a
+``--workers N`` trains N trials side by side in worker processes (default: as many as the sweep
+gains from, :func:`posembed.lab.worker_plan.plan_workers`: one process for ``smoke``, the cores
+over ``--threads`` for ``quick``; on a GPU the workers share it); each trial's numbers are those
+of ``--workers 1`` (on a GPU within bf16 tolerance). Progress goes to stderr: a
 bar on a terminal, one line per finished trial otherwise; ``--quiet`` turns it off.
 ``--ray HOST:PORT`` sends the trials to a Ray cluster as tasks (``--ray auto``: the local one,
 or a fresh local instance); this process still writes the store and the checkpoints
@@ -48,11 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             help="torch intra-op threads per process (default: 1, the fastest for the lab's small "
                                  "models: a quick trial ran ~6x slower with torch's default on 2 busy cores)")
     run_parser.add_argument("--workers", type=int, default=None,
-                            help="trials trained at once, each in its own process (default: the available cores "
-                                 "divided by --threads; 1 trains in this process, one trial at a time; always 1 "
-                                 "under torchrun)")
-    run_parser.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N (on a GPU: trials one at a time, "
-                            "bf16 autocast, FlexAttention for bias schemes)")
+                            help="trials trained at once, each in its own process, on a GPU sharing it (default: "
+                                 "as many as the sweep gains from, up to the cores over --threads: 1 for a small "
+                                 "sweep such as smoke; 1 trains in this process; always 1 under torchrun)")
+    run_parser.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N (on a GPU: "
+                            "bf16 autocast, FlexAttention for bias schemes, --workers processes sharing it)")
     run_parser.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
                             help="train the trials as Ray tasks: 'auto' joins the local cluster or starts one, "
                                  "HOST:PORT joins a running cluster (`ray start --head` prints it); this process "
@@ -93,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     from posembed.lab.presets import get_preset
     from posembed.lab.progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.runner import run_experiment
-    from posembed.lab.workers import WorkerError, default_workers
+    from posembed.lab.workers import WorkerError
 
     experiment = apply_overrides(get_preset(args.preset), args.overrides)
     if args.threads < 1:
@@ -102,7 +104,6 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
     if args.ray is not None:
         _check_ray(args.ray)
-    workers = default_workers(args.threads) if args.workers is None and args.ray is None else args.workers
     quiet = args.quiet or args.progress is False
     out = args.out or Path(f"lab-{experiment.name}")
     if out.exists() and not out.is_dir():
@@ -115,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         rank, world = rank_and_world()
         with _write_errors(), log_to_stderr(LAB_LOGGER, enabled=not quiet and rank == 0):
             summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=not quiet,
-                                     workers=1 if world > 1 else workers, threads=args.threads, ray=args.ray,
+                                     workers=1 if world > 1 else args.workers, threads=args.threads, ray=args.ray,
                                      device=args.device)
     except WorkerError as error:
         raise UserError(str(error)) from None

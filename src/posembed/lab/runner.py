@@ -8,7 +8,8 @@ store records each folder, so stores with the older hash-only names read as befo
 Interrupt it at any point and run it again: finished trials are skipped.
 
 Trials train one at a time in this process, ``workers`` at a time in worker processes
-(:mod:`posembed.lab.workers`), or as tasks on a Ray cluster (:mod:`posembed.lab.ray_runner`);
+(:mod:`posembed.lab.workers`; on a GPU they share it; by default as many as the work gains
+from, :mod:`posembed.lab.worker_plan`), or as tasks on a Ray cluster (:mod:`posembed.lab.ray_runner`);
 either way only this process writes the store and the checkpoints, and each trial's numbers
 are the same. Progress: a bar on a terminal, one line per finished trial otherwise
 (:mod:`posembed.lab.progress`).
@@ -181,16 +182,19 @@ def run_experiment(
         progress: ``None``/``True``: a bar on a terminal, else one INFO record per finished trial
             on the ``posembed.lab.progress`` logger; ``False``: none (never off rank 0); or a
             mode of :func:`~posembed.lab.progress.progress_mode`.
-        workers: trials trained at once, each in its own process (1: in this process); with
-            ``ray``, the most trials in flight (``None``: all, as many as the cluster's CPUs run).
+        workers: trials trained at once, each in its own process (1: in this process); ``None``:
+            as many as the work gains from on the device (:func:`posembed.lab.worker_plan.plan_workers`:
+            one for a small sweep). With ``ray``, the most trials in flight (``None``: all, as many as
+            the cluster's CPUs run).
         threads: torch threads of each worker (default: this process's ``torch.get_num_threads()``).
         ray: train the trials as Ray tasks (:mod:`posembed.lab.ray_runner`): ``"auto"`` (the local
             cluster, else a fresh local instance) or a cluster's ``HOST:PORT``; this process still
             writes the store and the checkpoints. Not under ``torchrun``.
         device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``
-            (:func:`posembed.devices.resolve_device`). On a GPU the trials train one at a time in
-            this process (``workers`` is ignored; a GPU is not shared between processes); Ray tasks
-            pick their own device (``"auto"`` on each node).
+            (:func:`posembed.devices.resolve_device`). On a GPU the ``workers`` processes share the
+            device, each training its own trials (bf16 autocast: each trial's numbers equal those of
+            the same trial trained alone within bf16 tolerance); Ray tasks pick their own device
+            (``"auto"`` on each node).
         on_trial: called on rank 0 after each trial is stored (an exception there stops the
             run; what was stored stays).
 
@@ -210,9 +214,6 @@ def run_experiment(
     from posembed.devices import resolve_device
 
     target = resolve_device(device)
-    if target.type != "cpu" and ray is None and (workers or 1) > 1:
-        logger.info("training on %s: one trial at a time in this process (workers=%s ignored)", target, workers)
-        workers = 1
     rank, world = rank_and_world()
     if ray is not None:
         _check_ray(ray, world)
@@ -222,7 +223,7 @@ def run_experiment(
     lock, store, done = _claim(experiment, out, rank)
     todo = [cfg for cfg in trials if cfg.trial_id not in done]
     if ray is None:
-        workers = 1 if world > 1 else max(1, min(workers or 1, len(todo)))
+        workers = 1 if world > 1 else max(1, min(_planned(workers, todo, target, threads), len(todo)))
     logger.info("experiment %s: %d trials, %d stored, %d to train (%s)", experiment.name, len(trials),
                 len(trials) - len(todo), len(todo), f"Ray at {ray}" if ray else f"{workers} at a time")
     mode = progress_mode(progress) if rank == 0 else "off"
@@ -242,6 +243,17 @@ def run_experiment(
         if lock is not None:
             lock.release()
     return RunSummary(out, len(trials), len(trials) - len(todo), len(todo))
+
+
+def _planned(workers: int | None, todo: list[TrialConfig], device, threads: int | None) -> int:
+    """``workers``, or when ``None`` the count :func:`~posembed.lab.worker_plan.plan_workers` picks for ``todo``."""
+    if workers is not None:
+        return workers
+    import torch
+
+    from posembed.lab.worker_plan import plan_workers
+
+    return plan_workers(todo, device, threads=threads or torch.get_num_threads())
 
 
 @contextlib.contextmanager
