@@ -1,0 +1,118 @@
+"""Compiled FlexAttention is built once per shape and scheme kind, then reused by every model.
+
+A lab sweep builds a new model (new scheme instance, new layers) for every trial; each trial
+evaluates at several lengths. The compiled kernels must survive that: the second model of a
+kind at a shape compiles nothing, and a sweep with more graphs than torch's default recompile
+limit (8) keeps all of them compiled instead of falling back to the uncompiled reference.
+
+Compiles are counted by dynamo with a counting backend (the same guards and caching as
+inductor, no kernel built), on the CPU, forward only (no flex backward on the CPU).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+
+from posembed import attention_backends
+from posembed.attention import SelfAttention
+
+LENGTHS = (8, 12, 16, 24)
+
+
+def _kinds() -> dict:
+    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.dynamic_bias import DynamicPositionBias
+    from posembed.schemes.kerple import Kerple
+    from posembed.schemes.t5_bias import T5RelativeBias
+
+    return {
+        "alibi": lambda: ALiBi(2),
+        "alibi_symmetric": lambda: ALiBi(2, symmetric=True),
+        "t5_bias": lambda: T5RelativeBias(2, num_buckets=8, max_distance=16, bidirectional=False),
+        "kerple": lambda: Kerple(2),
+        "dynamic_bias": lambda: DynamicPositionBias(2),
+    }
+
+
+@pytest.fixture
+def counted_flex(monkeypatch) -> CompileCounter:
+    """The project's compiled flex with a counting backend instead of inductor."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    compiled = torch.compile(flex_attention, backend=counter, dynamic=False)
+    monkeypatch.setattr(attention_backends, "_compiled_flex", lambda: compiled)
+    yield counter
+    torch._dynamo.reset()
+
+
+def _trial(name: str, factory, padded: bool = False) -> None:
+    """One trial's attention work: a fresh model of the kind, evaluated at every length."""
+    causal = name != "alibi_symmetric"
+    attn = SelfAttention(32, 2, scheme=factory(), causal=causal, backend="flex", compile_flex=True).eval()
+    for length in LENGTHS:
+        mask = None
+        if padded:
+            mask = torch.ones(2, length, dtype=torch.long)
+            mask[1, -3:] = 0
+        with torch.no_grad():
+            attn(torch.randn(2, length, 32), attention_mask=mask)
+        assert attn.last_backend == "flex"
+
+
+def test_a_second_model_of_a_kind_compiles_nothing(counted_flex, caplog) -> None:
+    kinds = _kinds()
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
+        warnings.simplefilter("error")  # "flex_attention called without torch.compile" would be a fallback
+        for name, factory in kinds.items():
+            _trial(name, factory)
+        first = counted_flex.frame_count
+        # every kind at every length has its own graph, past torch's default limit of 8
+        assert first == len(kinds) * len(LENGTHS) > 8
+        for name, factory in kinds.items():  # the next trials: new instances, same kinds and shapes
+            _trial(name, factory)
+        assert counted_flex.frame_count == first
+    assert "recompile_limit" not in caplog.text
+
+
+def test_padding_masks_reuse_their_graph_across_models(counted_flex) -> None:
+    """A key padding mask (a new tensor every batch, captured by the mask_mod) is a graph input,
+    not a constant: one graph per length, for every model and every mask."""
+    factory = _kinds()["alibi"]
+    _trial("alibi", factory, padded=True)
+    first = counted_flex.frame_count
+    assert first == len(LENGTHS)
+    _trial("alibi", factory, padded=True)
+    assert counted_flex.frame_count == first
+
+
+def test_trained_values_do_not_recompile(counted_flex) -> None:
+    """Changing a scheme's learned values (an optimizer step between evaluations) keeps the graph:
+    values are tensors read by the kernel, never constants baked into it."""
+    from posembed.schemes.kerple import Kerple
+    from posembed.schemes.t5_bias import T5RelativeBias
+
+    for factory in (lambda: T5RelativeBias(2, num_buckets=8, max_distance=16, bidirectional=False), lambda: Kerple(2)):
+        attn = SelfAttention(32, 2, scheme=factory(), causal=True, backend="flex", compile_flex=True).eval()
+        x = torch.randn(2, 8, 32)
+        with torch.no_grad():
+            before = attn(x)
+            count = counted_flex.frame_count
+            for parameter in attn.scheme.parameters():
+                parameter.mul_(1.5)
+            after = attn(x)
+        assert counted_flex.frame_count == count
+        assert not torch.allclose(before, after)  # the new values were read
+
+
+def test_the_limit_is_raised_only_during_the_call() -> None:
+    limit = torch._dynamo.config.recompile_limit
+    with attention_backends._flex_compile_limits():
+        assert torch._dynamo.config.recompile_limit >= attention_backends.FLEX_RECOMPILE_LIMIT
+    assert torch._dynamo.config.recompile_limit == limit
