@@ -129,3 +129,152 @@ def test_theta_per_layer_type():
     assert "theta_per_layer" in codes(two_types)
     assert "theta_per_layer" not in codes(transformers.Gemma3TextConfig(**BASE, head_dim=16))  # one layer: sliding only
     assert "theta_per_layer" not in codes(llama(256))
+
+
+def _model(raw: dict):
+    """transformers' own Llama rotary embedding for the config dict ``raw`` (built from a copy)."""
+    import copy
+
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    return LlamaRotaryEmbedding(transformers.LlamaConfig.from_dict(copy.deepcopy(raw)))
+
+
+def _plain(theta: float = 10000.0, dim: int = 16):
+    import torch
+
+    return 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+
+
+@pytest.mark.parametrize(
+    "fields, how",
+    [
+        ({"rope_theta": 1e4, "rope_scaling": {"factor": 4.0}}, "name no rope_type"),  # 4.x spelling
+        ({"rope_parameters": {"rope_theta": 1e4, "factor": 4.0}}, "name no rope_type"),  # 5.x spelling
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "factor": 8}}, "rope_type is 'default'"),
+    ],
+    ids=["scaling", "parameters", "named_default"],
+)
+def test_a_factor_nothing_reads_is_a_warning(fields, how):
+    raw = raw_llama(**fields)
+    import torch
+
+    torch.testing.assert_close(_model(raw).inv_freq, _plain(), rtol=1e-6, atol=0)  # transformers: plain RoPE
+    report = check_rope_config(raw)
+    (trap,) = [t for t in report.traps if t.code == "factor_unread"]
+    assert trap.severity == "warning" and how in trap.message and "reads no factor" in trap.message
+    assert not report.ok and report.layers[0].comparisons[0].equal  # posembed builds what transformers builds
+    assert report.layers[0].effective_context == 1024  # nothing extended
+
+
+def test_a_factor_that_is_read_or_one_is_no_warning():
+    assert "factor_unread" not in codes(raw_llama(rope_parameters={"rope_theta": 1e4, "factor": 1.0}))
+    for scaling in ({"rope_type": "linear", "factor": 4.0}, {"rope_type": "dynamic", "factor": 4.0}, YARN):
+        assert "factor_unread" not in codes(raw_llama(rope_theta=1e4, rope_scaling=scaling)), scaling
+
+
+@pytest.mark.parametrize(
+    "fields, field, layer",
+    [
+        ({"rope_theta": "1e4"}, "rope_theta", "*"),
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": "1e4"}}, "rope_parameters.rope_theta", "*"),
+        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": "4"}}, "rope_scaling.factor", "*"),
+        ({"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256"}},
+         "rope_scaling.original_max_position_embeddings", "*"),
+        ({"rope_theta": 1e4, "max_position_embeddings": "1024"}, "max_position_embeddings", "*"),
+    ],
+    ids=["top_theta", "parameters_theta", "factor", "original", "max_position_embeddings"],
+)
+def test_a_number_written_as_a_string_is_an_error_naming_the_field(fields, field, layer):
+    raw = raw_llama(**fields)
+    with pytest.raises(Exception) as refused:  # transformers' config class or its rope init: no conversion
+        _model(raw)
+    assert "str" in str(refused.value) or "expected int" in str(refused.value)
+    report = check_rope_config(raw)
+    (trap,) = [t for t in report.traps if t.code == "not_a_number"]
+    assert trap.severity == "error" and trap.layer_type == layer
+    assert trap.message.startswith(f"{field} is '") and "not a number" in trap.message
+    assert not report.ok
+    clean = check_rope_config(raw_llama(rope_theta=1e4, rope_scaling=fields.get("rope_scaling")), compare=False)
+    assert [r.wavelength for r in report.layers[0].pairs] == [r.wavelength for r in clean.layers[0].pairs]  # read as meant
+
+
+def test_the_theta_string_says_what_to_write():
+    report = check_rope_config(raw_llama(rope_theta="1e4"))
+    (trap,) = [t for t in report.traps if t.code == "not_a_number"]
+    assert "write 10000.0 without quotes" in trap.message and "YAML 1.1" in trap.message and "1.0e+04" in trap.message
+    assert "TypeError" in report.layers[0].comparison_note  # its own comparison: transformers' init failed
+
+
+def test_a_per_layer_theta_string_names_its_layer():
+    raw = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+           "max_position_embeddings": 256, "layer_types": ["sliding_attention", "full_attention"],
+           "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                               "sliding_attention": {"rope_type": "default", "rope_theta": "1e4"}}}  # fmt: skip
+    (trap,) = [t for t in check_rope_config(raw, compare=False).traps if t.code == "not_a_number"]
+    assert trap.layer_type == "sliding_attention" and trap.message.startswith("rope_parameters.sliding_attention.rope_theta")
+    assert {t.code for t in check_rope_config(raw_llama(rope_theta=10000), compare=False).traps}.isdisjoint({"not_a_number"})
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": "four"}}, "rope_scaling.factor must be a number, got 'four'"),
+        ({"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256.5"}},
+         "rope_scaling.original_max_position_embeddings must be an integer, got '256.5'"),
+        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": True}}, "rope_scaling.factor must be a number, got True"),
+    ],
+    ids=["word", "fractional_length", "bool"],
+)
+def test_a_field_no_number_can_be_read_from_is_refused(fields, message):
+    with pytest.raises(ValueError) as refused:
+        check_rope_config(raw_llama(**fields), compare=False)
+    assert str(refused.value) == message
+
+
+SCALED = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0},
+    "llama3": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+    "longrope": {"rope_type": "longrope", "factor": 4.0, "short_factor": [1.0] * 8, "long_factor": [4.0] * 8},
+}
+
+
+@pytest.mark.parametrize("rope_type", sorted(SCALED))
+def test_a_factor_on_an_unraised_or_extended_length_compounds_for_every_type(rope_type):
+    # the config says it was trained at 1024 and max_position_embeddings is 1024 too, with factor 4
+    compounded = raw_llama(rope_theta=1e4, rope_scaling={**SCALED[rope_type], "original_max_position_embeddings": 1024})
+    report = check_rope_config(compounded, compare=False)
+    (trap,) = [t for t in report.traps if t.code == "factor_compounds"]
+    assert trap.severity == "warning" and "compounds" in trap.message and not report.ok
+    raised = raw_llama(max_position_embeddings=4096, rope_theta=1e4,
+                       rope_scaling={**SCALED[rope_type], "original_max_position_embeddings": 1024})  # fmt: skip
+    assert "factor_compounds" not in codes(raised)
+
+
+def test_linear_scales_the_positions_whatever_length_the_config_states():
+    import torch
+
+    # transformers' linear RoPE reads no length: the stated original is the trained one, and factor 4 stretches it
+    for original in (256, 1024):
+        raw = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": original})
+        torch.testing.assert_close(_model(raw).inv_freq, _plain() / 4, rtol=1e-6, atol=0)
+        assert check_rope_config(raw).layers[0].effective_context == 4 * original
+
+
+def test_dynamic_on_an_already_extended_length_compounds():
+    import torch
+
+    # trained at 256, max_position_embeddings already 4 x 256: dynamic NTK scales from max_position_embeddings anyway
+    raw = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 256})
+    embedding = _model(raw)
+    cos, sin = embedding(torch.zeros(1, 1, 16), torch.arange(1024)[None])
+    angle = torch.atan2(sin[0, 1, :8], cos[0, 1, :8])
+    torch.testing.assert_close(angle, _plain(), rtol=1e-5, atol=1e-7)  # unscaled at 1024 = 4 x the trained 256
+    report = check_rope_config(raw)
+    (trap,) = [t for t in report.traps if t.code == "factor_compounds"]
+    assert trap.severity == "warning" and "4 x 1024 = 4096" in trap.message and "max_position_embeddings=256" in trap.message
+    assert report.layers[0].effective_context == 4096
+    assert "factor_compounds" not in codes(raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
+    same = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024})
+    assert "factor_compounds" not in codes(same)  # trained at max_position_embeddings: what dynamic NTK expects

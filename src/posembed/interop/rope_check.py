@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from posembed.interop.rope_config import rotary_from_settings
+from posembed.interop.rope_numbers import as_numbers, refuse_unreadable
 from posembed.interop.rope_settings import (
     ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings, rope_spelling,
 )  # fmt: skip
@@ -208,8 +209,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
         hf_config = _transformers_config(raw, given)
     except ModuleNotFoundError:
         return (), "transformers is not installed: not compared"
-    except (KeyError, ValueError, TypeError) as error:
-        return (), f"transformers cannot build this config ({error}): not compared"
+    except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
+        return (), f"transformers cannot build this config ({type(error).__name__}: {error}): not compared"
     forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
     switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
     lengths: list[int | None] = [None]
@@ -266,13 +267,15 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
         compare: compare with transformers' rope init functions (when it is installed).
 
     Raises:
-        ValueError: the config has no RoPE, or no head size; a folder with no ``config.json``.
+        ValueError: the config has no RoPE, or no head size; a numeric RoPE field no number can be read from
+            (``"four"``; a readable string, ``"1e4"``, is an error trap instead); a folder with no ``config.json``.
         FileNotFoundError: a path that does not exist.
     """
     if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 2):
         raise ValueError(f"length must be an int >= 2 (a context length), got {length!r}")
     raw, given, source = load_config_dict(config)
-    settings = read_rope_settings(raw)
+    refuse_unreadable(raw)
+    settings = read_rope_settings(as_numbers(raw))  # a number written as a string is read, and an error trap
     traps = find_traps(raw, settings)
     layers = []
     for s in settings:

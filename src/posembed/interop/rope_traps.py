@@ -16,6 +16,7 @@ from posembed.interop.rope_classes import (
     DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, model_type_of, why_ignored,
 )  # fmt: skip
 from posembed.interop.rope_latent import latent_class
+from posembed.interop.rope_numbers import as_numbers, non_numbers
 from posembed.interop.rope_settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters, states_rope
 
 __all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
@@ -38,6 +39,9 @@ FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
 }
 #: vocabulary size of Llama 3 (its tokenizer), which tells Llama 3 from Llama 2 in a "llama" config
 LLAMA3_VOCAB = 128256
+#: scaled rope types whose factor stretches the pre-training length they are given (a stated one for linear);
+#: dynamic NTK is the one that scales from max_position_embeddings itself
+SCALED_FROM_ORIGINAL = ORIGINAL_USERS | {"linear"}
 #: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
 #: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
 MSCALE_FORWARD = frozenset({"phimoe"})
@@ -155,11 +159,19 @@ def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
         if original > max_pos:
             traps.append(Trap("original_inconsistent", "warning", s.layer_type,
                               f"original_max_position_embeddings={original} exceeds max_position_embeddings={max_pos}"))
-        elif original == max_pos and s.rope_type in ORIGINAL_USERS:
+        elif original == max_pos and s.rope_type in SCALED_FROM_ORIGINAL:
             traps.append(Trap("factor_compounds", "warning", s.layer_type,
                               f"original_max_position_embeddings equals max_position_embeddings ({max_pos}) with factor "
                               f"{factor:g}: either max_position_embeddings was not raised to {factor:g} x {original}, or the "
                               f"'original' is itself an extended length and the factor compounds an earlier extension"))  # fmt: skip
+        elif s.rope_type == "dynamic" and math.isclose(max_pos, factor * original):
+            traps.append(Trap("factor_compounds", "warning", s.layer_type,
+                              f"max_position_embeddings={max_pos} is already factor x original_max_position_embeddings "
+                              f"({factor:g} x {original}), but dynamic NTK scales from max_position_embeddings: it keeps the "
+                              f"trained frequencies up to {max_pos}, past the {original} positions the config says were "
+                              f"trained, and stretches them toward {factor:g} x {max_pos} = {int(factor * max_pos)}, so the "
+                              f"factor compounds to {factor:g}^2; with a checkpoint trained at {original}, set "
+                              f"max_position_embeddings={original}"))  # fmt: skip
     if s.rope_type == "longrope" and s.params.get("factor") and resolved and max_pos:
         ratio = max_pos / s.original_max_len
         if not math.isclose(ratio, factor, rel_tol=1e-3):
@@ -330,6 +342,33 @@ def _check_type_key(raw: dict, s: RopeSettings) -> list[Trap]:
                  f"transformers builds {s.rope_type!r} and ignores 'type'{why}; write rope_type")]  # fmt: skip
 
 
+def _check_factor_unread(raw: dict, s: RopeSettings) -> list[Trap]:
+    """A ``factor`` beside default RoPE, which reads none: transformers logs the key and builds plain RoPE."""
+    factor = s.params.get("factor")
+    if s.rope_type != "default" or factor is None or s.factor == 1.0:
+        return []
+    how = "rope_type is 'default'" if _stated_type(raw) == "default" else "the RoPE parameters name no rope_type"
+    return [Trap("factor_unread", "warning", s.layer_type,
+                 f"factor={s.factor:g} is set, but {how}: default RoPE reads no factor, so transformers builds plain RoPE "
+                 f"(it only logs \"Unrecognized keys in `rope_parameters` for 'rope_type'='default': {{'factor'}}\") and "
+                 f"nothing is extended; name the scaling the factor is for (rope_type 'linear', 'dynamic', 'yarn', ...)")]  # fmt: skip
+
+
+def _check_numbers(raw: dict) -> list[Trap]:
+    """Numeric RoPE fields given as strings: transformers keeps the string and fails where it is used."""
+    traps = []
+    for field, value, number in non_numbers(raw):
+        parts = field.split(".")
+        layer = parts[1] if len(parts) == 3 and parts[0] in ("rope_parameters", "rope_scaling") else "*"
+        fix = "write it as a number" if number is None else f"write {number!r} without quotes"
+        if isinstance(value, str) and "e" in value.lower() and "." not in value:
+            fix += f" (YAML 1.1 reads {value} as a string: write {float(number or 0):.1e} there)"
+        traps.append(Trap("not_a_number", "error", layer,
+                          f"{field} is {value!r}, a {type(value).__name__}, not a number: transformers does not convert "
+                          f"it, so its config class or its rope init fails on it; {fix}"))  # fmt: skip
+    return traps
+
+
 def _check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
     if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
         return []
@@ -365,12 +404,18 @@ def _check_ignored(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
 
 
 _CHECKS = (_check_theta, _check_original, _check_yarn, _check_dynamic, _check_longrope, _check_llama3, _check_shape,
-           _check_renamed, _check_type_key, _check_mscale_forward)  # fmt: skip
+           _check_renamed, _check_type_key, _check_factor_unread, _check_mscale_forward)  # fmt: skip
 
 
 def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
-    """Every trap of every layer type (errors first, then warnings, then notes)."""
-    traps = [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
+    """Every trap of every layer type (errors first, then warnings, then notes).
+
+    ``raw`` is the config as given; the checks read it with its numeric fields as numbers
+    (:func:`~posembed.interop.rope_numbers.as_numbers`), and each field that is not one is an error.
+    """
+    traps = _check_numbers(raw)
+    raw = as_numbers(raw)
+    traps += [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
     traps += _check_layers(raw, settings) + _check_ignored(raw, settings)
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(traps, key=lambda trap: order[trap.severity])
