@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed.interop.extend_methods import METHODS, extend_table
+from posembed.interop.extend_methods import KEEPS_TRAINED_ROWS, METHODS, extend_table
 from posembed.interop.hf_checks import check_hf_folder, load_torch_bin, shard_map
 
 __all__ = [
@@ -241,7 +241,15 @@ def _load_bin(weights: Path) -> dict[str, Tensor]:
 
 
 def extend_checkpoint(
-    src: str | os.PathLike, out: str | os.PathLike, to: int, method: str = "copy", *, force: bool = False
+    src: str | os.PathLike,
+    out: str | os.PathLike,
+    to: int,
+    method: str = "copy",
+    *,
+    force: bool = False,
+    finetune: int = 0,
+    text: str | os.PathLike | None = None,
+    seed: int = 0,
 ) -> ExtensionResult:
     """Write a copy of checkpoint folder ``src`` to ``out`` with a ``to``-position table.
 
@@ -252,6 +260,12 @@ def extend_checkpoint(
         method: ``"copy"``, ``"interpolate"`` or ``"hierarchical"``
             (see :mod:`posembed.interop.extend_methods`).
         force: extend a folder that posembed extended before.
+        finetune: tune only the new rows for this many steps
+            (:func:`posembed.interop.extend_finetune.tune_new_rows`), the original rows and every
+            other weight frozen; needs a method of
+            :data:`~posembed.interop.extend_methods.KEEPS_TRAINED_ROWS`. 0: no tuning.
+        text: the tuning pairs' text file (default: the shipped tinyshakespeare).
+        seed: the tuning's seed.
 
     Raises:
         ExtensionError (a ValueError): bad ``to``/``method``/``out``, missing folder or config;
@@ -259,11 +273,15 @@ def extend_checkpoint(
     """
     layout = read_layout(src)
     target = _check_request(layout, Path(out), to, method, force)
+    _check_finetune(finetune, method)
+    table, tuning = None, None
+    if finetune:
+        table, tuning = _tuned_table(layout, to, method, finetune, text, seed)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         copied, left_out = _copy_others(layout, work)
-        rewritten = _write_weights(layout, work, to, method)
-        rewritten += _write_configs(layout, work, to, method)
+        rewritten = _write_weights(layout, work, to, method, table)
+        rewritten += _write_configs(layout, work, to, method, tuning)
         if target.exists():
             target.rmdir()  # checked empty above
         os.rename(work, target)
@@ -302,6 +320,36 @@ def _check_request(layout: CheckpointLayout, out: Path, to: int, method: str, fo
     return target
 
 
+def _check_finetune(finetune: int, method: str) -> None:
+    if not isinstance(finetune, int) or isinstance(finetune, bool) or finetune < 0:
+        raise ExtensionError(f"--finetune takes a number of steps >= 0, got {finetune!r}")
+    if finetune and method not in KEEPS_TRAINED_ROWS:
+        raise ExtensionError(
+            f"--finetune tunes the new rows with the trained ones frozen, which needs a method that keeps them "
+            f"({', '.join(sorted(KEEPS_TRAINED_ROWS))}); {method!r} changes them"
+        )
+
+
+def _read_table(layout: CheckpointLayout) -> Tensor:
+    key = layout.prefix + TABLE_KEY
+    if layout.weights.suffix == ".bin":
+        return _load_bin(layout.weights)[key]
+    from safetensors import safe_open
+
+    path = layout.weights
+    if path.name.endswith(".index.json"):
+        path = shard_map(path)[key]
+    with safe_open(str(path), framework="pt") as handle:
+        return handle.get_tensor(key)
+
+
+def _tuned_table(layout: CheckpointLayout, to: int, method: str, steps: int, text, seed: int) -> tuple[Tensor, dict]:
+    from posembed.interop.extend_finetune import tune_new_rows
+
+    grown = extend_table(_read_table(layout), to, method, offset=layout.offset)
+    return tune_new_rows(layout.folder, grown, layout.table_rows, steps=steps, text=text, seed=seed)
+
+
 def _is_foreign(relative: Path, layout: CheckpointLayout) -> bool:
     if relative.parts[0] in _FOREIGN_WEIGHTS or relative.suffix == ".onnx":
         return True
@@ -329,9 +377,11 @@ def _copy_others(layout: CheckpointLayout, work: Path) -> tuple[list[str], list[
     return copied, left_out
 
 
-def _grow(layout: CheckpointLayout, key: str, tensor: Tensor, to: int, method: str) -> Tensor:
+def _grow(layout: CheckpointLayout, key: str, tensor: Tensor, to: int, method: str, table: Tensor | None) -> Tensor:
     name = key[len(layout.prefix) :]
     rows = layout.offset + to
+    if name == TABLE_KEY and table is not None:
+        return table.contiguous()
     if name == TABLE_KEY:
         return extend_table(tensor, to, method, offset=layout.offset).contiguous()
     if name == "position_ids":
@@ -339,14 +389,14 @@ def _grow(layout: CheckpointLayout, key: str, tensor: Tensor, to: int, method: s
     return torch.zeros(*tensor.shape[:-1], rows, dtype=tensor.dtype)  # token_type_ids
 
 
-def _write_weights(layout: CheckpointLayout, work: Path, to: int, method: str) -> list[str]:
+def _write_weights(layout: CheckpointLayout, work: Path, to: int, method: str, table: Tensor | None) -> list[str]:
     from safetensors.torch import save_file
 
     keys = {layout.prefix + name for name in (TABLE_KEY, *BUFFERS)}
     written = []
     for shard, (tensors, metadata) in _shards_to_rewrite(layout, keys).items():
         for key in keys & tensors.keys():
-            tensors[key] = _grow(layout, key, tensors[key], to, method)
+            tensors[key] = _grow(layout, key, tensors[key], to, method, table)
         save_file(tensors, str(work / shard), metadata=metadata)
         written.append(shard)
     if layout.weights.name.endswith(".index.json"):
@@ -384,7 +434,7 @@ def _rewrite_index(layout: CheckpointLayout, work: Path, shards: list[str]) -> s
     return layout.weights.name
 
 
-def _write_configs(layout: CheckpointLayout, work: Path, to: int, method: str) -> list[str]:
+def _write_configs(layout: CheckpointLayout, work: Path, to: int, method: str, tuning: dict | None) -> list[str]:
     config = dict(layout.config)
     record = {
         "method": method,
@@ -392,6 +442,8 @@ def _write_configs(layout: CheckpointLayout, work: Path, to: int, method: str) -
         "positions": to,
         "original_max_position_embeddings": layout.table_rows,
     }
+    if tuning is not None:
+        record["finetune"] = tuning
     if "posembed_extension" in config:
         record["previous"] = config["posembed_extension"]
     config["max_position_embeddings"] = layout.offset + to

@@ -21,6 +21,15 @@ are not given to these functions; :func:`extend_table` keeps them as they are.
     ``a u_i + (1 - a) u_j`` (``a = 0.4``). The first ``L`` rows equal the trained ones exactly
     (as with ``copy``, short inputs are unchanged) and, unlike ``copy``, every position up to
     ``L**2`` has its own vector. Offered because it combines the two properties above.
+``recurrent``
+    LongEmbed's *recurrent positions* (Zhu et al. 2024, *LongEmbed*, section 4.2): position
+    ``p`` reuses id ``p mod L``. As a table this is exactly ``copy`` (the same rows, bit for
+    bit); the name is kept so LongEmbed's methods can be asked for by their own names.
+``grouped``
+    LongEmbed's *grouped positions*: position ``p`` reuses id ``floor(p / s)`` with
+    ``s = ceil(N / L)``, so runs of ``s`` neighbours share one trained vector. Every input,
+    even a short one, now sees grouped positions (LongEmbed picks ``s`` per input; a table
+    fixes it for all lengths), so outputs change at all lengths, as with ``interpolate``.
 
 Example:
     >>> table = torch.arange(8.0).reshape(4, 2)
@@ -30,6 +39,8 @@ Example:
     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     >>> torch.equal(hierarchical_rows(table, 16)[:4], table)
     True
+    >>> grouped_rows(table, 8)[:, 0].tolist()
+    [0.0, 0.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0]
 """
 
 from __future__ import annotations
@@ -39,7 +50,16 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["METHODS", "HIERARCHICAL_ALPHA", "copy_rows", "interpolate_rows", "hierarchical_rows", "extend_table"]
+__all__ = [
+    "METHODS",
+    "KEEPS_TRAINED_ROWS",
+    "HIERARCHICAL_ALPHA",
+    "copy_rows",
+    "interpolate_rows",
+    "hierarchical_rows",
+    "grouped_rows",
+    "extend_table",
+]
 
 #: Su's mixing weight ``a`` for the hierarchical decomposition
 HIERARCHICAL_ALPHA = 0.4
@@ -100,12 +120,28 @@ def hierarchical_rows(rows: Tensor, to: int, alpha: float = HIERARCHICAL_ALPHA) 
     return out
 
 
+def grouped_rows(rows: Tensor, to: int) -> Tensor:
+    """Grouped positions: row ``p`` of the result is ``rows[p // s]``, ``s = ceil(to / L)``.
+
+    Shape: ``(L, C) -> (to, C)``; rows are copied bit for bit, ``s`` at a time.
+    """
+    trained = _check(rows, to)
+    group = -(-to // trained)  # ceil
+    index = torch.arange(to, device=rows.device) // group
+    return rows[index].clone()
+
+
 #: method name -> function ``(trained_rows, to) -> new_rows``
 METHODS: dict[str, Callable[[Tensor, int], Tensor]] = {
     "copy": copy_rows,
     "interpolate": interpolate_rows,
     "hierarchical": hierarchical_rows,
+    "recurrent": copy_rows,
+    "grouped": grouped_rows,
 }
+#: methods whose first ``L`` rows are the trained ones bit for bit: inputs within the old
+#: length give exactly the old outputs, and ``--finetune`` can tune the new rows alone
+KEEPS_TRAINED_ROWS: frozenset[str] = frozenset({"copy", "hierarchical", "recurrent"})
 
 
 def extend_table(table: Tensor, to: int, method: str, *, offset: int = 0) -> Tensor:
