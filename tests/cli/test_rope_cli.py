@@ -65,3 +65,34 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("posembed rope: error:") and message in err and "\n" not in err
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024}
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        ({"rope_theta": 10000.0, "rope_scaling": {"factor": 4.0}}, "WARNING factor_unread [all]: factor=4 is set"),
+        ({"rope_theta": "1e4"}, "ERROR   not_a_number [*]: rope_theta is '1e4'"),
+        ({"rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": 1024}},
+         "WARNING factor_compounds [all]: original_max_position_embeddings equals max_position_embeddings (1024)"),
+        ({"max_position_embeddings": 4096, "rope_theta": 10000.0,
+          "rope_scaling": {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024}},
+         "WARNING factor_compounds [all]: max_position_embeddings=4096 is already factor x"),
+    ],
+    ids=["factor_unread", "theta_string", "linear_compounds", "dynamic_compounds"],
+)
+def test_the_users_mistakes_exit_1_with_their_trap(tmp_path, capsys, fields, line):
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA, **fields}))
+    assert main(["rope", "check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert any(row.strip().startswith(line) for row in out.splitlines()), out
+    assert "result: CHECK THE WARNINGS ABOVE" in out and "traps: none" not in out
+
+
+def test_a_field_no_number_is_read_from_exits_2_naming_it(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": "four"}}))
+    assert main(["rope", "check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "posembed rope: error: rope_scaling.factor must be a number, got 'four'"
