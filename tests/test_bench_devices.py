@@ -104,33 +104,187 @@ def test_embeddings_leave_the_cpu_tuned_cases_out_elsewhere(monkeypatch):
     from posembed.bench import embeddings as bench_embeddings
 
     shape = {"batch": 2, "length": 16, "width": 32, "vocab": 100}
-    bert, config, ids, types_ = bench_embeddings._setup(shape, torch.device("cpu"))
-    on_cpu = bench_embeddings._implementations(bert, config, ids, types_, compile_reference=False)
-    assert {bench_embeddings.FUSED, bench_embeddings.BLOCK_SMALL_PAGES} <= on_cpu.keys()
+    block, ids, types_ = bench_embeddings._setup(shape, torch.device("cpu"))
+    on_cpu, modules, skipped = bench_embeddings._implementations(block, ids, types_, compile_reference=False)
+    assert {bench_embeddings.FUSED, bench_embeddings.BLOCK_SMALL_PAGES} <= on_cpu.keys() and not skipped
+    assert bench_embeddings.BLOCK_EAGER not in on_cpu and len(modules) == 2
     monkeypatch.setattr(bench_embeddings, "cpu_tuned", lambda device: False)  # the same tensors, seen as CUDA
-    elsewhere = bench_embeddings._implementations(bert, config, ids, types_, compile_reference=False)
+    elsewhere, modules, _ = bench_embeddings._implementations(block, ids, types_, compile_reference=False)
     assert bench_embeddings.FUSED not in elsewhere and bench_embeddings.BLOCK_SMALL_PAGES not in elsewhere
-    assert {bench_embeddings.REFERENCE, bench_embeddings.BLOCK} <= elsewhere.keys()
+    assert {bench_embeddings.REFERENCE, bench_embeddings.BLOCK, bench_embeddings.BLOCK_EAGER} <= elsewhere.keys()
+    assert [m.fused for m in modules if hasattr(m, "fused")] == [True, False]  # the block and its eager copy
+
+
+def test_embeddings_on_cuda_time_every_pass_in_bf16_and_fp32(monkeypatch):
+    """The CUDA row list, built and run at a small size on the CPU with the device policy mocked
+    (the block's own dispatch stays the CPU's: the bench decides only which rows there are)."""
+    pytest.importorskip("transformers")
+    from posembed.bench import embeddings as bench_embeddings
+
+    monkeypatch.setattr(bench_embeddings, "QUICK", {"batch": 2, "length": 16, "width": 32, "vocab": 100})
+    monkeypatch.setattr(bench_embeddings, "cpu_tuned", lambda device: False)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: None)  # nothing compiled in a quick run
+    rows = bench_embeddings.run(quick=True, repeats=1)
+    cases = list(dict.fromkeys(row.case for row in rows))
+    for dtype in ("bf16", "fp32"):
+        for name, _, _ in bench_embeddings.CUDA_MODES:
+            case = f"{name} (2, 16, 32), vocab 100, {dtype}"
+            assert case in cases
+            timed = {row.impl for row in rows if row.case == case and row.median_ms}
+            assert timed == {bench_embeddings.REFERENCE, bench_embeddings.BLOCK, bench_embeddings.BLOCK_EAGER}
+    targets = bench_embeddings.cuda_targets(rows)
+    assert len(targets) == 8 and all(">= 2x transformers eager (posembed TransformerEmbeddings)" in t["target"] for t in targets)
+    assert any(t["target"].startswith("embedding block forward+backward (train, dropout 0.1) (2, 16, 32), vocab 100, bf16")
+               for t in targets)  # fmt: skip
+
+
+def test_embeddings_without_transformers_skip_its_rows(monkeypatch):
+    from posembed.bench import embeddings as bench_embeddings
+
+    def missing(block):
+        raise ModuleNotFoundError("No module named 'transformers'", name="transformers")
+
+    monkeypatch.setattr(bench_embeddings, "_reference", missing)
+    monkeypatch.setattr(bench_embeddings, "QUICK", {"batch": 2, "length": 16, "width": 32, "vocab": 100})
+    rows = bench_embeddings.run(quick=True, repeats=1)
+    reference = [row for row in rows if row.impl == bench_embeddings.REFERENCE]
+    assert len(reference) == 2 and all(row.median_ms is None for row in reference)
+    assert all(row.note == "skipped: pip install 'posembed[bench]' (transformers is not installed)" for row in reference)
+    block = [row for row in rows if row.impl == bench_embeddings.BLOCK]
+    assert block and all(row.median_ms and row.speedup is None for row in block)
+    assert not any("failed" in row.note for row in rows)
 
 
 def test_attention_cases_per_device():
     from posembed.bench import attention as bench_attention
 
-    def impls(device, mode):
-        return {s["impl"] for s in bench_attention._cases(False, torch.device(device)) if s["mode"] == mode}
+    def impls(device, mode, length=None):
+        return {s["impl"] for s in bench_attention._cases(False, torch.device(device))
+                if s["mode"] == mode and length in (None, s["length"])}  # fmt: skip
 
     assert "posembed fused" in impls("cpu", "train") and "posembed flex" not in impls("cpu", "train")
-    assert "posembed fused" not in impls("cuda", "train") and "posembed flex" in impls("cuda", "train")
+    every_backend = {"posembed fused", "posembed chunked", "posembed flex", bench_attention.BASELINE}
+    assert every_backend <= impls("cuda", "train", 8192) and every_backend <= impls("cuda", "infer", 8192)
+    cuda = list(bench_attention._cases(False, torch.device("cuda")))
+    assert {(s["scheme"], s["dtype"]) for s in cuda} == set(bench_attention.CUDA_SCHEMES)
+    assert {s["heads"] for s in cuda} == {16} and {s["length"] for s in cuda} == {2048, 8192}
+    assert all("dtype" not in s for s in bench_attention._cases(False, torch.device("cpu")))
     _, on_cpu = bench_attention._posembed("flex", "alibi", torch.device("cpu"))
     _, on_meta = bench_attention._posembed("flex", "alibi", torch.device("meta"))
     assert not on_cpu.compile_flex and on_meta.compile_flex  # off the CPU flex runs compiled, as auto runs it
     assert next(on_meta.parameters()).device.type == "meta"
 
 
+def test_attention_worker_runs_a_cuda_spec_in_its_dtype_and_heads():
+    """A CUDA case's spec (bf16, 16 heads) run on the CPU at a tiny length: the worker honours both."""
+    from posembed.bench import attention as bench_attention
+
+    spec = {"impl": "posembed chunked", "scheme": "alibi", "length": 32, "mode": "train", "dtype": "bfloat16",
+            "heads": 16, "repeats": 1, "warmup": 0}  # fmt: skip
+    result = bench_attention.worker(spec)
+    assert result["median_ms"] > 0
+
+
+def test_attention_rows_say_what_each_number_is(monkeypatch):
+    from posembed.bench import attention as bench_attention
+    from posembed.bench.harness import markdown
+
+    def fake_worker(module, spec):
+        if spec["impl"] == "x-transformers":
+            return {"skipped": "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"}
+        return {"median_ms": 2.0 if spec["impl"] == bench_attention.BASELINE else 1.0, "peak_mb": 344.5,
+                "step_mb": 100.0 if spec["impl"] == bench_attention.BASELINE else 25.0}  # fmt: skip
+
+    monkeypatch.setattr(bench_attention, "run_worker", fake_worker)
+    rows = bench_attention.run(quick=True, repeats=1)
+    chunked = next(r for r in rows if r.impl == "posembed chunked" and r.case == "alibi T=512 training step")
+    assert chunked.extra == {"step MB": 25.0, "peak RSS MB": 344.5, "memory vs baseline": 0.25}
+    assert chunked.speedup == 2.0
+    text = markdown(rows, [], machine_info(), quick=True)
+    assert "| step MB: 25.0; peak RSS MB: 344.5; memory vs baseline: 0.25 |" in text
+    skipped = [r for r in rows if r.impl == "x-transformers"]
+    assert skipped and all(r.note.startswith("skipped: pip install 'posembed[bench]'") for r in skipped)
+    assert "| — | — | skipped: pip install 'posembed[bench]' (x_transformers is not installed) |" in text
+    assert "failed" not in text
+
+
+def test_attention_worker_reports_a_missing_library_as_skipped(monkeypatch):
+    from posembed.bench import attention as bench_attention
+
+    def missing(scheme, device, heads):
+        raise ModuleNotFoundError("No module named 'x_transformers'", name="x_transformers")
+
+    monkeypatch.setattr(bench_attention, "_x_transformers", missing)
+    spec = {"impl": "x-transformers", "scheme": "alibi", "length": 16, "mode": "infer", "repeats": 1}
+    assert bench_attention.worker(spec) == {
+        "skipped": "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"}
+
+
+def test_a_worker_that_dies_of_a_missing_library_is_skipped(monkeypatch):
+    import subprocess
+
+    from posembed.bench.harness import run_worker
+
+    tail = "Traceback ...\nModuleNotFoundError: No module named 'x_transformers.x_transformers'\n"
+    done = subprocess.CompletedProcess([], 1, stdout="", stderr=tail)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: done)
+    assert run_worker("m", {}) == {"skipped": "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"}
+    done.stderr = "RuntimeError: boom"
+    assert run_worker("m", {}) == {"error": "exit 1: RuntimeError: boom"}
+
+
+def test_compare_marks_a_missing_library_skipped_not_failed():
+    from posembed.bench.harness import rows_from_times
+
+    def needs_library():
+        import posembed_no_such_library  # noqa: F401
+
+    times = compare({"ref": lambda: None, "lib": needs_library}, warmup=1, repeats=1)
+    rows = rows_from_times("s", "c", times, "ref")
+    assert rows[1].median_ms is None
+    assert rows[1].note == "skipped: pip install 'posembed[bench]' (posembed_no_such_library is not installed)"
+
+
+# ---------------------------------------------------------------------- training sizes per device
+
+
+def test_training_plan_per_device():
+    from posembed.bench import training as bench_training
+
+    cpu = bench_training.plan(False, torch.device("cpu"))
+    assert cpu == [(bench_training.CONFIG, False)]
+    cuda = bench_training.plan(False, torch.device("cuda"))
+    assert cuda == [(bench_training.CONFIG, False), (bench_training.CONFIG, True),
+                    (bench_training.GPT2_SMALL, False), (bench_training.GPT2_SMALL, True)]  # fmt: skip
+    assert bench_training.GPT2_SMALL == {"depth": 12, "heads": 12, "dim": 768, "block": 1024, "batch": 8, "vocab": 50304}
+    assert bench_training.plan(True, torch.device("cuda")) == [(bench_training.CONFIG, False)]
+
+
+def test_training_cuda_groups_run_scaled_down(monkeypatch):
+    """The CUDA plan's eager groups at a tiny size on the CPU (the sizes scaled down, the policy
+    mocked); a compiled group is the same code under torch.compile (see tests/test_model_compile.py)."""
+    from posembed.bench import training as bench_training
+
+    tiny = {"depth": 1, "heads": 2, "dim": 16, "block": 8, "batch": 2}
+    monkeypatch.setattr(bench_training, "CONFIG", tiny)
+    monkeypatch.setattr(bench_training, "GPT2_SMALL", dict(tiny, vocab=97))
+    monkeypatch.setattr(bench_training, "cpu_tuned", lambda device: False)
+    groups = [group for group in bench_training.plan(False, torch.device("cpu")) if not group[1]]
+    monkeypatch.setattr(bench_training, "plan", lambda quick, device: groups)
+    rows = bench_training.run(repeats=1)
+    labels = list(dict.fromkeys(row.case for row in rows))
+    assert labels == ["1 layers, width 16, block 8, batch 2"] * 1 and len(rows) == 8
+    big = [row for row in rows if row.impl == bench_training.REFERENCE]
+    small, large = sorted(row.extra["parameters"] for row in big)  # the characters', then GPT-2's vocabulary
+    assert large - small == 16 * (97 - 65)  # the (tied) token table's extra rows
+    assert all(row.median_ms for row in rows)
+
+
 def test_attention_worker_spec_carries_the_device(monkeypatch):
     from posembed.bench import attention as bench_attention
 
     specs = []
+    monkeypatch.setattr(bench_attention, "CUDA_LENGTHS", (16,))
     monkeypatch.setattr(bench_attention, "run_worker", lambda module, spec: specs.append(spec) or {"error": "x"})
     monkeypatch.setattr(bench_attention, "QUICK_LENGTHS", (16,))
     rows = bench_attention.run(quick=True, repeats=1, device=torch.device("cuda", 1))

@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 PROGRESS_LOGGER = "posembed.bench.progress"
 
 #: suite name -> module (each has ``run(quick=..., repeats=..., device=...)``, device defaulting to
-#: the CPU, and ``targets(rows)``)
+#: the CPU, and ``targets(rows)``, the CPU's targets; ``cuda_targets(rows)``, where a suite has
+#: targets set for CUDA, is checked off the CPU)
 SUITES = {
     "embeddings": "posembed.bench.embeddings",
     "rope": "posembed.bench.rope",
@@ -45,8 +46,8 @@ def run_suites(
     """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets.
 
     ``device``: where the suites time (:func:`posembed.devices.resolve_device`; ``auto`` is CUDA
-    when present, else the CPU); the report records it. The targets were set for the CPU's fast
-    paths, so they are checked on the CPU only.
+    when present, else the CPU); the report records it. Each suite's ``targets`` were set for the
+    CPU's fast paths and are checked there; off the CPU its ``cuda_targets``, where it has them.
 
     ``progress``: ``None``/``True`` a bar on a terminal, else one INFO record per finished suite
     on :data:`PROGRESS_LOGGER`; ``False`` none (:func:`posembed.lab.progress.progress_mode`).
@@ -63,7 +64,7 @@ def run_suites(
         torch.set_num_threads(threads)
     device = resolve_device(device)
     if not cpu_tuned(device):
-        log.info("timing on %s: the targets are set for the CPU's fast paths and are not checked", device)
+        log.info("timing on %s: the CPU's targets are not checked, only those set for CUDA", device)
     machine = machine_info(device)
     rows: list[Row] = []
     targets: list[dict] = []
@@ -79,6 +80,8 @@ def run_suites(
             rows += suite_rows
             if cpu_tuned(device):
                 targets += module.targets(suite_rows)
+            elif hasattr(module, "cuda_targets"):
+                targets += module.cuda_targets(suite_rows)
             reporter.advance(f"{name}, {len(suite_rows)} cases", time.perf_counter() - start)
     json_path, md_path = write_report(rows, targets, machine, Path(out), quick)
     return {"json": json_path, "markdown": md_path, "rows": rows, "targets": targets}

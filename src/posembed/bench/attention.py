@@ -3,7 +3,7 @@
 Each (implementation, scheme, length, mode) runs in a fresh subprocess, so its peak resident
 memory (``VmHWM``; ``ru_maxrss`` would carry the parent's peak across ``exec``) is its own; "step MB" is that peak minus the resident set after
 set-up (weights and inputs built, nothing run yet), i.e. the memory the step itself needed.
-Batch 1, 4 heads of width 64 (model width 256), fp32, no dropout.
+Batch 1, 4 heads of width 64 (model width 256), fp32, no dropout, on the CPU.
 
 Implementations: posembed ``SelfAttention`` with each backend (``sdpa`` materialises the
 ``(H, T, T)`` bias and is the baseline of the memory target; ``chunked`` never holds more than
@@ -11,10 +11,15 @@ Implementations: posembed ``SelfAttention`` with each backend (``sdpa`` material
 ``flex``, inference only on CPU) and x-transformers' ``Attention`` fed its own
 ``AlibiPositionalBias`` / ``RelativePositionBias``.
 
-On CUDA (``device="cuda"``) each case runs there and its memory is the peak of torch's CUDA
-allocator instead of the resident set; ``flex`` runs compiled and trains too (as ``auto``
-runs it there), and ``fused``, tuned for the CPU (:func:`posembed.devices.cpu_tuned`), is left
-out, logged (so is the target, which is set on it).
+On CUDA (``device="cuda"``) each case runs there, at the shape of a model one trains there
+(16 heads of width 64) in bf16 and in fp32, at T = 2048 and 8192 (ALiBi in both dtypes, T5 in
+bf16), every backend included (``fused`` and ``chunked`` beside ``flex`` and ``sdpa``: which one
+``auto`` should pick there is what the rows show); its memory is the peak of torch's CUDA
+allocator instead of the resident set, and ``flex`` runs compiled and trains too (as ``auto``
+runs it there). The CPU's target is not checked there.
+
+A comparison library that is not installed (x-transformers) is a row ``skipped: pip install
+'posembed[bench]'``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import statistics
 
 import torch
 
-from posembed.bench.harness import Row, as_device, peak_memory_mb, run_worker, start_memory, time_ms
+from posembed.bench.harness import Row, as_device, failure_note, peak_memory_mb, run_worker, start_memory, time_ms
 from posembed.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
@@ -44,33 +49,37 @@ IMPLS = {
 HEADS, DIM_HEAD = 4, 64
 FULL_LENGTHS = (1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (512,)
+#: on CUDA: (scheme, dtype) pairs, lengths, heads (of DIM_HEAD); quick: the first length only
+CUDA_SCHEMES = (("alibi", "bfloat16"), ("alibi", "float32"), ("t5", "bfloat16"))
+CUDA_LENGTHS = (2048, 8192)
+CUDA_HEADS = 16
 
 
-def _posembed(backend: str, scheme: str, device: torch.device):
+def _posembed(backend: str, scheme: str, device: torch.device, heads: int = HEADS):
     from posembed.attention import SelfAttention
 
     compiled = backend == "flex" and not cpu_tuned(device)  # off the CPU flex runs compiled, as auto runs it
-    attention = SelfAttention(HEADS * DIM_HEAD, HEADS, scheme=_scheme(scheme), causal=True, backend=backend,
+    attention = SelfAttention(heads * DIM_HEAD, heads, scheme=_scheme(scheme, heads), causal=True, backend=backend,
                               compile_flex=compiled).to(device)  # fmt: skip
     return lambda x: attention(x), attention
 
 
-def _scheme(scheme: str):
+def _scheme(scheme: str, heads: int = HEADS):
     from posembed.schemes.alibi import ALiBi
     from posembed.schemes.t5_bias import T5RelativeBias
 
-    return ALiBi(HEADS) if scheme == "alibi" else T5RelativeBias(HEADS, bidirectional=False)
+    return ALiBi(heads) if scheme == "alibi" else T5RelativeBias(heads, bidirectional=False)
 
 
-def _x_transformers(scheme: str, device: torch.device):
+def _x_transformers(scheme: str, device: torch.device, heads: int = HEADS):
     from torch import nn
     from x_transformers.x_transformers import AlibiPositionalBias, Attention, RelativePositionBias
 
-    attention = Attention(HEADS * DIM_HEAD, dim_head=DIM_HEAD, heads=HEADS, causal=True)
+    attention = Attention(heads * DIM_HEAD, dim_head=DIM_HEAD, heads=heads, causal=True)
     if scheme == "alibi":
-        bias = AlibiPositionalBias(heads=HEADS, total_heads=HEADS)
+        bias = AlibiPositionalBias(heads=heads, total_heads=heads)
     else:
-        bias = RelativePositionBias(scale=DIM_HEAD**0.5, causal=True, heads=HEADS)
+        bias = RelativePositionBias(scale=DIM_HEAD**0.5, causal=True, heads=heads)
     holder = nn.ModuleList([attention, bias]).to(device)
 
     def call(x):
@@ -85,14 +94,20 @@ def worker(spec: dict) -> dict:
     torch.manual_seed(0)
     torch.set_num_threads(spec.get("threads") or torch.get_num_threads())
     device = torch.device(spec.get("device") or "cpu")
+    dtype = getattr(torch, spec.get("dtype", "float32"))
+    heads = spec.get("heads", HEADS)
     backend = IMPLS[spec["impl"]]
-    if backend is None:
-        call, module = _x_transformers(spec["scheme"], device)
-    else:
-        call, module = _posembed(backend, spec["scheme"], device)
-    x = torch.randn(1, spec["length"], HEADS * DIM_HEAD)
-    grad = torch.randn_like(x).to(device)
-    x = x.to(device)
+    try:
+        if backend is None:
+            call, module = _x_transformers(spec["scheme"], device, heads)
+        else:
+            call, module = _posembed(backend, spec["scheme"], device, heads)
+    except ModuleNotFoundError as error:
+        return {"skipped": failure_note(error)}
+    module.to(dtype)
+    x = torch.randn(1, spec["length"], heads * DIM_HEAD)
+    grad = torch.randn_like(x).to(device, dtype)
+    x = x.to(device, dtype)
     train = spec["mode"] == "train"
     module.train(train)
 
@@ -113,17 +128,15 @@ def worker(spec: dict) -> dict:
 
 
 def _cases(quick: bool, device: torch.device):
+    if not cpu_tuned(device):
+        yield from _cuda_cases(quick)
+        return
     lengths = QUICK_LENGTHS if quick else FULL_LENGTHS
-    on_cpu = cpu_tuned(device)
-    if not on_cpu:
-        log.info("on %s: 'posembed fused' left out (tuned for the CPU; auto never picks it there)", device)
     for length in lengths:
         for scheme in ("alibi", "t5"):
             for mode in ("train", "infer"):
                 for impl, backend in IMPLS.items():
-                    if backend == "fused" and not on_cpu:
-                        continue
-                    if backend == "flex" and mode == "train" and device.type == "cpu":
+                    if backend == "flex" and mode == "train":
                         continue  # FlexAttention has no CPU backward in torch 2.13
                     if quick and backend in ("eager", "flex"):
                         continue  # a quick run keeps the baseline, the fast paths and the reference
@@ -136,13 +149,25 @@ def _cases(quick: bool, device: torch.device):
                            "repeats": 1 if length >= 4096 else 2, "warmup": warmup}
 
 
+def _cuda_cases(quick: bool):
+    """Every backend at 16 heads, bf16 and fp32 (:data:`CUDA_SCHEMES`), warmed up (flex compiles)."""
+    lengths = CUDA_LENGTHS[:1] if quick else CUDA_LENGTHS
+    for length in lengths:
+        for scheme, dtype in CUDA_SCHEMES:
+            for mode in ("train", "infer"):
+                for impl, backend in IMPLS.items():
+                    if backend == "eager" and length > 4096:
+                        continue  # materialises several (H, T, T) tensors: what sdpa's row already shows
+                    yield {"impl": impl, "scheme": scheme, "length": length, "mode": mode, "dtype": dtype,
+                           "heads": CUDA_HEADS, "repeats": 5, "warmup": 2}
+
+
 def run(
     quick: bool = False, repeats: int | None = None, threads: int | None = None,
     device: str | torch.device | None = None,
 ) -> list[Row]:
     """Every case in a fresh worker process on ``device`` (default: the CPU)."""
     device = as_device(device)
-    memory = "peak RSS MB" if device.type == "cpu" else f"peak {device.type.upper()} MB"
     results: dict[tuple, dict] = {}
     for spec in _cases(quick, device):
         if repeats:
@@ -150,21 +175,28 @@ def run(
         spec["threads"] = threads
         if device.type != "cpu":
             spec["device"] = str(device)
-        results[(spec["scheme"], spec["length"], spec["mode"], spec["impl"])] = run_worker(__name__, spec)
-    rows = []
-    for (scheme, length, mode, impl), result in results.items():
-        case = f"{scheme} T={length} {'training step' if mode == 'train' else 'inference'}"
-        if "error" in result:
-            rows.append(Row(SECTION, case, impl, note=f"failed: {result['error']}"))
-            continue
-        base = results.get((scheme, length, mode, BASELINE), {})
-        speed = base["median_ms"] / result["median_ms"] if "median_ms" in base else None
-        memory = result["step_mb"] / base["step_mb"] if base.get("step_mb") else None
-        extra = {"step MB": round(result["step_mb"], 1), memory: round(result["peak_mb"], 1)}
-        if memory is not None:
-            extra["memory vs baseline"] = round(memory, 3)
-        rows.append(Row(SECTION, case, impl, round(result["median_ms"], 1), None if speed is None else round(speed, 2), extra))
-    return rows
+        key = (spec["scheme"], spec.get("dtype"), spec["length"], spec["mode"], spec["impl"])
+        results[key] = run_worker(__name__, spec)
+    return [_row(key, result, results, device) for key, result in results.items()]
+
+
+def _row(key: tuple, result: dict, results: dict, device: torch.device) -> Row:
+    """One case's row: time and speed against the baseline's, the step's memory and the whole peak."""
+    scheme, dtype, length, mode, impl = key
+    kind = "training step" if mode == "train" else "inference"
+    case = f"{scheme} T={length} {kind}" + ("" if dtype is None else f" {_DTYPE_NAMES[dtype]}")
+    if "skipped" in result or "error" in result:
+        return Row(SECTION, case, impl, note=result.get("skipped") or f"failed: {result['error']}")
+    base = results.get((scheme, dtype, length, mode, BASELINE), {})
+    speed = base["median_ms"] / result["median_ms"] if "median_ms" in base else None
+    peak_label = "peak RSS MB" if device.type == "cpu" else f"peak {device.type.upper()} MB"
+    extra = {"step MB": round(result["step_mb"], 1), peak_label: round(result["peak_mb"], 1)}
+    if base.get("step_mb"):
+        extra["memory vs baseline"] = round(result["step_mb"] / base["step_mb"], 3)
+    return Row(SECTION, case, impl, round(result["median_ms"], 1), None if speed is None else round(speed, 2), extra)
+
+
+_DTYPE_NAMES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}
 
 
 def targets(rows: list[Row]) -> list[dict]:

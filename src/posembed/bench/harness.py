@@ -36,9 +36,28 @@ import torch
 from posembed._memory import transparent_huge_pages
 
 __all__ = [
-    "Row", "as_device", "compare", "copy_bandwidth", "device_name", "machine_info", "peak_memory_mb", "peak_rss_mb", "run_worker",
-    "start_memory", "synchronize", "time_ms", "write_report",
+    "Row", "as_device", "compare", "copy_bandwidth", "device_name", "failure_note", "machine_info", "notes_text",
+    "peak_memory_mb", "peak_rss_mb", "run_worker", "start_memory", "synchronize", "time_ms", "write_report",
+    "BENCH_EXTRA",
 ]  # fmt: skip
+
+
+#: what installs the comparison libraries (a missing one is a skipped row, never a failed one)
+BENCH_EXTRA = "pip install 'posembed[bench]'"
+
+
+def failure_note(error: BaseException) -> str:
+    """The note of a case that could not run: ``skipped: pip install ...`` when a comparison library
+    is not installed, else ``failed: <error>``.
+
+    >>> failure_note(ModuleNotFoundError("No module named 'x_transformers'", name="x_transformers"))
+    "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"
+    >>> failure_note(RuntimeError("boom"))
+    'failed: RuntimeError: boom'
+    """
+    if isinstance(error, ModuleNotFoundError) and error.name and error.name.split(".")[0] != "posembed":
+        return f"skipped: {BENCH_EXTRA} ({error.name.split('.')[0]} is not installed)"
+    return f"failed: {type(error).__name__}: {error}"[:200]
 
 
 @dataclass
@@ -83,7 +102,7 @@ def compare(
     """Time each callable ``repeats`` times, interleaved round by round, after ``warmup`` calls.
 
     ``device`` is where the cases run (default: the CPU); each call is timed by :func:`time_ms`.
-    A case that raises is dropped (its error is returned under ``"<name>!error"``).
+    A case that raises is dropped (its :func:`failure_note` is returned under ``"<name>!error"``).
     Returns the times in milliseconds per case.
     """
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -94,7 +113,7 @@ def compare(
                 fn()
         except Exception as error:  # a reference that cannot run is reported, not fatal
             live.pop(name)
-            times[f"{name}!error"] = [f"{type(error).__name__}: {error}"[:200]]  # type: ignore[list-item]
+            times[f"{name}!error"] = [failure_note(error)]  # type: ignore[list-item]
             times.pop(name)
     for _ in range(repeats):
         for name, fn in live.items():
@@ -112,7 +131,7 @@ def rows_from_times(section: str, case: str, times: dict[str, list], reference: 
     rows = []
     for name, values in times.items():
         if name.endswith("!error"):
-            rows.append(Row(section, case, name[: -len("!error")], note=f"failed: {values[0]}"))
+            rows.append(Row(section, case, name[: -len("!error")], note=values[0]))
             continue
         value = median(values)
         rows.append(Row(section, case, name, round(value, 3), None if ref is None else round(ref / value, 2), dict(extra or {})))
@@ -177,8 +196,20 @@ def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        missing = _missing_module(tail)
+        if missing:
+            return {"skipped": f"skipped: {BENCH_EXTRA} ({missing} is not installed)"}
         return {"error": f"exit {done.returncode}: {tail[:200]}"}
     return json.loads(lines[-1])
+
+
+def _missing_module(line: str) -> str | None:
+    """The library named by a worker's last line ``ModuleNotFoundError: No module named 'x'``, else ``None``."""
+    prefix = "ModuleNotFoundError: No module named '"
+    if not line.startswith(prefix):
+        return None
+    name = line[len(prefix) :].split("'")[0].split(".")[0]
+    return None if name == "posembed" else name
 
 
 def device_name(device: str | torch.device | None = None) -> str:
@@ -237,6 +268,15 @@ def _device_words(machine: dict) -> str:
     return f"{device} ({machine.get('device_name', '?')}{cuda})"
 
 
+def notes_text(extra: dict) -> str:
+    """A row's extra numbers for the notes column: ``name: value`` each, ``; `` between them.
+
+    >>> notes_text({"step MB": 118.4, "peak RSS MB": 344.5, "memory vs baseline": 1.915})
+    'step MB: 118.4; peak RSS MB: 344.5; memory vs baseline: 1.915'
+    """
+    return "; ".join(f"{key}: {value}" for key, value in extra.items())
+
+
 def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -> str:
     lines = [
         f"Machine: {machine['cpu']}, {machine['cores']} cores, torch {machine['torch']} "
@@ -247,7 +287,7 @@ def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -
         "",
     ]
     if machine.get("device", "cpu") != "cpu":
-        lines += [f"Targets: set for the CPU's fast paths, not checked on {machine['device']}.", ""]
+        lines += [f"Targets: the CPU's are not checked on {machine['device']}; those set for CUDA are.", ""]
     if targets:
         lines += ["| target | measured | met |", "|---|---|---|"]
         lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else 'NO'} |" for t in targets]
@@ -255,8 +295,7 @@ def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -
     for section in dict.fromkeys(r.section for r in rows):
         lines += [f"### {section}", "", "| case | implementation | median ms | vs reference | notes |", "|---|---|---|---|---|"]
         for r in (r for r in rows if r.section == section):
-            notes = ", ".join(f"{k} {v}" for k, v in r.extra.items())
-            notes = "; ".join(x for x in (notes, r.note) if x)
+            notes = "; ".join(x for x in (notes_text(r.extra), r.note) if x)
             ms = "—" if r.median_ms is None else f"{r.median_ms:.1f}"
             speed = "—" if r.speedup is None else f"{r.speedup:.2f}x"
             lines.append(f"| {r.case} | {r.impl} | {ms} | {speed} | {notes} |")
