@@ -23,10 +23,11 @@ def alibi_slopes(num_heads: int) -> list[float]:
     A power of two ``n`` gets the geometric sequence starting at ``2^(-8/n)`` with that ratio;
     otherwise, with ``c = 2^floor(log2 n)``: ``slopes(c) + slopes(2c)[0::2][:n - c]``.
 
-    >>> alibi_slopes(4)
-    [0.25, 0.0625, 0.015625, 0.00390625]
-    >>> [round(s, 4) for s in alibi_slopes(6)]
-    [0.25, 0.0625, 0.0156, 0.0039, 0.5, 0.125]
+    Examples:
+        >>> alibi_slopes(4)
+        [0.25, 0.0625, 0.015625, 0.00390625]
+        >>> [round(s, 4) for s in alibi_slopes(6)]
+        [0.25, 0.0625, 0.0156, 0.0039, 0.5, 0.125]
     """
     check_positive_int(num_heads, "num_heads")
 
