@@ -5,9 +5,11 @@ Every check names the offending value and the limit.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import os
+from typing import Iterable
 
 import torch
 from torch import Tensor
@@ -26,7 +28,36 @@ __all__ = [
     "check_table_size",
     "device_memory_bytes",
     "format_bytes",
+    "did_you_mean",
 ]
+
+
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to a mistyped ``name``, ``""`` when none is close.
+
+    Case, ``-`` and ``_`` are ignored when comparing (``Llama-3`` finds ``llama3``); a name
+    the start of a known one (``sinus``) finds the shortest such. The suggestion goes right
+    after the unknown name in an error message.
+
+    >>> did_you_mean("llama_3", ["default", "linear", "llama3", "yarn"])
+    " (did you mean 'llama3'?)"
+    >>> did_you_mean("smok", ["quick", "smoke"]), did_you_mean("zzz", ["quick", "smoke"])
+    (" (did you mean 'smoke'?)", '')
+    >>> did_you_mean("sinus", ["rope", "sinusoidal_2d", "sinusoidal"])
+    " (did you mean 'sinusoidal'?)"
+    """
+    if not isinstance(name, str):
+        return ""
+    plain = {_plain(option): option for option in known}
+    typed = _plain(name)
+    close = difflib.get_close_matches(typed, list(plain), n=1, cutoff=0.75)
+    if not close and len(typed) >= 3:  # a cut-short name: the shortest known one it begins
+        close = sorted((option for option in plain if option.startswith(typed)), key=len)[:1]
+    return f" (did you mean {plain[close[0]]!r}?)" if close else ""
+
+
+def _plain(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
 
 
 def values_readable(x: Tensor) -> bool:

@@ -134,7 +134,7 @@ def test_sizes_fill_the_right_arguments():
 
 
 def test_unknown_scheme():
-    with pytest.raises(ValueError, match=r"unknown scheme 'rop'; known: alibi, .*learned, .*rope, "):
+    with pytest.raises(ValueError, match=r"unknown scheme 'rop' \(did you mean 'rope'\?\); known: alibi, .*learned, .*rope, "):
         scheme_entry("rop")
     with pytest.raises(ValueError, match="unknown scheme 'rop'"):
         build_scheme({"name": "rop"})
@@ -180,3 +180,9 @@ def test_subclass_without_its_own_entry_is_refused():
 def test_factory_is_read_only():
     with pytest.raises(TypeError):
         FACTORY["mine"] = ENTRIES[0]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("typed, suggested", [("Rope", "rope"), ("sinus", "sinusoidal"), ("alibii", "alibi")])
+def test_an_unknown_scheme_suggests_the_closest(typed, suggested):
+    with pytest.raises(ValueError, match=rf"unknown scheme '{typed}' \(did you mean '{suggested}'\?\); known: "):
+        scheme_entry(typed)

@@ -36,6 +36,11 @@ CASES = {
         64,
         YaRNRotary,
     ),
+    "yarn_ramp": (  # head_dim 16 at original 4096: correction dims 2.62 and 5.63, a ramp over channels 2..6
+        {"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0, "original_max_position_embeddings": 4096},
+        32768,
+        YaRNRotary,
+    ),
     "yarn_deepseek": (
         {
             "rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0, "original_max_position_embeddings": 32,
@@ -164,3 +169,10 @@ def test_nested_per_layer_parameters_are_rejected():
 def test_missing_head_size_fields():
     with pytest.raises(ValueError, match="config needs head_dim, or hidden_size and num_attention_heads"):
         RotaryEmbedding.from_hf_config(SimpleNamespace(rope_parameters={"rope_type": "default"}))
+
+
+def test_a_mistyped_rope_type_suggests_the_closest():
+    config = _config("default")
+    config.rope_parameters = {"rope_type": "llama_3", "rope_theta": 1e4, "factor": 8.0}
+    with pytest.raises(ValueError, match=r"unknown rope_type 'llama_3' \(did you mean 'llama3'\?\); known rope types: "):
+        RotaryEmbedding.from_hf_config(config)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from posembed._checks import did_you_mean
 from posembed.interop.hf_config import config_dict, read_config
 from posembed.interop.rope_settings import RopeSettings, layer_parameters, layer_settings, select_layer
 from posembed.schemes import rotary_scaling as rs
@@ -108,7 +109,8 @@ def rotary_from_settings(
     builder = ROPE_TYPES.get(settings.rope_type)
     if builder is None:
         raise ValueError(
-            f"unknown rope_type {settings.rope_type!r}; known rope types: {', '.join(sorted(ROPE_TYPES))}"
+            f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
+            f"known rope types: {', '.join(sorted(ROPE_TYPES))}"
         )
     common: dict[str, Any] = {"base": float(settings.theta), "layout": layout, "max_len": max_len}
     common["angles"] = angles

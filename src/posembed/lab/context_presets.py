@@ -33,6 +33,7 @@ import typing
 from dataclasses import dataclass
 from typing import Callable
 
+from posembed._checks import did_you_mean
 from posembed.lab.context import METHODS
 
 __all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "SMOKE_REFERENCES", "get_context_preset", "with_overrides",
@@ -155,7 +156,8 @@ CONTEXT_PRESETS: dict[str, Callable[[], ContextConfig]] = {"context": _context, 
 def get_context_preset(name: str) -> ContextConfig:
     """The study called exactly ``name``."""
     if name not in CONTEXT_PRESETS:
-        raise ValueError(f"unknown context preset {name!r}; known: {', '.join(sorted(CONTEXT_PRESETS))}")
+        raise ValueError(f"unknown context preset {name!r}{did_you_mean(name, CONTEXT_PRESETS)}; "
+                         f"known: {', '.join(sorted(CONTEXT_PRESETS))}")
     return CONTEXT_PRESETS[name]()
 
 

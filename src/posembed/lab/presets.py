@@ -26,13 +26,14 @@ each scheme's own ``check_attention`` says which. The N-D rotary schemes (``rope
 >>> get_preset("smok")
 Traceback (most recent call last):
 ...
-ValueError: unknown preset 'smok'; known presets: calibration, full, lengthgen, quick, smoke
+ValueError: unknown preset 'smok' (did you mean 'smoke'?); known presets: calibration, full, lengthgen, quick, smoke
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from posembed._checks import did_you_mean
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.lengthgen_presets import lengthgen
@@ -126,5 +127,5 @@ PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
 def get_preset(name: str) -> ExperimentConfig:
     """The experiment called exactly ``name``."""
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
+        raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; known presets: {', '.join(sorted(PRESETS))}")
     return PRESETS[name]()

@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from posembed._checks import did_you_mean
 from posembed.devices import autocast_dtype, resolve_device
 from posembed.lab.config import TASKS, TrialConfig
 from posembed.lab.ddp import mean_across_ranks, rank_and_world
@@ -75,7 +76,8 @@ class TrialResult:
 def check_scheme_name(name: str) -> None:
     """``ValueError`` naming the known schemes when ``name`` is unknown."""
     if name not in FACTORY and name not in NO_SCHEME:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted({*FACTORY, *NO_SCHEME}))}")
+        known = sorted({*FACTORY, *NO_SCHEME})
+        raise ValueError(f"unknown scheme {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
 
 
 def trial_sizes(cfg: TrialConfig, table_size: int) -> ModelSizes:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from posembed._checks import did_you_mean
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.axial_rope import AxialRotary
 from posembed.schemes.base import PositionScheme
@@ -304,7 +305,7 @@ SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.nam
 def scheme_entry(name: str) -> SchemeEntry:
     """The entry called exactly ``name``; ``ValueError`` naming the known schemes otherwise."""
     if name not in FACTORY:
-        raise ValueError(f"unknown scheme {name!r}; known: {', '.join(sorted(FACTORY))}")
+        raise ValueError(f"unknown scheme {name!r}{did_you_mean(name, FACTORY)}; known: {', '.join(sorted(FACTORY))}")
     return FACTORY[name]
 
 

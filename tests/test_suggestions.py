@@ -1,0 +1,53 @@
+"""Unknown names suggest the closest known one: one helper (``_checks.did_you_mean``) at every lookup."""
+
+from __future__ import annotations
+
+import pytest
+
+from posembed._checks import did_you_mean
+
+
+@pytest.mark.parametrize(
+    "typed, known, suggestion",
+    [
+        ("llama_3", ["default", "linear", "llama3", "yarn"], "llama3"),
+        ("LLAMA-3", ["default", "llama3"], "llama3"),
+        ("smok", ["calibration", "full", "lengthgen", "quick", "smoke"], "smoke"),
+        ("lenghtgen", ["calibration", "full", "lengthgen", "quick", "smoke"], "lengthgen"),
+        ("sinus", ["sinusoidal_3d", "sinusoidal", "sinusoidal_2d"], "sinusoidal"),
+        ("zzzz", ["quick", "smoke"], None),
+        ("mrope", ["default", "linear", "llama3", "longrope", "yarn"], None),
+        ("", ["quick"], None),
+        (None, ["quick"], None),
+    ],
+)
+def test_did_you_mean(typed, known, suggestion):
+    assert did_you_mean(typed, known) == (f" (did you mean {suggestion!r}?)" if suggestion else "")
+
+
+def test_presets():
+    from posembed.lab.presets import get_preset
+
+    with pytest.raises(ValueError, match=r"^unknown preset 'quik' \(did you mean 'quick'\?\); known presets: "):
+        get_preset("quik")
+
+
+def test_context_presets():
+    from posembed.lab.context_presets import get_context_preset
+
+    with pytest.raises(ValueError, match=r"^unknown context preset 'context_smoke' \(did you mean 'context-smoke'\?\)"):
+        get_context_preset("context_smoke")
+
+
+def test_lab_scheme_names():
+    from posembed.lab.train import check_scheme_name
+
+    with pytest.raises(ValueError, match=r"^unknown scheme 'Alibi' \(did you mean 'alibi'\?\); known: "):
+        check_scheme_name("Alibi")
+
+
+def test_the_cli_shows_the_suggestion(capsys):
+    from posembed.cli import main
+
+    assert main(["inspect", "--scheme", "sinusiodal"]) == 2
+    assert "unknown scheme 'sinusiodal' (did you mean 'sinusoidal'?)" in capsys.readouterr().err
