@@ -200,3 +200,122 @@ def test_resolve_positions_hand_values():
     assert resolve_positions(torch.tensor([1, 0], dtype=torch.int32), 2, None).dtype == torch.int32
     with pytest.raises(ValueError, match=r"position_ids has shape \(1, 2, 3\); expected \(3,\) or \(B, 3\)"):
         resolve_positions(torch.zeros(1, 2, 3, dtype=torch.long), 3, None)
+
+
+# --- lengths, devices and host reads ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(6,), (2, 6), (4,), (2, 4)], ids=["longer", "longer_batched", "shorter", "shorter_batched"])
+def test_resolve_positions_refuses_ids_of_another_length(shape):
+    """Position ids longer than the sequence are refused as much as shorter ones, naming both lengths."""
+    ids = torch.zeros(shape, dtype=torch.long)
+    with pytest.raises(ValueError, match=rf"shape \({', '.join(map(str, shape))},?\); expected \(5,\) or \(B, 5\)"):
+        resolve_positions(ids, 5, None)
+    assert resolve_positions(torch.zeros(shape[:-1] + (5,), dtype=torch.long), 5, None).shape == shape[:-1] + (5,)
+
+
+def test_resolve_positions_lands_on_the_device_asked():
+    on_meta = resolve_positions(torch.arange(3), 3, "meta")
+    assert on_meta.device.type == "meta" and on_meta.shape == (3,)
+    assert resolve_positions([0, 1, 2], 3, "meta").device.type == "meta"
+    assert resolve_positions(None, 3, "meta").device.type == "meta"
+    ids = torch.arange(3)
+    assert resolve_positions(ids, 3, "cpu") is ids  # already there: not copied
+
+
+def test_offset_positions_are_built_on_the_offsets_device():
+    """A (B,) offset decides the device: meta in, meta out (no value read), and the CPU's own."""
+    offset = torch.tensor([2, 7], device="meta")
+    out = positions_with_offset(3, offset)
+    assert out.device.type == "meta" and out.shape == (2, 3) and out.dtype == torch.long
+    assert positions_with_offset(3, offset, device="meta").device.type == "meta"
+    assert positions_with_offset(0, offset).device.type == "meta"
+    cpu = positions_with_offset(3, torch.tensor([2, 7]))
+    assert cpu.device == torch.device("cpu") and cpu.tolist() == [[2, 3, 4], [7, 8, 9]]
+    assert positions_with_offset(3, 4, device="meta").device.type == "meta"  # an int offset: the device argument
+    with pytest.raises(ValueError, match=r"offset is a tensor on cpu but device='meta' was asked"):
+        positions_with_offset(3, torch.tensor([2, 7]), device="meta")
+
+
+def test_offset_positions_follow_the_offset_not_the_default_device(monkeypatch):
+    """Where the base ``arange`` is built: on the offset's device, read from the tensor itself."""
+    import posembed.positions as positions
+
+    seen = []
+    real = positions.default_positions
+
+    def spy(length, device=None):
+        seen.append(device)
+        return real(length, device=device)
+
+    monkeypatch.setattr(positions, "default_positions", spy)
+    positions.positions_with_offset(2, torch.tensor([1], device="meta"))
+    positions.positions_with_offset(2, torch.tensor([1]))
+    assert [torch.device(d).type for d in seen] == ["meta", "cpu"]
+
+
+class _HostReadRefused(AssertionError):
+    pass
+
+
+@pytest.fixture
+def refuse_host_reads(monkeypatch):
+    """Any read of a tensor's value back to Python raises (item, tolist, bool, int, float, index)."""
+
+    def refuse(name):
+        def method(self, *args, **kwargs):
+            raise _HostReadRefused(f"host read: Tensor.{name}")
+
+        return method
+
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, refuse(name))
+
+
+def test_value_checks_off_the_cpu_run_on_the_device(monkeypatch, refuse_host_reads):
+    """With the device policy seen as CUDA, the checks read nothing back and assert on the device
+    (torch._assert_async: on CPU tensors it raises at once, naming the check)."""
+    import posembed.positions as positions
+
+    monkeypatch.setattr(positions, "cpu_tuned", lambda device: False)
+    monkeypatch.delenv("POSEMBED_HOST_CHECKS", raising=False)
+    assert positions.positions_with_offset(2, torch.tensor([3, 0])).shape == (2, 2)
+    assert positions.positions_from_mask(torch.tensor([[1, 1, 0]])).shape == (1, 3)
+    assert positions.resolve_positions(torch.arange(3), 3, "cpu").shape == (3,)
+    with pytest.raises(RuntimeError, match=r"offset must be >= 0, got another value \(checked on cpu; POSEMBED_HOST_CHECKS=1"):
+        positions.positions_with_offset(2, torch.tensor([3, -1]))
+    with pytest.raises(RuntimeError, match=r"an offset is past the largest torch.long position .* largest offset for length 3"):
+        positions.positions_with_offset(3, torch.tensor([0, positions.MAX_POSITION - 1]))
+    with pytest.raises(RuntimeError, match=r"attention_mask must hold only 0 and 1, got another value"):
+        positions.positions_from_mask(torch.tensor([[1, 2]]))
+
+
+def test_the_debug_switch_names_the_value_off_the_cpu(monkeypatch):
+    import posembed.positions as positions
+
+    monkeypatch.setattr(positions, "cpu_tuned", lambda device: False)
+    monkeypatch.setenv("POSEMBED_HOST_CHECKS", "1")
+    with pytest.raises(ValueError, match=r"offset must be >= 0, got -4"):
+        positions.positions_with_offset(2, torch.tensor([3, -4]))
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 0 and 1, got 2"):
+        positions.positions_from_mask(torch.tensor([[1, 2]]))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_positions_on_cuda_never_synchronise():
+    device = torch.device("cuda")
+    offset, mask, ids = torch.tensor([3, 0], device=device), torch.ones(2, 5, device=device), torch.arange(5, device=device)
+    mask = mask.long()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = positions_with_offset(5, offset)
+        from_mask = positions_from_mask(mask)
+        resolved = resolve_positions(ids, 5, device)
+        documents = positions_from_documents(ids[None])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert out.device.type == from_mask.device.type == resolved.device.type == documents.device.type == "cuda"
+    assert out.cpu().tolist() == [[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]]
+    assert from_mask.cpu().tolist() == [[0, 1, 2, 3, 4]] * 2

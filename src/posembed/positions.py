@@ -2,15 +2,27 @@
 
 Helpers derive them from a padding mask, from document boundaries in packed sequences and
 from a cache offset. Every default equals ``arange(T)``. They take tensors or nested Python
-lists of integers (converted with ``torch.as_tensor``).
+lists of integers (converted with ``torch.as_tensor``), and build on the device of the tensor
+they are given.
+
+Value checks never stall a GPU: on the CPU, where reading a value back is free, a bad value is
+a ``ValueError`` naming it and the limit; elsewhere the check is asserted on the device
+(``torch._assert_async``, no synchronisation; it surfaces at a later kernel launch), unless the
+debug switch ``POSEMBED_HOST_CHECKS=1`` asks for the host read everywhere. ``meta`` tensors and
+compiled code skip value checks (shapes and dtypes are checked everywhere).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import Callable
 
 import torch
 from torch import Tensor
+
+from posembed._checks import values_readable
+from posembed.devices import cpu_tuned
 
 __all__ = [
     "default_positions",
@@ -35,6 +47,29 @@ def _as_tensor(value: Tensor | Sequence, name: str) -> Tensor:
         except (TypeError, ValueError, RuntimeError) as error:
             raise TypeError(f"{name} must be a tensor or a (nested) list of integers: {error}") from None
     raise TypeError(f"{name} must be a tensor or a (nested) list of integers, got {type(value).__name__}")
+
+
+def _read_on_host(x: Tensor) -> bool:
+    """Whether value checks of ``x`` read it back (the CPU, or ``POSEMBED_HOST_CHECKS=1``)."""
+    return cpu_tuned(x.device) or os.environ.get("POSEMBED_HOST_CHECKS", "0") == "1"
+
+
+def _check_values(x: Tensor, low: int, high: int, message: Callable[[int | None], str]) -> None:
+    """``low <= x <= high`` everywhere: a ``ValueError`` naming the offending value on the host
+    (see the module docstring), an assertion on the device elsewhere; nothing on ``meta``.
+    ``message(value)`` words the error (``value`` is ``None`` on the device, where it is unread)."""
+    if x.numel() == 0 or not values_readable(x):
+        return
+    smallest, largest = torch.aminmax(x)
+    if _read_on_host(x):
+        for value in (int(smallest), int(largest)):
+            if not low <= value <= high:
+                raise ValueError(message(value))
+        return
+    torch._assert_async(
+        (smallest >= low) & (largest <= high),
+        message(None) + f" (checked on {x.device}; POSEMBED_HOST_CHECKS=1 names the value)",
+    )
 
 
 def default_positions(length: int, device: torch.device | str | None = None) -> Tensor:
@@ -66,8 +101,8 @@ def positions_from_mask(attention_mask: Tensor | Sequence) -> Tensor:
     if attention_mask.dtype.is_floating_point:
         raise TypeError(f"attention_mask must hold 0/1 integers or booleans, got dtype {attention_mask.dtype}")
     real = attention_mask.to(torch.long)
-    if real.numel() and (int(real.min()) < 0 or int(real.max()) > 1):
-        raise ValueError("attention_mask must hold only 0 and 1")
+    if attention_mask.dtype != torch.bool:
+        _check_values(real, 0, 1, lambda value: f"attention_mask must hold only 0 and 1, got {_named(value)}")
     positions = real.cumsum(-1) - 1
     return positions.clamp_(min=0).masked_fill_(real == 0, 0)
 
@@ -119,29 +154,49 @@ def positions_with_offset(
     if isinstance(offset, (list, tuple)):
         offset = _as_tensor(offset, "offset")
     if isinstance(offset, Tensor):
-        if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
-            raise TypeError(f"offset must hold integers (torch.long), got dtype {offset.dtype}")
-        if offset.dim() != 1:
-            raise ValueError(f"offset must be an int or a (B,) tensor, got shape {tuple(offset.shape)}")
-        if offset.numel() and int(offset.min()) < 0:
-            raise ValueError(f"offset must be >= 0, got {int(offset.min())}")
-        _check_last_position(int(offset.max()) if offset.numel() else 0, length)
-        base = default_positions(length, device=offset.device)
-        return offset.to(torch.long).unsqueeze(-1) + base
+        return _tensor_offset(length, offset, device)
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise TypeError(f"offset must be an int or a tensor, got {offset!r}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
-    _check_last_position(offset, length)
+    if length and offset > MAX_POSITION - (length - 1):
+        raise ValueError(_past_the_last(length)(offset))
     return default_positions(length, device=device) + offset
 
 
-def _check_last_position(offset: int, length: int) -> None:
-    if length and offset + length - 1 > MAX_POSITION:
+def _tensor_offset(length: int, offset: Tensor, device: torch.device | str | None) -> Tensor:
+    """``(B,)`` offsets -> ``(B, length)`` positions, built on the offset's device."""
+    if offset.dtype.is_floating_point or offset.dtype.is_complex or offset.dtype == torch.bool:
+        raise TypeError(f"offset must hold integers (torch.long), got dtype {offset.dtype}")
+    if offset.dim() != 1:
+        raise ValueError(f"offset must be an int or a (B,) tensor, got shape {tuple(offset.shape)}")
+    if device is not None and torch.device(device).type != offset.device.type:
         raise ValueError(
-            f"positions_with_offset: offset {offset} + length {length} - 1 = {offset + length - 1} "
-            f"is past the largest torch.long position {MAX_POSITION}"
+            f"offset is a tensor on {offset.device} but device={str(device)!r} was asked: the positions are "
+            f"built on the offset's device (move the offset there, or leave device out)"
         )
+    _check_values(offset, 0, MAX_POSITION, lambda value: f"offset must be >= 0, got {_named(value)}")
+    if length:
+        _check_values(offset, 0, MAX_POSITION - (length - 1), _past_the_last(length))
+    base = default_positions(length, device=offset.device)  # (T,)
+    return offset.to(torch.long).unsqueeze(-1) + base  # (B, T)
+
+
+def _past_the_last(length: int) -> Callable[[int | None], str]:
+    """The error of an offset whose last position, ``offset + length - 1``, passes MAX_POSITION."""
+
+    def message(offset: int | None) -> str:
+        last = "an offset" if offset is None else f"offset {offset} + length {length} - 1 = {offset + length - 1}"
+        return (
+            f"positions_with_offset: {last} is past the largest torch.long position {MAX_POSITION} "
+            f"(the largest offset for length {length} is {MAX_POSITION - (length - 1)})"
+        )
+
+    return message
+
+
+def _named(value: int | None) -> str:
+    return "another value" if value is None else str(value)
 
 
 def resolve_positions(
@@ -160,6 +215,9 @@ def resolve_positions(
         raise TypeError(f"position_ids must hold integers (torch.long), got dtype {position_ids.dtype}")
     if position_ids.dim() not in (1, 2) or position_ids.shape[-1] != length:
         raise ValueError(
-            f"position_ids has shape {tuple(position_ids.shape)}; expected ({length},) or (B, {length})"
+            f"position_ids has shape {tuple(position_ids.shape)}; expected ({length},) or (B, {length}): "
+            f"one position per token of the sequence of {length}"
         )
+    if device is not None and position_ids.device != torch.device(device):
+        position_ids = position_ids.to(device)  # a CPU tensor for a CUDA forward: one copy, never an index error
     return position_ids
