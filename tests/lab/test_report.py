@@ -65,6 +65,12 @@ def expected_cell(values: list[float]) -> str:
     return f"{mean:.4g} ± {std:.2g}"
 
 
+def expected_interval(values: list[float]) -> str:
+    """Mean and 95 % bootstrap interval of two seeds: the interval is the range of the seeds."""
+    assert len(values) == 2
+    return f"{statistics.fmean(values):.4g} [{min(values):.4g}, {max(values):.4g}]"
+
+
 def section(text: str, title_start: str) -> str:
     start = text.index(f"### {title_start}")
     end = text.find("\n### ", start + 1)
@@ -86,23 +92,38 @@ def test_report_has_every_section_table_and_plot(report, lab_dir):
     assert page.count('<img src="data:image/png;base64,') == len(pngs) and "Q6. Calibration" in page
 
 
+def test_report_opens_with_a_banner_and_a_linked_summary_then_the_evidence(report):
+    md, page = report[0].read_text(), report[1].read_text()
+    # the smoke preset is a pipeline test: a banner says so before anything else, and no verdict is a finding
+    assert md.index("> **Warning:** This run is too small to conclude: the 'smoke' preset") < md.index("## Summary")
+    assert '<p class="banner">' in page and page.index('class="banner"') < page.index('id="summary"')
+    order = [md.index(heading) for heading in ("## Summary", "## Answers to the questions", "### Q1.", "### Q6.",
+                                               "## Results (mean ± std over seeds)", "## The run")]
+    assert order == sorted(order)
+    for q in range(1, 7):
+        assert f'<a href="#q{q}">Q{q}: ' in page and f'<h3 id="q{q}">Q{q}.' in page
+        assert f"- [Q{q}: " in md and f'<a id="q{q}"></a>' in md
+    assert "- [Q3: no verdict (the store lacks its trials)](#q3)" in md
+    assert "Not findings: see the warning above." in md
+
+
 def test_results_tables_equal_the_stores_mean_and_std(report, lab_dir):
     tables = md_tables(report[0].read_text())
     checked = 0
-    for task, metric in (("copy", "exact_match"), ("charlm", "perplexity")):
+    for task, metric in (("copy", "exact match"), ("charlm", "perplexity")):
         rows = {(r["scheme"], r["variant"]): r for r in tables[f"Results: {task}"]}
         assert set(rows) == {("learned", "base"), ("learned", "concat"), ("learned", "frozen"),
                              ("sinusoidal", "base"), ("sinusoidal", "concat")}
         for (scheme, variant), row in rows.items():
             assert row["seeds"] == "2"
             lengths = raw_values(lab_dir, "SELECT DISTINCT e.length FROM evals e JOIN trials t USING (trial_id) "
-                                          "WHERE t.task = ? AND e.metric = ? ORDER BY 1", task, metric)
+                                          "WHERE t.task = ? AND e.metric = ? ORDER BY 1", task, metric.replace(" ", "_"))
             for length in lengths:
                 values = raw_values(lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? "
                                              "AND t.scheme=? AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed",
-                                    task, scheme, variant, metric, length)
+                                    task, scheme, variant, metric.replace(" ", "_"), length)
                 assert len(values) == 2
-                column = next(c for c in row if c.startswith(f"{metric} @ {length} ("))
+                column = next(c for c in row if c.startswith(f"{metric} at {length} ("))
                 assert row[column] == expected_cell(values)
                 assert float(row[column].split(" ± ")[0]) == pytest.approx(statistics.fmean(values), rel=1e-3, abs=1e-9)
                 checked += 1
@@ -121,18 +142,29 @@ def test_question_answers_use_the_stored_numbers(report, lab_dir):
                          "AND t.variant=? AND e.metric=? AND e.length=?", task, scheme, variant, metric, length)]
                 for variant in ("base", "concat"))
             row = q2[(task, scheme)]
-            assert row["add (A)"] == expected_cell(add) and row["concat (B)"] == expected_cell(concat)
-            assert float(row["Δ = B - A"]) == pytest.approx(statistics.fmean(concat) - statistics.fmean(add), abs=1e-3)
+            assert row["add (A): mean [95% interval]"] == expected_interval(add)
+            assert row["concat (B): mean [95% interval]"] == expected_interval(concat)
+            assert float(row["Δ = B − A"]) == pytest.approx(statistics.fmean(concat) - statistics.fmean(add), abs=1e-3)
+            assert row["seeds (A, B)"] == "2, 2"
+            widest = max(abs(max(concat) - min(add)), abs(max(add) - min(concat)))
+            concat_higher = min(concat) > max(add)
+            if widest <= 0.02:
+                expected = "alike"
+            elif concat_higher or min(add) > max(concat):
+                expected = "concat better" if concat_higher == (metric == "exact_match") else "add better"
+            else:
+                expected = "cannot tell"
+            assert row["verdict"] == expected
     # Q3 has no every_layer trial here: it says so and names the presets that have them
     assert "lacks the trials" in section(text, "Q3.") and "full, quick" in section(text, "Q3.")
     # Q5: the trained table's drift is the store's; the frozen table did not move
     drift = {(r["task"], r["variant"]): r for r in tables[next(k for k in tables if k.startswith("Q5."))]
-             if "||W - W0|| / ||W0||" in r}
+             if "drift ||W − W0|| / ||W0||" in r}
     for task in ("copy", "charlm"):
         moved = raw_values(lab_dir, "SELECT drift_rel_frobenius FROM trials WHERE task=? AND scheme='learned' "
                                     "AND variant='base'", task)
-        assert drift[(task, "base")]["||W - W0|| / ||W0||"] == expected_cell(moved) and min(moved) > 0
-        assert drift[(task, "frozen")]["||W - W0|| / ||W0||"] == "0 ± 0"
+        assert drift[(task, "base")]["drift ||W − W0|| / ||W0||"] == expected_cell(moved) and min(moved) > 0
+        assert drift[(task, "frozen")]["drift ||W − W0|| / ||W0||"] == "0 ± 0"
     assert "no stored trial trains nanoGPT's CPU recipe" in section(text, "Q6.")
 
 
@@ -149,7 +181,8 @@ def test_extrapolation_ranking_follows_the_means_beyond_training_length(report, 
         means[scheme] = statistics.fmean(per_length)
     assert [r["scheme"] for r in charlm] == sorted(means, key=means.get)
     for row in charlm:
-        assert float(row["mean val_loss beyond L"]) == pytest.approx(means[row["scheme"]], rel=1e-3)
+        assert float(row["mean beyond L [95% interval]"].split(" [")[0]) == pytest.approx(means[row["scheme"]], rel=1e-3)
+        assert row["seeds"] == "2"
 
 
 def test_corrupt_rows_are_reported_and_skipped(lab_dir, tmp_path):
@@ -163,9 +196,9 @@ def test_corrupt_rows_are_reported_and_skipped(lab_dir, tmp_path):
         conn.execute("UPDATE curves SET loss = 'x' WHERE trial_id = ? AND step = 2", (ids[2],))
     md_path, _ = write_report(out)
     text = md_path.read_text()
-    overview = {r["item"]: r["value"] for r in md_tables(text)["Overview"] if "item" in r}
+    overview = {r["item"]: r["value"] for r in md_tables(text)["The run"] if "item" in r}
     assert overview["trials reported"] == str(len(ids) - 3) and overview["corrupt rows skipped"] == "3"
-    skipped = {r["trial_id"]: r["reason"] for r in md_tables(text)["Overview"] if "trial_id" in r}
+    skipped = {r["trial"]: r["reason"] for r in md_tables(text)["The run"] if "trial" in r}
     assert set(skipped) == set(ids[:3])
     assert "garbage" in skipped[ids[1]] and "loss curve" in skipped[ids[2]]
 
@@ -198,3 +231,20 @@ def test_cli_reports_and_fails_in_one_line(report, lab_dir, tmp_path, capsys):
 def test_every_image_of_the_report_loads_in_chromium(report):
     rendered = render_images(report[1])
     assert rendered.count == 4 and rendered.all_loaded
+
+
+def test_too_small_names_one_seed_and_overlapping_intervals_and_is_silent_when_a_verdict_stands():
+    from posembed.lab.report import build_sections, too_small
+    from tests.lab.test_report_questions import lab, record
+
+    def pair(values_a, values_b, name="quick"):
+        trials = [record("copy", "learned", {8: v}, seed=s) for s, v in enumerate(values_a)]
+        trials += [record("copy", "sinusoidal", {8: v}, seed=s) for s, v in enumerate(values_b)]
+        data = lab(*trials)
+        data.experiment["name"] = name
+        return too_small(data, build_sections(data))
+
+    assert pair((0.5, 0.52), (0.9, 0.92)) == ""  # Q1 separates: sinusoidal better
+    assert "every group has one seed" in pair((0.5,), (0.9,))
+    assert "every interval is wider than the effect" in pair((0.5, 0.9), (0.6, 0.95))
+    assert "the 'smoke' preset" in pair((0.5, 0.52), (0.9, 0.92), name="smoke")

@@ -34,9 +34,10 @@ from posembed.lab.report_calibration import calibration_section
 from posembed.lab.report_plots import length_figure, loss_figure
 from posembed.lab.report_questions import Section, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, variant_question
 from posembed.lab.report_tables import LabData, drift_table, load_lab, primary_metric, results_table
+from posembed.lab.verdicts import CONFIDENCE
 from posembed.report import HtmlReport, format_cell
 
-__all__ = ["write_report", "build_sections", "REPORT_MD", "REPORT_HTML"]
+__all__ = ["write_report", "build_sections", "too_small", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +52,18 @@ class _Document:
         self.html = HtmlReport(title)
         self.lines: list[str] = [f"# {title}", ""]
 
-    def heading(self, text: str, level: int = 2) -> None:
-        self.html.heading(text, level)
-        self.lines += [f"{'#' * level} {text}", ""]
+    def heading(self, text: str, level: int = 2, anchor: str = "") -> None:
+        self.html.heading(text, level, anchor)
+        self.lines += ([f'<a id="{anchor}"></a>', ""] if anchor else []) + [f"{'#' * level} {text}", ""]
+
+    def banner(self, text: str) -> None:
+        self.html.banner(text)
+        self.lines += [f"> **Warning:** {text}", ""]
+
+    def links(self, items: Sequence[tuple[str, str]]) -> None:
+        """A list of ``(text, anchor)`` items, each linking to its section."""
+        self.html.links(items)
+        self.lines += [f"- [{text}](#{anchor})" if anchor else f"- {text}" for text, anchor in items] + [""]
 
     def paragraph(self, text: str, lead: str = "") -> None:
         """A paragraph, optionally opened by a bold ``lead`` (plain in the HTML)."""
@@ -75,7 +85,7 @@ class _Document:
         self.lines += [f"![{caption}]({name}.png)", ""]
 
     def section(self, section: Section) -> None:
-        self.heading(section.title, 3)
+        self.heading(section.title, 3, section.anchor)
         self.paragraph(section.answer, lead="Answer.")
         for text in section.paragraphs:
             self.paragraph(text)
@@ -88,9 +98,10 @@ def build_sections(data: LabData) -> list[Section]:
     return [
         learned_vs_sinusoidal(data),
         variant_question(data, "Q2. Add or concatenate positions, at equal width?", "concat", ("add", "concat"),
-                         "the concat and base variants of an absolute scheme (learned, sinusoidal)"),
+                         "the concat and base variants of an absolute scheme (learned, sinusoidal)", anchor="q2"),
         variant_question(data, "Q3. Inject positions once or at every layer?", "every_layer",
-                         ("once", "every layer"), "the every_layer and base variants of an absolute scheme"),
+                         ("once", "every layer"), "the every_layer and base variants of an absolute scheme",
+                         anchor="q3"),
         extrapolation(data),
         frozen_vs_trained(data, drift_table(data)),
         calibration_section(data),
@@ -99,7 +110,7 @@ def build_sections(data: LabData) -> list[Section]:
 
 def _overview(doc: _Document, data: LabData) -> None:
     exp = data.experiment
-    doc.heading("Overview")
+    doc.heading("The run", anchor="run")
     seeds = sorted({t.config.seed for t in data.trials})
     doc.table(["item", "value"], [
         ["experiment", data.name],
@@ -115,7 +126,27 @@ def _overview(doc: _Document, data: LabData) -> None:
     ])
     if data.skipped:
         doc.paragraph(f"{len(data.skipped)} corrupt row(s) in the store were skipped (not in any table or plot):")
-        doc.table(["trial_id", "reason"], [list(item) for item in data.skipped])
+        doc.table(["trial", "reason"], [list(item) for item in data.skipped])
+
+
+#: presets whose models are too small and short for any verdict (they test the pipeline)
+SMOKE_PRESETS = ("smoke",)
+
+
+def too_small(data: LabData, sections: Sequence[Section]) -> str:
+    """Why this run cannot conclude (``""`` when it can): a smoke preset, one seed per group, or
+    no comparison whose intervals separate (every verdict ``cannot tell``)."""
+    reasons = []
+    if data.name in SMOKE_PRESETS:
+        reasons.append(f"the {data.name!r} preset trains tiny models for a few steps to test the pipeline")
+    if max(len(trials) for trials in data.groups().values()) < 2:
+        reasons.append("every group has one seed, so no verdict has an interval")
+    elif not any(s.decided for s in sections):
+        reasons.append("every interval is wider than the effect it would show (every verdict 'cannot tell')")
+    if not reasons:
+        return ""
+    return ("This run is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
+            "run `posembed lab run --preset quick` (2 seeds) or `full` (3 seeds) for answers.")
 
 
 def _planned(exp: dict[str, Any]) -> str:
@@ -147,13 +178,24 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     """
     data = load_lab(out_dir)
     doc = _Document(f"posembed lab report: {data.name}")
-    _overview(doc, data)
-    doc.heading("Results (mean ± std over seeds)")
+    sections = build_sections(data)
+    warning = too_small(data, sections)
+    if warning:
+        doc.banner(warning)
+    seeds = sorted({len(trials) for trials in data.groups().values()})
+    doc.heading("Summary", anchor="summary")
+    doc.paragraph(f"{data.name}: {len(data.trials)} trials, {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
+                  f"seed(s) per group; every verdict rests on a {CONFIDENCE:.0%} bootstrap interval over the seeds and "
+                  "says 'cannot tell' where the intervals overlap." + (" Not findings: see the warning above." if warning else ""))
+    doc.links([(f"{s.title.split('.')[0]}: {s.verdict or 'no verdict (the store lacks its trials)'}", s.anchor)
+               for s in sections])
+    doc.heading("Answers to the questions", anchor="answers")
+    for section in sections:
+        doc.section(section)
+    doc.heading("Results (mean ± std over seeds)", anchor="results")
     for task in data.tasks():
         _task_results(doc, data, task)
-    doc.heading("Answers to the questions")
-    for section in build_sections(data):
-        doc.section(section)
+    _overview(doc, data)
     html_path = doc.html.write(data.out_dir / REPORT_HTML)
     for stale in data.out_dir.glob("lab-*.png"):  # figures of an earlier report that this one no longer has
         if stale.stem not in doc.html.image_names:

@@ -12,12 +12,13 @@
   schemes are not all tied).
 
 Each verdict (agree / disagree / partly / cannot tell) is computed from the stored numbers by
-the rules of :mod:`posembed.lab.verdicts` (the README's quoted verdicts are checked against them).
+the interval rules of :mod:`posembed.lab.verdicts`: each group's number per seed, its mean and
+95 % bootstrap interval over the seeds, and ``cannot tell`` wherever the intervals overlap or a
+group has one seed (the nanoGPT calibration is one run of a fixed recipe: no interval).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from posembed.lab.calibration import NANOGPT_CPU, TARGET_VAL_LOSS, TOLERANCE
@@ -65,46 +66,54 @@ def _vaswani(data: LabData) -> tuple[str, str]:
     comparisons = [c for task in data.tasks() if (c := compare(data, task, ("learned", "base"), ("sinusoidal", "base")))]
     if not comparisons:
         return "cannot tell", "no task has both learned and sinusoidal base trials"
-    detail = "; ".join(f"{c.task}: {c.verdict('learned', 'sinusoidal')} (Δ {c.delta:+.3g}, noise {c.noise:.2g})"
-                       for c in comparisons)
-    return rules.vaswani(c.verdict("learned", "sinusoidal") == "alike" for c in comparisons), detail
+    detail = "; ".join(f"{c.task}: {c.verdict('learned', 'sinusoidal')} (learned {c.a.interval.text(3)}, sinusoidal "
+                       f"{c.b.interval.text(3)})" for c in comparisons)
+    return rules.vaswani_intervals(c.verdict("learned", "sinusoidal") for c in comparisons), detail
+
+
+def _seed_ratios(trials: list[TrialRecord], at_l: int, longest: int) -> list[float]:
+    """Each seed's perplexity at ``longest`` over its perplexity at L (``inf``: not measurable there)."""
+    ratios = []
+    for trial in trials:
+        ppl = trial.metric("perplexity")
+        ratios.append(rules.perplexity_ratio(ppl.get(at_l), ppl.get(longest)))
+    return ratios
 
 
 def _press(data: LabData) -> tuple[str, str, list[list[Any]]]:
     scores = ranking_scores(data, "charlm", "perplexity") if "charlm" in data.tasks() else []
-    ratios = {r.scheme: rules.perplexity_ratio(r.at_train, r.at_longest) for r in scores}
-    rows = [[r.scheme, r.at_train, r.at_longest, r.longest, ratios[r.scheme]] for r in scores]
-    verdict = rules.press(ratios)
-    if verdict == rules.CANNOT_TELL:
+    groups = data.groups("charlm")
+    ratios = {r.scheme: rules.Interval.of(_seed_ratios(groups[("charlm", r.scheme, "base")],
+                                                        groups[("charlm", r.scheme, "base")][0].config.context,
+                                                        r.longest)) for r in scores}
+    rows = [[r.scheme, r.at_train, r.at_longest, r.longest, ratios[r.scheme].text(3), ratios[r.scheme].n]
+            for r in scores]
+    verdict = rules.press_intervals(ratios)
+    if "alibi" not in ratios or not {"learned", "sinusoidal"} & set(ratios):
         return verdict, "needs charlm base trials of alibi and of learned or sinusoidal", rows
-    claims = [f"{s} ppl ratio {ratios[s]:.3g} ({'fails' if rules.press_fails(ratios[s]) else 'does not fail'}, "
-              f"threshold {FAIL_RATIO})" for s in ("learned", "sinusoidal") if s in ratios]
-    compared = {s: r for s, r in ratios.items() if s in PRESS_SCHEMES}
-    best = min(compared, key=compared.get)
-    standing = "flattest" if rules.press_flattest(ratios) else f"not flattest: {best} {ratios[best]:.3g}"
-    claims.append(f"alibi ratio {ratios['alibi']:.3g} ({standing} among {', '.join(compared)}, "
-                  f"within {FLAT_TOLERANCE:.0%})")
+    parts = rules.press_parts(ratios)
+    claims = [f"{s} ratio {ratios[s].text(3)}: fails (>= {FAIL_RATIO}) {parts[f'{s} fails']}"
+              for s in ("learned", "sinusoidal") if s in ratios]
+    compared = [s for s in ratios if s in PRESS_SCHEMES]
+    claims.append(f"alibi ratio {ratios['alibi'].text(3)}: flattest among {', '.join(compared)} (within "
+                  f"{FLAT_TOLERANCE:.0%}) {parts['alibi flattest']}")
     return verdict, "; ".join(claims), rows
 
 
 def _kazemnejad(data: LabData) -> tuple[str, str]:
     per_task, details = {}, []
     for task in ("copy", "reverse"):
-        scores = {r.scheme: r.beyond for r in ranking_scores(data, task)} if task in data.tasks() else {}
+        scores = {r.scheme: r.interval for r in ranking_scores(data, task)} if task in data.tasks() else {}
         per_task[task] = scores
         favoured = [s for s in rules.KAZEMNEJAD_FAVOURED if s in scores]
         others = [s for s in scores if s not in favoured]
         if not favoured or not others:
             details.append(f"{task}: cannot tell (needs nope or t5_bias and another scheme, base variant)")
             continue
-        values = {s: (-math.inf if v is None else v) for s, v in scores.items()}
-        best_favoured, best_other = max(values[s] for s in favoured), max(values[s] for s in others)
-        verdict = rules.kazemnejad_task(scores)
-        if verdict == rules.CANNOT_TELL:
-            details.append(f"{task}: cannot tell (all schemes tied at exact match ≈ {best_other:.3g} beyond L)")
-        else:
-            details.append(f"{task}: {verdict} (best of nope/t5_bias {best_favoured:.3g} vs best other {best_other:.3g})")
-    return rules.kazemnejad(per_task), "; ".join(details)
+        verdict = rules.kazemnejad_task_intervals(scores)
+        listed = ", ".join(f"{s} {r.text(3)}" for s, r in scores.items())
+        details.append(f"{task}: {verdict} ({listed})")
+    return rules.kazemnejad_intervals(per_task), "; ".join(details)
 
 
 def calibration_section(data: LabData) -> Section:
@@ -116,7 +125,10 @@ def calibration_section(data: LabData) -> Section:
     answer = (f"nanoGPT CPU calibration: {nanogpt}. Vaswani et al. (learned ≈ sinusoidal): {vaswani}. "
               f"Press et al. (learned/sinusoidal fail beyond L, ALiBi flattest): {press}. "
               f"Kazemnejad et al. (NoPE and T5 bias best on copy/reverse): {kazemnejad}.")
-    section = Section("Q6. Calibration against published numbers", answer)
+    section = Section("Q6. Calibration against published numbers", answer, anchor="q6",
+                      verdict=f"Vaswani et al. {vaswani}; Press et al. {press}; Kazemnejad et al. {kazemnejad}; "
+                              f"nanoGPT calibration: {nano_rows[0][6] if nano_rows else 'not run'}",
+                      decided=any(v != rules.CANNOT_TELL for v in (vaswani, press, kazemnejad)))
     section.paragraphs += [
         f"nanoGPT (README, CPU run of train_shakespeare_char: 4 layers, 4 heads, width 128, block 64, batch 12, "
         f"2000 iterations, dropout 0): validation loss ≈ {TARGET_VAL_LOSS}; the lab must land within ± {TOLERANCE}.",
@@ -125,7 +137,8 @@ def calibration_section(data: LabData) -> Section:
         f"Kazemnejad et al. 2023: {kazemnejad} — {kazemnejad_detail}.",
     ]
     if nano_rows:
-        section.tables.append((["trial", "seed", "steps", "val loss", "ms/iteration", "seconds", "verdict"], nano_rows))
+        section.tables.append((["trial", "seed", "steps", "validation loss", "ms per iteration", "seconds", "verdict"], nano_rows))
     if press_rows:
-        section.tables.append((["charlm scheme", "ppl @ L", "ppl @ longest", "longest", "ratio"], press_rows))
+        section.tables.append((["charlm scheme", "perplexity at L", "perplexity at the longest", "longest",
+                                f"ratio: mean [{rules.CONFIDENCE:.0%} interval]", "seeds"], press_rows))
     return section

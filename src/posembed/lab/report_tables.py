@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from posembed.lab.store import STORE_NAME, ResultsStore, TrialRecord
+from posembed.lab.verdicts import Interval
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
     "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "PRIMARY_METRIC",
-    "HIGHER_IS_BETTER", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
+    "HIGHER_IS_BETTER", "METRIC_NAMES", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
     "scheme_family", "by_family",
 ]
 
@@ -43,6 +44,9 @@ logger = logging.getLogger(__name__)
 
 #: the metric each task is judged by (charlm: perplexity in tables, val_loss for comparisons)
 PRIMARY_METRIC = {"order": "accuracy", "charlm": "perplexity"}
+#: metric names as the report's tables print them
+METRIC_NAMES = {"accuracy": "accuracy", "exact_match": "exact match", "val_loss": "validation loss",
+                "perplexity": "perplexity"}
 #: metrics where larger is better
 HIGHER_IS_BETTER = {"accuracy": True, "exact_match": True, "val_loss": False, "perplexity": False}
 
@@ -97,6 +101,11 @@ class Stat:
     @property
     def std(self) -> float:
         return statistics.stdev(self.values) if self.n >= 2 else math.nan
+
+    @property
+    def interval(self) -> Interval:
+        """The mean and its 95 % bootstrap interval over the seeds (:class:`~posembed.lab.verdicts.Interval`)."""
+        return Interval.of(self.values)
 
     def text(self) -> str:
         """``mean ± std`` (4 and 2 significant digits), the bare value for one seed, or the n/a note."""
@@ -262,8 +271,9 @@ def results_table(data: LabData, task: str) -> tuple[list[str], list[list[Any]]]
     metric = primary_metric(task)
     lengths = metric_lengths((t for group in groups.values() for t in group), metric)
     context = train_length(next(iter(groups.values())))
-    header = ["family", "scheme", "variant", "seeds", *[f"{metric} @ {_length_label(n, context)}" for n in lengths],
-              "final train loss", "ms/step", "params"]
+    name = METRIC_NAMES.get(metric, metric)
+    header = ["family", "scheme", "variant", "seeds", *[f"{name} at {_length_label(n, context)}" for n in lengths],
+              "final train loss", "ms per step", "parameters"]
     rows = []
     for key in by_family(groups):
         trials, scheme, variant = groups[key], key[1], key[2]
@@ -277,7 +287,7 @@ def results_table(data: LabData, task: str) -> tuple[list[str], list[list[Any]]]
 
 def drift_table(data: LabData) -> tuple[list[str], list[list[Any]]]:
     """How far the position parameters moved, per (task, scheme, variant) that has any."""
-    header = ["task", "scheme", "variant", "seeds", "||W - W0|| / ||W0||", "cos(W, W0)"]
+    header = ["task", "scheme", "variant", "seeds", "drift ||W − W0|| / ||W0||", "cos(W, W0)"]
     rows = []
     for (task, scheme, variant), trials in data.groups().items():
         with_drift = [t.drift for t in trials if t.drift is not None]
