@@ -2,7 +2,7 @@
 
 :data:`FAMILIES` is the table (family, ``model_type``, kind, posembed scheme, what the parity
 test compares with the model's own code, and how exactly they agree);
-:func:`zoo_table_markdown` renders it for the README, and ``tests/interop/test_zoo.py`` runs one
+:func:`zoo_table_markdown` renders it for the docs' model-zoo page (``docs/zoo.md``), and ``tests/interop/test_zoo.py`` runs one
 parity check per row against transformers' own modules (tiny configs, random weights).
 
 - :func:`zoo_schemes` gives one scheme per layer (the same object for every layer when the family
@@ -44,7 +44,7 @@ __all__ = [
     "zoo_table_markdown", "ZOO_TABLE_MARKER",
 ]  # fmt: skip
 
-#: the comment that marks the README's copy of :func:`zoo_table_markdown` (the line before it)
+#: the comment that marks the docs' copy (``docs/zoo.md``) of :func:`zoo_table_markdown` (the line before it)
 ZOO_TABLE_MARKER = "<!-- zoo-table -->"
 
 
@@ -348,7 +348,7 @@ def load_positional_weights(scheme: PositionScheme, model: nn.Module | Mapping[s
 
 
 def zoo_table_markdown() -> str:
-    """:data:`FAMILIES` as a markdown table (what the README shows after :data:`ZOO_TABLE_MARKER`)."""
+    """:data:`FAMILIES` as a markdown table (what ``docs/zoo.md`` shows after :data:`ZOO_TABLE_MARKER`)."""
     lines = ["| family | model_type | kind | posembed scheme | compared with the model's own code | agreement |",
              "|---|---|---|---|---|---|"]
     for row in FAMILIES:
