@@ -255,3 +255,84 @@ def test_second_extension_needs_force(roberta, tmp_path):
     record = json.loads((second.out / "config.json").read_text())["posembed_extension"]
     assert record["original_positions"] == 100 and record["previous"]["original_positions"] == 64
     assert _reload(second.out).embeddings.position_embeddings.weight.shape == (202, 32)
+
+
+def _state(folder):
+    from safetensors.torch import load_file
+
+    index = folder / "model.safetensors.index.json"
+    if not index.is_file():
+        return load_file(str(folder / "model.safetensors"))
+    state = {}
+    for shard in sorted(set(json.loads(index.read_text())["weight_map"].values())):
+        state.update(load_file(str(folder / shard)))
+    return state
+
+
+def test_a_sharded_checkpoint_is_extended_and_reloads(tmp_path):
+    torch.manual_seed(3)
+    config = transformers.BertConfig(max_position_embeddings=64, **SMALL)
+    source = tmp_path / "sharded"
+    transformers.BertModel(config).eval().save_pretrained(source, max_shard_size="20KB")
+    index = json.loads((source / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 2  # really sharded
+    result = extend_checkpoint(source, tmp_path / "out", to=200, method="copy")
+    out_index = json.loads((result.out / "model.safetensors.index.json").read_text())
+    assert "model.safetensors.index.json" in result.rewritten
+    assert out_index["weight_map"] == index["weight_map"]
+    # total_size is the bytes of tensor data, which the table grows by (200 - 64) rows of 32 float32
+    assert out_index["metadata"]["total_size"] == index["metadata"]["total_size"] + (200 - 64) * 32 * 4
+    before, after = _state(source), _state(result.out)
+    assert out_index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in after.values())
+    assert set(before) == set(after)
+    for key, tensor in before.items():
+        if "position" not in key:
+            assert torch.equal(after[key], tensor), key
+    table = after["embeddings.position_embeddings.weight"]
+    old = before["embeddings.position_embeddings.weight"]
+    assert table.shape == (200, 32) and torch.equal(table[:64], old) and torch.equal(table[64:128], old)
+    original, extended = _reload(source), _reload(result.out)
+    ids = torch.randint(3, 120, (2, 64))
+    assert torch.equal(_hidden(extended, ids), _hidden(original, ids))
+    assert _hidden(extended, torch.randint(3, 120, (1, 200))).shape == (1, 200, 32)
+
+
+@pytest.mark.parametrize("method", ["recurrent", "grouped"])
+def test_longembed_methods_write_reloadable_checkpoints(roberta, tmp_path, method):
+    result = extend_checkpoint(roberta, tmp_path / method, to=130, method=method)
+    old = _reload(roberta).embeddings.position_embeddings.weight
+    model = _reload(result.out)
+    new = model.embeddings.position_embeddings.weight
+    assert new.shape == (132, 32) and torch.equal(new[:2], old[:2])
+    for p in range(130):
+        row = p % 64 if method == "recurrent" else p // 3  # s = ceil(130 / 64) = 3
+        assert torch.equal(new[2 + p], old[2 + row])
+    assert json.loads((result.out / "config.json").read_text())["posembed_extension"]["method"] == method
+
+
+def test_finetune_tunes_only_new_rows_and_short_inputs_stay_bit_identical(minilm_path, tmp_path):
+    result = extend_checkpoint(minilm_path, tmp_path / "tuned", to=640, method="copy", finetune=3, seed=1)
+    original, tuned = _reload(minilm_path), _reload(result.out)
+    old = original.embeddings.position_embeddings.weight
+    new = tuned.embeddings.position_embeddings.weight
+    assert torch.equal(new[:512], old)  # the original rows, bit for bit
+    assert not torch.equal(new[512:], old[:128])  # the new rows moved away from their copy
+    for key, value in original.state_dict().items():
+        if "position_embeddings" not in key and "position_ids" not in key and "token_type_ids" not in key:
+            assert torch.equal(tuned.state_dict()[key], value), key
+    ids = torch.randint(1000, 20000, (2, 300))
+    mask = torch.ones_like(ids)
+    mask[1, -50:] = 0
+    assert torch.equal(_hidden(tuned, ids, attention_mask=mask), _hidden(original, ids, attention_mask=mask))
+    record = json.loads((result.out / "config.json").read_text())["posembed_extension"]
+    assert record["method"] == "copy" and record["finetune"]["steps"] == 3 and record["finetune"]["seed"] == 1
+    assert record["finetune"]["loss_first"] > 0
+
+
+def test_finetune_is_refused_where_it_would_change_the_trained_rows(roberta, tmp_path):
+    with pytest.raises(ExtensionError, match="'interpolate' changes them"):
+        extend_checkpoint(roberta, tmp_path / "a", to=130, method="interpolate", finetune=5)
+    with pytest.raises(ExtensionError, match="--finetune takes a number of steps >= 0, got -2"):
+        extend_checkpoint(roberta, tmp_path / "b", to=130, method="copy", finetune=-2)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -4,9 +4,11 @@ import pytest
 import torch
 
 from posembed.interop.extend_methods import (
+    KEEPS_TRAINED_ROWS,
     METHODS,
     copy_rows,
     extend_table,
+    grouped_rows,
     hierarchical_rows,
     interpolate_rows,
 )
@@ -55,5 +57,29 @@ def test_extend_table_keeps_offset_rows():
     out = extend_table(table, 16, "copy", offset=2)
     assert out.shape == (18, 3)
     assert torch.equal(out[:10], table) and torch.equal(out[10:], table[2:])
-    with pytest.raises(ValueError, match="unknown extension method 'alibi'; choose one of copy, interpolate"):
+    with pytest.raises(ValueError, match="unknown extension method 'alibi'; choose one of copy, interpolate, hierarchical, recurrent, grouped"):
         extend_table(table, 16, "alibi")
+
+
+def test_recurrent_is_longembeds_p_mod_l_which_is_copy():
+    table = torch.randn(7, 3)
+    out = METHODS["recurrent"](table, 30)
+    assert torch.equal(out, copy_rows(table, 30))
+    assert all(torch.equal(out[p], table[p % 7]) for p in range(30))
+
+
+def test_grouped_is_longembeds_floor_p_over_s():
+    table = torch.randn(8, 3)
+    for to, group in ((16, 2), (17, 3), (64, 8), (9, 2)):
+        out = grouped_rows(table, to)
+        assert out.shape == (to, 3)
+        for p in range(to):  # LongEmbed: pid -> floor(pid / s), s = ceil(L_t / L_o)
+            assert torch.equal(out[p], table[p // group])
+    assert not torch.equal(grouped_rows(table, 16)[:8], table)  # short inputs change
+
+
+def test_which_methods_keep_the_trained_rows():
+    table = torch.randn(8, 4)
+    for method in METHODS:
+        keeps = torch.equal(METHODS[method](table, 24)[:8], table)
+        assert keeps == (method in KEEPS_TRAINED_ROWS), method

@@ -425,13 +425,22 @@ def _shards_to_rewrite(layout: CheckpointLayout, keys: set[str]) -> dict[str, tu
 
 
 def _rewrite_index(layout: CheckpointLayout, work: Path, shards: list[str]) -> str:
-    """Update a sharded checkpoint's ``total_size`` for the rewritten shards."""
+    """Update a sharded checkpoint's ``total_size`` (bytes of tensor data, as transformers counts
+    it) by what the rewritten shards gained."""
     index = json.loads(layout.weights.read_text(encoding="utf-8"))
-    delta = sum((work / s).stat().st_size - (layout.folder / s).stat().st_size for s in shards)
+    delta = sum(_tensor_bytes(work / s) - _tensor_bytes(layout.folder / s) for s in shards)
     if "total_size" in index.get("metadata", {}):
         index["metadata"]["total_size"] += delta
     _write_json(work / layout.weights.name, index)
     return layout.weights.name
+
+
+def _tensor_bytes(path: Path) -> int:
+    """Bytes of tensor data in a safetensors file (its header's data offsets, nothing loaded)."""
+    with path.open("rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+    return sum(end - begin for key, entry in header.items() if key != "__metadata__" for begin, end in [entry["data_offsets"]])
 
 
 def _write_configs(layout: CheckpointLayout, work: Path, to: int, method: str, tuning: dict | None) -> list[str]:
