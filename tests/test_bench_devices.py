@@ -333,3 +333,41 @@ def test_liger_row_joins_the_table_when_it_can_run(monkeypatch):
     liger = [row for row in rows if row.impl == bench_rope.LIGER]
     assert len(liger) == 2 and all(row.median_ms for row in liger)
     assert fed[0] == (torch.Size([1, 2, 16, 8]), torch.Size([1, 16, 8]))  # (B, H, T, D) q, (1, T, D) tables
+
+
+# ---------------------------------------------------------------------- BENCHMARKS.md's GPU section
+
+
+def test_benchmarks_md_says_no_gpu_run_until_one_exists():
+    from pathlib import Path
+
+    from posembed.bench.gpu_section import END, NO_RUN, START
+
+    text = (Path(__file__).resolve().parent.parent / "BENCHMARKS.md").read_text()
+    section = text.split(START, 1)[1].split(END, 1)[0]
+    assert section.strip() == NO_RUN or section.strip().startswith("## GPU: ")
+
+
+def test_a_full_gpu_run_writes_the_gpu_section_with_the_cards_name(tmp_path, cuda_calls):
+    import importlib
+    import json
+
+    from posembed.bench.gpu_section import END, NO_RUN, START
+    from posembed.bench.harness import Row, write_report
+
+    write_gpu_section = importlib.import_module("benchmarks.__main__").write_gpu_section
+    benchmarks_md = tmp_path / "BENCHMARKS.md"
+    benchmarks_md.write_text(f"# Benchmarks\n\nCPU tables.\n\n{START}\n{NO_RUN}\n{END}\n\n## After\n")
+    rows = [Row("embedding block", "forward (eval) (2, 16, 32), vocab 100, bf16", "posembed TransformerEmbeddings", 0.0512, 2.5)]
+    out = tmp_path / "gpu"
+    write_report(rows, [], machine_info(torch.device("cuda", 0)), out, quick=False)
+    assert write_gpu_section(out, benchmarks_md)
+    text = benchmarks_md.read_text()
+    assert text.startswith("# Benchmarks\n\nCPU tables.") and text.endswith("## After\n")  # the rest untouched
+    assert "## GPU: Fake GPU 80GB (" in text and "No GPU run yet" not in text
+    assert "| forward (eval) (2, 16, 32), vocab 100, bf16 | posembed TransformerEmbeddings | 0.0512 | 2.50x |" in text
+    assert text.count(START) == text.count(END) == 1
+    for quick, machine in ((True, machine_info(torch.device("cuda", 0))), (False, machine_info())):
+        write_report(rows, [], machine, out, quick=quick)
+        assert not write_gpu_section(out, benchmarks_md)  # a quick or CPU run leaves it as it is
+    assert json.loads((out / "results.json").read_text())["machine"]["device"] == "cpu"

@@ -268,6 +268,17 @@ def _device_words(machine: dict) -> str:
     return f"{device} ({machine.get('device_name', '?')}{cuda})"
 
 
+def format_ms(ms: float) -> str:
+    """Milliseconds to three significant digits at least (a GPU's sub-millisecond times keep theirs).
+
+    >>> format_ms(128.04), format_ms(3.256), format_ms(0.0423)
+    ('128.0', '3.26', '0.0423')
+    """
+    if ms >= 10:
+        return f"{ms:.1f}"
+    return f"{ms:.3g}" if ms < 1 else f"{ms:.2f}"
+
+
 def notes_text(extra: dict) -> str:
     """A row's extra numbers for the notes column: ``name: value`` each, ``; `` between them.
 
@@ -296,7 +307,7 @@ def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -
         lines += [f"### {section}", "", "| case | implementation | median ms | vs reference | notes |", "|---|---|---|---|---|"]
         for r in (r for r in rows if r.section == section):
             notes = "; ".join(x for x in (notes_text(r.extra), r.note) if x)
-            ms = "—" if r.median_ms is None else f"{r.median_ms:.1f}"
+            ms = "—" if r.median_ms is None else format_ms(r.median_ms)
             speed = "—" if r.speedup is None else f"{r.speedup:.2f}x"
             lines.append(f"| {r.case} | {r.impl} | {ms} | {speed} | {notes} |")
         lines.append("")
