@@ -13,18 +13,71 @@ from tests.helpers import assert_close
 D = 16
 
 
+def _ramped(plain: torch.Tensor, factor: float, low: float, high: float) -> torch.Tensor:
+    """Frequencies kept below channel ``low``, divided by ``factor`` above ``high``, linear in the channel between."""
+    ramp = ((torch.arange(plain.numel(), dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    return (plain.double() * (1 - ramp) + plain.double() / factor * ramp).float()
+
+
 def test_yarn_attention_factor_and_ramp():
     assert yarn_attention_factor(4.0) == pytest.approx(0.1 * math.log(4.0) + 1)
     assert yarn_attention_factor(1.0) == 1.0
     assert yarn_attention_factor(4.0, mscale=1.0, mscale_all_dim=1.0) == 1.0
-    rope = YaRNRotary(64, factor=8.0, original_max_len=4096)  # ramp over dims 10..23
+    # correction dims D ln(L / (2 pi beta)) / (2 ln base) = 10.47 (beta 32) and 22.51 (beta 1): ramp over 10..23
+    rope = YaRNRotary(64, factor=8.0, original_max_len=4096)
     plain = rope_inv_freq(64)
     assert rope.attention_scaling == pytest.approx(0.1 * math.log(8.0) + 1)
-    assert_close(rope.inv_freq[:10], plain[:10])  # fast dims: extrapolated (kept)
-    assert_close(rope.inv_freq[24:], plain[24:] / 8.0)  # slow dims: interpolated
-    assert torch.all(rope.inv_freq <= plain) and torch.all(rope.inv_freq >= plain / 8.0)
+    assert_close(rope.inv_freq[:11], plain[:11], atol=0, rtol=1e-6)  # fast dims (and the ramp's first): kept
+    assert_close(rope.inv_freq[23:], plain[23:] / 8.0, atol=0, rtol=1e-6)  # slow dims (and its last): interpolated
+    assert_close(rope.inv_freq, _ramped(plain, 8.0, 10, 23), atol=0, rtol=1e-6)  # channels 11..22: (i - 10) / 13
     overridden = YaRNRotary(64, factor=8.0, original_max_len=4096, attention_factor=1.5)
     assert overridden.attention_scaling == 1.5
+
+
+def test_yarn_ramp_channels_at_head_dim_128():
+    """original 4096, head_dim 128, factor 8: correction dims 20.94 and 45.03, so the truncated ramp
+    runs from channel 20 (kept) to 46 (interpolated), each channel between a 26th further."""
+    plain = rope_inv_freq(128)
+    rope = YaRNRotary(128, factor=8.0, original_max_len=4096)
+    ratio = plain / rope.inv_freq
+    assert torch.equal(ratio[:21], torch.ones(21)) and torch.allclose(ratio[46:], torch.full((18,), 8.0))
+    assert_close(rope.inv_freq, _ramped(plain, 8.0, 20, 46), atol=0, rtol=1e-6)
+    assert rope.inv_freq[33].item() == pytest.approx(plain[33].item() * (0.5 + 0.5 / 8), rel=1e-6)  # (33 - 20) / 26 = 1/2
+    assert rope.inv_freq[21].item() == pytest.approx(plain[21].item() * (25 / 26 + 1 / 26 / 8), rel=1e-6)
+    assert rope.inv_freq[45].item() == pytest.approx(plain[45].item() * (1 / 26 + 25 / 26 / 8), rel=1e-6)
+    untruncated = YaRNRotary(128, factor=8.0, original_max_len=4096, truncate=False)
+    low = 128 * math.log(4096 / (32 * 2 * math.pi)) / (2 * math.log(10000.0))
+    high = 128 * math.log(4096 / (1 * 2 * math.pi)) / (2 * math.log(10000.0))
+    assert (round(low, 4), round(high, 4)) == (20.9445, 45.0269)
+    assert_close(untruncated.inv_freq, _ramped(plain, 8.0, low, high), atol=0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_yarn_equals_transformers_where_the_ramp_spans_channels(truncate):
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama import modeling_llama as llama
+
+    from posembed import RotaryEmbedding
+
+    params = {"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0, "original_max_position_embeddings": 4096,
+              "truncate": truncate}  # fmt: skip
+    config = transformers.LlamaConfig(hidden_size=256, num_attention_heads=2, max_position_embeddings=32768,
+                                      rope_parameters=dict(params))  # fmt: skip
+    theirs, their_scaling = ROPE_INIT_FUNCTIONS["yarn"](config)
+    ratio = rope_inv_freq(128) / theirs
+    assert int(((ratio > 1 + 1e-6) & (ratio < 8 - 1e-5)).sum()) >= 24  # the case really ramps (not collapsed)
+    ours = YaRNRotary(128, factor=8.0, original_max_len=4096, truncate=truncate, angles="fp32")
+    assert_close(ours.inv_freq, theirs, atol=0, rtol=1e-6)  # every channel, the ramp's included
+    assert ours.attention_scaling == pytest.approx(their_scaling, rel=1e-12)
+    built = RotaryEmbedding.from_hf_config(config, angles="fp32")
+    assert type(built) is YaRNRotary and torch.equal(built.inv_freq, ours.inv_freq)
+    positions = torch.tensor([[0, 1, 100, 4095, 4096, 20000, 32767]])  # (B, T): inside and past the original length
+    q, k = torch.randn(1, 2, 7, 128), torch.randn(1, 2, 7, 128)
+    q_ref, k_ref = llama.apply_rotary_pos_emb(q, k, *llama.LlamaRotaryEmbedding(config)(q, positions))
+    q_rot, k_rot = ours(q, k, positions)
+    assert_close(q_rot, q_ref)  # transformers' fp32 angles: equal to 2.4e-7 at position 32767
+    assert_close(k_rot, k_ref)
 
 
 def test_yarn_attention_factor_scales_logits_by_its_square():
