@@ -124,3 +124,33 @@ def test_tokenizer_without_special_tokens_is_refused():
 
     with pytest.raises(ValueError, match=r"NoCls has no \[CLS\]/\[SEP\] token"):
         encode_texts(NoCls(), "a")
+
+
+def test_the_length_error_carries_its_numbers_and_truncation_is_recorded(tokenizer):
+    from posembed.pairs import TextTooLongError
+
+    with pytest.raises(TextTooLongError) as error:
+        encode_texts(tokenizer, ["short", " ".join(["word"] * 600)])
+    assert (error.value.index, error.value.tokens, error.value.limit, error.value.layout) == (1, 602, 512, "[CLS] A [SEP]")
+    cut = encode_texts(tokenizer, ["one two three four", "one"], max_length=4, truncation=True)
+    assert cut.full_lengths == (6, 3) and cut.truncated
+    whole = encode_texts(tokenizer, ["one two three four", "one"], max_length=6, truncation=True)
+    assert whole.full_lengths == (6, 3) and not whole.truncated
+
+
+def test_transformers_own_length_warning_is_not_raised(tokenizer, monkeypatch):
+    """posembed checks the length itself: the tokenizer is called with verbose=False when it takes it."""
+    import functools
+
+    seen = []
+    call = type(tokenizer).__call__
+
+    @functools.wraps(call)
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("verbose"))
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", spy)
+    with pytest.raises(ValueError):
+        encode_texts(tokenizer, " ".join(["word"] * 600))
+    assert seen == [False]

