@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -133,3 +134,52 @@ def test_batch_must_split_over_processes(monkeypatch):
     monkeypatch.setattr("posembed.lab.train.rank_and_world", lambda: (0, 3))
     with pytest.raises(ValueError, match="batch=8 must be divisible by the number of processes \\(3\\)"):
         train_trial(tiny_trial())
+
+
+def test_cpu_training_is_never_compiled(monkeypatch):
+    from posembed.lab.train import compile_training
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the CPU training was compiled")
+
+    monkeypatch.setattr(torch, "compile", refuse)
+    result, _ = train_trial(tiny_trial(scheme="rope"), device="cpu")
+    assert result.curve
+    huge = TrialConfig(steps=10**6, dim=1024, depth=24, context=1024)
+    assert compile_training(torch.device("cpu"), huge) is False
+
+
+def test_cuda_compiles_only_trials_that_repay_the_compile():
+    """The policy with the device named (no GPU needed): the presets' trials train eagerly, a long
+    GPT-2-sized run compiles, and a longer trial never turns compiling off."""
+    from posembed.lab.calibration import NANOGPT_CPU
+    from posembed.lab.presets import get_preset
+    from posembed.lab.runner import expand
+    from posembed.lab.train import compile_training
+
+    cuda = torch.device("cuda")
+    assert not any(compile_training(cuda, cfg) for cfg in expand(get_preset("quick")))
+    assert not compile_training(cuda, NANOGPT_CPU)
+    gpt2 = TrialConfig(task="charlm", dim=768, depth=12, heads=12, context=1024, batch=8, steps=5000)
+    assert compile_training(cuda, gpt2) and compile_training(torch.device("cuda", 1), gpt2)
+    decisions = [compile_training(cuda, dataclasses.replace(NANOGPT_CPU, steps=steps)) for steps in (10, 10**3, 10**5, 10**7)]
+    assert decisions == sorted(decisions) and decisions[-1]
+
+
+def test_the_trained_module_is_the_compiled_one_when_the_policy_says_so(monkeypatch):
+    """With the policy mocked to compile, the loop trains what ``torch.compile`` returned (here the
+    model itself, recorded), and the numbers are the eager ones."""
+    import posembed.lab.train as train_module
+
+    compiled = []
+
+    def record(module, *args, **kwargs):
+        compiled.append(module)
+        return module
+
+    cfg = tiny_trial(scheme="learned")
+    eager, _ = train_trial(cfg, device="cpu")
+    monkeypatch.setattr(train_module, "compile_training", lambda device, trial: True)
+    monkeypatch.setattr(torch, "compile", record)
+    again, model = train_trial(cfg, device="cpu")
+    assert compiled == [model] and again.curve == eager.curve and again.evals == eager.evals

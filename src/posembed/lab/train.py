@@ -12,6 +12,8 @@ says where the model trains. On CUDA the forward passes run under bf16 autocast 
 and the optimizer stay fp32), AdamW is the fused kernel, bias schemes attend through compiled
 FlexAttention (``backend="auto"``, see :func:`posembed.attention_backends.choose_backend`) and
 no determinism is promised; the data are still drawn on the CPU, so batches are the same.
+A trial long enough to repay a cold compile trains under ``torch.compile`` there
+(:func:`compile_training`); the CPU never compiles the training, so its runs stay bit for bit.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
 __all__ = [
     "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
-    "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice", "adamw",
+    "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice", "adamw", "compile_training",
 ]
 
 logger = logging.getLogger(__name__)
@@ -267,6 +269,32 @@ class OnDevice(nn.Module):
 
 StepCallback = Callable[[int, float], None]
 
+#: seconds a cold ``torch.compile`` of a lab model's training step costs on CUDA (forward and
+#: backward graphs; later trials of the same shape load them from the cache in a fraction of it)
+COMPILE_SECONDS = 40.0
+#: the share of an eager step's time compiling saves on a launch-bound model (fused kernels)
+COMPILE_SAVING = 0.3
+
+
+def compile_training(device: torch.device, cfg: TrialConfig) -> bool:
+    """Whether ``cfg`` trains under ``torch.compile`` on ``device``: only on CUDA, and only when the
+    eager training time it is estimated to save (:data:`COMPILE_SAVING` of
+    :func:`~posembed.lab.worker_plan.trial_seconds`) repays a cold compile (:data:`COMPILE_SECONDS`).
+    The CPU never compiles here (its numbers stay bit for bit), nor do the presets' short trials.
+
+    >>> compile_training(torch.device("cpu"), TrialConfig(steps=10**6, dim=1024, depth=24))
+    False
+    >>> compile_training(torch.device("cuda"), TrialConfig(steps=300, dim=64, depth=2))
+    False
+    >>> compile_training(torch.device("cuda"), TrialConfig(steps=20000, dim=768, depth=12, context=1024, batch=8))
+    True
+    """
+    if device.type != "cuda":
+        return False
+    from posembed.lab.worker_plan import trial_seconds
+
+    return COMPILE_SAVING * trial_seconds(cfg, device) >= COMPILE_SECONDS
+
 
 def train_trial(
     cfg: TrialConfig, *, on_step: StepCallback | None = None, device: str | torch.device | None = "auto"
@@ -289,6 +317,8 @@ def train_trial(
     if world > 1:
         ids = [device.index] if device.type == "cuda" else None
         trainable = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    if compile_training(device, cfg):
+        trainable = torch.compile(trainable)
     generator = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
     table = cfg.table_size or task.max_length()
     start = time.perf_counter()

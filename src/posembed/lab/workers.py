@@ -16,6 +16,13 @@ Design:
   (``prctl(PR_SET_PDEATHSIG)``), and a watcher thread also ends it once its parent pid changes
   (the fallback elsewhere). Workers ignore ``SIGINT``: on Ctrl-C or any error the parent kills
   them itself, and what was stored stays.
+- Kernels are compiled once per shape and kind, not once per trial or per worker: every worker
+  compiles into the parent's Inductor cache directory (:func:`compile_cache_dir`, passed to it
+  explicitly), whose FX-graph and autotune caches torch keeps on by default, so a graph one
+  worker compiled is loaded from disk by the others; and nothing in the lab resets Dynamo
+  between trials, so a process reuses its compiled frames for every later trial of that kind.
+- On a GPU the workers share the device (:mod:`posembed.lab.worker_plan` says why processes
+  rather than streams, and how many).
 
 The same exchange (:func:`train_packed` in the worker, :func:`unpack_model` in the parent)
 runs trials as tasks on a Ray cluster: :mod:`posembed.lab.ray_runner`.
@@ -45,7 +52,8 @@ from torch import nn
 from posembed.lab.config import TrialConfig
 from posembed.lab.train import TrialResult, train_trial
 
-__all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "train_packed", "unpack_model"]
+__all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "compile_cache_dir", "train_packed",
+           "unpack_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +76,27 @@ def default_workers(threads: int = 1) -> int:
     return max(1, available_cores() // max(1, threads))
 
 
+def compile_cache_dir() -> str | None:
+    """The Inductor cache directory this process compiles into (``TORCHINDUCTOR_CACHE_DIR``, else
+    torch's per-user default; ``None`` where this torch has no Inductor): one for the whole sweep."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:  # pragma: no cover - a torch without Inductor compiles nothing
+        return None
+    return cache_dir()
+
+
+def _warn_if_caches_are_off() -> None:
+    """Say once when torch is told to keep no compile cache: every trial then compiles again."""
+    try:
+        from torch._inductor import config
+    except ImportError:  # pragma: no cover
+        return
+    if getattr(config, "force_disable_caches", False) or not getattr(config, "fx_graph_cache", True):
+        logger.warning("torch's compile caches are off (TORCHINDUCTOR_FORCE_DISABLE_CACHES or fx_graph_cache): "
+                       "each worker compiles every kernel again")
+
+
 class TrialPool:
     """``workers`` processes of ``threads`` torch threads each; a context manager.
 
@@ -83,9 +112,10 @@ class TrialPool:
         self._executor: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> "TrialPool":
+        _warn_if_caches_are_off()
         self._executor = ProcessPoolExecutor(
             max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker, initargs=(self.threads, os.getpid()),
+            initializer=_init_worker, initargs=(self.threads, os.getpid(), compile_cache_dir()),
         )
         return self
 
@@ -131,8 +161,11 @@ class TrialPool:
         self.close(kill=exc_type is not None)
 
 
-def _init_worker(threads: int, parent: int) -> None:
-    """In each worker, once: die with the parent, leave Ctrl-C to it, set the torch threads."""
+def _init_worker(threads: int, parent: int, compile_cache: str | None = None) -> None:
+    """In each worker, once: die with the parent, leave Ctrl-C to it, set the torch threads, and
+    compile into the parent's cache directory ``compile_cache``."""
+    if compile_cache is not None:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = compile_cache  # read when Inductor first compiles
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:
