@@ -35,8 +35,16 @@ def test_table_from_dicts_and_from_header():
     page = report.html()
     assert "<tr><th>a</th><th>b</th><th>c</th></tr>" in page
     assert "<tr><td>1</td><td>0.1235</td><td></td></tr>" in page
-    assert "<tr><td>2</td><td></td><td>x</td></tr>" in page
+    assert '<tr><td>2</td><td></td><td class="text">x</td></tr>' in page  # words: left-aligned, wrapped at spaces
     assert "<tr><th>k</th><th>v</th></tr>" in page and "<td>2.5</td>" in page
+
+
+def test_text_cells_are_left_aligned_and_never_broken_mid_word():
+    report = HtmlReport("t")
+    report.table([["does not reproduce (reversed)", "0.61 [0.5, 0.7]", 0.25, "n/a"]], header=["verdict", "ours", "x", "y"])
+    page = report.html()
+    assert '<td class="text">does not reproduce (reversed)</td><td>0.61 [0.5, 0.7]</td><td>0.25</td><td>n/a</td>' in page
+    assert "td.text { text-align: left; overflow-wrap: normal; word-break: normal;" in page
 
 
 def test_table_bad_input():

@@ -54,6 +54,7 @@ p.banner { background: #fdecea; border: 2px solid #b3261e; padding: .5em .8em; }
 th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
 th { background: #f0f0f0; }
 td:first-child, th:first-child { text-align: left; }
+td.text { text-align: left; overflow-wrap: normal; word-break: normal; min-width: 8em; }
 figure { margin: 1.2em 0; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: .9em; color: #555; }
@@ -190,7 +191,7 @@ class HtmlReport:
         head = "".join(f"<th>{html.escape(str(name))}</th>" for name in header)
         lines = ['<div class="table-wrap"><table>', f"<tr>{head}</tr>"]
         for row in body:
-            lines.append("<tr>" + "".join(f"<td>{html.escape(format_cell(v))}</td>" for v in row) + "</tr>")
+            lines.append("<tr>" + "".join(_cell(v) for v in row) + "</tr>")
         lines.append("</table></div>")
         self._parts.append("\n".join(lines))
 
@@ -232,6 +233,23 @@ class HtmlReport:
         atomic_write_text(target, self.html())
         logger.info("wrote %s (%d figures)", target, len(self._images))
         return target
+
+
+def _is_text(value: Any) -> bool:
+    """Whether a cell holds words (left-aligned, wrapped between words) rather than a number.
+
+    >>> [_is_text(v) for v in ("does not reproduce", "0.61 [0.5, 0.7]", 3.5, "n/a", "1.2e-3")]
+    [True, False, False, False, False]
+    """
+    if not isinstance(value, str):
+        return False
+    head = value.split(" ")[0].lstrip("+-−±")
+    return not (head[:1].isdigit() or head[:1] == "." or value in ("n/a", "nan", ""))
+
+
+def _cell(value: Any) -> str:
+    text = html.escape(format_cell(value))
+    return f'<td class="text">{text}</td>' if _is_text(value) else f"<td>{text}</td>"
 
 
 def _table_cells(rows: Sequence[Any], header: Sequence[str] | None) -> tuple[list[str], list[list[Any]]]:
