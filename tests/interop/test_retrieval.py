@@ -159,6 +159,9 @@ def test_wilson_matches_the_formula_and_covers():
     assert 0.93 < covered < 0.97
     with pytest.raises(ValueError, match="0 <= hits <= n"):
         wilson(51, 50)
+    # the ends are exact and the interval always holds the observed rate (the plot's error bars)
+    assert wilson(0, 50)[0] == 0.0 and wilson(50, 50)[1] == 1.0
+    assert all(wilson(k, n)[0] <= k / n <= wilson(k, n)[1] for n in range(1, 60) for k in range(n + 1))
 
 
 def _cell(task, system, length, hits, n=50):

@@ -43,7 +43,9 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     p = hits / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if hits == 0 else max(0.0, min(p, centre - half))  # exact ends; never past p in rounding
+    high = 1.0 if hits == n else min(1.0, max(p, centre + half))
+    return low, high
 
 
 def chance(candidates: int) -> tuple[float, float]:
@@ -207,7 +209,8 @@ def _plot(result: dict):
             points = sorted((c for c in mine if c["system"] == system), key=lambda c: c["length"])
             xs = [c["length"] * (1 + 0.03 * (i - 4)) for c in points]  # a small offset keeps intervals apart
             ax.errorbar(xs, [c["accuracy"] for c in points],
-                        yerr=[[c["accuracy"] - c["low"] for c in points], [c["high"] - c["accuracy"] for c in points]],
+                        yerr=[[max(0.0, c["accuracy"] - c["low"]) for c in points],
+                              [max(0.0, c["high"] - c["accuracy"]) for c in points]],
                         linestyle=line, marker=marker, label=system, alpha=0.85, capsize=2)
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(L) for L in lengths])
