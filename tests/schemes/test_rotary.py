@@ -333,13 +333,14 @@ def test_compiled_rotation_equals_the_eager_path(layout, rotary_dim):
         assert_close(a, b)
 
 
-def test_compiled_rotation_falls_back_for_half_precision(caplog):
+def test_compiled_rotation_falls_back_for_float64(caplog):
+    """The kernel covers fp32, bf16 and fp16 (tests/test_fused_rope.py); float64 rotates eagerly."""
     from posembed._logging import forget_logged
 
     forget_logged()
     rope = RotaryEmbedding(8, compiled=True)
-    q = torch.randn(1, 2, 5, 8, dtype=torch.bfloat16)
-    with caplog.at_level("WARNING", logger="posembed.schemes.rotary"):
+    q = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+    with caplog.at_level("WARNING", logger="posembed.schemes.rotation"):
         out, _ = rope(q, q)
         rope(q, q)
     assert_close(out, RotaryEmbedding(8)(q, q)[0])

@@ -9,9 +9,16 @@
 - learned angles (cos/sin that require grad) and code already under ``torch.compile``: the plain
   formula (no ``out=``), differentiated by autograd or fused by the outer compiler;
 - compiled: :class:`CompiledRotation`, ``torch.compile`` of the same formula (built lazily,
-  once), inside the same :class:`_Rotation`.
+  once), inside the same :class:`_Rotation`. It reads and writes the input's dtype (float32,
+  bfloat16 or float16) and rotates in float32 inside (:func:`rotate_in_float32`): one pass over
+  ``x``, cos and sin kept in float32, the result rounded once, as the eager path rounds it.
 
-:func:`apply_rotary` is the one place that chooses between them.
+:func:`apply_rotary` is the one place that chooses between them. ``compiled=None`` (the default)
+asks the device policy :func:`compiled_by_default`: the compiled kernel on CUDA, where the eager
+formula is several passes over memory per tensor; the eager formula on the CPU, where it is what
+the benchmarks and the lab's bit-for-bit runs measured. Nothing in the forward or the backward
+reads a tensor's value back to the host (no ``.item()``, no data-dependent branch): the checks
+look at shapes and dtypes only.
 
 Why the compiled kernel lives here and not in :mod:`posembed.fused.rope`: ``compiled=True`` is an
 option of :class:`~posembed.schemes.rotary.RotaryEmbedding`, and schemes sit below ``fused`` in
@@ -35,14 +42,18 @@ from posembed._logging import log_once
 from posembed._memory import advise_huge_pages
 
 __all__ = [
-    "ROPE_LAYOUTS", "CompiledRotation", "apply_rotary", "check_rotation", "compile_available", "compiled_rotation",
-    "rotate_reference", "rotate_with",
+    "COMPILED_DTYPES", "ROPE_LAYOUTS", "CompiledRotation", "apply_rotary", "check_rotation", "compile_available",
+    "compiled_by_default", "compiled_rotation", "rotate_in_float32", "rotate_reference", "rotate_with",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 #: RoPE channel layouts: pairs ``(i, i + r/2)`` (GPT-NeoX, Hugging Face) or ``(2i, 2i + 1)`` (GPT-J, Meta)
 ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+
+#: input dtypes the compiled kernel rotates (half precision widened to float32 inside the kernel)
+COMPILED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
+_HALF = (torch.bfloat16, torch.float16)
 
 Kernel = Callable[[Tensor, Tensor, Tensor, str], Tensor]
 
@@ -99,8 +110,30 @@ def rotate_reference(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", 
     return torch.cat((rotated, rest), -1) if rest.shape[-1] else rotated
 
 
+def rotate_in_float32(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half") -> Tensor:
+    """The formula with a half-precision ``x`` widened to float32 and the result rounded back once.
+
+    What the compiled kernel traces: Inductor fuses the widening, the rotation and the rounding
+    into one loop that reads and writes ``x``'s dtype. ``cos``/``sin`` are float32 (the exact
+    angles are never rounded to half precision). For float32 ``x`` this is
+    :func:`rotate_reference`.
+
+    >>> x = torch.tensor([[1.0, 0.0]], dtype=torch.bfloat16)
+    >>> rotate_in_float32(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]))
+    tensor([[0., 1.]], dtype=torch.bfloat16)
+    """
+    work = x.float() if x.dtype in _HALF else x
+    return rotate_reference(work, cos, sin, layout).to(x.dtype)
+
+
 def _eager(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
-    """The formula written into a fresh buffer that faults in huge pages where the kernel allows."""
+    """The formula written into a fresh buffer that faults in huge pages where the kernel allows.
+
+    A half-precision ``x`` (only the compiled kernel's fallback passes one) is rotated in
+    float32 and rounded back once, as :func:`apply_rotary`'s eager path does.
+    """
+    if x.dtype in _HALF:
+        return _eager(x.float(), cos.float(), sin.float(), layout).to(x.dtype)
     out = torch.empty_like(x)
     advise_huge_pages(out)
     return rotate_reference(x, cos, sin, layout, out=out)
@@ -118,7 +151,9 @@ class _Rotation(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         cos, sin = ctx.saved_tensors  # double backward: the inverse rotation is again a _Rotation
-        return rotate_with(ctx.kernel, grad.contiguous(), cos, -sin, ctx.layout), None, None, None, None
+        # ``grad`` as it comes: a copy to a dense tensor (the gradient of a sum is one expanded
+        # scalar) would cost a pass over fresh, page-faulting memory (issue 27: 1.7x on the CPU)
+        return rotate_with(ctx.kernel, grad, cos, -sin, ctx.layout), None, None, None, None
 
 
 def rotate_with(kernel: Kernel, x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
@@ -129,27 +164,37 @@ def rotate_with(kernel: Kernel, x: Tensor, cos: Tensor, sin: Tensor, layout: str
 
 
 @functools.cache
-def compile_available() -> bool:
-    """Whether ``torch.compile`` can build CPU kernels here (Inductor's C++ compiler is present).
+def compile_available(device_type: str = "cpu") -> bool:
+    """Whether ``torch.compile`` can build kernels for ``device_type`` here.
 
+    ``"cpu"``: Inductor's C++ compiler is present; ``"cuda"``: a CUDA device and Triton are.
     Cheap: nothing is compiled. If compiling still fails later, :class:`CompiledRotation` logs
     it once and falls back to the eager formula.
+
+    >>> compile_available("meta")
+    False
     """
     try:
+        if device_type == "cuda":
+            from torch.utils._triton import has_triton
+
+            return torch.cuda.is_available() and has_triton()
+        if device_type != "cpu":
+            return False
         from torch._inductor.cpp_builder import get_cpp_compiler
 
         return bool(get_cpp_compiler())
-    except Exception as error:  # no Inductor, no C++ compiler, unsupported platform, ...
-        logger.info("compiled RoPE kernel unavailable (%s); the eager formula is used", error)
+    except Exception as error:  # no Inductor, no C++ compiler, no Triton, unsupported platform, ...
+        logger.info("compiled RoPE kernel unavailable on %s (%s); the eager formula is used", device_type, error)
         return False
 
 
 def _compile_reference() -> Kernel:
-    return torch.compile(rotate_reference, dynamic=None, fullgraph=True)
+    return torch.compile(rotate_in_float32, dynamic=None, fullgraph=True)
 
 
 class CompiledRotation:
-    """``torch.compile`` of :func:`rotate_reference`, built on first use; eager after a failure.
+    """``torch.compile`` of :func:`rotate_in_float32`, built on first use; eager after a failure.
 
     Args:
         build: makes the compiled callable (default: ``torch.compile`` of the reference); tests
@@ -187,32 +232,58 @@ def compiled_rotation() -> CompiledRotation:
     return CompiledRotation()
 
 
-def _compiled_applies(x: Tensor) -> bool:
-    """Whether the compiled kernel may rotate ``x``; a reason not to is logged once."""
-    if not compile_available():
-        log_once(logger, "compiled RoPE requested, but torch.compile cannot build kernels here; rotating eagerly")
-        return False
-    if x.dtype != torch.float32:
-        log_once(logger, "compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
-        return False
-    return True
+def compiled_by_default(device: torch.device) -> bool:
+    """The device policy for ``compiled=None``: whether the compiled kernel is the default on ``device``.
+
+    CUDA: yes (the eager formula is several passes over memory per tensor there). The CPU and
+    anything else: no (the eager formula is what the CPU benchmarks and the lab's bit-for-bit
+    runs measured; ``compiled=True`` still opts in).
+
+    >>> compiled_by_default(torch.device("cpu")), compiled_by_default(torch.device("cuda"))
+    (False, True)
+    """
+    return device.type == "cuda"
 
 
-def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, compiled: bool = False) -> Tensor:
+def _compiled_applies(x: Tensor, compiled: bool | None) -> bool:
+    """Whether the compiled kernel rotates ``x``: asked for (or the device's default) and able to.
+
+    A reason not to is logged once when ``compiled=True`` asked for the kernel; under the device
+    default the fallback is silent (nothing was asked)."""
+    if compiled is None:
+        if not compiled_by_default(x.device):
+            return False
+    elif not compiled:
+        return False
+    reason = None
+    if x.dtype not in COMPILED_DTYPES:
+        reason = f"compiled RoPE covers float32, bfloat16 and float16 inputs, got {x.dtype}; rotating eagerly"
+    elif not compile_available(x.device.type):
+        reason = f"compiled RoPE requested, but torch.compile cannot build {x.device.type} kernels here; rotating eagerly"
+    if reason is not None and compiled:
+        log_once(logger, reason)
+    return reason is None
+
+
+def apply_rotary(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, compiled: bool | None = None
+) -> Tensor:
     """Rotate the first ``2 * cos.shape[-1]`` channels of ``x``; the rest pass through.
 
-    The one dispatch point of the rotation. Half-precision inputs are rotated in float32 and cast
-    back. Gradients flow to ``x`` (and to ``cos``/``sin`` when they require them). Under
-    ``torch.compile``, and for learned angles, the plain formula is traced; otherwise the eager
-    formula (or, with ``compiled=True``, its compiled kernel) runs with the inverse rotation as
-    backward. The compiled kernel covers fp32 inputs with fixed angles; for anything else, or where
-    it cannot be built, the eager formula runs and the reason is logged once.
+    The one dispatch point of the rotation. Half-precision inputs are rotated in float32 and
+    rounded back once. Gradients flow to ``x`` (and to ``cos``/``sin`` when they require them).
+    Under ``torch.compile``, and for learned angles, the plain formula is traced; otherwise the
+    eager formula or its compiled kernel runs, with the inverse rotation as backward. The compiled
+    kernel covers float32, bfloat16 and float16 inputs with fixed angles (float32 inside); for
+    anything else, or where it cannot be built, the eager formula runs.
 
     Args:
         x: queries or keys.
         cos, sin: float32 (any float dtype), broadcastable to ``x[..., :r/2]``.
         layout: ``"half"`` (pairs ``(i, i + r/2)``) or ``"interleaved"`` (pairs ``(2i, 2i+1)``).
-        compiled: use the compiled kernel where it applies.
+        compiled: ``True``: the compiled kernel where it applies (a fallback is logged once);
+            ``False``: the eager formula; ``None`` (default): the device's policy,
+            :func:`compiled_by_default` (compiled on CUDA, eager on the CPU).
 
     Shape:
         - x: ``(..., T, D)``; cos, sin: ``(T, r/2)`` or ``(B, 1, T, r/2)`` with ``r <= D``.
@@ -223,13 +294,14 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, c
     tensor([[0., 1.]])
     """
     check_rotation(x, cos, sin, layout)
+    compiling = torch.compiler.is_compiling()  # the outer compiler fuses the plain formula
+    learned = torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad)  # autograd traces it
+    if not (compiling or learned) and _compiled_applies(x, compiled):  # x's dtype in and out, float32 inside
+        return rotate_with(compiled_rotation(), x, cos.to(torch.float32), sin.to(torch.float32), layout)
+    if learned and compiled and not compiling:
+        log_once(logger, "compiled RoPE covers fixed angles (cos/sin without gradient); rotating eagerly")
     work = x if x.dtype in (torch.float32, torch.float64) else x.float()
     cos, sin = cos.to(work.dtype), sin.to(work.dtype)
-    if torch.compiler.is_compiling():
-        return rotate_reference(work, cos, sin, layout).type_as(x)  # the outer compiler fuses the formula
-    if torch.is_grad_enabled() and (cos.requires_grad or sin.requires_grad):
-        if compiled:
-            log_once(logger, "compiled RoPE covers fp32 inputs with fixed angles; rotating eagerly")
-        return rotate_reference(work, cos, sin, layout).type_as(x)  # learned angles: autograd traces it
-    kernel: Kernel = compiled_rotation() if compiled and _compiled_applies(x) else _eager
-    return rotate_with(kernel, work, cos, sin, layout).type_as(x)
+    if compiling or learned:
+        return rotate_reference(work, cos, sin, layout).type_as(x)
+    return rotate_with(_eager, work, cos, sin, layout).type_as(x)
