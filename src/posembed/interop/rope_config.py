@@ -40,6 +40,7 @@ from posembed._checks import did_you_mean
 from posembed.interop.hf_config import config_dict, read_config
 from posembed.interop.rope_settings import RopeSettings, layer_parameters, layer_settings, select_layer
 from posembed.schemes import rotary_scaling as rs
+from posembed.schemes.factory import ROPE_TYPE_SCHEMES
 from posembed.schemes.rotary import RotaryEmbedding
 from posembed.schemes.rotary_longrope import LongRoPERotary
 from posembed.schemes.rotary_yarn import YaRNRotary
@@ -212,13 +213,17 @@ def _proportional(s: RopeSettings, common: dict) -> RotaryEmbedding:
     return rs.ProportionalRotary(s.head_dim, rope_fraction=s.partial_rotary_factor, factor=factor, **common)
 
 
-#: rope_type -> builder, for every rope type transformers implements for Llama-style models
-ROPE_TYPES: dict[str, _Builder] = {
-    "default": _default,
-    "linear": _linear,
-    "dynamic": _dynamic,
-    "yarn": _yarn,
-    "longrope": _longrope,
-    "llama3": _llama3,
-    "proportional": _proportional,
+#: scheme name -> how its constructor's arguments come from a config's RoPE settings
+_BUILDERS: dict[str, _Builder] = {
+    "rope": _default,
+    "rope_linear": _linear,
+    "rope_dynamic_ntk": _dynamic,
+    "rope_yarn": _yarn,
+    "rope_longrope": _longrope,
+    "rope_llama3": _llama3,
+    "rope_proportional": _proportional,
 }
+
+#: rope_type -> builder, for every rope type transformers implements for Llama-style models; the
+#: rope_type names are the factory's (:data:`posembed.schemes.factory.ROPE_TYPE_SCHEMES`)
+ROPE_TYPES: dict[str, _Builder] = {rope_type: _BUILDERS[name] for rope_type, name in ROPE_TYPE_SCHEMES.items()}

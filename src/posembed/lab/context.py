@@ -35,17 +35,19 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from posembed._checks import did_you_mean
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.config import scheme_config
 from posembed.schemes.rotary import RotaryEmbedding
 from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_scaling import DynamicNTKRotary, LinearScalingRotary, Llama3Rotary, NTKAwareRotary
+from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, build_from_kwargs
 from posembed.schemes.rotary_yarn import YaRNRotary
 
 __all__ = ["METHODS", "method_scheme", "longrope_factors", "swap_scheme", "rope_base", "rotary_head_dim"]
 
-#: every extension method, in the order tables and plots list them
-METHODS = ("extrapolate", "linear", "ntk", "dynamic_ntk", "yarn", "llama3", "longrope")
+#: every extension method, in the order tables and plots list them: the factory entries' method
+#: names (:data:`posembed.schemes.factory.METHOD_SCHEMES`), the one table of them
+METHODS: tuple[str, ...] = tuple(METHOD_SCHEMES)
 
 
 def longrope_factors(head_dim: int, base: float, factor: float, original_len: int) -> list[float]:
@@ -67,29 +69,24 @@ def method_scheme(method: str, *, head_dim: int, factor: float, original_len: in
     Built without a cos/sin cache (``max_len=None``), so any length runs.
     """
     if method not in METHODS:
-        raise ValueError(f"unknown context-extension method {method!r}; known: {', '.join(METHODS)}")
+        raise ValueError(
+            f"unknown context-extension method {method!r}{did_you_mean(method, METHODS)}; known: {', '.join(METHODS)}"
+        )
     if not factor > 0:
         raise ValueError(f"factor must be > 0, got {factor!r}")
     rope = dict(base=base, max_len=None)
-    scaled = dict(factor=max(1.0, float(factor)), **rope)
-    with_len = dict(scaled, original_max_len=original_len)
     if method == "extrapolate" or (factor <= 1.0 and method != "dynamic_ntk"):
         return RotaryEmbedding(head_dim, **rope)
-    if method == "linear":
-        return LinearScalingRotary(head_dim, **scaled)
-    if method == "ntk":
-        return NTKAwareRotary(head_dim, **scaled)
-    if method == "dynamic_ntk":
-        return DynamicNTKRotary(head_dim, **with_len)
-    if method == "yarn":
-        return YaRNRotary(head_dim, **with_len)
-    if method == "llama3":
-        return Llama3Rotary(head_dim, **with_len)
-    long = longrope_factors(head_dim, base, scaled["factor"], original_len)
-    return LongRoPERotary(
-        head_dim, short_factor=[1.0] * len(long), long_factor=long, original_max_len=original_len,
-        factor=scaled["factor"], **rope,
-    )
+    scaled = max(1.0, float(factor))
+    if method == "longrope":
+        long = longrope_factors(head_dim, base, scaled, original_len)
+        return LongRoPERotary(
+            head_dim, short_factor=[1.0] * len(long), long_factor=long, original_max_len=original_len, factor=scaled,
+            **rope,
+        )
+    name = METHOD_SCHEMES[method]
+    given = dict(head_dim=head_dim, factor=scaled, original_max_len=original_len, **rope)
+    return build_from_kwargs(name, {key: value for key, value in given.items() if key in FACTORY[name].accepted})
 
 
 def rope_base(model: nn.Module) -> float:
@@ -161,6 +158,7 @@ def swap_scheme(model: nn.Module, new_scheme: PositionScheme | Sequence[Position
 
     Example:
         >>> from posembed.model import Decoder
+        >>> from posembed.schemes.rotary_scaling import LinearScalingRotary
         >>> model = Decoder(11, dim=16, depth=2, num_heads=2, scheme=RotaryEmbedding(8))
         >>> longer = swap_scheme(model, LinearScalingRotary(8, factor=2.0))
         >>> type(longer.blocks[1].attn.scheme).__name__, type(model.scheme).__name__

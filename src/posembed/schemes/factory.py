@@ -63,7 +63,8 @@ from posembed.schemes.t5_bias import T5RelativeBias
 from posembed.schemes.xpos import XPos
 
 __all__ = [
-    "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS",
+    "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",
+    "METHOD_SCHEMES",
     "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs",
 ]
 
@@ -155,10 +156,22 @@ class Arg:
 
 @dataclass(frozen=True)
 class SchemeEntry:
-    """How one scheme is built: its class and its arguments in constructor order."""
+    """How one scheme is built, and the names it goes by.
+
+    Attributes:
+        cls: the scheme class; its ``name`` is the factory's name for it.
+        args: its constructor arguments, in constructor order.
+        rope_type: transformers' ``rope_type`` for this scheme (``"yarn"``), or ``None``; the
+            RoPE-config builder (:data:`posembed.interop.rope_config.ROPE_TYPES`) derives its keys
+            from these.
+        method: the context-extension method name of the lab (``posembed lab extend --method``,
+            :data:`posembed.lab.context.METHODS`), or ``None``.
+    """
 
     cls: type[PositionScheme]
     args: tuple[Arg, ...]
+    rope_type: str | None = None
+    method: str | None = None
 
     @property
     def name(self) -> str:
@@ -224,31 +237,34 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(ScaledSinusoidal, (_size("dim", "dim"), *_sinusoid_options("sinusoidal"))),
     SchemeEntry(Sinusoidal2D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(Sinusoidal3D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
-    SchemeEntry(RotaryEmbedding, (_HEAD_DIM, *_ROPE_OPTIONS)),
-    SchemeEntry(LinearScalingRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS)),
-    SchemeEntry(NTKAwareRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS)),
+    SchemeEntry(RotaryEmbedding, (_HEAD_DIM, *_ROPE_OPTIONS), rope_type="default", method="extrapolate"),
+    SchemeEntry(
+        LinearScalingRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS),
+        rope_type="linear", method="linear",
+    ),
+    SchemeEntry(NTKAwareRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS), method="ntk"),
     SchemeEntry(DynamicNTKRotary, (
         _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
         *_ROPE_OPTIONS,
-    )),
-    SchemeEntry(Llama3Rotary, (
-        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
-        _opt("low_freq_factor", "float"), _opt("high_freq_factor", "float"), *_ROPE_OPTIONS,
-    )),
-    SchemeEntry(ProportionalRotary, (
-        _HEAD_DIM, _opt("rope_fraction", "float", required=True), _opt("factor", "float"), *_ROPE_OPTIONS,
-    )),
+    ), rope_type="dynamic", method="dynamic_ntk"),
     SchemeEntry(YaRNRotary, (
         _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
         _opt("beta_fast", "float"), _opt("beta_slow", "float"), _opt("attention_factor", "float", nullable=True),
         _opt("mscale", "float", nullable=True), _opt("mscale_all_dim", "float", nullable=True),
         _opt("truncate", "bool"), *_ROPE_OPTIONS,
-    )),
+    ), rope_type="yarn", method="yarn"),
+    SchemeEntry(Llama3Rotary, (
+        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
+        _opt("low_freq_factor", "float"), _opt("high_freq_factor", "float"), *_ROPE_OPTIONS,
+    ), rope_type="llama3", method="llama3"),
     SchemeEntry(LongRoPERotary, (
         _HEAD_DIM, _opt("short_factor", "floats", required=True), _opt("long_factor", "floats", required=True),
         _opt("original_max_len", "int", required=True), _opt("factor", "float"),
         _opt("attention_factor", "float", nullable=True), *_ROPE_OPTIONS,
-    )),
+    ), rope_type="longrope", method="longrope"),
+    SchemeEntry(ProportionalRotary, (
+        _HEAD_DIM, _opt("rope_fraction", "float", required=True), _opt("factor", "float"), *_ROPE_OPTIONS,
+    ), rope_type="proportional"),
     SchemeEntry(XPos, (
         _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name != "compiled"),
     )),
@@ -298,6 +314,16 @@ ENTRIES: tuple[SchemeEntry, ...] = (
 
 #: scheme name -> entry
 FACTORY: Mapping[str, SchemeEntry] = MappingProxyType({entry.name: entry for entry in ENTRIES})
+
+#: transformers' ``rope_type`` -> scheme name, from the entries (the one table of those names)
+ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType(
+    {entry.rope_type: entry.name for entry in ENTRIES if entry.rope_type is not None}
+)
+
+#: the lab's context-extension method -> scheme name, in the order the lab's tables list them
+METHOD_SCHEMES: Mapping[str, str] = MappingProxyType(
+    {entry.method: entry.name for entry in ENTRIES if entry.method is not None}
+)
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})
 
