@@ -236,3 +236,20 @@ def test_progress_lines_per_section_and_quiet(tmp_path, capsys):
     assert lines and lines[-1].startswith(f"inspect sections: {len(lines)}/{len(lines)} done")
     assert main(["inspect", "--scheme", "alibi", "--quick", "--quiet", "--out", str(tmp_path / "b")]) == 0
     assert "inspect sections:" not in capsys.readouterr().err
+
+
+def test_one_progress_style_without_a_terminal(tmp_path, capsys, minilm_path):
+    """A model loaded through transformers: its "Loading weights" bar stays out, no carriage return
+    reaches a file, every stderr line is a section line (ETA held back until 3 sections)."""
+    from transformers.utils import logging as hf_logging
+
+    folder = save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path)
+    capsys.readouterr()
+    assert hf_logging.is_progress_bar_enabled()
+    assert main(["inspect", str(folder), "--out", str(tmp_path / "out"), "--quick"]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and "Loading weights" not in err and "it/s" not in err, err
+    lines = err.splitlines()
+    assert lines and all(line.startswith("inspect sections: ") for line in lines), lines
+    assert lines[0].endswith("ETA after 3 sections") and lines[-1].endswith("ETA 0:00")
+    assert hf_logging.is_progress_bar_enabled()  # restored after the load

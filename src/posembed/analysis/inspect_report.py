@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from posembed._io import atomic_write_json
+from posembed._progress import Progress, progress_mode
 from posembed.analysis import bias_sections, model_sections, rotary_sections, table_sections
 from posembed.analysis.scheme_details import position_kind
 from posembed.analysis.sources import Source
@@ -235,17 +236,20 @@ _RUNNERS = {
 }
 
 
-def _sections(run: _Run, timings: dict) -> dict:
+def _sections(run: _Run, timings: dict, progress: bool | str | None) -> dict:
     found = {}
     plan = PLANS[run.kind]
-    for index, name in enumerate(plan, 1):
-        start = time.perf_counter()
-        logger.info("section: %s", name)
-        try:
-            found[name] = _RUNNERS[name](run)
-        finally:
-            timings[name] = round(time.perf_counter() - start, 3)
-        progress_logger.info("inspect sections: %d/%d done (%s, %.1f s)", index, len(plan), TITLES[name], timings[name])
+    with Progress(len(plan), mode=progress_mode(progress), desc="inspect sections", unit="section",
+                  logger=progress_logger) as reporter:
+        for name in plan:
+            start = time.perf_counter()
+            logger.info("section: %s", name)
+            reporter.working_on(TITLES[name])
+            try:
+                found[name] = _RUNNERS[name](run)
+            finally:
+                timings[name] = round(time.perf_counter() - start, 3)
+            reporter.advance(TITLES[name], timings[name])
     missing = [name for name in CLASSIC if name not in found]
     if missing:
         run.report.section(f"Not applicable to {run.kind} positions")
@@ -264,8 +268,14 @@ def run_inspect(
     out: str | os.PathLike,
     text_path: str | os.PathLike | None = None,
     options: InspectOptions | None = None,
+    progress: bool | str | None = None,
 ) -> dict:
-    """Run the sections that fit ``source`` and write ``report.html``, PNGs and ``metrics.json`` into ``out``."""
+    """Run the sections that fit ``source`` and write ``report.html``, PNGs and ``metrics.json`` into ``out``.
+
+    ``progress``: a bar on a terminal and else one INFO line per finished section on
+    :data:`PROGRESS_LOGGER` (``None``, the default), ``False`` for none, or a mode of
+    :func:`~posembed._progress.progress_mode`.
+    """
     options = options or InspectOptions()
     out = Path(out)
     needs_text = source.text_model is not None or text_path is not None
@@ -284,7 +294,7 @@ def run_inspect(
         "positions": source.positions,
         "notes": list(source.notes),
     }
-    sections = _sections(run, timings)
+    sections = _sections(run, timings, progress)
     metrics.update(sections)
     findings = [f"{TITLES[name]}: {value['finding']}" for name, value in sections.items() if "finding" in value]
     if findings:

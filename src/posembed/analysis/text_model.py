@@ -24,6 +24,8 @@ from typing import Protocol
 
 import torch
 
+from posembed._progress import quiet_transformers
+
 __all__ = [
     "DEFAULT_TEXT", "load_probe_text", "make_windows", "device_copy", "TextModel", "HFTextModel", "LabTextModel",
 ]  # fmt: skip
@@ -135,11 +137,13 @@ class HFTextModel:
             )
             return None
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            with quiet_transformers():
+                tokenizer = AutoTokenizer.from_pretrained(str(folder))
         except (OSError, ValueError, TypeError) as error:
             notes.append(f"no usable tokenizer in the folder ({type(error).__name__}); section 5 is skipped.")
             return None
-        config = AutoConfig.from_pretrained(str(folder))
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(str(folder))
         limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 512
         return cls(folder, tokenizer, int(limit), device)
 
@@ -151,7 +155,8 @@ class HFTextModel:
             from transformers import AutoModel
 
             logger.info("loading %s with transformers (on %s)", self.folder, self.device)
-            self._model = AutoModel.from_pretrained(str(self.folder)).eval().to(self.device)
+            with quiet_transformers():  # no "Loading weights" bar beside the sections' progress
+                self._model = AutoModel.from_pretrained(str(self.folder)).eval().to(self.device)
         return self._model
 
     @torch.no_grad()

@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"{DEVICE_HELP}: the model's forward and the scheme's matrices run there, the probes "
                              "(scikit-learn), tables and plots on the CPU")
     parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress (default: one line per finished section on stderr)")
+                        help="no progress (default: a bar on a terminal, else one line per finished section on stderr)")
     parser.set_defaults(func=run)
 
 
@@ -132,10 +132,10 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path("posembed-inspect") / source.name.split(" ")[0]
     options = InspectOptions.small() if args.quick else InspectOptions()
     from posembed.analysis.inspect_report import PROGRESS_LOGGER
-    from posembed.lab.progress import log_to_stderr
+    from posembed._progress import log_to_stderr
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
-        metrics = run_inspect(source, out, text_path=args.text, options=options)
+        metrics = run_inspect(source, out, text_path=args.text, options=options, progress=False if args.quiet else None)
     if args.json:
         json.dump(metrics, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
