@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -34,13 +35,44 @@ def test_context_study_resumes_without_retraining(study, capsys):
     assert {p: p.stat().st_mtime_ns for p in study.glob("models/*/rope/*")} == before
 
 
+def _perplexity(model, val: torch.Tensor, length: int, windows: int) -> float:
+    """exp(mean next-char cross-entropy) over the first ``windows`` held-out windows, one window at a time."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for r in range(min((len(val) - 1) // length, windows)):
+            window = val[r * length : r * length + length + 1]
+            logits = model(window[None, :-1])[0]  # (T, V)
+            total += float(torch.nn.functional.cross_entropy(logits.double(), window[1:], reduction="sum"))
+            count += length
+    return math.exp(total / count)
+
+
 def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
+    from posembed.lab.checkpoint import load_checkpoint
+    from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
+    from posembed.lab.context_eval import ContextData
+    from posembed.lab.tasks.passkey import depth_grid, min_length
+
     checkpoint = next(study.glob("models/*/rope"))
     assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--device", "cpu", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert {row["method"] for row in rows} == {"yarn"}
-    assert {row["length"] for row in rows} == {96, 192}
-    assert all(row["value"] is None or row["value"] >= 0 for row in rows)
+    assert {(row["method"], row["factor"], row["finetune_steps"]) for row in rows} == {("yarn", 2.0, 0)}
+    depths = list(depth_grid(5))  # lab extend's default grid: 5 depths, 8 documents each
+    for length in (96, 192):  # the trained context L = 96 and 2 L
+        found = {(row["metric"], row["depth"]): row["value"] for row in rows if row["length"] == length}
+        expected = {("perplexity", None)} | ({("passkey", d) for d in depths} | {("passkey_mean", None)} if length >= min_length(5) else set())
+        assert set(found) == expected and len(found) == len([r for r in rows if r["length"] == length])
+        passkey = [found[("passkey", d)] for d in depths]
+        assert all(value * 8 == round(value * 8) and 0 <= value <= 1 for value in passkey)  # k of 8 documents
+        assert found[("passkey_mean", None)] == pytest.approx(sum(passkey) / len(passkey), abs=1e-12)
+        # the perplexity is the swapped model's: YaRN at factor 2 over L = 96, recomputed here window by window
+        model, meta = load_checkpoint(checkpoint, device="cpu")
+        data = ContextData.load("tinyshakespeare")
+        plain = _perplexity(model.eval(), data.val, length, windows=16)
+        scheme = method_scheme("yarn", head_dim=rotary_head_dim(model), factor=2.0, original_len=96, base=rope_base(model))
+        swapped = _perplexity(swap_scheme(model, scheme).eval(), data.val, length, windows=16)
+        assert found[("perplexity", None)] == pytest.approx(swapped, rel=1e-6)  # fp32 sums against float64: ~5e-8
+        assert abs(swapped - plain) > 2e-5 * plain  # applied: ~6e-5 apart on this 12-step model, 10x the tolerance  # the method was applied: YaRN's frequencies differ from the model's
 
 
 @pytest.mark.parametrize(

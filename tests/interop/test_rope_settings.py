@@ -61,10 +61,22 @@ def _layer_type(layer: str) -> str | None:
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_the_settings_are_the_models_own(name):
+    """Each layer type's frequencies and attention factor (and cos / sin at lengths inside and past the trained
+    context) are those of the model's own transformers rotary embedding, and rope check finds every comparison
+    equal: the reader is checked against transformers, not against itself."""
+    pytest.importorskip("transformers")
+    from tests.interop.transformers_rope import assert_posembed_is_the_model
+
+    settings = assert_posembed_is_the_model(CONFIGS[name], lengths=(8, 300))
+    assert {s.layer_type for s in settings} == {layer.settings.layer_type for layer in check_rope_config(CONFIGS[name]).layers}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_builder_check_and_zoo_see_the_same_settings(name, tmp_path):
     config = CONFIGS[name]
     (tmp_path / "config.json").write_text(json.dumps(config))
-    report = check_rope_config(config, compare=False)
+    report = check_rope_config(config, compare=False)  # the reader's consumers agree; transformers: the test above
     assert [layer.settings for layer in check_rope_config(tmp_path, compare=False).layers] == [
         layer.settings for layer in report.layers
     ]

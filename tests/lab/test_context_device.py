@@ -3,6 +3,8 @@ where the device policy asks for it (CUDA; forced here on the CPU), scores compu
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -29,17 +31,31 @@ def _autocast_seen(model) -> list[bool]:
     return seen
 
 
+def _inputs_seen(model) -> list[tuple[torch.device, torch.dtype | None]]:
+    """(device of the ids, autocast dtype on that device or None) of every forward of ``model``."""
+    seen: list = []
+
+    def hook(module, args):
+        kind = args[0].device.type
+        autocast = kind in ("cpu", "cuda") and torch.is_autocast_enabled(kind)  # meta has no autocast
+        seen.append((args[0].device, torch.get_autocast_dtype(kind) if autocast else None))
+
+    model.register_forward_pre_hook(hook)
+    return seen
+
+
 def test_training_autocasts_where_the_device_policy_says(data, monkeypatch):
     settings = TrainSettings(steps=2, context=70, batch=2, lr=1e-3, passkey_fraction=0.5)
     model = build_context_model(CFG, "rope", data.vocab_size)
     seen = _autocast_seen(model)
-    train_steps(model, data, settings)
+    fp32 = train_steps(model, data, settings)
     assert seen == [False, False]  # the CPU trains in fp32
     monkeypatch.setattr(lab_train, "autocast_dtype", lambda device: torch.bfloat16)  # what CUDA gets
-    model = build_context_model(CFG, "rope", data.vocab_size)
-    seen = _autocast_seen(model)
+    model = build_context_model(CFG, "rope", data.vocab_size)  # the same initial weights and batches
+    seen = _inputs_seen(model)
     loss = train_steps(model, data, settings)
-    assert seen == [True, True] and loss == loss  # finite, a float
+    assert seen == [(torch.device("cpu"), torch.bfloat16)] * 2
+    assert math.isfinite(loss) and loss == pytest.approx(fp32, rel=0.02) and loss != fp32  # bf16: near, not equal
 
 
 def test_scores_read_fp32_cpu_outputs_from_the_device_wrapper(data, monkeypatch):
@@ -49,7 +65,9 @@ def test_scores_read_fp32_cpu_outputs_from_the_device_wrapper(data, monkeypatch)
     monkeypatch.setattr(lab_train, "autocast_dtype", lambda device: torch.bfloat16)
     wrapped = OnDevice(model, torch.device("cpu"))
     assert wrapped(torch.zeros(1, 8, dtype=torch.long)).dtype == torch.float32
+    seen = _inputs_seen(model)
     under_bf16 = evaluate_rows(wrapped, data, 70, windows=2, depths=2, samples=2, seed=0, digits=5)
+    assert seen and set(seen) == {(torch.device("cpu"), torch.bfloat16)}  # every scored forward under bf16 autocast
     assert [(m, d) for m, d, _ in under_bf16] == [(m, d) for m, d, _ in plain]
     assert under_bf16[0][2] == pytest.approx(plain[0][2], rel=0.05)  # perplexity, bf16 against fp32
 
@@ -59,6 +77,21 @@ def test_a_model_off_the_cpu_is_scored_through_the_wrapper(monkeypatch):
     monkeypatch.setattr(context_eval, "model_device", lambda m: torch.device("cuda", 0))
     wrapped = on_device(model)
     assert isinstance(wrapped, OnDevice) and wrapped.device == torch.device("cuda", 0) and wrapped.model is model
+
+
+def test_a_model_off_the_cpu_trains_and_is_scored_on_its_device(data):
+    """The meta device stands for CUDA: the batches and the scored ids reach the model there (reading a meta
+    tensor back is what fails, after the forward); a study that ran everything on the CPU would fail this."""
+    model = build_context_model(CFG, "rope", data.vocab_size).to("meta")
+    seen = _inputs_seen(model)
+    with pytest.raises(RuntimeError, match="meta"):  # the step's loss cannot be read off a meta tensor
+        train_steps(model, data, TrainSettings(steps=2, context=70, batch=2, lr=1e-3, passkey_fraction=0.5))
+    assert seen == [(torch.device("meta"), None)]  # the first batch went to the model's device
+    wrapped = on_device(model)
+    assert isinstance(wrapped, OnDevice) and wrapped.device == torch.device("meta")
+    with pytest.raises(NotImplementedError, match="meta"):  # the logits cannot come back to the CPU
+        wrapped(torch.zeros(1, 8, dtype=torch.long))
+    assert seen[1:] == [(torch.device("meta"), None)]
 
 
 @no_cuda

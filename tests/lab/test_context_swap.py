@@ -106,7 +106,12 @@ def test_a_shared_model_given_different_schemes_per_layer_becomes_per_layer():
     assert swapped.scheme is None and _names(swapped) == ["LinearScalingRotary", "RotaryEmbedding"]
     assert build_model(swapped.config_dict()).config_dict() == swapped.config_dict()
     same = LinearScalingRotary(8, factor=2.0)
-    assert swap_scheme(model, [same, same]).scheme is not None  # one object everywhere: one scheme again
+    shared = swap_scheme(model, [same, same])  # one object everywhere: one scheme again
+    assert shared.scheme is same and not shared.per_layer and all(block.attn.scheme is same for block in shared.blocks)
+    ids = torch.randint(0, V, (1, 12))
+    reference = Decoder(V, dim=16, depth=2, num_heads=2, scheme=LinearScalingRotary(8, factor=2.0))
+    reference.load_state_dict(shared.state_dict())
+    assert torch.equal(shared.eval()(ids), reference.eval()(ids))  # the model a shared scheme would have built
 
 
 def test_extend_a_per_layer_checkpoint(tmp_path):
@@ -117,7 +122,13 @@ def test_extend_a_per_layer_checkpoint(tmp_path):
     save_checkpoint(model, tmp_path / "src", {"task": "charlm", "config": {"task": "charlm", "context": L}})
     rows = extend_checkpoint(tmp_path / "src", "yarn", 2.0, windows=1, finetune_steps=1, batch=2,
                              save_to=tmp_path / "out", device="cpu")
-    assert {r["length"] for r in rows} == {L, 2 * L}
-    loaded, _ = load_checkpoint(tmp_path / "out")
+    assert [(r["length"], r["metric"]) for r in rows] == [(L, "perplexity"), (2 * L, "perplexity")]  # charlm: no passkey
+    loaded, meta = load_checkpoint(tmp_path / "out")
     assert _names(loaded) == ["YaRNRotary", "NoneType"] and loaded.scheme is None
+    assert meta["config"]["context"] == 2 * L and meta["extended"] == {"method": "yarn", "factor": 2.0, "steps": 1}
+    for row in rows:  # the fine-tuned, saved model's perplexity: one window of the held-out text at each length
+        window = corpus.val[: row["length"] + 1]
+        with torch.no_grad():
+            loss = torch.nn.functional.cross_entropy(loaded.eval()(window[None, :-1])[0].double(), window[1:])
+        assert row["value"] == pytest.approx(float(loss.exp()), rel=1e-5)
     assert method_scheme("yarn", head_dim=4, factor=2.0, original_len=L).factor == loaded.layer_schemes[0].factor

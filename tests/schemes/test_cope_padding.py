@@ -122,7 +122,7 @@ def test_auto_never_picks_flex_or_fused_for_cope():
         inp = AttentionInputs(q, q, q, scale=1.0, causal=True, positions=torch.arange(length, device="meta"),
                               scheme=scheme, qk=(q, q))
         assert choose_backend("auto", inp, True, training=False) == ("sdpa" if length <= 1024 else "chunked")
-        assert fused_applies(inp, training=False) is not None
+        assert fused_applies(inp, training=False) == "it serves bias schemes that do not read q/k"  # CoPE reads them
     model = Decoder(30, dim=DIM, depth=1, num_heads=HEADS, scheme=CoPE(HEADS, HEAD_DIM, npos_max=4, device="meta"), device="meta")
     ids = torch.zeros(2, 5, dtype=torch.long, device="meta")
     assert model(ids, attention_mask=torch.ones(2, 5, dtype=torch.long, device="meta")).shape == (2, 5, 30)
