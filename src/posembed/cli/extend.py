@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from posembed._progress import quiet_transformers
 from posembed.cli import UserError, model_folder
 
 EXTEND_HELP = "give a BERT-family checkpoint folder a longer position table"
@@ -126,11 +127,11 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
 def run_extend(args: argparse.Namespace) -> int:
     from posembed.interop.extend import extend_checkpoint
 
-    _quiet_transformers()
-    result = extend_checkpoint(
-        model_folder(args.model, "MODEL"), args.out, args.to, args.method, force=args.force,
-        finetune=args.finetune, text=args.text, seed=args.seed,
-    )
+    with quiet_transformers(enabled=not getattr(args, "verbose", 0)):
+        result = extend_checkpoint(
+            model_folder(args.model, "MODEL"), args.out, args.to, args.method, force=args.force,
+            finetune=args.finetune, text=args.text, seed=args.seed,
+        )
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return 0
@@ -164,12 +165,11 @@ def eval_config(args: argparse.Namespace):
 def run_eval(args: argparse.Namespace) -> int:
     from posembed.interop.retrieval import PROGRESS_LOGGER, evaluate_extension
     from posembed.interop.retrieval_report import format_table, write_report
-    from posembed.lab.progress import log_to_stderr
+    from posembed._progress import log_to_stderr
 
     config = eval_config(args)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} exists and is not a folder")
-    _quiet_transformers()
     keep = None
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -180,7 +180,7 @@ def run_eval(args: argparse.Namespace) -> int:
             with cells_file.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(cell) + "\n")
 
-    with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
+    with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet), quiet_transformers(not getattr(args, "verbose", 0)):
         result = evaluate_extension(model_folder(args.model, "MODEL"), config, text=args.text,
                                     progress=False if args.quiet else None, on_cell=keep)
     written = write_report(result, args.out) if args.out is not None else ()
@@ -192,9 +192,3 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     return 0
 
-
-def _quiet_transformers() -> None:
-    """No transformers progress bars (``Loading weights``) on stderr: these commands report their own."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()

@@ -326,7 +326,7 @@ def evaluate_extension(
     """
     from transformers import AutoTokenizer
 
-    from posembed.lab.progress import Progress, progress_mode
+    from posembed._progress import Progress, progress_mode
 
     config = config or BenchmarkConfig()
     model_path = Path(model_path)
