@@ -159,3 +159,19 @@ def test_a_latin1_text_file_is_named_in_the_error(capsys, small_bert, roberta, t
     code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(latin),
                           "--out", str(tmp_path / "t"))
     assert code == 2 and f"{latin} is not UTF-8 text" in err and not (tmp_path / "t").exists()
+
+
+def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
+    """``--quick`` end to end on a 1-layer model (the CI form; on MiniLM it is the same protocol)."""
+    from posembed.interop.retrieval import QUICK
+
+    code, out, err = _run(capsys, "extend-eval", str(small_bert), "--quick", "--text", str(short_text), "--quiet", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    systems = [s.name for s in QUICK.systems()]
+    assert [c["system"] for c in result["cells"][:: len(QUICK.tasks) * len(QUICK.lengths)]] == systems
+    assert len(result["cells"]) == len(systems) * len(QUICK.tasks) * len(QUICK.lengths)
+    assert {(c["task"], c["length"]) for c in result["cells"]} == {(t, L) for t in QUICK.tasks for L in QUICK.lengths}
+    assert all(c["queries"] == c["candidates"] == QUICK.queries for c in result["cells"])
+    assert result["protocol"]["finetune_steps"] == QUICK.finetune_steps
+    assert [v["length"] for v in result["summary"]["verdicts"]] == [1024, 1024]
