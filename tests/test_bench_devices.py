@@ -196,7 +196,8 @@ def test_attention_rows_say_what_each_number_is(monkeypatch):
                 "step_mb": 100.0 if spec["impl"] == bench_attention.BASELINE else 25.0}  # fmt: skip
 
     monkeypatch.setattr(bench_attention, "run_worker", fake_worker)
-    rows = bench_attention.run(quick=True, repeats=1)
+    monkeypatch.setattr(bench_attention, "FULL_LENGTHS", (512,))
+    rows = bench_attention.run(repeats=1)
     chunked = next(r for r in rows if r.impl == "posembed chunked" and r.case == "alibi T=512 training step")
     assert chunked.extra == {"step MB": 25.0, "peak RSS MB": 344.5, "memory vs baseline": 0.25}
     assert chunked.speedup == 2.0
@@ -286,12 +287,23 @@ def test_attention_worker_spec_carries_the_device(monkeypatch):
     specs = []
     monkeypatch.setattr(bench_attention, "CUDA_LENGTHS", (16,))
     monkeypatch.setattr(bench_attention, "run_worker", lambda module, spec: specs.append(spec) or {"error": "x"})
-    monkeypatch.setattr(bench_attention, "QUICK_LENGTHS", (16,))
-    rows = bench_attention.run(quick=True, repeats=1, device=torch.device("cuda", 1))
+    monkeypatch.setattr(bench_attention, "FULL_LENGTHS", (16,))
+    rows = bench_attention.run(repeats=1, device=torch.device("cuda", 1))
     assert specs and all(spec["device"] == "cuda:1" for spec in specs) and rows
     specs.clear()
-    bench_attention.run(quick=True, repeats=1)
+    bench_attention.run(repeats=1)
     assert specs and all("device" not in spec for spec in specs)
+
+
+def test_a_quick_attention_run_times_in_process_without_memory_on_the_cpu(monkeypatch):
+    from posembed.bench import attention as bench_attention
+
+    monkeypatch.setattr(bench_attention, "run_worker", lambda module, spec: pytest.fail("a worker process started"))
+    monkeypatch.setattr(bench_attention, "QUICK_LENGTHS", (16,))
+    monkeypatch.setattr(bench_attention, "IMPLS", {bench_attention.BASELINE: "sdpa", "posembed chunked": "chunked"})
+    rows = bench_attention.run(quick=True, repeats=1)
+    assert len(rows) == 8 and all(row.median_ms and not row.extra for row in rows)
+    assert all(row.note == "quick run: timed in the bench's process, memory not measured" for row in rows)
 
 
 # ---------------------------------------------------------------------- Liger-Kernel's RoPE

@@ -166,7 +166,11 @@ def run(
     quick: bool = False, repeats: int | None = None, threads: int | None = None,
     device: str | torch.device | None = None,
 ) -> list[Row]:
-    """Every case in a fresh worker process on ``device`` (default: the CPU)."""
+    """Every case in a fresh worker process on ``device`` (default: the CPU).
+
+    A quick run times its cases in this process instead (no interpreter start per case): on the
+    CPU its memory, which would then be this process's, is not reported.
+    """
     device = as_device(device)
     results: dict[tuple, dict] = {}
     for spec in _cases(quick, device):
@@ -176,8 +180,19 @@ def run(
         if device.type != "cpu":
             spec["device"] = str(device)
         key = (spec["scheme"], spec.get("dtype"), spec["length"], spec["mode"], spec["impl"])
-        results[key] = run_worker(__name__, spec)
+        results[key] = _in_process(spec, device) if quick else run_worker(__name__, spec)
     return [_row(key, result, results, device) for key, result in results.items()]
+
+
+def _in_process(spec: dict, device: torch.device) -> dict:
+    """:func:`worker` in this process; on the CPU without the memory (the resident set is not the case's own)."""
+    try:
+        result = worker(spec)
+    except Exception as error:  # a case that cannot run is a row, as a failed worker is
+        return {"error": failure_note(error).removeprefix("failed: ")}
+    if device.type == "cpu" and "median_ms" in result:
+        result = {"median_ms": result["median_ms"], "note": "quick run: timed in the bench's process, memory not measured"}
+    return result
 
 
 def _row(key: tuple, result: dict, results: dict, device: torch.device) -> Row:
@@ -189,11 +204,14 @@ def _row(key: tuple, result: dict, results: dict, device: torch.device) -> Row:
         return Row(SECTION, case, impl, note=result.get("skipped") or f"failed: {result['error']}")
     base = results.get((scheme, dtype, length, mode, BASELINE), {})
     speed = base["median_ms"] / result["median_ms"] if "median_ms" in base else None
-    peak_label = "peak RSS MB" if device.type == "cpu" else f"peak {device.type.upper()} MB"
-    extra = {"step MB": round(result["step_mb"], 1), peak_label: round(result["peak_mb"], 1)}
-    if base.get("step_mb"):
+    extra = {}
+    if "step_mb" in result:
+        peak_label = "peak RSS MB" if device.type == "cpu" else f"peak {device.type.upper()} MB"
+        extra = {"step MB": round(result["step_mb"], 1), peak_label: round(result["peak_mb"], 1)}
+    if "step_mb" in result and base.get("step_mb"):
         extra["memory vs baseline"] = round(result["step_mb"] / base["step_mb"], 3)
-    return Row(SECTION, case, impl, round(result["median_ms"], 1), None if speed is None else round(speed, 2), extra)
+    speed = None if speed is None else round(speed, 2)
+    return Row(SECTION, case, impl, round(result["median_ms"], 3), speed, extra, note=result.get("note", ""))
 
 
 _DTYPE_NAMES = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}

@@ -2,9 +2,11 @@
 
 The nanoGPT model (Karpathy) is not on PyPI, so a minimal equivalent of its ``model.py``
 is written in :mod:`posembed.bench.nanogpt_ref`: token + learned position embeddings, pre-LN
-blocks with fused qkv and causal SDPA, GELU MLP, final LayerNorm, tied head, no biases. Both use the small CPU configuration of
-nanoGPT's README on tinyshakespeare characters (4 layers, 4 heads, width 128, block 64,
-batch 12, dropout 0) and AdamW; their steps are interleaved in one process.
+blocks with fused qkv and causal SDPA, GELU MLP, final LayerNorm, tied head, no biases. The
+Decoders are built without biases too (``bias=False``, as the lab's calibration preset); what
+still differs is theirs by design: the embedding block's LayerNorm and an untied head. Both use
+the small CPU configuration of nanoGPT's README on tinyshakespeare characters (4 layers, 4 heads,
+width 128, block 64, batch 12, dropout 0) and AdamW; their steps are interleaved in one process.
 
 On CUDA (``device="cuda"``) every model trains there as the lab trains on it
 (:mod:`posembed.lab.train`): bf16 autocast and fused AdamW; batches are cut on the CPU and
@@ -50,7 +52,8 @@ def _models(vocab: int, c: dict) -> dict[str, nn.Module]:
     from posembed.schemes.learned import LearnedAbsolute
     from posembed.schemes.rotary import RotaryEmbedding
 
-    common = {"dim": c["dim"], "depth": c["depth"], "num_heads": c["heads"], "dropout": 0.0}
+    # bias=False as nanoGPT's model and the lab's calibration preset: the same layers on both sides
+    common = {"dim": c["dim"], "depth": c["depth"], "num_heads": c["heads"], "dropout": 0.0, "bias": False}
     head_dim = c["dim"] // c["heads"]
     return {
         REFERENCE: NanoGPT(vocab, dim=c["dim"], depth=c["depth"], heads=c["heads"], block=c["block"]),
