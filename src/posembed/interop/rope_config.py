@@ -67,7 +67,7 @@ def rope_parameters(config: Any, layer_type: str | None = None) -> dict:
 def rotary_from_hf_config(
     config: Any,
     *,
-    layout: str = "half",
+    layout: str | None = None,
     max_len: int | None = None,
     layer_type: str | None = None,
     angles: str = "exact",
@@ -77,8 +77,11 @@ def rotary_from_hf_config(
     Args:
         config: a transformers ``PretrainedConfig`` (``LlamaConfig``, ``Phi3Config``, ...), a dict
             (a parsed ``config.json``), or a checkpoint folder / ``config.json`` path.
-        layout: ``"half"`` for Hugging Face checkpoints (their q/k weights are permuted into
-            that layout); ``"interleaved"`` for Meta-layout weights.
+        layout: ``None`` (default): the layout the config's class rotates
+            (:attr:`RopeSettings.layout <posembed.interop.rope_settings.RopeSettings>`: ``"half"`` for
+            Llama-style checkpoints, whose q/k weights are permuted into that layout;
+            ``"interleaved"`` for GPT-J, CodeGen, Llama 4, DeepSeek-V2, ...); or ``"half"`` /
+            ``"interleaved"`` to override it (Meta-layout weights).
         max_len: cos/sin cache size (see :class:`RotaryEmbedding`).
         layer_type: which layer type's parameters to read when ``rope_parameters`` is nested by
             layer type (``"full_attention"``, ``"sliding_attention"``, ...).
@@ -100,7 +103,7 @@ def rotary_from_hf_config(
 
 
 def rotary_from_settings(
-    settings: RopeSettings, *, layout: str = "half", max_len: int | None = None, angles: str = "exact"
+    settings: RopeSettings, *, layout: str | None = None, max_len: int | None = None, angles: str = "exact"
 ) -> RotaryEmbedding:
     """The rotary scheme of one layer type's :class:`~posembed.interop.rope_settings.RopeSettings`.
 
@@ -113,7 +116,7 @@ def rotary_from_settings(
             f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
             f"known rope types: {', '.join(sorted(ROPE_TYPES))}"
         )
-    common: dict[str, Any] = {"base": float(settings.theta), "layout": layout, "max_len": max_len}
+    common: dict[str, Any] = {"base": float(settings.theta), "layout": layout or settings.layout, "max_len": max_len}
     common["angles"] = angles
     return builder(settings, common)
 

@@ -55,7 +55,7 @@ ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu"
 #: classes that always rotate interleaved pairs (2i, 2i + 1): GPT-J and CodeGen (their original weights pair channels
 #: so), DeepSeek-V2 as complex numbers (``view_as_complex``), the others through
 #: ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
-ALWAYS_INTERLEAVED = frozenset({"gptj", "codegen", "deepseek_v2", "bailing_hybrid", "longcat_flash"})
+ALWAYS_INTERLEAVED = frozenset({"gptj", "codegen", "deepseek_v2", "bailing_hybrid", "longcat_flash", "llama4", "llama4_text"})
 
 
 def class_head_dim(model_type: Any) -> int | None:

@@ -138,7 +138,6 @@ def _layer_types(raw: dict, layers: int) -> list[str]:
 
 
 def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
-    layout = "interleaved" if raw.get("model_type") == "llama4_text" else None  # Llama 4 rotates complex pairs
     settings = {s.layer_type: s for s in read_rope_settings(raw)}
     built: dict[str, PositionScheme] = {}
     schemes: list[PositionScheme] = []
@@ -150,7 +149,7 @@ def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
             )
         if key not in built:
             s = settings[key]
-            built[key] = rotary_from_settings(s, layout=layout or s.layout, angles=angles)
+            built[key] = rotary_from_settings(s, angles=angles)  # the layout the settings carry
         schemes.append(built[key])
     no_rope = raw.get("no_rope_layers")  # Llama 4: 1 = RoPE, 0 = NoPE
     if no_rope:
