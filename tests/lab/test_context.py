@@ -8,7 +8,8 @@ import torch
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context_presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
-from posembed.lab.context_run import extend_checkpoint, finetuned_name, run_context
+from posembed.lab.context_eval import ContextData, on_device
+from posembed.lab.context_run import evaluate_rows, extend_checkpoint, finetuned_name, run_context
 from posembed.lab.context_store import ContextStore
 from posembed.lab.report_context import Results, verdicts, write_context_report
 from posembed.model import Decoder
@@ -88,7 +89,21 @@ def test_smoke_study_stores_every_evaluation_and_resumes(tiny_study, monkeypatch
     evaluations = len(cfg.methods) + len(cfg.references) + len(cfg.finetune_methods)
     per_eval = 1 + cfg.depths + 1  # perplexity, passkey per depth, passkey mean
     assert len(rows) == evaluations * len(cfg.lengths) * per_eval
-    assert all(r["value"] is not None and r["value"] >= 0 for r in rows)
+    # every stored number is what the stored model scores when evaluated again here
+    data = ContextData.load(cfg.text)
+    rope = load_checkpoint(out / "models" / cfg.train_id / "rope")[0]
+    for length in cfg.lengths:
+        windows = cfg.lm_windows * max(cfg.lengths) // length
+        again = evaluate_rows(on_device(rope), data, length, windows=windows, depths=cfg.depths,
+                              samples=cfg.passkey_samples, seed=cfg.seed, digits=cfg.digits)
+        stored = {(r["metric"], r["depth"]): r["value"] for r in rows
+                  if (r["model"], r["method"], r["length"]) == ("rope", "extrapolate", length)}
+        assert stored == {(m, d): pytest.approx(v, rel=1e-6) for m, d, v in again}
+    for r in rows:  # perplexities of 3-step models: above 1, near the vocabulary's size; accuracies one sample each
+        if r["metric"] == "perplexity":
+            assert 1.0 < r["value"] < 2 * data.vocab_size
+        else:
+            assert r["value"] in (0.0, 0.5, 1.0) and (r["metric"] == "passkey_mean" or r["value"] in (0.0, 1.0))
     assert set(store.models(cfg.train_id)) == {"rope", *REFERENCES, *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
     import posembed.lab.context_run as context_run
 
@@ -102,14 +117,26 @@ def test_report_renders_markdown_html_and_verdicts(tiny_study):
     cfg, out, store_path = tiny_study
     markdown, html = write_context_report(store_path, out / "report")
     text = markdown.read_text()
-    assert "## Which context extension works?" in text and "rope / yarn" in text and "rope+linear@2x" in text
-    assert "### The references past L" in text and "| FIRE |" in text and "| CoPE |" in text
-    assert "RoPE, ALiBi, NoPE, FIRE, KERPLE (log), Sandwich and CoPE decoders" in text
+    assert text.startswith("## posembed lab context: context-smoke\n\n> **Warning:** This study is too small to "
+                           "conclude: the 'context-smoke' preset trains tiny models for 3 steps to test the pipeline; "
+                           "it has one seed, so no number has an interval. No verdict below is a finding")
+    order = [text.index(h) for h in ("### Summary", "### Verdicts against", "### The references past L",
+                                     "### Held-out perplexity", "### Passkey accuracy")]
+    assert order == sorted(order)
+    assert "- [Without fine-tuning, YaRN beats linear interpolation at the longest length: cannot tell (1 seed)" in text
+    assert "rope / yarn" in text and "rope+linear@2x" in text and "| FIRE |" in text and "| CoPE |" in text
+    assert "RoPE, ALiBi, NoPE, FIRE, KERPLE (log), Sandwich and CoPE decoders" in text and "1 seed (0)" in text
+    # the notes describe this run, not the full preset
+    assert "This run: 1 seed (0), width 8, 1 layers, 3 steps at L = 70, fine-tuned 2 steps at 2x" in text
+    assert "at the context preset (seed 0)" not in text
     page = html.read_text()
-    assert "context_perplexity" in page and "context_passkey" in page
+    assert page.index('class="banner"') < page.index('id="summary"') < page.index('id="verdicts"') < page.index(
+        'id="perplexity"') and '<a href="#verdicts">' in page and "context_perplexity" in page
     assert (out / "report" / "context_perplexity.png").is_file()
     rows = verdicts(Results.load(store_path))
-    assert {row["verdict"].split(" (")[0] for row in rows} <= {"reproduces", "does not reproduce", "not measured", "not testable"}
+    assert {row["verdict"] for row in rows} <= {"cannot tell (1 seed)", "not measured",
+                                                 "not testable (both retrieve nothing)"}
+    assert {row["seeds"] for row in rows} <= {0, 1}
 
 
 def test_extend_a_study_checkpoint_with_finetuning(tiny_study, tmp_path):

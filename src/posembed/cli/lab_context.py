@@ -77,8 +77,10 @@ def run_context_command(args: argparse.Namespace) -> int:
     cfg = with_overrides(get_context_preset(args.preset), args.overrides)
     out = args.out or Path(f"lab-{cfg.name}")
     store = run_context(cfg, out, device=device)
-    markdown, html = write_context_report(store, out / "report", cfg.config_id)
-    print(f"{cfg.name} on {device}: results in {store}; report {markdown} and {html}")
+    markdown, html = write_context_report(store, out / "report", [run.config_id for run in cfg.per_seed()])
+    seeds = ", ".join(map(str, cfg.seeds))
+    print(f"{cfg.name} on {device}, seed{'s' if len(cfg.seeds) > 1 else ''} {seeds}: results in {store}; "
+          f"report {markdown} and {html}")
     return 0
 
 

@@ -52,7 +52,9 @@ class ContextConfig:
     """Everything one context-extension study does (its hash keys the stored rows).
 
     ``lm_windows`` counts held-out windows at the longest length; shorter lengths score more
-    windows over the same characters, so every length is scored on the same text.
+    windows over the same characters, so every length is scored on the same text. ``seeds``: the
+    study trains and evaluates everything once per seed (:meth:`per_seed`, each run keyed by its
+    own :attr:`config_id`), and the report states each number's mean and 95 % interval over them.
     """
 
     name: str
@@ -79,6 +81,7 @@ class ContextConfig:
     finetune_lr: float = 1e-3
     seed: int = 0
     text: str = "tinyshakespeare"
+    seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         from posembed.lab.tasks.passkey import min_length
@@ -103,6 +106,16 @@ class ContextConfig:
                 raise ValueError(f"{name}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
         if self.depths < 2:
             raise ValueError(f"depths must be >= 2 (0 and 1 at least), got {self.depths}")
+        if not self.seeds or any(not isinstance(s, int) or s < 0 for s in self.seeds) or len(set(self.seeds)) < len(self.seeds):
+            raise ValueError(f"seeds must be distinct integers >= 0, at least one, got {self.seeds}")
+
+    def per_seed(self) -> list["ContextConfig"]:
+        """One config per seed of :attr:`seeds` (``seed`` set to it): the runs the study is made of.
+
+        >>> [c.seed for c in ContextConfig(name="x", seeds=(0, 2)).per_seed()]
+        [0, 2]
+        """
+        return [dataclasses.replace(self, seed=seed) for seed in self.seeds]
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -110,8 +123,9 @@ class ContextConfig:
 
     @property
     def config_id(self) -> str:
-        """16 hex digits of the config's SHA-256 (the name excluded: equal studies share rows)."""
-        body = {k: v for k, v in self.to_dict().items() if k != "name"}
+        """16 hex digits of the config's SHA-256: one seed's run (the name and the study's list of
+        ``seeds`` excluded: equal runs share rows, and a run keeps its id when the study adds seeds)."""
+        body = {k: v for k, v in self.to_dict().items() if k not in ("name", "seeds")}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
@@ -138,7 +152,7 @@ def train_id_of(body: dict) -> str:
 
 
 def _context() -> ContextConfig:
-    return ContextConfig(name="context")
+    return ContextConfig(name="context", seeds=(0, 1, 2))
 
 
 def _context_smoke() -> ContextConfig:

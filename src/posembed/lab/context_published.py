@@ -62,11 +62,10 @@ CLAIMS: tuple[Claim, ...] = (
         "yarn_vs_pi_no_ft", "Without fine-tuning, YaRN beats linear interpolation at the longest length",
         "Llama-2-7B at 16k (s = 8), no fine-tuning: perplexity PI 54.48, YaRN 6.60", YARN_SOURCE,
         "perplexity", ("rope", "yarn"), ("rope", "linear"), "max",
-        "Expected to be close: at head dim 16 and L = 96, YaRN interpolates 5 of the 8 pairs fully "
-        "(wavelengths of 200 characters and more), keeps the fastest (6.3 characters) and only partly "
-        "interpolates the next two. It held by a wide margin at the context preset (seed 0): PI is worse than plain "
-        "extrapolation at 2x and 4x, i.e. compressing the fastest pairs, which carry character order, "
-        "is what hurts; NTK, which keeps them, also beats PI at every length.",
+        "Expected to be close at small head dims: at head dim 16 and L = 96, YaRN interpolates 5 of the 8 pairs "
+        "fully (wavelengths of 200 characters and more), keeps the fastest (6.3 characters) and only partly "
+        "interpolates the next two; what separates them is that PI also compresses the fastest pairs, which "
+        "carry character order.",
         CHECKED_NOTES + " (not in the repository's data/ CSVs)",
     ),
     Claim(
@@ -75,10 +74,9 @@ CLAIMS: tuple[Claim, ...] = (
         "extrapolated RoPE perplexity explodes past L", "Chen et al. 2023 (Position Interpolation)",
         "perplexity", ("rope", "linear"), ("rope", "extrapolate"), "max",
         "A char model leans on local order, carried by the fastest rotary pairs; PI compresses them "
-        "4-8x while extrapolation keeps them exact and only meets unseen slow rotations. At the "
-        "context preset (seed 0) PI was worse than extrapolation at 2x, 4x and 8x (an earlier revision "
-        "of the model code tied at 8x); the frequency-aware methods (NTK, dynamic NTK, YaRN, Llama 3, "
-        "LongRoPE) all beat extrapolation.",
+        "by the extension factor while extrapolation keeps them exact and only meets unseen slow rotations, "
+        "so PI can lose to extrapolation here; the frequency-aware methods (NTK, dynamic NTK, YaRN, Llama 3, "
+        "LongRoPE) keep the fast pairs.",
     ),
     Claim(
         "alibi_vs_rope", "ALiBi extrapolates better than RoPE (no extension)",
@@ -91,10 +89,8 @@ CLAIMS: tuple[Claim, ...] = (
         "yarn_vs_pi_passkey_ft", "After fine-tuning, YaRN retrieves passkeys better than PI",
         "Llama-7B fine-tuned to 32k, passkey at 2k..32k: YaRN 1.00/1.00/.98/1.00/.68, PI .54/.52/.44/.50/.76",
         YARN_SOURCE, "passkey_mean", ("rope+yarn", "yarn"), ("rope+linear", "linear"), "ft",
-        "Needs retrieval at 1x first (the passkey-only curriculum gives 1.0 at 1x for RoPE) and a "
-        "fine-tune long enough to relearn it at 4x (100 steps here, ~1000 published). At the context "
-        "preset (seed 0) YaRN kept most of it while PI lost it at every length, 1x included: one seed, "
-        "80 documents per length.",
+        "Needs retrieval learned at 1x first (a model that never learned it scores 0 everywhere) and a "
+        "fine-tune long enough to relearn it at the fine-tuning length (~1000 steps published).",
         CHECKED_PASSKEY,
     ),
     Claim(

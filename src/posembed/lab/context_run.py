@@ -133,7 +133,7 @@ def _trained(cfg, name, store, folder, data, make, settings, device) -> nn.Modul
     if name in store.models(cfg.train_id) and is_checkpoint(folder):
         model = load_checkpoint(folder, device=device)[0]
         if model.config_dict() == fresh.config_dict():
-            logger.info("context %s: %s loaded from %s", cfg.name, name, folder)
+            logger.info("context %s seed %d: %s loaded from %s", cfg.name, cfg.seed, name, folder)
             return model
         gone = store.forget(cfg.train_id, name)
         logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
@@ -148,7 +148,8 @@ def _trained(cfg, name, store, folder, data, make, settings, device) -> nn.Modul
     facts = {"seconds": seconds, "final_loss": final_loss, "steps": settings.steps, "context": settings.context,
              "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder), "device": str(device)}
     store.put_model(cfg.train_id, name, facts)
-    logger.info("context %s: trained %s on %s in %.1f s (final loss %.3f)", cfg.name, name, device, seconds, final_loss)
+    logger.info("context %s seed %d: trained %s on %s in %.1f s (final loss %.3f)", cfg.name, cfg.seed, name, device,
+                seconds, final_loss)
     return model
 
 
@@ -160,15 +161,22 @@ def _evaluate(cfg, store, data, name, method, model_at) -> None:
         rows = evaluate_rows(on_device(model_at(length)), data, length, windows=windows, depths=cfg.depths,
                              samples=cfg.passkey_samples, seed=cfg.seed, digits=cfg.digits)
         store.put(cfg.config_id, name, method, length, rows)
-        logger.info("context %s: %s / %s at %d: %s", cfg.name, name, method, length,
+        logger.info("context %s seed %d: %s / %s at %d: %s", cfg.name, cfg.seed, name, method, length,
                     ", ".join(f"{m}={v:.3g}" for m, d, v in rows if d == NO_DEPTH and v is not None))
 
 
 def run_context(cfg: ContextConfig, out: str | os.PathLike, *, device: str | torch.device | None = "auto") -> Path:
     """Run (or resume) the study ``cfg`` into ``out`` on ``device`` (``auto``: CUDA when present,
-    else the CPU); returns the store's path."""
+    else the CPU), once per seed of ``cfg.seeds`` (:meth:`ContextConfig.per_seed`); returns the
+    store's path."""
     device = resolve_device(device)
-    out = Path(out)
+    for run in cfg.per_seed():
+        path = _run_seed(run, Path(out), device)
+    return path
+
+
+def _run_seed(cfg: ContextConfig, out: Path, device: torch.device) -> Path:
+    """One seed's run of the study: train, evaluate, fine-tune, each step skipped when stored."""
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     data = ContextData.load(cfg.text)

@@ -15,15 +15,18 @@ Matplotlib is imported only when the HTML is written (:func:`write_context_repor
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from posembed.lab.context_published import CLAIMS, Claim
 from posembed.lab.context_store import NO_DEPTH, ContextStore
+from posembed.lab.verdicts import CONFIDENCE, ONE_SEED, Interval
 
 __all__ = [
     "Results", "verdicts", "context_markdown", "retrieval_note", "reference_rows", "reference_note",
-    "write_context_report", "TIE", "RETRIEVES", "FLAT", "NAMES",
+    "write_context_report", "too_small", "empty_heatmaps", "TIE", "RETRIEVES", "FLAT", "NAMES", "SMOKE_PRESETS",
 ]
 
 #: relative perplexity difference under which two methods count as tied
@@ -40,35 +43,71 @@ NAMES = {"rope": "RoPE", "alibi": "ALiBi", "nope": "NoPE", "fire": "FIRE", "kerp
 
 
 class Results:
-    """A study's rows, indexed: ``value(model, method, length, metric, depth=-1)``."""
+    """A study's rows over its seeds, indexed: ``value(model, method, length, metric, depth=-1)`` is
+    the mean over the seeds that have it, :meth:`interval` its 95 % bootstrap interval over them.
+
+    ``rows`` may carry a ``seed`` (rows without one are seed ``body["seed"]``, 0 by default).
+    """
 
     def __init__(self, rows: list[dict], body: dict) -> None:
         self.body = body
-        self._values = {(r["model"], r["method"], r["length"], r["metric"], r["depth"]): r["value"] for r in rows}
+        self._values: dict[tuple, list[float]] = {}
+        for r in rows:
+            if r["value"] is not None:
+                self._values.setdefault((r["model"], r["method"], r["length"], r["metric"], r["depth"]), []).append(
+                    r["value"])
+        self.seeds = sorted({r.get("seed", body.get("seed", 0)) for r in rows})
         self.context = int(body["context"])
         self.lengths = sorted({r["length"] for r in rows})
         self.lines = sorted({(r["model"], r["method"]) for r in rows}, key=_line_order)
         self.depths = sorted({r["depth"] for r in rows if r["metric"] == "passkey"})
 
     @classmethod
-    def load(cls, store_path: str | os.PathLike, config_id: str | None = None) -> "Results":
-        """The study ``config_id`` of the store (the only one when omitted)."""
+    def load(cls, store_path: str | os.PathLike, config_id: str | Sequence[str] | None = None) -> "Results":
+        """The study of the store: one run's ``config_id``, the runs (one per seed) of a list of ids,
+        or, when omitted, every run of the only study the store holds (runs that differ only in
+        their seed make one study)."""
         store = ContextStore(store_path)
         configs = store.configs()
         if config_id is None:
-            if len(configs) != 1:
-                raise ValueError(f"{store_path} holds {len(configs)} studies; name one of: {', '.join(configs) or 'none'}")
-            config_id = next(iter(configs))
-        if config_id not in configs:
-            raise ValueError(f"study {config_id!r} is not in {store_path}; it holds: {', '.join(configs) or 'none'}")
-        return cls(store.rows(config_id), configs[config_id][1])
+            studies: dict[str, list[str]] = {}
+            for cid, (_, body) in configs.items():
+                studies.setdefault(_study_key(body), []).append(cid)
+            if len(studies) != 1:
+                raise ValueError(f"{store_path} holds {len(studies)} studies; name one of: {', '.join(configs) or 'none'}")
+            ids = next(iter(studies.values()))
+        else:
+            ids = [config_id] if isinstance(config_id, str) else list(config_id)
+        missing = [cid for cid in ids if cid not in configs]
+        if missing:
+            raise ValueError(f"study {', '.join(missing)} is not in {store_path}; it holds: {', '.join(configs) or 'none'}")
+        bodies = sorted((configs[cid][1] for cid in ids), key=lambda body: body.get("seed", 0))
+        rows = [dict(row, seed=configs[cid][1].get("seed", 0)) for cid in ids for row in store.rows(cid)]
+        return cls(rows, {**bodies[0], "name": configs[ids[0]][0]})
 
     def value(self, model: str, method: str, length: int, metric: str, depth: float = NO_DEPTH) -> float | None:
-        return self._values.get((model, method, length, metric, depth))
+        values = self._values.get((model, method, length, metric, depth))
+        return sum(values) / len(values) if values else None
+
+    def interval(self, model: str, method: str, length: int, metric: str, depth: float = NO_DEPTH) -> Interval:
+        """The mean over the seeds and its 95 % bootstrap interval (``n`` 0 when not measured)."""
+        return Interval.of(self._values.get((model, method, length, metric, depth), []))
+
+    def cell(self, model: str, method: str, length: int, metric: str) -> str | float | None:
+        """A table cell: the bare value for one seed, ``mean [low, high]`` for several."""
+        found = self.interval(model, method, length, metric)
+        if found.n <= 1:
+            return self.value(model, method, length, metric)
+        return found.text()
 
     def label(self, line: tuple[str, str]) -> str:
         model, method = line
         return model if method in ("none",) or model.startswith("rope+") else f"{model} / {method}"
+
+
+def _study_key(body: dict) -> str:
+    """What the runs of one study share: the config less its seed (and the study's seed list)."""
+    return json.dumps({k: v for k, v in body.items() if k not in ("seed", "seeds", "name")}, sort_keys=True)
 
 
 def _line_order(line: tuple[str, str]) -> tuple:
@@ -93,43 +132,71 @@ def _model(name: str, body: dict) -> str:
 
 
 def verdicts(results: Results) -> list[dict]:
-    """One row per published claim: our two numbers, the verdict, the published figure, why it may differ."""
+    """One row per published claim: our two numbers (means and 95 % intervals over the seeds), the
+    verdict, the published figure, and why it may differ in this run."""
     out = []
     for claim in CLAIMS:
         length = _claim_length(results, claim)
         metric = "perplexity" if claim.metric == "perplexity_tie" else claim.metric
-        better = worse = None
+        better = worse = Interval.of(())
         if length is not None:
-            better = results.value(_model(claim.better[0], results.body), claim.better[1], length, metric)
-            worse = results.value(_model(claim.worse[0], results.body), claim.worse[1], length, metric)
+            better = results.interval(_model(claim.better[0], results.body), claim.better[1], length, metric)
+            worse = results.interval(_model(claim.worse[0], results.body), claim.worse[1], length, metric)
         out.append({
             "claim": claim.text, "length": length, "ours": _ours(claim, better, worse),
-            "verdict": _verdict(claim, better, worse), "published": claim.published, "source": claim.source,
-            "checked": claim.checked, "why it might not hold here": claim.why_not,
+            "seeds": min(better.n, worse.n), "verdict": _verdict(claim, better, worse), "published": claim.published,
+            "source": claim.source, "checked": claim.checked, "why it might not hold here": _why_not(results, claim),
         })
     return out
 
 
-def _ours(claim: Claim, better: float | None, worse: float | None) -> str:
-    if better is None or worse is None:
+def _ours(claim: Claim, better: Interval, worse: Interval) -> str:
+    if not better.n or not worse.n:
         return "not measured"
-    return f"{claim.better[1]} {better:.4g} vs {claim.worse[1]} {worse:.4g}"
+    return f"{claim.better[1]} {better.text()} vs {claim.worse[1]} {worse.text()}"
 
 
-def _verdict(claim: Claim, better: float | None, worse: float | None) -> str:
-    if better is None or worse is None:
+def _verdict(claim: Claim, better: Interval, worse: Interval) -> str:
+    """The claim's verdict on the two intervals: ``cannot tell`` wherever they overlap (or one seed)."""
+    if not better.n or not worse.n:
         return "not measured"
-    if claim.metric == "perplexity_tie":
-        return "reproduces" if abs(better - worse) <= TIE * min(better, worse) else "does not reproduce"
-    if claim.metric == "perplexity":
-        if abs(better - worse) <= TIE * min(better, worse):
-            return "does not reproduce (tie within 2 %)"
-        return "reproduces" if better < worse else "does not reproduce (reversed)"
-    if max(better, worse) == 0.0:
+    if claim.metric == "passkey_mean" and max(better.high, worse.high) == 0.0:
         return "not testable (both retrieve nothing)"
-    if abs(better - worse) < PASSKEY_MARGIN:
+    if better.n < 2 or worse.n < 2:
+        return ONE_SEED
+    tie = TIE * min(better.low, worse.low) if claim.metric != "passkey_mean" else PASSKEY_MARGIN
+    widest = max(abs(better.high - worse.low), abs(worse.high - better.low))
+    if claim.metric == "perplexity_tie":
+        if widest <= tie:
+            return "reproduces"
+        return "cannot tell" if better.overlaps(worse) else "does not reproduce"
+    if widest <= tie:
         return "does not reproduce (tie)"
-    return "reproduces" if better > worse else "does not reproduce (reversed)"
+    if better.overlaps(worse):
+        return "cannot tell"
+    lower_wins = claim.metric == "perplexity"
+    return "reproduces" if (better.mean < worse.mean) == lower_wins else "does not reproduce (reversed)"
+
+
+def _why_not(results: Results, claim: Claim) -> str:
+    """The claim's general caveat, then what this run is: its seeds, its size, and, for passkey
+    claims, whether the RoPE model learned retrieval at L."""
+    body = results.body
+    run = (f"This run: {_seeds_text(results)}, width {body['dim']}, {body['depth']} layers, {body['steps']} steps at "
+           f"L = {results.context}")
+    if claim.better[0].startswith("rope+"):
+        run += f", fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']}x"
+    if claim.metric == "passkey_mean":
+        at_l = results.interval("rope", "extrapolate", results.context, "passkey_mean")
+        learned = "not measured" if not at_l.n else (
+            f"{at_l.text(2)}, {'learned' if at_l.mean >= RETRIEVES else 'not learned'} (>= {RETRIEVES:.0%})")
+        run += f"; RoPE's passkey accuracy at L: {learned}"
+    return f"{claim.why_not} {run}."
+
+
+def _seeds_text(results: Results) -> str:
+    n = len(results.seeds)
+    return f"{n} seed{'s' if n != 1 else ''} ({', '.join(map(str, results.seeds))})"
 
 
 def retrieval_note(results: Results) -> str:
@@ -231,104 +298,136 @@ def _markdown_table(header: list[str], rows: list[list]) -> str:
 
 def _metric_rows(results: Results, metric: str) -> tuple[list[str], list[list]]:
     header = ["model / method", *[f"{n // results.context}x ({n})" for n in results.lengths]]
-    rows = [[results.label(line), *[results.value(*line, n, metric) for n in results.lengths]] for line in results.lines]
+    rows = [[results.label(line), *[results.cell(*line, n, metric) for n in results.lengths]] for line in results.lines]
     return header, rows
 
 
-def context_markdown(results: Results) -> str:
-    """The section as markdown (tables; the figures are in the HTML)."""
+#: presets that test the pipeline: too small and short for any verdict
+SMOKE_PRESETS = ("context-smoke",)
+
+
+def too_small(results: Results) -> str:
+    """Why this study cannot conclude (``""`` when it can): a smoke preset, one seed, or no claim
+    whose intervals separate."""
+    reasons = []
+    if results.body.get("name") in SMOKE_PRESETS:
+        reasons.append(f"the {results.body['name']!r} preset trains tiny models for {results.body['steps']} steps to "
+                       "test the pipeline")
+    if len(results.seeds) < 2:
+        reasons.append("it has one seed, so no number has an interval")
+    elif not any(row["verdict"].startswith(("reproduces", "does not")) for row in verdicts(results)):
+        reasons.append("no claim's intervals separate (every verdict 'cannot tell', 'not measured' or 'not testable')")
+    if not reasons:
+        return ""
+    return ("This study is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; run "
+            "`posembed lab context --preset context` (3 seeds) for answers.")
+
+
+def empty_heatmaps(results: Results) -> list[str]:
+    """Labels of the lines whose passkey accuracy is 0 at every length and depth."""
+    return [results.label(line) for line in results.lines
+            if (values := [results.value(*line, n, "passkey", d) for n in results.lengths for d in results.depths])
+            and all(v is not None for v in values) and max(values) == 0.0]
+
+
+def empty_heatmap_note(results: Results) -> str:
+    """Why all-zero passkey panels are all zero ("" when none is)."""
+    empty = empty_heatmaps(results)
+    if not empty:
+        return ""
+    at_l = results.interval("rope", "extrapolate", results.context, "passkey_mean")
+    why = ("no model learned to retrieve the key even at the training length L" if len(empty) == len(results.lines)
+           else "these models never retrieved the key, at L or beyond")
+    rope = "" if not at_l.n else f" (RoPE at L: {at_l.text(2)})"
+    return (f"Passkey accuracy is 0 at every length and depth for {_listed(empty)}: {why}{rope}. A model that has "
+            f"not learned retrieval at L scores 0 everywhere, whatever its positions, so these panels compare "
+            f"nothing; it takes a longer passkey curriculum or more steps (this run: {results.body['steps']} steps, "
+            f"the first {results.body.get('passkey_only_steps', 0)} on passkeys alone).")
+
+
+def _summary(results: Results) -> list[tuple[str, str]]:
+    """The summary's ``(line, anchor)`` s: each claim's verdict, then the references and retrieval."""
+    items = [(f"{row['claim']}: {row['verdict']} ({row['ours']})", "verdicts") for row in verdicts(results)]
+    items.append((retrieval_note(results), "passkey"))
+    items.append((reference_note(results), "references"))
+    return items
+
+
+def _intro(results: Results) -> str:
     body = results.body
     trained = _listed([NAMES.get(m, m) for m in ("rope", *body.get("references", ()))])
-    parts = [
-        "## Which context extension works?",
-        f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare "
-        f"characters at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} "
-        f"on passkey documents alone, then {body['passkey_fraction']:.0%} passkey documents), the RoPE model evaluated with each method swapped in, no retraining; `rope+<method>@"
-        f"{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L; the "
-        f"other schemes are the references, evaluated as they are.",
-        "### Held-out perplexity", _markdown_table(*_metric_rows(results, "perplexity")),
-        "### Passkey accuracy (mean over depths)", _markdown_table(*_metric_rows(results, "passkey_mean")),
-        retrieval_note(results),
-        "### The references past L",
-    ]
+    return (f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare characters "
+            f"at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} on passkey "
+            f"documents alone, then {body['passkey_fraction']:.0%} passkey documents), {_seeds_text(results)}; the "
+            f"RoPE model evaluated with each method swapped in, no retraining; `rope+<method>@{body['finetune_scale']}x` "
+            f"fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L; the other schemes are the "
+            f"references, evaluated as they are. With several seeds a number is the mean over the seeds and its "
+            f"{CONFIDENCE:.0%} percentile bootstrap interval over them, [low, high] (with 2 or 3 seeds: their range); "
+            f"a verdict is 'cannot tell' where the two intervals overlap.")
+
+
+_VERDICT_HEADER = ["claim", "length", "ours", "seeds", "verdict", "published", "checked", "why it might not hold here"]
+
+
+def context_markdown(results: Results) -> str:
+    """The report as markdown: banner, summary, verdicts, then the evidence (the figures are in the HTML)."""
+    parts = [f"## posembed lab context: {results.body.get('name', 'study')}"]
+    warning = too_small(results)
+    if warning:
+        parts.append(f"> **Warning:** {warning}")
+    parts += ["### Summary", "\n".join(f"- [{text}](#{anchor})" for text, anchor in _summary(results)),
+              _intro(results), '<a id="verdicts"></a>', "### Verdicts against the published orderings"]
+    rows = verdicts(results)
+    parts.append(_markdown_table(_VERDICT_HEADER, [[row[h] for h in _VERDICT_HEADER] for row in rows]))
+    parts += ['<a id="references"></a>', "### The references past L"]
     references = reference_rows(results)
     if references:
         parts.append(_markdown_table(list(references[0]), [list(row.values()) for row in references]))
-    parts += [reference_note(results), "### Verdicts against the published orderings"]
-    rows = verdicts(results)
-    header = ["claim", "length", "ours", "verdict", "published", "checked", "why it might not hold here"]
-    parts.append(_markdown_table(header, [[row[h] for h in header] for row in rows]))
+    parts += [reference_note(results), '<a id="perplexity"></a>', "### Held-out perplexity",
+              _markdown_table(*_metric_rows(results, "perplexity")), '<a id="passkey"></a>',
+              "### Passkey accuracy (mean over depths)", _markdown_table(*_metric_rows(results, "passkey_mean")),
+              retrieval_note(results)]
+    if empty_heatmap_note(results):
+        parts.append(empty_heatmap_note(results))
     return "\n\n".join(parts) + "\n"
 
 
-def _perplexity_figure(results: Results):
-    from posembed.report import new_figure
+def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLike,
+                         config_id: str | Sequence[str] | None = None) -> tuple[Path, Path]:
+    """Write ``context.md`` and ``context.html`` (with its PNGs) into ``out_dir``; returns both paths.
 
-    figure = new_figure(7.0, 4.2)
-    axes = figure.add_subplot()
-    for line in results.lines:
-        points = [(n, results.value(*line, n, "perplexity")) for n in results.lengths]
-        points = [(n, v) for n, v in points if v is not None]
-        if points:
-            style = "-" if line[0] == "rope" else (":" if line[0].startswith("rope+") else "--")
-            marker = "o" if line[0].startswith("rope") else "s"
-            axes.plot(*zip(*points), style, marker=marker, label=results.label(line))
-    axes.axvline(results.context, color="grey", linestyle=":", label=f"L = {results.context}")
-    axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
-    axes.set_xlabel("evaluated length (characters)")
-    axes.set_ylabel("held-out perplexity")
-    axes.set_title("Perplexity against length per method")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, ncol=2)
-    return figure
-
-
-def _passkey_figure(results: Results):
-    from posembed.report import new_figure
-
-    lines = [line for line in results.lines if results.value(*line, results.lengths[0], "passkey_mean") is not None]
-    if not lines or not results.depths:
-        return None
-    cols = min(4, len(lines))
-    rows = -(-len(lines) // cols)
-    figure = new_figure(3.0 * cols, 2.6 * rows)
-    for index, line in enumerate(lines):
-        axes = figure.add_subplot(rows, cols, index + 1)
-        grid = [[results.value(*line, n, "passkey", d) or 0.0 for n in results.lengths] for d in results.depths]
-        image = axes.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto", origin="lower")
-        axes.set_xticks(range(len(results.lengths)), [str(n) for n in results.lengths], fontsize=7)
-        axes.set_yticks(range(len(results.depths)), [f"{d:.2g}" for d in results.depths], fontsize=7)
-        axes.set_title(results.label(line), fontsize=8)
-        axes.set_xlabel("length", fontsize=7)
-        axes.set_ylabel("depth", fontsize=7)
-    figure.colorbar(image, ax=figure.axes, shrink=0.8, label="passkey accuracy")
-    return figure
-
-
-def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLike, config_id: str | None = None) -> tuple[Path, Path]:
-    """Write ``context.md`` and ``context.html`` (with its PNGs) into ``out_dir``; returns both paths."""
+    ``config_id``: one run, the runs of a study (one id per seed), or ``None`` for the store's only study.
+    """
     from posembed._io import atomic_write_text
+    from posembed.lab.report_context_plots import passkey_figure, perplexity_figure
     from posembed.report import HtmlReport
 
     results = Results.load(store_path, config_id)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown = atomic_write_text(out / "context.md", context_markdown(results))
-    report = HtmlReport("Which context extension works?")
-    report.paragraph(context_markdown(results).split("\n\n")[1])
-    report.heading("Perplexity against length")
-    report.figure(_perplexity_figure(results), "context_perplexity", "held-out perplexity, log-log")
-    report.table(*reversed(_metric_rows(results, "perplexity")))
-    report.heading("Passkey retrieval")
-    passkey = _passkey_figure(results)
-    if passkey is not None:
-        report.figure(passkey, "context_passkey", "passkey accuracy per length (x) and depth (y)")
-    report.table(*reversed(_metric_rows(results, "passkey_mean")))
-    report.heading("The references past L")
+    report = HtmlReport(f"posembed lab context: {results.body.get('name', 'study')}")
+    warning = too_small(results)
+    if warning:
+        report.banner(warning)
+    report.heading("Summary", anchor="summary")
+    report.links(_summary(results))
+    report.paragraph(_intro(results))
+    report.heading("Verdicts against the published orderings", anchor="verdicts")
+    report.table(verdicts(results))
+    report.heading("The references past L", anchor="references")
     report.paragraph(reference_note(results))
     if reference_rows(results):
         report.table(reference_rows(results))
-    report.heading("Verdicts against the published orderings")
-    report.table(verdicts(results))
+    report.heading("Perplexity against length", anchor="perplexity")
+    report.figure(perplexity_figure(results), "context_perplexity", "held-out perplexity, log-log (means over seeds)")
+    report.table(*reversed(_metric_rows(results, "perplexity")))
+    report.heading("Passkey retrieval", anchor="passkey")
+    report.paragraph(retrieval_note(results))
+    if empty_heatmap_note(results):
+        report.paragraph(empty_heatmap_note(results))
+    passkey = passkey_figure(results, skip=set(empty_heatmaps(results)))
+    if passkey is not None:
+        report.figure(passkey, "context_passkey", "passkey accuracy per length (x) and depth (y), means over seeds")
+    report.table(*reversed(_metric_rows(results, "passkey_mean")))
     return markdown, report.write(out / "context.html")
