@@ -311,6 +311,14 @@ def _pad_heads(inp: AttentionInputs, width: int) -> AttentionInputs:
     return replace(inp, q=pad(inp.q), k=pad(inp.k), v=pad(inp.v))
 
 
+@functools.lru_cache(maxsize=32)
+def _causal_block_mask(length: int, device: torch.device):
+    """The causal block mask of one length on one device, built once and shared by every call."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(visibility_mod(True, None), None, None, length, length, device=device)
+
+
 def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim: int | None = None) -> Tensor:
     """FlexAttention with the scheme's ``score_mod`` and a block mask for causal/padding.
 
@@ -338,11 +346,12 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim
         q, k = inp.qk if inp.qk is not None else (None, None)
         score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k, **_mask_keyword(inp))
     block_mask = None
-    if inp.causal or inp.key_mask is not None:
+    if inp.key_mask is not None:  # depends on the batch's values: built per call
         batch, _, length, _ = inp.q.shape
         mask_mod = visibility_mod(inp.causal, inp.key_mask)
-        mask_batch = batch if inp.key_mask is not None else None
-        block_mask = create_block_mask(mask_mod, mask_batch, None, length, length, device=inp.q.device)
+        block_mask = create_block_mask(mask_mod, batch, None, length, length, device=inp.q.device)
+    elif inp.causal:
+        block_mask = _causal_block_mask(inp.q.shape[-2], inp.q.device)
     if compiled:
         with _flex_compile_limits():
             out = _compiled_flex()(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
