@@ -260,6 +260,10 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     # the summary of verdicts opens the page, before the figure and every table
     assert page.index("<h2>Summary</h2>") < page.index("<figure") < page.index("<table>")
     assert page.index(summary["statements"][0][:40]) < page.index("<figure")
+    # text columns (system, task, verdict) are left-aligned, numbers right-aligned
+    assert '<td class="text">truncate-64</td>' in page
+    assert any(f'<td class="text">{verdict}</td>' in page for verdict in ("beats", "worse", "cannot tell"))
+    assert "<td>600</td>" in page
     table = format_table(result)
     assert "truncate-64" in table.splitlines()[1] and "[" in table.splitlines()[1]
     assert markdown_table(result, "passkey").splitlines()[0] == "| system | LongEmbed | 128 | 600 |"
