@@ -186,15 +186,51 @@ def test_text_that_cannot_be_encoded_is_named(capsys, minilm_path, minilm_tokeni
         encode_texts(minilm_tokenizer, "x\udcff")
 
 
-def test_device_cpu_equals_default_and_cuda_without_cuda_is_one_line(capsys):
-    import torch
+def _encode_on(capsys, monkeypatch, *argv):
+    """``posembed encode --json`` and the device its embedding block ran on."""
+    import posembed.encode_report as encode_report
 
-    from posembed.cli import main
+    devices = []
+    explain = encode_report.explain_encoding
 
-    assert main(["encode", "where is it", "--json"]) == 0
-    default = capsys.readouterr().out
-    assert main(["encode", "where is it", "--json", "--device", "cpu"]) == 0
-    assert capsys.readouterr().out == default
+    def spy(emb, *args, **kwargs):
+        devices.append(next(emb.parameters()).device)
+        return explain(emb, *args, **kwargs)
+
+    monkeypatch.setattr(encode_report, "explain_encoding", spy)
+    assert main(["encode", "where is it", "--json", *argv]) == 0
+    (device,) = devices
+    return json.loads(capsys.readouterr().out), device
+
+
+def _assert_reports_close(actual: dict, expected: dict) -> None:
+    """Same tokens, ids and positions; every norm within bf16 tolerance (the devices' kernels differ)."""
+    assert len(actual["tokens"]) == len(expected["tokens"])
+    for got, want in zip(actual["tokens"], expected["tokens"]):
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1.6e-2, abs=1e-3), key
+            else:
+                assert got[key] == value, key
+
+
+def test_device_cpu_equals_default_and_cuda_without_cuda_is_one_line(capsys, monkeypatch):
+    """The default runs where ``auto`` picks (and equals naming that device); ``--device cpu`` runs
+    on the CPU and agrees with it within bf16 tolerance; CUDA asked for without CUDA is one line."""
+    from posembed.devices import resolve_device
+
+    auto = resolve_device("auto")
+    default, ran_on = _encode_on(capsys, monkeypatch)
+    assert ran_on.type == auto.type
+    named, named_on = _encode_on(capsys, monkeypatch, "--device", str(auto))
+    assert named_on.type == auto.type and named == default
+    on_cpu, cpu_ran_on = _encode_on(capsys, monkeypatch, "--device", "cpu")
+    assert cpu_ran_on == torch.device("cpu")
+    if auto.type == "cpu":
+        assert on_cpu == default
+    else:
+        _assert_reports_close(on_cpu, default)
     if not torch.cuda.is_available():
         assert main(["encode", "where is it", "--device", "cuda"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
