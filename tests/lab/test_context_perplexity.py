@@ -1,0 +1,73 @@
+"""``lm_perplexity`` on models whose next-character distribution is known, checked to the digit.
+
+The computation under test is the perplexity (which windows are scored, how the loss is summed
+and how many tokens it is divided by), so the models are hand-built: fixed logits from a table.
+The loss is summed in fp32 (as the study computes it), hence a relative tolerance of 1e-6.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from posembed.lab.context_eval import lm_perplexity
+
+
+class TableModel(nn.Module):
+    """Next-character log-probabilities ``log_p[current character]``: a bigram model, no training."""
+
+    def __init__(self, probabilities: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("log_p", probabilities.log())
+        self.calls: list[tuple[int, ...]] = []
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, V)
+        self.calls.append(tuple(ids.shape))
+        return self.log_p[ids]
+
+
+def _successor_model(vocab: int) -> TableModel:
+    """P(next = current + 1 mod V) = 1/2, every other character 1/(2 (V - 1))."""
+    table = torch.full((vocab, vocab), 0.5 / (vocab - 1), dtype=torch.float64)
+    table[torch.arange(vocab), (torch.arange(vocab) + 1) % vocab] = 0.5
+    return TableModel(table)
+
+
+def test_uniform_next_character_distribution_has_perplexity_the_vocabulary_size():
+    val = torch.randint(0, 7, (200,), generator=torch.Generator().manual_seed(0))
+    model = TableModel(torch.full((7, 7), 1 / 7, dtype=torch.float64))
+    for length, windows, batch in ((10, 5, 2), (16, 100, 8), (199, 3, 1)):
+        assert lm_perplexity(model, val, length, windows=windows, batch=batch) == pytest.approx(7.0, rel=1e-6)
+
+
+def test_bigram_perplexity_to_the_digit_over_exactly_the_scored_windows():
+    val = torch.tensor([0, 1, 2, 3, 0, 1, 3, 2, 0, 3, 3])  # two windows of 4 fit (chars 0-4 and 4-8), not a third
+    model = _successor_model(4)
+    # window 0 predicts 1, 2, 3, 0 after 0, 1, 2, 3: four successors; window 1 predicts 1, 3, 2, 0 after
+    # 0, 1, 3, 2: one successor (0 -> 1), three others at 1/6. 8 scored tokens in all.
+    expected = math.exp(-(5 * math.log(0.5) + 3 * math.log(0.5 / 3)) / 8)
+    assert expected == pytest.approx(2 ** (5 / 8) * 6 ** (3 / 8), rel=1e-15)
+    assert lm_perplexity(model, val, 4, windows=10, batch=8) == pytest.approx(3.019607, abs=5e-7)
+    assert lm_perplexity(model, val, 4, windows=10, batch=1) == pytest.approx(expected, rel=1e-6)
+    assert model.calls == [(2, 4), (1, 4), (1, 4)]  # two windows, batched then one by one; no window past the end
+    # one window only: 4 successors of 4, perplexity 2 exactly
+    assert lm_perplexity(model, val, 4, windows=1) == pytest.approx(2.0, rel=1e-6)
+
+
+def test_windows_are_consecutive_and_each_scores_its_own_last_character():
+    # length 3: windows are chars 0-3 and 3-6 (the next window starts on the last target of this one)
+    val = torch.tensor([0, 1, 2, 3, 3, 3, 3])
+    model = _successor_model(4)
+    # window 0: 0->1, 1->2, 2->3 all successors; window 1: 3->3, 3->3, 3->3 none (1/6 each)
+    expected = math.exp(-(3 * math.log(0.5) + 3 * math.log(1 / 6)) / 6)
+    assert lm_perplexity(model, val, 3, windows=2) == pytest.approx(expected, rel=1e-6)
+    assert lm_perplexity(model, val, 3, windows=2) == pytest.approx(math.sqrt(12), rel=1e-6)
+
+
+def test_too_short_a_split_gives_none():
+    model = _successor_model(4)
+    assert lm_perplexity(model, torch.tensor([0, 1, 2]), 3, windows=4) is None
+    assert model.calls == []
