@@ -226,11 +226,16 @@ def test_bench_suites_on_cuda(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench_embeddings, "QUICK", {"batch": 2, "length": 16, "width": 32, "vocab": 100})
     monkeypatch.setattr(bench_training, "CONFIG", {"depth": 1, "heads": 2, "dim": 16, "block": 8, "batch": 2})
+    torch.cuda.reset_peak_memory_stats()
     rows = bench_embeddings.run(quick=True, repeats=1, device="cuda")
     timed = {row.impl for row in rows if row.median_ms}
     assert {bench_embeddings.REFERENCE, bench_embeddings.BLOCK} <= timed and bench_embeddings.FUSED not in timed
+    assert torch.cuda.max_memory_allocated() > 0  # the work ran on the device named
+    # heads of 8 channels: the ALiBi Decoder must not reach compiled FlexAttention (it lowers >= 16)
+    torch.cuda.reset_peak_memory_stats()
     rows = bench_training.run(quick=True, repeats=1, device="cuda")
     assert all(row.median_ms for row in rows), rows
+    assert torch.cuda.max_memory_allocated() > 0
     spec = {"impl": bench_attention.BASELINE, "scheme": "alibi", "length": 32, "mode": "train", "repeats": 1,
             "device": "cuda"}  # fmt: skip
     result = bench_attention.worker(spec)

@@ -169,3 +169,28 @@ def test_self_attention_with_narrow_heads_on_cuda_runs_padded_flex(as_cuda, monk
         expected = attn(x, attention_mask=mask)
     assert widths == [(16, 16, 16)]
     assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_narrow_head_decoder_trains_off_compiled_flex_under_the_cuda_policy(as_cuda, monkeypatch) -> None:
+    """The case that crashed on CUDA (the training bench's ALiBi Decoder, heads of 8): with the
+    CUDA policy mocked, training steps dispatch to SDPA and never reach the compiled kernel."""
+    from posembed.bench import training as bench_training
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled FlexAttention reached with a head narrower than 16")
+
+    monkeypatch.setattr(attention_backends, "_compiled_flex", lambda: refuse)
+    chosen = []
+    choose = attention_backends.choose_backend
+
+    def spy(*args, **kwargs):
+        chosen.append(choose(*args, **kwargs))
+        return chosen[-1]
+
+    import posembed.attention as attention
+
+    monkeypatch.setattr(attention, "choose_backend", spy)
+    monkeypatch.setattr(bench_training, "CONFIG", {"depth": 1, "heads": 2, "dim": 16, "block": 8, "batch": 2})
+    rows = bench_training.run(quick=True, repeats=1, device="cpu")
+    assert all(row.median_ms for row in rows), rows
+    assert chosen and set(chosen) == {"sdpa"}
