@@ -33,7 +33,7 @@ def test_table_from_dicts_and_from_header():
     report.table([{"a": 1, "b": 0.123456}, {"a": 2, "c": "x"}])
     report.table([[1, 2.5]], header=["k", "v"])
     page = report.html()
-    assert "<tr><th>a</th><th>b</th><th>c</th></tr>" in page
+    assert '<tr><th>a</th><th>b</th><th class="text">c</th></tr>' in page  # a column of words: header left too
     assert "<tr><td>1</td><td>0.1235</td><td></td></tr>" in page
     assert '<tr><td>2</td><td></td><td class="text">x</td></tr>' in page  # words: left-aligned, wrapped at spaces
     assert "<tr><th>k</th><th>v</th></tr>" in page and "<td>2.5</td>" in page
@@ -84,8 +84,8 @@ def test_sections_are_numbered_and_open_with_their_finding():
     assert report.section("Second") == "2. Second"
     report.bullets(["summary line"], at=mark)
     page = report.html()
-    order = ["summary line", "<h2>1. First</h2>", "computed after the table", "worse than chance",
-             "how it was measured", "<h2>2. Second</h2>"]  # fmt: skip
+    order = ["summary line", '<h2 id="section-1">1. First</h2>', "computed after the table", "worse than chance",
+             "how it was measured", '<h2 id="section-2">2. Second</h2>']  # fmt: skip
     assert [page.index(text) for text in order] == sorted(page.index(text) for text in order)
     assert '<p class="finding suspicious"><strong>Suspicious:</strong> a probe worse than chance</p>' in page
     with pytest.raises(ValueError, match="outside"):

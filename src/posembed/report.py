@@ -47,14 +47,17 @@ h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
 h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }
 .table-wrap { overflow-x: auto; max-width: 100%; margin: 1em 0; }
 table { border-collapse: collapse; font-size: .92em; }
-p, li, figcaption, td { overflow-wrap: anywhere; }
+p, li, figcaption { overflow-wrap: anywhere; }
 p.finding { background: #eef5ee; border-left: 4px solid #3a7d44; padding: .35em .7em; }
 p.finding.suspicious { background: #fbf1e4; border-left-color: #c77700; }
 p.banner { background: #fdecea; border: 2px solid #b3261e; padding: .5em .8em; }
-th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
-th { background: #f0f0f0; }
-td:first-child, th:first-child { text-align: left; }
-td.text { text-align: left; overflow-wrap: normal; word-break: normal; min-width: 8em; }
+th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; vertical-align: top;
+         overflow-wrap: normal; word-break: normal; hyphens: manual; }
+th { background: #f0f0f0; font-weight: 600; }
+td { white-space: nowrap; }
+td:first-child, th:first-child, th.text { text-align: left; }
+td.text { text-align: left; overflow-wrap: normal; word-break: normal; min-width: 6em; white-space: normal; }
+ul.summary li { margin: .2em 0; }
 figure { margin: 1.2em 0; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: .9em; color: #555; }
@@ -115,6 +118,8 @@ class HtmlReport:
         self._images: dict[str, bytes] = {}
         self._sections = 0
         self._finding_at: int | None = None
+        #: ``(heading text, anchor)`` of every :meth:`section`, in order
+        self.section_anchors: list[tuple[str, str]] = []
 
     def heading(self, text: str, level: int = 2, anchor: str = "") -> None:
         """Add a heading ``<h{level}>`` (level 1..6), with ``id="anchor"`` when given (a :meth:`links` target)."""
@@ -123,8 +128,9 @@ class HtmlReport:
         ident = f' id="{html.escape(anchor)}"' if anchor else ""
         self._parts.append(f"<h{level}{ident}>{html.escape(str(text))}</h{level}>")
 
-    def links(self, items: Sequence[tuple[str, str]], css: str = "summary") -> None:
-        """Add a bulleted list of ``(text, anchor)`` items, each linking to ``#anchor`` (``""``: no link).
+    def links(self, items: Sequence[tuple[str, str]], css: str = "summary", at: int | None = None) -> None:
+        """Add a bulleted list of ``(text, anchor)`` items, each linking to ``#anchor`` (``""``: no link),
+        at the end or at a :meth:`mark` taken earlier (a summary written once the sections are known).
 
         >>> report = HtmlReport("t"); report.links([("Q1: alike", "q1"), ("no link", "")])
         >>> '<li><a href="#q1">Q1: alike</a></li>' in report.html(), "<li>no link</li>" in report.html()
@@ -132,17 +138,19 @@ class HtmlReport:
         """
         entries = [f'<a href="#{html.escape(anchor)}">{html.escape(text)}</a>' if anchor else html.escape(text)
                    for text, anchor in items]
-        self._parts.append(f'<ul class="{html.escape(css)}">' + "".join(f"<li>{e}</li>" for e in entries) + "</ul>")
+        self._insert(f'<ul class="{html.escape(css)}">' + "".join(f"<li>{e}</li>" for e in entries) + "</ul>", at)
 
     def banner(self, text: str) -> None:
         """Add a warning box (``<p class="banner">``), e.g. "this run is too small to conclude"."""
         self._parts.append(f'<p class="banner"><strong>Warning:</strong> {html.escape(str(text))}</p>')
 
     def section(self, title: str) -> str:
-        """Add a numbered ``<h2>`` section heading ("3. title") and return it; findings go right under it."""
+        """Add a numbered ``<h2 id="section-3">`` section heading ("3. title") and return it; findings
+        go right under it, and :attr:`section_anchors` lists it for a summary's :meth:`links`."""
         self._sections += 1
         text = f"{self._sections}. {title}"
-        self.heading(text)
+        self.heading(text, anchor=f"section-{self._sections}")
+        self.section_anchors.append((text, f"section-{self._sections}"))
         self._finding_at = len(self._parts)
         return text
 
@@ -166,7 +174,9 @@ class HtmlReport:
 
     def bullets(self, items: Sequence[str], at: int | None = None) -> None:
         """Add a bulleted list of plain-text items (escaped), at the end or at a :meth:`mark` taken earlier."""
-        part = "<ul>" + "".join(f"<li>{html.escape(str(item))}</li>" for item in items) + "</ul>"
+        self._insert("<ul>" + "".join(f"<li>{html.escape(str(item))}</li>" for item in items) + "</ul>", at)
+
+    def _insert(self, part: str, at: int | None) -> None:
         if at is None:
             self._parts.append(part)
             return
@@ -186,9 +196,15 @@ class HtmlReport:
 
     def table(self, rows: Sequence[Mapping[str, Any]] | Sequence[Any], header: Sequence[str] | None = None) -> None:
         """Add a table from a list of dicts (columns = union of keys, in first-seen order),
-        or from ``header`` plus a list of row sequences."""
+        or from ``header`` plus a list of row sequences.
+
+        Column names are shown as words (``val_loss`` -> ``val loss``) and wrap between them;
+        a column of words is left-aligned, header included; numbers stay right-aligned on one line.
+        """
         header, body = _table_cells(rows, header)
-        head = "".join(f"<th>{html.escape(str(name))}</th>" for name in header)
+        words = [_column_is_text(row[index] for row in body) for index in range(len(header))]
+        head = "".join(f'<th class="text">{_header_text(name)}</th>' if text else f"<th>{_header_text(name)}</th>"
+                       for name, text in zip(header, words))
         lines = ['<div class="table-wrap"><table>', f"<tr>{head}</tr>"]
         for row in body:
             lines.append("<tr>" + "".join(_cell(v) for v in row) + "</tr>")
@@ -245,6 +261,24 @@ def _is_text(value: Any) -> bool:
         return False
     head = value.split(" ")[0].lstrip("+-−±")
     return not (head[:1].isdigit() or head[:1] == "." or value in ("n/a", "nan", ""))
+
+
+def _header_text(name: str) -> str:
+    """A column name as words: snake_case keys get spaces (so headers wrap between words).
+
+    >>> _header_text("val_loss"), _header_text("ppl @ 2x"), _header_text("a<b")
+    ('val loss', 'ppl @ 2x', 'a&lt;b')
+    """
+    text = str(name)
+    if "_" in text and " " not in text:
+        text = text.replace("_", " ")
+    return html.escape(text)
+
+
+def _column_is_text(cells) -> bool:
+    """Whether a column holds words only (its header is then left-aligned like its cells)."""
+    filled = [value for value in cells if format_cell(value) != ""]
+    return bool(filled) and all(_is_text(value) for value in filled)
 
 
 def _cell(value: Any) -> str:

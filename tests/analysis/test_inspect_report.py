@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -56,7 +57,7 @@ def test_every_section_and_file(minilm_run):
         "6. Four-term decomposition",
         "7. Segment",
     ):
-        assert f"<h2>{heading}" in page
+        assert f'<h2 id="section-{heading.split(".")[0]}">{heading}' in page
     assert "Spearman" in page and "Translation invariance error" in page and "Symmetry error" in page
     _every_section_opens_with_a_finding(page)
     assert metrics["kind"] == "absolute"
@@ -124,7 +125,7 @@ def _skipped(metrics: dict) -> list[str]:
 
 
 def _every_section_opens_with_a_finding(page: str) -> None:
-    sections = re.split(r"<h2>", page)[1:]
+    sections = re.split(r'<h2 id="section-\d+">', page)[1:]
     assert sections
     for section in sections:
         body = section.split("</h2>", 1)[1].lstrip()
@@ -203,3 +204,22 @@ def test_report_opens_in_chromium_with_every_image(minilm_run):
     result = render_images(out / "report.html")
     assert result.count == len(FIGURES)
     assert result.all_loaded, result.loaded
+
+
+def test_the_report_leads_with_a_summary_linking_to_each_section(tmp_path):
+    from posembed.analysis.inspect_report import InspectOptions, run_inspect
+    from posembed.analysis.sources import load_scheme
+
+    metrics = run_inspect(load_scheme("alibi", dim=32, max_len=64), tmp_path, options=InspectOptions.small(),
+                          progress=False)
+    page = (tmp_path / "report.html").read_text()
+    summary = page.split('<h2 id="summary">Summary</h2>', 1)[1].split("<h2", 1)[0]
+    links = re.findall(r'<li><a href="#(section-\d+)">([^<]*)</a></li>', summary)
+    found = [value["finding"] for value in metrics.values() if isinstance(value, dict) and "finding" in value]
+    skipped = [name for name, value in metrics.items() if isinstance(value, dict) and "skipped" in value
+               and not value.get("not_applicable")]  # fmt: skip
+    assert found and len(links) == len(found) + len(skipped)
+    for (anchor, text), finding in zip(links, found):
+        assert text.endswith(html.escape(finding)) and f'<h2 id="{anchor}">' in page
+    assert all(": skipped (" in text for _, text in links[len(found):])
+    assert page.index('id="summary"') < page.index('id="section-1"')

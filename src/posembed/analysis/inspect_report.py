@@ -236,7 +236,7 @@ _RUNNERS = {
 }
 
 
-def _sections(run: _Run, timings: dict, progress: bool | str | None) -> dict:
+def _sections(run: _Run, timings: dict, anchors: dict, progress: bool | str | None) -> dict:
     found = {}
     plan = PLANS[run.kind]
     with Progress(len(plan), mode=progress_mode(progress), desc="inspect sections", unit="section",
@@ -245,10 +245,13 @@ def _sections(run: _Run, timings: dict, progress: bool | str | None) -> dict:
             start = time.perf_counter()
             logger.info("section: %s", name)
             reporter.working_on(TITLES[name])
+            before = len(run.report.section_anchors)
             try:
                 found[name] = _RUNNERS[name](run)
             finally:
                 timings[name] = round(time.perf_counter() - start, 3)
+            if len(run.report.section_anchors) > before:
+                anchors[name] = run.report.section_anchors[before][1]
             reporter.advance(TITLES[name], timings[name])
     missing = [name for name in CLASSIC if name not in found]
     if missing:
@@ -261,6 +264,15 @@ def _sections(run: _Run, timings: dict, progress: bool | str | None) -> dict:
             found[name] = {"skipped": f"{_NOT_APPLICABLE[name]}; this model has {run.kind} positions",
                            "not_applicable": True}  # fmt: skip
     return found
+
+
+def _summary(report: HtmlReport, at: int, sections: dict, anchors: dict) -> None:
+    """The report opens with every section's verdict (its finding, or why it was skipped), each a link to it."""
+    items = [(f"{TITLES[name]}: {value['finding']}", anchors.get(name, "")) for name, value in sections.items()
+             if "finding" in value]
+    items += [(f"{TITLES[name]}: skipped ({value['skipped']})", anchors.get(name, "")) for name, value in sections.items()
+              if "skipped" in value and not value.get("not_applicable")]
+    report.links(items or [("No section reached a finding; the sections below say why.", "")], at=at)
 
 
 def run_inspect(
@@ -284,9 +296,11 @@ def run_inspect(
     report.paragraph(f"Positions: {source.positions}.")
     for note in source.notes:
         report.paragraph(f"Note: {note}")
+    report.heading("Summary", anchor="summary")
     summary = report.mark()
     run = _Run(report, source, text, options)
     timings: dict = {}
+    anchors: dict = {}
     metrics: dict = {
         "model": source.name,
         "family": source.family,
@@ -294,11 +308,9 @@ def run_inspect(
         "positions": source.positions,
         "notes": list(source.notes),
     }
-    sections = _sections(run, timings, progress)
+    sections = _sections(run, timings, anchors, progress)
     metrics.update(sections)
-    findings = [f"{TITLES[name]}: {value['finding']}" for name, value in sections.items() if "finding" in value]
-    if findings:
-        report.bullets(findings, at=summary)
+    _summary(report, summary, sections, anchors)
     metrics["text"] = str(text_path) if text_path is not None else f"{DEFAULT_TEXT.name} (shipped with posembed)"
     metrics["options"] = asdict(options)
     metrics["timings_seconds"] = timings
