@@ -274,3 +274,13 @@ def test_sizes_beyond_the_table_are_refused(small_model, text_file):
         evaluate_extension(small_model, BenchmarkConfig(truncate=(1024,)), text=text_file)
     with pytest.raises(ValueError, match=r"extension targets \[512\] must be larger"):
         evaluate_extension(small_model, BenchmarkConfig(targets=(512, 1024)), text=text_file)
+
+
+def test_pcw_windows_are_full_and_chunks_are_not():
+    from posembed.interop.retrieval import _windows
+
+    body = list(range(10))
+    # LongEmbed's PCW: windows of L tokens, the last one moved back so it is full (overlapping)
+    assert _windows(body, 4, full_last=True) == [[0, 1, 2, 3], [4, 5, 6, 7], [6, 7, 8, 9]]
+    assert _windows(body, 4, full_last=False) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert _windows(body, 10, full_last=True) == [body] and _windows(body, 5, full_last=True) == [body[:5], body[5:]]
