@@ -5,13 +5,14 @@ trials hold nothing to draw. Lines are means over seeds, shaded bands +/- one st
 (where there are two seeds or more); the ``base`` variant is drawn solid, other variants dashed;
 a dotted vertical line marks the training length L. The lines are faceted by scheme family
 (absolute, rotary, bias, NoPE), one panel each and at most :data:`MAX_LINES` lines a panel (a
-larger family takes more panels), with each panel's legend outside its data, to the right.
+larger family takes more, near-equal panels; a one-line panel joins a neighbour), with each
+panel's legend outside its data, to the right.
 
 >>> _band(Stat((1.0, 3.0))), _band(Stat((1.0,)))
 ((2.0, 1.4142135623730951), (1.0, 0.0))
 >>> keys = [("copy", s, "base") for s in ("rope", "alibi", "learned", "nope", "t5_bias")]
 >>> [(title, [k[1] for k in group]) for title, group in facets(keys)]
-[('rotary', ['rope']), ('bias', ['alibi', 't5_bias']), ('absolute', ['learned']), ('NoPE', ['nope'])]
+[('rotary + bias', ['rope', 'alibi', 't5_bias']), ('absolute + NoPE', ['learned', 'nope'])]
 """
 
 from __future__ import annotations
@@ -52,15 +53,47 @@ def scheme_family(scheme: str) -> str:
 
 
 def facets(keys: Sequence[GroupKey]) -> list[tuple[str, list[GroupKey]]]:
-    """Group keys by scheme family (first-seen order), in panels of at most :data:`MAX_LINES`."""
+    """Group keys by scheme family (first-seen order), in panels of at most :data:`MAX_LINES`.
+
+    A family larger than that is split into near-equal panels (7 lines: 4 and 3, never 6 and 1);
+    a panel left with one line joins its smaller neighbour ("bias + NoPE"; on a tie the next
+    one), so no panel holds a lonely curve unless the whole figure has one.
+    """
     families: dict[str, list[GroupKey]] = {}
     for key in keys:
         families.setdefault(scheme_family(key[1]), []).append(key)
-    panels = []
+    panels: list[tuple[str, list[GroupKey]]] = []
     for family, members in families.items():
-        chunks = [members[i : i + MAX_LINES] for i in range(0, len(members), MAX_LINES)]
+        count = -(-len(members) // MAX_LINES)
+        size = -(-len(members) // count)
+        chunks = [members[i : i + size] for i in range(0, len(members), size)]
         for index, chunk in enumerate(chunks):
-            panels.append((family if len(chunks) == 1 else f"{family} ({index + 1}/{len(chunks)})", chunk))
+            panels.append((family if count == 1 else f"{family} ({index + 1}/{count})", chunk))
+    return _join_lonely(panels)
+
+
+def _join_lonely(panels: list[tuple[str, list[GroupKey]]]) -> list[tuple[str, list[GroupKey]]]:
+    """Merge every one-line panel into its smaller neighbour, or take a line from it when it is full."""
+    index = 0
+    while index < len(panels) and len(panels) > 1:
+        if len(panels[index][1]) != 1:
+            index += 1
+            continue
+        neighbours = [i for i in (index + 1, index - 1) if 0 <= i < len(panels)]
+        other = min(neighbours, key=lambda i: len(panels[i][1]))  # the next one on a tie (listed first)
+        first, second = sorted((index, other))
+        if len(panels[first][1]) + len(panels[second][1]) <= MAX_LINES:
+            panels[first:second + 1] = [(f"{panels[first][0]} + {panels[second][0]}", panels[first][1] + panels[second][1])]
+            index = first
+        else:  # every neighbour full: the one it would have joined lends it a line
+            title, lonely = panels[index]
+            if other < index:
+                lender, line = panels[other][1][:-1], [panels[other][1][-1]]
+                panels[other], panels[index] = (panels[other][0], lender), (f"{panels[other][0]} + {title}", line + lonely)
+            else:
+                lender, line = panels[other][1][1:], [panels[other][1][0]]
+                panels[other], panels[index] = (panels[other][0], lender), (f"{title} + {panels[other][0]}", lonely + line)
+            index += 1
     return panels
 
 
