@@ -76,3 +76,11 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
         run_suites(only=["nope"], out=tmp_path)
     assert main(["bench", "--threads", "0", "--out", str(tmp_path)]) == 2
     assert "--threads must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_help_states_the_measured_quick_time_and_the_bench_extra(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--quick small shapes: about 70 s of CPU time" in text
+    assert "pip install 'posembed[bench]'" in text

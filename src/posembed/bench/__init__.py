@@ -1,11 +1,13 @@
 """Side-by-side benchmarks of posembed against the reference implementations.
 
 The suites ship with the package: run them with ``posembed bench`` (``--quick`` uses small
-shapes, about a minute; ``--only NAME`` runs one suite; ``--device`` picks where they time:
+shapes, about 70 s of CPU time; ``--only NAME`` runs one suite; ``--device`` picks where they time:
 ``auto``, CUDA when present, else the CPU). In the source checkout,
 ``python -m benchmarks`` does the same and ``benchmarks/`` keeps the scripts that write
 BENCHMARKS.md. Results go to
 ``<out>/results.json`` and ``<out>/results.md``; BENCHMARKS.md holds the latest full table.
+The comparison libraries come with ``pip install 'posembed[bench]'``; without one, its rows
+say ``skipped: pip install 'posembed[bench]'``.
 """
 
 from __future__ import annotations
