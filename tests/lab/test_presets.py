@@ -84,3 +84,18 @@ def test_each_later_scheme_trains_and_lands_in_its_family_rows(scheme, later_lab
     assert (row["family"], row["variant"], row["seeds"]) == (scheme_family(scheme), "base", "1")
     ranking = tables[next(k for k in tables if k.startswith("Q4."))]
     assert [r["family"] for r in ranking if r["scheme"] == scheme] == ["bias"]
+
+
+def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
+    """Issue 24: quick's verdicts rest on 2 seeds or more, full's and the context study's on 3."""
+    from posembed.lab.context_presets import get_context_preset
+    from posembed.lab.runner import expand
+
+    for name, least in (("quick", 2), ("full", 3)):
+        trials = expand(get_preset(name))
+        seeds: dict[tuple, set[int]] = {}
+        for trial in trials:
+            seeds.setdefault((trial.task, trial.scheme, trial.variant), set()).add(trial.seed)
+        assert min(len(s) for s in seeds.values()) >= least, name
+    assert len(get_context_preset("context").seeds) == 3
+    assert get_preset("smoke").seeds == (0,) and get_context_preset("context-smoke").seeds == (0,)  # banners say so
