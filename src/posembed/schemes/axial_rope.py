@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import RotaryScheme
+from posembed.schemes.base import RotaryScheme, check_built_for
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary import rope_inv_freq
 from posembed.schemes.rotary_checks import check_base, check_head_dim, check_qk
@@ -180,11 +180,7 @@ class SectionedRotary(RotaryScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         check_positive_int(num_heads, "num_heads")
-        if head_dim != self.head_dim:
-            raise ValueError(
-                f"{type(self).__name__} was built for head_dim={self.head_dim}, "
-                f"but the attention layer has head_dim={head_dim}"
-            )
+        check_built_for(self, "head_dim", head_dim)
 
 
 class AxialRotary(SectionedRotary):

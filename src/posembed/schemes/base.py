@@ -221,11 +221,31 @@ class BiasScheme(PositionScheme):
         return self.bias(q_positions, k_positions, q, k)
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        if num_heads != self.num_heads:
-            raise ValueError(
-                f"{type(self).__name__} was built for num_heads={self.num_heads}, "
-                f"but the attention layer has num_heads={num_heads}"
-            )
+        check_built_for(self, "num_heads", num_heads)
+
+
+def check_built_for(scheme: PositionScheme, field: str, value: int) -> None:
+    """``ValueError`` if the attention layer's ``field`` (``num_heads``, ``head_dim``) is not the
+    one ``scheme`` was built for: the one wording every scheme's :meth:`check_attention` uses.
+
+    >>> from posembed.schemes.alibi import ALiBi
+    >>> check_built_for(ALiBi(4), "num_heads", 8)
+    Traceback (most recent call last):
+    ...
+    ValueError: ALiBi was built for num_heads=4, but the attention layer has num_heads=8
+    """
+    built = getattr(scheme, field)
+    if value != built:
+        raise ValueError(
+            f"{type(scheme).__name__} was built for {field}={built}, but the attention layer has {field}={value}"
+        )
+
+
+def refuse_bidirectional(scheme: PositionScheme, causal: bool, why: str) -> None:
+    """``ValueError`` for a causal-only scheme put in bidirectional attention; ``why`` says what
+    in the scheme runs one way."""
+    if not causal:
+        raise ValueError(f"{type(scheme).__name__} {why}; it cannot serve bidirectional attention (causal=False)")
 
 
 def require_kind(scheme: PositionScheme | None, allowed: tuple[Kind, ...], where: str) -> None:

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import BiasScheme, ScoreMod
+from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for, refuse_bidirectional
 from posembed.schemes.relative import check_qk
 
 __all__ = ["CoPE", "contextual_positions", "interpolate_logits"]
@@ -125,13 +125,11 @@ class CoPE(BiasScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if head_dim != self.head_dim:
-            raise ValueError(f"CoPE was built for head_dim={self.head_dim}, but the attention layer has head_dim={head_dim}")
-        if not causal:
-            raise ValueError(
-                "CoPE counts the gates of the keys between key j and query i (p_ij = sum_{t=j..i} g_it), "
-                "the causal form; it cannot serve bidirectional attention (causal=False)"
-            )
+        check_built_for(self, "head_dim", head_dim)
+        refuse_bidirectional(
+            self, causal, "counts the gates of the keys between key j and query i (p_ij = sum_{t=j..i} g_it), "
+            "the causal form",
+        )
 
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
         check_qk("CoPE", self.num_heads, self.head_dim, q_positions, k_positions, q, k)

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import BiasScheme, ScoreMod
+from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for
 from posembed.schemes.relative import check_qk, relative_position_fn, relative_positions
 
 __all__ = ["DebertaRelative", "log_bucket_position", "relative_rows", "ATTENTION_TERMS"]
@@ -190,8 +190,7 @@ class DebertaRelative(BiasScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if head_dim != self.head_dim:
-            raise ValueError(f"DebertaRelative was built for head_dim={self.head_dim}, but the attention layer has head_dim={head_dim}")
+        check_built_for(self, "head_dim", head_dim)
 
     def relative_table(self) -> Tensor:
         """``R``: the ``(2k, C)`` relative embeddings, LayerNormed when ``layer_norm``."""

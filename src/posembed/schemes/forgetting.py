@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import BiasScheme, ScoreMod
+from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for, refuse_bidirectional
 from posembed.schemes.relative import check_positions
 
 __all__ = ["ForgettingGate", "forget_cumsums"]
@@ -108,13 +108,8 @@ class ForgettingGate(BiasScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if head_dim != self.head_dim:
-            raise ValueError(f"ForgettingGate was built for head_dim={self.head_dim}, but the attention layer has head_dim={head_dim}")
-        if not causal:
-            raise ValueError(
-                "ForgettingGate decays over the tokens between key and query in one direction (FoX is "
-                "causal); it cannot serve bidirectional attention (causal=False)"
-            )
+        check_built_for(self, "head_dim", head_dim)
+        refuse_bidirectional(self, causal, "decays over the tokens between key and query in one direction (FoX is causal)")
 
     def log_gates(self, k: Tensor) -> Tensor:
         """``log f_t = log sigmoid(w_h . k_t + b_h)``: ``(B, H, Tk, D)`` -> ``(B, H, Tk)``."""

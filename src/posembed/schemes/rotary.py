@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
-from posembed.schemes.base import RotaryScheme
+from posembed.schemes.base import RotaryScheme, check_built_for
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary_checks import (
     check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
@@ -296,11 +296,7 @@ class RotaryEmbedding(RotaryScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         check_positive_int(num_heads, "num_heads")
-        if head_dim != self.head_dim:
-            raise ValueError(
-                f"{type(self).__name__} was built for head_dim={self.head_dim}, "
-                f"but the attention layer has head_dim={head_dim}"
-            )
+        check_built_for(self, "head_dim", head_dim)
 
     def extra_repr(self) -> str:
         parts = [f"head_dim={self.head_dim}"]

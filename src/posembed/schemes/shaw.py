@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
 from posembed.schemes.relative import check_qk, relative_position_fn, relative_positions
-from posembed.schemes.base import BiasScheme, ScoreMod
+from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for
 
 __all__ = ["ShawRelative", "distance_index", "distance_logits", "MODES"]
 
@@ -113,10 +113,7 @@ class ShawRelative(BiasScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if head_dim != self.head_dim:
-            raise ValueError(
-                f"ShawRelative was built for head_dim={self.head_dim}, but the attention layer has head_dim={head_dim}"
-            )
+        check_built_for(self, "head_dim", head_dim)
 
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
         check_qk("ShawRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
