@@ -139,12 +139,15 @@ def test_batch_must_split_over_processes(monkeypatch):
 def test_cpu_training_is_never_compiled(monkeypatch):
     from posembed.lab.train import compile_training
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("the CPU training was compiled")
+    real, compiled = torch.compile, []
 
-    monkeypatch.setattr(torch, "compile", refuse)
-    result, _ = train_trial(tiny_trial(scheme="rope"), device="cpu")
-    assert result.curve
+    def record(target=None, *args, **kwargs):  # kernels (attention, RoPE) may compile; the model must not
+        compiled.append(target)
+        return real(target, *args, **kwargs) if target is not None else real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "compile", record)
+    result, model = train_trial(tiny_trial(scheme="rope"), device="cpu")
+    assert result.curve and not [target for target in compiled if isinstance(target, torch.nn.Module)]
     huge = TrialConfig(steps=10**6, dim=1024, depth=24, context=1024)
     assert compile_training(torch.device("cpu"), huge) is False
 
