@@ -41,6 +41,24 @@ def _interpolated_table(weight: Tensor, new_len: int) -> Tensor:
     return resized.squeeze(0).t()  # (new_len, C)
 
 
+def _set_sizes(scheme: "LearnedAbsolute | LearnedParameter", max_len: int, dim: int, init_std: float, device, dtype) -> None:
+    """Check and keep a learned table's sizes (both spellings take the same arguments)."""
+    scheme.max_len = check_positive_int(max_len, "max_len")
+    scheme.dim = check_positive_int(dim, "dim")
+    scheme.init_std = init_std
+    check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
+
+
+def _resized(scheme: "LearnedAbsolute | LearnedParameter", new_len: int):
+    """A copy of ``scheme``, same class, whose table is interpolated to ``new_len`` rows."""
+    table = _interpolated_table(scheme.weight, new_len)
+    weight = scheme.weight
+    new = type(scheme)(new_len, scheme.dim, init_std=scheme.init_std, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        new.weight.copy_(table)
+    return new
+
+
 class LearnedAbsolute(AbsoluteScheme):
     """Learned position table as an ``nn.Embedding`` (BERT's ``position_embeddings``).
 
@@ -66,10 +84,7 @@ class LearnedAbsolute(AbsoluteScheme):
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
         super().__init__()
-        self.max_len = check_positive_int(max_len, "max_len")
-        self.dim = check_positive_int(dim, "dim")
-        self.init_std = init_std
-        check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
+        _set_sizes(self, max_len, dim, init_std, device, dtype)
         self.embedding = nn.Embedding(max_len, dim, device=device, dtype=dtype)
         self.reset_parameters()
 
@@ -102,11 +117,7 @@ class LearnedAbsolute(AbsoluteScheme):
         >>> LearnedAbsolute(8, 4).resized(15).max_positions
         15
         """
-        table = _interpolated_table(self.weight, new_len)
-        new = LearnedAbsolute(new_len, self.dim, init_std=self.init_std, device=self.weight.device, dtype=self.weight.dtype)
-        with torch.no_grad():
-            new.embedding.weight.copy_(table)
-        return new
+        return _resized(self, new_len)
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, dim={self.dim}"
@@ -140,10 +151,7 @@ class LearnedParameter(AbsoluteScheme):
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
         super().__init__()
-        self.max_len = check_positive_int(max_len, "max_len")
-        self.dim = check_positive_int(dim, "dim")
-        self.init_std = init_std
-        check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
+        _set_sizes(self, max_len, dim, init_std, device, dtype)
         self.weight = nn.Parameter(torch.empty(max_len, dim, device=device, dtype=dtype))
         self.reset_parameters()
 
@@ -171,11 +179,7 @@ class LearnedParameter(AbsoluteScheme):
         >>> LearnedParameter(8, 4).resized(15).weight.shape
         torch.Size([15, 4])
         """
-        table = _interpolated_table(self.weight, new_len)
-        new = LearnedParameter(new_len, self.dim, init_std=self.init_std, device=self.weight.device, dtype=self.weight.dtype)
-        with torch.no_grad():
-            new.weight.copy_(table)
-        return new
+        return _resized(self, new_len)
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, dim={self.dim}"
