@@ -1,8 +1,11 @@
-"""Reports at 1200 px in headless chromium: no table is cut off, the page never scrolls sideways.
+"""Reports at 1200 px in headless chromium: every table fits, no word is broken, words sit left.
 
 A probe script measures, once the page has loaded, the page's ``scrollWidth`` against its
 ``clientWidth``, and for every table whether it sits in a wrapper that scrolls sideways
-(``overflow-x: auto``) and fits the page. Skips cleanly where chromium is missing (CI installs it).
+(``overflow-x: auto``), fits the page, and shows all its columns without scrolling; for every
+cell whether the browser may break a word in it (``overflow-wrap`` / ``word-break``), and whether
+a cell of words is left-aligned. Every report the package writes is built small (inspect, lab,
+lab context, extend-eval) and checked. Skips cleanly where chromium is missing (CI installs it).
 """
 
 from __future__ import annotations
@@ -29,9 +32,20 @@ window.addEventListener("load", function () {
     var wrap = table.parentElement;
     var style = window.getComputedStyle(wrap);
     var rect = wrap.getBoundingClientRect();
+    var cells = Array.prototype.slice.call(table.querySelectorAll("th, td"));
+    var breakable = cells.filter(function (cell) {
+      var css = window.getComputedStyle(cell);
+      return css.overflowWrap !== "normal" || css.wordBreak !== "normal";
+    }).map(function (cell) { return cell.textContent; });
+    var rightWords = Array.prototype.slice.call(table.querySelectorAll("td.text, th.text")).filter(function (cell) {
+      var align = window.getComputedStyle(cell).textAlign;
+      return align !== "left" && align !== "start";
+    }).map(function (cell) { return cell.textContent; });
+    var headers = Array.prototype.slice.call(table.querySelectorAll("th")).map(function (th) { return th.textContent; });
     return {wrapped: wrap.classList.contains("table-wrap"), overflow: style.overflowX,
             fits: rect.right <= root.clientWidth + 0.5 && rect.left >= -0.5,
-            scrolls: wrap.scrollWidth > wrap.clientWidth};
+            scrolls: wrap.scrollWidth > wrap.clientWidth + 1,
+            breakable: breakable, rightWords: rightWords, headers: headers};
   });
   var out = document.createElement("pre");
   out.id = "posembed-layout-probe";
@@ -77,9 +91,78 @@ def test_wide_table_scrolls_inside_its_wrapper(tmp_path):
     assert found["tables"][0]["scrolls"] and not found["tables"][1]["scrolls"]
 
 
-def test_inspect_report_fits_at_1200px(tmp_path):
+def _assert_every_table_fits(found: dict) -> None:
+    """No hidden column (nothing to scroll), no word the browser may break, words left-aligned,
+    column names in words (no snake_case)."""
+    _assert_nothing_cut(found)
+    for table in found["tables"]:
+        assert not table["scrolls"], table["headers"]
+        assert not table["breakable"], table["breakable"][:5]
+        assert not table["rightWords"], table["rightWords"][:5]
+        assert not [h for h in table["headers"] if re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", h)], table["headers"]
+
+
+@pytest.mark.parametrize("scheme", ["alibi", "sinusoidal", "rope"])
+def test_inspect_report_fits_at_1200px_and_leads_with_its_summary(tmp_path, scheme):
     from posembed.analysis.inspect_report import InspectOptions, run_inspect
     from posembed.analysis.sources import load_scheme
 
-    run_inspect(load_scheme("alibi", dim=32, max_len=64), tmp_path, options=InspectOptions.small())
-    _assert_nothing_cut(measure(tmp_path / "report.html"))
+    run_inspect(load_scheme(scheme, dim=32, max_len=64), tmp_path, options=InspectOptions.small(), progress=False)
+    page = tmp_path / "report.html"
+    _assert_every_table_fits(measure(page))
+    text = page.read_text()
+    assert "<title>posembed inspect: " in text
+    assert text.index('<h2 id="summary">Summary</h2>') < text.index('<ul class="summary"><li><a href="#section-1">')
+    assert text.index('<ul class="summary">') < text.index('<h2 id="section-1">')
+
+
+def test_lab_report_fits_at_1200px(tmp_path):
+    from posembed.cli import main
+
+    tiny = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy", "--set", "schemes=learned,nope",
+            "--set", "steps=2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1",
+            "--set", "copy.context=3"]  # fmt: skip
+    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *tiny]) == 0
+    assert main(["lab", "report", str(tmp_path)]) == 0
+    page = next(tmp_path.glob("*.html"))
+    _assert_every_table_fits(measure(page))
+    assert "<title>posembed lab" in page.read_text()
+
+
+def test_context_report_fits_at_1200px(tmp_path):
+    from posembed.lab.context_presets import get_context_preset, with_overrides
+    from posembed.lab.context_run import run_context
+    from posembed.lab.report_context import write_context_report
+
+    cfg = with_overrides(get_context_preset("context-smoke"), [
+        "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "batch=2", "warmup=0",
+        "scales=1,2", "depths=2", "passkey_samples=1", "lm_windows=1", "finetune_steps=0", "methods=extrapolate,yarn",
+        "references=alibi,nope",
+    ])  # fmt: skip
+    _, page = write_context_report(run_context(cfg, tmp_path), tmp_path / "report")
+    _assert_every_table_fits(measure(page))
+    assert "<title>posembed lab context" in page.read_text()
+
+
+def _retrieval_cell(task: str, system: str, length: int, hits: int, n: int = 20) -> dict:
+    from posembed.interop.retrieval_report import wilson
+
+    low, high = wilson(hits, n)
+    return {"task": task, "system": system, "length": length, "hits": hits, "queries": n, "candidates": n,
+            "accuracy": hits / n, "mrr": hits / n, "low": low, "high": high, "longembed": "RP",
+            "positions_used": min(length, 512), "seconds": 1.5, "outcomes": []}
+
+
+def test_extend_eval_report_fits_at_1200px(tmp_path):
+    from posembed.interop.retrieval_report import summarise, write_report
+
+    systems = ("truncate-512", "chunk-256", "pcw-256", "copy", "interpolate", "grouped", "hierarchical", "tuned")
+    cells = [_retrieval_cell(task, system, length, (7 * i + length // 64) % 21)
+             for task in ("passkey", "needle") for length in (256, 1024, 2048) for i, system in enumerate(systems)]
+    result = {"cells": cells, "summary": summarise(cells, 512), "seconds": {system: 2.0 for system in systems},
+              "protocol": {"model": "all-MiniLM-L6-v2", "text": "tinyshakespeare.txt", "queries": 20,
+                           "pooling": "mean", "interval": "95% Wilson", "targets": [1024, 2048],
+                           "original_positions": 512}}  # fmt: skip
+    _, page = write_report(result, tmp_path)
+    _assert_every_table_fits(measure(page))
+    assert "<title>posembed extend-eval" in page.read_text()

@@ -283,7 +283,10 @@ def _column_is_text(cells) -> bool:
 
 def _cell(value: Any) -> str:
     text = html.escape(format_cell(value))
-    return f'<td class="text">{text}</td>' if _is_text(value) else f"<td>{text}</td>"
+    if not _is_text(value):
+        return f"<td>{text}</td>"
+    # a path or a snake_case name may wrap after its / and _ (never inside a word)
+    return '<td class="text">' + text.replace("/", "/<wbr>").replace("_", "_<wbr>") + "</td>"
 
 
 def _table_cells(rows: Sequence[Any], header: Sequence[str] | None) -> tuple[list[str], list[list[Any]]]:
