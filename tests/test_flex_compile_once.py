@@ -116,3 +116,24 @@ def test_the_limit_is_raised_only_during_the_call() -> None:
     with attention_backends._flex_compile_limits():
         assert torch._dynamo.config.recompile_limit >= attention_backends.FLEX_RECOMPILE_LIMIT
     assert torch._dynamo.config.recompile_limit == limit
+
+
+def test_a_layer_compiled_whole_traces_flex_into_its_own_graph(monkeypatch) -> None:
+    """``torch.compile(model, fullgraph=True)`` around a flex layer: no graph break, no cache
+    wrapper traced (warnings are errors here), the same output as the layer alone."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from posembed.schemes.alibi import ALiBi
+
+    attn = SelfAttention(32, 2, scheme=ALiBi(2), causal=True, backend="flex", compile_flex=True).eval()
+    x = torch.randn(2, 16, 32)
+    counter = CompileCounter()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = torch.compile(attn, backend=counter, fullgraph=True)(x)
+    assert counter.frame_count == 1
+    alone = torch.compile(flex_attention, backend="eager", dynamic=False)  # dynamo's path, no kernel built
+    monkeypatch.setattr(attention_backends, "_compiled_flex", lambda: alone)
+    with torch.no_grad():
+        expected = attn(x)
+    torch.testing.assert_close(out, expected)

@@ -266,7 +266,10 @@ def _flex_compile_limits() -> contextlib.AbstractContextManager:
     """Room for :data:`FLEX_RECOMPILE_LIMIT` compiled graphs of the flex frame, during the call only.
 
     Never lowers a limit the user has raised; a torch without these settings is left as it is.
+    Inside an outer ``torch.compile`` the outer graph holds the kernel: nothing to patch.
     """
+    if torch.compiler.is_compiling():
+        return contextlib.nullcontext()
     config = torch._dynamo.config
     limits = {
         name: max(getattr(config, name), FLEX_RECOMPILE_LIMIT)
@@ -351,10 +354,13 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim
         mask_mod = visibility_mod(inp.causal, inp.key_mask)
         block_mask = create_block_mask(mask_mod, batch, None, length, length, device=inp.q.device)
     elif inp.causal:
-        block_mask = _causal_block_mask(inp.q.shape[-2], inp.q.device)
+        build = _causal_block_mask if not torch.compiler.is_compiling() else _causal_block_mask.__wrapped__
+        block_mask = build(inp.q.shape[-2], inp.q.device)
     if compiled:
+        # inside an outer torch.compile, the outer graph compiles the call itself
+        kernel = _eager_flex if torch.compiler.is_compiling() else _compiled_flex()
         with _flex_compile_limits():
-            out = _compiled_flex()(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+            out = kernel(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
         return out[..., :value_width]  # (B, H, T, Dv)
     log_once(
         "backend 'flex' runs uncompiled: PyTorch's reference FlexAttention materialises the scores; "
