@@ -38,8 +38,9 @@ __all__ = ["register", "run"]
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("lab", help="train small transformers side by side; report the sweep")
     actions = parser.add_subparsers(dest="lab_command", metavar="ACTION")
-    run_parser = actions.add_parser("run", help="run (or resume) an experiment preset")
-    run_parser.add_argument("--preset", required=True, help="experiment name: smoke, quick, full, calibration")
+    run_parser = actions.add_parser("run", help="run (or resume) an experiment preset", epilog=_presets_help,
+                                    formatter_class=_LazyEpilog)
+    run_parser.add_argument("--preset", required=True, help="experiment name (the presets are listed below)")
     run_parser.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
     run_parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -72,6 +73,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report_parser.add_argument("out_dir", type=Path, help="folder a `posembed lab run` wrote")
     register_actions(actions)
     parser.set_defaults(func=run, lab_parser=parser)
+
+
+#: measured wall time of each preset with the defaults (where it was measured); full is not timed
+PRESET_TIMES = {
+    "smoke": "38 s on 2 busy CPU cores",
+    "quick": "4-6 min on 2 idle CPU cores, up to 25 on busy ones (README)",
+    "full": "not timed: hours on CPU; use --ray or a GPU",
+    "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
+    "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
+}
+
+
+class _LazyEpilog(argparse.RawDescriptionHelpFormatter):
+    """Builds a callable epilog only when help is shown (listing the presets expands every sweep)."""
+
+    def add_text(self, text):
+        super().add_text(text() if callable(text) else text)
+
+
+def _presets_help() -> str:
+    """Every preset with its size (from the preset objects) and its measured time."""
+    from posembed.lab.presets import PRESETS
+    from posembed.lab.runner import expand
+
+    lines = ["presets (trials, steps per trial; measured wall time):"]
+    for name, build in PRESETS.items():
+        trials = expand(build())
+        steps = "/".join(str(n) for n in sorted({trial.steps for trial in trials}))
+        lines.append(f"  {name:<12} {len(trials)} trial{'s' if len(trials) != 1 else ''}, {steps} steps; "
+                     f"{PRESET_TIMES.get(name, 'not timed')}")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
