@@ -94,8 +94,8 @@ def _press(data: LabData) -> tuple[str, str, list[list[Any]]]:
     parts = rules.press_parts(ratios)
     claims = [f"{s} ratio {ratios[s].text(3)}: fails (>= {FAIL_RATIO}) {parts[f'{s} fails']}"
               for s in ("learned", "sinusoidal") if s in ratios]
-    compared = [s for s in ratios if s in PRESS_SCHEMES]
-    claims.append(f"alibi ratio {ratios['alibi'].text(3)}: flattest among {', '.join(compared)} (within "
+    compared = [s for s in ratios if s in PRESS_SCHEMES and s != "alibi"]
+    claims.append(f"alibi ratio {ratios['alibi'].text(3)}: flatter than {', '.join(compared)} (within "
                   f"{FLAT_TOLERANCE:.0%}) {parts['alibi flattest']}")
     return verdict, "; ".join(claims), rows
 

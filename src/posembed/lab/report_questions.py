@@ -294,10 +294,13 @@ def _ranking_table(task: str, scores: list[ScoreRow], context: int) -> Table:
 
 
 def _best_of(task: str, scores: list[ScoreRow]) -> str:
-    """``"copy: alibi (cannot tell from rope, nope)"`` or ``"copy: alibi"`` (every other one worse)."""
+    """``"copy: cannot tell (alibi, rope overlap)"``, ``"copy: alibi"`` (every other one worse) or
+    ``"copy: all 6 tied"``."""
     words = against_best(scores)
     best = [r.scheme for r, w in zip(scores, words) if w == "best"]
     unsure = [r.scheme for r, w in zip(scores, words) if w == "cannot tell"]
+    if len(best) == len(scores) > 1:
+        return f"{task}: all {len(scores)} tied"
     if unsure:
         return f"{task}: cannot tell ({', '.join(best + unsure)} overlap)"
     return f"{task}: {', '.join(best)}"
