@@ -51,3 +51,21 @@ def test_the_cli_shows_the_suggestion(capsys):
 
     assert main(["inspect", "--scheme", "sinusiodal"]) == 2
     assert "unknown scheme 'sinusiodal' (did you mean 'sinusoidal'?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("stepz=5", "unknown key 'stepz' (did you mean 'steps'?); experiment keys: "),
+        ("charlm.contxt=32", "unknown key 'charlm.contxt' (did you mean 'charlm.context'?); experiment keys: "),
+        ("tasks=copy,revrse", "unknown task 'revrse' (did you mean 'reverse'?); known: "),
+        ("variants=base,concatt", "unknown variant 'concatt' (did you mean 'concat'?); known: "),
+    ],
+)
+def test_lab_overrides(override, message):
+    from posembed.lab.config import apply_overrides
+    from posembed.lab.presets import get_preset
+
+    with pytest.raises(ValueError) as error:
+        apply_overrides(get_preset("smoke"), [override])
+    assert str(error.value).startswith(message)

@@ -29,6 +29,7 @@ __all__ = [
     "device_memory_bytes",
     "format_bytes",
     "did_you_mean",
+    "closest",
 ]
 
 
@@ -46,14 +47,24 @@ def did_you_mean(name: object, known: Iterable[str]) -> str:
     >>> did_you_mean("sinus", ["rope", "sinusoidal_2d", "sinusoidal"])
     " (did you mean 'sinusoidal'?)"
     """
+    match = closest(name, known)
+    return f" (did you mean {match!r}?)" if match is not None else ""
+
+
+def closest(name: object, known: Iterable[str]) -> str | None:
+    """The known name :func:`did_you_mean` would suggest for ``name``, or ``None``.
+
+    >>> closest("contxt", ["context", "steps"]), closest("x", ["context"])
+    ('context', None)
+    """
     if not isinstance(name, str):
-        return ""
+        return None
     plain = {_plain(option): option for option in known}
     typed = _plain(name)
     close = difflib.get_close_matches(typed, list(plain), n=1, cutoff=0.75)
     if not close and len(typed) >= 3:  # a cut-short name: the shortest known one it begins
         close = sorted((option for option in plain if option.startswith(typed)), key=len)[:1]
-    return f" (did you mean {plain[close[0]]!r}?)" if close else ""
+    return plain[close[0]] if close else None
 
 
 def _plain(name: str) -> str:

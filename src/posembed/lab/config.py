@@ -20,7 +20,7 @@ Experiment keys (``tasks``, ``schemes``, ``variants``, ``seeds``) change the axe
 >>> apply_overrides(exp, ["stepz=5"])  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: unknown key 'stepz'; experiment keys: name, tasks, schemes, variants, seeds; trial keys: ...
+ValueError: unknown key 'stepz' (did you mean 'steps'?); experiment keys: name, tasks, schemes, variants, seeds; trial keys: ...
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from posembed._checks import closest, did_you_mean
 
 __all__ = ["TASKS", "VARIANTS", "TrialConfig", "ExperimentConfig", "apply_overrides", "config_hash", "parse_value"]
 
@@ -207,11 +209,11 @@ class ExperimentConfig:
                 raise ValueError(f"{name} lists {', '.join(repeated)} more than once")
         for variant in self.variants:
             if variant not in VARIANTS:
-                raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
+                raise ValueError(f"unknown variant {variant!r}{did_you_mean(variant, VARIANTS)}; known: {', '.join(VARIANTS)}")
         known = {base.task for base in self.bases}
         for task in self.tasks:
             if task not in TASKS:
-                raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+                raise ValueError(f"unknown task {task!r}{did_you_mean(task, TASKS)}; known: {', '.join(TASKS)}")
             if task not in known:
                 raise ValueError(f"experiment {self.name!r} has no base config for task {task!r}")
 
@@ -348,9 +350,12 @@ def apply_overrides(experiment: ExperimentConfig, overrides: list[str]) -> Exper
             )
             experiment = dataclasses.replace(experiment, bases=bases)
         else:
-            trial_keys = ", ".join(name for name in trial_hints if name != "task")
+            trial_names = [name for name in trial_hints if name != "task"]
+            trial_keys = ", ".join(trial_names)
+            guess = closest(field_name, trial_names) if dot else closest(key, [*exp_keys, *trial_names])
+            hint = f" (did you mean {task + dot + guess if dot else guess!r}?)" if guess else ""
             raise ValueError(
-                f"unknown key {key!r}; experiment keys: {', '.join(exp_keys)}; trial keys: {trial_keys} "
+                f"unknown key {key!r}{hint}; experiment keys: {', '.join(exp_keys)}; trial keys: {trial_keys} "
                 f"(optionally prefixed by a task: {', '.join(TASKS)}, e.g. charlm.context=32)"
             )
     return experiment
