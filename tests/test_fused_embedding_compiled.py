@@ -212,3 +212,10 @@ def test_block_on_cuda_never_synchronises(dtype):
                                   fused=False).eval()  # fmt: skip
     eager.load_state_dict(block.state_dict())
     assert_close(block.eval()(ids, token_type_ids=types), eager(ids, token_type_ids=types))
+
+
+def test_default_positions_past_the_table_are_the_schemes_error_without_a_device_read(on_cuda):
+    """No position ids given: ``arange(T)`` is checked by its length against the table's rows (a host number)."""
+    block = TransformerEmbeddings(VOCAB, WIDTH, position=LearnedAbsolute(8, WIDTH))
+    with pytest.raises(ValueError, match=r"position_ids holds 15, outside \[0, 8\): input_ids of length 16 .* 8 rows"):
+        block(torch.randint(0, VOCAB, (2, 16)))

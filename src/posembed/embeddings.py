@@ -198,12 +198,13 @@ class TransformerEmbeddings(nn.Module):
         position_ids: Tensor | None = None,
     ) -> Tensor:
         """Embed ``input_ids``: ``dropout(LayerNorm(combine(tok, pos, seg)))``, shape ``(B, T, C)``."""
+        default = position_ids is None
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
         path = self._fused_path(position_ids, input_ids, token_type_ids)
         if path == "chunked":
             return self._fused_forward(input_ids, token_type_ids, position_ids)
         if path == "compiled":
-            return self._compiled_forward(input_ids, token_type_ids, position_ids)
+            return self._compiled_forward(input_ids, token_type_ids, position_ids, default)
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
@@ -271,10 +272,20 @@ class TransformerEmbeddings(nn.Module):
             padding_idx=self.pad_token_id,
         )
 
-    def _compiled_forward(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
-        """The block as one compiled kernel; the position ids checked against the table on the device."""
+    def _compiled_forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor, default: bool
+    ) -> Tensor:
+        """The block as one compiled kernel. Given position ids are checked against the table on the
+        device; the default ``arange(T)`` by its length, read from the shape (no value read)."""
         table = self.position.lookup_table
-        check_ids(position_ids, "position_ids", table.shape[0], f"the {type(self.position).__name__} table's rows")
+        rows, scheme = table.shape[0], type(self.position).__name__
+        if not default:
+            check_ids(position_ids, "position_ids", rows, f"the {scheme} table's rows")
+        elif input_ids.shape[1] > rows:
+            raise ValueError(
+                f"position_ids holds {input_ids.shape[1] - 1}, outside [0, {rows}): input_ids of length "
+                f"{input_ids.shape[1]} take positions 0..{input_ids.shape[1] - 1}, and the {scheme} table has {rows} rows"
+            )
         segments = self.token_type_embeddings
         return compiled_embedding(
             input_ids, position_ids, token_type_ids, self.token_embeddings.weight, table,
