@@ -65,6 +65,9 @@ def test_the_policy_picks_the_compiled_kernel_on_cuda_only(monkeypatch):
     assert not compiled_applies(torch.device("cpu")) and not compiled_applies(torch.device("meta"))
     monkeypatch.setattr(embedding_compiled, "_triton_available", lambda: True)
     assert compiled_applies(torch.device("cuda"))
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
+    assert not compiled_applies(torch.device("cuda"))  # atomic scatter-adds: not deterministic
+    monkeypatch.undo()
     monkeypatch.setattr(embedding_compiled, "_triton_available", lambda: False)
     assert not compiled_applies(torch.device("cuda"))  # CUDA without Triton: the eager block
     monkeypatch.setattr(devices, "_device_type", lambda device: "cuda")

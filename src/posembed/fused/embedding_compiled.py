@@ -105,14 +105,15 @@ def compiled_embedding(
 
 
 def compiled_applies(device: torch.device) -> bool:
-    """Whether :func:`compiled_embedding` is the fast path on ``device``: CUDA, with Triton to compile to.
+    """Whether :func:`compiled_embedding` is the fast path on ``device``: CUDA, with Triton to compile to,
+    and deterministic algorithms not requested (its backward scatter-adds with atomics).
 
     A CUDA machine without Triton keeps the eager block, logged once.
 
     >>> compiled_applies(torch.device("cpu"))
     False
     """
-    return device.type == "cuda" and _triton_available()
+    return device.type == "cuda" and not torch.are_deterministic_algorithms_enabled() and _triton_available()
 
 
 @functools.cache
