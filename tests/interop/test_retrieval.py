@@ -264,6 +264,8 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     assert '<td class="text">truncate-64</td>' in page
     assert any(f'<td class="text">{verdict}</td>' in page for verdict in ("beats", "worse", "cannot tell"))
     assert "<td>600</td>" in page
+    ranking = page.split("Ranking beyond the table")[1].split("</table>")[0]
+    assert ">95% interval<" in ranking and ">low<" not in ranking and ">high<" not in ranking
     table = format_table(result)
     assert "truncate-64" in table.splitlines()[1] and "[" in table.splitlines()[1]
     assert markdown_table(result, "passkey").splitlines()[0] == "| system | LongEmbed | 128 | 600 |"

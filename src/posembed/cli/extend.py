@@ -45,7 +45,7 @@ A folder posembed already extended is refused unless --force.
 
 EVAL_EPILOG = """\
 examples:
-  posembed extend-eval --quick --out ./extend-report     (about 10 minutes on a busy 2-core machine)
+  posembed extend-eval --quick --out ./extend-report     (12 min 25 s measured on a busy 2-core machine)
   posembed extend-eval --out ./extend-report             (the full benchmark: hours on 2 cores)
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
