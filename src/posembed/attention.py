@@ -61,7 +61,9 @@ class SelfAttention(nn.Module):
         compile_flex: run the ``"flex"`` backend through ``torch.compile`` (fused kernel, no
             ``T x T`` scores; compiles once per shape). Off by default: PyTorch's uncompiled
             FlexAttention is a reference implementation that materialises the scores. When
-            ``backend="auto"`` picks flex (bias schemes on CUDA) it always runs compiled.
+            ``backend="auto"`` picks flex (bias schemes on CUDA) it always runs compiled. Compiled
+            off the CPU, heads narrower than 16 channels never reach the kernel (SDPA, or heads
+            zero-padded to 16: :func:`~posembed.attention_backends.choose_backend`).
         scale: the factor on ``q . k`` before the softmax, a positive number, on every backend;
             ``None`` (default): ``scheme.attention_scale(width)`` with ``width`` the q/k width (D,
             2D with TUPE), which is ``1 / sqrt(width)`` unless the scheme declares the scale of
