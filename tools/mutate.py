@@ -57,6 +57,12 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
             "-k", "not compiled",
         ),
     ),
+    "rotary_yarn": (
+        "schemes/rotary_yarn.py",
+        ("*",),
+        ("tests/schemes/test_rotary_yarn.py", "tests/schemes/test_rotary_scaling.py", "tests/schemes/test_rotary_config.py"),
+    ),
+    "passkey": ("lab/tasks/passkey.py", ("*",), ("tests/lab/test_passkey.py", "tests/lab/test_passkey_mutants.py")),
 }
 
 COMPARE = {
