@@ -11,7 +11,7 @@ worker only when that saves at least a fifth of the one-process time. A small sw
 
 Where the trials go (:func:`device_slots`):
 
-- CPU: one worker per ``threads`` cores (:func:`posembed.lab.workers.available_cores`).
+- CPU: one worker per ``threads`` cores (:func:`available_cores`).
 - CUDA: worker processes share the GPU. The lab's models are so small that a step's time is
   the host's (Python and kernel launches: a 2-layer, 64-wide step takes about 6 ms on an H200
   that runs a 768-wide GPT-2 step in 30 ms), so N processes, each with its own interpreter
@@ -39,6 +39,7 @@ own config, whichever process trains it.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Sequence
 
 import torch
@@ -46,7 +47,7 @@ import torch
 from posembed.lab.config import TASKS, TrialConfig
 
 __all__ = [
-    "plan_workers", "trial_seconds", "device_slots", "start_seconds", "STEP_SECONDS_PER_LAYER", "CPU_START_SECONDS",
+    "plan_workers", "available_cores", "trial_seconds", "device_slots", "start_seconds", "STEP_SECONDS_PER_LAYER", "CPU_START_SECONDS",
     "GPU_START_SECONDS", "START_SECONDS_PER_WORKER", "GPU_WORKER_BYTES", "MAX_GPU_WORKERS", "MIN_SAVING",
 ]
 
@@ -69,6 +70,13 @@ GPU_WORKER_BYTES = 1 << 30
 MAX_GPU_WORKERS = 8
 #: several workers only when the estimate saves at least this fraction of the one-process time
 MIN_SAVING = 0.2
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def _sequence_length(cfg: TrialConfig) -> int:
@@ -119,14 +127,12 @@ def plan_workers(todo: Sequence[TrialConfig], device: str | torch.device = "cpu"
     Args:
         todo: the trials still to train.
         device: where they train (a resolved device: ``cpu``, ``cuda``, ``cuda:N``).
-        cores: the CPU cores this sweep may use (default: :func:`posembed.lab.workers.available_cores`).
+        cores: the CPU cores this sweep may use (default: :func:`available_cores`).
         threads: torch threads of each worker.
     """
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
     if cores is None:
-        from posembed.lab.workers import available_cores
-
         cores = available_cores()
     slots = min(len(todo), device_slots(device, cores=cores, threads=threads))
     if slots <= 1:

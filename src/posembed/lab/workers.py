@@ -51,6 +51,7 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.train import TrialResult, train_trial
+from posembed.lab.worker_plan import available_cores
 
 __all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "compile_cache_dir", "train_packed",
            "unpack_model"]
@@ -62,13 +63,6 @@ _PR_SET_PDEATHSIG = 1
 
 class WorkerError(RuntimeError):
     """A worker process died (killed, out of memory) before it sent its trial back."""
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
 
 
 def default_workers(threads: int = 1) -> int:
