@@ -15,7 +15,15 @@ import torch
 
 from posembed.interop.retrieval import QUICK, BenchmarkConfig, Encoder, build_documents, evaluate_extension, rank_scores
 from posembed.interop.retrieval_data import NAMES, PLACES, TASKS, make_facts, plant_documents, read_text, split_text
-from posembed.interop.retrieval_report import chance, format_table, markdown_table, summarise, wilson, write_report
+from posembed.interop.retrieval_report import (
+    chance,
+    format_table,
+    markdown_table,
+    mcnemar,
+    summarise,
+    wilson,
+    write_report,
+)
 
 transformers = pytest.importorskip("transformers")
 
@@ -286,3 +294,17 @@ def test_pcw_windows_are_full_and_chunks_are_not():
     assert _windows(body, 4, full_last=True) == [[0, 1, 2, 3], [4, 5, 6, 7], [6, 7, 8, 9]]
     assert _windows(body, 4, full_last=False) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert _windows(body, 10, full_last=True) == [body] and _windows(body, 5, full_last=True) == [body[:5], body[5:]]
+
+
+def test_mcnemar_is_the_exact_binomial_test_on_discordant_pairs():
+    # 8 discordant pairs split 7:1 -> two-sided p = 2 * (1 + 8) / 256 = 0.0703125
+    first = [1] * 7 + [0] + [1, 0, 1]
+    second = [0] * 7 + [1] + [1, 0, 1]
+    assert mcnemar(first, second) == (7, 1, 0.0703125)
+    assert mcnemar([1, 0], [1, 0]) == (0, 0, 1.0) and mcnemar([1, 0], [0, 1])[2] == 1.0
+    with pytest.raises(ValueError, match="equal lengths"):
+        mcnemar([1], [1, 0])
+    cells = [dict(_cell("needle", "truncate-512", 1024, 2, n=4), outcomes=[[0, 1], [0, 1], [0, 0], [0, 0]]),
+             dict(_cell("needle", "copy", 1024, 3, n=4), outcomes=[[0, 1], [0, 0], [0, 1], [0, 1]])]
+    verdict = summarise(cells, 512)["verdicts"][0]
+    assert (verdict["only_best"], verdict["only_truncation"], verdict["mcnemar_p"]) == (2, 1, 1.0)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from posembed._io import atomic_write_json
 
-__all__ = ["wilson", "summarise", "chance", "format_table", "write_report"]
+__all__ = ["wilson", "mcnemar", "summarise", "chance", "format_table", "markdown_table", "write_report"]
 
 Z95 = 1.959963984540054
 
@@ -46,6 +46,25 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     low = 0.0 if hits == 0 else max(0.0, min(p, centre - half))  # exact ends; never past p in rounding
     high = 1.0 if hits == n else min(1.0, max(p, centre + half))
     return low, high
+
+
+def mcnemar(first: Sequence[int], second: Sequence[int]) -> tuple[int, int, float]:
+    """Exact two-sided McNemar test of two systems' paired hits on the same queries.
+
+    Returns ``(b, c, p)``: queries only ``first`` gets, queries only ``second`` gets, and the
+    probability of a split at least this uneven if neither system were better (binomial, 1/2).
+    Reported beside the verdicts as supporting evidence; the verdicts themselves compare intervals.
+
+    >>> mcnemar([1, 1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0, 0])
+    (6, 0, 0.03125)
+    """
+    if len(first) != len(second):
+        raise ValueError(f"paired outcomes need equal lengths, got {len(first)} and {len(second)}")
+    b = sum(1 for x, y in zip(first, second) if x and not y)
+    c = sum(1 for x, y in zip(first, second) if y and not x)
+    n = b + c
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n if n else 1.0
+    return b, c, min(1.0, 2 * tail)
 
 
 def chance(candidates: int) -> tuple[float, float]:
@@ -88,12 +107,16 @@ def summarise(cells: Sequence[dict], original_positions: int) -> dict:
                 continue
             base = max(truncs, key=lambda c: (c["accuracy"], c["mrr"]))
             best = max(others, key=lambda c: (c["accuracy"], c["mrr"]))
+            paired = {}
+            if "outcomes" in best and "outcomes" in base:
+                b, c, p = mcnemar([h for _, h in best["outcomes"]], [h for _, h in base["outcomes"]])
+                paired = {"only_best": b, "only_truncation": c, "mcnemar_p": p}
             verdicts.append({
                 "task": task, "length": length, "best": best["system"], "best_accuracy": best["accuracy"],
                 "best_interval": [best["low"], best["high"]], "truncation": base["system"],
                 "truncation_accuracy": base["accuracy"], "truncation_interval": [base["low"], base["high"]],
                 "verdict": _compare(best, base),
-                "beating": [c["system"] for c in others if _compare(c, base) == "beats"],
+                "beating": [c["system"] for c in others if _compare(c, base) == "beats"], **paired,
             })
     ranking = _ranking(cells, long)
     winners = _winners(verdicts, long)
@@ -144,9 +167,11 @@ def _statements(verdicts, winners, long, cells, original_positions) -> list[str]
         lines.append(f"No method beats truncation at every length of {where} tokens on any task with "
                      f"non-overlapping 95% Wilson intervals: that is the finding of this run.")
     for v in verdicts:
+        paired = (f" (paired on the same queries: {v['only_best']} only {v['best']}, {v['only_truncation']} only "
+                  f"{v['truncation']}, exact McNemar p = {v['mcnemar_p']:.2g})") if "mcnemar_p" in v else ""
         lines.append(
             f"{v['task']} @ {v['length']}: best {v['best']} {_interval(v['best_accuracy'], v['best_interval'])} vs "
-            f"{v['truncation']} {_interval(v['truncation_accuracy'], v['truncation_interval'])}: {v['verdict']}."
+            f"{v['truncation']} {_interval(v['truncation_accuracy'], v['truncation_interval'])}: {v['verdict']}{paired}."
         )
     candidates = min((c["candidates"] for c in cells), default=0)
     if candidates:
@@ -240,6 +265,7 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
         "best (95% interval)": _interval(v["best_accuracy"], v["best_interval"]), "truncation": v["truncation"],
         "truncation (95% interval)": _interval(v["truncation_accuracy"], v["truncation_interval"]),
         "verdict": v["verdict"], "methods that beat truncation": ", ".join(v["beating"]) or "none",
+        "McNemar p (best vs truncation, paired)": v.get("mcnemar_p", "n/a"),
     } for v in summary["verdicts"]])
     report.heading("Ranking beyond the table (pooled over tasks and long lengths)")
     report.table([{"system": r["system"], "LongEmbed name": r["LongEmbed name"], "accuracy": r["accuracy"],
