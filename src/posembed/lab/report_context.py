@@ -353,6 +353,10 @@ def _summary(results: Results) -> list[tuple[str, str]]:
     return items
 
 
+def _title(results: Results) -> str:
+    return f"posembed lab context: Which context extension works? ({results.body.get('name', 'study')})"
+
+
 def _intro(results: Results) -> str:
     body = results.body
     trained = _listed([NAMES.get(m, m) for m in ("rope", *body.get("references", ()))])
@@ -371,7 +375,7 @@ _VERDICT_HEADER = ["claim", "length", "ours", "seeds", "verdict", "published", "
 
 def context_markdown(results: Results) -> str:
     """The report as markdown: banner, summary, verdicts, then the evidence (the figures are in the HTML)."""
-    parts = [f"## posembed lab context: {results.body.get('name', 'study')}"]
+    parts = [f"## {_title(results)}"]
     warning = too_small(results)
     if warning:
         parts.append(f"> **Warning:** {warning}")
@@ -406,7 +410,7 @@ def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLi
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown = atomic_write_text(out / "context.md", context_markdown(results))
-    report = HtmlReport(f"posembed lab context: {results.body.get('name', 'study')}")
+    report = HtmlReport(_title(results))
     warning = too_small(results)
     if warning:
         report.banner(warning)
