@@ -247,9 +247,9 @@ class TransformerEmbeddings(nn.Module):
             and all(t is None or t.dtype == dtype for t in tables)
             and not torch.compiler.is_compiling()
         )
-        device = self.token_embeddings.weight.device
         if not covered:
             return None
+        device = self.token_embeddings.weight.device
         if cpu_tuned(device):
             return "chunked"
         return "compiled" if compiled_applies(device) else None
