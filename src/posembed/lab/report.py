@@ -2,14 +2,18 @@
 
 :func:`write_report` reads ``DIR/results.sqlite`` and writes, atomically, ``DIR/report.md`` and
 ``DIR/report.html`` (figures embedded as base64 and saved beside as ``lab-*.png``, which the
-markdown links). The report holds:
+markdown links). The report leads with the answer:
 
-- an overview (experiment, trials, seeds, corrupt rows skipped and why);
-- per task, a table of the task's metric at every evaluated length (mean ± std over seeds),
-  the metric against test length per scheme (accuracy / exact match; perplexity against context
-  1x, 2x, 4x, 8x for the char LM) and the training loss curves;
+- a banner when the run is too small to conclude (:func:`too_small`: the smoke preset, one seed
+  per group, or no comparison whose intervals separate): then no verdict is a finding;
+- a summary: each question's verdict, linking to its section;
 - one section per seed question (:mod:`posembed.lab.report_questions`) and the calibration
-  against published numbers (:mod:`posembed.lab.report_calibration`).
+  against published numbers (:mod:`posembed.lab.report_calibration`), each verdict stated with
+  its seeds and 95 % bootstrap intervals over them, ``cannot tell`` where those overlap;
+- the evidence: per task, a table of the task's metric at every evaluated length (mean ± std over
+  seeds), the metric against test length per scheme (accuracy / exact match; perplexity against
+  context 1x, 2x, 4x, 8x for the char LM) and the training loss curves;
+- the run (experiment, trials, seeds, corrupt rows skipped and why).
 
 A corrupt row in the store is listed and skipped; a folder without a store, or a store without
 any readable trial, raises ``ValueError``.
