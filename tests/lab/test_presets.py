@@ -99,3 +99,12 @@ def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
         assert min(len(s) for s in seeds.values()) >= least, name
     assert len(get_context_preset("context").seeds) == 3
     assert get_preset("smoke").seeds == (0,) and get_context_preset("context-smoke").seeds == (0,)  # banners say so
+
+
+def test_a_quick_seed_0_trial_keeps_the_id_its_stored_results_have():
+    """Stores written by main 58ece3f (and README's numbers) stay valid: the trial is the same trial."""
+    from posembed.lab.runner import expand
+
+    (trial,) = [t for t in expand(get_preset("quick"))
+                if (t.task, t.scheme, t.variant, t.seed) == ("order", "learned", "base", 0)]
+    assert trial.trial_id == "4eb02c5b30c35261"
