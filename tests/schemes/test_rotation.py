@@ -169,6 +169,22 @@ def test_cuda_policy_takes_the_compiled_kernel(monkeypatch, dtype):
     assert_close(out, eager)
 
 
+@compiles
+def test_the_module_default_follows_the_device_policy(monkeypatch):
+    """RotaryEmbedding() leaves the choice to the policy; compiled=False keeps the eager path everywhere."""
+    spy = _Spy()
+    monkeypatch.setattr(rotation, "compiled_rotation", spy)
+    monkeypatch.setattr(rotation, "compiled_by_default", lambda device: True)
+    q = torch.randn(SHAPE, dtype=torch.bfloat16)
+    default, eager = RotaryEmbedding(8), RotaryEmbedding(8, compiled=False)
+    assert default.compiled is None and "compiled" not in repr(default) and "compiled=False" in repr(eager)
+    eager(q, q)
+    assert spy.calls == 0
+    out, _ = default(q, q)
+    assert spy.calls == 2 and out.dtype == torch.bfloat16
+    assert_close(out, eager(q, q)[0])
+
+
 @pytest.mark.parametrize(
     "case", ["asked_off", "float64", "learned_angles", "cannot_compile"],
 )

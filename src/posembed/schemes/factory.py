@@ -223,7 +223,7 @@ _ROPE_OPTIONS = (
     _opt("base", "float"),
     _opt("layout", "str"),
     _opt("max_len", "int", nullable=True),
-    _opt("compiled", "bool"),
+    _opt("compiled", "bool", nullable=True),
     _opt("angles", "str"),
 )
 _HEAD_DIM = _size("head_dim", "head_dim")

@@ -94,11 +94,14 @@ class RotaryEmbedding(RotaryScheme):
             computes every call on the fly. With a cache, a call with default positions longer
             than ``max_len`` is an error (it names the ways out); explicit ``position_ids`` are
             always computed on the fly, with the same values: positions have no limit.
-        compiled: rotate fp32 queries and keys with the compiled kernel
+        compiled: rotate queries and keys with the compiled kernel
             (:class:`~posembed.schemes.rotation.CompiledRotation`, ``torch.compile`` of the
-            rotation formula; one pass per tensor; the first call per shape compiles for seconds).
-            Other dtypes, learned angles and code already under ``torch.compile`` keep the eager
-            rotation, which stays the reference; a fallback is logged once.
+            rotation formula; one pass per tensor in fp32, bf16 or fp16, float32 inside; the first
+            call per shape compiles for seconds). ``None`` (default): the device's policy
+            (:func:`~posembed.schemes.rotation.compiled_by_default`: compiled on CUDA, eager on
+            the CPU); ``True``: compiled on every device (a fallback is logged once); ``False``:
+            eager. Other dtypes, learned angles and code already under ``torch.compile`` keep the
+            eager rotation, which stays the reference.
         angles: ``"exact"`` (default) forms ``m * theta_i`` in float64: cos/sin within 2.5e-7 of
             the float64 truth at every position up to ``2**24``. ``"fp32"``: the float32 product
             of transformers, bit for bit (its error grows with the position: ~3e-5 at 1e3).
@@ -141,12 +144,12 @@ class RotaryEmbedding(RotaryScheme):
         base: float = 10000.0,
         layout: str = "half",
         max_len: int | None = None,
-        compiled: bool = False,
+        compiled: bool | None = None,
         angles: str = "exact",
         device=None,
     ) -> None:
         super().__init__()
-        self.compiled = bool(compiled)
+        self.compiled = None if compiled is None else bool(compiled)
         self.angles = check_angles(angles)
         self.head_dim = check_head_dim(head_dim)
         self.rotary_dim = check_rotary_dim(rotary_dim, self.head_dim)
@@ -305,8 +308,8 @@ class RotaryEmbedding(RotaryScheme):
         parts += [f"base={self.base:g}", f"layout={self.layout!r}"]
         if self.max_len is not None:
             parts.append(f"max_len={self.max_len}")
-        if self.compiled:
-            parts.append("compiled=True")
+        if self.compiled is not None:
+            parts.append(f"compiled={self.compiled}")
         if self.angles != "exact":
             parts.append(f"angles={self.angles!r}")
         if self.attention_scaling != 1.0:
