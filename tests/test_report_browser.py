@@ -117,12 +117,13 @@ def test_inspect_report_fits_at_1200px_and_leads_with_its_summary(tmp_path, sche
 
 
 def test_lab_report_fits_at_1200px(tmp_path):
+    """The quick preset's tables (two seeds: every number with its ± spread), from tiny trials."""
     from posembed.cli import main
 
-    tiny = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy", "--set", "schemes=learned,nope",
-            "--set", "steps=2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1",
-            "--set", "copy.context=3"]  # fmt: skip
-    assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path), *tiny]) == 0
+    tiny = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy,charlm", "--set", "schemes=learned,rope",
+            "--set", "variants=base,concat", "--set", "seeds=0,1", "--set", "steps=2", "--set", "dim=16",
+            "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1"]  # fmt: skip
+    assert main(["lab", "run", "--preset", "quick", "--out", str(tmp_path), *tiny]) == 0
     assert main(["lab", "report", str(tmp_path)]) == 0
     page = next(tmp_path.glob("*.html"))
     _assert_every_table_fits(measure(page))

@@ -54,7 +54,6 @@ p.banner { background: #fdecea; border: 2px solid #b3261e; padding: .5em .8em; }
 th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; vertical-align: top;
          overflow-wrap: normal; word-break: normal; hyphens: manual; }
 th { background: #f0f0f0; font-weight: 600; }
-td { white-space: nowrap; }
 td:first-child, th:first-child, th.text { text-align: left; }
 td.text { text-align: left; overflow-wrap: normal; word-break: normal; min-width: 6em; white-space: normal; }
 ul.summary li { margin: .2em 0; }
@@ -199,7 +198,8 @@ class HtmlReport:
         or from ``header`` plus a list of row sequences.
 
         Column names are shown as words (``val_loss`` -> ``val loss``) and wrap between them;
-        a column of words is left-aligned, header included; numbers stay right-aligned on one line.
+        a column of words is left-aligned, header included; numbers stay right-aligned and
+        wrap only at their spaces (``64.8`` / ``± 0.13``), never inside a word or a number.
         """
         header, body = _table_cells(rows, header)
         words = [_column_is_text(row[index] for row in body) for index in range(len(header))]
@@ -284,7 +284,8 @@ def _column_is_text(cells) -> bool:
 def _cell(value: Any) -> str:
     text = html.escape(format_cell(value))
     if not _is_text(value):
-        return f"<td>{text}</td>"
+        # a number wraps only at its spaces, never inside it; "64.8 ± 0.13" keeps ± with its number
+        return "<td>" + text.replace(" ± ", " ±&nbsp;") + "</td>"
     # a path or a snake_case name may wrap after its / and _ (never inside a word)
     return '<td class="text">' + text.replace("/", "/<wbr>").replace("_", "_<wbr>") + "</td>"
 
