@@ -67,9 +67,12 @@ def test_overlapping_intervals_cannot_tell_and_one_seed_is_named():
     rows = {row["claim"]: row["verdict"] for row in verdicts(overlap)}
     assert rows["Without fine-tuning, YaRN beats linear interpolation at the longest length"] == "cannot tell"
     assert rows["ALiBi extrapolates better than RoPE (no extension)"] == "reproduces"
+    alibi = next(row for row in verdicts(overlap) if row["claim"].startswith("ALiBi"))
+    assert alibi["ours"] == "ALiBi 7.05 [7, 7.1] vs extrapolate 40.5 [40, 41]"
     assert too_small(overlap) == ""  # two seeds, and the ALiBi claim's intervals separate
     one = _study([{"yarn": 10.0, "linear": 30.0, "extrapolate": 40.0, "alibi": 7.0}])
     assert {row["verdict"] for row in verdicts(one) if row["ours"] != "not measured"} == {"cannot tell (1 seed)"}
+    assert verdicts(one)[0]["ours"] == "yarn 10 vs linear 30"
     assert "it has one seed, so no number has an interval" in too_small(one)
 
 

@@ -151,9 +151,15 @@ def verdicts(results: Results) -> list[dict]:
 
 
 def _ours(claim: Claim, better: Interval, worse: Interval) -> str:
+    """``"yarn 11 [10, 12] vs linear 32 [30, 34]"`` (a reference by its name; one seed: the bare values)."""
     if not better.n or not worse.n:
         return "not measured"
-    return f"{claim.better[1]} {better.text()} vs {claim.worse[1]} {worse.text()}"
+
+    def side(key: tuple[str, str], found: Interval) -> str:
+        name = NAMES.get(key[0], key[0]) if key[1] == "none" else key[1]
+        return f"{name} {found.text() if found.n > 1 else f'{found.mean:.4g}'}"
+
+    return f"{side(claim.better, better)} vs {side(claim.worse, worse)}"
 
 
 def _verdict(claim: Claim, better: Interval, worse: Interval) -> str:
