@@ -234,6 +234,17 @@ def _forbid_host_reads(monkeypatch):
 @pytest.mark.parametrize("max_len, explicit", [(None, False), (32, False), (None, True), (32, True)])
 def test_forward_and_backward_never_read_a_value_back(monkeypatch, compiled, max_len, explicit):
     rope = RotaryEmbedding(8, max_len=max_len, compiled=compiled)
+    _never_reads(monkeypatch, rope, explicit)
+
+
+def test_dynamic_frequencies_never_read_a_value_back(monkeypatch):
+    """Dynamic NTK's frequencies follow the largest position, on the device."""
+    from posembed.schemes.rotary_scaling import DynamicNTKRotary
+
+    _never_reads(monkeypatch, DynamicNTKRotary(8, factor=2.0, original_max_len=8), explicit=True)
+
+
+def _never_reads(monkeypatch, rope, explicit):
     positions = torch.stack([torch.arange(SHAPE[2]), torch.arange(SHAPE[2]) + 7]) if explicit else None
 
     def step():
