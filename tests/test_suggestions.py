@@ -69,3 +69,38 @@ def test_lab_overrides(override, message):
     with pytest.raises(ValueError) as error:
         apply_overrides(get_preset("smoke"), [override])
     assert str(error.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["inspct"], "posembed: error: argument COMMAND: invalid choice: 'inspct' (did you mean 'inspect'?); choose from "),
+        (["lab", "runn"], "posembed lab: error: argument ACTION: invalid choice: 'runn' (did you mean 'run'?); "),
+        (["extend", "x", "--to", "1024", "--method", "interpolat"],
+         "posembed extend: error: argument --method: invalid choice: 'interpolat' (did you mean 'interpolate'?); "),
+    ],
+)
+def test_argparse_choices_suggest_the_closest(capsys, argv, message):
+    from posembed.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(message)
+
+
+def test_a_choice_far_from_every_known_one_keeps_argparse_s_message(capsys):
+    from posembed.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["zzz"])
+    assert "invalid choice: 'zzz' (choose from " in capsys.readouterr().err
+
+
+def test_extension_methods():
+    import torch
+
+    from posembed.interop.extend_methods import extend_table
+
+    with pytest.raises(ValueError, match=r"^unknown extension method 'grouped_' \(did you mean 'grouped'\?\); choose one"):
+        extend_table(torch.zeros(8, 4), 16, "grouped_")

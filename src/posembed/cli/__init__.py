@@ -54,8 +54,23 @@ def model_folder(model, argument: str):
         ) from error
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the closest choice suggested for a mistyped one (``posembed inspct``,
+    ``--method interpolat``); subcommand parsers inherit it."""
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        if action.choices is not None and isinstance(value, str) and value not in action.choices:
+            from posembed._checks import did_you_mean
+
+            hint = did_you_mean(value, [str(choice) for choice in action.choices])
+            if hint:
+                known = ", ".join(str(choice) for choice in action.choices)
+                raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}; choose from {known}")
+        super()._check_value(action, value)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="posembed",
         description="Positional encodings for transformers: encode, inspect, compare.",
     )

@@ -50,6 +50,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from posembed._checks import did_you_mean
+
 __all__ = [
     "METHODS",
     "KEEPS_TRAINED_ROWS",
@@ -157,7 +159,8 @@ def extend_table(table: Tensor, to: int, method: str, *, offset: int = 0) -> Ten
         shape ``(offset + to, C)``, same dtype and device as ``table``.
     """
     if method not in METHODS:
-        raise ValueError(f"unknown extension method {method!r}; choose one of {', '.join(METHODS)}")
+        raise ValueError(f"unknown extension method {method!r}{did_you_mean(method, METHODS)}; "
+                         f"choose one of {', '.join(METHODS)}")
     if not 0 <= offset < table.shape[0]:
         raise ValueError(f"offset {offset} must lie in 0..{table.shape[0] - 1} for a table of {table.shape[0]} rows")
     grown = METHODS[method](table[offset:], to)
