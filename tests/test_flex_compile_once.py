@@ -137,3 +137,11 @@ def test_a_layer_compiled_whole_traces_flex_into_its_own_graph(monkeypatch) -> N
     with torch.no_grad():
         expected = attn(x)
     torch.testing.assert_close(out, expected)
+
+
+def test_the_shared_causal_block_mask_is_built_once_and_never_an_inference_tensor() -> None:
+    attention_backends._causal_block_mask.cache_clear()
+    with torch.inference_mode():
+        first = attention_backends._causal_block_mask(40, torch.device("cpu"))
+    assert attention_backends._causal_block_mask(40, torch.device("cpu")) is first
+    assert not first.kv_num_blocks.is_inference() and not first.kv_indices.is_inference()

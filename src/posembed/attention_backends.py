@@ -316,10 +316,15 @@ def _pad_heads(inp: AttentionInputs, width: int) -> AttentionInputs:
 
 @functools.lru_cache(maxsize=32)
 def _causal_block_mask(length: int, device: torch.device):
-    """The causal block mask of one length on one device, built once and shared by every call."""
+    """The causal block mask of one length on one device, built once and shared by every call.
+
+    Built outside inference mode: a mask first made under ``torch.inference_mode`` (an
+    evaluation) must still be savable for the backward of a later training step.
+    """
     from torch.nn.attention.flex_attention import create_block_mask
 
-    return create_block_mask(visibility_mod(True, None), None, None, length, length, device=device)
+    with torch.inference_mode(False):
+        return create_block_mask(visibility_mod(True, None), None, None, length, length, device=device)
 
 
 def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim: int | None = None) -> Tensor:
