@@ -300,14 +300,25 @@ def compare(args: argparse.Namespace) -> str:
     return text
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an int >= 1, else an error naming the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("revision", nargs="?", help="the git revision to time the current tree against")
     parser.add_argument("--work", default=",".join(WORKS), help=f"comma-separated, from {', '.join(WORKS)}")
-    parser.add_argument("--rounds", type=int, default=4, help="A B pairs of processes per work (default 4)")
-    parser.add_argument("--repeats", type=int, default=10, help="timed repeats per process (default 10)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed repeats per process (default 3)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads in each child (default 2)")
+    parser.add_argument("--rounds", type=_positive_int, default=4, help="A B pairs of processes per work (default 4)")
+    parser.add_argument("--repeats", type=_positive_int, default=10, help="timed repeats per process (default 10)")
+    parser.add_argument("--warmup", type=_positive_int, default=3, help="untimed repeats per process (default 3)")
+    parser.add_argument("--threads", type=_positive_int, default=2, help="torch threads in each child (default 2)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed to one child")
     parser.add_argument("--json", help="also write every child's figures here")
     parser.add_argument("--child", choices=WORKS, help=argparse.SUPPRESS)
