@@ -268,10 +268,11 @@ def _sections(run: _Run, timings: dict, anchors: dict, progress: bool | str | No
 
 def _summary(report: HtmlReport, at: int, sections: dict, anchors: dict) -> None:
     """The report opens with every section's verdict (its finding, or why it was skipped), each a link to it."""
-    items = [(f"{TITLES[name]}: {value['finding']}", anchors.get(name, "")) for name, value in sections.items()
-             if "finding" in value]
-    items += [(f"{TITLES[name]}: skipped ({value['skipped']})", anchors.get(name, "")) for name, value in sections.items()
-              if "skipped" in value and not value.get("not_applicable")]
+    found = [(name, value) for name, value in sections.items() if "finding" in value]
+    skipped = [(name, value) for name, value in sections.items()
+               if "skipped" in value and not value.get("not_applicable")]  # fmt: skip
+    items = [(f"{TITLES[name]}: {value['finding']}", anchors.get(name, "")) for name, value in found]
+    items += [(f"{TITLES[name]}: skipped ({value['skipped']})", anchors.get(name, "")) for name, value in skipped]
     report.links(items or [("No section reached a finding; the sections below say why.", "")], at=at)
 
 

@@ -209,7 +209,9 @@ class ExperimentConfig:
                 raise ValueError(f"{name} lists {', '.join(repeated)} more than once")
         for variant in self.variants:
             if variant not in VARIANTS:
-                raise ValueError(f"unknown variant {variant!r}{did_you_mean(variant, VARIANTS)}; known: {', '.join(VARIANTS)}")
+                raise ValueError(
+                    f"unknown variant {variant!r}{did_you_mean(variant, VARIANTS)}; known: {', '.join(VARIANTS)}"
+                )
         known = {base.task for base in self.bases}
         for task in self.tasks:
             if task not in TASKS:
