@@ -187,13 +187,16 @@ def log_to_stderr(name: str, enabled: bool = True) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def quiet_transformers(enabled: bool = True) -> Iterator[None]:
+def quiet_transformers(enabled: bool | None = None) -> Iterator[None]:
     """While inside, transformers draws no progress bars (``Loading weights: 0%|...``) and logs
     errors only; both are restored after. A no-op without transformers, or when ``enabled`` is
-    false (``-v``: the caller wants transformers' own words).
+    false; ``None`` (the default) quiets it unless posembed's own INFO records are shown (the
+    CLI's ``-v``: whoever asks for posembed's details gets transformers' words too).
 
     Wrap each transformers load (``from_pretrained``) of a command that reports its own progress.
     """
+    if enabled is None:
+        enabled = not logging.getLogger("posembed").isEnabledFor(logging.INFO)
     try:
         from transformers.utils import logging as hf_logging
     except ModuleNotFoundError:

@@ -134,3 +134,23 @@ def test_the_bar_holds_its_eta_back_then_shows_tqdm_s_own(capsys):
         assert "ETA after 2 trials" in str(progress._bar)
         progress.advance()
         assert progress._bar.bar_format is None and "<" in str(progress._bar)
+
+
+def test_quiet_transformers_hides_its_bars_and_restores_them():
+    hf_logging = pytest.importorskip("transformers.utils.logging")
+    from posembed._progress import quiet_transformers
+
+    before = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
+    with quiet_transformers():
+        assert hf_logging.get_verbosity() == hf_logging.ERROR and not hf_logging.is_progress_bar_enabled()
+    assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()) == before
+    logger = logging.getLogger("posembed")
+    level = logger.level
+    logger.setLevel(logging.INFO)  # the CLI's -v: transformers keeps its words
+    try:
+        with quiet_transformers():
+            assert hf_logging.is_progress_bar_enabled() == before[1]
+    finally:
+        logger.setLevel(level)
+    with quiet_transformers(enabled=False):
+        assert hf_logging.get_verbosity() == before[0]
