@@ -15,9 +15,10 @@ the kernel, and schemes never import ``fused`` (the layering runs the other way)
 the public fast-path API over it: :func:`rotate` (the kernel, no eager dispatch) and
 :func:`available`.
 
-The first call for a new shape compiles (seconds; needs a C++ compiler on CPU), so this is an
-opt-in fast path: :func:`available` says whether it can run here; a compile failure is logged
-once and the eager formula takes over.
+The first call for a new shape compiles (seconds; a C++ compiler on the CPU, Triton on CUDA).
+``RotaryEmbedding`` takes it by default on CUDA and only when asked (``compiled=True``) on the
+CPU (:func:`~posembed.schemes.rotation.compiled_by_default`); :func:`available` says whether it
+can run here; a compile failure is logged once and the eager formula takes over.
 """
 
 from __future__ import annotations
