@@ -36,8 +36,8 @@ methods:
 
 --finetune STEPS then tunes only the new rows (LongEmbed's tuning, PoSE-style position skips on
 pairs from the shipped text's first nine tenths), every other weight and the original rows frozen:
-inputs within the old length still give exactly the old outputs. About 6 s a step on a busy
-2-core machine; needs copy, recurrent or hierarchical.
+inputs within the old length still give exactly the old outputs. 6 to 9 s a step (measured on a busy
+2-core machine, MiniLM); needs copy, recurrent or hierarchical.
 
 RoBERTa-style tables keep their first padding_idx + 1 rows; --to counts usable positions.
 A folder posembed already extended is refused unless --force.
