@@ -319,3 +319,24 @@ def test_positions_on_cuda_never_synchronise():
     assert out.device.type == from_mask.device.type == resolved.device.type == documents.device.type == "cuda"
     assert out.cpu().tolist() == [[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]]
     assert from_mask.cpu().tolist() == [[0, 1, 2, 3, 4]] * 2
+
+
+def test_offset_errors_name_the_last_position_and_the_largest_offset():
+    from posembed.positions import MAX_POSITION
+
+    top = MAX_POSITION
+    message = (
+        rf"offset {top - 1} \+ length 3 - 1 = {top + 1} is past the largest torch.long position {top} "
+        rf"\(the largest offset for length 3 is {top - 2}\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        positions_with_offset(3, top - 1)
+    with pytest.raises(ValueError, match=message):
+        positions_with_offset(3, torch.tensor([0, top - 1]))
+
+
+def test_a_device_argument_naming_another_device_than_the_offsets_is_refused_both_ways():
+    with pytest.raises(ValueError, match=r"offset is a tensor on meta but device='cpu' was asked"):
+        positions_with_offset(3, torch.tensor([2, 7], device="meta"), device="cpu")
+    with pytest.raises(ValueError, match=r"offset is a tensor on cpu but device='meta' was asked"):
+        positions_with_offset(3, torch.tensor([2, 7]), device="meta")
