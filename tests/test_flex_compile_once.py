@@ -45,11 +45,19 @@ def counted_flex(monkeypatch) -> CompileCounter:
     from torch.nn.attention.flex_attention import flex_attention
 
     torch._dynamo.reset()
+    _torch_default_limits(monkeypatch)
     counter = CompileCounter()
     compiled = torch.compile(flex_attention, backend=counter, dynamic=False)
     monkeypatch.setattr(attention_backends, "_compiled_flex", lambda: compiled)
     yield counter
     torch._dynamo.reset()
+
+
+def _torch_default_limits(monkeypatch) -> None:
+    """torch's own limits (8 graphs per frame), as in a fresh process before any flex call."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
+    monkeypatch.setattr(torch._dynamo.config, "accumulated_recompile_limit", 256)
+    monkeypatch.setattr(attention_backends, "_limits_raised", False)
 
 
 def _trial(name: str, factory, padded: bool = False) -> None:
@@ -111,11 +119,18 @@ def test_trained_values_do_not_recompile(counted_flex) -> None:
         assert not torch.allclose(before, after)  # the new values were read
 
 
-def test_the_limit_is_raised_only_during_the_call() -> None:
-    limit = torch._dynamo.config.recompile_limit
-    with attention_backends._flex_compile_limits():
-        assert torch._dynamo.config.recompile_limit >= attention_backends.FLEX_RECOMPILE_LIMIT
-    assert torch._dynamo.config.recompile_limit == limit
+def test_the_limits_are_raised_once_and_never_lowered(monkeypatch, caplog) -> None:
+    _torch_default_limits(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="posembed.attention_backends"):
+        attention_backends._raise_flex_recompile_limits()
+        attention_backends._raise_flex_recompile_limits()
+    assert torch._dynamo.config.recompile_limit == attention_backends.FLEX_RECOMPILE_LIMIT
+    assert torch._dynamo.config.accumulated_recompile_limit == attention_backends.FLEX_RECOMPILE_LIMIT
+    assert caplog.text.count("recompile_limit raised from 8 to 1024") == 1
+    _torch_default_limits(monkeypatch)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 5000)  # the user's own, higher
+    attention_backends._raise_flex_recompile_limits()
+    assert torch._dynamo.config.recompile_limit == 5000
 
 
 def test_a_layer_compiled_whole_traces_flex_into_its_own_graph(monkeypatch) -> None:
