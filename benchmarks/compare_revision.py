@@ -116,7 +116,8 @@ def _embedding_cases() -> tuple[dict[str, Callable[[], object]], dict[str, tuple
     config = BertConfig(hidden_dropout_prob=0.1)  # BERT-base: 30522 x 768, 512 positions, 2 segments
     bert = BertEmbeddings(config)
     block = TransformerEmbeddings(
-        config.vocab_size, config.hidden_size, position=LearnedAbsolute(config.max_position_embeddings, config.hidden_size),
+        config.vocab_size, config.hidden_size,
+        position=LearnedAbsolute(config.max_position_embeddings, config.hidden_size),
         type_vocab_size=config.type_vocab_size, pad_token_id=config.pad_token_id, dropout=config.hidden_dropout_prob,
     )
     with torch.no_grad():
@@ -168,7 +169,8 @@ def _lab_cases() -> tuple[dict[str, Callable[[], object]], dict[str, tuple[str, 
     from posembed.schemes.rotary import RotaryEmbedding
 
     vocab, depth, heads, dim, block, batch = 65, 4, 4, 128, 64, 12  # nanoGPT's CPU recipe, characters
-    ours = Decoder(vocab, dim=dim, depth=depth, num_heads=heads, scheme=RotaryEmbedding(dim // heads, max_len=block), dropout=0.0)
+    scheme = RotaryEmbedding(dim // heads, max_len=block)
+    ours = Decoder(vocab, dim=dim, depth=depth, num_heads=heads, scheme=scheme, dropout=0.0)
     gpt2 = GPT2LMHeadModel(GPT2Config(
         vocab_size=vocab, n_positions=block, n_embd=dim, n_layer=depth, n_head=heads,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -294,7 +296,8 @@ def compare(args: argparse.Namespace) -> str:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(folder)], capture_output=True)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     text = report(commit, results, (commit, "current"))
-    text += f"\ntorch threads {args.threads}, {args.repeats} timed repeats per process; load average at the end {load:.1f}\n"
+    text += f"\ntorch threads {args.threads}, {args.repeats} timed repeats per process; "
+    text += f"load average at the end {load:.1f}\n"
     if args.json:
         Path(args.json).write_text(json.dumps({"revision": commit, "results": results}, indent=1))
     return text

@@ -15,7 +15,7 @@ from posembed.bench import rope as bench_rope  # noqa: E402
 from posembed.bench.harness import Row  # noqa: E402
 
 TINY = (1, 2, 16, 8)
-SMALL = (1, 2, 256, 32)  # big enough for a bandwidth above 0.0 GB/s
+SMALL = (1, 2, 256, 32)
 
 
 def test_cpu_rows_are_the_fp32_cases_as_before(monkeypatch):
@@ -44,15 +44,19 @@ def test_cuda_rows_with_the_device_policy_mocked(monkeypatch):
         assert len(skipped) == 1
         assert skipped[0].note == "skipped: pip install liger-kernel (liger_kernel is not installed)"
         (bandwidth,) = [row for row in rows if row.case == f"effective bandwidth, forward q, k {SMALL} {dtype}"]
-        assert bandwidth.extra[f"{bench_rope.POSEMBED} GB/s"] > 0
         size = 2 if dtype == "bf16" else 4
-        assert bandwidth.extra["minimal MB"] == round(4 * 16384 * size / 1e6, 1)
+        minimal = 4 * 16384 * size  # read q and k, write both
+        assert bandwidth.extra["minimal MB"] == round(minimal / 1e6, 1)
+        (forward,) = [r for r in rows if r.case == f"forward q, k {SMALL} {dtype}" and r.impl == bench_rope.POSEMBED]
+        rate = minimal / (forward.median_ms * 1e-3) / 1e9
+        assert bandwidth.extra[f"{bench_rope.POSEMBED} GB/s"] == round(rate, 1)
     assert any("60 % of the copy bandwidth" in t["target"] for t in bench_rope.cuda_targets(rows))
 
 
 def test_liger_where_it_cannot_run_is_a_skipped_row_saying_why(monkeypatch):
     monkeypatch.setattr(bench_rope, "cpu_tuned", lambda device: False)
-    monkeypatch.setattr(bench_rope, "liger_skip_reason", lambda device: "liger-kernel is not installed (pip install liger-kernel)")
+    reason = "liger-kernel is not installed (pip install liger-kernel)"
+    monkeypatch.setattr(bench_rope, "liger_skip_reason", lambda device: reason)
     _, rows = bench_rope._build(16, 8, compiled=False, device=torch.device("cpu"), dtype=torch.bfloat16)
     assert [(row.impl, row.note) for row in rows] == [
         (bench_rope.LIGER, "skipped: liger-kernel is not installed (pip install liger-kernel)")

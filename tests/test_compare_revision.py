@@ -54,7 +54,8 @@ def test_a_child_that_imported_another_posembed_is_refused(monkeypatch, tmp_path
     import subprocess
 
     def fake_run(command, **kwargs):
-        return subprocess.CompletedProcess(command, 0, stdout='{"posembed": "/elsewhere/posembed", "ms": {}, "ratios": {}}\n')
+        stdout = '{"posembed": "/elsewhere/posembed", "ms": {}, "ratios": {}}\n'
+        return subprocess.CompletedProcess(command, 0, stdout=stdout)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     args = compare.argparse.Namespace(repeats=1, warmup=1, threads=1, timeout=10)

@@ -13,11 +13,14 @@ from posembed.schemes.rotary import RotaryEmbedding, rope_cos_sin, rope_inv_freq
 from tests.helpers import assert_close
 
 SHAPE = (2, 3, 16, 8)  # (B, H, T, D)
-compiles = pytest.mark.skipif(not rotation.compile_available("cpu"), reason="torch.compile cannot build CPU kernels here")
+compiles = pytest.mark.skipif(
+    not rotation.compile_available("cpu"), reason="torch.compile cannot build CPU kernels here"
+)
 
 
 def _angles(rotary_dim=SHAPE[-1], per_row=False):
-    positions = torch.stack([torch.arange(SHAPE[2]), torch.arange(SHAPE[2]) * 3 + 5]) if per_row else torch.arange(SHAPE[2])
+    length = SHAPE[2]
+    positions = torch.stack([torch.arange(length), torch.arange(length) * 3 + 5]) if per_row else torch.arange(length)
     cos, sin = rope_cos_sin(positions, rope_inv_freq(rotary_dim))
     return (cos[:, None], sin[:, None]) if per_row else (cos, sin)  # (B, 1, T, r/2) or (T, r/2)
 

@@ -43,7 +43,9 @@ CUDA_DTYPES = (torch.bfloat16, torch.float32)
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16"}
 
 
-def _llama_cos_sin(length: int, dim: int, device: torch.device, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def _llama_cos_sin(
+    length: int, dim: int, device: torch.device, dtype=torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(1, T, D)`` cos and sin, as ``LlamaRotaryEmbedding`` returns them (the "half" layout, in q's dtype)."""
     inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     freqs = torch.outer(torch.arange(length, dtype=torch.float32), inv_freq)

@@ -259,7 +259,8 @@ def _compiled_applies(x: Tensor, compiled: bool | None) -> bool:
     if x.dtype not in COMPILED_DTYPES:
         reason = f"compiled RoPE covers float32, bfloat16 and float16 inputs, got {x.dtype}; rotating eagerly"
     elif not compile_available(x.device.type):
-        reason = f"compiled RoPE requested, but torch.compile cannot build {x.device.type} kernels here; rotating eagerly"
+        device = x.device.type
+        reason = f"compiled RoPE requested, but torch.compile cannot build {device} kernels here; rotating eagerly"
     if reason is not None and compiled:
         log_once(logger, reason)
     return reason is None
