@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -281,6 +282,7 @@ def compare(args: argparse.Namespace) -> str:
     unknown = sorted(set(works) - set(WORKS))
     if unknown:
         raise SystemExit(f"unknown work(s) {unknown}; choose from {', '.join(WORKS)}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed run still removes its worktree
     with tempfile.TemporaryDirectory(prefix="posembed-rev-") as tmp:
         folder = Path(tmp) / "tree"
         commit = _worktree(args.revision, folder)
