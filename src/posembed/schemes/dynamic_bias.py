@@ -114,8 +114,8 @@ class DynamicPositionBias(BiasScheme):
 
     def _distance_range(self, q_positions: Tensor, k_positions: Tensor) -> tuple[int, Tensor]:
         """``lo`` and the table of distances ``lo..hi`` (``i - j``) present between the positions."""
-        lo = int(q_positions.min() - k_positions.max())
-        hi = int(q_positions.max() - k_positions.min())
+        # one read back to the host (the table's size depends on these values), not two
+        lo, hi = torch.stack([q_positions.min() - k_positions.max(), q_positions.max() - k_positions.min()]).tolist()
         distances = torch.arange(lo, hi + 1, device=self.mlp[0].weight.device)
         return lo, self.table(distances)  # (H, hi - lo + 1)
 
