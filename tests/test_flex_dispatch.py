@@ -194,3 +194,27 @@ def test_a_narrow_head_decoder_trains_off_compiled_flex_under_the_cuda_policy(as
     rows = bench_training.run(quick=True, repeats=1, device="cpu")
     assert all(row.median_ms for row in rows), rows
     assert chosen and set(chosen) == {"sdpa"}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("head_dim", [4, 8])
+def test_narrow_heads_train_on_cuda_like_eager(monkeypatch, head_dim: int) -> None:
+    """On a GPU: auto takes SDPA at short lengths and the really compiled, padded flex above the
+    threshold (here lowered to 4), forward and backward equal to the eager backend's."""
+    monkeypatch.setattr(attention_backends, "AUTO_SDPA_MAX_LENGTH", 4)
+    device = torch.device("cuda")
+    heads = 2
+    attn = SelfAttention(heads * head_dim, heads, scheme=_alibi(heads), causal=True, device=device)
+    results = {}
+    for length, backend in ((4, "auto"), (24, "auto"), (24, "eager")):
+        attn.backend = backend
+        attn.zero_grad(set_to_none=True)
+        x = torch.randn(2, length, heads * head_dim, device=device, generator=torch.Generator(device).manual_seed(length))
+        x.requires_grad_()
+        out = attn(x)
+        out.square().sum().backward()
+        results[length, backend] = (attn.last_backend, out.detach(), x.grad.detach(), attn.qkv_proj.weight.grad.detach())
+    assert results[4, "auto"][0] == "sdpa" and results[24, "auto"][0] == "flex"
+    for got, want in zip(results[24, "auto"][1:], results[24, "eager"][1:]):
+        assert_close(got, want, atol=1e-4, rtol=1e-4)
