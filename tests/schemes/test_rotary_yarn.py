@@ -109,3 +109,77 @@ def test_meta_init_equals_real_init_and_repr():
 def test_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         YaRNRotary(D, **{"factor": 2.0, "original_max_len": 8, **kwargs})
+
+
+def test_attention_factor_at_small_factors_and_deepseek_halves():
+    assert yarn_attention_factor(2.0) == pytest.approx(0.1 * math.log(2.0) + 1)  # s = 2 already scales
+    assert yarn_attention_factor(1.5) == pytest.approx(0.1 * math.log(1.5) + 1)
+    assert yarn_attention_factor(0.5) == 1.0  # s <= 1: no scaling
+    ratio = (0.1 * 0.707 * math.log(8.0) + 1) / (0.1 * 1.0 * math.log(8.0) + 1)
+    assert yarn_attention_factor(8.0, mscale=0.707, mscale_all_dim=1.0) == pytest.approx(ratio, rel=1e-12)
+    plain = 0.1 * math.log(8.0) + 1
+    for one in ({"mscale": 0.707}, {"mscale_all_dim": 0.707}):  # one of the two alone: the plain factor
+        assert yarn_attention_factor(8.0, **one) == pytest.approx(plain, rel=1e-12)
+        assert YaRNRotary(64, factor=8.0, original_max_len=4096, **one).attention_scaling == pytest.approx(plain, rel=1e-12)
+
+
+def test_the_function_defaults_are_the_papers_and_the_class_s():
+    from posembed.schemes.rotary_yarn import yarn_inv_freq
+
+    rope = YaRNRotary(128, factor=8.0, original_max_len=4096)
+    assert (rope.beta_fast, rope.beta_slow, rope.truncate) == (32.0, 1.0, True)
+    assert torch.equal(yarn_inv_freq(128, 10000.0, 8.0, 4096), rope.inv_freq)
+    assert torch.equal(yarn_inv_freq(128, 10000.0, 8.0, 4096, 32.0, 1.0, True), rope.inv_freq)
+
+
+def _transformers_yarn(params: dict) -> torch.Tensor | None:
+    """transformers' yarn inv_freq at head_dim 16, factor 4 (None without transformers)."""
+    try:
+        import transformers
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    except ImportError:
+        return None
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=16384,
+                                      rope_parameters={"rope_type": "yarn", "factor": 4.0, **params})  # fmt: skip
+    return ROPE_INIT_FUNCTIONS["yarn"](config)[0]
+
+
+def test_ramp_bounds_clamped_to_the_rotary_dims():
+    """beta_fast 10 000 puts the lower bound below channel 0 (clamped to 0) and base 10 the upper one at
+    ceil(22.5) = 23, clamped to rotary_dim - 1 = 15: the ramp is i / 15 over the 8 channels."""
+    plain = rope_inv_freq(16, 10.0)
+    rope = YaRNRotary(16, base=10.0, factor=4.0, original_max_len=4096, beta_fast=10000.0)
+    assert_close(rope.inv_freq, _ramped(plain, 4.0, 0, 15), atol=0, rtol=1e-6)
+    theirs = _transformers_yarn({"rope_theta": 10.0, "beta_fast": 10000.0, "original_max_position_embeddings": 4096})
+    assert theirs is None or torch.equal(rope.inv_freq, theirs)
+
+
+def test_a_collapsed_ramp_keeps_channel_0_and_interpolates_the_rest():
+    """original length 4 < 2 pi: both bounds truncate to channel 0, the ramp is widened by 0.001 (transformers)."""
+    plain = rope_inv_freq(16)
+    rope = YaRNRotary(16, factor=4.0, original_max_len=4)
+    expected = torch.cat([plain[:1], plain[1:] / 4.0])
+    assert_close(rope.inv_freq, expected, atol=0, rtol=1e-6)
+    assert bool(torch.isfinite(rope.inv_freq).all())
+    theirs = _transformers_yarn({"rope_theta": 10000.0, "original_max_position_embeddings": 4})
+    assert theirs is None or torch.equal(rope.inv_freq, theirs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"beta_fast": 2, "beta_slow": 2}, ValueError, "beta_fast=2 must be greater than beta_slow=2"),
+        ({"factor": 0.999}, ValueError, "factor must be a finite number >= 1.0, got 0.999"),
+        ({"attention_factor": -0.1}, ValueError, "attention_factor must be a finite number >= 0.0, got -0.1"),
+    ],
+)
+def test_the_bounds_of_the_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        YaRNRotary(D, **{"factor": 2.0, "original_max_len": 8, **kwargs})
+
+
+def test_the_smallest_accepted_arguments():
+    assert_close(YaRNRotary(D, factor=1.0, original_max_len=8).inv_freq, rope_inv_freq(D), atol=0, rtol=1e-6)  # s = 1: RoPE
+    assert YaRNRotary(D, factor=1.5, original_max_len=8).factor == 1.5
+    assert YaRNRotary(D, factor=2.0, original_max_len=8, attention_factor=0.5).attention_scaling == 0.5
+    assert YaRNRotary(D, factor=2.0, original_max_len=8, attention_factor=0.0).attention_scaling == 0.0
