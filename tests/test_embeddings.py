@@ -9,6 +9,7 @@ from torch import nn
 from posembed import LearnedAbsolute, LearnedParameter, Sinusoidal, Sinusoidal2D, Sinusoidal3D, TransformerEmbeddings
 from posembed.schemes.sinusoidal_nd import grid_coordinates
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, RotaryScheme
+from posembed.interop.hf import save_embeddings
 from tests.helpers import assert_close
 
 
@@ -383,7 +384,7 @@ def test_token_scale_multiplies_tokens_and_starts_them_at_unit_std():
     assert abs(float((emb.token_embeddings.weight.detach() * 8.0).std()) - 1.0) < 0.05
     learned = TransformerEmbeddings(1000, 64, position=LearnedAbsolute(8, 64), token_scale=8.0)
     with pytest.raises(ValueError, match="token_scale=8"):
-        learned.save_hf("/nonexistent-never-written")
+        save_embeddings(learned, "/nonexistent-never-written")
 
 
 @pytest.mark.parametrize("segments", [2, 0])

@@ -24,10 +24,9 @@ tier  files                                                       what they are
 Inside tier 5, ``analysis`` may use ``interop`` and ``lab``; ``interop`` and ``lab`` use neither
 each other nor ``analysis``.
 
-The one exception to "never upward": a module method kept as a thin alias of its Hugging Face
-adapter (``TransformerEmbeddings.from_hf``, ``RotaryEmbedding.from_hf_config``...) imports
-``interop`` inside the method, on a line marked ``# edge alias``. Such lines are listed by the
-test below and may only point into ``interop``.
+There is no exception: no import runs upward, not even inside a function, and no two files
+import each other round a circle. (The Hugging Face adapters are functions of ``interop``:
+``interop.hf.load_embeddings`` / ``save_embeddings``, ``interop.rope_config.rotary_from_hf_config``.)
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ FORBIDDEN_SIDEWAYS = (
 )
 #: the top-level ``posembed/__init__.py`` re-exports the public names; nothing inside imports it
 FACADE = "__init__.py"
-EDGE_ALIAS = "# edge alias"
 
 
 def _files() -> list[Path]:
@@ -128,25 +126,12 @@ def test_no_arrow_runs_against_the_layering():
             if imported == FACADE:
                 wrong.append(f"{importer}:{line} imports the top-level facade posembed/__init__.py")
                 continue
-            if EDGE_ALIAS in text:
-                continue
             if _tier(imported) > _tier(importer):
                 wrong.append(f"{importer}:{line} (tier {_tier(importer)}) imports {imported} (tier {_tier(imported)})")
             for low, high in FORBIDDEN_SIDEWAYS:
                 if importer.startswith(low) and imported.startswith(high):
                     wrong.append(f"{importer}:{line} imports {imported}: {low} never uses {high}")
     assert not wrong, "\n".join(wrong)
-
-
-def test_edge_aliases_only_reach_into_interop():
-    aliases = [
-        (importer, imported, line)
-        for importer, imports in _graph().items()
-        for imported, line, text in imports
-        if EDGE_ALIAS in text
-    ]
-    assert all(imported.startswith("interop/") for _, imported, _ in aliases), aliases
-    assert all(_tier(importer) < _tier(imported) for importer, imported, _ in aliases), aliases
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -185,9 +170,8 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_circles_between_files():
-    """Edge aliases are left out: they are the documented exception (see the module docstring)."""
     edges = {
-        importer: {imported for imported, _, text in imports if imported != importer and EDGE_ALIAS not in text}
+        importer: {imported for imported, _, text in imports if imported != importer}
         for importer, imports in _graph().items()
         if importer != FACADE
     }

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from posembed import TransformerEmbeddings
 from posembed.pairs import encode_texts
+from posembed.interop.hf import load_embeddings
 from tests.helpers import assert_close
 
 transformers = pytest.importorskip("transformers")
@@ -74,7 +74,7 @@ def test_left_padding_equals_the_tokenizer_and_keeps_positions(left_padding):
 
 
 def test_left_and_right_padding_embed_real_tokens_the_same(tokenizer, minilm_path):
-    emb = TransformerEmbeddings.from_hf(minilm_path).eval()
+    emb = load_embeddings(minilm_path).eval()
     right = encode_texts(tokenizer, TEXTS_A, TEXTS_B)
     tokenizer.padding_side = "left"
     try:

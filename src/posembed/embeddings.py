@@ -23,7 +23,6 @@ rounding), since the projection is linear.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -403,21 +402,6 @@ class TransformerEmbeddings(nn.Module):
             input_ids, token_type_ids, position_ids, vocab_size=self.vocab_size,
             type_vocab_size=self.type_vocab_size, num_axes=self.num_axes, scheme=scheme,
         )
-
-    # ------------------------------------------------------------------ Hugging Face interop
-
-    @classmethod
-    def from_hf(cls, path: str | Path, *, device=None, dtype=None) -> "TransformerEmbeddings":
-        """Alias of :func:`posembed.interop.hf.load_embeddings` (a BERT-family checkpoint folder)."""
-        from posembed.interop.hf import load_embeddings  # edge alias
-
-        return load_embeddings(path, device=device, dtype=dtype)
-
-    def save_hf(self, folder: str | Path) -> Path:
-        """Alias of :func:`posembed.interop.hf.save_embeddings` (a folder ``transformers`` loads as BERT)."""
-        from posembed.interop.hf import save_embeddings  # edge alias
-
-        return save_embeddings(self, folder)
 
     def extra_repr(self) -> str:
         return (

@@ -71,7 +71,7 @@ def explain_encoding(
     """Per-token ids and component norms for ``[CLS] A [SEP] (B [SEP])``.
 
     Args:
-        emb: the embedding block (e.g. ``TransformerEmbeddings.from_hf(folder)``).
+        emb: the embedding block (e.g. ``load_embeddings(folder)``).
         tokenizer: the matching Hugging Face tokenizer.
         text_a, text_b: the text, and optionally the second text of a pair.
         max_length: truncate to this many tokens (special tokens included; a pair's longer text

@@ -8,7 +8,7 @@ import pytest
 
 from posembed.analysis.scheme_details import load_for_inspect
 from posembed.interop.rope_settings import read_rope_settings
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.interop.rope_config import rotary_from_hf_config
 
 pytest.importorskip("transformers")
 
@@ -36,4 +36,4 @@ def test_rotary_sections_for_a_config_with_two_layer_types(tmp_path):
     assert any("2 layer types" in note for note in source.notes)
     assert f"theta {first.theta:g}" in source.positions
     with pytest.raises(ValueError, match="layer_type"):  # why the inspector no longer goes through from_hf_config
-        RotaryEmbedding.from_hf_config(folder)
+        rotary_from_hf_config(folder)

@@ -6,6 +6,7 @@ import torch
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
 from posembed.cli import main
+from posembed.interop.hf import load_embeddings, save_embeddings
 from tests.helpers import assert_close
 
 transformers = pytest.importorskip("transformers")
@@ -13,7 +14,7 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def minilm_block(minilm_path):
-    return TransformerEmbeddings.from_hf(minilm_path).eval()
+    return load_embeddings(minilm_path).eval()
 
 
 def _run(capsys, *argv):
@@ -68,7 +69,7 @@ def test_bad_model_folder_is_one_clear_line(capsys, tmp_path):
 
 
 def test_model_folder_without_tokenizer(capsys, tmp_path):
-    TransformerEmbeddings(50, 8, position=LearnedAbsolute(20, 8)).save_hf(tmp_path)
+    save_embeddings(TransformerEmbeddings(50, 8, position=LearnedAbsolute(20, 8)), tmp_path)
     code, _, err = _run(capsys, "hi", "--model", str(tmp_path))
     assert code == 2 and "cannot load a tokenizer" in err and "Traceback" not in err
 

@@ -19,6 +19,7 @@ from posembed.analysis.sources import load_hf
 from posembed.cli import main
 from posembed.errors import CheckpointError
 from posembed.interop.hf import load_embeddings
+from posembed.interop.hf import save_embeddings
 
 #: refusals take ~0.02 s here; the bound leaves room for a loaded CI machine's first torch imports
 REFUSAL_SECONDS = 30
@@ -26,7 +27,7 @@ REFUSAL_SECONDS = 30
 
 def _folder(path):
     """A small BERT embedding checkpoint (config.json + model.safetensors)."""
-    TransformerEmbeddings(50, 8, position=LearnedAbsolute(20, 8)).save_hf(path)
+    save_embeddings(TransformerEmbeddings(50, 8, position=LearnedAbsolute(20, 8)), path)
     return path
 
 

@@ -21,7 +21,7 @@ def bert_embeddings(minilm_path):
 
 @pytest.fixture(scope="module")
 def minilm_block(minilm_path):
-    return TransformerEmbeddings.from_hf(minilm_path).eval()
+    return load_embeddings(minilm_path).eval()
 
 
 def _random_inputs(batch=4, length=96, vocab=30522):
@@ -63,7 +63,7 @@ def test_loaded_weights_are_the_checkpoint_tensors(bert_embeddings, minilm_block
 
 
 def test_save_hf_round_trips_through_transformers(minilm_block, bert_embeddings, tmp_path):
-    minilm_block.save_hf(tmp_path)
+    save_embeddings(minilm_block, tmp_path)
     reloaded = transformers.BertModel.from_pretrained(str(tmp_path)).eval().embeddings
     for key, value in bert_embeddings.state_dict().items():
         assert torch.equal(reloaded.state_dict()[key], value), key
@@ -75,7 +75,7 @@ def test_save_hf_round_trips_through_transformers(minilm_block, bert_embeddings,
     ids, types = _random_inputs(2, 40)
     with torch.no_grad():
         assert torch.equal(bare(ids, types), minilm_block(ids, types))
-    again = TransformerEmbeddings.from_hf(tmp_path)
+    again = load_embeddings(tmp_path)
     for key, value in minilm_block.state_dict().items():
         assert torch.equal(again.state_dict()[key], value), key
 
@@ -107,12 +107,12 @@ def test_only_learned_add_blocks_save(tmp_path):
             return position_ids.float().unsqueeze(-1).expand(*position_ids.shape, 8)
 
     with pytest.raises(ValueError, match="only learned absolute positions.*Ramp"):
-        TransformerEmbeddings(50, 8, position=Ramp()).save_hf(tmp_path)
+        save_embeddings(TransformerEmbeddings(50, 8, position=Ramp()), tmp_path)
     with pytest.raises(ValueError, match="only learned absolute positions.*no position scheme"):
-        TransformerEmbeddings(50, 8, position=None).save_hf(tmp_path)
+        save_embeddings(TransformerEmbeddings(50, 8, position=None), tmp_path)
     concat = TransformerEmbeddings(50, 8, position=LearnedAbsolute(20, 3), combine="concat")
     with pytest.raises(ValueError, match="combine='concat'"):
-        concat.save_hf(tmp_path)
+        save_embeddings(concat, tmp_path)
     assert not (tmp_path / "model.safetensors").exists()
 
 
@@ -168,7 +168,7 @@ def test_legacy_non_zip_bin_is_read_without_mmap(tmp_path):
     emb = _small_block()
     _write_checkpoint(tmp_path, _hf_state(emb), fmt="legacy_bin")
     assert not zipfile.is_zipfile(tmp_path / "pytorch_model.bin")
-    loaded = TransformerEmbeddings.from_hf(tmp_path)
+    loaded = load_embeddings(tmp_path)
     assert_close(loaded.token_embeddings.weight, emb.token_embeddings.weight, atol=0, rtol=0)
     assert_close(loaded.position.weight, emb.position.weight, atol=0, rtol=0)
     assert_close(loaded.norm.weight, emb.norm.weight, atol=0, rtol=0)
@@ -196,7 +196,7 @@ def test_missing_and_misshaped_keys_are_all_listed(tmp_path):
     state["embeddings.position_embeddings.weight"] = torch.zeros(10, 8)
     _write_checkpoint(tmp_path, state)
     with pytest.raises(ValueError) as info:
-        TransformerEmbeddings.from_hf(tmp_path)
+        load_embeddings(tmp_path)
     message = str(info.value)
     assert "missing token_type_embeddings.weight" in message
     assert "missing LayerNorm.bias" in message
@@ -227,6 +227,6 @@ def test_checkpoint_without_an_embedding_block(tmp_path):
 
 
 def test_load_in_another_dtype(minilm_path):
-    emb = TransformerEmbeddings.from_hf(minilm_path, dtype=torch.bfloat16).eval()
+    emb = load_embeddings(minilm_path, dtype=torch.bfloat16).eval()
     assert emb.token_embeddings.weight.dtype == torch.bfloat16 == emb.norm.weight.dtype
     assert emb(torch.tensor([[101, 7592, 102]])).dtype == torch.bfloat16

@@ -1,5 +1,5 @@
 """posembed.interop.rope_settings is the one reader of a config's RoPE: the scheme builder
-(``rotary_from_hf_config`` / ``RotaryEmbedding.from_hf_config``), the zoo and ``posembed rope check``
+(``rotary_from_hf_config``), the zoo and ``posembed rope check``
 all see the same :class:`RopeSettings`, and a malformed config gets the same error from each.
 """
 
@@ -11,7 +11,6 @@ from posembed.interop.rope_check import check_rope_config
 from posembed.interop.rope_config import rope_parameters, rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope_settings import ALL_LAYERS, layer_parameters, layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_schemes
-from posembed.schemes.rotary import RotaryEmbedding
 
 SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3}
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -114,7 +113,7 @@ def test_spellings_that_one_reader_alone_used_to_know():
     traps = check_rope_config(CONFIGS["linear_top_theta"], compare=False).traps
     assert "theta_missing" not in {t.code for t in traps}
     # GPT-NeoX 4.x: rotary_pct and rotary_emb_base, which the builder ignored
-    neox = RotaryEmbedding.from_hf_config(CONFIGS["gpt_neox_v4"])
+    neox = rotary_from_hf_config(CONFIGS["gpt_neox_v4"])
     assert (neox.rotary_dim, neox.head_dim) == (4, 16)
     # Gemma 3 4.x: the builder now sees the two layer types too
     with pytest.raises(ValueError, match=r"nested by layer type \(sliding_attention, full_attention\)"):  # Gemma3TextConfig's order
@@ -159,7 +158,7 @@ def test_a_malformed_config_gets_one_error_from_the_one_reader(name):
     consumers = {
         "check": lambda: check_rope_config(config, compare=False),
         "builder": lambda: rotary_from_hf_config(config, layer_type=None),
-        "from_hf_config": lambda: RotaryEmbedding.from_hf_config(config),
+        "rotary_from_hf_config": lambda: rotary_from_hf_config(config),
         "rope_parameters": lambda: rope_parameters(config),
         "zoo": lambda: zoo_schemes(config),
     }

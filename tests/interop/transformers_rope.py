@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from posembed.interop.rope_check import check_rope_config, format_report
-from posembed.interop.rope_config import rotary_from_settings
+from posembed.interop.rope_config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope_settings import ALL_LAYERS, read_rope_settings
-from posembed.schemes.rotary import RotaryEmbedding
 
 
 def built(raw: dict):
@@ -35,7 +34,7 @@ def their_layers(embedding) -> dict[str, tuple[torch.Tensor, float]]:
 
 def assert_posembed_is_the_model(raw: dict, lengths: tuple[int, ...] = (), *, alias: bool = True) -> list:
     """posembed's layer types, frequencies and attention factors are the model's own (and its
-    half-layout cos / sin at each of ``lengths``), ``RotaryEmbedding.from_hf_config`` agrees for a
+    half-layout cos / sin at each of ``lengths``), ``rotary_from_hf_config`` agrees for a
     single layer type (``alias``), and ``rope check`` finds every comparison equal. Returns
     posembed's settings, one per layer type."""
     _, embedding = built(raw)
@@ -55,7 +54,7 @@ def assert_posembed_is_the_model(raw: dict, lengths: tuple[int, ...] = (), *, al
             torch.testing.assert_close(our_cos, cos[0, :, :half].float(), rtol=1e-5, atol=1e-5, msg=f"{layer} {length}")
             torch.testing.assert_close(our_sin, sin[0, :, :half].float(), rtol=1e-5, atol=1e-5, msg=f"{layer} {length}")
     if alias and list(ours) == [ALL_LAYERS]:
-        built_alias = RotaryEmbedding.from_hf_config(copy.deepcopy(raw), angles="fp32")
+        built_alias = rotary_from_hf_config(copy.deepcopy(raw), angles="fp32")
         torch.testing.assert_close(built_alias.inv_freq, theirs[ALL_LAYERS][0].float(), rtol=1e-6, atol=0)
     report = check_rope_config(copy.deepcopy(raw))
     for layer in report.layers:

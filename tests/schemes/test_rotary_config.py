@@ -1,4 +1,4 @@
-"""RotaryEmbedding.from_hf_config: every rope type transformers implements for Llama-style models.
+"""rotary_from_hf_config: every rope type transformers implements for Llama-style models.
 
 For each: ``inv_freq`` and ``attention_scaling`` equal transformers' own rope init function, and
 the rotated q, k equal ``apply_rotary_pos_emb`` with cos/sin from ``LlamaRotaryEmbedding``
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from posembed import RotaryEmbedding
+from posembed.interop.rope_config import rotary_from_hf_config
 from posembed.schemes import rotary_scaling as rs
 from posembed.schemes.rotary_longrope import LongRoPERotary
 from posembed.schemes.rotary_yarn import YaRNRotary
@@ -94,7 +94,7 @@ def _hf_init(config):
 def test_frequencies_equal_transformers_rope_init(case):
     config = _config(case)
     inv_freq, attention_scaling = _hf_init(config)
-    rope = RotaryEmbedding.from_hf_config(config)
+    rope = rotary_from_hf_config(config)
     assert type(rope) is CASES[case][2]
     assert_close(rope.inv_freq, inv_freq, atol=0, rtol=1e-6)  # relative: the slow channels are ~1e-5
     assert rope.attention_scaling == pytest.approx(attention_scaling, rel=1e-12)
@@ -103,7 +103,7 @@ def test_frequencies_equal_transformers_rope_init(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rotated_qk_equal_apply_rotary_pos_emb(case):
     config = _config(case)
-    rope = RotaryEmbedding.from_hf_config(config, angles="fp32")  # transformers' float32 angles, bit for bit
+    rope = rotary_from_hf_config(config, angles="fp32")  # transformers' float32 angles, bit for bit
     original = config.rope_parameters.get("original_max_position_embeddings", config.max_position_embeddings)
     for length in (original // 2 + 3, original + 9):  # inside and beyond the original context
         q, k = torch.randn(2, HEADS, length, HEAD_DIM), torch.randn(2, HEADS, length, HEAD_DIM)
@@ -120,7 +120,7 @@ def test_rotated_qk_equal_apply_rotary_pos_emb(case):
 def test_partial_rotary_from_gpt_neox_config(rope_parameters):
     config = GPTNeoXConfig(hidden_size=HEADS * HEAD_DIM, num_attention_heads=HEADS, rotary_pct=0.25,
                            max_position_embeddings=64, rope_parameters=rope_parameters)  # fmt: skip
-    rope = RotaryEmbedding.from_hf_config(config)
+    rope = rotary_from_hf_config(config)
     assert rope.rotary_dim == 4
     q, k = torch.randn(1, HEADS, 10, HEAD_DIM), torch.randn(1, HEADS, 10, HEAD_DIM)
     positions = torch.arange(10)[None]
@@ -133,7 +133,7 @@ def test_partial_rotary_from_gpt_neox_config(rope_parameters):
 def test_older_config_attributes_and_builder_arguments():
     old = SimpleNamespace(hidden_size=32, num_attention_heads=2, max_position_embeddings=64, rope_theta=5000.0,
                           rope_scaling={"type": "linear", "factor": 2.0})  # fmt: skip
-    rope = RotaryEmbedding.from_hf_config(old, layout="interleaved", max_len=8)
+    rope = rotary_from_hf_config(old, layout="interleaved", max_len=8)
     assert isinstance(rope, rs.LinearScalingRotary)
     assert (rope.head_dim, rope.base, rope.layout, rope.max_len, rope.factor) == (16, 5000.0, "interleaved", 8, 2.0)
 
@@ -143,7 +143,7 @@ def test_unknown_rope_type_names_the_known_ones():
     config.rope_parameters = {"rope_type": "mrope", "rope_theta": 1e4}
     with pytest.raises(ValueError, match="unknown rope_type 'mrope'; known rope types: default, dynamic, linear, "
                                          "llama3, longrope, proportional, yarn"):  # fmt: skip
-        RotaryEmbedding.from_hf_config(config)
+        rotary_from_hf_config(config)
 
 
 @pytest.mark.parametrize(
@@ -156,23 +156,23 @@ def test_missing_scaling_field_is_named(case, field):
     del config.rope_parameters[field]
     with pytest.raises(ValueError, match=f"rope_type '{config.rope_parameters['rope_type']}' needs rope_parameters "
                                          f"field\\(s\\) {field}"):  # fmt: skip
-        RotaryEmbedding.from_hf_config(config)
+        rotary_from_hf_config(config)
 
 
 def test_nested_per_layer_parameters_are_rejected():
     config = SimpleNamespace(hidden_size=32, num_attention_heads=2,
                              rope_parameters={"full_attention": {"rope_type": "default"}})  # fmt: skip
     with pytest.raises(ValueError, match="nested by layer type"):
-        RotaryEmbedding.from_hf_config(config)
+        rotary_from_hf_config(config)
 
 
 def test_missing_head_size_fields():
     with pytest.raises(ValueError, match="config needs head_dim, or hidden_size and num_attention_heads"):
-        RotaryEmbedding.from_hf_config(SimpleNamespace(rope_parameters={"rope_type": "default"}))
+        rotary_from_hf_config(SimpleNamespace(rope_parameters={"rope_type": "default"}))
 
 
 def test_a_mistyped_rope_type_suggests_the_closest():
     config = _config("default")
     config.rope_parameters = {"rope_type": "llama_3", "rope_theta": 1e4, "factor": 8.0}
     with pytest.raises(ValueError, match=r"unknown rope_type 'llama_3' \(did you mean 'llama3'\?\); known rope types: "):
-        RotaryEmbedding.from_hf_config(config)
+        rotary_from_hf_config(config)

@@ -58,7 +58,7 @@ def test_yarn_equals_transformers_where_the_ramp_spans_channels(truncate):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.llama import modeling_llama as llama
 
-    from posembed import RotaryEmbedding
+    from posembed.interop.rope_config import rotary_from_hf_config
 
     params = {"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0, "original_max_position_embeddings": 4096,
               "truncate": truncate}  # fmt: skip
@@ -70,7 +70,7 @@ def test_yarn_equals_transformers_where_the_ramp_spans_channels(truncate):
     ours = YaRNRotary(128, factor=8.0, original_max_len=4096, truncate=truncate, angles="fp32")
     assert_close(ours.inv_freq, theirs, atol=0, rtol=1e-6)  # every channel, the ramp's included
     assert ours.attention_scaling == pytest.approx(their_scaling, rel=1e-12)
-    built = RotaryEmbedding.from_hf_config(config, angles="fp32")
+    built = rotary_from_hf_config(config, angles="fp32")
     assert type(built) is YaRNRotary and torch.equal(built.inv_freq, ours.inv_freq)
     positions = torch.tensor([[0, 1, 100, 4095, 4096, 20000, 32767]])  # (B, T): inside and past the original length
     q, k = torch.randn(1, 2, 7, 128), torch.randn(1, 2, 7, 128)

@@ -101,15 +101,14 @@ def _check_text(name: str, text: str | None) -> None:
 
 
 def _load(folder: Path):
-    from posembed.embeddings import TransformerEmbeddings
-    from posembed.interop.hf import bert_family_problem
+    from posembed.interop.hf import bert_family_problem, load_embeddings
     from posembed.interop.hf_checks import read_hf_config
 
     if (folder / "config.json").is_file():
         problem = bert_family_problem(read_hf_config(folder))
         if problem:
             raise UserError(f"{SCOPE}; {folder} {problem}")
-    emb = TransformerEmbeddings.from_hf(folder).eval()
+    emb = load_embeddings(folder).eval()
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise UserError(f"cannot load a tokenizer from {folder}: none of {', '.join(TOKENIZER_FILES)} is there")
     try:

@@ -16,11 +16,10 @@ from posembed.devices import DEVICE_HELP
 
 __all__ = ["register_actions", "run_context_command", "run_extend_command"]
 
-METHODS = "extrapolate, linear, ntk, dynamic_ntk, yarn, llama3, longrope"
-
-
 def register_actions(actions: argparse._SubParsersAction) -> None:
     """Add the ``context`` and ``extend`` actions to ``posembed lab``."""
+    from posembed.lab.context import METHODS  # the factory's method names
+
     context = actions.add_parser(
         "context", help="run (or resume) the context-extension study and write its report",
         description="Train a RoPE decoder and the length-robust references (ALiBi, NoPE, FIRE, KERPLE, Sandwich, "
@@ -40,7 +39,7 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
         epilog="example: posembed lab extend lab-context/models/<id>/rope --method yarn --factor 4 --finetune 100",
     )
     extend.add_argument("checkpoint", type=Path, help="a lab checkpoint folder of a RoPE char-LM model")
-    extend.add_argument("--method", required=True, help=METHODS)
+    extend.add_argument("--method", required=True, choices=METHODS, help="the context-extension method")
     extend.add_argument("--factor", type=float, required=True, help="target length / training length, e.g. 4")
     extend.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="fine-tune steps at the target length")
     extend.add_argument("--save", type=Path, default=None, help="folder for the fine-tuned checkpoint")

@@ -269,7 +269,7 @@ def extend_checkpoint(
 
     Raises:
         ExtensionError (a ValueError): bad ``to``/``method``/``out``, missing folder or config;
-        its subclasses UnsupportedCheckpoint and AlreadyExtended.
+            its subclasses UnsupportedCheckpoint and AlreadyExtended.
     """
     layout = read_layout(src)
     target = _check_request(layout, Path(out), to, method, force)

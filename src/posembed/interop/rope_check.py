@@ -4,7 +4,7 @@
 GPT-NeoX, GPT-J, ModernBERT, Gemma 3, ...; either spelling) into one
 :class:`~posembed.interop.rope_settings.RopeSettings` per layer type with the one reader,
 :mod:`posembed.interop.rope_settings`; builds posembed's scheme of each from those settings
-(:func:`~posembed.interop.rope_config.rotary_from_settings`, as ``RotaryEmbedding.from_hf_config``
+(:func:`~posembed.interop.rope_config.rotary_from_settings`, as ``rotary_from_hf_config``
 does) and reports, per frequency pair, the wavelength ``2 pi / inv_freq`` against the trained
 context and what the scaling does to it (keep, interpolate or ramp), the attention factor,
 where dynamic NTK and LongRoPE switch, and the effective context. When transformers is

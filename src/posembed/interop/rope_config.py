@@ -1,8 +1,7 @@
 """Build the rotary scheme that matches a Hugging Face transformers config.
 
 The schemes take explicit arguments; this module maps a config onto them
-(:meth:`RotaryEmbedding.from_hf_config <posembed.schemes.rotary.RotaryEmbedding.from_hf_config>`
-is a lazy alias of :func:`rotary_from_hf_config`). It never reads a config's RoPE fields itself:
+(:func:`rotary_from_hf_config` is the API; the schemes never import this module). It never reads a config's RoPE fields itself:
 :mod:`posembed.interop.rope_settings` reads them (both spellings, the defaults, the layer types)
 into one :class:`~posembed.interop.rope_settings.RopeSettings`, and :func:`rotary_from_settings`
 builds from that, as the zoo and ``posembed rope check`` do. transformers itself is imported

@@ -3,7 +3,7 @@
 Everything posembed knows about how a config states RoPE is here; both consumers read the
 :class:`RopeSettings` it returns and nothing else: the scheme builder
 (:func:`posembed.interop.rope_config.rotary_from_settings`, behind
-``RotaryEmbedding.from_hf_config`` and the zoo) and the check (:mod:`posembed.interop.rope_check`
+``rotary_from_hf_config`` and the zoo) and the check (:mod:`posembed.interop.rope_check`
 with its :mod:`~posembed.interop.rope_traps`).
 
 A config arrives as a transformers config object, a ``config.json`` dict, a checkpoint folder

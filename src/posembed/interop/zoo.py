@@ -15,7 +15,7 @@ parity check per row against transformers' own modules (tiny configs, random wei
 
 Rotary families (MRoPE included) are read by :mod:`posembed.interop.rope_settings` (both
 spellings, per layer type) and built by :func:`posembed.interop.rope_config.rotary_from_settings`,
-as ``RotaryEmbedding.from_hf_config`` builds them; the rest through the scheme factory.
+as ``rotary_from_hf_config`` builds them; the rest through the scheme factory.
 transformers itself is never imported.
 """
 

@@ -1,20 +1,21 @@
 """The context report's figures (:mod:`posembed.lab.report_context`): perplexity against length,
 one line per (model, method), and passkey heatmaps (length x depth), one panel per line that
 retrieved anything. Numbers are means over the study's seeds. Matplotlib is imported lazily.
+
+Both take the report's :class:`~posembed.lab.report_context.Results` (its ``lines``, ``lengths``,
+``value``, ``label``, ...); this module does not import it, so the report imports its figures and
+not the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from posembed.lab.report_context import Results
+from typing import Any
 
 __all__ = ["perplexity_figure", "passkey_figure"]
 
 
-def perplexity_figure(results: "Results"):
+def perplexity_figure(results: Any):
     """Held-out perplexity against evaluated length (log-log), one line per (model, method)."""
     from posembed.report import new_figure
 
@@ -38,7 +39,7 @@ def perplexity_figure(results: "Results"):
     return figure
 
 
-def passkey_figure(results: "Results", skip: Collection[str] = ()):
+def passkey_figure(results: Any, skip: Collection[str] = ()):
     """Passkey accuracy heatmaps, one panel per line whose label is not in ``skip`` (the all-zero
     ones, which the report names in words instead); ``None`` when no panel is left."""
     from posembed.report import new_figure

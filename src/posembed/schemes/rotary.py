@@ -25,8 +25,8 @@ The rotary family is a tree (no module imports one above it):
 - the variants, which subclass it: :mod:`~posembed.schemes.rotary_scaling` (linear, NTK,
   dynamic NTK, Llama 3, proportional), :mod:`~posembed.schemes.rotary_yarn`,
   :mod:`~posembed.schemes.rotary_longrope`, :mod:`~posembed.schemes.xpos`;
-- the Hugging Face config reader, at the edge: :mod:`posembed.interop.rope_config`
-  (:meth:`RotaryEmbedding.from_hf_config` is its lazy alias).
+- the Hugging Face config reader, at the edge: :func:`posembed.interop.rope_config.rotary_from_hf_config`
+  (schemes never import it: the layering runs the other way).
 """
 
 from __future__ import annotations
@@ -195,20 +195,6 @@ class RotaryEmbedding(RotaryScheme):
             if not self.inv_freq.is_meta:
                 self.reset_parameters()
         return self
-
-    @classmethod
-    def from_hf_config(cls, config, **kwargs) -> "RotaryEmbedding":
-        """The rotary scheme matching a transformers config: an alias of
-        :func:`posembed.interop.rope_config.rotary_from_hf_config` (same arguments).
-
-        ``config`` is a transformers config object, a dict, or a checkpoint folder /
-        ``config.json`` path. Dispatches on the rope type (default, linear, dynamic, yarn,
-        longrope, llama3, proportional) and returns an instance of the matching class, whatever
-        class it is called on.
-        """
-        from posembed.interop.rope_config import rotary_from_hf_config  # edge alias: interop reads configs
-
-        return rotary_from_hf_config(config, **kwargs)
 
     def cos_sin(self, position_ids: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin (float32, attention scaling folded in) for explicit positions.
