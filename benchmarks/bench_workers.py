@@ -61,7 +61,7 @@ def _children_cpu() -> float:
 
 
 def _numbers(out: Path) -> dict:
-    from posembed.lab.store import load_results
+    from posembed.lab.sweep.store import load_results
 
     return {r.trial_id: (r.final_loss, r.curve, [(p.metric, p.length, p.value) for p in r.evals])
             for r in load_results(out).trials}

@@ -19,8 +19,8 @@ import pytest
 
 from posembed.lab import verdicts as rules
 from posembed.lab.calibration import TARGET_VAL_LOSS, TOLERANCE
-from posembed.lab.report_calibration import calibration_section
-from posembed.lab.report_tables import LabData
+from posembed.lab.report.calibration import calibration_section
+from posembed.lab.report.tables import LabData
 from tests.lab.test_report_questions import record
 
 README = Path(__file__).resolve().parents[1] / "docs" / "results.md"  # the results page of the docs site

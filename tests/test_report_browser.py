@@ -131,9 +131,9 @@ def test_lab_report_fits_at_1200px(tmp_path):
 
 
 def test_context_report_fits_at_1200px(tmp_path):
-    from posembed.lab.context_presets import get_context_preset, with_overrides
-    from posembed.lab.context_run import run_context
-    from posembed.lab.report_context import write_context_report
+    from posembed.lab.context.presets import get_context_preset, with_overrides
+    from posembed.lab.context.run import run_context
+    from posembed.lab.report.context import write_context_report
 
     cfg = with_overrides(get_context_preset("context-smoke"), [
         "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "batch=2", "warmup=0",
@@ -146,7 +146,7 @@ def test_context_report_fits_at_1200px(tmp_path):
 
 
 def _retrieval_cell(task: str, system: str, length: int, hits: int, n: int = 20) -> dict:
-    from posembed.interop.retrieval_report import wilson
+    from posembed.interop.extend.retrieval_report import wilson
 
     low, high = wilson(hits, n)
     return {"task": task, "system": system, "length": length, "hits": hits, "queries": n, "candidates": n,
@@ -155,7 +155,7 @@ def _retrieval_cell(task: str, system: str, length: int, hits: int, n: int = 20)
 
 
 def test_extend_eval_report_fits_at_1200px(tmp_path):
-    from posembed.interop.retrieval_report import summarise, write_report
+    from posembed.interop.extend.retrieval_report import summarise, write_report
 
     systems = ("truncate-512", "chunk-256", "pcw-256", "copy", "interpolate", "grouped", "hierarchical", "tuned")
     cells = [_retrieval_cell(task, system, length, (7 * i + length // 64) % 21)

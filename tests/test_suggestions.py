@@ -33,7 +33,7 @@ def test_presets():
 
 
 def test_context_presets():
-    from posembed.lab.context_presets import get_context_preset
+    from posembed.lab.context.presets import get_context_preset
 
     with pytest.raises(ValueError, match=r"^unknown context preset 'context_smoke' \(did you mean 'context-smoke'\?\)"):
         get_context_preset("context_smoke")
@@ -100,7 +100,7 @@ def test_a_choice_far_from_every_known_one_keeps_argparse_s_message(capsys):
 def test_extension_methods():
     import torch
 
-    from posembed.interop.extend_methods import extend_table
+    from posembed.interop.extend.methods import extend_table
 
     with pytest.raises(ValueError, match=r"^unknown extension method 'grouped_' \(did you mean 'grouped'\?\); choose one"):
         extend_table(torch.zeros(8, 4), 16, "grouped_")

@@ -1,6 +1,6 @@
 """Checked reads of checkpoint files: one :class:`~posembed.errors.CheckpointError` naming the file.
 
-Shared by the Hugging Face checks (:mod:`posembed.interop.hf_checks`) and the lab checkpoint
+Shared by the Hugging Face checks (:mod:`posembed.interop.hf.checks`) and the lab checkpoint
 checks (:mod:`posembed.lab.checkpoint_checks`), which sit side by side and never import each other.
 """
 

@@ -2,13 +2,13 @@
 extension's evaluations): a bar, log lines, or nothing; and transformers' own bars kept out.
 
 Every long command reports in this one style, from every layer (hence a helper module here rather
-than in ``lab/``, which :mod:`posembed.lab.progress` re-exports).
+than in ``lab/``, which :mod:`posembed.lab.sweep.progress` re-exports).
 
 Three modes:
 
 - ``"bar"``: a tqdm bar with ETA on stderr, for a terminal;
 - ``"lines"``: one INFO record per finished item on the logger it is given
-  (default :data:`LAB_LOGGER`, ``posembed.lab.progress``), e.g. ``lab trials: 3/8 done (copy/learned/s0, 2.1 s);
+  (default :data:`LAB_LOGGER`, ``posembed.lab.sweep.progress``), e.g. ``lab trials: 3/8 done (copy/learned/s0, 2.1 s);
   elapsed 0:07, ETA 0:12``; what shows them is the caller's logging set-up (the CLI's
   :func:`log_to_stderr`), so the library itself never prints;
 - ``"off"``.
@@ -44,7 +44,7 @@ __all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "
 MODES = ("bar", "lines", "off")
 
 #: the logger the lab's per-trial progress lines go to
-LAB_LOGGER = "posembed.lab.progress"
+LAB_LOGGER = "posembed.lab.sweep.progress"
 
 
 def progress_mode(progress: bool | str | None, stream=None) -> str:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from posembed.analysis.scheme_details import load_for_inspect
-from posembed.interop.rope_settings import read_rope_settings
-from posembed.interop.rope_config import rotary_from_hf_config
+from posembed.interop.rope.settings import read_rope_settings
+from posembed.interop.rope.config import rotary_from_hf_config
 
 pytest.importorskip("transformers")
 

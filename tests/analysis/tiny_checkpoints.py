@@ -53,7 +53,7 @@ def train_lab_charlm(out: Path, text: Path, variants: str = "base,untied") -> di
 
     from posembed.lab.config import apply_overrides
     from posembed.lab.presets import get_preset
-    from posembed.lab.runner import run_experiment
+    from posembed.lab.sweep.runner import run_experiment
 
     overrides = ["tasks=charlm", "schemes=learned", f"variants={variants}", "steps=2", "dim=16", "heads=2"]
     overrides += ["eval_batches=1", "batch=2", "charlm.context=16", f"charlm.text={text}"]

@@ -95,7 +95,7 @@ def test_extend_takes_the_bundled_model_by_default(capsys, minilm_path, tmp_path
 def test_eval_config_quick_and_overrides():
     from posembed.cli import build_parser
     from posembed.cli.extend import eval_config
-    from posembed.interop.retrieval import QUICK, BenchmarkConfig
+    from posembed.interop.extend.retrieval import QUICK, BenchmarkConfig
 
     parser = build_parser()
     assert eval_config(parser.parse_args(["extend-eval"])) == BenchmarkConfig()
@@ -163,7 +163,7 @@ def test_a_latin1_text_file_is_named_in_the_error(capsys, small_bert, roberta, t
 
 def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
     """``--quick`` end to end on a 1-layer model (the CI form; on MiniLM it is the same protocol)."""
-    from posembed.interop.retrieval import QUICK
+    from posembed.interop.extend.retrieval import QUICK
 
     code, out, err = _run(capsys, "extend-eval", str(small_bert), "--quick", "--text", str(short_text), "--quiet", "--json")
     assert code == 0, err

@@ -8,7 +8,7 @@ import pytest
 
 from posembed.cli import build_parser, main
 from posembed.lab.presets import PRESETS
-from posembed.lab.runner import expand
+from posembed.lab.sweep.runner import expand
 
 
 def test_every_preset_is_listed_with_its_size_and_time(capsys):
@@ -22,7 +22,7 @@ def test_every_preset_is_listed_with_its_size_and_time(capsys):
 
 
 def test_the_list_is_built_only_when_help_is_asked(monkeypatch):
-    import posembed.lab.runner as runner
+    import posembed.lab.sweep.runner as runner
 
     monkeypatch.setattr(runner, "expand", lambda experiment: pytest.fail("expanded at parser build"))
     build_parser()

@@ -1,9 +1,9 @@
-"""posembed.interop.extend_methods: the table-growing functions, on small known tables."""
+"""posembed.interop.extend.methods: the table-growing functions, on small known tables."""
 
 import pytest
 import torch
 
-from posembed.interop.extend_methods import (
+from posembed.interop.extend.methods import (
     KEEPS_TRAINED_ROWS,
     METHODS,
     copy_rows,

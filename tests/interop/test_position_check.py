@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from posembed.interop.position_check import check_positions, format_position_report, report_json
+from posembed.interop.extend.position_check import check_positions, format_position_report, report_json
 
 transformers = pytest.importorskip("transformers")
 

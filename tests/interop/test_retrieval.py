@@ -13,9 +13,9 @@ import shutil
 import pytest
 import torch
 
-from posembed.interop.retrieval import QUICK, BenchmarkConfig, Encoder, build_documents, evaluate_extension, rank_scores
-from posembed.interop.retrieval_data import NAMES, PLACES, TASKS, make_facts, plant_documents, read_text, split_text
-from posembed.interop.retrieval_report import (
+from posembed.interop.extend.retrieval import QUICK, BenchmarkConfig, Encoder, build_documents, evaluate_extension, rank_scores
+from posembed.interop.extend.retrieval_data import NAMES, PLACES, TASKS, make_facts, plant_documents, read_text, split_text
+from posembed.interop.extend.retrieval_report import (
     chance,
     format_table,
     markdown_table,
@@ -287,7 +287,7 @@ def test_sizes_beyond_the_table_are_refused(small_model, text_file):
 
 
 def test_pcw_windows_are_full_and_chunks_are_not():
-    from posembed.interop.retrieval import _windows
+    from posembed.interop.extend.retrieval import _windows
 
     body = list(range(10))
     # LongEmbed's PCW: windows of L tokens, the last one moved back so it is full (overlapping)

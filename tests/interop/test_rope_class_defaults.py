@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from posembed.interop import rope_classes
-from posembed.interop.rope_check import check_rope_config
-from posembed.interop.rope_classes import CLASS_THETA, PER_LAYER_CLASSES, class_partial, class_theta, rotary_class
-from posembed.interop.rope_settings import ALL_LAYERS, has_rope, layer_settings, read_rope_settings
+from posembed.interop.rope import classes as rope_classes
+from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope.classes import CLASS_THETA, PER_LAYER_CLASSES, class_partial, class_theta, rotary_class
+from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_settings, read_rope_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")

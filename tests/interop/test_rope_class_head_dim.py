@@ -15,11 +15,11 @@ import sys
 import pytest
 import torch
 
-from posembed.interop import rope_classes
-from posembed.interop.rope_check import check_rope_config
-from posembed.interop.rope_classes import CLASS_HEAD_DIM, rotary_class
-from posembed.interop.rope_latent import class_head_dim
-from posembed.interop.rope_settings import layer_settings, read_rope_settings
+from posembed.interop.rope import classes as rope_classes
+from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope.classes import CLASS_HEAD_DIM, rotary_class
+from posembed.interop.rope.latent import class_head_dim
+from posembed.interop.rope.settings import layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_decoder
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 

@@ -1,4 +1,4 @@
-"""posembed.interop.rope_config: a transformers config as an object, a dict or a path, in either spelling.
+"""posembed.interop.rope.config: a transformers config as an object, a dict or a path, in either spelling.
 
 Frequencies and attention factors are compared with transformers' own rope init functions
 (full tensors); the rotated q/k parity per rope type is in tests/schemes/test_rotary_config.py.
@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from posembed.interop.rope_config import read_config, rope_parameters, rotary_from_hf_config
+from posembed.interop.rope.config import read_config, rope_parameters, rotary_from_hf_config
 from posembed.schemes import rotary_scaling as rs
 from tests.helpers import assert_close
 

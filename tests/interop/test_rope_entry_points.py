@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from posembed.interop.rope_config import rotary_from_hf_config
-from posembed.interop.rope_settings import read_rope_settings
+from posembed.interop.rope.config import rotary_from_hf_config
+from posembed.interop.rope.settings import read_rope_settings
 from posembed.interop.zoo import zoo_schemes
 
 GPTJ = {"model_type": "gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 128, "n_layer": 2}

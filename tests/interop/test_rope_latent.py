@@ -15,11 +15,11 @@ import sys
 import pytest
 import torch
 
-from posembed.interop import rope_classes
-from posembed.interop.rope_check import check_rope_config
-from posembed.interop.rope_latent import LATENT_CLASSES, latent_class
-from posembed.interop.rope_config import rotary_from_settings
-from posembed.interop.rope_settings import layer_settings
+from posembed.interop.rope import classes as rope_classes
+from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope.latent import LATENT_CLASSES, latent_class
+from posembed.interop.rope.config import rotary_from_settings
+from posembed.interop.rope.settings import layer_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")

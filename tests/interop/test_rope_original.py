@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from posembed.interop import rope_classes, rope_settings
-from posembed.interop.rope_check import check_rope_config, format_report
-from posembed.interop.rope_config import rotary_from_settings
-from posembed.interop.rope_settings import ALL_LAYERS, declared_original, read_rope_settings
+from posembed.interop.rope import classes as rope_classes
+from posembed.interop.rope import settings as rope_settings
+from posembed.interop.rope.check import check_rope_config, format_report
+from posembed.interop.rope.config import rotary_from_settings
+from posembed.interop.rope.settings import ALL_LAYERS, declared_original, read_rope_settings
 
 transformers = pytest.importorskip("transformers")
 

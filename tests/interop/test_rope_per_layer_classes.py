@@ -18,9 +18,9 @@ import copy
 
 import pytest
 
-from posembed.interop.rope_check import check_rope_config
-from posembed.interop.rope_classes import default_layer_types
-from posembed.interop.rope_settings import read_rope_settings
+from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope.classes import default_layer_types
+from posembed.interop.rope.settings import read_rope_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")

@@ -1,4 +1,4 @@
-"""posembed.interop.rope_settings is the one reader of a config's RoPE: the scheme builder
+"""posembed.interop.rope.settings is the one reader of a config's RoPE: the scheme builder
 (``rotary_from_hf_config``), the zoo and ``posembed rope check``
 all see the same :class:`RopeSettings`, and a malformed config gets the same error from each.
 """
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from posembed.interop.rope_check import check_rope_config
-from posembed.interop.rope_config import rope_parameters, rotary_from_hf_config, rotary_from_settings
-from posembed.interop.rope_settings import ALL_LAYERS, layer_parameters, layer_settings, read_rope_settings
+from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope.config import rope_parameters, rotary_from_hf_config, rotary_from_settings
+from posembed.interop.rope.settings import ALL_LAYERS, layer_parameters, layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_schemes
 
 SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3}

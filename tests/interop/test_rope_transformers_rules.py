@@ -26,10 +26,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from posembed.interop import rope_classes, rope_settings
-from posembed.interop.rope_check import check_rope_config, format_report
-from posembed.interop.rope_config import rotary_from_hf_config, rotary_from_settings
-from posembed.interop.rope_settings import ALL_LAYERS, ignored_parameters, read_rope_settings
+from posembed.interop.rope import classes as rope_classes
+from posembed.interop.rope import settings as rope_settings
+from posembed.interop.rope.check import check_rope_config, format_report
+from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
+from posembed.interop.rope.settings import ALL_LAYERS, ignored_parameters, read_rope_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")

@@ -8,9 +8,9 @@ import importlib
 import pytest
 import torch
 
-from posembed.interop.rope_check import check_rope_config, format_report
-from posembed.interop.rope_config import rotary_from_hf_config, rotary_from_settings
-from posembed.interop.rope_settings import ALL_LAYERS, read_rope_settings
+from posembed.interop.rope.check import check_rope_config, format_report
+from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
+from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
 
 
 def built(raw: dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from posembed.cli import main
-from posembed.lab.store import load_results
+from posembed.lab.sweep.store import load_results
 
 TINY = ["--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
         "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
@@ -174,7 +174,7 @@ def test_a_cuda_device_without_cuda_is_one_line_and_exit_2(tmp_path, capsys):
 def test_device_cpu_trains_like_auto_here(tmp_path):
     """``auto`` is the CPU here (the same numbers), or CUDA (the same within bf16 autocast's tolerance)."""
     from posembed.devices import resolve_device
-    from posembed.lab.store import load_results
+    from posembed.lab.sweep.store import load_results
 
     argv = ["lab", "run", "--preset", "smoke", "--set", "steps=3", "--set", "tasks=copy", "--set", "schemes=alibi",
             "--workers", "1", "--quiet", "--no-checkpoints"]
@@ -188,7 +188,7 @@ def test_device_cpu_trains_like_auto_here(tmp_path):
 def test_the_default_worker_count_is_the_plans(tmp_path, monkeypatch):
     """Without --workers the sweep asks :func:`plan_workers` (with the run's device and --threads);
     --workers N is taken as given."""
-    from posembed.lab import worker_plan
+    from posembed.lab.sweep import worker_plan
 
     asked = []
 

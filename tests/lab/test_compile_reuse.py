@@ -9,9 +9,9 @@ import os
 import pytest
 import torch
 
-from posembed.lab import workers as workers_module
-from posembed.lab.runner import run_experiment
-from posembed.lab.workers import TrialPool, compile_cache_dir
+from posembed.lab.sweep import workers as workers_module
+from posembed.lab.sweep.runner import run_experiment
+from posembed.lab.sweep.workers import TrialPool, compile_cache_dir
 
 
 def _probe() -> tuple[str | None, str | None]:
@@ -40,7 +40,7 @@ def test_caches_switched_off_are_said_once_per_pool(monkeypatch, caplog):
     from torch._inductor import config
 
     monkeypatch.setattr(config, "force_disable_caches", True)
-    with caplog.at_level("WARNING", logger="posembed.lab.workers"):
+    with caplog.at_level("WARNING", logger="posembed.lab.sweep.workers"):
         workers_module._warn_if_caches_are_off()  # noqa: SLF001
     assert "torch's compile caches are off" in caplog.text
     monkeypatch.setattr(config, "force_disable_caches", False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.lab.context_eval import IGNORE, ContextData, TrainSettings, _batch
-from posembed.lab.context_presets import ContextConfig, get_context_preset
+from posembed.lab.context.evaluate import IGNORE, ContextData, TrainSettings, _batch
+from posembed.lab.context.presets import ContextConfig, get_context_preset
 
 
 @pytest.fixture(scope="module")

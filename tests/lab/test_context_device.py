@@ -10,10 +10,10 @@ import torch
 
 import posembed.lab.train as lab_train
 from posembed.devices import DeviceError
-from posembed.lab import context_eval
-from posembed.lab.context_eval import ContextData, TrainSettings, on_device, train_steps
-from posembed.lab.context_presets import ContextConfig
-from posembed.lab.context_run import build_context_model, evaluate_rows, extend_checkpoint, run_context
+from posembed.lab.context import evaluate as context_eval
+from posembed.lab.context.evaluate import ContextData, TrainSettings, on_device, train_steps
+from posembed.lab.context.presets import ContextConfig
+from posembed.lab.context.run import build_context_model, evaluate_rows, extend_checkpoint, run_context
 from posembed.lab.train import OnDevice
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from posembed.lab.context_eval import lm_perplexity
+from posembed.lab.context.evaluate import lm_perplexity
 
 
 class TableModel(nn.Module):

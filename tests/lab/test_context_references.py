@@ -9,12 +9,12 @@ import shutil
 import pytest
 import torch
 
-import posembed.lab.context_run as context_run
-from posembed.lab.context_presets import (
+import posembed.lab.context.run as context_run
+from posembed.lab.context.presets import (
     REFERENCES, SMOKE_REFERENCES, ContextConfig, get_context_preset, with_overrides,
 )
-from posembed.lab.context_run import REFERENCE_SETTINGS, STUDY_SCHEMES, build_context_model, run_context
-from posembed.lab.context_store import ContextStore
+from posembed.lab.context.run import REFERENCE_SETTINGS, STUDY_SCHEMES, build_context_model, run_context
+from posembed.lab.context.store import ContextStore
 from posembed.model import Decoder
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.fire import fire_inputs
@@ -107,7 +107,7 @@ def test_a_stored_model_built_differently_is_retrained_and_its_rows_dropped(fire
     monkeypatch.setattr(context_run, "train_steps", lambda model, *a: retrained.append(model) or real(model, *a))
     evaluated, evaluate = [], context_run.evaluate_rows
     monkeypatch.setattr(context_run, "evaluate_rows", lambda model, *a, **k: evaluated.append(model) or evaluate(model, *a, **k))
-    with caplog.at_level(logging.WARNING, logger="posembed.lab.context_run"):
+    with caplog.at_level(logging.WARNING, logger="posembed.lab.context.run"):
         run_context(cfg, out)
     assert [m.scheme.init_threshold for m in retrained] == [7.0]  # fire only, with the new build
     assert len(evaluated) == len(cfg.lengths) and all(m is retrained[0] for m in evaluated)  # its rows redone
@@ -119,8 +119,8 @@ def test_a_stored_model_built_differently_is_retrained_and_its_rows_dropped(fire
 
 
 def _results(values: dict[tuple[str, str, int, str], float]):
-    from posembed.lab.context_store import NO_DEPTH
-    from posembed.lab.report_context import Results
+    from posembed.lab.context.store import NO_DEPTH
+    from posembed.lab.report.context import Results
 
     rows = [{"model": m, "method": meth, "length": n, "metric": metric, "depth": NO_DEPTH, "value": v}
             for (m, meth, n, metric), v in values.items()]
@@ -128,7 +128,7 @@ def _results(values: dict[tuple[str, str, int, str], float]):
 
 
 def test_the_report_says_which_reference_stays_flat_and_which_retrieves_past_L():
-    from posembed.lab.report_context import reference_note, reference_rows
+    from posembed.lab.report.context import reference_note, reference_rows
 
     values = {}
     for model, method, (at_l, at_max), (key_l, key_2x) in (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from posembed.lab.context_presets import ContextConfig, get_context_preset, with_overrides
-from posembed.lab.context_store import NO_DEPTH, ContextStore
-from posembed.lab.report_context import Results, empty_heatmap_note, empty_heatmaps, too_small, verdicts
+from posembed.lab.context.presets import ContextConfig, get_context_preset, with_overrides
+from posembed.lab.context.store import NO_DEPTH, ContextStore
+from posembed.lab.report.context import Results, empty_heatmap_note, empty_heatmaps, too_small, verdicts
 
 
 def test_the_context_preset_has_three_seeds_and_a_seed_keeps_the_id_stored_runs_have():

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from posembed.lab.ddp_trial import main as ddp_main
+from posembed.lab.sweep.ddp_trial import main as ddp_main
 
 ARGS = ["--preset", "smoke", "--task", "copy", "--scheme", "learned", "--set", "steps=6", "--set", "dim=16",
         "--set", "depth=1", "--set", "batch=8", "--set", "eval_batches=1", "--set", "log_every=2"]
@@ -45,7 +45,7 @@ def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
     out = tmp_path / "ddp.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(_free_port()), "-m", "posembed.lab.ddp_trial", *ARGS, "--out", str(out)]
+               "--master_port", str(_free_port()), "-m", "posembed.lab.sweep.ddp_trial", *ARGS, "--out", str(out)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     single_out = tmp_path / "single.json"
@@ -62,7 +62,7 @@ def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
 
 def test_lab_run_under_torchrun_trains_each_trial_once_data_parallel(tmp_path):
     """`torchrun -m posembed.cli lab run`: 2 ranks train every trial together; rank 0 alone writes."""
-    from posembed.lab.store import load_results
+    from posembed.lab.sweep.store import load_results
 
     _skip_without_the_launcher()
     out = tmp_path / "out"

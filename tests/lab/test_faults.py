@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from posembed.cli import main
-from posembed.lab.store import load_results
+from posembed.lab.sweep.store import load_results
 
 TINY = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
         "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
@@ -108,7 +108,7 @@ def test_a_store_without_finished_trials_never_blocks_the_corrected_rerun(tmp_pa
     training error) leaves a store that the corrected config takes over."""
     from posembed.lab.config import apply_overrides
     from posembed.lab.presets import get_preset
-    from posembed.lab.store import ResultsStore
+    from posembed.lab.sweep.store import ResultsStore
 
     overrides = TINY[6::2]  # the key=value items
     ResultsStore(tmp_path, apply_overrides(get_preset("smoke"), [*overrides, "lr=0.5"])).close()
@@ -136,7 +136,7 @@ def test_a_read_only_folder(tmp_path, capsys):
 
 
 def _fill_after_first_trial(monkeypatch, folder):
-    from posembed.lab import runner
+    from posembed.lab.sweep import runner
 
     calls, original = [], runner._train_with_bar
 

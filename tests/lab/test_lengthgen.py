@@ -6,9 +6,9 @@ import dataclasses
 
 from posembed.lab.config import apply_overrides
 from posembed.lab.lengthgen import mean_reciprocal_rank, ood_scores, store_rows
-from posembed.lab.lengthgen_presets import LENGTHGEN_SCHEMES, lengthgen
-from posembed.lab.runner import expand, run_experiment
-from posembed.lab.store import ResultsStore
+from posembed.lab.lengthgen.presets import LENGTHGEN_SCHEMES, lengthgen
+from posembed.lab.sweep.runner import expand, run_experiment
+from posembed.lab.sweep.store import ResultsStore
 
 
 def test_preset_expands_to_every_scheme_and_randomized_where_positions_exist():

@@ -10,8 +10,8 @@ import pytest
 
 from posembed.cli import main
 from posembed.lab.checkpoint import load_checkpoint, trial_folder_name
-from posembed.lab.listing import list_trials
-from posembed.lab.store import load_results
+from posembed.lab.sweep.listing import list_trials
+from posembed.lab.sweep.store import load_results
 
 TINY = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy,order", "--set", "schemes=learned,nope",
         "--set", "steps=2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1",

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from posembed.lab.lock import LOCK_NAME, OutDirBusyError, OutDirError, OutDirLock
+from posembed.lab.sweep.lock import LOCK_NAME, OutDirBusyError, OutDirError, OutDirLock
 
-_HOLD = "import sys, time; from posembed.lab.lock import OutDirLock; OutDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
+_HOLD = "import sys, time; from posembed.lab.sweep.lock import OutDirLock; OutDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
 
 
 def test_a_second_claim_is_refused_naming_the_holder(tmp_path):
@@ -67,7 +67,7 @@ def test_an_unusable_folder_is_one_clear_error(tmp_path):
 def test_racing_claimers_never_overlap(tmp_path):
     """Six processes race for one folder, retrying when refused: their holding times never overlap."""
     code = (
-        "import sys, time; from posembed.lab.lock import OutDirLock, OutDirBusyError\n"
+        "import sys, time; from posembed.lab.sweep.lock import OutDirLock, OutDirBusyError\n"
         "while True:\n"
         "    try:\n        lock = OutDirLock(sys.argv[1]).acquire()\n        break\n"
         "    except OutDirBusyError:\n        time.sleep(0.01)\n"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from posembed.lab import runner
+from posembed.lab.sweep import runner
 from posembed.lab.config import TASKS, apply_overrides
 from posembed.lab.presets import CLASSIC_SCHEMES, LATER_SCHEMES, get_preset
 from posembed.lab.report import write_report
-from posembed.lab.report_tables import scheme_family
-from posembed.lab.runner import run_experiment
-from posembed.lab.store import load_results
+from posembed.lab.report.tables import scheme_family
+from posembed.lab.sweep.runner import run_experiment
+from posembed.lab.sweep.store import load_results
 from posembed.lab.train import build_trial_scheme
 from posembed.schemes.factory import FACTORY
 from tests.lab.test_report import md_tables
@@ -58,7 +58,7 @@ def test_every_full_scheme_builds_for_every_task_and_only_causal_ones_refuse_the
         assert _serves(scheme, cfg) == (TASKS[task] == "decoder" or name not in CAUSAL_ONLY), (task, name)
 
 
-@pytest.mark.skipif(not hasattr(runner, "refusal"), reason="lab/runner.py does not skip causal-only schemes yet")
+@pytest.mark.skipif(not hasattr(runner, "refusal"), reason="lab/sweep/runner.py does not skip causal-only schemes yet")
 def test_full_expands_skipping_causal_only_schemes_on_the_encoder_only():
     trials = runner.expand(get_preset("full"))
     pairs = {(cfg.task, cfg.scheme) for cfg in trials}
@@ -88,8 +88,8 @@ def test_each_later_scheme_trains_and_lands_in_its_family_rows(scheme, later_lab
 
 def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
     """Issue 24: quick's verdicts rest on 2 seeds or more, full's and the context study's on 3."""
-    from posembed.lab.context_presets import get_context_preset
-    from posembed.lab.runner import expand
+    from posembed.lab.context.presets import get_context_preset
+    from posembed.lab.sweep.runner import expand
 
     for name, least in (("quick", 2), ("full", 3)):
         trials = expand(get_preset(name))
@@ -103,7 +103,7 @@ def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
 
 def test_a_quick_seed_0_trial_keeps_the_id_its_stored_results_have():
     """Stores written by main 58ece3f (and README's numbers) stay valid: the trial is the same trial."""
-    from posembed.lab.runner import expand
+    from posembed.lab.sweep.runner import expand
 
     (trial,) = [t for t in expand(get_preset("quick"))
                 if (t.task, t.scheme, t.variant, t.seed) == ("order", "learned", "base", 0)]

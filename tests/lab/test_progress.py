@@ -11,7 +11,7 @@ import types
 import pytest
 
 from posembed.cli import main
-from posembed.lab.progress import LAB_LOGGER, Progress, log_to_stderr, progress_mode
+from posembed.lab.sweep.progress import LAB_LOGGER, Progress, log_to_stderr, progress_mode
 
 TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=2",
         "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]

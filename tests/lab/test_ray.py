@@ -20,9 +20,9 @@ import torch
 from safetensors.torch import load_file
 
 from posembed.cli import main
-from posembed.lab import ray_runner
-from posembed.lab.runner import run_experiment
-from posembed.lab.store import load_results
+from posembed.lab.sweep import ray_runner
+from posembed.lab.sweep.runner import run_experiment
+from posembed.lab.sweep.store import load_results
 
 START_TIMEOUT = 90  # seconds for `ray start` on a busy 2-core machine (it takes ~8)
 #: CI sets POSEMBED_REQUIRE_RAY=1 (.ci/run installs Ray): there a missing Ray or a head that does not start fails
@@ -127,7 +127,7 @@ def _dies_once(marker: Path, victim: str):
     def train(cfg, keep_model):
         import os
 
-        from posembed.lab.workers import train_packed
+        from posembed.lab.sweep.workers import train_packed
 
         if cfg.trial_id == victim:
             try:
@@ -154,7 +154,7 @@ def test_ray_auto_starts_a_bounded_local_instance_and_shuts_it_down(tmp_path, ti
     monkeypatch.setenv("RAY_TMPDIR", temp)
     exp = dataclasses.replace(tiny_experiment, tasks=("copy",), schemes=("learned",), seeds=(0,))
     try:
-        with caplog.at_level("INFO", logger="posembed.lab.ray_runner"):
+        with caplog.at_level("INFO", logger="posembed.lab.sweep.ray_runner"):
             summary = run_experiment(exp, tmp_path, progress=False, checkpoints=False, workers=1, threads=1,
                                      ray="auto")
     finally:

@@ -15,8 +15,8 @@ from posembed.cli import main
 from posembed.lab.config import apply_overrides
 from posembed.lab.presets import get_preset
 from posembed.lab.report import write_report
-from posembed.lab.runner import run_experiment
-from posembed.lab.store import ResultsStore
+from posembed.lab.sweep.runner import run_experiment
+from posembed.lab.sweep.store import ResultsStore
 from tests.browser import render_images
 
 #: the smoke preset cut down to seconds: 2 tasks x (learned: base/concat/frozen, sinusoidal: base/concat) x 2 seeds

@@ -6,7 +6,7 @@ from types import SimpleNamespace as S
 
 import pytest
 
-from posembed.lab.report_plots import MAX_LINES, facets, length_figure, loss_figure, scheme_family
+from posembed.lab.report.plots import MAX_LINES, facets, length_figure, loss_figure, scheme_family
 
 SCHEMES = ("learned", "sinusoidal", "rope", "rope_yarn", "rope_ntk", "rope_linear", "rope_llama3", "xpos",
            "rope_dynamic_ntk", "alibi", "t5_bias", "nope")  # fmt: skip

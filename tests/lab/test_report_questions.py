@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posembed.lab.calibration import NANOGPT_CPU
-from posembed.lab.report_calibration import calibration_section, calibration_trials
-from posembed.lab.report_questions import Comparison, compare, extrapolation, ranking_scores, variant_question
+from posembed.lab.report.calibration import calibration_section, calibration_trials
+from posembed.lab.report.questions import Comparison, compare, extrapolation, ranking_scores, variant_question
 from posembed.lab.verdicts import NOISE_FLOOR
-from posembed.lab.report_tables import LabData, Stat, load_lab
-from posembed.lab.store import TrialRecord
+from posembed.lab.report.tables import LabData, Stat, load_lab
+from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.tasks import EvalPoint
 
 

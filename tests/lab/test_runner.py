@@ -11,8 +11,8 @@ import torch
 
 from posembed.lab.checkpoint import load_checkpoint
 from posembed.lab.config import ExperimentConfig, apply_overrides
-from posembed.lab.runner import expand, run_experiment
-from posembed.lab.store import ForeignStoreError, ResultsStore, load_results
+from posembed.lab.sweep.runner import expand, run_experiment
+from posembed.lab.sweep.store import ForeignStoreError, ResultsStore, load_results
 from posembed.lab.tasks import make_task
 from tests.helpers import assert_close
 from tests.lab.conftest import tiny_trial
@@ -83,7 +83,7 @@ def test_corrupt_row_is_logged_skipped_and_retrained(tmp_path, tiny_experiment, 
     with sqlite3.connect(tmp_path / "results.sqlite") as conn:
         broken = conn.execute("SELECT trial_id FROM trials ORDER BY rowid LIMIT 1").fetchone()[0]
         conn.execute("UPDATE trials SET config_json = '{not json' WHERE trial_id = ?", (broken,))
-    with caplog.at_level(logging.WARNING, logger="posembed.lab.store"):
+    with caplog.at_level(logging.WARNING, logger="posembed.lab.sweep.store"):
         results = load_results(tmp_path)
     assert results.skipped == [broken] and len(results.trials) == 1
     assert f"skipping corrupt trial row '{broken}'" in caplog.text

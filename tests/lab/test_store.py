@@ -11,9 +11,9 @@ import stat
 import pytest
 
 from posembed.lab.config import apply_overrides
-from posembed.lab.runner import run_experiment
-from posembed.lab.store import ForeignStoreError, ResultsStore, StoreError, load_results
-from posembed.lab.store_file import create_store_file
+from posembed.lab.sweep.runner import run_experiment
+from posembed.lab.sweep.store import ForeignStoreError, ResultsStore, StoreError, load_results
+from posembed.lab.sweep.store_file import create_store_file
 
 
 @pytest.fixture

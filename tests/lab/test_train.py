@@ -157,7 +157,7 @@ def test_cuda_compiles_only_trials_that_repay_the_compile():
     GPT-2-sized run compiles, and a longer trial never turns compiling off."""
     from posembed.lab.calibration import NANOGPT_CPU
     from posembed.lab.presets import get_preset
-    from posembed.lab.runner import expand
+    from posembed.lab.sweep.runner import expand
     from posembed.lab.train import compile_training
 
     cuda = torch.device("cuda")

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from posembed.lab import verdicts as rules
-from posembed.lab.report_questions import Comparison
-from posembed.lab.report_tables import Stat
+from posembed.lab.report.questions import Comparison
+from posembed.lab.report.tables import Stat
 
 
 @pytest.mark.parametrize(("learned", "sinusoidal", "alibi", "expected"), [

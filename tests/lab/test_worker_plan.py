@@ -8,12 +8,12 @@ import dataclasses
 import pytest
 import torch
 
-from posembed.lab import worker_plan
+from posembed.lab.sweep import worker_plan
 from posembed.lab.config import TrialConfig
 from posembed.lab.presets import get_preset
-from posembed.lab.runner import expand, run_experiment
-from posembed.lab.store import load_results
-from posembed.lab.worker_plan import GPU_WORKER_BYTES, MAX_GPU_WORKERS, device_slots, plan_workers, trial_seconds
+from posembed.lab.sweep.runner import expand, run_experiment
+from posembed.lab.sweep.store import load_results
+from posembed.lab.sweep.worker_plan import GPU_WORKER_BYTES, MAX_GPU_WORKERS, device_slots, plan_workers, trial_seconds
 
 
 @pytest.fixture(scope="module")

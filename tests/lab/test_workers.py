@@ -16,10 +16,10 @@ import torch
 from safetensors.torch import load_file
 
 from posembed.cli import main
-from posembed.lab import workers as workers_module
-from posembed.lab.runner import run_experiment
-from posembed.lab.store import load_results
-from posembed.lab.workers import TrialPool, WorkerError, default_workers
+from posembed.lab.sweep import workers as workers_module
+from posembed.lab.sweep.runner import run_experiment
+from posembed.lab.sweep.store import load_results
+from posembed.lab.sweep.workers import TrialPool, WorkerError, default_workers
 from tests.lab.conftest import tiny_trial
 
 
@@ -166,7 +166,7 @@ def test_on_cuda_workers_share_the_device(tmp_path, monkeypatch, tiny_experiment
     """With the device policy saying CUDA, ``workers=2`` is a pool of two processes on that device
     (no longer one trial at a time), and ``workers=None`` asks the plan with the CUDA device."""
     from posembed import devices
-    from posembed.lab import worker_plan
+    from posembed.lab.sweep import worker_plan
 
     monkeypatch.setattr(devices, "resolve_device", lambda spec="auto": torch.device("cuda"))
     monkeypatch.setattr(workers_module, "TrialPool", _RecordingPool)

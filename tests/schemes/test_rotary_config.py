@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from posembed.interop.rope_config import rotary_from_hf_config
+from posembed.interop.rope.config import rotary_from_hf_config
 from posembed.schemes import rotary_scaling as rs
 from posembed.schemes.rotary_longrope import LongRoPERotary
 from posembed.schemes.rotary_yarn import YaRNRotary

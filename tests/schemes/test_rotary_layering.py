@@ -24,7 +24,7 @@ LEVELS = {
     "posembed.schemes.rotary_yarn": 2,
     "posembed.schemes.rotary_longrope": 2,
     "posembed.schemes.xpos": 2,
-    "posembed.interop.rope_config": 3,
+    "posembed.interop.rope.config": 3,
 }
 
 
@@ -52,7 +52,7 @@ def test_imports_point_down(module):
     for name, line in _imports(_path(module)):
         if name in LEVELS and name != module:
             if "# edge alias" in line:
-                assert (module, name) == ("posembed.schemes.rotary", "posembed.interop.rope_config"), line
+                assert (module, name) == ("posembed.schemes.rotary", "posembed.interop.rope.config"), line
                 continue
             assert LEVELS[name] < LEVELS[module], f"{module} imports {name} (level {LEVELS[name]}): {line.strip()}"
 

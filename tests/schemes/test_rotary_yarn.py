@@ -58,7 +58,7 @@ def test_yarn_equals_transformers_where_the_ramp_spans_channels(truncate):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.llama import modeling_llama as llama
 
-    from posembed.interop.rope_config import rotary_from_hf_config
+    from posembed.interop.rope.config import rotary_from_hf_config
 
     params = {"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0, "original_max_position_embeddings": 4096,
               "truncate": truncate}  # fmt: skip

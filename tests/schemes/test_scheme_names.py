@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from posembed.interop.rope_config import ROPE_TYPES
+from posembed.interop.rope.config import ROPE_TYPES
 from posembed.lab.context import METHODS, method_scheme
 from posembed.schemes.factory import ENTRIES, FACTORY, METHOD_SCHEMES, ROPE_TYPE_SCHEMES
 

@@ -27,8 +27,8 @@ from posembed.analysis.scheme_source import MAX_POSITIONS, load_scheme, rotary_c
 from posembed.analysis.source_types import FirstLayer, Source
 from posembed.analysis.text_model import HFTextModel
 from posembed.errors import CheckpointError
-from posembed.interop.hf_checks import check_hf_folder
-from posembed.interop.rope_settings import RopeSettings, has_rope, read_rope_settings
+from posembed.interop.hf.checks import check_hf_folder
+from posembed.interop.rope.settings import RopeSettings, has_rope, read_rope_settings
 
 __all__ = [
     "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "load_lab_checkpoint", "default_model_path",
@@ -248,7 +248,7 @@ def _first_layer(handle, keys: list[str], prefix: str, family: str, config: dict
 
 
 def _first_rope(config: dict) -> RopeSettings | None:
-    """The first layer type's RoPE settings (the one reader, :mod:`posembed.interop.rope_settings`),
+    """The first layer type's RoPE settings (the one reader, :mod:`posembed.interop.rope.settings`),
     or ``None`` when the config's RoPE fields cannot be read."""
     try:
         return read_rope_settings(config)[0]

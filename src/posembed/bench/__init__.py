@@ -52,9 +52,9 @@ def run_suites(
     CPU's fast paths and are checked there; off the CPU its ``cuda_targets``, where it has them.
 
     ``progress``: ``None``/``True`` a bar on a terminal, else one INFO record per finished suite
-    on :data:`PROGRESS_LOGGER`; ``False`` none (:func:`posembed.lab.progress.progress_mode`).
+    on :data:`PROGRESS_LOGGER`; ``False`` none (:func:`posembed.lab.sweep.progress.progress_mode`).
     """
-    from posembed.lab.progress import Progress, progress_mode
+    from posembed.lab.sweep.progress import Progress, progress_mode
 
     names = list(SUITES) if not only else only
     unknown = [n for n in names if n not in SUITES]

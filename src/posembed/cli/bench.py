@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     device = resolve_device(args.device)  # a DeviceError (exit 2) before any suite starts
     from posembed.bench import PROGRESS_LOGGER, run_suites
-    from posembed.lab.progress import log_to_stderr
+    from posembed.lab.sweep.progress import log_to_stderr
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
         result = run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats,

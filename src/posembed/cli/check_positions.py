@@ -1,6 +1,6 @@
 """``posembed check-positions [MODEL] [--text T ...] [--tolerance X] [--json]``: padding, batching, packing.
 
-Thin over :func:`posembed.interop.position_check.check_positions`.
+Thin over :func:`posembed.interop.extend.position_check.check_positions`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from posembed.interop.position_check import check_positions, format_position_report, report_json
+    from posembed.interop.extend.position_check import check_positions, format_position_report, report_json
 
     if not args.tolerance > 0:
         raise UserError(f"--tolerance must be positive, got {args.tolerance}")

@@ -102,7 +102,7 @@ def _check_text(name: str, text: str | None) -> None:
 
 def _load(folder: Path):
     from posembed.interop.hf import bert_family_problem, load_embeddings
-    from posembed.interop.hf_checks import read_hf_config
+    from posembed.interop.hf.checks import read_hf_config
 
     if (folder / "config.json").is_file():
         problem = bert_family_problem(read_hf_config(folder))

@@ -2,7 +2,7 @@
 and what they cost on long-document retrieval.
 
 Thin over :func:`posembed.interop.extend.extend_checkpoint` and
-:func:`posembed.interop.retrieval.evaluate_extension`.
+:func:`posembed.interop.extend.retrieval.evaluate_extension`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _register_extend(subparsers: argparse._SubParsersAction) -> None:
-    from posembed.interop.extend_methods import METHODS
+    from posembed.interop.extend.methods import METHODS
 
     parser = subparsers.add_parser(
         "extend", help=EXTEND_HELP, description=EXTEND_HELP + ".", epilog=EXTEND_EPILOG,
@@ -88,9 +88,9 @@ def _register_extend(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _register_eval(subparsers: argparse._SubParsersAction) -> None:
-    from posembed.interop.extend_methods import METHODS
-    from posembed.interop.retrieval import QUICK, BenchmarkConfig
-    from posembed.interop.retrieval_data import TASKS
+    from posembed.interop.extend.methods import METHODS
+    from posembed.interop.extend.retrieval import QUICK, BenchmarkConfig
+    from posembed.interop.extend.retrieval_data import TASKS
 
     default = BenchmarkConfig()
     parser = subparsers.add_parser(
@@ -149,7 +149,7 @@ def eval_config(args: argparse.Namespace):
     """The benchmark protocol the arguments ask for: the full one, or ``--quick``, with overrides."""
     from dataclasses import replace
 
-    from posembed.interop.retrieval import QUICK, BenchmarkConfig
+    from posembed.interop.extend.retrieval import QUICK, BenchmarkConfig
 
     base = QUICK if args.quick else BenchmarkConfig()
     changes = {
@@ -163,8 +163,8 @@ def eval_config(args: argparse.Namespace):
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from posembed.interop.retrieval import PROGRESS_LOGGER, evaluate_extension
-    from posembed.interop.retrieval_report import format_table, write_report
+    from posembed.interop.extend.retrieval import PROGRESS_LOGGER, evaluate_extension
+    from posembed.interop.extend.retrieval_report import format_table, write_report
     from posembed._progress import log_to_stderr
 
     config = eval_config(args)

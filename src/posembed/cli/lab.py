@@ -9,13 +9,13 @@
     torchrun --nproc_per_node 2 -m posembed.cli lab run --preset quick   # data-parallel
 
 ``--workers N`` trains N trials side by side in worker processes (default: as many as the sweep
-gains from, :func:`posembed.lab.worker_plan.plan_workers`: one process for ``smoke``, the cores
+gains from, :func:`posembed.lab.sweep.worker_plan.plan_workers`: one process for ``smoke``, the cores
 over ``--threads`` for ``quick``; on a GPU the workers share it); each trial's numbers are those
 of ``--workers 1`` (on a GPU within bf16 tolerance). Progress goes to stderr: a
 bar on a terminal, one line per finished trial otherwise; ``--quiet`` turns it off.
 ``--ray HOST:PORT`` sends the trials to a Ray cluster as tasks (``--ray auto``: the local one,
 or a fresh local instance); this process still writes the store and the checkpoints
-(:mod:`posembed.lab.ray_runner`; ``pip install 'posembed[ray]'``).
+(:mod:`posembed.lab.sweep.ray_runner`; ``pip install 'posembed[ray]'``).
 
 A run holds its out folder for its whole length: a second run on the same folder exits 2
 naming the first one's pid. A file that cannot be written (a full disk, a read-only folder)
@@ -95,7 +95,7 @@ class _LazyEpilog(argparse.RawDescriptionHelpFormatter):
 def _presets_help() -> str:
     """Every preset with its size (from the preset objects) and its measured time."""
     from posembed.lab.presets import PRESETS
-    from posembed.lab.runner import expand
+    from posembed.lab.sweep.runner import expand
 
     lines = ["presets (trials, steps per trial; measured wall time):"]
     for name, build in PRESETS.items():
@@ -123,11 +123,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from posembed.lab.config import apply_overrides
-    from posembed.lab.ddp import init_distributed, rank_and_world, shutdown
+    from posembed.lab.sweep.ddp import init_distributed, rank_and_world, shutdown
     from posembed.lab.presets import get_preset
-    from posembed.lab.progress import LAB_LOGGER, log_to_stderr
-    from posembed.lab.runner import run_experiment
-    from posembed.lab.workers import WorkerError
+    from posembed.lab.sweep.progress import LAB_LOGGER, log_to_stderr
+    from posembed.lab.sweep.runner import run_experiment
+    from posembed.lab.sweep.workers import WorkerError
 
     experiment = apply_overrides(get_preset(args.preset), args.overrides)
     if args.threads < 1:
@@ -168,7 +168,7 @@ def _check_ray(address: str) -> None:
     """Ray installed, and not under torchrun (checked before anything starts)."""
     import os
 
-    from posembed.lab.ray_runner import require_ray
+    from posembed.lab.sweep.ray_runner import require_ray
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UserError("--ray does not run under torchrun: a torchrun sweep trains each trial data-parallel "
@@ -188,7 +188,7 @@ def _report(args: argparse.Namespace) -> int:
         if error.name != "posembed.lab.report":
             raise
         raise UserError("the lab report is not available in this version (posembed.lab.report is missing)") from None
-    from posembed.lab.store_file import check_store_file
+    from posembed.lab.sweep.store_file import check_store_file
 
     store = args.out_dir / "results.sqlite"
     if not store.exists():
@@ -202,7 +202,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from posembed.lab.listing import format_table, list_trials, to_json
+    from posembed.lab.sweep.listing import format_table, list_trials, to_json
 
     rows = list_trials(args.out_dir, tasks=args.task, schemes=args.scheme)
     print(to_json(rows) if args.json else format_table(rows))

@@ -1,6 +1,6 @@
 """``posembed lab context`` and ``posembed lab extend``: the context-extension study.
 
-Thin over :mod:`posembed.lab.context_run` (train at context L, evaluate every RoPE scaling
+Thin over :mod:`posembed.lab.context.run` (train at context L, evaluate every RoPE scaling
 method at 1x-8x L with perplexity and passkey retrieval beside the length-robust references,
 fine-tune, write the report) and its ``extend_checkpoint`` (re-evaluate one stored RoPE model
 with another method, no retraining). Both take ``--device`` (auto: CUDA when present).
@@ -67,9 +67,9 @@ def _device(spec: str):
 
 
 def run_context_command(args: argparse.Namespace) -> int:
-    from posembed.lab.context_presets import get_context_preset, with_overrides
-    from posembed.lab.context_run import run_context
-    from posembed.lab.report_context import write_context_report
+    from posembed.lab.context.presets import get_context_preset, with_overrides
+    from posembed.lab.context.run import run_context
+    from posembed.lab.report.context import write_context_report
 
     _threads(args.threads)
     device = _device(args.device)
@@ -86,7 +86,7 @@ def run_context_command(args: argparse.Namespace) -> int:
 def run_extend_command(args: argparse.Namespace) -> int:
     import json
 
-    from posembed.lab.context_run import extend_checkpoint
+    from posembed.lab.context.run import extend_checkpoint
 
     _threads(args.threads)
     device = _device(args.device)

@@ -13,8 +13,8 @@ parity check per row against transformers' own modules (tiny configs, random wei
   tables, T5's bucket table, DeBERTa's relative embeddings) into a scheme through an explicit
   key map, with shape checks; :func:`position_offset` is RoBERTa's padding offset.
 
-Rotary families (MRoPE included) are read by :mod:`posembed.interop.rope_settings` (both
-spellings, per layer type) and built by :func:`posembed.interop.rope_config.rotary_from_settings`,
+Rotary families (MRoPE included) are read by :mod:`posembed.interop.rope.settings` (both
+spellings, per layer type) and built by :func:`posembed.interop.rope.config.rotary_from_settings`,
 as ``rotary_from_hf_config`` builds them; the rest through the scheme factory.
 transformers itself is never imported.
 """
@@ -27,11 +27,11 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from posembed.interop.rope_config import rotary_from_settings
-from posembed.interop.rope_classes import PER_LAYER_CLASSES, default_layer_types
-from posembed.interop.rope_latent import class_head_dim
-from posembed.interop.hf_config import load_config_dict
-from posembed.interop.rope_settings import ALL_LAYERS, layer_settings, read_rope_settings
+from posembed.interop.rope.config import rotary_from_settings
+from posembed.interop.rope.classes import PER_LAYER_CLASSES, default_layer_types
+from posembed.interop.rope.latent import class_head_dim
+from posembed.interop.hf.config import load_config_dict
+from posembed.interop.rope.settings import ALL_LAYERS, layer_settings, read_rope_settings
 from posembed.model import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative

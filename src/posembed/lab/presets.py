@@ -1,5 +1,5 @@
 """Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``,
-``lengthgen`` (:mod:`posembed.lab.lengthgen_presets`: copy beyond the training length).
+``lengthgen`` (:mod:`posembed.lab.lengthgen.presets`: copy beyond the training length).
 
 Each sweep answers the lab's questions with one experiment:
 
@@ -36,7 +36,7 @@ from typing import Callable
 from posembed._checks import did_you_mean
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
-from posembed.lab.lengthgen_presets import lengthgen
+from posembed.lab.lengthgen.presets import lengthgen
 
 __all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES"]
 

@@ -1,6 +1,6 @@
 """Every verdict rule of the lab report, as a pure function of the numbers it judges.
 
-The report (:mod:`posembed.lab.report_questions`, :mod:`posembed.lab.report_calibration`) and
+The report (:mod:`posembed.lab.report.questions`, :mod:`posembed.lab.report.calibration`) and
 the README's "What the lab measured here" section (checked by ``tests/test_readme_verdicts.py``)
 both call these functions, so a verdict word is computed in one place only.
 

@@ -162,7 +162,7 @@ class SchemeEntry:
         cls: the scheme class; its ``name`` is the factory's name for it.
         args: its constructor arguments, in constructor order.
         rope_type: transformers' ``rope_type`` for this scheme (``"yarn"``), or ``None``; the
-            RoPE-config builder (:data:`posembed.interop.rope_config.ROPE_TYPES`) derives its keys
+            RoPE-config builder (:data:`posembed.interop.rope.config.ROPE_TYPES`) derives its keys
             from these.
         method: the context-extension method name of the lab (``posembed lab extend --method``,
             :data:`posembed.lab.context.METHODS`), or ``None``.

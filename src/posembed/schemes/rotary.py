@@ -25,7 +25,7 @@ The rotary family is a tree (no module imports one above it):
 - the variants, which subclass it: :mod:`~posembed.schemes.rotary_scaling` (linear, NTK,
   dynamic NTK, Llama 3, proportional), :mod:`~posembed.schemes.rotary_yarn`,
   :mod:`~posembed.schemes.rotary_longrope`, :mod:`~posembed.schemes.xpos`;
-- the Hugging Face config reader, at the edge: :func:`posembed.interop.rope_config.rotary_from_hf_config`
+- the Hugging Face config reader, at the edge: :func:`posembed.interop.rope.config.rotary_from_hf_config`
   (schemes never import it: the layering runs the other way).
 """
 

@@ -1,0 +1,341 @@
+"""Check a transformers config's RoPE: per-pair wavelengths, scaling, switch points, traps.
+
+:func:`check_rope_config` reads any config with RoPE (Llama, Mistral, Qwen2, Phi-3, Gemma,
+GPT-NeoX, GPT-J, ModernBERT, Gemma 3, ...; either spelling) into one
+:class:`~posembed.interop.rope.settings.RopeSettings` per layer type with the one reader,
+:mod:`posembed.interop.rope.settings`; builds posembed's scheme of each from those settings
+(:func:`~posembed.interop.rope.config.rotary_from_settings`, as ``rotary_from_hf_config``
+does) and reports, per frequency pair, the wavelength ``2 pi / inv_freq`` against the trained
+context and what the scaling does to it (keep, interpolate or ramp), the attention factor,
+where dynamic NTK and LongRoPE switch, and the effective context. When transformers is
+installed, posembed's ``inv_freq`` and attention factor are compared with transformers' own
+rope init functions, or, for a model whose rotary embedding does something else in ``forward``
+(PhiMoE: short_factor at every length, cos and sin times short_mscale / long_mscale), with the cos
+and sin that forward gives. The traps found are in :mod:`posembed.interop.rope.traps`.
+
+Example:
+    >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    ...     "max_position_embeddings": 4096, "rope_theta": 10000.0,
+    ...     "rope_scaling": {"rope_type": "linear", "factor": 4.0}}, compare=False)
+    >>> report.layers[0].effective_context, report.layers[0].pairs[-1].treatment
+    (16384, 'interpolate')
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import logging
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from posembed.interop.rope.config import rotary_from_settings
+from posembed.interop.rope.numbers import as_numbers, refuse_unreadable
+from posembed.interop.rope.settings import (
+    ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings, rope_spelling,
+)  # fmt: skip
+from posembed.interop.rope.traps import MSCALE_FORWARD, Trap, find_traps
+from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
+
+__all__ = ["check_rope_config", "RopeReport", "LayerReport", "PairRow", "Comparison", "format_report", "report_json"]
+
+logger = logging.getLogger(__name__)
+
+#: relative tolerance of the comparison with transformers (fp32 frequencies)
+RTOL = 1e-5
+#: what the comparison is made against, unless said otherwise
+_INIT_NOTE = "compared with transformers' rope init functions"
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """One frequency pair: its channels, wavelengths (positions per turn) and treatment."""
+
+    index: int
+    channels: tuple[int, int]
+    wavelength: float
+    scaled_wavelength: float
+    ratio: float
+    treatment: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """posembed against transformers' rope init function at one sequence length."""
+
+    seq_len: int | None
+    max_inv_freq_rel_diff: float
+    attention_factor: float
+    transformers_attention_factor: float
+
+    @property
+    def equal(self) -> bool:
+        return self.max_inv_freq_rel_diff <= RTOL and math.isclose(
+            self.attention_factor, self.transformers_attention_factor, rel_tol=RTOL
+        )
+
+
+@dataclass(frozen=True)
+class LayerReport:
+    """What one layer type's RoPE does; ``scheme`` is ``None`` when it could not be built."""
+
+    settings: RopeSettings
+    scheme: str | None
+    attention_factor: float | None
+    trained_context: int | None
+    effective_context: int | None
+    switch_at: int | None
+    pairs: tuple[PairRow, ...]
+    comparisons: tuple[Comparison, ...]
+    comparison_note: str
+
+
+@dataclass(frozen=True)
+class RopeReport:
+    """The whole check: where the config came from, its spelling, per-layer reports, the traps."""
+
+    source: str
+    model_type: str | None
+    spelling: str
+    target_length: int | None
+    layers: tuple[LayerReport, ...]
+    traps: tuple[Trap, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No error or warning trap, and posembed equal to transformers wherever compared."""
+        clean = all(trap.severity == "note" for trap in self.traps)
+        return clean and all(c.equal for layer in self.layers for c in layer.comparisons)
+
+
+def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
+    """``(inv_freq, attention factor)`` the scheme uses for a call of ``length`` positions."""
+    if not getattr(scheme, "dynamic", False):
+        return scheme.inv_freq, float(scheme.attention_scaling)
+    cos, sin = scheme.cos_sin(torch.tensor([1, max(length, 2) - 1]))
+    cos, sin = cos[0].double(), sin[0].double()
+    return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
+
+
+def _channels(index: int, rotary_dim: int, layout: str) -> tuple[int, int]:
+    return (index, index + rotary_dim // 2) if layout == "half" else (2 * index, 2 * index + 1)
+
+
+def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
+    if inv_freq == 0.0:
+        return "no rotation"
+    if math.isclose(ratio, 1.0, rel_tol=1e-4):
+        return "keep"
+    if factor > 1 and math.isclose(ratio, factor, rel_tol=1e-4):
+        return "interpolate"
+    return "ramp" if ratio > 1 else "extrapolate"
+
+
+def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairRow, ...]:
+    plain = rope_inv_freq(scheme.rotary_dim, s.theta).double()
+    scaled = _frequencies(scheme, length)[0].double()
+    rows = []
+    for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
+        ratio = p / q if q else math.inf
+        rows.append(PairRow(i, _channels(i, scheme.rotary_dim, scheme.layout), 2 * math.pi / p,
+                            2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))  # fmt: skip
+    return tuple(rows)
+
+
+def _contexts(s: RopeSettings) -> tuple[int | None, int | None, int | None]:
+    """``(trained context, effective context, switch point)`` as loaders resolve them."""
+    max_pos, factor = s.max_position_embeddings, s.factor
+    if s.rope_type in ("dynamic",):
+        return max_pos, int(max_pos * factor) if max_pos else None, max_pos
+    if s.rope_type == "longrope":
+        return s.original_max_len, max_pos, s.original_max_len
+    if s.rope_type in ("yarn", "llama3", "linear") and s.original_max_len:
+        return s.original_max_len, int(round(s.original_max_len * factor)), None
+    return max_pos, max_pos, None
+
+
+def _transformers_config(raw: dict, given: Any) -> Any:
+    if given is not None and hasattr(given, "standardize_rope_params"):
+        return given
+    from transformers import AutoConfig
+
+    fields = copy.deepcopy({k: v for k, v in raw.items() if k != "model_type"})  # transformers edits the dicts it is given
+    return AutoConfig.for_model(raw["model_type"], **fields)
+
+
+def _rotary_class(hf_config: Any):
+    """The model's own rotary embedding class (the one with ``compute_default_rope_parameters``)."""
+    module = importlib.import_module(type(hf_config).__module__.replace("configuration_", "modeling_"))
+    for name in dir(module):
+        found = getattr(module, name)
+        if name.endswith("RotaryEmbedding") and hasattr(found, "compute_default_rope_parameters"):
+            return found
+    raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
+
+
+def _default_init(hf_config: Any):
+    return _rotary_class(hf_config).compute_default_rope_parameters
+
+
+def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[Tensor, float]:
+    """``(inv_freq, attention factor)`` the model's rotary embedding ``forward`` applies to a sequence of ``seq_len``
+    (positions 1 and ``seq_len - 1``): the angle at position 1 and the length of (cos, sin)."""
+    embedding = _rotary_class(hf_config)(copy.deepcopy(hf_config))
+    x = torch.zeros(1, 1, s.head_dim)
+    cos, sin = embedding(x, torch.tensor([[1, max(seq_len, 2) - 1]]))
+    cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
+    return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
+
+
+def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None) -> tuple[Tensor, float]:
+    layer = None if s.layer_type == ALL_LAYERS else s.layer_type
+    config = copy.deepcopy(hf_config)  # the init functions standardise the config in place
+    if s.rope_type == "default":
+        init = _default_init(config)
+        inv_freq, factor = init(config, layer_type=layer) if layer else init(config)
+    else:
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+        inv_freq, factor = ROPE_INIT_FUNCTIONS[s.rope_type](config, None, seq_len=seq_len, layer_type=layer)
+    return inv_freq.float(), float(factor)
+
+
+def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[tuple[Comparison, ...], str]:
+    try:
+        hf_config = _transformers_config(raw, given)
+    except ModuleNotFoundError:
+        return (), "transformers is not installed: not compared"
+    except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
+        return (), f"transformers cannot build this config ({type(error).__name__}: {error}): not compared"
+    forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
+    switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
+    lengths: list[int | None] = [None]
+    if (s.rope_type in ("dynamic", "longrope") or forward) and switch:
+        lengths = [switch, max(length, switch + 1)]
+    comparisons = []
+    for seq_len in lengths:
+        try:
+            if forward:
+                theirs, their_factor = _model_frequencies(hf_config, s, seq_len or length)
+            else:
+                theirs, their_factor = _transformers_frequencies(hf_config, s, seq_len)
+        except Exception as error:  # noqa: BLE001 - any failure inside transformers is reported, not raised
+            where = "model's rotary embedding" if forward else "rope init"
+            return tuple(comparisons), f"transformers' {where} failed ({type(error).__name__}: {error})"
+        ours, our_factor = _frequencies(scheme, seq_len or length)
+        if theirs.shape != ours.shape:
+            return tuple(comparisons), f"transformers gives {theirs.numel()} frequencies, posembed {ours.numel()}"
+        rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
+        comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
+    if forward:
+        return tuple(comparisons), f"compared with the cos / sin that transformers' {_rotary_class(hf_config).__name__} applies"
+    return tuple(comparisons), _INIT_NOTE
+
+
+def _layer(raw: dict, given: Any, s: RopeSettings, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
+    trained, effective, switch = _contexts(s)
+    target = length or effective or trained or 2
+    try:
+        scheme = rotary_from_settings(s, layout=s.layout)
+    except (ValueError, TypeError) as error:
+        trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
+        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built"), [trap]
+    comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
+    traps = []
+    if s.rope_type == "dynamic" and trained:
+        below = scheme.cos_sin(torch.arange(trained))[0]
+        if not torch.equal(below, RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta).cos_sin(torch.arange(trained))[0]):
+            traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
+    attention = _frequencies(scheme, target)[1]
+    report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, target),
+                         comparisons, note)  # fmt: skip
+    return report, traps
+
+
+def check_rope_config(config: Any, length: int | None = None, *, compare: bool = True) -> RopeReport:
+    """Check the RoPE of a transformers config.
+
+    Args:
+        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the
+            path of its ``config.json``.
+        length: the target context (default: the effective context the config declares); the
+            per-pair table of dynamic NTK / LongRoPE is computed at this length.
+        compare: compare with transformers' rope init functions (when it is installed).
+
+    Raises:
+        ValueError: the config has no RoPE, or no head size; a numeric RoPE field no number can be read from
+            (``"four"``; a readable string, ``"1e4"``, is an error trap instead); a folder with no ``config.json``.
+        FileNotFoundError: a path that does not exist.
+    """
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 2):
+        raise ValueError(f"length must be an int >= 2 (a context length), got {length!r}")
+    raw, given, source = load_config_dict(config)
+    refuse_unreadable(raw)
+    settings = read_rope_settings(as_numbers(raw))  # a number written as a string is read, and an error trap
+    traps = find_traps(raw, settings)
+    layers = []
+    for s in settings:
+        layer, extra = _layer(raw, given, s, length, compare)
+        layers.append(layer)
+        traps = extra + traps
+    logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
+    return RopeReport(source, raw.get("model_type"), rope_spelling(raw), length, tuple(layers), tuple(traps))
+
+
+def report_json(report: RopeReport) -> dict:
+    """The report as JSON-ready data (``ok`` and each comparison's ``equal`` included)."""
+    data = asdict(report)
+    data["ok"] = report.ok
+    for layer, layer_data in zip(report.layers, data["layers"]):
+        for comparison, comparison_data in zip(layer.comparisons, layer_data["comparisons"]):
+            comparison_data["equal"] = comparison.equal
+    return _finite(data)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _layer_lines(layer: LayerReport) -> list[str]:
+    s = layer.settings
+    lines = [f"[{s.layer_type}] rope_type={s.rope_type} theta={s.theta:g} head_dim={s.head_dim} "
+             f"rotary_dim={s.rotary_dim} layout={s.layout} -> {layer.scheme}"]  # fmt: skip
+    if layer.scheme is None:
+        return lines
+    lines.append(f"  trained context {layer.trained_context}, effective context {layer.effective_context}, "
+                 f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
+    if layer.switch_at:
+        lines.append(f"  switches at sequence length > {layer.switch_at}")
+    for c in layer.comparisons:
+        mark = "equal" if c.equal else "DIFFERENT"
+        lines.append(f"  vs transformers (seq_len {c.seq_len}): {mark}, inv_freq max rel diff {c.max_inv_freq_rel_diff:.2e}, "
+                     f"attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
+    if not layer.comparisons or layer.comparison_note != _INIT_NOTE:
+        lines.append(f"  vs transformers: {layer.comparison_note}")
+    lines.append("   pair  channels      wavelength  scaled wavelength   /trained  treatment")
+    for row in layer.pairs:
+        share = row.scaled_wavelength / layer.trained_context if layer.trained_context else math.nan
+        lines.append(f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
+                     f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
+    return lines
+
+
+def format_report(report: RopeReport) -> str:
+    """A plain-text report: header, one section per layer type, then the traps."""
+    lines = [f"config: {report.source} (model_type {report.model_type}; {report.spelling})"]
+    for layer in report.layers:
+        lines += _layer_lines(layer)
+    lines.append("traps:" if report.traps else "traps: none")
+    lines += [f"  {t.severity.upper():7s} {t.code} [{t.layer_type}]: {t.message}" for t in report.traps]
+    lines.append("result: OK" if report.ok else "result: CHECK THE WARNINGS ABOVE")
+    return "\n".join(lines)

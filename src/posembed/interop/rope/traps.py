@@ -1,0 +1,421 @@
+"""The RoPE config traps inference stacks keep falling into, each a pure check on the settings.
+
+Each ``_check_*`` takes the raw config dict and one layer type's
+:class:`~posembed.interop.rope.settings.RopeSettings` and returns :class:`Trap` records:
+``"error"`` (the config cannot be used as written), ``"warning"`` (it loads, but probably not
+as intended) or ``"note"`` (how the setting must be applied, so that a hand-written stack gets
+it right). :func:`find_traps` runs them all, plus the checks across layer types.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from posembed.interop.rope.classes import (
+    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, model_type_of, why_ignored,
+)  # fmt: skip
+from posembed.interop.rope.latent import latent_class
+from posembed.interop.rope.numbers import as_numbers, non_numbers
+from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters, states_rope
+
+__all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
+
+#: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
+FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
+    "llama": {ALL_LAYERS: (10000.0, 500000.0)},
+    "llama3": {ALL_LAYERS: (500000.0,)},
+    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)},
+    "mixtral": {ALL_LAYERS: (1000000.0,)},
+    "qwen2": {ALL_LAYERS: (1000000.0,)},
+    "qwen2_moe": {ALL_LAYERS: (1000000.0,)},
+    "qwen3": {ALL_LAYERS: (1000000.0,)},
+    "gemma": {ALL_LAYERS: (10000.0,)},
+    "gemma2": {ALL_LAYERS: (10000.0,)},
+    "gemma3_text": {"full_attention": (1000000.0,), "sliding_attention": (10000.0,)},
+    "modernbert": {"full_attention": (160000.0,), "sliding_attention": (10000.0,)},
+    "phi3": {ALL_LAYERS: (10000.0,)},
+    "gpt_neox": {ALL_LAYERS: (10000.0,)},
+}
+#: vocabulary size of Llama 3 (its tokenizer), which tells Llama 3 from Llama 2 in a "llama" config
+LLAMA3_VOCAB = 128256
+#: scaled rope types whose factor stretches the pre-training length they are given (a stated one for linear);
+#: dynamic NTK is the one that scales from max_position_embeddings itself
+SCALED_FROM_ORIGINAL = ORIGINAL_USERS | {"linear"}
+#: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
+#: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
+MSCALE_FORWARD = frozenset({"phimoe"})
+
+
+@dataclass(frozen=True)
+class Trap:
+    """One finding: ``code`` (stable, for scripts), ``severity``, the layer type, a message."""
+
+    code: str
+    severity: str
+    layer_type: str
+    message: str
+
+
+def yarn_default_attention(factor: float) -> float:
+    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``)."""
+    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
+def _family(raw: dict, s: RopeSettings) -> str | None:
+    model_type = raw.get("model_type")
+    if model_type == "llama" and (s.rope_type == "llama3" or raw.get("vocab_size") == LLAMA3_VOCAB):
+        return "llama3"
+    return model_type if model_type in FAMILY_THETA else None
+
+
+def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
+    family = _family(raw, s)
+    expected = FAMILY_THETA.get(family or "", {}).get(s.layer_type) or FAMILY_THETA.get(family or "", {}).get(ALL_LAYERS)
+    shown = " or ".join(f"{v:g}" for v in expected) if expected else ""
+    if not s.theta_given:
+        missing = _theta_missing(raw, s)
+        if expected and s.theta not in expected:
+            return [Trap("theta_missing", "warning", s.layer_type,
+                         f"{missing}, but {family} checkpoints are trained with {shown}; every frequency would be wrong")]
+        return [Trap("theta_missing", "note", s.layer_type, missing)]
+    if expected and s.theta not in expected:
+        return [Trap("theta_family", "warning", s.layer_type,
+                     f"rope_theta={s.theta:g} but {family} checkpoints use {shown}: was it lost in a conversion "
+                     f"(a loader default filled in)?")]  # fmt: skip
+    return []
+
+
+def _theta_missing(raw: dict, s: RopeSettings) -> str:
+    """What fills in the theta of a config that names none: the value the reader took, from the model's config class."""
+    model_type = model_type_of(raw)
+    where = f" for {s.layer_type}" if s.layer_type != ALL_LAYERS else ""
+    spec, top = PER_LAYER_CLASSES.get(model_type), raw.get("rope_theta")
+    if spec is not None and top is not None and (s.layer_type, None, s.theta) in spec.thetas:
+        return (f"rope_theta={float(top):g} is not read{where}: transformers' {model_type} config class gives it to the "
+                f"other layer type and fills in its default {s.theta:g} here")  # fmt: skip
+    if model_type not in PER_LAYER_CLASSES and class_theta(model_type) is None:
+        return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
+    if states_rope(raw) or model_type in PER_LAYER_CLASSES:
+        text = f"rope_theta is absent: transformers' {model_type} config class fills in {s.theta:g}{where}"
+    else:
+        text = (f"the config states no RoPE field: transformers' {model_type} config class fills in its own{where}, "
+                f"rope_type {s.rope_type!r} at rope_theta {s.theta:g}")  # fmt: skip
+    return text if s.theta == DEFAULT_THETA else f"{text}; a loader without that class would take {DEFAULT_THETA:g}"
+
+
+def _original_conflict(raw: dict, s: RopeSettings, stated: int, top: int) -> str:
+    """Which of two different pre-training lengths transformers builds the model with."""
+    where = f"{stated} in the RoPE parameters but {top} at the top level"
+    if s.rope_type not in ORIGINAL_USERS:
+        return f"original_max_position_embeddings is {where}; rope_type {s.rope_type!r} reads neither"
+    if s.original_source == "top level":
+        return (f"original_max_position_embeddings is {where}; transformers builds the model with the top-level {top}: "
+                f"its config keeps it as an attribute, and standardising the RoPE parameters (at construction for a "
+                f"class that declares the field, when the model is built for any other) overwrites theirs with it")  # fmt: skip
+    return (f"original_max_position_embeddings is {where}; transformers reads the RoPE parameters' {stated} and "
+            f"ignores the top-level one")  # fmt: skip
+
+
+def _original_missing(raw: dict, s: RopeSettings) -> str:
+    """How transformers fills in the pre-training length a yarn / llama3 / longrope config does not give."""
+    max_pos, factor, top = s.max_position_embeddings, s.factor, raw.get("original_max_position_embeddings")
+    head = f"rope_type {s.rope_type!r} has no original_max_position_embeddings"
+    if s.original_source == "class default":
+        return (f"{head}: transformers' {raw.get('model_type')} config class fills in its default "
+                f"{s.original_max_len} as the trained length")  # fmt: skip
+    if top is not None:
+        scope = "parameters per layer type" if s.layer_type != ALL_LAYERS else f"{raw.get('model_type')} configs"
+        head += f" in its RoPE parameters, and transformers ignores the top-level {top} for {scope}"
+    looks = ""
+    if max_pos and factor > 1 and (max_pos / factor).is_integer():
+        looks = (f"; max_position_embeddings={max_pos} = {factor:g} x {int(max_pos / factor)} looks already extended, "
+                 f"so the factor would compound to {factor:g}^2 (effective context {int(max_pos * factor)})")  # fmt: skip
+    return f"{head}: loaders take max_position_embeddings={max_pos} as the trained length{looks}"
+
+
+def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
+    traps, top = [], raw.get("original_max_position_embeddings")
+    stated = s.params.get("original_max_position_embeddings")
+    max_pos, factor = s.max_position_embeddings, s.factor
+    resolved = s.original_source != "max_position_embeddings"  # the config or its class names a length
+    if stated and top and int(stated) != int(top):
+        traps.append(Trap("original_inconsistent", "warning", s.layer_type, _original_conflict(raw, s, stated, top)))
+    bare = s.original_source == "class default" and not states_rope(raw)  # the class's own parameters
+    if bare and s.rope_type in ORIGINAL_USERS:
+        traps.append(Trap("original_missing", "note", s.layer_type,
+                          f"the config states no RoPE field: transformers' {raw.get('model_type')} config class fills "
+                          f"in its own {s.rope_type} parameters, with original_max_position_embeddings="
+                          f"{s.original_max_len} as the trained length"))  # fmt: skip
+    elif s.original_source == "class default" and stated is not None and not s.original_given:
+        traps.append(Trap("original_inconsistent", "warning", s.layer_type,
+                          f"original_max_position_embeddings is {stated} in the RoPE parameters, but transformers' "
+                          f"{raw.get('model_type')} config class overwrites it with its top-level field, absent here, "
+                          f"so with its default {s.original_max_len}: state it at the top level"))  # fmt: skip
+    elif s.rope_type in ORIGINAL_USERS and not s.original_given:
+        traps.append(Trap("original_missing", "warning", s.layer_type, _original_missing(raw, s)))
+    if resolved and max_pos and factor > 1:
+        original = s.original_max_len
+        if original > max_pos:
+            traps.append(Trap("original_inconsistent", "warning", s.layer_type,
+                              f"original_max_position_embeddings={original} exceeds max_position_embeddings={max_pos}"))
+        elif original == max_pos and s.rope_type in SCALED_FROM_ORIGINAL:
+            traps.append(Trap("factor_compounds", "warning", s.layer_type,
+                              f"original_max_position_embeddings equals max_position_embeddings ({max_pos}) with factor "
+                              f"{factor:g}: either max_position_embeddings was not raised to {factor:g} x {original}, or the "
+                              f"'original' is itself an extended length and the factor compounds an earlier extension"))  # fmt: skip
+        elif s.rope_type == "dynamic" and math.isclose(max_pos, factor * original):
+            traps.append(Trap("factor_compounds", "warning", s.layer_type,
+                              f"max_position_embeddings={max_pos} is already factor x original_max_position_embeddings "
+                              f"({factor:g} x {original}), but dynamic NTK scales from max_position_embeddings: it keeps the "
+                              f"trained frequencies up to {max_pos}, past the {original} positions the config says were "
+                              f"trained, and stretches them toward {factor:g} x {max_pos} = {int(factor * max_pos)}, so the "
+                              f"factor compounds to {factor:g}^2; with a checkpoint trained at {original}, set "
+                              f"max_position_embeddings={original}"))  # fmt: skip
+    if s.rope_type == "longrope" and s.params.get("factor") and resolved and max_pos:
+        ratio = max_pos / s.original_max_len
+        if not math.isclose(ratio, factor, rel_tol=1e-3):
+            traps.append(Trap("original_inconsistent", "warning", s.layer_type,
+                              f"LongRoPE factor={factor:g} but max_position_embeddings / original = {ratio:g}: the "
+                              f"attention factor follows 'factor' when given, the ratio otherwise"))  # fmt: skip
+    if s.rope_type == "linear" and factor > 1 and not s.original_given:
+        traps.append(Trap("original_missing", "note", s.layer_type,
+                          f"linear scaling names no trained length: its effective context is {factor:g} x the trained "
+                          f"one; if max_position_embeddings={max_pos} is already extended, it is the limit"))  # fmt: skip
+    return traps
+
+
+def _check_yarn(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "yarn":
+        return []
+    p, plain = s.params, yarn_default_attention(s.factor)
+    given, mscale, all_dim = p.get("attention_factor"), p.get("mscale"), p.get("mscale_all_dim")
+    traps = [Trap("yarn_attention", "note", s.layer_type,
+                  f"YaRN's attention factor a (default 0.1 ln s + 1 = {plain:.6g}) multiplies cos and sin, which rotate "
+                  f"q and k both, so the logits scale by a^2 = {plain ** 2:.6g}; apply it once, inside cos/sin - not "
+                  f"also to q or k alone, not as a^2 in the softmax scale")]  # fmt: skip
+    if given is not None and plain > 1 and math.isclose(float(given), plain**2, rel_tol=1e-4):
+        traps.append(Trap("yarn_squared", "warning", s.layer_type,
+                          f"attention_factor={given:g} is (0.1 ln s + 1)^2: folded into cos and sin it is applied to q "
+                          f"and k, so the logits would scale by its square again (a^4)"))  # fmt: skip
+    if mscale is not None or all_dim is not None:
+        if mscale and all_dim:
+            ratio = yarn_default_attention_m(s.factor, mscale) / yarn_default_attention_m(s.factor, all_dim)
+            detail = (f"the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = {ratio:.6g} instead of the plain "
+                      f"{plain:.6g}; DeepSeek also multiplies its softmax scale by get(s, mscale_all_dim)^2 = "
+                      f"{yarn_default_attention_m(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
+        else:
+            detail = ("only one of mscale / mscale_all_dim is set: transformers then ignores it and uses the plain "
+                      f"0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code would not")  # fmt: skip
+        traps.append(Trap("yarn_mscale", "warning" if not (mscale and all_dim) else "note", s.layer_type,
+                          f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: {detail}"))  # fmt: skip
+    if given is not None and (mscale or all_dim):
+        traps.append(Trap("yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them"))
+    return traps
+
+
+def yarn_default_attention_m(factor: float, m: float) -> float:
+    """DeepSeek's ``get_mscale(s, m) = 0.1 m ln s + 1``."""
+    return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
+
+
+def _check_dynamic(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "dynamic":
+        return []
+    length = s.max_position_embeddings
+    traps = [Trap("dynamic_formula", "note", s.layer_type,
+                  f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
+                  f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, and l "
+                  f"is the current total length, so keys cached at a shorter length carry other frequencies")]  # fmt: skip
+    if s.original_given and s.original_max_len != length:
+        traps.append(Trap("dynamic_original", "warning", s.layer_type,
+                          f"original_max_position_embeddings={s.original_max_len} is set, but dynamic NTK takes "
+                          f"max_position_embeddings={length} as the trained length: frequencies change only past {length}"))  # fmt: skip
+    return traps
+
+
+def _check_longrope(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "longrope":
+        return []
+    traps = [Trap("longrope_switch", "note", s.layer_type,
+                  f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
+                  f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
+                  f"{s.max_position_embeddings} - picking long_factor from the configured maximum distorts short prompts")]  # fmt: skip
+    for name in ("short_factor", "long_factor"):
+        values = s.params.get(name)
+        if values is not None and len(values) != s.rotary_dim // 2:
+            traps.append(Trap("longrope_factors", "error", s.layer_type,
+                              f"{name} has {len(values)} values; rotary_dim / 2 = {s.rotary_dim // 2} are needed"))
+    return traps
+
+
+def _check_llama3(raw: dict, s: RopeSettings) -> list[Trap]:
+    if s.rope_type != "llama3":
+        return []
+    low, high = s.params.get("low_freq_factor"), s.params.get("high_freq_factor")
+    if low is None or high is None:
+        return [Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")]
+    if not 0 < low < high:
+        return [Trap("llama3_bounds", "error", s.layer_type,
+                     f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")]  # fmt: skip
+    original = s.original_max_len
+    return [Trap("llama3_bounds", "note", s.layer_type,
+                 f"llama3: wavelengths above original / low_freq_factor = {original / low:g} are interpolated "
+                 f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")]  # fmt: skip
+
+
+def _latent_note(raw: dict, s: RopeSettings) -> Trap:
+    """Multi-head latent attention: the rotary channels are ``qk_rope_head_dim`` per head, whatever head_dim says."""
+    spec, derived = latent_class(model_type_of(raw)), (s.hidden_size // s.num_heads if s.hidden_size and s.num_heads else None)
+    width = "qk_nope_head_dim + qk_rope_head_dim" if spec.width == "qk_head_dim" else "qk_rope_head_dim"
+    stated = "" if s.head_dim_given else " (absent: its class default)"
+    return Trap("head_dim", "note", s.layer_type,
+                f"multi-head latent attention: transformers' {raw.get('model_type')} config class sets head_dim = {width} = "
+                f"{s.head_dim}{stated} and rotates {s.rotary_dim} channels of each head ({s.layout} layout), not "
+                f"hidden_size // num_attention_heads = {derived}: a stack that derives it rotates the wrong width")  # fmt: skip
+
+
+def _check_shape(raw: dict, s: RopeSettings) -> list[Trap]:
+    traps = []
+    if latent_class(model_type_of(raw)) is not None:
+        traps.append(_latent_note(raw, s))
+    elif s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
+        traps.append(Trap("head_dim", "note", s.layer_type,
+                          f"head_dim={s.head_dim} is not hidden_size / num_attention_heads = {s.hidden_size} / "
+                          f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong width"))  # fmt: skip
+    elif not s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim != s.hidden_size // s.num_heads:
+        traps.append(Trap("head_dim", "note", s.layer_type,
+                          f"head_dim is absent: transformers' {raw.get('model_type')} config class fills in its default "
+                          f"{s.head_dim}, not hidden_size // num_attention_heads = {s.hidden_size // s.num_heads}: a stack "
+                          f"that derives it rotates the wrong width"))  # fmt: skip
+    if s.rotary_dim < s.head_dim:
+        exact = s.head_dim * s.partial_rotary_factor
+        pairs = "(i, i + r/2)" if s.layout == "half" else "(2i, 2i + 1)"
+        other = "GPT-J's interleaved (2i, 2i + 1)" if s.layout == "half" else "NeoX's halves (i, i + r/2)"
+        traps.append(Trap("partial_rotary", "warning" if not float(exact).is_integer() or s.rotary_dim % 2 else "note",
+                          s.layer_type,
+                          f"partial rotary: {s.partial_rotary_factor:g} x head_dim {s.head_dim} = {exact:g} -> rotary_dim "
+                          f"r = {s.rotary_dim}; channels 0..{s.rotary_dim - 1} rotate in pairs {pairs} ({s.layout} layout; "
+                          f"not (i, i + D/2), not {other}), the other {s.head_dim - s.rotary_dim} pass through"))  # fmt: skip
+    return traps
+
+
+def _check_layers(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+    thetas = {s.layer_type: s.theta for s in settings}
+    if len(set(thetas.values())) < 2:
+        return []
+    shown = ", ".join(f"{layer} {theta:g}" for layer, theta in thetas.items())
+    return [Trap("theta_per_layer", "note", "*",
+                 f"theta differs per layer type ({shown}): a stack that reads only rope_theta gives every layer one of them")]  # fmt: skip
+
+
+def _stated_type(raw: dict) -> object:
+    stated = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    return stated.get("rope_type", stated.get("type")) if isinstance(stated, dict) else None
+
+
+def _check_renamed(raw: dict, s: RopeSettings) -> list[Trap]:
+    old = _stated_type(raw)
+    if raw.get("model_type") not in RENAMED_TO_LONGROPE or s.layer_type != ALL_LAYERS or old not in OLD_LONGROPE:
+        return []
+    head = (f"rope type {old!r} is an old name of LongRoPE: transformers' {raw.get('model_type')} config class renames it "
+            f"longrope (short_factor / long_factor{', not YaRN' if old == 'yarn' else ''})")  # fmt: skip
+    if old == "su" and s.params.get(ORIGINAL) is None:
+        return [Trap("renamed_longrope", "error", s.layer_type,
+                     f"{head}, but only after standardising the parameters, which fills in {ORIGINAL} for yarn, llama3 and "
+                     f"longrope alone: transformers 5.23 cannot load this config (KeyError: missing {ORIGINAL}) unless its "
+                     f"RoPE parameters state it; posembed reads it as longrope trained at {s.original_max_len} "
+                     f"({s.original_source})")]  # fmt: skip
+    return [Trap("renamed_longrope", "note", s.layer_type, f"{head}; posembed reads it so")]
+
+
+def _check_type_key(raw: dict, s: RopeSettings) -> list[Trap]:
+    old = s.params.get("type")
+    if old is None or old == s.rope_type or (raw.get("model_type") in RENAMED_TO_LONGROPE and old in OLD_LONGROPE):
+        return []
+    why = ""
+    if raw.get("model_type") in PER_LAYER_CLASSES and raw.get("rope_scaling") is not None:
+        why = (f" (transformers' {raw['model_type']} config class merges a 4.x rope_scaling into parameters whose "
+               f"rope_type is already 'default')")  # fmt: skip
+    return [Trap("type_ignored", "warning", s.layer_type,
+                 f"the RoPE parameters name their type with the old key 'type' ({old!r}) beside rope_type {s.rope_type!r}: "
+                 f"transformers builds {s.rope_type!r} and ignores 'type'{why}; write rope_type")]  # fmt: skip
+
+
+def _check_factor_unread(raw: dict, s: RopeSettings) -> list[Trap]:
+    """A ``factor`` beside default RoPE, which reads none: transformers logs the key and builds plain RoPE."""
+    factor = s.params.get("factor")
+    if s.rope_type != "default" or factor is None or s.factor == 1.0:
+        return []
+    how = "rope_type is 'default'" if _stated_type(raw) == "default" else "the RoPE parameters name no rope_type"
+    return [Trap("factor_unread", "warning", s.layer_type,
+                 f"factor={s.factor:g} is set, but {how}: default RoPE reads no factor, so transformers builds plain RoPE "
+                 f"(it only logs \"Unrecognized keys in `rope_parameters` for 'rope_type'='default': {{'factor'}}\") and "
+                 f"nothing is extended; name the scaling the factor is for (rope_type 'linear', 'dynamic', 'yarn', ...)")]  # fmt: skip
+
+
+def _check_numbers(raw: dict) -> list[Trap]:
+    """Numeric RoPE fields given as strings: transformers keeps the string and fails where it is used."""
+    traps = []
+    for field, value, number in non_numbers(raw):
+        parts = field.split(".")
+        layer = parts[1] if len(parts) == 3 and parts[0] in ("rope_parameters", "rope_scaling") else "*"
+        fix = "write it as a number" if number is None else f"write {number!r} without quotes"
+        if isinstance(value, str) and "e" in value.lower() and "." not in value:
+            fix += f" (YAML 1.1 reads {value} as a string: write {float(number or 0):.1e} there)"
+        traps.append(Trap("not_a_number", "error", layer,
+                          f"{field} is {value!r}, a {type(value).__name__}, not a number: transformers does not convert "
+                          f"it, so its config class or its rope init fails on it; {fix}"))  # fmt: skip
+    return traps
+
+
+def _check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
+    if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
+        return []
+    frequencies = {
+        "longrope": "so it always takes short_factor, never long_factor",
+        "dynamic": "so dynamic NTK never rescales its frequencies",
+    }.get(s.rope_type, f"which gives the {s.rope_type} frequencies")
+    short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
+    original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
+    return [Trap("mscale_forward", "warning", s.layer_type,
+                 f"transformers' {raw.get('model_type')} rotary embedding does not use what its rope init function builds "
+                 f"at each length: its forward calls that function again without the sequence length, {frequencies}, "
+                 f"and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
+                 f"{original}) or long_mscale={long} (longer) instead of the attention factor; posembed's "
+                 f"scheme follows the rope init functions, so it differs from that model wherever these differ")]  # fmt: skip
+
+
+def _check_ignored(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+    ignored = ignored_parameters(raw)
+    if not ignored:
+        return []
+    shown = ", ".join(ignored)
+    if [s.layer_type for s in settings] == [ALL_LAYERS]:
+        s = settings[0]
+        return [Trap("parameters_ignored", "warning", "*",
+                     f"the RoPE parameters nest {shown} like layer types, but {why_ignored(raw)}: transformers reads the "
+                     f"parameters as flat, ignores {shown} and builds {s.rope_type} RoPE with theta {s.theta:g}; "
+                     f"posembed's builder refuses such a config")]  # fmt: skip
+    layers = ", ".join(s.layer_type for s in settings)
+    return [Trap("parameters_ignored", "warning", "*",
+                 f"the RoPE parameters hold {shown} beside the layer types the config has ({layers}): transformers "
+                 f"ignores {'it' if len(ignored) == 1 else 'them'}")]  # fmt: skip
+
+
+_CHECKS = (_check_theta, _check_original, _check_yarn, _check_dynamic, _check_longrope, _check_llama3, _check_shape,
+           _check_renamed, _check_type_key, _check_factor_unread, _check_mscale_forward)  # fmt: skip
+
+
+def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+    """Every trap of every layer type (errors first, then warnings, then notes).
+
+    ``raw`` is the config as given; the checks read it with its numeric fields as numbers
+    (:func:`~posembed.interop.rope.numbers.as_numbers`), and each field that is not one is an error.
+    """
+    traps = _check_numbers(raw)
+    raw = as_numbers(raw)
+    traps += [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
+    traps += _check_layers(raw, settings) + _check_ignored(raw, settings)
+    order = {"error": 0, "warning": 1, "note": 2}
+    return sorted(traps, key=lambda trap: order[trap.severity])

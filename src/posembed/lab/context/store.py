@@ -1,0 +1,122 @@
+"""The context study's results: a small SQLite file of its own (``<out>/context.sqlite``).
+
+The lab's store keys one row per trial (one config); a context study evaluates one trained
+model under many schemes and lengths, so each (model, method, length) evaluation is stored as
+its own group of rows, written in one transaction (all its metrics or none), and skipped when
+already present: an interrupted study resumes where it stopped.
+
+============ =====================================================================
+column       meaning
+============ =====================================================================
+config       :attr:`~posembed.lab.context.presets.ContextConfig.config_id`
+model        ``rope``, ``alibi``, ``nope``, ``rope+linear@4x`` (fine-tuned) ...
+method       extension method at evaluation (``none`` for the references)
+length       evaluated length in characters
+metric       ``perplexity``, ``passkey`` (per depth), ``passkey_mean``
+depth        passkey depth in [0, 1]; -1 for metrics without one
+value        the number (NULL: not measurable, e.g. validation split too short)
+============ =====================================================================
+
+>>> import tempfile, pathlib
+>>> store = ContextStore(pathlib.Path(tempfile.mkdtemp()) / "c.sqlite")
+>>> store.has("abc", "rope", "yarn", 256)
+False
+>>> store.put("abc", "rope", "yarn", 256, [("perplexity", -1.0, 5.5), ("passkey", 0.5, 1.0)])
+>>> store.has("abc", "rope", "yarn", 256), [r["value"] for r in store.rows("abc")]
+(True, [1.0, 5.5])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+__all__ = ["ContextStore", "NO_DEPTH"]
+
+NO_DEPTH = -1.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS context_rows (
+    config TEXT NOT NULL, model TEXT NOT NULL, method TEXT NOT NULL, length INTEGER NOT NULL,
+    metric TEXT NOT NULL, depth REAL NOT NULL, value REAL,
+    PRIMARY KEY (config, model, method, length, metric, depth)
+);
+CREATE TABLE IF NOT EXISTS context_models (
+    config TEXT NOT NULL, model TEXT NOT NULL, facts TEXT NOT NULL, PRIMARY KEY (config, model)
+);
+CREATE TABLE IF NOT EXISTS context_configs (config TEXT PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL);
+"""
+
+
+class ContextStore:
+    """Rows of one or more context studies in one SQLite file (created on first use)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as conn, conn:
+            conn.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def has(self, config: str, model: str, method: str, length: int) -> bool:
+        """Whether that evaluation is stored (all its metrics were written together)."""
+        with closing(self._connect()) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM context_rows WHERE config=? AND model=? AND method=? AND length=? LIMIT 1",
+                (config, model, method, length),
+            ).fetchone()
+        return row is not None
+
+    def put(self, config: str, model: str, method: str, length: int, values: list[tuple[str, float, float | None]]) -> None:
+        """Store one evaluation's ``(metric, depth, value)`` s in one transaction (replacing any)."""
+        rows = [(config, model, method, int(length), m, float(d), None if v is None else float(v)) for m, d, v in values]
+        with closing(self._connect()) as conn, conn:
+            conn.executemany("INSERT OR REPLACE INTO context_rows VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def rows(self, config: str) -> list[dict]:
+        """Every row of ``config``, ordered by model, method, length, metric, depth."""
+        with closing(self._connect()) as conn:
+            found = conn.execute(
+                "SELECT * FROM context_rows WHERE config=? ORDER BY model, method, length, metric, depth", (config,)
+            ).fetchall()
+        return [dict(row) for row in found]
+
+    def forget(self, train_id: str, model: str) -> int:
+        """Drop the trained ``model`` of ``train_id`` and, in one transaction, its evaluations in every
+        stored study whose config trains under that id (they were measured on the dropped weights);
+        returns how many rows went."""
+        from posembed.lab.context.presets import train_id_of
+
+        configs = [config for config, (_, body) in self.configs().items() if train_id_of(body) == train_id]
+        with closing(self._connect()) as conn, conn:
+            conn.execute("DELETE FROM context_models WHERE config=? AND model=?", (train_id, model))
+            gone = sum(conn.execute("DELETE FROM context_rows WHERE config=? AND model=?", (config, model)).rowcount
+                       for config in configs)
+        return gone
+
+    def put_model(self, config: str, model: str, facts: dict) -> None:
+        """Facts about a trained model (seconds, final loss, parameters, checkpoint folder)."""
+        with closing(self._connect()) as conn, conn:
+            conn.execute("INSERT OR REPLACE INTO context_models VALUES (?, ?, ?)", (config, model, json.dumps(facts)))
+
+    def models(self, config: str) -> dict[str, dict]:
+        with closing(self._connect()) as conn:
+            found = conn.execute("SELECT model, facts FROM context_models WHERE config=?", (config,)).fetchall()
+        return {row["model"]: json.loads(row["facts"]) for row in found}
+
+    def put_config(self, config: str, name: str, body: dict) -> None:
+        with closing(self._connect()) as conn, conn:
+            conn.execute("INSERT OR REPLACE INTO context_configs VALUES (?, ?, ?)", (config, name, json.dumps(body)))
+
+    def configs(self) -> dict[str, tuple[str, dict]]:
+        """``{config id: (name, body)}`` of every study stored."""
+        with closing(self._connect()) as conn:
+            found = conn.execute("SELECT * FROM context_configs").fetchall()
+        return {row["config"]: (row["name"], json.loads(row["body"])) for row in found}

@@ -1,0 +1,12 @@
+"""The lab's progress lines and bars: :mod:`posembed._progress`, where every layer finds them.
+
+>>> from posembed.lab.sweep.progress import Progress, LAB_LOGGER
+>>> LAB_LOGGER
+'posembed.lab.sweep.progress'
+"""
+
+from __future__ import annotations
+
+from posembed._progress import LAB_LOGGER, MODES, Progress, clock_text, log_to_stderr, progress_mode, quiet_transformers
+
+__all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "clock_text", "MODES", "LAB_LOGGER"]

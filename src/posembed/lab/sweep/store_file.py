@@ -1,0 +1,102 @@
+"""The results store's file: refuse what SQLite would misread, create it whole, name it in errors.
+
+SQLite opens an empty file as a new database and a folder or a damaged page with a terse
+message; :class:`~posembed.lab.sweep.store.ResultsStore` uses these helpers instead, so that each
+case is refused with one line naming the file:
+
+- a folder, or anything but a regular file, where the store should be;
+- an empty (0-byte) file: more likely a truncated copy than a new store;
+- a file that is not a database, or a damaged one (``database disk image is malformed``);
+- a read-only file or folder, a full disk.
+
+A new store is built in a temporary file and linked into place once its schema is committed,
+so a run killed while creating it never leaves an empty ``results.sqlite`` behind.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from posembed._io import current_umask
+
+__all__ = ["StoreError", "check_store_file", "store_error", "create_store_file"]
+
+_CHOOSE = "remove it or choose another --out folder"
+
+
+class StoreError(ValueError):
+    """The store file cannot be used: empty, a folder, damaged, read-only, or its disk is full."""
+
+
+def check_store_file(path: Path, *, required: bool) -> None:
+    """Refuse a folder or an empty file at ``path``; a missing file is fine unless ``required``.
+
+    >>> import tempfile, pathlib
+    >>> empty = pathlib.Path(tempfile.mkdtemp()) / "results.sqlite"
+    >>> empty.touch()
+    >>> check_store_file(empty, required=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    posembed.lab.sweep.store_file.StoreError: '...results.sqlite' is empty (0 bytes), not a results store: it may be a truncated copy; remove it or choose another --out folder
+    """
+    where = repr(str(path))
+    if path.is_dir():
+        raise StoreError(f"{where} is a folder, not a results store; {_CHOOSE}")
+    if not path.exists():
+        if required:
+            raise FileNotFoundError(f"no results store in {str(path.parent)!r} (expected {path.name})")
+        return
+    if not path.is_file():
+        raise StoreError(f"{where} is not a regular file; {_CHOOSE}")
+    if path.stat().st_size == 0:
+        raise StoreError(f"{where} is empty (0 bytes), not a results store: it may be a truncated copy; {_CHOOSE}")
+
+
+def store_error(path: Path, error: BaseException, action: str) -> StoreError:
+    """One line naming ``path`` for an SQLite or OS ``error`` met while trying to ``action`` it.
+
+    >>> str(store_error(Path("out/results.sqlite"), sqlite3.OperationalError("database or disk is full"), "write"))
+    "cannot write 'out/results.sqlite': the disk is full (database or disk is full); the trials stored so far are kept: free some space and run again to resume"
+    """
+    where, text = repr(str(path)), str(error)
+    number = getattr(error, "errno", None) or getattr(error, "sqlite_errorcode", None)
+    if "file is not a database" in text:
+        return StoreError(f"{where} is not a posembed results store: {text}")
+    if "malformed" in text:
+        return StoreError(f"{where} is damaged ({text}); restore it from a copy, or move it away and run again")
+    if "full" in text or number in (errno.ENOSPC, sqlite3.SQLITE_FULL):
+        return StoreError(
+            f"cannot {action} {where}: the disk is full ({text}); the trials stored so far are kept: "
+            f"free some space and run again to resume"
+        )
+    if "readonly" in text or "read-only" in text or number in (errno.EACCES, errno.EROFS, errno.EPERM):
+        return StoreError(f"cannot {action} {where}: it or its folder is read-only ({text})")
+    return StoreError(f"cannot {action} {where}: {getattr(error, 'strerror', None) or text}")
+
+
+def create_store_file(path: Path, build: Callable[[sqlite3.Connection], None]) -> None:
+    """Create the database ``path`` whole: ``build(conn)`` writes its schema into a temporary
+    file, which is committed, switched to WAL and linked into place. A file another writer
+    created at ``path`` meanwhile is kept (this one is dropped)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+        os.close(fd)
+        conn = sqlite3.connect(tmp)
+        try:
+            build(conn)
+            conn.commit()
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        Path(tmp).unlink(missing_ok=True)
