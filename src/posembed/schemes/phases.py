@@ -58,8 +58,9 @@ def reduced_angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
     device = positions.device
     work = torch.device("cpu") if device.type == "mps" else device  # no float64 on MPS
     angle = positions.to(work, torch.float64)[..., None] * inv_freq.to(work, torch.float64)  # (..., F)
-    turns = torch.round(angle * (1.0 / _TWO_PI))
-    return (angle - turns * _TWO_PI).to(device)
+    turns = angle * (1.0 / _TWO_PI)
+    turns.round_()  # in place from here: the same operations, two fresh float64 buffers fewer per call
+    return angle.sub_(turns.mul_(_TWO_PI)).to(device)
 
 
 def cos_sin(positions: Tensor, inv_freq: Tensor, angles: str = "exact") -> tuple[Tensor, Tensor]:
