@@ -122,7 +122,7 @@ def test_bad_config_json(tmp_path):
 
 
 def test_bad_scheme_arguments():
-    with pytest.raises(ValueError, match="unknown scheme 'sinusoid'; known: .*sinusoidal"):
+    with pytest.raises(ValueError, match=r"unknown scheme 'sinusoid' \(did you mean 'sinusoidal'\?\); known: .*sinusoidal"):
         load_scheme("sinusoid")
     with pytest.raises(ValueError, match="--max-len must be an int >= 10 for the analyses, got 4"):
         load_scheme("sinusoidal", dim=8, max_len=4)
