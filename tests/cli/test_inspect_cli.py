@@ -245,7 +245,7 @@ def test_one_progress_style_without_a_terminal(tmp_path, capsys, minilm_path):
 
     folder = save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path)
     capsys.readouterr()
-    assert hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as transformers starts; the run must hide it and restore it
     assert main(["inspect", str(folder), "--out", str(tmp_path / "out"), "--quick"]) == 0
     err = capsys.readouterr().err
     assert "\r" not in err and "Loading weights" not in err and "it/s" not in err, err

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 from posembed.cli import DEFAULT_MODEL_HELP, UserError, model_folder
-from posembed.cli.rope import _quiet_transformers
 
 __all__ = ["register", "run"]
 
@@ -48,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.tolerance > 0:
         raise UserError(f"--tolerance must be positive, got {args.tolerance}")
-    _quiet_transformers(args.verbose)
-    report = check_positions(model_folder(args.model, "MODEL"), args.texts, tolerance=args.tolerance)
+    from posembed._progress import quiet_transformers
+
+    with quiet_transformers(enabled=not args.verbose):  # transformers' own warnings would drown the report
+        report = check_positions(model_folder(args.model, "MODEL"), args.texts, tolerance=args.tolerance)
     print(json.dumps(report_json(report), indent=2) if args.json else format_position_report(report))
     return 0 if report.ok else 1

@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.length is not None and args.length < 2:
         raise UserError(f"--length must be at least 2, got {args.length}")
-    _quiet_transformers(args.verbose)
-    report = check_rope_config(args.config, args.length, compare=not args.no_compare)
+    from posembed._progress import quiet_transformers
+
+    with quiet_transformers(enabled=not args.verbose):  # its own config warnings would drown the report
+        report = check_rope_config(args.config, args.length, compare=not args.no_compare)
     if args.plot is not None:
         from posembed.interop.rope.check_plot import plot_wavelengths
 
@@ -61,15 +63,3 @@ def run(args: argparse.Namespace) -> int:
         if args.plot is not None:
             print(f"plot: {args.plot}")
     return 0 if report.ok else 1
-
-
-def _quiet_transformers(verbose: int) -> None:
-    """transformers' own config warnings would drown the report; ``-v`` keeps them."""
-    if verbose:
-        return
-    try:
-        from transformers.utils import logging as hf_logging
-    except ModuleNotFoundError:
-        return
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
