@@ -77,31 +77,14 @@ def _compiled():
     return torch.compile(embedding_formula)
 
 
-def compiled_embedding(
-    input_ids: Tensor,
-    position_ids: Tensor,
-    token_type_ids: Tensor | None,
-    word_weight: Tensor,
-    position_weight: Tensor,
-    type_weight: Tensor | None,
-    norm_weight: Tensor | None,
-    norm_bias: Tensor | None,
-    *,
-    eps: float,
-    dropout: float = 0.0,
-    training: bool = False,
-    padding_idx: int | None = None,
-) -> Tensor:
+def compiled_embedding(*args, **kwargs) -> Tensor:
     """:func:`embedding_formula` compiled (one cached ``torch.compile``; Triton on CUDA).
 
     The caller checks the ids (:class:`~posembed.embeddings.TransformerEmbeddings` asserts their
     range on the device, see :func:`posembed.embedding_checks.check_ids`). Same arguments and
     shapes as :func:`embedding_formula`.
     """
-    return _compiled()(
-        input_ids, position_ids, token_type_ids, word_weight, position_weight, type_weight, norm_weight,
-        norm_bias, eps=eps, dropout=dropout, training=training, padding_idx=padding_idx,
-    )  # fmt: skip
+    return _compiled()(*args, **kwargs)
 
 
 def compiled_applies(device: torch.device) -> bool:
