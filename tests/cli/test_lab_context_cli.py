@@ -106,3 +106,20 @@ def test_unknown_device_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch):
     assert main(["lab", "context", "--preset", "context-smoke", "--device", "tpu"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown device 'tpu'" in err[0], err
+
+
+def test_context_study_reports_one_line_per_step_off_a_terminal(study, capsys):
+    """A resumed run still counts every step (stored ones finish at once); --quiet says nothing."""
+    from posembed.lab.context.presets import get_context_preset, with_overrides
+    from posembed.lab.context.run import study_steps
+
+    capsys.readouterr()
+    assert main(["lab", "context", "--preset", "context-smoke", "--out", str(study), *REDUCED]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("context study: ")]
+    cfg = with_overrides(get_context_preset("context-smoke"), REDUCED[1::2])
+    total = study_steps(cfg) * len(cfg.per_seed())
+    assert [line.split(" done")[0] for line in lines] == [f"context study: {i}/{total}" for i in range(1, total + 1)]
+    assert "\r" not in err and "(seed 0: trained rope" in lines[0] and lines[-1].split(", ")[-1].startswith("ETA")
+    assert main(["lab", "context", "--preset", "context-smoke", "--out", str(study), "--quiet", *REDUCED]) == 0
+    assert "context study:" not in capsys.readouterr().err

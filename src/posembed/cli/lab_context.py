@@ -34,6 +34,8 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
                          help="override a study setting, e.g. --set steps=200")
     context.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     context.add_argument("--device", default="auto", help=DEVICE_HELP + " (on CUDA: bf16 autocast)")
+    context.add_argument("-q", "--quiet", action="store_true",
+                         help="no progress (default: a bar on a terminal, one line per finished step otherwise)")
     extend = actions.add_parser(
         "extend", help="re-evaluate a RoPE lab checkpoint with a context-extension method (no retraining)",
         epilog="example: posembed lab extend lab-context/models/<id>/rope --method yarn --factor 4 --finetune 100",
@@ -75,7 +77,10 @@ def run_context_command(args: argparse.Namespace) -> int:
     device = _device(args.device)
     cfg = with_overrides(get_context_preset(args.preset), args.overrides)
     out = args.out or Path(f"lab-{cfg.name}")
-    store = run_context(cfg, out, device=device)
+    from posembed._progress import LAB_LOGGER, log_to_stderr
+
+    with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
+        store = run_context(cfg, out, device=device, progress=False if args.quiet else None)
     markdown, html = write_context_report(store, out / "report", [run.config_id for run in cfg.per_seed()])
     seeds = ", ".join(map(str, cfg.seeds))
     print(f"{cfg.name} on {device}, seed{'s' if len(cfg.seeds) > 1 else ''} {seeds}: results in {store}; "

@@ -46,6 +46,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
@@ -165,17 +166,33 @@ def _evaluate(cfg, store, data, name, method, model_at) -> None:
                     ", ".join(f"{m}={v:.3g}" for m, d, v in rows if d == NO_DEPTH and v is not None))
 
 
-def run_context(cfg: ContextConfig, out: str | os.PathLike, *, device: str | torch.device | None = "auto") -> Path:
+def study_steps(cfg: ContextConfig) -> int:
+    """The progress steps of one seed's run: each model trained, each (model, method) evaluated,
+    each fine-tune and its evaluation."""
+    models = 1 + len(cfg.references)
+    tunes = len(cfg.finetune_methods) if cfg.finetune_steps else 0
+    return models + len(cfg.methods) + len(cfg.references) + 2 * tunes
+
+
+def run_context(
+    cfg: ContextConfig, out: str | os.PathLike, *, device: str | torch.device | None = "auto",
+    progress: bool | str | None = False,
+) -> Path:
     """Run (or resume) the study ``cfg`` into ``out`` on ``device`` (``auto``: CUDA when present,
     else the CPU), once per seed of ``cfg.seeds`` (:meth:`ContextConfig.per_seed`); returns the
-    store's path."""
+    store's path. ``progress``: ``False`` (default) none; ``None`` a bar on a terminal and a line
+    per finished step otherwise (INFO records of :data:`~posembed._progress.LAB_LOGGER`);
+    ``"bar"`` / ``"lines"`` that style."""
     device = resolve_device(device)
-    for run in cfg.per_seed():
-        path = _run_seed(run, Path(out), device)
+    runs = cfg.per_seed()
+    with Progress(study_steps(cfg) * len(runs), mode=progress_mode(progress), desc="context study",
+                  unit="step") as steps:
+        for run in runs:
+            path = _run_seed(run, Path(out), device, steps)
     return path
 
 
-def _run_seed(cfg: ContextConfig, out: Path, device: torch.device) -> Path:
+def _run_seed(cfg: ContextConfig, out: Path, device: torch.device, steps: Progress) -> Path:
     """One seed's run of the study: train, evaluate, fine-tune, each step skipped when stored."""
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
@@ -183,26 +200,35 @@ def _run_seed(cfg: ContextConfig, out: Path, device: torch.device) -> Path:
     models = out / "models" / cfg.train_id
     base = _settings(cfg, steps=cfg.steps, context=cfg.context, lr=cfg.lr, seed=cfg.seed, warmup=cfg.warmup,
                      passkey_only=cfg.passkey_only_steps)
-    trained = {
-        scheme: _trained(cfg, scheme, store, models / scheme, data,
-                         lambda s=scheme: build_context_model(cfg, s, data.vocab_size), base, device)
-        for scheme in ("rope", *cfg.references)
-    }
+    seed = f"seed {cfg.seed}"
+    trained = {}
+    for scheme in ("rope", *cfg.references):
+        steps.working_on(f"{seed}: train {scheme}")
+        trained[scheme] = _trained(cfg, scheme, store, models / scheme, data,
+                                   lambda s=scheme: build_context_model(cfg, s, data.vocab_size), base, device)
+        steps.advance(f"{seed}: trained {scheme}")
     rope, head_dim, theta = trained["rope"], cfg.dim // cfg.heads, rope_base(trained["rope"])
     for method in cfg.methods:
+        steps.working_on(f"{seed}: rope / {method}")
         _evaluate(cfg, store, data, "rope", method, lambda n, m=method: swap_scheme(rope, method_scheme(
             m, head_dim=head_dim, factor=n / cfg.context, original_len=cfg.context, base=theta)))
+        steps.advance(f"{seed}: evaluated rope / {method}")
     for scheme in cfg.references:
+        steps.working_on(f"{seed}: {scheme}")
         _evaluate(cfg, store, data, scheme, "none", lambda n, s=scheme: trained[s])
+        steps.advance(f"{seed}: evaluated {scheme}")
     scale = cfg.finetune_scale
     tune = _settings(cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
                      seed=cfg.seed + 1, warmup=min(20, cfg.finetune_steps // 10))
     for method in cfg.finetune_methods if cfg.finetune_steps else ():
         name = finetuned_name(method, scale)
         scheme = method_scheme(method, head_dim=head_dim, factor=float(scale), original_len=cfg.context, base=theta)
+        steps.working_on(f"{seed}: fine-tune {name}")
         tuned = _trained(cfg, name, store, models / name.replace("@", "_"), data, lambda s=scheme: swap_scheme(rope, s),
                          tune, device)
+        steps.advance(f"{seed}: fine-tuned {name}")
         _evaluate(cfg, store, data, name, method, lambda n, t=tuned: t)
+        steps.advance(f"{seed}: evaluated {name}")
     return store.path
 
 
