@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from posembed._checks import did_you_mean
 from posembed.devices import autocast_dtype, resolve_device
 from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.schedule import warmup_cosine
 from posembed.lab.sweep.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
 from posembed.schemes.base import PositionScheme
@@ -160,12 +161,7 @@ def lr_at(step: int, cfg: TrialConfig) -> float:
     >>> round(lr_at(0, cfg), 7), lr_at(10, cfg), round(lr_at(55, cfg), 6), lr_at(100, cfg)
     (9.09e-05, 0.001, 0.00055, 0.0001)
     """
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / (cfg.warmup + 1)
-    if step >= cfg.steps:
-        return cfg.min_lr
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+    return warmup_cosine(step, lr=cfg.lr, min_lr=cfg.min_lr, warmup=cfg.warmup, steps=cfg.steps)
 
 
 def random_positions(generator: torch.Generator, batch: int, length: int, limit: int) -> Tensor:

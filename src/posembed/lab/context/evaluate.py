@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed.lab.data import load_text, resolve_text_path
+from posembed.lab.schedule import warmup_cosine
 from posembed.lab.tasks.passkey import passkey_accuracy, passkey_vocabulary, training_rows
 from posembed.lab.train import OnDevice, adamw, autocast
 
@@ -143,10 +144,7 @@ class TrainSettings:
 
 
 def _lr(step: int, s: TrainSettings) -> float:
-    if step < s.warmup:
-        return s.lr * (step + 1) / (s.warmup + 1)
-    progress = (step - s.warmup) / max(1, s.steps - s.warmup)
-    return s.lr / 10 + 0.5 * (1.0 + math.cos(math.pi * progress)) * (s.lr - s.lr / 10)
+    return warmup_cosine(step, lr=s.lr, min_lr=s.lr / 10, warmup=s.warmup, steps=s.steps)
 
 
 def _batch(data: ContextData, generator: torch.Generator, s: TrainSettings, step: int) -> tuple[Tensor, Tensor]:
