@@ -79,7 +79,7 @@ def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
     ("argv", "message"),
     [
         (["lab", "extend", "no-such-folder", "--method", "yarn", "--factor", "2"], "not a posembed lab checkpoint"),
-        (["lab", "extend", ".", "--method", "yarn", "--factor", "0"], "--factor must be > 0"),
+        (["lab", "extend", ".", "--method", "yarn", "--factor", "0.5"], "factor must be a finite number >= 1.0, got 0.5"),
         (["lab", "context", "--preset", "contxt"], "unknown context preset 'contxt'"),
         (["lab", "context", "--preset", "context-smoke", "--set", "step=3"], "unknown context key 'step'"),
     ],

@@ -9,7 +9,7 @@ from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
 from posembed.lab.context.evaluate import ContextData, on_device
-from posembed.lab.context.run import evaluate_rows, extend_checkpoint, finetuned_name, run_context
+from posembed.lab.context.run import evaluate_rows, reevaluate_checkpoint, finetuned_name, run_context
 from posembed.lab.context.store import ContextStore
 from posembed.lab.report.context import Results, verdicts, write_context_report
 from posembed.model import Decoder
@@ -142,7 +142,7 @@ def test_report_renders_markdown_html_and_verdicts(tiny_study):
 def test_extend_a_study_checkpoint_with_finetuning(tiny_study, tmp_path):
     cfg, out, _ = tiny_study
     folder = out / "models" / cfg.train_id / "rope"
-    rows = extend_checkpoint(folder, "yarn", 2.0, finetune_steps=1, batch=2, windows=1, depths=2, samples=1,
+    rows = reevaluate_checkpoint(folder, "yarn", 2.0, finetune_steps=1, batch=2, windows=1, depths=2, samples=1,
                              save_to=tmp_path / "ext")
     assert {r["length"] for r in rows} == {70, 140}
     assert {r["metric"] for r in rows} == {"perplexity", "passkey", "passkey_mean"}
@@ -156,7 +156,7 @@ def test_extend_a_plain_charlm_lab_checkpoint(tmp_path):
     corpus = load_corpus("tinyshakespeare", L)
     model = Decoder(corpus.vocab_size, dim=8, depth=1, num_heads=2, scheme=RotaryEmbedding(4, max_len=8 * L))
     save_checkpoint(model, tmp_path, {"task": "charlm", "config": {"task": "charlm", "context": L, "text": "tinyshakespeare"}})
-    rows = extend_checkpoint(tmp_path, "linear", 4.0, windows=1)
+    rows = reevaluate_checkpoint(tmp_path, "linear", 4.0, windows=1)
     assert [(r["length"], r["metric"]) for r in rows] == [(L, "perplexity"), (4 * L, "perplexity")]
-    with pytest.raises(ValueError, match="factor must be >= 1"):
-        extend_checkpoint(tmp_path, "linear", 0.5)
+    with pytest.raises(ValueError, match=r"factor must be a finite number >= 1.0, got 0.5"):
+        reevaluate_checkpoint(tmp_path, "linear", 0.5)

@@ -1,4 +1,4 @@
-"""Where the context study runs: ``device=`` through run_context / extend_checkpoint, bf16 autocast
+"""Where the context study runs: ``device=`` through run_context / reevaluate_checkpoint, bf16 autocast
 where the device policy asks for it (CUDA; forced here on the CPU), scores computed on the CPU."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from posembed.devices import DeviceError
 from posembed.lab.context import evaluate as context_eval
 from posembed.lab.context.evaluate import ContextData, TrainSettings, on_device, train_steps
 from posembed.lab.context.presets import ContextConfig
-from posembed.lab.context.run import build_context_model, evaluate_rows, extend_checkpoint, run_context
+from posembed.lab.context.run import build_context_model, evaluate_rows, reevaluate_checkpoint, run_context
 from posembed.lab.train import OnDevice
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
@@ -100,6 +100,6 @@ def test_cuda_without_cuda_is_refused_before_anything_is_written(tmp_path):
         run_context(CFG, tmp_path / "study", device="cuda")
     assert not (tmp_path / "study").exists()
     with pytest.raises(DeviceError, match="asked for CUDA"):
-        extend_checkpoint(tmp_path, "yarn", 2.0, device="cuda")
+        reevaluate_checkpoint(tmp_path, "yarn", 2.0, device="cuda")
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         run_context(CFG, tmp_path / "study", device="tpu")

@@ -7,7 +7,7 @@ import torch
 
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
-from posembed.lab.context.run import extend_checkpoint
+from posembed.lab.context.run import reevaluate_checkpoint
 from posembed.model import Decoder, build_model
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.learned import LearnedAbsolute
@@ -120,7 +120,7 @@ def test_extend_a_per_layer_checkpoint(tmp_path):
     corpus = load_corpus("tinyshakespeare", L)
     model = Decoder(corpus.vocab_size, dim=8, depth=2, num_heads=2, schemes=[RotaryEmbedding(4), None])
     save_checkpoint(model, tmp_path / "src", {"task": "charlm", "config": {"task": "charlm", "context": L}})
-    rows = extend_checkpoint(tmp_path / "src", "yarn", 2.0, windows=1, finetune_steps=1, batch=2,
+    rows = reevaluate_checkpoint(tmp_path / "src", "yarn", 2.0, windows=1, finetune_steps=1, batch=2,
                              save_to=tmp_path / "out", device="cpu")
     assert [(r["length"], r["metric"]) for r in rows] == [(L, "perplexity"), (2 * L, "perplexity")]  # charlm: no passkey
     loaded, meta = load_checkpoint(tmp_path / "out")

@@ -2,7 +2,7 @@
 
 Thin over :mod:`posembed.lab.context.run` (train at context L, evaluate every RoPE scaling
 method at 1x-8x L with perplexity and passkey retrieval beside the length-robust references,
-fine-tune, write the report) and its ``extend_checkpoint`` (re-evaluate one stored RoPE model
+fine-tune, write the report) and its ``reevaluate_checkpoint`` (re-evaluate one stored RoPE model
 with another method, no retraining). Both take ``--device`` (auto: CUDA when present).
 """
 
@@ -42,7 +42,7 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     )
     extend.add_argument("checkpoint", type=Path, help="a lab checkpoint folder of a RoPE char-LM model")
     extend.add_argument("--method", required=True, choices=METHODS, help="the context-extension method")
-    extend.add_argument("--factor", type=float, required=True, help="target length / training length, e.g. 4")
+    extend.add_argument("--factor", type=float, required=True, help="target length / training length (>= 1), e.g. 4")
     extend.add_argument("--finetune", type=int, default=0, metavar="STEPS", help="fine-tune steps at the target length")
     extend.add_argument("--save", type=Path, default=None, help="folder for the fine-tuned checkpoint")
     extend.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
@@ -91,15 +91,13 @@ def run_context_command(args: argparse.Namespace) -> int:
 def run_extend_command(args: argparse.Namespace) -> int:
     import json
 
-    from posembed.lab.context.run import extend_checkpoint
+    from posembed.lab.context.run import reevaluate_checkpoint
 
     _threads(args.threads)
     device = _device(args.device)
-    if args.factor <= 0:
-        raise UserError(f"--factor must be > 0, got {args.factor}")
     if args.finetune < 0:
         raise UserError(f"--finetune must be >= 0, got {args.finetune}")
-    rows = extend_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune, save_to=args.save,
+    rows = reevaluate_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune, save_to=args.save,
                              device=device)
     if args.json:
         print(json.dumps(rows, indent=2))

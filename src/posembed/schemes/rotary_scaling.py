@@ -40,6 +40,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+#: the smallest context-extension factor a scaled RoPE takes: 1 keeps the trained context
+MIN_FACTOR = 1.0
+
+
 def ntk_base(base: float, factor: float, rotary_dim: int) -> float:
     """NTK-aware base ``base * s^(D / (D - 2))``.
 
@@ -94,7 +98,7 @@ class LinearScalingRotary(RotaryEmbedding):
     extrapolates = True
 
     def __init__(self, head_dim: int, *, factor: float, **rope_kwargs) -> None:
-        self.factor = check_number(factor, "factor", 1.0)
+        self.factor = check_number(factor, "factor", MIN_FACTOR)
         super().__init__(head_dim, **rope_kwargs)
 
     def _frequencies(self, device) -> tuple[Tensor, float]:
@@ -121,7 +125,7 @@ class NTKAwareRotary(RotaryEmbedding):
     extrapolates = True
 
     def __init__(self, head_dim: int, *, factor: float, **rope_kwargs) -> None:
-        self.factor = check_number(factor, "factor", 1.0)
+        self.factor = check_number(factor, "factor", MIN_FACTOR)
         super().__init__(head_dim, **rope_kwargs)
 
     @property
@@ -159,7 +163,7 @@ class DynamicNTKRotary(RotaryEmbedding):
     dynamic = True
 
     def __init__(self, head_dim: int, *, factor: float, original_max_len: int, **rope_kwargs) -> None:
-        self.factor = check_number(factor, "factor", 1.0)
+        self.factor = check_number(factor, "factor", MIN_FACTOR)
         self.original_max_len = check_context_length(original_max_len, "original_max_len")
         super().__init__(head_dim, **rope_kwargs)
 
@@ -194,7 +198,7 @@ class Llama3Rotary(RotaryEmbedding):
         self, head_dim: int, *, factor: float, original_max_len: int, low_freq_factor: float = 1.0,
         high_freq_factor: float = 4.0, **rope_kwargs,
     ) -> None:  # fmt: skip
-        self.factor = check_number(factor, "factor", 1.0)
+        self.factor = check_number(factor, "factor", MIN_FACTOR)
         self.original_max_len = check_context_length(original_max_len, "original_max_len")
         self.low_freq_factor = check_number(low_freq_factor, "low_freq_factor", 0.0)
         self.high_freq_factor = check_number(high_freq_factor, "high_freq_factor", 0.0)

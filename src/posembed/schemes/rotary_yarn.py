@@ -16,6 +16,7 @@ from torch import Tensor
 
 from posembed._checks import check_context_length, check_number
 from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.rotary_scaling import MIN_FACTOR
 
 __all__ = ["YaRNRotary", "yarn_inv_freq", "yarn_attention_factor"]
 
@@ -89,7 +90,7 @@ class YaRNRotary(RotaryEmbedding):
         beta_slow: float = 1.0, attention_factor: float | None = None, mscale: float | None = None,
         mscale_all_dim: float | None = None, truncate: bool = True, **rope_kwargs,
     ) -> None:  # fmt: skip
-        self.factor = check_number(factor, "factor", 1.0)
+        self.factor = check_number(factor, "factor", MIN_FACTOR)
         self.original_max_len = check_context_length(original_max_len, "original_max_len")
         self.beta_fast, self.beta_slow = float(beta_fast), float(beta_slow)
         if self.beta_fast <= self.beta_slow:

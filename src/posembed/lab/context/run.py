@@ -9,7 +9,7 @@ second run of the same config skips what is stored, so an interrupted study resu
 model whose build differs from what this code builds (a reference's settings changed) is
 retrained, with a warning.
 
-:func:`extend_checkpoint` is ``posembed lab extend CHECKPOINT --method yarn --factor 4
+:func:`reevaluate_checkpoint` is ``posembed lab extend CHECKPOINT --method yarn --factor 4
 [--finetune STEPS]``: a stored RoPE checkpoint re-evaluated with another scheme.
 
 Both take ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` = CUDA when present,
@@ -46,6 +46,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from posembed._checks import check_number
 from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
@@ -56,9 +57,10 @@ from posembed.lab.context.store import NO_DEPTH, ContextStore
 from posembed.lab.tasks.passkey import depth_grid, min_length
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import ModelSizes, build_from_sizes
+from posembed.schemes.rotary_scaling import MIN_FACTOR
 
 __all__ = [
-    "run_context", "build_context_model", "evaluate_rows", "extend_checkpoint", "STORE_NAME", "finetuned_name",
+    "run_context", "build_context_model", "evaluate_rows", "reevaluate_checkpoint", "STORE_NAME", "finetuned_name",
     "REFERENCE_SETTINGS", "STUDY_SCHEMES",
 ]
 
@@ -248,7 +250,7 @@ def _checkpoint_data(meta: dict) -> tuple[ContextData, bool]:
     return ContextData(chars=tuple(corpus.chars), train=corpus.train, val=corpus.val), False
 
 
-def extend_checkpoint(
+def reevaluate_checkpoint(
     folder: str | os.PathLike, method: str, factor: float, *, finetune_steps: int = 0, windows: int = 16,
     depths: int = 5, samples: int = 8, seed: int = 0, batch: int = 8, lr: float = 1e-3, save_to: str | os.PathLike | None = None,
     device: str | torch.device | None = "auto",
@@ -262,13 +264,12 @@ def extend_checkpoint(
     :func:`~posembed.lab.context.swap_scheme`). Runs on ``device`` (``auto``: CUDA when present);
     the numbers are computed on the CPU. Returns one dict per number.
     """
+    factor = check_number(factor, "factor", MIN_FACTOR)  # the scaled schemes' own bound
     device = resolve_device(device)
     model, meta = load_checkpoint(folder, device=device)
     config = meta.get("config") or {}
     if not isinstance(config.get("context"), int):
         raise ValueError(f"checkpoint {str(folder)!r} records no training context (meta['config']['context'])")
-    if not factor >= 1:
-        raise ValueError(f"factor must be >= 1, got {factor!r}")
     data, passkey = _checkpoint_data(meta)
     context, target = config["context"], round(config["context"] * factor)
     scheme = method_scheme(method, head_dim=rotary_head_dim(model), factor=float(factor), original_len=context,
