@@ -175,3 +175,15 @@ def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
     assert all(c["queries"] == c["candidates"] == QUICK.queries for c in result["cells"])
     assert result["protocol"]["finetune_steps"] == QUICK.finetune_steps
     assert [v["length"] for v in result["summary"]["verdicts"]] == [1024, 1024]
+
+
+def test_extend_finetune_reports_one_line_per_step_and_quiet_says_nothing(capsys, small_bert, short_text, tmp_path):
+    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "2", "--text", str(short_text),
+                          "--out", str(tmp_path / "tuned"))
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("tuning new rows: ")]
+    assert [line.split(" (")[0] for line in lines] == ["tuning new rows: 1/2 done", "tuning new rows: 2/2 done"], err
+    assert "\r" not in err and "(loss " in lines[0]
+    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(short_text),
+                          "--out", str(tmp_path / "quiet"), "--quiet")
+    assert code == 0 and "tuning new rows" not in err, err

@@ -84,6 +84,8 @@ def _register_extend(subparsers: argparse._SubParsersAction) -> None:
                         help="UTF-8 text for the tuning pairs (default: the shipped tinyshakespeare)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the tuning (default: 0)")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no tuning progress on stderr (otherwise a bar on a terminal, one line per step elsewhere)")
     parser.set_defaults(func=run_extend)
 
 
@@ -127,10 +129,14 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
 def run_extend(args: argparse.Namespace) -> int:
     from posembed.interop.extend import extend_checkpoint
 
-    with quiet_transformers(enabled=not getattr(args, "verbose", 0)):
+    from posembed._progress import log_to_stderr
+    from posembed.interop.extend.finetune import logger as tuning_logger
+
+    shown = not args.quiet and args.finetune > 0
+    with log_to_stderr(tuning_logger.name, enabled=shown), quiet_transformers(enabled=not getattr(args, "verbose", 0)):
         result = extend_checkpoint(
             model_folder(args.model, "MODEL"), args.out, args.to, args.method, force=args.force,
-            finetune=args.finetune, text=args.text, seed=args.seed,
+            finetune=args.finetune, text=args.text, seed=args.seed, progress=None if shown else False,
         )
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

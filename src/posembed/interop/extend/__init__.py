@@ -250,6 +250,7 @@ def extend_checkpoint(
     finetune: int = 0,
     text: str | os.PathLike | None = None,
     seed: int = 0,
+    progress: bool | str | None = False,
 ) -> ExtensionResult:
     """Write a copy of checkpoint folder ``src`` to ``out`` with a ``to``-position table.
 
@@ -276,7 +277,7 @@ def extend_checkpoint(
     _check_finetune(finetune, method)
     table, tuning = None, None
     if finetune:
-        table, tuning = _tuned_table(layout, to, method, finetune, text, seed)
+        table, tuning = _tuned_table(layout, to, method, finetune, text, seed, progress)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         copied, left_out = _copy_others(layout, work)
@@ -343,11 +344,13 @@ def _read_table(layout: CheckpointLayout) -> Tensor:
         return handle.get_tensor(key)
 
 
-def _tuned_table(layout: CheckpointLayout, to: int, method: str, steps: int, text, seed: int) -> tuple[Tensor, dict]:
+def _tuned_table(
+    layout: CheckpointLayout, to: int, method: str, steps: int, text, seed: int, progress: bool | str | None
+) -> tuple[Tensor, dict]:
     from posembed.interop.extend.finetune import tune_new_rows
 
     grown = extend_table(_read_table(layout), to, method, offset=layout.offset)
-    return tune_new_rows(layout.folder, grown, layout.table_rows, steps=steps, text=text, seed=seed)
+    return tune_new_rows(layout.folder, grown, layout.table_rows, steps=steps, text=text, seed=seed, progress=progress)
 
 
 def _is_foreign(relative: Path, layout: CheckpointLayout) -> bool:

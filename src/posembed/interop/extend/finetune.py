@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from posembed._progress import Progress, progress_mode
 from posembed.interop.extend.retrieval_data import corpus_tokens, default_text, read_text, split_text
 
 __all__ = ["tune_new_rows", "TEMPERATURE"]
@@ -65,8 +66,12 @@ def tune_new_rows(
     passage: int = 64,
     query: int = 12,
     lr: float = 5e-4,
+    progress: bool | str | None = False,
 ) -> tuple[Tensor, dict]:
     """Train rows ``trained_rows ..`` of ``table`` with the rest of the model frozen.
+
+    ``progress``: ``False`` (default) none; ``None`` a bar on a terminal and a line per step
+    otherwise (INFO records of this module's logger); ``"bar"`` / ``"lines"`` that style.
 
     Args:
         model_path: the original checkpoint folder (weights and a fast tokenizer).
@@ -97,6 +102,7 @@ def tune_new_rows(
     optimiser = torch.optim.Adam([weight], lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
     losses, started = [], time.perf_counter()
+    ticks = Progress(steps, mode=progress_mode(progress), desc="tuning new rows", unit="step", logger=logger)
     for step in range(steps):
         passages, queries, skips = _pairs(tokens, starts, rng, batch, passage, query, trained_rows, rows)
         with torch.no_grad():
@@ -108,8 +114,8 @@ def tune_new_rows(
         loss.backward()
         optimiser.step()
         losses.append(float(loss.detach()))
-        if step == 0 or (step + 1) % 25 == 0:
-            logger.info("finetune step %d/%d: loss %.4f", step + 1, steps, losses[-1])
+        ticks.advance(f"loss {losses[-1]:.4f}")
+    ticks.close()
     tuned = weight.detach().to(table.dtype)
     tuned[:trained_rows] = table[:trained_rows]  # bit for bit, whatever the optimiser did
     record = {
