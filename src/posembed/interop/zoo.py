@@ -28,10 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from posembed.interop.rope.config import rotary_from_settings
-from posembed.interop.rope.classes import PER_LAYER_CLASSES, default_layer_types
 from posembed.interop.rope.latent import class_head_dim
 from posembed.interop.hf.config import load_config_dict
-from posembed.interop.rope.settings import ALL_LAYERS, layer_settings, read_rope_settings
+from posembed.interop.rope.settings import ALL_LAYERS, layer_pattern, layer_settings, read_rope_settings
 from posembed.model import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative
@@ -123,25 +122,11 @@ def _int(raw: dict, *names: str) -> int:
     raise ValueError(f"the config needs one of {', '.join(names)}")
 
 
-def _layer_types(raw: dict, layers: int) -> list[str]:
-    """Each layer's type: ``layer_types`` (else the default of Gemma 3's / ModernBERT's config class), else
-    their 4.x pattern fields, else one type."""
-    if raw.get("layer_types") or raw.get("model_type") in PER_LAYER_CLASSES:
-        return list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
-    if raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
-        every = int(raw["sliding_window_pattern"])
-        return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
-    if raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
-        every = int(raw["global_attn_every_n_layers"])
-        return ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
-    return [ALL_LAYERS] * layers
-
-
 def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
     settings = {s.layer_type: s for s in read_rope_settings(raw)}
     built: dict[str, PositionScheme] = {}
     schemes: list[PositionScheme] = []
-    for layer_type in _layer_types(raw, layers):
+    for layer_type in layer_pattern(raw, layers):
         key = layer_type if layer_type in settings else ALL_LAYERS
         if key not in settings:
             raise ValueError(

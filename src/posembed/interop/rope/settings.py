@@ -59,7 +59,7 @@ from posembed.interop.rope.latent import class_head_dim, latent_shape, rotary_la
 __all__ = [
     "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling",
     "layer_parameters",
-    "select_layer", "layer_settings", "read_rope_settings", "declared_original", "ignored_parameters", "why_ignored",
+    "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "declared_original", "ignored_parameters", "why_ignored",
     "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
     "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
 ]  # fmt: skip
@@ -424,3 +424,23 @@ def _refuse_ignored_layers(raw: dict, layers: Mapping[str, Any], ignored: tuple[
         f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
         "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
     )
+
+
+def layer_pattern(raw: dict, layers: int) -> list[str]:
+    """Each of ``layers`` layers' type: ``layer_types`` (else the default of its per-layer config class),
+    else Gemma 3's / ModernBERT's 4.x pattern fields, else :data:`ALL_LAYERS` for every layer.
+
+    >>> layer_pattern({"model_type": "gemma3_text", "sliding_window_pattern": 3}, 4)[:3]
+    ['sliding_attention', 'sliding_attention', 'full_attention']
+    >>> layer_pattern({"model_type": "llama"}, 2)
+    ['all', 'all']
+    """
+    if raw.get("layer_types") or raw.get("model_type") in PER_LAYER_CLASSES:
+        return list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
+    if raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
+        every = int(raw["sliding_window_pattern"])
+        return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
+    if raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
+        every = int(raw["global_attn_every_n_layers"])
+        return ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
+    return [ALL_LAYERS] * layers
