@@ -45,6 +45,10 @@ from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
 __all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "ROPE_LAYOUTS"]
 
 
+#: the smallest context-extension factor a scaled RoPE variant takes (1 keeps the trained context)
+MIN_FACTOR = 1.0
+
+
 def rope_inv_freq(rotary_dim: int, base: float = 10000.0, device=None) -> Tensor:
     """Inverse frequencies ``theta_i = base^(-2i / rotary_dim)``, float32, shape ``(rotary_dim / 2,)``.
 

@@ -32,16 +32,12 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_context_length, check_number
-from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
+from posembed.schemes.rotary import MIN_FACTOR, RotaryEmbedding, rope_inv_freq
 
 __all__ = [
     "LinearScalingRotary", "NTKAwareRotary", "DynamicNTKRotary", "Llama3Rotary", "ProportionalRotary",
     "ntk_base", "dynamic_ntk_inv_freq", "llama3_inv_freq",
 ]  # fmt: skip
-
-
-#: the smallest context-extension factor a scaled RoPE takes: 1 keeps the trained context
-MIN_FACTOR = 1.0
 
 
 def ntk_base(base: float, factor: float, rotary_dim: int) -> float:

@@ -15,8 +15,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_context_length, check_number
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotary_scaling import MIN_FACTOR
+from posembed.schemes.rotary import MIN_FACTOR, RotaryEmbedding
 
 __all__ = ["YaRNRotary", "yarn_inv_freq", "yarn_attention_factor"]
 

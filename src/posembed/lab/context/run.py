@@ -57,7 +57,7 @@ from posembed.lab.context.store import NO_DEPTH, ContextStore
 from posembed.lab.tasks.passkey import depth_grid, min_length
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import ModelSizes, build_from_sizes
-from posembed.schemes.rotary_scaling import MIN_FACTOR
+from posembed.schemes.rotary import MIN_FACTOR
 
 __all__ = [
     "run_context", "build_context_model", "evaluate_rows", "reevaluate_checkpoint", "STORE_NAME", "finetuned_name",
