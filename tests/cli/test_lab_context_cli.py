@@ -123,3 +123,18 @@ def test_context_study_reports_one_line_per_step_off_a_terminal(study, capsys):
     assert "\r" not in err and "(seed 0: trained rope" in lines[0] and lines[-1].split(", ")[-1].startswith("ETA")
     assert main(["lab", "context", "--preset", "context-smoke", "--out", str(study), "--quiet", *REDUCED]) == 0
     assert "context study:" not in capsys.readouterr().err
+
+
+def test_lab_extend_reports_its_steps_off_a_terminal_and_quiet_says_nothing(study, capsys):
+    checkpoint = next(study.glob("models/*/rope"))
+    capsys.readouterr()
+    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--finetune", "1",
+                 "--device", "cpu", "--json"]) == 0
+    err = capsys.readouterr().err
+    lines = [line.split(";")[0] for line in err.splitlines() if line.startswith("lab extend: ")]
+    assert lines == ["lab extend: 1/3 done (fine-tuned 1 steps at 192)", "lab extend: 2/3 done (evaluated yarn at 96)",
+                     "lab extend: 3/3 done (evaluated yarn at 192)"], err
+    assert "\r" not in err
+    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--device", "cpu", "--json",
+                 "--quiet"]) == 0
+    assert "lab extend:" not in capsys.readouterr().err

@@ -48,6 +48,8 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     extend.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     extend.add_argument("--device", default="auto", help=DEVICE_HELP + " (on CUDA: bf16 autocast)")
     extend.add_argument("--json", action="store_true", help="print the rows as JSON")
+    extend.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress (default: a bar on a terminal, one line per finished step otherwise)")
 
 
 def _threads(count: int) -> None:
@@ -97,8 +99,11 @@ def run_extend_command(args: argparse.Namespace) -> int:
     device = _device(args.device)
     if args.finetune < 0:
         raise UserError(f"--finetune must be >= 0, got {args.finetune}")
-    rows = reevaluate_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune, save_to=args.save,
-                             device=device)
+    from posembed._progress import LAB_LOGGER, log_to_stderr
+
+    with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
+        rows = reevaluate_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune,
+                                     save_to=args.save, device=device, progress=False if args.quiet else None)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -253,7 +253,7 @@ def _checkpoint_data(meta: dict) -> tuple[ContextData, bool]:
 def reevaluate_checkpoint(
     folder: str | os.PathLike, method: str, factor: float, *, finetune_steps: int = 0, windows: int = 16,
     depths: int = 5, samples: int = 8, seed: int = 0, batch: int = 8, lr: float = 1e-3, save_to: str | os.PathLike | None = None,
-    device: str | torch.device | None = "auto",
+    device: str | torch.device | None = "auto", progress: bool | str | None = False,
 ) -> list[dict]:  # fmt: skip
     """Re-evaluate the RoPE lab checkpoint in ``folder`` with ``method`` at ``factor`` x its context L.
 
@@ -262,7 +262,8 @@ def reevaluate_checkpoint(
     With ``finetune_steps`` the swapped model is first fine-tuned at the new length (and saved to
     ``save_to`` when given). A model with one scheme per layer has its rotary layers swapped (see
     :func:`~posembed.lab.context.swap_scheme`). Runs on ``device`` (``auto``: CUDA when present);
-    the numbers are computed on the CPU. Returns one dict per number.
+    the numbers are computed on the CPU. Returns one dict per number. ``progress`` as
+    :func:`run_context`: one step for the fine-tune, one per evaluated length.
     """
     factor = check_number(factor, "factor", MIN_FACTOR)  # the scaled schemes' own bound
     device = resolve_device(device)
@@ -275,17 +276,25 @@ def reevaluate_checkpoint(
     scheme = method_scheme(method, head_dim=rotary_head_dim(model), factor=float(factor), original_len=context,
                            base=rope_base(model))
     model = swap_scheme(model, scheme)
-    if finetune_steps:
-        settings = TrainSettings(steps=finetune_steps, context=target, batch=batch, lr=lr,
-                                 passkey_fraction=0.25 if passkey else 0.0, seed=seed, warmup=min(20, finetune_steps // 10))
-        train_steps(model, data, settings)
-        if save_to is not None:
-            save_checkpoint(model, save_to, {**meta, "config": {**config, "context": target},
-                                             "extended": {"method": method, "factor": factor, "steps": finetune_steps}})
-    found = []
-    for length in sorted({context, target}):
-        rows = evaluate_rows(on_device(model), data, length, windows=windows, depths=depths, samples=samples, seed=seed,
-                             digits=5, passkey=passkey)
-        found += [{"method": method, "factor": factor, "finetune_steps": finetune_steps, "length": length,
-                   "metric": m, "depth": None if d == NO_DEPTH else d, "value": v} for m, d, v in rows]
+    lengths = sorted({context, target})
+    with Progress(len(lengths) + bool(finetune_steps), mode=progress_mode(progress), desc="lab extend",
+                  unit="step") as steps:
+        if finetune_steps:
+            steps.working_on(f"fine-tune {finetune_steps} steps at {target}")
+            settings = TrainSettings(steps=finetune_steps, context=target, batch=batch, lr=lr,
+                                     passkey_fraction=0.25 if passkey else 0.0, seed=seed,
+                                     warmup=min(20, finetune_steps // 10))
+            train_steps(model, data, settings)
+            if save_to is not None:
+                save_checkpoint(model, save_to, {**meta, "config": {**config, "context": target},
+                                                 "extended": {"method": method, "factor": factor, "steps": finetune_steps}})
+            steps.advance(f"fine-tuned {finetune_steps} steps at {target}")
+        found = []
+        for length in lengths:
+            steps.working_on(f"{method} at {length}")
+            rows = evaluate_rows(on_device(model), data, length, windows=windows, depths=depths, samples=samples,
+                                 seed=seed, digits=5, passkey=passkey)
+            found += [{"method": method, "factor": factor, "finetune_steps": finetune_steps, "length": length,
+                       "metric": m, "depth": None if d == NO_DEPTH else d, "value": v} for m, d, v in rows]
+            steps.advance(f"evaluated {method} at {length}")
     return found
