@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -37,3 +38,16 @@ def tinyshakespeare() -> Path:
     from posembed.lab.data import DEFAULT_TEXT, resolve_text_path
 
     return resolve_text_path(DEFAULT_TEXT)
+
+
+@pytest.fixture
+def torch_config():
+    """Set torch config values (``torch._dynamo.config``, ``torch._inductor.config``) for one test
+    through the config's own ``patch()``: ``torch_config(torch._dynamo.config, recompile_limit=8)``.
+
+    ``monkeypatch.setattr`` cannot be used on them: from pytest 9.2 it looks only in a module's
+    ``__dict__``, misses their values, and deletes the config entry on undo, which breaks every
+    later compile of the process.
+    """
+    with contextlib.ExitStack() as stack:
+        yield lambda config, **values: stack.enter_context(config.patch(**values))

@@ -40,12 +40,12 @@ def _kinds() -> dict:
 
 
 @pytest.fixture
-def counted_flex(monkeypatch) -> CompileCounter:
+def counted_flex(monkeypatch, torch_config) -> CompileCounter:
     """The project's compiled flex with a counting backend instead of inductor."""
     from torch.nn.attention.flex_attention import flex_attention
 
     torch._dynamo.reset()
-    _torch_default_limits(monkeypatch)
+    _torch_default_limits(monkeypatch, torch_config)
     counter = CompileCounter()
     compiled = torch.compile(flex_attention, backend=counter, dynamic=False)
     monkeypatch.setattr(attention_backends, "_compiled_flex", lambda: compiled)
@@ -53,10 +53,9 @@ def counted_flex(monkeypatch) -> CompileCounter:
     torch._dynamo.reset()
 
 
-def _torch_default_limits(monkeypatch) -> None:
+def _torch_default_limits(monkeypatch, torch_config) -> None:
     """torch's own limits (8 graphs per frame), as in a fresh process before any flex call."""
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)
-    monkeypatch.setattr(torch._dynamo.config, "accumulated_recompile_limit", 256)
+    torch_config(torch._dynamo.config, recompile_limit=8, accumulated_recompile_limit=256)
     monkeypatch.setattr(attention_backends, "_limits_raised", False)
 
 
@@ -119,16 +118,16 @@ def test_trained_values_do_not_recompile(counted_flex) -> None:
         assert not torch.allclose(before, after)  # the new values were read
 
 
-def test_the_limits_are_raised_once_and_never_lowered(monkeypatch, caplog) -> None:
-    _torch_default_limits(monkeypatch)
+def test_the_limits_are_raised_once_and_never_lowered(monkeypatch, caplog, torch_config) -> None:
+    _torch_default_limits(monkeypatch, torch_config)
     with caplog.at_level(logging.INFO, logger="posembed.attention_backends"):
         attention_backends._raise_flex_recompile_limits()
         attention_backends._raise_flex_recompile_limits()
     assert torch._dynamo.config.recompile_limit == attention_backends.FLEX_RECOMPILE_LIMIT
     assert torch._dynamo.config.accumulated_recompile_limit == attention_backends.FLEX_RECOMPILE_LIMIT
     assert caplog.text.count("recompile_limit raised from 8 to 1024") == 1
-    _torch_default_limits(monkeypatch)
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 5000)  # the user's own, higher
+    _torch_default_limits(monkeypatch, torch_config)
+    torch_config(torch._dynamo.config, recompile_limit=5000)  # the user's own, higher
     attention_backends._raise_flex_recompile_limits()
     assert torch._dynamo.config.recompile_limit == 5000
 

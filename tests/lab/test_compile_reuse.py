@@ -36,14 +36,14 @@ def test_the_default_cache_directory_is_inductors():
     assert compile_cache_dir() == cache_dir() and os.path.isdir(compile_cache_dir())
 
 
-def test_caches_switched_off_are_said_once_per_pool(monkeypatch, caplog):
+def test_caches_switched_off_are_said_once_per_pool(caplog, torch_config):
     from torch._inductor import config
 
-    monkeypatch.setattr(config, "force_disable_caches", True)
+    torch_config(config, force_disable_caches=True)
     with caplog.at_level("WARNING", logger="posembed.lab.sweep.workers"):
         workers_module._warn_if_caches_are_off()  # noqa: SLF001
     assert "torch's compile caches are off" in caplog.text
-    monkeypatch.setattr(config, "force_disable_caches", False)
+    torch_config(config, force_disable_caches=False)
     caplog.clear()
     workers_module._warn_if_caches_are_off()  # noqa: SLF001
     assert caplog.text == ""
