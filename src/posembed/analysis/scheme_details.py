@@ -5,7 +5,7 @@ plus :func:`attach_details`, which gives the report sections about the model's o
 
 - a Hugging Face RoPE checkpoint: ``check_rope_config`` (per-pair wavelengths, scaling, attention
   factor, trained and effective context, the same reader as ``posembed rope check``), the scheme
-  of the config's first layer type (``interop.rope_config.rotary_from_settings``: YaRN, NTK,
+  of the config's first layer type (``interop.rope.config.rotary_from_settings``: YaRN, NTK,
   Llama 3 ... honoured) and every layer's ``q_proj`` / ``k_proj`` weights;
 - a lab checkpoint: the model's own scheme (``None``: NoPE), its attention weights and training length.
 
