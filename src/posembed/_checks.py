@@ -261,7 +261,12 @@ def check_allocation(num_bytes: int, device: torch.device | str | None, what: st
     Traceback (most recent call last):
     ...
     MemoryError: a (10**12, 256) float32 table would need 1000.0 TB, more than the ... of memory of cpu
+
+    Skipped while ``torch.compile`` traces: reading the machine's memory is a call it cannot trace
+    (a graph break per attention layer), and a compiled graph's sizes are fixed when it is built.
     """
+    if torch.compiler.is_compiling():
+        return
     limit = device_memory_bytes(device)
     if limit is not None and num_bytes > limit:
         raise MemoryError(
