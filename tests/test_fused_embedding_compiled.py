@@ -14,7 +14,8 @@ import torch
 
 from posembed import devices
 from posembed import embeddings as embeddings_module
-from posembed.embedding_checks import check_ids, host_checks
+from posembed.devices import host_checks
+from posembed.embedding_checks import check_ids
 from posembed.embeddings import TransformerEmbeddings
 from posembed.fused import embedding_compiled
 from posembed.fused.embedding_compiled import compiled_applies, embedding_formula

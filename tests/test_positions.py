@@ -275,9 +275,10 @@ def refuse_host_reads(monkeypatch):
 def test_value_checks_off_the_cpu_run_on_the_device(monkeypatch, refuse_host_reads):
     """With the device policy seen as CUDA, the checks read nothing back and assert on the device
     (torch._assert_async: on CPU tensors it raises at once, naming the check)."""
+    import posembed.devices as devices
     import posembed.positions as positions
 
-    monkeypatch.setattr(positions, "cpu_tuned", lambda device: False)
+    monkeypatch.setattr(devices, "cpu_tuned", lambda device: False)  # the device policy, seen as CUDA
     monkeypatch.delenv("POSEMBED_HOST_CHECKS", raising=False)
     assert positions.positions_with_offset(2, torch.tensor([3, 0])).shape == (2, 2)
     assert positions.positions_from_mask(torch.tensor([[1, 1, 0]])).shape == (1, 3)
@@ -291,9 +292,10 @@ def test_value_checks_off_the_cpu_run_on_the_device(monkeypatch, refuse_host_rea
 
 
 def test_the_debug_switch_names_the_value_off_the_cpu(monkeypatch):
+    import posembed.devices as devices
     import posembed.positions as positions
 
-    monkeypatch.setattr(positions, "cpu_tuned", lambda device: False)
+    monkeypatch.setattr(devices, "cpu_tuned", lambda device: False)  # the device policy, seen as CUDA
     monkeypatch.setenv("POSEMBED_HOST_CHECKS", "1")
     with pytest.raises(ValueError, match=r"offset must be >= 0, got -4"):
         positions.positions_with_offset(2, torch.tensor([3, -4]))

@@ -18,9 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import os
+
 import torch
 
-__all__ = ["DEVICE_HELP", "DeviceError", "resolve_device", "cpu_tuned", "autocast_dtype"]
+__all__ = ["DEVICE_HELP", "DeviceError", "resolve_device", "cpu_tuned", "host_checks", "autocast_dtype"]
 
 #: help text for a ``--device`` command-line option
 DEVICE_HELP = "where to run: auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N"
@@ -73,6 +75,20 @@ def _device_type(device: str | torch.device) -> str:
 def cpu_tuned(device: str | torch.device) -> bool:
     """Whether fast paths tuned on the CPU apply on ``device`` (its type is ``cpu``)."""
     return _device_type(device) == "cpu"
+
+
+def host_checks(device: str | torch.device) -> bool:
+    """Whether value checks (ids against a table, position ranges) on ``device`` read values back
+    to the host, for a clear ``ValueError`` naming the value.
+
+    On the CPU (:func:`cpu_tuned`) a read is free; elsewhere it synchronises with the device, so
+    only under the debug switch ``POSEMBED_HOST_CHECKS=1`` (otherwise the check is asserted on the
+    device with ``torch._assert_async``).
+
+    >>> host_checks("cpu")
+    True
+    """
+    return cpu_tuned(device) or os.environ.get("POSEMBED_HOST_CHECKS", "0") == "1"
 
 
 def autocast_dtype(device: str | torch.device) -> torch.dtype | None:

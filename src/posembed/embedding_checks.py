@@ -15,7 +15,6 @@ clear ``ValueError``, at the cost of a synchronisation per tensor).
 
 from __future__ import annotations
 
-import os
 
 import torch
 from torch import Tensor
@@ -29,7 +28,7 @@ from posembed._checks import (
     check_same_shape,
     values_readable,
 )
-from posembed.devices import cpu_tuned
+from posembed.devices import host_checks
 from posembed.positions import resolve_positions
 from posembed.schemes.base import AbsoluteScheme
 
@@ -58,18 +57,6 @@ def as_index(ids: Tensor) -> Tensor:
     torch.int64
     """
     return ids if ids.dtype in INDEX_DTYPES else ids.long()
-
-
-def host_checks(device: torch.device) -> bool:
-    """Whether id checks on ``device`` read values back to the host (the clear ``ValueError``).
-
-    On the CPU (:func:`posembed.devices.cpu_tuned`) a read is free; elsewhere it synchronises
-    with the device, so only under the debug switch ``POSEMBED_HOST_CHECKS=1``.
-
-    >>> host_checks(torch.device("cpu"))
-    True
-    """
-    return cpu_tuned(device) or os.environ.get("POSEMBED_HOST_CHECKS", "0") == "1"
 
 
 def check_ids(x: Tensor, name: str, limit: int, hint: str = "") -> None:

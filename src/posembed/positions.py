@@ -14,7 +14,6 @@ compiled code skip value checks (shapes and dtypes are checked everywhere).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Callable
 
@@ -22,7 +21,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import values_readable
-from posembed.devices import cpu_tuned
+from posembed.devices import host_checks
 
 __all__ = [
     "default_positions",
@@ -49,11 +48,6 @@ def _as_tensor(value: Tensor | Sequence, name: str) -> Tensor:
     raise TypeError(f"{name} must be a tensor or a (nested) list of integers, got {type(value).__name__}")
 
 
-def _read_on_host(x: Tensor) -> bool:
-    """Whether value checks of ``x`` read it back (the CPU, or ``POSEMBED_HOST_CHECKS=1``)."""
-    return cpu_tuned(x.device) or os.environ.get("POSEMBED_HOST_CHECKS", "0") == "1"
-
-
 def _check_values(x: Tensor, low: int, high: int, message: Callable[[int | None], str]) -> None:
     """``low <= x <= high`` everywhere: a ``ValueError`` naming the offending value on the host
     (see the module docstring), an assertion on the device elsewhere; nothing on ``meta``.
@@ -61,7 +55,7 @@ def _check_values(x: Tensor, low: int, high: int, message: Callable[[int | None]
     if x.numel() == 0 or not values_readable(x):
         return
     smallest, largest = torch.aminmax(x)
-    if _read_on_host(x):
+    if host_checks(x.device):
         for value in (int(smallest), int(largest)):
             if not low <= value <= high:
                 raise ValueError(message(value))
