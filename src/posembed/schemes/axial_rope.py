@@ -30,10 +30,10 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import RotaryScheme, check_built_for
+from posembed.schemes.base import RotaryScheme
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary import rope_inv_freq
-from posembed.schemes.rotary_checks import check_base, check_head_dim, check_qk
+from posembed.schemes.rotary_checks import check_base, check_head_dim
 from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
 
 __all__ = [
@@ -155,14 +155,9 @@ class SectionedRotary(RotaryScheme):
         """cos and sin (float32) of coordinates ``(..., A)`` -> two tensors ``(..., rotary_dim / 2)``."""
         return axial_cos_sin(coords, self.inv_freq, self.axis_of, self.angles)
 
-    def forward(
-        self,
-        q: Tensor,
-        k: Tensor,
-        position_ids: Tensor | None = None,
-        k_position_ids: Tensor | None = None,
+    def _rotate_qk(
+        self, q: Tensor, k: Tensor, position_ids: Tensor | None, k_position_ids: Tensor | None
     ) -> tuple[Tensor, Tensor]:
-        check_qk(q, k, self.head_dim)
         q_coords = axis_coordinates(position_ids, q, self.num_axes)
         if k_position_ids is None and k.shape[-2] != q.shape[-2]:
             raise ValueError(f"k has length {k.shape[-2]} but q has length {q.shape[-2]}; pass k_position_ids")
@@ -177,10 +172,6 @@ class SectionedRotary(RotaryScheme):
         if cos.dim() == 3:  # (B, T, F) from per-row coordinates
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, F)
         return apply_rotary(x, cos, sin, self.layout)
-
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        check_positive_int(num_heads, "num_heads")
-        check_built_for(self, "head_dim", head_dim)
 
 
 class AxialRotary(SectionedRotary):

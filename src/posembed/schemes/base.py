@@ -22,6 +22,9 @@ from typing import Callable, ClassVar
 import torch
 from torch import Tensor, nn
 
+from posembed._checks import check_positive_int
+from posembed.schemes.rotary_checks import check_qk
+
 __all__ = [
     "Kind",
     "PositionScheme",
@@ -135,6 +138,8 @@ class AbsoluteScheme(PositionScheme):
 class RotaryScheme(PositionScheme):
     """A scheme that rotates queries and keys by their positions before the dot product.
 
+    :meth:`forward` checks ``q`` and ``k`` and hands them to ``_rotate_qk``, which subclasses implement.
+
     Shape:
         - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
         - position_ids: ``(Tq,)`` or ``(B, Tq)``; ``None`` means ``arange(Tq)``.
@@ -155,8 +160,19 @@ class RotaryScheme(PositionScheme):
         k: Tensor,
         position_ids: Tensor | None = None,
         k_position_ids: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        check_qk(q, k, self.head_dim)
+        return self._rotate_qk(q, k, position_ids, k_position_ids)
+
+    def _rotate_qk(
+        self, q: Tensor, k: Tensor, position_ids: Tensor | None, k_position_ids: Tensor | None
     ) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+        """The scheme's own part of :meth:`forward`, on ``q`` and ``k`` already checked."""
         raise NotImplementedError
+
+    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
+        check_positive_int(num_heads, "num_heads")
+        check_built_for(self, "head_dim", head_dim)
 
 
 class BiasScheme(PositionScheme):

@@ -35,10 +35,10 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
-from posembed.schemes.base import RotaryScheme, check_built_for
+from posembed.schemes.base import RotaryScheme
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary_checks import (
-    check_base, check_cache_range, check_head_dim, check_qk, check_rotary_dim, past_cache_message, resolve_qk_positions,
+    check_base, check_cache_range, check_head_dim, check_rotary_dim, past_cache_message, resolve_qk_positions,
 )  # fmt: skip
 from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
 
@@ -257,14 +257,9 @@ class RotaryEmbedding(RotaryScheme):
             return self.cached_cos_sin(length)
         return self.cos_sin(torch.arange(length, device=self.inv_freq.device))
 
-    def forward(
-        self,
-        q: Tensor,
-        k: Tensor,
-        position_ids: Tensor | None = None,
-        k_position_ids: Tensor | None = None,
+    def _rotate_qk(
+        self, q: Tensor, k: Tensor, position_ids: Tensor | None, k_position_ids: Tensor | None
     ) -> tuple[Tensor, Tensor]:
-        check_qk(q, k, self.head_dim)
         if position_ids is None and k_position_ids is None and q.shape[-2] == k.shape[-2]:
             cos, sin = self.default_cos_sin(q.shape[-2])  # (T, r/2)
             return self._rotate_one(q, cos, sin), self._rotate_one(k, cos, sin)
@@ -286,10 +281,6 @@ class RotaryEmbedding(RotaryScheme):
         if cos.dim() == 3:  # (B, T, r/2) from per-row positions
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, r/2)
         return apply_rotary(x, cos, sin, self.layout, compiled=self.compiled)
-
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        check_positive_int(num_heads, "num_heads")
-        check_built_for(self, "head_dim", head_dim)
 
     def extra_repr(self) -> str:
         parts = [f"head_dim={self.head_dim}"]

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from posembed._checks import check_positive_int
 from posembed.schemes.rotary import RotaryEmbedding, rope_cos_sin
-from posembed.schemes.rotary_checks import check_qk, resolve_qk_positions
+from posembed.schemes.rotary_checks import resolve_qk_positions
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -93,14 +93,9 @@ class XPos(RotaryEmbedding):
         power = (position_ids.to(torch.float32) - center) / self.scale_base
         return self.zeta ** power[..., None]
 
-    def forward(
-        self,
-        q: Tensor,
-        k: Tensor,
-        position_ids: Tensor | None = None,
-        k_position_ids: Tensor | None = None,
+    def _rotate_qk(
+        self, q: Tensor, k: Tensor, position_ids: Tensor | None, k_position_ids: Tensor | None
     ) -> tuple[Tensor, Tensor]:
-        check_qk(q, k, self.head_dim)
         q_pos, k_pos = resolve_qk_positions(q, k, position_ids, k_position_ids)
         if position_ids is None and k_position_ids is None:
             center: Tensor | int = q.shape[-2] // 2  # arange(T): no reduction needed
