@@ -19,7 +19,7 @@ from posembed.schemes.base import AbsoluteScheme
 __all__ = ["LearnedAbsolute", "LearnedParameter"]
 
 
-def _limit_hint(scheme: "LearnedAbsolute | LearnedParameter") -> str:
+def _limit_hint(scheme: "_LearnedTable") -> str:
     return (
         f"a learned table has exactly max_len={scheme.max_len} rows. Ways out: a scheme without a length "
         f"limit (posembed.Sinusoidal, a rotary or bias scheme), or interpolate the table to more rows "
@@ -41,25 +41,54 @@ def _interpolated_table(weight: Tensor, new_len: int) -> Tensor:
     return resized.squeeze(0).t()  # (new_len, C)
 
 
-def _set_sizes(scheme: "LearnedAbsolute | LearnedParameter", max_len: int, dim: int, init_std: float, device, dtype) -> None:
-    """Check and keep a learned table's sizes (both spellings take the same arguments)."""
-    scheme.max_len = check_positive_int(max_len, "max_len")
-    scheme.dim = check_positive_int(dim, "dim")
-    scheme.init_std = init_std
-    check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
+class _LearnedTable(AbsoluteScheme):
+    """Shared body of :class:`LearnedAbsolute` and :class:`LearnedParameter`: sizes, limit, checks
+    and resizing; each subclass keeps the ``(max_len, C)`` table ``weight`` its own way."""
+
+    extrapolates = False
+    has_length_limit = True
+    weight: Tensor
+
+    def __init__(self, max_len: int, dim: int, init_std: float, device, dtype) -> None:
+        super().__init__()
+        self.max_len = check_positive_int(max_len, "max_len")
+        self.dim = check_positive_int(dim, "dim")
+        self.init_std = init_std
+        check_table_size(max_len, dim, "the position table (max_len, dim)", device, dtype)
+
+    @property
+    def max_positions(self) -> int:
+        return self.max_len
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, std=self.init_std)
+
+    @property
+    def lookup_table(self) -> Tensor:
+        return self.weight
+
+    def check_position_ids(self, position_ids: Tensor) -> None:
+        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
+
+    def resized(self, new_len: int) -> "_LearnedTable":
+        """A copy, same class, whose table is linearly interpolated to ``new_len`` rows (position interpolation).
+
+        >>> LearnedAbsolute(8, 4).resized(15).max_positions
+        15
+        >>> LearnedParameter(8, 4).resized(15).weight.shape
+        torch.Size([15, 4])
+        """
+        table, weight = _interpolated_table(self.weight, new_len), self.weight
+        new = type(self)(new_len, self.dim, init_std=self.init_std, device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            new.weight.copy_(table)
+        return new
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}"
 
 
-def _resized(scheme: "LearnedAbsolute | LearnedParameter", new_len: int):
-    """A copy of ``scheme``, same class, whose table is interpolated to ``new_len`` rows."""
-    table = _interpolated_table(scheme.weight, new_len)
-    weight = scheme.weight
-    new = type(scheme)(new_len, scheme.dim, init_std=scheme.init_std, device=weight.device, dtype=weight.dtype)
-    with torch.no_grad():
-        new.weight.copy_(table)
-    return new
-
-
-class LearnedAbsolute(AbsoluteScheme):
+class LearnedAbsolute(_LearnedTable):
     """Learned position table as an ``nn.Embedding`` (BERT's ``position_embeddings``).
 
     Args:
@@ -79,12 +108,9 @@ class LearnedAbsolute(AbsoluteScheme):
 
     name = "learned"
     paper = "Gehring et al. 2017; Devlin et al. 2019 (BERT)"
-    extrapolates = False
-    has_length_limit = True
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
-        super().__init__()
-        _set_sizes(self, max_len, dim, init_std, device, dtype)
+        super().__init__(max_len, dim, init_std, device, dtype)
         self.embedding = nn.Embedding(max_len, dim, device=device, dtype=dtype)
         self.reset_parameters()
 
@@ -93,37 +119,12 @@ class LearnedAbsolute(AbsoluteScheme):
         """The ``(max_len, C)`` table."""
         return self.embedding.weight
 
-    @property
-    def max_positions(self) -> int:
-        return self.max_len
-
-    def reset_parameters(self) -> None:
-        nn.init.normal_(self.embedding.weight, std=self.init_std)
-
-    @property
-    def lookup_table(self) -> Tensor:
-        return self.weight
-
-    def check_position_ids(self, position_ids: Tensor) -> None:
-        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
-
     def forward(self, position_ids: Tensor) -> Tensor:
         self.check_position_ids(position_ids)
         return self.embedding(position_ids)
 
-    def resized(self, new_len: int) -> "LearnedAbsolute":
-        """A copy whose table is linearly interpolated to ``new_len`` rows (position interpolation).
 
-        >>> LearnedAbsolute(8, 4).resized(15).max_positions
-        15
-        """
-        return _resized(self, new_len)
-
-    def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}"
-
-
-class LearnedParameter(AbsoluteScheme):
+class LearnedParameter(_LearnedTable):
     """Learned position table as a bare ``nn.Parameter`` (ViT style).
 
     Numerically the same as :class:`LearnedAbsolute` given the same table; only the
@@ -146,40 +147,12 @@ class LearnedParameter(AbsoluteScheme):
 
     name = "learned_parameter"
     paper = "Dosovitskiy et al. 2021 (ViT)"
-    extrapolates = False
-    has_length_limit = True
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
-        super().__init__()
-        _set_sizes(self, max_len, dim, init_std, device, dtype)
+        super().__init__(max_len, dim, init_std, device, dtype)
         self.weight = nn.Parameter(torch.empty(max_len, dim, device=device, dtype=dtype))
         self.reset_parameters()
-
-    @property
-    def max_positions(self) -> int:
-        return self.max_len
-
-    def reset_parameters(self) -> None:
-        nn.init.normal_(self.weight, std=self.init_std)
-
-    @property
-    def lookup_table(self) -> Tensor:
-        return self.weight
-
-    def check_position_ids(self, position_ids: Tensor) -> None:
-        check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
 
     def forward(self, position_ids: Tensor) -> Tensor:
         self.check_position_ids(position_ids)
         return self.weight[position_ids]
-
-    def resized(self, new_len: int) -> "LearnedParameter":
-        """A copy whose table is linearly interpolated to ``new_len`` rows (as :meth:`LearnedAbsolute.resized`).
-
-        >>> LearnedParameter(8, 4).resized(15).weight.shape
-        torch.Size([15, 4])
-        """
-        return _resized(self, new_len)
-
-    def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}"
