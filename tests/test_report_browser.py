@@ -136,7 +136,7 @@ def test_context_report_fits_at_1200px(tmp_path):
     from posembed.lab.report.context import write_context_report
 
     cfg = with_overrides(get_context_preset("context-smoke"), [
-        "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "batch=2", "warmup=0",
+        "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "passkey_adjacent_steps=1", "batch=2", "warmup=0",
         "scales=1,2", "depths=2", "passkey_samples=1", "lm_windows=1", "finetune_steps=0", "methods=extrapolate,yarn",
         "references=alibi,nope",
     ])  # fmt: skip

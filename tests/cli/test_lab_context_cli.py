@@ -10,7 +10,7 @@ import torch
 
 from posembed.cli import main
 
-REDUCED = ["--set", "steps=12", "--set", "passkey_only_steps=4", "--set", "finetune_steps=2", "--set", "scales=1,2"]
+REDUCED = ["--set", "steps=12", "--set", "passkey_only_steps=4", "--set", "passkey_adjacent_steps=2", "--set", "finetune_steps=2", "--set", "scales=1,2"]
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,7 @@ def test_config_checks_name_the_value():
 @pytest.fixture(scope="module")
 def tiny_study(tmp_path_factory):
     cfg = with_overrides(get_context_preset("context-smoke"), [
-        "context=70", "dim=8", "depth=1", "heads=2", "steps=3", "passkey_only_steps=1", "batch=2", "warmup=0", "scales=1,2", "depths=2",
+        "context=70", "dim=8", "depth=1", "heads=2", "steps=3", "passkey_only_steps=1", "passkey_adjacent_steps=1", "batch=2", "warmup=0", "scales=1,2", "depths=2",
         "passkey_samples=1", "lm_windows=1", "finetune_steps=2", "finetune_scale=2", "methods=extrapolate,linear,yarn",
         "finetune_methods=linear,yarn", "references=alibi,nope,fire,kerple,sandwich,cope",
     ])

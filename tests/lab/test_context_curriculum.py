@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from posembed.lab.context.evaluate import IGNORE, ContextData, TrainSettings, _batch
-from posembed.lab.context.presets import ContextConfig, get_context_preset
+from posembed.lab.context.presets import ContextConfig, get_context_preset, train_id_of
+from posembed.lab.tasks.passkey import KEY_PREFIX, QUESTION, min_length
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,37 @@ def test_an_all_passkey_batch_has_no_lm_window(data):
 def test_curriculum_is_a_training_field_and_checked():
     cfg = get_context_preset("context")
     assert cfg.passkey_only_steps == 800 and cfg.passkey_samples == 16
-    other = ContextConfig(name="x", passkey_only_steps=0)
+    other = ContextConfig(name="x", passkey_only_steps=0, passkey_adjacent_steps=0)
     assert other.train_id != ContextConfig(name="x").train_id  # models trained differently are not reused
     with pytest.raises(ValueError, match="passkey_only_steps must be an integer >= 0, got -1"):
         ContextConfig(name="x", passkey_only_steps=-1)
+
+
+@pytest.mark.parametrize("step", [0, 2])
+def test_adjacent_steps_place_the_key_sentence_right_before_the_question(data, step):
+    settings = TrainSettings(steps=10, context=80, batch=6, lr=1e-3, passkey_fraction=0.5, passkey_only=4, adjacent=3)
+    inputs, targets = _batch(data, torch.Generator().manual_seed(step), settings, step)
+    # the shortest document fills the row's end: its planted digits sit at one fixed place in every row
+    first = 80 - min_length(5) + len(KEY_PREFIX)
+    planted = (targets == IGNORE).nonzero()[:, 1].view(6, 5)
+    assert planted.tolist() == [list(range(first, first + 5))] * 6
+    text = data.decode(inputs[0, first + 1 :].tolist()) + data.decode(targets[0, -1:].tolist())
+    key = text[:5]
+    assert text == f"{key}. {QUESTION}{key}"
+
+
+def test_after_the_adjacent_steps_the_key_moves(data):
+    settings = TrainSettings(steps=10, context=80, batch=16, lr=1e-3, passkey_fraction=0.5, passkey_only=4, adjacent=3)
+    _, targets = _batch(data, torch.Generator().manual_seed(0), settings, 3)
+    starts = {row.nonzero()[0].item() for row in targets == IGNORE}
+    assert len(starts) > 4  # documents of random lengths and depths again
+
+
+def test_adjacent_steps_are_checked_and_hashed_only_when_set():
+    with pytest.raises(ValueError, match=r"passkey_adjacent_steps must be an integer in \[0, passkey_only_steps=800\], got 900"):
+        ContextConfig(name="x", passkey_adjacent_steps=900)
+    old = ContextConfig(name="x", passkey_adjacent_steps=0)
+    body = {k: v for k, v in old.to_dict().items() if k != "passkey_adjacent_steps"}  # a store from before the field
+    assert train_id_of(body) == old.train_id
+    assert ContextConfig(name="x").train_id != old.train_id
+    assert get_context_preset("context").passkey_adjacent_steps == 300

@@ -68,6 +68,7 @@ class ContextConfig:
     warmup: int = 50
     passkey_fraction: float = 0.5
     passkey_only_steps: int = 800
+    passkey_adjacent_steps: int = 300
     digits: int = 5
     scales: tuple[int, ...] = (1, 2, 4, 8)
     depths: int = 5
@@ -96,6 +97,9 @@ class ContextConfig:
             raise ValueError(f"context={self.context} is below the passkey minimum {min_length(self.digits) - 1}")
         if not isinstance(self.passkey_only_steps, int) or self.passkey_only_steps < 0:
             raise ValueError(f"passkey_only_steps must be an integer >= 0, got {self.passkey_only_steps!r}")
+        if not isinstance(self.passkey_adjacent_steps, int) or not 0 <= self.passkey_adjacent_steps <= self.passkey_only_steps:
+            raise ValueError(f"passkey_adjacent_steps must be an integer in [0, passkey_only_steps={self.passkey_only_steps}], "
+                             f"got {self.passkey_adjacent_steps!r}")
         if not 0.0 <= self.passkey_fraction <= 1.0:
             raise ValueError(f"passkey_fraction must be in [0, 1], got {self.passkey_fraction}")
         if not self.scales or any(not isinstance(s, int) or s < 1 for s in self.scales):
@@ -124,8 +128,9 @@ class ContextConfig:
     @property
     def config_id(self) -> str:
         """16 hex digits of the config's SHA-256: one seed's run (the name and the study's list of
-        ``seeds`` excluded: equal runs share rows, and a run keeps its id when the study adds seeds)."""
-        body = {k: v for k, v in self.to_dict().items() if k not in ("name", "seeds")}
+        ``seeds`` excluded: equal runs share rows, and a run keeps its id when the study adds seeds;
+        ``passkey_adjacent_steps`` 0, what every study stored before the field existed, excluded too)."""
+        body = {k: v for k, v in _hashed(self.to_dict()).items() if k not in ("name", "seeds")}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
@@ -142,12 +147,19 @@ class ContextConfig:
 
 #: the config fields :attr:`ContextConfig.train_id` hashes
 TRAIN_FIELDS = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
-                "passkey_only_steps", "digits", "seed", "text", "finetune_scale", "finetune_steps", "finetune_lr")
+                "passkey_only_steps", "passkey_adjacent_steps", "digits", "seed", "text", "finetune_scale",
+                "finetune_steps", "finetune_lr")
+#: fields added after stores existed, hashed only away from this value (what those stores trained with)
+_LATER_DEFAULTS = {"passkey_adjacent_steps": 0}
+
+
+def _hashed(body: dict) -> dict:
+    return {k: v for k, v in body.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
 
 
 def train_id_of(body: dict) -> str:
     """:attr:`ContextConfig.train_id` of a stored config body (``ContextConfig.to_dict()``)."""
-    fields = {k: v for k, v in body.items() if k in TRAIN_FIELDS}
+    fields = {k: v for k, v in _hashed(body).items() if k in TRAIN_FIELDS}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -158,7 +170,7 @@ def _context() -> ContextConfig:
 def _context_smoke() -> ContextConfig:
     return ContextConfig(
         name="context-smoke", context=96, dim=32, depth=2, heads=2, steps=150, batch=8, lr=3e-3, warmup=10,
-        passkey_only_steps=50, scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
+        passkey_only_steps=50, passkey_adjacent_steps=20, scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
         references=SMOKE_REFERENCES,
     )
 

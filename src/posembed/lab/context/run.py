@@ -124,9 +124,9 @@ def evaluate_rows(model: nn.Module, data: ContextData, length: int, *, windows: 
 
 
 def _settings(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: int, warmup: int,
-              passkey_only: int = 0) -> TrainSettings:
+              passkey_only: int = 0, adjacent: int = 0) -> TrainSettings:
     return TrainSettings(steps=steps, context=context, batch=cfg.batch, lr=lr, passkey_fraction=cfg.passkey_fraction,
-                         digits=cfg.digits, seed=seed, warmup=warmup, passkey_only=passkey_only)
+                         digits=cfg.digits, seed=seed, warmup=warmup, passkey_only=passkey_only, adjacent=adjacent)
 
 
 def _trained(cfg, name, store, folder, data, make, settings, device) -> nn.Module:
@@ -201,7 +201,7 @@ def _run_seed(cfg: ContextConfig, out: Path, device: torch.device, steps: Progre
     data = ContextData.load(cfg.text)
     models = out / "models" / cfg.train_id
     base = _settings(cfg, steps=cfg.steps, context=cfg.context, lr=cfg.lr, seed=cfg.seed, warmup=cfg.warmup,
-                     passkey_only=cfg.passkey_only_steps)
+                     passkey_only=cfg.passkey_only_steps, adjacent=cfg.passkey_adjacent_steps)
     seed = f"seed {cfg.seed}"
     trained = {}
     for scheme in ("rope", *cfg.references):

@@ -184,11 +184,12 @@ def passkey_accuracy(
 
 def training_rows(
     generator: torch.Generator, count: int, context: int, stoi: dict[str, int], *, digits: int = 5, ignore: int = -100,
-    prefix_text: Tensor | None = None,
+    prefix_text: Tensor | None = None, adjacent: bool = False,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """``count`` rows of ``context + 1`` characters ending in a passkey document, as (inputs, targets).
 
-    Each document has a random length in ``[min_length(digits), context + 1]`` and a random depth;
+    Each document has a random length in ``[min_length(digits), context + 1]`` and a random depth
+    (``adjacent``: the shortest document, the key sentence right before the question, no filler);
     the rest of the row, before it, is a random window of ``prefix_text`` (encoded text, e.g. the
     char-LM training split) or more filler. Varying where the key and the question fall is what
     makes the model retrieve by content: with one fixed document length a model learns the key's
@@ -201,7 +202,8 @@ def training_rows(
     """
     rows, targets = [], []
     for _ in range(count):
-        length = int(torch.randint(min_length(digits), context + 2, (), generator=generator))
+        longest = min_length(digits) if adjacent else context + 1
+        length = int(torch.randint(min_length(digits), longest + 1, (), generator=generator))
         depth = float(torch.rand((), generator=generator))
         ex = make_example(length, depth, generator, digits=digits)
         pad = context + 1 - length
