@@ -110,14 +110,12 @@ class ALiBi(BiasScheme):
         with torch.no_grad():
             self.slopes.copy_(torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float32))
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if not causal and not self.symmetric:
-            raise ValueError(
-                "ALiBi(symmetric=False) is the causal form m*(j - i), positive above the diagonal; "
-                "bidirectional attention (causal=False) needs ALiBi(num_heads, symmetric=True), "
-                "the -m*|i - j| form"
-            )
+    def why_causal_only(self) -> str | None:
+        return None if self.symmetric else (
+            "ALiBi(symmetric=False) is the causal form m*(j - i), positive above the diagonal; "
+            "bidirectional attention (causal=False) needs ALiBi(num_heads, symmetric=True), "
+            "the -m*|i - j| form"
+        )
 
     def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
         check_positions(q_positions, k_positions, integer=False)

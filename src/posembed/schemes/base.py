@@ -69,6 +69,8 @@ class PositionScheme(nn.Module):
     extrapolates: ClassVar[bool] = False
     #: Whether positions beyond a fixed size are refused (learned tables).
     has_length_limit: ClassVar[bool] = False
+    #: The attention layer's sizes (``"num_heads"``, ``"head_dim"``) that must be the scheme's own.
+    built_for: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -86,8 +88,20 @@ class PositionScheme(nn.Module):
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         """Raise a clear ``ValueError`` if this scheme cannot serve such an attention layer.
 
-        Called once by the attention module's constructor. The default accepts anything.
+        Called once by the attention module's constructor: the sizes named in :attr:`built_for`
+        must be the scheme's (:func:`check_built_for`), and bidirectional attention is refused
+        when :meth:`why_causal_only` says why.
         """
+        sizes = {"num_heads": num_heads, "head_dim": head_dim}
+        for field in self.built_for:
+            check_built_for(self, field, sizes[field])
+        reason = None if causal else self.why_causal_only()
+        if reason is not None:
+            raise ValueError(reason)
+
+    def why_causal_only(self) -> str | None:
+        """Why this scheme cannot serve bidirectional attention (the error's text); ``None``: it can."""
+        return None
 
     def attention_scale(self, width: int) -> float:
         """The factor on ``q . k`` that this scheme's attention needs, for queries and keys of ``width``.
@@ -150,6 +164,7 @@ class RotaryScheme(PositionScheme):
 
     kind = Kind.ROTARY
     head_dim: int
+    built_for = ("head_dim",)
     #: Coordinates per position: 1 for sequences; ``A > 1`` for the sectioned schemes (axial,
     #: Pixtral, M-RoPE), whose ids may be coordinates ``(Tq, A)`` / ``(B, Tq, A)``.
     num_axes: int = 1
@@ -172,7 +187,7 @@ class RotaryScheme(PositionScheme):
 
     def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
         check_positive_int(num_heads, "num_heads")
-        check_built_for(self, "head_dim", head_dim)
+        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
 
 
 class BiasScheme(PositionScheme):
@@ -198,6 +213,7 @@ class BiasScheme(PositionScheme):
 
     kind = Kind.BIAS
     num_heads: int
+    built_for = ("num_heads",)
     #: True when the bias depends on the queries/keys themselves (Shaw ``relative_key``).
     needs_qk: ClassVar[bool] = False
     #: Whether the scheme adds a bias to the logits (NoPE: False); attention reads it, never probes.
@@ -236,9 +252,6 @@ class BiasScheme(PositionScheme):
     ) -> Tensor | None:
         return self.bias(q_positions, k_positions, q, k)
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        check_built_for(self, "num_heads", num_heads)
-
 
 def check_built_for(scheme: PositionScheme, field: str, value: int) -> None:
     """``ValueError`` if the attention layer's ``field`` (``num_heads``, ``head_dim``) is not the
@@ -255,13 +268,6 @@ def check_built_for(scheme: PositionScheme, field: str, value: int) -> None:
         raise ValueError(
             f"{type(scheme).__name__} was built for {field}={built}, but the attention layer has {field}={value}"
         )
-
-
-def refuse_bidirectional(scheme: PositionScheme, causal: bool, why: str) -> None:
-    """``ValueError`` for a causal-only scheme put in bidirectional attention; ``why`` says what
-    in the scheme runs one way."""
-    if not causal:
-        raise ValueError(f"{type(scheme).__name__} {why}; it cannot serve bidirectional attention (causal=False)")
 
 
 def require_kind(scheme: PositionScheme | None, allowed: tuple[Kind, ...], where: str) -> None:

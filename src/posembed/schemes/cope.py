@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for, refuse_bidirectional
+from posembed.schemes.base import BiasScheme, ScoreMod
 from posembed.schemes.relative import check_qk
 
 __all__ = ["CoPE", "contextual_positions", "interpolate_logits"]
@@ -104,6 +104,7 @@ class CoPE(BiasScheme):
     paper = "Golovneva et al. 2024 (CoPE, arXiv 2405.18719)"
     extrapolates = False
     needs_qk = True
+    built_for = ("num_heads", "head_dim")
     adds_bias = True
     needs_key_mask = True
     has_score_mod = False
@@ -123,12 +124,10 @@ class CoPE(BiasScheme):
         else:
             nn.init.zeros_(self.pos_emb)
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        check_built_for(self, "head_dim", head_dim)
-        refuse_bidirectional(
-            self, causal, "counts the gates of the keys between key j and query i (p_ij = sum_{t=j..i} g_it), "
-            "the causal form",
+    def why_causal_only(self) -> str:
+        return (
+            "CoPE counts the gates of the keys between key j and query i (p_ij = sum_{t=j..i} g_it), "
+            "the causal form; it cannot serve bidirectional attention (causal=False)"
         )
 
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:

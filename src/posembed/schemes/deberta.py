@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for
+from posembed.schemes.base import BiasScheme, ScoreMod
 from posembed.schemes.relative import check_qk, relative_position_fn, relative_positions
 
 __all__ = ["DebertaRelative", "log_bucket_position", "relative_rows", "ATTENTION_TERMS"]
@@ -112,6 +112,7 @@ class DebertaRelative(BiasScheme):
     paper = "He et al. 2021 (DeBERTa, ICLR)"
     extrapolates = False
     needs_qk = True
+    built_for = ("num_heads", "head_dim")
     adds_bias = True
 
     def __init__(
@@ -187,10 +188,6 @@ class DebertaRelative(BiasScheme):
             if not isinstance(proj, nn.Linear) or (proj.in_features, proj.out_features) != (self.dim, self.num_heads * self.head_dim):
                 raise ValueError(f"{name} must be nn.Linear({self.dim}, {self.num_heads * self.head_dim}), got {proj!r}")
         self._shared = (query_proj, key_proj)
-
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        check_built_for(self, "head_dim", head_dim)
 
     def relative_table(self) -> Tensor:
         """``R``: the ``(2k, C)`` relative embeddings, LayerNormed when ``layer_norm``."""

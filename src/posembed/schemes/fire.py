@@ -102,13 +102,11 @@ class FIRE(BiasScheme):
             self.c.fill_(self.init_c)
             self.threshold.fill_(self.init_threshold)
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if not causal:
-            raise ValueError(
-                "FIRE normalises i - j by psi(max(L, i)), the causal form (keys j <= i); it cannot serve "
-                "bidirectional attention (causal=False): use Kerple, Sandwich or DynamicPositionBias there"
-            )
+    def why_causal_only(self) -> str:
+        return (
+            "FIRE normalises i - j by psi(max(L, i)), the causal form (keys j <= i); it cannot serve "
+            "bidirectional attention (causal=False): use Kerple, Sandwich or DynamicPositionBias there"
+        )
 
     def _constants(self) -> tuple[Tensor, Tensor, torch.dtype]:
         dtype = torch.promote_types(self.c.dtype, torch.float32)

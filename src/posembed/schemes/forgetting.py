@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for, refuse_bidirectional
+from posembed.schemes.base import BiasScheme, ScoreMod
 from posembed.schemes.relative import check_positions
 
 __all__ = ["ForgettingGate", "forget_cumsums"]
@@ -91,6 +91,7 @@ class ForgettingGate(BiasScheme):
     paper = "Lin et al. 2025 (Forgetting Transformer, ICLR)"
     extrapolates = True
     needs_qk = True
+    built_for = ("num_heads", "head_dim")
     adds_bias = True
 
     def __init__(self, num_heads: int, head_dim: int, *, bias_init: float = 5.0, device=None, dtype=None) -> None:
@@ -106,10 +107,11 @@ class ForgettingGate(BiasScheme):
         nn.init.zeros_(self.weight)
         nn.init.constant_(self.gate_bias, self.bias_init)
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        check_built_for(self, "head_dim", head_dim)
-        refuse_bidirectional(self, causal, "decays over the tokens between key and query in one direction (FoX is causal)")
+    def why_causal_only(self) -> str:
+        return (
+            "ForgettingGate decays over the tokens between key and query in one direction (FoX is causal); "
+            "it cannot serve bidirectional attention (causal=False)"
+        )
 
     def log_gates(self, k: Tensor) -> Tensor:
         """``log f_t = log sigmoid(w_h . k_t + b_h)``: ``(B, H, Tk, D)`` -> ``(B, H, Tk)``."""

@@ -39,6 +39,7 @@ class NoPE(BiasScheme):
     adds_bias = False
     paper = "Kazemnejad et al. 2023 (NeurIPS)"
     extrapolates = True
+    built_for = ()  # any attention layer
 
     def __init__(self) -> None:
         super().__init__()
@@ -47,9 +48,6 @@ class NoPE(BiasScheme):
 
     def reset_parameters(self) -> None:
         """Nothing to reset: NoPE has no parameters or buffers."""
-
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        """Accept any attention layer."""
 
     def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> None:
         return None

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
 from posembed.schemes.relative import check_qk, relative_position_fn, relative_positions
-from posembed.schemes.base import BiasScheme, ScoreMod, check_built_for
+from posembed.schemes.base import BiasScheme, ScoreMod
 
 __all__ = ["ShawRelative", "distance_index", "distance_logits", "MODES"]
 
@@ -80,6 +80,7 @@ class ShawRelative(BiasScheme):
     paper = "Shaw et al. 2018 (NAACL); Huang et al. 2020 (relative_key_query)"
     extrapolates = False
     needs_qk = True
+    built_for = ("num_heads", "head_dim")
 
     def __init__(
         self,
@@ -110,10 +111,6 @@ class ShawRelative(BiasScheme):
 
     def reset_parameters(self) -> None:
         nn.init.normal_(self.distance_embedding.weight, std=self.init_std)
-
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        check_built_for(self, "head_dim", head_dim)
 
     def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
         check_qk("ShawRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)

@@ -141,14 +141,12 @@ class T5RelativeBias(BiasScheme):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.relative_attention_bias.weight, std=self.init_std)
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if not causal and not self.bidirectional:
-            raise ValueError(
-                "T5RelativeBias(bidirectional=False) is the causal (decoder) form: every key after the "
-                "query falls in bucket 0, so it cannot tell future distances apart; bidirectional "
-                "attention (causal=False) needs T5RelativeBias(num_heads, bidirectional=True)"
-            )
+    def why_causal_only(self) -> str | None:
+        return None if self.bidirectional else (
+            "T5RelativeBias(bidirectional=False) is the causal (decoder) form: every key after the "
+            "query falls in bucket 0, so it cannot tell future distances apart; bidirectional "
+            "attention (causal=False) needs T5RelativeBias(num_heads, bidirectional=True)"
+        )
 
     def buckets(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """Bucket index of every (query, key) pair: ``(Tq, Tk)`` or ``(B, Tq, Tk)`` long."""

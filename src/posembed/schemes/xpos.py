@@ -112,13 +112,11 @@ class XPos(RotaryEmbedding):
         q_out = self._rotate_one(q, q_cos * q_scale, q_sin * q_scale)
         return q_out, self._rotate_one(k, k_cos * k_scale, k_sin * k_scale)
 
-    def check_attention(self, *, num_heads: int, head_dim: int, causal: bool) -> None:
-        super().check_attention(num_heads=num_heads, head_dim=head_dim, causal=causal)
-        if not causal:
-            raise ValueError(
-                "XPos is causal only: its scale zeta^((n - m)/B) grows for keys after the query (m > n); "
-                "use causal=True or another rotary scheme (RotaryEmbedding)"
-            )
+    def why_causal_only(self) -> str:
+        return (
+            "XPos is causal only: its scale zeta^((n - m)/B) grows for keys after the query (m > n); "
+            "use causal=True or another rotary scheme (RotaryEmbedding)"
+        )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, scale_base={self.scale_base}"
