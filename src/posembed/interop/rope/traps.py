@@ -186,8 +186,6 @@ def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
 
 
 def _check_yarn(raw: dict, s: RopeSettings) -> list[Trap]:
-    if s.rope_type != "yarn":
-        return []
     p, plain = s.params, yarn_default_attention(s.factor)
     given, mscale, all_dim = p.get("attention_factor"), p.get("mscale"), p.get("mscale_all_dim")
     traps = [Trap("yarn_attention", "note", s.layer_type,
@@ -220,8 +218,6 @@ def yarn_default_attention_m(factor: float, m: float) -> float:
 
 
 def _check_dynamic(raw: dict, s: RopeSettings) -> list[Trap]:
-    if s.rope_type != "dynamic":
-        return []
     length = s.max_position_embeddings
     traps = [Trap("dynamic_formula", "note", s.layer_type,
                   f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
@@ -235,8 +231,6 @@ def _check_dynamic(raw: dict, s: RopeSettings) -> list[Trap]:
 
 
 def _check_longrope(raw: dict, s: RopeSettings) -> list[Trap]:
-    if s.rope_type != "longrope":
-        return []
     traps = [Trap("longrope_switch", "note", s.layer_type,
                   f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
                   f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
@@ -250,8 +244,6 @@ def _check_longrope(raw: dict, s: RopeSettings) -> list[Trap]:
 
 
 def _check_llama3(raw: dict, s: RopeSettings) -> list[Trap]:
-    if s.rope_type != "llama3":
-        return []
     low, high = s.params.get("low_freq_factor"), s.params.get("high_freq_factor")
     if low is None or high is None:
         return [Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")]
@@ -403,8 +395,17 @@ def _check_ignored(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
                  f"ignores {'it' if len(ignored) == 1 else 'them'}")]  # fmt: skip
 
 
-_CHECKS = (_check_theta, _check_original, _check_yarn, _check_dynamic, _check_longrope, _check_llama3, _check_shape,
-           _check_renamed, _check_type_key, _check_factor_unread, _check_mscale_forward)  # fmt: skip
+#: the checks of one scaling type, run only for a layer of that ``rope_type``
+_TYPE_CHECKS = {"yarn": _check_yarn, "dynamic": _check_dynamic, "longrope": _check_longrope, "llama3": _check_llama3}
+
+
+def _check_of_type(raw: dict, s: RopeSettings) -> list[Trap]:
+    check = _TYPE_CHECKS.get(s.rope_type)
+    return check(raw, s) if check else []
+
+
+_CHECKS = (_check_theta, _check_original, _check_of_type, _check_shape, _check_renamed, _check_type_key,
+           _check_factor_unread, _check_mscale_forward)  # fmt: skip
 
 
 def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
