@@ -63,6 +63,35 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("tests/schemes/test_rotary_yarn.py", "tests/schemes/test_rotary_scaling.py", "tests/schemes/test_rotary_config.py"),
     ),
     "passkey": ("lab/tasks/passkey.py", ("*",), ("tests/lab/test_passkey.py", "tests/lab/test_passkey_mutants.py")),
+    "extend_methods": ("interop/extend/methods.py", ("*",), ("tests/interop/test_extend_methods.py",)),
+    "extend": (
+        "interop/extend/__init__.py",
+        (
+            "read_layout", "_check_family", "_offset", "_weights_file", "_find_table", "_key_shapes", "extend_checkpoint",
+            "_check_request", "_check_finetune", "_read_table", "_is_foreign", "_copy_others", "_grow", "_write_weights",
+            "_shards_to_rewrite", "_rewrite_index", "_tensor_bytes", "_write_configs", "positions",
+        ),
+        ("tests/interop/test_extend.py", "-k", "not sentence_transformers and not finetune_tunes and not within_512"),
+    ),
+    "extend_finetune": (
+        "interop/extend/finetune.py",
+        ("tune_new_rows", "_check", "_pairs", "_embed", "_with_table"),
+        ("tests/interop/test_extend_finetune.py",),
+    ),
+    "position_check": (
+        "interop/extend/position_check.py",
+        ("_is_causal", "_token_ids", "draw", "_recipe", "_position_kind", "_padded", "_diff", "_batch_results",
+         "_packed_results", "check_positions", "ok", "format_position_report"),
+        ("tests/interop/test_position_check.py",),
+    ),
+    "context_evaluate": (
+        "lab/context/evaluate.py",
+        ("_load", "lm_perplexity", "passkey_grid", "_lr", "_batch", "model_device", "on_device", "train_steps"),
+        (
+            "tests/lab/test_context_perplexity.py", "tests/lab/test_context_curriculum.py", "tests/lab/test_context_device.py",
+            "tests/lab/test_context.py",
+        ),
+    ),
 }
 
 COMPARE = {

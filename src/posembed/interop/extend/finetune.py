@@ -88,7 +88,7 @@ def tune_new_rows(
 
     _check(table, trained_rows, steps, batch, passage, query)
     rows = table.shape[0]
-    if rows - passage - 1 < trained_rows - passage // 2:
+    if rows - passage - 2 < max(0, trained_rows - passage // 2):  # _pairs' highest and lowest skip
         raise ValueError(f"a {passage}-token passage does not fit the {rows - trained_rows} new rows")
     text_path = Path(text) if text is not None else default_text()
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
