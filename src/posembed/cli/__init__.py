@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 
-__all__ = ["main", "UserError", "model_folder", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
+__all__ = ["main", "UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
 
 #: subcommand modules, in the order ``posembed --help`` lists them
 COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend", "rope", "check_positions", "models")
@@ -32,6 +32,14 @@ def package_version() -> str:
         return version("posembed")
     except PackageNotFoundError:
         return "unknown"
+
+
+def add_run_options(parser: argparse.ArgumentParser, device_help: str, finished: str) -> None:
+    """``--device`` (default ``auto``) and ``-q/--quiet`` for a command that runs on a device and
+    reports progress (a bar on a terminal, else one line per ``finished`` unit on stderr)."""
+    parser.add_argument("--device", default="auto", help=device_help)
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help=f"no progress (default: a bar on a terminal, else one line per finished {finished} on stderr)")
 
 
 class UserError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posembed.cli import UserError
+from posembed.cli import UserError, add_run_options
 from posembed.devices import DEVICE_HELP
 
 SUITES = ("embeddings", "rope", "attention", "training")  # posembed.bench.SUITES, without importing torch
@@ -35,11 +35,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default: ./bench-results)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default per suite)")
-    parser.add_argument("--device", default="auto",
-                        help=f"{DEVICE_HELP}; the report records it; the CPU-tuned fast paths and the targets "
-                             "apply on the CPU only")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress (default: a bar on a terminal, else one line per finished suite on stderr)")
+    add_run_options(parser, f"{DEVICE_HELP}; the report records it; the CPU-tuned fast paths and the targets "
+                            "apply on the CPU only", "suite")
     parser.set_defaults(func=run)
 
 

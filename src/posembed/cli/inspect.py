@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from posembed.cli import DEFAULT_MODEL_HELP, UserError
+from posembed.cli import DEFAULT_MODEL_HELP, UserError, add_run_options
 from posembed.devices import DEVICE_HELP
 
 __all__ = ["register", "run", "parse_sets"]
@@ -78,11 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small settings (few short windows, small probes) for a fast look"
     )
-    parser.add_argument("--device", default="auto",
-                        help=f"{DEVICE_HELP}: the model's forward and the scheme's matrices run there, the probes "
-                             "(scikit-learn), tables and plots on the CPU")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress (default: a bar on a terminal, else one line per finished section on stderr)")
+    add_run_options(parser, f"{DEVICE_HELP}: the model's forward and the scheme's matrices run there, the probes "
+                            "(scikit-learn), tables and plots on the CPU", "section")
     parser.set_defaults(func=run)
 
 
