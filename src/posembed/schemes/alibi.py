@@ -97,8 +97,7 @@ class ALiBi(BiasScheme):
     extrapolates = True
 
     def __init__(self, num_heads: int, *, symmetric: bool = False, device=None) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads)
         if not isinstance(symmetric, bool):
             raise TypeError(f"symmetric must be a bool, got {symmetric!r}")
         self.symmetric = symmetric

@@ -225,6 +225,13 @@ class BiasScheme(PositionScheme):
     #: ``Tq x Tk`` cumulative sum); ``backend="auto"`` then never picks FlexAttention.
     has_score_mod: ClassVar[bool] = True
 
+    def __init__(self, num_heads: int | None = None, head_dim: int | None = None) -> None:
+        """Check and keep the sizes a subclass is built for (``None``: not one it has, or sets itself)."""
+        super().__init__()
+        for field, value in (("num_heads", num_heads), ("head_dim", head_dim)):
+            if value is not None:
+                setattr(self, field, check_positive_int(value, field))
+
     def bias(
         self,
         q_positions: Tensor,

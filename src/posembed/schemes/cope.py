@@ -105,14 +105,11 @@ class CoPE(BiasScheme):
     extrapolates = False
     needs_qk = True
     built_for = ("num_heads", "head_dim")
-    adds_bias = True
     needs_key_mask = True
     has_score_mod = False
 
     def __init__(self, num_heads: int, head_dim: int, *, npos_max: int, init_std: float = 0.0, device=None, dtype=None) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.head_dim = check_positive_int(head_dim, "head_dim")
+        super().__init__(num_heads, head_dim)
         self.npos_max = check_positive_int(npos_max, "npos_max")
         self.init_std = check_number(init_std, "init_std", 0.0)
         self.pos_emb = nn.Parameter(torch.empty(npos_max, head_dim, device=device, dtype=dtype))

@@ -113,7 +113,6 @@ class DebertaRelative(BiasScheme):
     extrapolates = False
     needs_qk = True
     built_for = ("num_heads", "head_dim")
-    adds_bias = True
 
     def __init__(
         self,
@@ -131,10 +130,8 @@ class DebertaRelative(BiasScheme):
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__()
+        super().__init__(num_heads, head_dim)
         self.dim = check_positive_int(dim, "dim")
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.head_dim = check_positive_int(head_dim, "head_dim")
         self.position_buckets = None if position_buckets is None else check_positive_int(position_buckets, "position_buckets")
         self.max_relative_positions = check_positive_int(max_relative_positions, "max_relative_positions")
         if self.position_buckets is not None and max_relative_positions <= position_buckets // 2 + 1:

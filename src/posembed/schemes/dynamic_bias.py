@@ -67,7 +67,6 @@ class DynamicPositionBias(BiasScheme):
     name = "dynamic_bias"
     paper = "Wang et al. 2022 (CrossFormer, ICLR); Liu et al. 2022 (Swin V2, CVPR)"
     extrapolates = False
-    adds_bias = True
 
     def __init__(
         self,
@@ -80,8 +79,7 @@ class DynamicPositionBias(BiasScheme):
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads)
         self.hidden = check_positive_int(hidden, "hidden")
         self.depth = check_positive_int(depth, "depth")
         for flag, value in (("log_distances", log_distances), ("norm", norm)):

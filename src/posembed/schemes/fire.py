@@ -71,7 +71,6 @@ class FIRE(BiasScheme):
     name = "fire"
     paper = "Li et al. 2024 (FIRE, ICLR)"
     extrapolates = True
-    adds_bias = True
 
     def __init__(
         self,
@@ -83,8 +82,7 @@ class FIRE(BiasScheme):
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads)
         self.hidden = check_positive_int(hidden, "hidden")
         self.init_threshold = check_number(threshold, "threshold", FIRE_EPS)
         self.init_c = check_number(init_c, "init_c", FIRE_EPS)

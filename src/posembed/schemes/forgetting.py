@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posembed._checks import check_number, check_positive_int
+from posembed._checks import check_number
 from posembed.schemes.base import BiasScheme, ScoreMod
 from posembed.schemes.relative import check_positions
 
@@ -92,12 +92,9 @@ class ForgettingGate(BiasScheme):
     extrapolates = True
     needs_qk = True
     built_for = ("num_heads", "head_dim")
-    adds_bias = True
 
     def __init__(self, num_heads: int, head_dim: int, *, bias_init: float = 5.0, device=None, dtype=None) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.head_dim = check_positive_int(head_dim, "head_dim")
+        super().__init__(num_heads, head_dim)
         self.bias_init = check_number(bias_init, "bias_init", float("-inf"))
         self.weight = nn.Parameter(torch.empty(num_heads, head_dim, device=device, dtype=dtype))
         self.gate_bias = nn.Parameter(torch.empty(num_heads, device=device, dtype=dtype))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from posembed._checks import check_positive_int
 from posembed.schemes.base import BiasScheme, ScoreMod, as_float_positions
 from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
 
@@ -83,11 +82,9 @@ class Kerple(BiasScheme):
     name = "kerple"
     paper = "Chi et al. 2022 (KERPLE, NeurIPS)"
     extrapolates = True
-    adds_bias = True
 
     def __init__(self, num_heads: int, *, kernel: str = "log", device=None, dtype=None) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads)
         if kernel not in KERNELS:
             raise ValueError(f"unknown KERPLE kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
         self.kernel = kernel

@@ -87,11 +87,9 @@ class Sandwich(BiasScheme):
     name = "sandwich"
     paper = "Chi et al. 2023 (Sandwich, ACL)"
     extrapolates = True
-    adds_bias = True
 
     def __init__(self, num_heads: int, dim: int, *, base: float = 10000.0, device=None) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads)
         self.dim = check_positive_int(dim, "dim")
         if dim % 2:
             raise ValueError(f"Sandwich dim={dim} must be even: the sinusoidal embedding pairs sin and cos")

@@ -93,9 +93,7 @@ class ShawRelative(BiasScheme):
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.head_dim = check_positive_int(head_dim, "head_dim")
+        super().__init__(num_heads, head_dim)
         self.max_distance = check_positive_int(max_distance, "max_distance")
         if mode not in MODES:
             raise ValueError(f"unknown Shaw mode {mode!r}; choose one of {', '.join(MODES)}")

@@ -123,8 +123,7 @@ class T5RelativeBias(BiasScheme):
         device=None,
         dtype=None,
     ) -> None:
-        super().__init__()
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        super().__init__(num_heads)
         _check_bucket_config(num_buckets, max_distance, bidirectional)
         self.num_buckets = num_buckets
         self.max_distance = max_distance
