@@ -1,5 +1,7 @@
 """posembed.interop.extend.methods: the table-growing functions, on small known tables."""
 
+import re
+
 import pytest
 import torch
 
@@ -83,3 +85,57 @@ def test_which_methods_keep_the_trained_rows():
     for method in METHODS:
         keeps = torch.equal(METHODS[method](table, 24)[:8], table)
         assert keeps == (method in KEEPS_TRAINED_ROWS), method
+
+
+# ---------------------------------------------------------------------- bounds and defaults, exactly
+
+
+def test_interpolate_matches_the_hand_formula_at_every_row_including_the_last_interval():
+    table = torch.randn(9, 4, dtype=torch.float64)
+    out = interpolate_rows(table, 25)
+    for p in range(25):  # x = p * 8 / 24 = p / 3, between rows floor(x) and floor(x) + 1
+        low, frac = divmod(p, 3)
+        expected = table[low] if frac == 0 else table[low] * (1 - frac / 3) + table[low + 1] * (frac / 3)
+        torch.testing.assert_close(out[p], expected, atol=1e-12, rtol=0)
+    # p = 23 reads x = 7 2/3, inside the last interval (rows 7 and 8)
+    torch.testing.assert_close(out[23], table[7] / 3 + 2 * table[8] / 3, atol=1e-12, rtol=0)
+
+
+def test_the_fewest_trained_rows_each_method_takes():
+    one = torch.tensor([[1.5, -2.0]])
+    assert torch.equal(copy_rows(one, 3), one.repeat(3, 1))
+    assert torch.equal(grouped_rows(one, 4), one.repeat(4, 1))
+    with pytest.raises(ValueError, match="at least 2 trained rows, the table has 1"):
+        interpolate_rows(one, 3)
+    two = torch.tensor([[0.0, 10.0], [3.0, 4.0]])
+    # two rows: the one interval, x = p / 3
+    expected = torch.tensor([[0.0, 10.0], [1.0, 8.0], [2.0, 6.0], [3.0, 4.0]])
+    torch.testing.assert_close(interpolate_rows(two, 4), expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_tables_that_are_not_2d_are_refused(method):
+    for shape in ((8,), (8, 2, 2)):
+        with pytest.raises(ValueError, match=r"must be 2-D \(L, C\), got shape " + re.escape(str(shape))):
+            METHODS[method](torch.zeros(shape), 20)
+
+
+def test_hierarchical_alpha_must_lie_strictly_between_0_and_1():
+    table = torch.randn(4, 2, dtype=torch.float64)
+    for alpha in (0.0, 1.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match=rf"alpha must lie in \(0, 1\), got {alpha}"):
+            hierarchical_rows(table, 10, alpha=alpha)
+    out = hierarchical_rows(table, 10, alpha=0.25)
+    u = (table - 0.25 * table[0]) / 0.75
+    torch.testing.assert_close(out[9], 0.25 * u[2] + 0.75 * u[1], atol=1e-12, rtol=0)
+
+
+def test_extend_table_offset_bounds_and_default():
+    table = torch.randn(10, 3)
+    assert torch.equal(extend_table(table, 15, "copy"), copy_rows(table, 15))  # offset 0 by default
+    assert torch.equal(extend_table(table, 15, "copy", offset=0), copy_rows(table, 15))
+    out = extend_table(table, 4, "copy", offset=9)  # the last row is the one trained position
+    assert torch.equal(out, torch.cat([table, table[9:].repeat(3, 1)]))
+    for offset in (10, 11, -1):
+        with pytest.raises(ValueError, match=rf"^offset {offset} must lie in 0\.\.9 for a table of 10 rows$"):
+            extend_table(table, 20, "copy", offset=offset)
