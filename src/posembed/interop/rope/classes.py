@@ -2,26 +2,27 @@
 
 :mod:`posembed.interop.rope.settings` reads a config's RoPE fields as written; a transformers 5.23 config
 class then fills in, renames or nests some of them before the model is built. This module says which
-and how, per model type:
+and how, per model type, in one answer: :func:`class_facts` (a model type) or :func:`config_facts` (a config,
+with its layer types) give one frozen :class:`ClassFacts`, which the reader asks for once:
 
-- (the width and layout of a class's rotary channels, ``head_dim`` defaults and multi-head latent attention,
-  are :mod:`posembed.interop.rope.latent`, built on this module's lookups);
-- the ``rope_theta`` a class fills in when the config names none (:func:`class_theta`: its ``default_theta``,
-  ``RotaryEmbeddingConfigMixin``'s :data:`DEFAULT_THETA` unless the class overrides it), and the whole RoPE
-  parameters it holds for a config that states no RoPE field at all (:func:`class_parameters`); likewise the
-  ``partial_rotary_factor`` it fills in (:func:`class_partial`);
-- which keys of nested parameters are layer types (:func:`class_labels`, :func:`default_layer_types`), and
-  the classes that always nest them by layer type (:data:`PER_LAYER_CLASSES`, :func:`per_layer_parameters`);
+- the ``rope_theta`` a class fills in when the config names none (its ``default_theta``,
+  ``RotaryEmbeddingConfigMixin``'s :data:`DEFAULT_THETA` unless the class overrides it), the whole RoPE
+  parameters it holds for a config that states no RoPE field at all, and the ``partial_rotary_factor`` it fills in;
+- which keys of nested parameters are layer types (its labels, :func:`default_layer_types`), and the classes
+  that always nest them by layer type (:data:`PER_LAYER_CLASSES`);
 - the classes that declare ``original_max_position_embeddings`` (:func:`declared_original`), copy it from the
-  parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`).
+  parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`);
+- the width and layout of its rotary channels: the ``head_dim`` it fills in, multi-head latent attention
+  (:class:`LatentClass`) and ``rope_interleave``, which :mod:`posembed.interop.rope.latent` reads a config against.
 
 transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
-stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`).
+stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`,
+:data:`LATENT_CLASSES`, :data:`HEAD_DIM_ALIASED`, :data:`ROPE_INTERLEAVE`).
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass
@@ -29,13 +30,11 @@ from typing import Any, Mapping
 
 __all__ = [
     "DEFAULT_THETA", "CLASS_THETA", "CLASS_HEAD_DIM", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
-    "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES",
-    "model_type_of", "class_theta", "class_partial", "rotary_class", "class_parameters", "class_labels", "default_layer_types",
-    "per_layer_parameters", "why_ignored", "declared_original", "clear_caches", "CACHES",
+    "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES", "LatentClass",
+    "LATENT_CLASSES", "HEAD_DIM_ALIASED", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED", "ClassFacts", "class_facts", "config_facts",
+    "model_type_of", "class_theta", "class_partial", "rotary_class", "default_layer_types", "why_ignored", "declared_original",
+    "clear_caches",
 ]  # fmt: skip
-
-#: lru caches of modules built on this one (:mod:`posembed.interop.rope.latent`), cleared by :func:`clear_caches`
-CACHES: list = []
 
 #: the theta of ``RotaryEmbeddingConfigMixin`` (transformers 5.23): what a config class fills in when neither the
 #: config nor the class names another, and what posembed takes for a model type it cannot ask about
@@ -117,25 +116,174 @@ PER_LAYER_CLASSES: dict[str, PerLayerClass] = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class LatentClass:
+    """A multi-head latent attention config class: its rotary embedding reads ``head_dim``, which the class sets
+    from ``width`` (``"qk_rope_head_dim"``, or ``"qk_head_dim"``: ``qk_nope_head_dim + qk_rope_head_dim`` with the
+    partial factor ``qk_rope_head_dim / head_dim``, Mistral 4), whatever head_dim the config states;
+    ``rope`` / ``nope``: the class's defaults of ``qk_rope_head_dim`` / ``qk_nope_head_dim``."""
+
+    width: str
+    rope: int
+    nope: int
+
+
+#: the multi-head latent attention classes of transformers 5.23, read when transformers is absent (with it, every
+#: class that declares ``qk_rope_head_dim`` is asked: :func:`class_facts`)
+LATENT_CLASSES: dict[str, LatentClass] = {
+    "deepseek_v2": LatentClass("qk_rope_head_dim", 64, 128), "deepseek_v3": LatentClass("qk_rope_head_dim", 64, 128),
+    "deepseek_v32": LatentClass("qk_rope_head_dim", 64, 128), "minicpm3": LatentClass("qk_rope_head_dim", 32, 64),
+    "glm4_moe_lite": LatentClass("qk_rope_head_dim", 64, 192), "glm_moe_dsa": LatentClass("qk_rope_head_dim", 64, 192),
+    "youtu": LatentClass("qk_rope_head_dim", 64, 128),
+    "mistral_large4_text": LatentClass("qk_rope_head_dim", 64, 64), "mistral4": LatentClass("qk_head_dim", 64, 64),
+}  # fmt: skip
+#: latent classes whose ``attribute_map`` aliases ``head_dim`` to ``qk_rope_head_dim``, read when transformers is absent
+HEAD_DIM_ALIASED = frozenset({"glm4_moe_lite"})
+#: classes whose layout is their ``rope_interleave`` field (default ``True``: pairs (2i, 2i + 1)), read when
+#: transformers is absent
+ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"})
+#: classes that always rotate interleaved pairs (2i, 2i + 1): GPT-J and CodeGen (their original weights pair channels
+#: so), DeepSeek-V2 as complex numbers (``view_as_complex``), the others through
+#: ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
+ALWAYS_INTERLEAVED = frozenset({"gptj", "codegen", "deepseek_v2", "bailing_hybrid", "longcat_flash", "llama4", "llama4_text"})
+
+
+@dataclass(frozen=True)
+class ClassFacts:
+    """Everything transformers' config class of one model type declares about RoPE, asked once (:func:`class_facts`).
+
+    ``known`` / ``labels``: whether posembed knows which keys of nested parameters the class takes as layer
+    types, and its ``_rope_type_labels`` (``()``: it reads ``layer_types``; ``None``: it has no such field and
+    its parameters are flat). ``theta``: the ``rope_theta`` it fills into parameters that name none (``None``:
+    unknown, or per layer type). ``rotary``: it declares ``rope_parameters``, so a config stating no RoPE field
+    still builds a rotary model, with the class's ``parameters`` (the class built without arguments) and its
+    flat ``partial`` factor. ``original``: ``(declared, default)`` of ``original_max_position_embeddings`` as an
+    ``__init__`` argument. ``per_layer``: its :data:`PER_LAYER_CLASSES` entry. ``head_dim``: the field's default
+    (``None``: derived); ``latent``: its :class:`LatentClass`; ``head_dim_alias``: a stated ``head_dim`` is its
+    ``qk_rope_head_dim``; ``interleave``: its ``rope_interleave`` default (``None``: no such field);
+    ``always_interleaved``: :data:`ALWAYS_INTERLEAVED`. ``layer_types``: a config's own or its class's default
+    (:func:`config_facts` fills it in). The dict ``parameters`` is shared: copy it before changing it.
+    """
+
+    model_type: str | None
+    known: bool
+    labels: tuple[str, ...] | None
+    theta: float | None
+    rotary: bool
+    parameters: dict | None
+    partial: float | None
+    original: tuple[bool, int | None]
+    per_layer: PerLayerClass | None
+    head_dim: int | None
+    latent: LatentClass | None
+    head_dim_alias: bool
+    interleave: bool | None
+    always_interleaved: bool
+    layer_types: list[str] | None = None
+
+    @property
+    def why_ignored(self) -> str:
+        """Why transformers does not take a config's other keys as layer types, in words."""
+        if self.known and self.labels is None:
+            return f"transformers' {self.model_type} config class has no layer_types"
+        if self.labels:
+            return f"transformers' {self.model_type} config class labels its layer types {', '.join(self.labels)}"
+        return "the config's layer_types does not name them"
+
+
 def model_type_of(raw: Mapping) -> str | None:
     """The config's ``model_type`` when it is a string, else ``None``."""
     return raw.get("model_type") if isinstance(raw.get("model_type"), str) else None
 
 
-def _config_class(model_type: Any) -> tuple[bool, Any]:
-    """``(transformers installed, its config class of model_type or None)``; transformers is imported on first need."""
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:
-        return False, None
-    known = isinstance(model_type, str) and model_type in CONFIG_MAPPING
-    return True, CONFIG_MAPPING[model_type] if known else None
+def config_facts(raw: Mapping) -> ClassFacts:
+    """The :class:`ClassFacts` of the config's model type, with the config's layer types (:func:`default_layer_types`)."""
+    return dataclasses.replace(class_facts(model_type_of(raw)), layer_types=default_layer_types(raw))
+
+
+def class_facts(model_type: Any) -> ClassFacts:
+    """The :class:`ClassFacts` of ``model_type`` (any value but a string: no class), asked of transformers once per
+    model type (:func:`clear_caches` forgets them).
+
+    >>> facts = class_facts("deepseek_v3")
+    >>> facts.theta, facts.rotary, facts.latent, facts.interleave
+    (10000.0, True, LatentClass(width='qk_rope_head_dim', rope=64, nope=128), True)
+    """
+    return _class_facts(model_type if isinstance(model_type, str) else None)
 
 
 @functools.lru_cache(maxsize=None)
+def _class_facts(model_type: str | None) -> ClassFacts:
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        installed, config_class = False, None
+    else:
+        installed, config_class = True, CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+    per_layer = PER_LAYER_CLASSES.get(model_type)
+    known, labels = (True, ()) if per_layer else (model_type in ROPE_TYPE_LABELS, ROPE_TYPE_LABELS.get(model_type))
+    fixed = {"model_type": model_type, "per_layer": per_layer, "always_interleaved": model_type in ALWAYS_INTERLEAVED}
+    if config_class is None:  # no transformers: the tables stand in; a model type it does not know (remote code): none
+        table = None if installed else model_type
+        return ClassFacts(
+            known=known, labels=labels, theta=CLASS_THETA.get(table), rotary=False, parameters=None, partial=None,
+            original=(table in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(table)), head_dim=CLASS_HEAD_DIM.get(table),
+            latent=LATENT_CLASSES.get(table), head_dim_alias=table in HEAD_DIM_ALIASED,
+            interleave=True if table in ROPE_INTERLEAVE else None, **fixed,
+        )  # fmt: skip
+    if not per_layer:
+        declared = getattr(config_class, "_rope_type_labels", None)
+        labels = tuple(declared) if declared else () if _declares(config_class, "layer_types") else None
+    rotary, latent = _declares(config_class, "rope_parameters"), _latent_class(config_class)
+    flat = (_built_parameters(config_class, rope_parameters={"rope_type": "default"}) or {}) if rotary else {}
+    original = inspect.signature(config_class.__init__).parameters.get(ORIGINAL)
+    head_dim = None if latent else _number(getattr(config_class, "head_dim", None), int)
+    return ClassFacts(
+        known=True, labels=labels, theta=_number(getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))),
+        rotary=rotary, parameters=_built_parameters(config_class) if rotary else None,
+        partial=_number(flat.get("partial_rotary_factor")),
+        original=(original is not None, _number(getattr(original, "default", None), int)),
+        head_dim=head_dim if head_dim and head_dim > 0 else None, latent=latent,
+        head_dim_alias=(getattr(config_class, "attribute_map", None) or {}).get("head_dim") == "qk_rope_head_dim",
+        interleave=getattr(config_class, "rope_interleave", True) if _declares(config_class, "rope_interleave") else None,
+        **fixed,
+    )  # fmt: skip
+
+
+def _number(value: Any, kind: type = float) -> Any:
+    """``value`` as ``kind`` when it is a number (an int for ``int``), else ``None``; never a bool."""
+    if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)):
+        return None
+    return kind(value)
+
+
 def _declares(config_class: type, name: str) -> bool:
     """Whether the config class takes ``name`` as an ``__init__`` argument (a field of its dataclass)."""
     return name in inspect.signature(config_class.__init__).parameters
+
+
+def _built_parameters(config_class: type, **kwargs: Any) -> dict | None:
+    """The ``rope_parameters`` of the class built with ``kwargs``; ``None`` when it cannot be built so."""
+    try:
+        made = getattr(config_class(**kwargs), "rope_parameters", None)
+    except Exception:  # noqa: BLE001 - a class that needs arguments, or fails its own validation, has no such default
+        return None
+    return made if isinstance(made, dict) else None
+
+
+def _latent_class(config_class: type) -> LatentClass | None:
+    """A class that declares ``qk_rope_head_dim`` and, built with ``qk_rope_head_dim=8, qk_nope_head_dim=12``, holds
+    ``head_dim`` 8 (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite, ...) or 20 (Mistral 4); ``None`` for other classes
+    (LongCat keeps its own ``head_dim`` field) and for a class that cannot be built so."""
+    if not _declares(config_class, "qk_rope_head_dim"):
+        return None
+    try:
+        made = config_class(hidden_size=64, num_attention_heads=4, qk_rope_head_dim=8, qk_nope_head_dim=12)
+    except Exception:  # noqa: BLE001 - a class that needs other arguments (or has no RoPE: GLM-5-Next) is not one
+        return None
+    width = {8: "qk_rope_head_dim", 20: "qk_head_dim"}.get(getattr(made, "head_dim", None))
+    rope, nope = getattr(config_class, "qk_rope_head_dim", None), getattr(config_class, "qk_nope_head_dim", None)
+    return None if width is None or not isinstance(rope, int) else LatentClass(width, rope, nope if isinstance(nope, int) else 0)
 
 
 def class_theta(model_type: Any) -> float | None:
@@ -149,19 +297,14 @@ def class_theta(model_type: Any) -> float | None:
     >>> class_theta("cohere"), class_theta("phimoe"), class_theta(None)
     (500000.0, 1000000.0, None)
     """
-    installed, config_class = _config_class(model_type)
-    if not installed:
-        return CLASS_THETA.get(model_type) if isinstance(model_type, str) else None
-    value = getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return class_facts(model_type).theta
 
 
 def rotary_class(model_type: Any) -> bool:
     """Whether transformers' config class of ``model_type`` always holds RoPE parameters (it declares
     ``rope_parameters``), so that a config stating no RoPE field still builds a rotary model; ``False``
     without transformers."""
-    _, config_class = _config_class(model_type)
-    return config_class is not None and _declares(config_class, "rope_parameters")
+    return class_facts(model_type).rotary
 
 
 def class_partial(model_type: Any) -> float | None:
@@ -170,62 +313,10 @@ def class_partial(model_type: Any) -> float | None:
     ``rope_parameters={"rope_type": "default"}``. ``None`` when it fills in none, without transformers, and for a
     class that cannot be built so or nests its parameters.
     """
-    if not rotary_class(model_type):
-        return None
-    value = (_flat_parameters(_config_class(model_type)[1]) or {}).get("partial_rotary_factor")
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return class_facts(model_type).partial
 
 
-def class_parameters(model_type: Any, partial_rotary_factor: float | None = None) -> dict | None:
-    """The RoPE parameters transformers' config class of ``model_type`` holds for a config that states no RoPE
-    field: the class built without arguments (Llama: the default type at 10000; GPT-OSS: yarn at 1.5e5;
-    Laguna: nested by layer type), a ``partial_rotary_factor`` the config gives at the top level replacing
-    the class's flat one. A fresh copy; ``None`` without transformers, for a class that is not a
-    :func:`rotary_class` and for one that cannot be built without arguments.
-    """
-    if not rotary_class(model_type):
-        return None
-    made = copy.deepcopy(_bare_parameters(_config_class(model_type)[1]))
-    if made and partial_rotary_factor is not None:
-        made.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
-    return made or None
-
-
-@functools.lru_cache(maxsize=None)
-def _bare_parameters(config_class: type) -> dict | None:
-    return _built_parameters(config_class)
-
-
-@functools.lru_cache(maxsize=None)
-def _flat_parameters(config_class: type) -> dict | None:
-    return _built_parameters(config_class, rope_parameters={"rope_type": "default"})
-
-
-def _built_parameters(config_class: type, **kwargs: Any) -> dict | None:
-    """The ``rope_parameters`` of the class built with ``kwargs``; ``None`` when it cannot be built so."""
-    try:
-        made = getattr(config_class(**kwargs), "rope_parameters", None)
-    except Exception:  # noqa: BLE001 - a class that needs arguments, or fails its own validation, has no such default
-        return None
-    return made if isinstance(made, dict) else None
-
-
-@functools.lru_cache(maxsize=None)
-def class_labels(model_type: Any) -> tuple[bool, tuple[str, ...] | None]:
-    """``(known, labels)``: the class's ``_rope_type_labels``, ``()`` for a class that reads ``layer_types`` and
-    ``None`` for one without that field (its parameters are flat), as transformers 5.23 declares them."""
-    if model_type in PER_LAYER_CLASSES:
-        return True, ()
-    _, config_class = _config_class(model_type)
-    if config_class is None:  # no transformers, or a model type it does not know (remote code)
-        return model_type in ROPE_TYPE_LABELS, ROPE_TYPE_LABELS.get(model_type)
-    labels = getattr(config_class, "_rope_type_labels", None)
-    if labels:
-        return True, tuple(labels)
-    return True, () if _declares(config_class, "layer_types") else None
-
-
-def default_layer_types(raw: dict) -> list[str] | None:
+def default_layer_types(raw: Mapping) -> list[str] | None:
     """Each layer's type as the config gives it (``layer_types``), else as its :data:`PER_LAYER_CLASSES` class
     fills it in; ``None`` for other configs without ``layer_types``.
 
@@ -243,40 +334,9 @@ def default_layer_types(raw: dict) -> list[str] | None:
     return [FULL if (i + spec.offset) % every == 0 or i == last else SLIDING for i in range(layers)]
 
 
-def per_layer_parameters(raw: dict, spec: PerLayerClass, stated: Mapping, scaling: Mapping | None) -> tuple[dict[str, dict], dict[str, bool], tuple[str, ...]]:
-    """``(parameters per layer type, theta given per layer type, stated keys ignored)`` as a :class:`PerLayerClass`
-    builds them from the config's ``rope_parameters`` (``stated``, ``{}`` for none) and 4.x ``rope_scaling``;
-    only the config's layer types (:func:`default_layer_types`) are kept."""
-    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
-    if raw.get("rope_parameters") is None:
-        nested = {SLIDING: {"rope_type": "default"}, FULL: {"rope_type": "default"}}
-    for layer in spec.scaled if scaling is not None else ():
-        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
-    given = {}
-    for layer, name, default in spec.thetas:
-        if not isinstance(nested.get(layer), Mapping):
-            nested[layer] = {"rope_type": "default"}
-        top = raw.get(name) if name else None
-        given[layer] = nested[layer].get("rope_theta") is not None or top is not None
-        if nested[layer].get("rope_theta") is None:
-            nested[layer]["rope_theta"] = top if top is not None else default
-    for layer, factor in spec.partials:
-        nested[layer].setdefault("partial_rotary_factor", factor)
-    names = set(default_layer_types(raw) or ())
-    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
-    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
-    ignored = tuple(key for key in stated if key not in keys and key not in own)
-    return {key: nested[key] for key in keys}, {key: given.get(key, True) for key in keys}, ignored
-
-
-def why_ignored(raw: dict) -> str:
-    """Why transformers does not take the config's other keys as layer types, in words."""
-    known, labels = class_labels(model_type_of(raw))
-    if known and labels is None:
-        return f"transformers' {raw.get('model_type')} config class has no layer_types"
-    if labels:
-        return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(labels)}"
-    return "the config's layer_types does not name them"
+def why_ignored(raw: Mapping) -> str:
+    """Why transformers does not take the config's other keys as layer types, in words (:attr:`ClassFacts.why_ignored`)."""
+    return class_facts(model_type_of(raw)).why_ignored
 
 
 def declared_original(model_type: Any) -> tuple[bool, int | None]:
@@ -290,21 +350,9 @@ def declared_original(model_type: Any) -> tuple[bool, int | None]:
     >>> declared_original("phi3"), declared_original("llama"), declared_original(None)
     ((True, 4096), (False, None), (False, None))
     """
-    return _declared_original(model_type) if isinstance(model_type, str) and model_type else (False, None)
-
-
-@functools.lru_cache(maxsize=None)
-def _declared_original(model_type: str) -> tuple[bool, int | None]:
-    installed, config_class = _config_class(model_type)
-    if not installed:
-        return model_type in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(model_type)
-    found = inspect.signature(config_class.__init__).parameters.get(ORIGINAL) if config_class else None
-    default = getattr(found, "default", None)
-    return found is not None, default if isinstance(default, int) else None
+    return class_facts(model_type).original
 
 
 def clear_caches() -> None:
-    """Forget what was asked of transformers (for tests that hide it), here and in the modules that
-    registered their caches (:data:`CACHES`)."""
-    for cached in (class_labels, _declared_original, _declares, _bare_parameters, _flat_parameters, *CACHES):
-        cached.cache_clear()
+    """Forget what was asked of transformers (for tests that hide it)."""
+    _class_facts.cache_clear()

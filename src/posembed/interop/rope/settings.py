@@ -19,12 +19,15 @@ repair them), so that the traps can see what is missing:
 
 What transformers 5.23's config classes do to those fields (which keys are layer types, the classes
 that always nest their parameters, the renames, the class defaults) is :mod:`~posembed.interop.rope.classes`;
-this module reads a config as they do. Dicts under a key that is not a layer type are ignored
+this module reads a config as they do, in one line: the config dict (:func:`config_dict`), its class's facts
+asked once (:func:`~posembed.interop.rope.classes.config_facts`), the parameters per layer type read against
+them, the width and layout of the rotary channels (:func:`~posembed.interop.rope.latent.rotary_width`), one
+:class:`RopeSettings`. Dicts under a key that is not a layer type are ignored
 (:func:`ignored_parameters`); for a model type transformers does not know, any dict is a layer type
 unless the config's ``layer_types`` says otherwise.
 
 A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
-``standardize_rope_params`` does, else its config class's default (:func:`~posembed.interop.rope.classes.class_theta`:
+``standardize_rope_params`` does, else its config class's default (:attr:`ClassFacts.theta <posembed.interop.rope.classes.ClassFacts>`:
 Cohere 5e5, GPT-OSS 1.5e5, :data:`DEFAULT_THETA` for most); a config that states no RoPE field at all but whose
 class always has RoPE (a bare Llama or Qwen2 config) takes the parameters that class holds. The pre-training length of yarn,
 llama3 and longrope (``original_max_position_embeddings``) is the one transformers 5.23 builds the
@@ -44,16 +47,17 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
 from posembed.interop.hf.config import config_dict, load_config_dict, read_config
 from posembed.interop.rope.classes import (
     DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
-    RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, PerLayerClass, class_labels, declared_original, default_layer_types,
-    class_parameters, class_partial, class_theta, model_type_of, per_layer_parameters, rotary_class, why_ignored,
+    RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, ClassFacts, PerLayerClass, class_facts, config_facts, declared_original,
+    default_layer_types, model_type_of, why_ignored,
 )  # fmt: skip
-from posembed.interop.rope.latent import class_head_dim, latent_shape, rotary_layout
+from posembed.interop.rope.latent import RotaryWidth, rotary_width
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
@@ -118,7 +122,8 @@ def has_rope(raw: dict) -> bool:
     rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`:
     a bare Llama config builds Llama's RoPE)."""
     model_type = model_type_of(raw)
-    return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or rotary_class(model_type)
+    rotary = model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES
+    return states_rope(raw) or rotary or class_facts(model_type).rotary
 
 
 def states_rope(raw: dict) -> bool:
@@ -160,17 +165,15 @@ def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
     return layers
 
 
-def _layer_keys(raw: dict, name: str, stated: Mapping) -> list[str]:
+def _layer_keys(facts: ClassFacts, name: str, stated: Mapping) -> list[str]:
     """The keys of ``stated`` that transformers takes as layer types: those the class's own labels name, else
     the config's ``layer_types`` (none for a class without that field); every dict when neither is known."""
-    known, labels = class_labels(model_type_of(raw))
-    layer_types = default_layer_types(raw)
-    if labels:
-        names = set(labels)
-    elif known and labels is None:  # the class has no layer_types: flat parameters
+    if facts.labels:
+        names = set(facts.labels)
+    elif facts.known and facts.labels is None:  # the class has no layer_types: flat parameters
         return []
-    elif layer_types is not None:
-        names = set(layer_types)
+    elif facts.layer_types is not None:
+        names = set(facts.layer_types)
     else:  # an unknown class, or one that fills in default layer types: the dicts stand for them
         return list(_nested(name, stated) or ())
     return [key for key, value in stated.items() if key in names and isinstance(value, Mapping)]
@@ -216,35 +219,56 @@ def _complete(layer: str, params: dict, top_theta: Any, default: float = DEFAULT
     return params, True
 
 
-def _per_layer_class(raw: dict, spec: PerLayerClass) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The nested parameters a :class:`~posembed.interop.rope.classes.PerLayerClass` config class builds, with the
-    stated keys it ignores."""
+def _per_layer_class(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
+    """The nested parameters a :class:`~posembed.interop.rope.classes.PerLayerClass` config class builds from the
+    config's ``rope_parameters`` and 4.x ``rope_scaling``, with the stated keys it ignores; only the config's
+    layer types are kept."""
+    spec, stated = facts.per_layer, _mapping(raw, "rope_parameters")
     scaling = _mapping(raw, "rope_scaling") if raw.get("rope_scaling") is not None else None
-    nested, given, ignored = per_layer_parameters(raw, spec, _mapping(raw, "rope_parameters"), scaling)
-    return {key: (_complete(key, params, None)[0], given[key]) for key, params in nested.items()}, ignored
+    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
+    if raw.get("rope_parameters") is None:
+        nested = {SLIDING: {"rope_type": "default"}, FULL: {"rope_type": "default"}}
+    for layer in spec.scaled if scaling is not None else ():
+        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
+    given = {}
+    for layer, name, default in spec.thetas:
+        if not isinstance(nested.get(layer), Mapping):
+            nested[layer] = {"rope_type": "default"}
+        top = raw.get(name) if name else None
+        given[layer] = nested[layer].get("rope_theta") is not None or top is not None
+        if nested[layer].get("rope_theta") is None:
+            nested[layer]["rope_theta"] = top if top is not None else default
+    for layer, factor in spec.partials:
+        nested[layer].setdefault("partial_rotary_factor", factor)
+    names = set(facts.layer_types or ())
+    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
+    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
+    ignored = tuple(key for key in stated if key not in keys and key not in own)
+    return {key: (_complete(key, nested[key], None)[0], given.get(key, True)) for key in keys}, ignored
 
 
-def _read(raw: dict) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
+def _read(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
     """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation.
 
     Per-layer classes build their own nested parameters; a config that states no RoPE field takes its class's
-    parameters (none given); any other config is read as stated."""
-    spec = PER_LAYER_CLASSES.get(model_type_of(raw))
-    if spec is not None:
-        return _per_layer_class(raw, spec)
-    defaults = None if states_rope(raw) else class_parameters(model_type_of(raw), raw.get("partial_rotary_factor"))
-    if defaults is not None:  # the class's own parameters, which the config did not state
-        layers, ignored = _read_stated(raw, "rope_parameters", defaults)
+    parameters (none given; a top-level ``partial_rotary_factor`` replaces the class's flat one); any other
+    config is read as stated."""
+    if facts.per_layer is not None:
+        return _per_layer_class(raw, facts)
+    defaults = None if states_rope(raw) or not facts.rotary else copy.deepcopy(facts.parameters)
+    if defaults and raw.get("partial_rotary_factor") is not None:
+        defaults.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
+    if defaults:  # the class's own parameters, which the config did not state
+        layers, ignored = _read_stated(raw, facts, "rope_parameters", defaults)
         return {layer: (params, False) for layer, (params, _) in layers.items()}, ignored
-    return _read_stated(raw, *_stated(raw))
+    return _read_stated(raw, facts, *_stated(raw))
 
 
-def _read_stated(raw: dict, name: str, stated: Mapping) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
+def _read_stated(raw: dict, facts: ClassFacts, name: str, stated: Mapping) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
     """The parameters ``stated`` under the field ``name``, completed as the config's class completes them."""
-    theta = class_theta(model_type_of(raw))
-    default = DEFAULT_THETA if theta is None else theta
+    default = DEFAULT_THETA if facts.theta is None else facts.theta
     top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
-    keys = _layer_keys(raw, name, stated)
+    keys = _layer_keys(facts, name, stated)
     if keys:
         layers = {key: dict(stated[key]) for key in keys}
         ignored = tuple(key for key, value in stated.items() if key not in keys and value is not None)
@@ -257,17 +281,12 @@ def _read_stated(raw: dict, name: str, stated: Mapping) -> tuple[dict[str, tuple
             params = _rename_type(params)
             if params.get("rope_theta") is None and top_theta is not None:
                 params["rope_theta"] = top_theta
-            known = class_labels(model_type_of(raw))[0]
-            layers, top_theta = (_per_layer_v4(raw, params) if not known else {ALL_LAYERS: params}), None
+            layers, top_theta = (_per_layer_v4(raw, params) if not facts.known else {ALL_LAYERS: params}), None
     completed = {layer: _complete(layer, params, top_theta, default) for layer, params in layers.items()}
-    if model_type_of(raw) in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
+    if facts.model_type in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
         params = completed[ALL_LAYERS][0]
         params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
     return completed, ignored
-
-
-def _layers(raw: dict) -> dict[str, tuple[dict, bool]]:
-    return _read(raw)[0]
 
 
 def ignored_parameters(raw: dict) -> tuple[str, ...]:
@@ -277,7 +296,7 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     ('full_attention',)
     """
-    return _read(raw)[1]
+    return _read(raw, config_facts(raw))[1]
 
 
 def layer_parameters(raw: dict) -> dict[str, dict]:
@@ -293,7 +312,7 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
     >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
     """
-    return {layer: params for layer, (params, _) in _layers(raw).items()}
+    return {layer: params for layer, (params, _) in _read(raw, config_facts(raw))[0].items()}
 
 
 def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
@@ -318,40 +337,24 @@ def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
     return layers[layer_type]
 
 
-def _shape(raw: dict) -> tuple[int, bool, int | None, int | None]:
-    hidden = raw.get("hidden_size", raw.get("n_embd", raw.get("d_model")))
-    heads = raw.get("num_attention_heads", raw.get("n_head"))
-    latent = latent_shape(raw)
-    if latent is not None:  # multi-head latent attention: its class sets head_dim from qk_rope_head_dim
-        return latent[0], latent[1], hidden, heads
-    if raw.get("head_dim"):
-        return int(raw["head_dim"]), True, hidden, heads
-    default = class_head_dim(model_type_of(raw)) if "head_dim" not in raw else None  # an explicit null: derived
-    if default is not None:  # the class's field default (GPT-OSS 64, Qwen3 128), not derived
-        return default, False, hidden, heads
-    if not hidden or not heads:
-        raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
-    return int(hidden) // int(heads), False, hidden, heads
-
-
-def _partial(raw: dict, layer: str, params: dict, head_dim: int) -> float:
+def _partial(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, params: dict) -> float:
     """The rotary share of the head: the parameters', the config's (three spellings), else its flat class's default;
     a per-layer class reads only its nested parameters (which hold its own defaults: NeoMME)."""
-    if model_type_of(raw) in PER_LAYER_CLASSES:
+    if facts.per_layer is not None:
         return float(params.get("partial_rotary_factor", 1.0))
-    latent = (latent_shape(raw) or (0, False, None))[2]  # Mistral 4: qk_rope_head_dim of its qk_head_dim channels
+    latent = width.latent_partial  # Mistral 4: qk_rope_head_dim of its qk_head_dim channels
     if latent is not None and not states_rope(raw):  # not the factor of the bare class's own dims
         return latent
     for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct"), latent):
         if value is not None:
             return float(value)
     if raw.get("rotary_dim"):
-        return int(raw["rotary_dim"]) / head_dim
-    default = class_partial(model_type_of(raw)) if layer == ALL_LAYERS else None
+        return int(raw["rotary_dim"]) / width.head_dim
+    default = facts.partial if layer == ALL_LAYERS else None
     return 1.0 if default is None else default
 
 
-def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
+def _original(raw: dict, facts: ClassFacts, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
     """``(pre-training length, where from)`` as transformers' ``standardize_rope_params`` resolves it
     when the model is built (the rope init functions run it again, with the config's attributes set)."""
     stated, top = params.get(ORIGINAL), raw.get(ORIGINAL)
@@ -363,7 +366,7 @@ def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple
     if layer == ALL_LAYERS and model_type not in ORIGINAL_FROM_PARAMETERS:  # nested: setdefault only
         if top is not None:
             return int(top), "top level"
-        declared, default = declared_original(model_type)
+        declared, default = facts.original
         if declared and default is not None:
             return default, "class default"
     if stated is not None:  # a config with no RoPE field holds its class's parameters
@@ -371,16 +374,14 @@ def _original(raw: dict, layer: str, params: dict, max_pos: int | None) -> tuple
     return max_pos, "max_position_embeddings"
 
 
-def _settings(raw: dict, layer: str, params: dict, theta_given: bool) -> RopeSettings:
-    head_dim, head_dim_given, hidden, heads = _shape(raw)
+def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, params: dict, theta_given: bool) -> RopeSettings:
     max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
-    original, source = _original(raw, layer, params, max_pos)
-    partial = _partial(raw, layer, params, head_dim)
+    original, source = _original(raw, facts, layer, params, max_pos)
+    partial = _partial(raw, facts, width, layer, params)
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
-        head_dim=head_dim, head_dim_given=head_dim_given, hidden_size=hidden, num_heads=heads,
-        rotary_dim=int(head_dim * partial), partial_rotary_factor=partial,
-        layout=rotary_layout(raw),
+        head_dim=width.head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
+        rotary_dim=int(width.head_dim * partial), partial_rotary_factor=partial, layout=width.layout,
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source,
@@ -398,7 +399,10 @@ def read_rope_settings(raw: dict) -> list[RopeSettings]:
         raise ValueError(
             f"the config has no RoPE ({kind!s}): none of {', '.join(_ROPE_FIELDS)} is set"
         )
-    return [_settings(raw, layer, params, given) for layer, (params, given) in _layers(raw).items()]
+    facts = config_facts(raw)
+    layers = _read(raw, facts)[0]
+    width = rotary_width(raw, facts) if layers else None
+    return [_settings(raw, facts, width, layer, params, given) for layer, (params, given) in layers.items()]
 
 
 def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
@@ -408,20 +412,21 @@ def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
     ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
     """
     raw = config_dict(config)
-    layers, ignored = _read(raw)
-    _refuse_ignored_layers(raw, layers, ignored)
+    facts = config_facts(raw)
+    layers, ignored = _read(raw, facts)
+    _refuse_ignored_layers(raw, facts, layers, ignored)
     params, given = select_layer(layers, layer_type)
-    return _settings(raw, layer_type or ALL_LAYERS, params, given)
+    return _settings(raw, facts, rotary_width(raw, facts), layer_type or ALL_LAYERS, params, given)
 
 
-def _refuse_ignored_layers(raw: dict, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:
+def _refuse_ignored_layers(raw: dict, facts: ClassFacts, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:
     """Flat parameters beside dicts that transformers ignores: the builder refuses them rather than build the flat ones."""
     _, stated = _stated(raw)
     dicts = [key for key in ignored if isinstance(stated.get(key), Mapping)]
     if list(layers) != [ALL_LAYERS] or not dicts:
         return
     raise ValueError(
-        f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
+        f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {facts.why_ignored}: transformers "
         "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
     )
 
