@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.lab.context.evaluate import IGNORE, ContextData, TrainSettings, _batch
+from posembed.lab.context.evaluate import IGNORE, ContextData, _batch
 from posembed.lab.context.presets import ContextConfig, get_context_preset, train_id_of
 from posembed.lab.tasks.passkey import KEY_PREFIX, QUESTION, min_length
 
@@ -22,7 +22,8 @@ def _passkey_rows(targets: torch.Tensor) -> int:
 
 @pytest.mark.parametrize("step, expected", [(0, 8), (3, 8), (4, 2), (9, 2)])
 def test_batches_hold_only_passkey_rows_during_the_curriculum(data, step, expected):
-    settings = TrainSettings(steps=10, context=80, batch=8, lr=1e-3, passkey_fraction=0.25, passkey_only=4)
+    settings = ContextConfig(name="x", steps=10, context=80, batch=8, lr=1e-3, passkey_fraction=0.25,
+                             passkey_only_steps=4, passkey_adjacent_steps=0)
     inputs, targets = _batch(data, torch.Generator().manual_seed(0), settings, step)
     assert inputs.shape == targets.shape == (8, 80)
     assert _passkey_rows(targets) == expected
@@ -30,7 +31,8 @@ def test_batches_hold_only_passkey_rows_during_the_curriculum(data, step, expect
 
 
 def test_an_all_passkey_batch_has_no_lm_window(data):
-    settings = TrainSettings(steps=1, context=80, batch=4, lr=1e-3, passkey_fraction=1.0)
+    settings = ContextConfig(name="x", steps=1, context=80, batch=4, lr=1e-3, passkey_fraction=1.0, passkey_only_steps=0,
+                             passkey_adjacent_steps=0)
     inputs, targets = _batch(data, torch.Generator().manual_seed(0), settings, 0)
     assert inputs.shape == (4, 80) and _passkey_rows(targets) == 4
 
@@ -46,7 +48,8 @@ def test_curriculum_is_a_training_field_and_checked():
 
 @pytest.mark.parametrize("step", [0, 2])
 def test_adjacent_steps_place_the_key_sentence_right_before_the_question(data, step):
-    settings = TrainSettings(steps=10, context=80, batch=6, lr=1e-3, passkey_fraction=0.5, passkey_only=4, adjacent=3)
+    settings = ContextConfig(name="x", steps=10, context=80, batch=6, lr=1e-3, passkey_fraction=0.5, passkey_only_steps=4,
+                             passkey_adjacent_steps=3)
     inputs, targets = _batch(data, torch.Generator().manual_seed(step), settings, step)
     # the shortest document fills the row's end: its planted digits sit at one fixed place in every row
     first = 80 - min_length(5) + len(KEY_PREFIX)
@@ -58,7 +61,8 @@ def test_adjacent_steps_place_the_key_sentence_right_before_the_question(data, s
 
 
 def test_after_the_adjacent_steps_the_key_moves(data):
-    settings = TrainSettings(steps=10, context=80, batch=16, lr=1e-3, passkey_fraction=0.5, passkey_only=4, adjacent=3)
+    settings = ContextConfig(name="x", steps=10, context=80, batch=16, lr=1e-3, passkey_fraction=0.5, passkey_only_steps=4,
+                             passkey_adjacent_steps=3)
     _, targets = _batch(data, torch.Generator().manual_seed(0), settings, 3)
     starts = {row.nonzero()[0].item() for row in targets == IGNORE}
     assert len(starts) > 4  # documents of random lengths and depths again

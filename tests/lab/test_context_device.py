@@ -3,6 +3,7 @@ where the device policy asks for it (CUDA; forced here on the CPU), scores compu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,13 +12,16 @@ import torch
 import posembed.lab.train as lab_train
 from posembed.devices import DeviceError
 from posembed.lab.context import evaluate as context_eval
-from posembed.lab.context.evaluate import ContextData, TrainSettings, on_device, train_steps
+from posembed.lab.context.evaluate import ContextData, on_device, train_steps
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.run import build_context_model, evaluate_rows, reevaluate_checkpoint, run_context
 from posembed.lab.train import OnDevice
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 CFG = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2)
+#: two steps of two rows, half of them passkey documents (no curriculum, no warmup)
+TWO_STEPS = dataclasses.replace(CFG, steps=2, batch=2, lr=1e-3, warmup=0, passkey_fraction=0.5, passkey_only_steps=0,
+                                passkey_adjacent_steps=0)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,7 @@ def _inputs_seen(model) -> list[tuple[torch.device, torch.dtype | None]]:
 
 
 def test_training_autocasts_where_the_device_policy_says(data, monkeypatch):
-    settings = TrainSettings(steps=2, context=70, batch=2, lr=1e-3, passkey_fraction=0.5)
+    settings = TWO_STEPS
     model = build_context_model(CFG, "rope", data.vocab_size)
     seen = _autocast_seen(model)
     fp32 = train_steps(model, data, settings)
@@ -85,7 +89,7 @@ def test_a_model_off_the_cpu_trains_and_is_scored_on_its_device(data):
     model = build_context_model(CFG, "rope", data.vocab_size).to("meta")
     seen = _inputs_seen(model)
     with pytest.raises(RuntimeError, match="meta"):  # the step's loss cannot be read off a meta tensor
-        train_steps(model, data, TrainSettings(steps=2, context=70, batch=2, lr=1e-3, passkey_fraction=0.5))
+        train_steps(model, data, TWO_STEPS)
     assert seen == [(torch.device("meta"), None)]  # the first batch went to the model's device
     wrapped = on_device(model)
     assert isinstance(wrapped, OnDevice) and wrapped.device == torch.device("meta")

@@ -1,7 +1,8 @@
 """Typed, frozen experiment configs and ``key=value`` overrides.
 
-Two dataclasses describe everything the lab runs:
-
+- :class:`TrainingConfig`: what every lab training run has, checked once, and what the lab's one
+  loop :func:`posembed.lab.train.train_model` reads; the base of :class:`TrialConfig` and of the
+  context study's :class:`~posembed.lab.context.presets.ContextConfig`.
 - :class:`TrialConfig`: one training run (task, scheme, variant flags, model size,
   optimiser, seed, evaluation lengths). Its hash is the trial's id in the results store.
 - :class:`ExperimentConfig`: a sweep, the axes ``tasks x schemes x variants x seeds`` over
@@ -36,7 +37,7 @@ from typing import Any
 
 from posembed._checks import closest, did_you_mean
 
-__all__ = ["TASKS", "VARIANTS", "TrialConfig", "ExperimentConfig", "apply_overrides", "config_hash", "parse_value"]
+__all__ = ["TASKS", "VARIANTS", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "config_hash", "parse_value"]
 
 #: task name -> model kind it trains ("decoder" causal LM, "encoder" classifier)
 TASKS: dict[str, str] = {
@@ -61,18 +62,67 @@ VARIANTS: dict[str, dict[str, Any]] = {
 #: optimizer name -> the AdamW implementation (see :func:`posembed.lab.train.make_optimizer`)
 OPTIMIZERS = ("adamw", "adamw_fused")
 
-_CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS),
-            "optimizer": OPTIMIZERS}
+_CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
 #: fields added after stores existed, left out of :meth:`TrialConfig.to_dict` (and so of the
 #: trial id) at these defaults: earlier stores and checkpoint folder names keep their ids
 _LATER_DEFAULTS = {"bias": True, "optimizer": "adamw"}
-_POSITIVE = ("dim", "depth", "heads", "mlp_ratio", "context", "batch", "steps", "eval_batches", "log_every", "vocab")
-_NON_NEGATIVE = ("warmup", "concat_dim", "table_size", "seed", "weight_decay", "grad_clip", "min_lr")
-_FLOATS = ("dropout", "lr", "min_lr", "weight_decay", "beta2", "grad_clip")
 
 
-@dataclass(frozen=True)
-class TrialConfig:
+def check_fields(cfg: Any, *, positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = (),
+                 finite: tuple[str, ...] = ()) -> None:
+    """``ValueError`` naming the first field of ``cfg`` that is not a finite number (``finite``), a
+    positive integer (``positive``) or ``>= 0`` (``non_negative``), checked in that order."""
+    values = {name: getattr(cfg, name) for name in (*finite, *positive, *non_negative)}
+    bad = [f"{n} must be a finite number, got {values[n]}" for n in finite if not math.isfinite(values[n])]
+    bad += [f"{n} must be a positive integer, got {values[n]!r}" for n in positive
+            if not isinstance(values[n], int) or values[n] <= 0]
+    bad += [f"{n} must be >= 0, got {values[n]}" for n in non_negative if values[n] < 0]
+    if bad:
+        raise ValueError(bad[0])
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingConfig:
+    """What every lab training run has: the model's sizes (``dim`` wide, ``depth`` blocks, ``heads``
+    heads), ``steps`` batches of ``batch`` rows of ``context`` tokens from ``text``, AdamW at ``lr``
+    (betas ``(0.9, beta2)``, ``weight_decay`` on matrices) after ``warmup`` steps of linear warmup,
+    gradients clipped to ``grad_clip`` (0: not clipped), and the ``seed``. ``optimizer``
+    ``"adamw_fused"`` steps with torch's fused AdamW kernel on CPU too (faster; its rounding differs
+    from the for-loop's by about 1e-7 a step); ``"adamw"`` is the for-loop on CPU, fused on CUDA as
+    nanoGPT does. A run's own config derives from it and may change a default.
+    """
+
+    dim: int = 64
+    depth: int = 2
+    heads: int = 4
+    text: str = "tinyshakespeare"
+    context: int = 16
+    batch: int = 32
+    steps: int = 200
+    lr: float = 1e-3
+    warmup: int = 0
+    optimizer: str = "adamw"
+    weight_decay: float = 0.1
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        check_fields(self, finite=("lr", "weight_decay", "beta2", "grad_clip"),
+                     positive=("dim", "depth", "heads", "context", "batch", "steps"),
+                     non_negative=("warmup", "seed", "weight_decay", "grad_clip"))
+        if self.dim % self.heads:
+            raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
+        if not 0.0 <= self.beta2 < 1.0:
+            raise ValueError(f"beta2 must be in [0, 1), got {self.beta2}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialConfig(TrainingConfig):
     """One training run. ``context`` is the training length L: the block size of ``charlm``,
     the sequence length of ``order``, the longest operand of ``copy/reverse/sort/addition``.
 
@@ -82,9 +132,7 @@ class TrialConfig:
     ``dim // 2`` position channels when ``combine="concat"`` (total width stays ``dim``).
     ``eval_scales`` multiply ``context`` to give the evaluated lengths. ``bias`` False drops the
     biases of the blocks' linear layers and LayerNorms (nanoGPT's ``bias=False``; the embedding
-    block keeps its LayerNorm). ``optimizer`` ``"adamw_fused"`` steps with torch's fused AdamW
-    kernel on CPU too (faster; its rounding differs from the for-loop's by about 1e-7 a step);
-    ``"adamw"`` is the for-loop on CPU, fused on CUDA as nanoGPT does.
+    block keeps its LayerNorm). The training fields are :class:`TrainingConfig`'s.
     """
 
     task: str = "charlm"
@@ -97,30 +145,16 @@ class TrialConfig:
     freeze_positions: bool = False
     randomized_positions: bool = False
     concat_dim: int = 0
-    dim: int = 64
-    depth: int = 2
-    heads: int = 4
     mlp_ratio: int = 4
     dropout: float = 0.0
-    context: int = 16
     table_size: int = 0
     vocab: int = 10
-    batch: int = 32
-    steps: int = 200
-    lr: float = 1e-3
     min_lr: float = 1e-4
-    warmup: int = 0
-    weight_decay: float = 0.1
-    beta2: float = 0.99
-    grad_clip: float = 1.0
-    seed: int = 0
     eval_scales: tuple[float, ...] = (1.0, 2.0, 4.0)
     eval_batches: int = 4
     log_every: int = 10
-    text: str = "tinyshakespeare"
     backend: str = "auto"
     bias: bool = True
-    optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
         from posembed.attention_backends import BACKENDS
@@ -128,25 +162,13 @@ class TrialConfig:
         for name, choices in (*_CHOICES.items(), ("backend", BACKENDS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
-        for name in _FLOATS:
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
-        for name in _POSITIVE:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
-        for name in _NON_NEGATIVE:
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.dim % self.heads:
-            raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
+        super().__post_init__()
+        check_fields(self, finite=("dropout", "min_lr"), positive=("mlp_ratio", "eval_batches", "log_every", "vocab"),
+                     non_negative=("concat_dim", "table_size", "min_lr"))
         if not self.eval_scales or not all(math.isfinite(x) and x > 0 for x in self.eval_scales):
             raise ValueError(f"eval_scales must be finite positive numbers, got {', '.join(map(str, self.eval_scales)) or 'none'}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not 0.0 <= self.beta2 < 1.0:
-            raise ValueError(f"beta2 must be in [0, 1), got {self.beta2}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
 
     @property
     def kwargs(self) -> dict[str, Any]:

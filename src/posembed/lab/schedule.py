@@ -1,7 +1,7 @@
 """The lab's one learning-rate schedule: linear warmup, then cosine decay (nanoGPT's).
 
-Trials (:func:`posembed.lab.train.lr_at`) and the context study
-(:mod:`posembed.lab.context.evaluate`, ``min_lr = lr / 10``) both step by it.
+The lab's one training loop (:func:`posembed.lab.train.train_model`) steps by it, for trials
+(:func:`posembed.lab.train.lr_at`: to ``min_lr``) and the context study (to ``lr / 10``).
 """
 
 from __future__ import annotations

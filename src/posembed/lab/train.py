@@ -1,8 +1,9 @@
 """One trial: build the model a :class:`~posembed.lab.config.TrialConfig` describes, train it
 deterministically, score it, measure how far the position parameters drifted.
 
-Training is nanoGPT's loop: AdamW (betas ``(0.9, beta2)``, weight decay on matrices only),
-linear warmup then cosine decay from ``lr`` to ``min_lr``, gradient clipping. On CPU the same
+Training is the lab's one loop, :func:`train_model` (the context study's models train by it
+too): nanoGPT's AdamW (betas ``(0.9, beta2)``, weight decay on matrices only), linear warmup
+then cosine decay from ``lr`` to ``min_lr``, gradient clipping. On CPU the same
 config gives the same numbers: torch and the data generator are seeded from ``seed`` and
 deterministic algorithms are requested. Under ``torchrun`` (an initialised process group) the
 model is wrapped in ``DistributedDataParallel`` and each rank trains on ``batch / world`` rows.
@@ -31,7 +32,7 @@ from torch import Tensor, nn
 
 from posembed._checks import did_you_mean
 from posembed.devices import autocast_dtype, resolve_device
-from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
 from posembed.lab.schedule import warmup_cosine
 from posembed.lab.sweep.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
@@ -41,6 +42,7 @@ from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 __all__ = [
     "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
     "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice", "adamw", "compile_training",
+    "train_model", "Batches",
 ]
 
 logger = logging.getLogger(__name__)
@@ -215,8 +217,8 @@ def adamw(model: nn.Module, *, lr: float, beta2: float, weight_decay: float, fus
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2), **kernel)
 
 
-def make_optimizer(model: nn.Module, cfg: TrialConfig, device: torch.device | None = None) -> torch.optim.AdamW:
-    """The trial's :func:`adamw`: the fused kernel on CUDA (as nanoGPT) or where ``cfg.optimizer`` is
+def make_optimizer(model: nn.Module, cfg: TrainingConfig, device: torch.device | None = None) -> torch.optim.AdamW:
+    """The run's :func:`adamw`: the fused kernel on CUDA (as nanoGPT) or where ``cfg.optimizer`` is
     ``"adamw_fused"``, the reference for-loop otherwise (the CPU numbers stay put)."""
     on_cuda = device is not None and device.type == "cuda"
     return adamw(model, lr=cfg.lr, beta2=cfg.beta2, weight_decay=cfg.weight_decay,
@@ -264,6 +266,8 @@ class OnDevice(nn.Module):
 
 
 StepCallback = Callable[[int, float], None]
+#: step -> ``(inputs, targets)`` or ``(inputs, targets, position_ids)``, on the CPU (the loop moves them)
+Batches = Callable[[int], tuple[Tensor, ...]]
 
 #: seconds a cold ``torch.compile`` of a lab model's training step costs on CUDA (forward and
 #: backward graphs; later trials of the same shape load them from the cache in a fraction of it)
@@ -318,8 +322,22 @@ def train_trial(
     generator = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
     table = cfg.table_size or task.max_length()
     start = time.perf_counter()
+    curve: list[tuple[int, float]] = []
+
+    def log(step: int, mean: float) -> None:
+        curve.append((step, mean_across_ranks(mean)))
+        if on_step is not None:
+            on_step(*curve[-1])
+
+    def batches(step: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        batch = task.train_batch(generator, cfg.batch // world)
+        rows, length = batch.input_ids.shape[:2]
+        positions = random_positions(generator, rows, length, table) if cfg.randomized_positions else None
+        return batch.input_ids, batch.targets, positions
+
     with deterministic(device.type == "cpu"):
-        curve, final_loss = _train_loop(cfg, task, trainable, generator, table, world, on_step, device)
+        train_model(trainable, cfg, batches, device=device, min_lr=cfg.min_lr, log_every=cfg.log_every, on_log=log,
+                    label=f"trial {cfg.trial_id}")
         elapsed = time.perf_counter() - start
         model.eval()
         scored = model if device.type == "cpu" else OnDevice(model, device)
@@ -327,7 +345,7 @@ def train_trial(
     result = TrialResult(
         config=cfg, evals=evals, curve=curve, drift=drift(initial, position_parameters(model)),
         seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,
-        num_params=sum(p.numel() for p in model.parameters()), final_loss=final_loss, world_size=world,
+        num_params=sum(p.numel() for p in model.parameters()), final_loss=curve[-1][1], world_size=world,
     )
     return result, model
 
@@ -340,37 +358,42 @@ def _rank_device(device: torch.device, rank: int) -> torch.device:
     return torch.device("cuda", local % torch.cuda.device_count())
 
 
-def _train_loop(cfg, task, model, generator, table, world, on_step, device) -> tuple[list[tuple[int, float]], float]:
+def train_model(
+    model: nn.Module, cfg: TrainingConfig, batches: Batches, *, device: torch.device, min_lr: float, log_every: int,
+    on_log: StepCallback | None = None, label: str = "training",
+) -> list[float]:
+    """The lab's one training loop: ``cfg.steps`` steps of AdamW (:func:`make_optimizer`) over
+    ``batches(step)`` (moved to ``device``), the learning rate by
+    :func:`~posembed.lab.schedule.warmup_cosine` from ``cfg.lr`` to ``min_lr``, the forward under
+    :func:`autocast`, the loss :func:`~posembed.lab.tasks.loss_fn`, gradients clipped to
+    ``cfg.grad_clip`` (0: not clipped). The losses stay on the device until a logged step (every
+    ``log_every`` and the last): then the window is read back at once and ``on_log(step, mean)``
+    gets its mean. Returns every step's loss; warns (naming ``label``) when one is not finite.
+    """
     optimizer = make_optimizer(model, cfg, device)
     params = [p for p in model.parameters() if p.requires_grad]  # once, not a generator per step
     model.train()
-    curve: list[tuple[int, float]] = []
+    losses: list[float] = []
     window: list[Tensor] = []  # losses kept as tensors: no device sync until a logged step
     for step in range(cfg.steps):
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        batch = task.train_batch(generator, cfg.batch // world)
-        positions = None
-        if cfg.randomized_positions:
-            positions = random_positions(generator, batch.input_ids.shape[0], batch.input_ids.shape[1], table)
-            positions = positions.to(device, non_blocking=True)
-        input_ids = batch.input_ids.to(device, non_blocking=True)
+            group["lr"] = warmup_cosine(step, lr=cfg.lr, min_lr=min_lr, warmup=cfg.warmup, steps=cfg.steps)
+        inputs, targets, *positions = [t if t is None else t.to(device, non_blocking=True) for t in batches(step)]
         with autocast(device):
-            logits = model(input_ids, position_ids=positions)
-        loss = loss_fn(logits, batch.targets.to(device, non_blocking=True))
+            logits = model(inputs, position_ids=positions[0] if positions else None)
+        loss = loss_fn(logits, targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)  # same numbers as the loop, fewer calls
         optimizer.step()
         window.append(loss.detach())
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+        if (step + 1) % log_every == 0 or step + 1 == cfg.steps:
             values = torch.stack(window).tolist()  # one sync per logged step
-            mean = mean_across_ranks(sum(values) / len(values))
-            curve.append((step + 1, mean))
+            losses += values
             window.clear()
-            if on_step is not None:
-                on_step(step + 1, mean)
-    if not all(math.isfinite(loss) for _, loss in curve):
-        logger.warning("trial %s: training loss became non-finite", cfg.trial_id)
-    return curve, curve[-1][1]
+            if on_log is not None:
+                on_log(step + 1, sum(values) / len(values))
+    if not all(map(math.isfinite, losses)):
+        logger.warning("%s: training loss became non-finite", label)
+    return losses

@@ -21,7 +21,7 @@ study (``context``) trains all of them; ``context-smoke`` trains ALiBi, NoPE and
 >>> with_overrides(get_context_preset("context"), ["step=10"])  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: unknown context key 'step'; keys: name, context, ...
+ValueError: unknown context key 'step'; keys: dim, depth, heads, text, context, ...
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from posembed._checks import did_you_mean
+from posembed.lab.config import TrainingConfig, check_fields
 from posembed.lab.context import METHODS
 
 __all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "SMOKE_REFERENCES", "get_context_preset", "with_overrides",
@@ -47,9 +48,13 @@ REFERENCES = ("alibi", "nope", "fire", "kerple", "sandwich", "cope")
 SMOKE_REFERENCES = ("alibi", "nope", "fire")
 
 
-@dataclass(frozen=True)
-class ContextConfig:
+@dataclass(frozen=True, kw_only=True)
+class ContextConfig(TrainingConfig):
     """Everything one context-extension study does (its hash keys the stored rows).
+
+    The training fields are :class:`~posembed.lab.config.TrainingConfig`'s, read by
+    :func:`~posembed.lab.context.evaluate.train_steps` (with its passkey curriculum); a fine-tune
+    trains by the config's :meth:`finetune`.
 
     ``lm_windows`` counts held-out windows at the longest length; shorter lengths score more
     windows over the same characters, so every length is scored on the same text. ``seeds``: the
@@ -59,9 +64,6 @@ class ContextConfig:
 
     name: str
     context: int = 96
-    dim: int = 64
-    depth: int = 2
-    heads: int = 4
     steps: int = 2000
     batch: int = 16
     lr: float = 3e-3
@@ -80,20 +82,16 @@ class ContextConfig:
     finetune_scale: int = 4
     finetune_steps: int = 100
     finetune_lr: float = 1e-3
-    seed: int = 0
-    text: str = "tinyshakespeare"
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         from posembed.lab.tasks.passkey import min_length
 
-        for name in ("context", "dim", "depth", "heads", "steps", "batch", "digits", "depths", "passkey_samples",
-                     "lm_windows", "finetune_scale"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.dim % self.heads or (self.dim // self.heads) % 2:
+        super().__post_init__()
+        check_fields(self, positive=("digits", "depths", "passkey_samples", "lm_windows", "finetune_scale"))
+        if (self.dim // self.heads) % 2:
             raise ValueError(f"dim={self.dim} over heads={self.heads} must give an even head dim (RoPE)")
-        if self.context + 1 < min_length(self.digits):
+        if (self.passkey_fraction or self.passkey_only_steps) and self.context + 1 < min_length(self.digits):
             raise ValueError(f"context={self.context} is below the passkey minimum {min_length(self.digits) - 1}")
         if not isinstance(self.passkey_only_steps, int) or self.passkey_only_steps < 0:
             raise ValueError(f"passkey_only_steps must be an integer >= 0, got {self.passkey_only_steps!r}")
@@ -120,6 +118,12 @@ class ContextConfig:
         [0, 2]
         """
         return [dataclasses.replace(self, seed=seed) for seed in self.seeds]
+
+    def finetune(self, *, steps: int, context: int, lr: float, seed: int) -> "ContextConfig":
+        """The training config of a fine-tune: ``steps`` at ``context`` from ``lr`` (warmup a tenth
+        of the steps, 20 at most), passkey rows at ``passkey_fraction`` from the first step."""
+        return dataclasses.replace(self, steps=steps, context=context, lr=lr, seed=seed, warmup=min(20, steps // 10),
+                                   passkey_only_steps=0, passkey_adjacent_steps=0)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -148,9 +152,9 @@ class ContextConfig:
 #: the config fields :attr:`ContextConfig.train_id` hashes
 TRAIN_FIELDS = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
                 "passkey_only_steps", "passkey_adjacent_steps", "digits", "seed", "text", "finetune_scale",
-                "finetune_steps", "finetune_lr")
+                "finetune_steps", "finetune_lr", "weight_decay", "beta2", "grad_clip", "optimizer")
 #: fields added after stores existed, hashed only away from this value (what those stores trained with)
-_LATER_DEFAULTS = {"passkey_adjacent_steps": 0}
+_LATER_DEFAULTS = {"passkey_adjacent_steps": 0, "weight_decay": 0.1, "beta2": 0.99, "grad_clip": 1.0, "optimizer": "adamw"}
 
 
 def _hashed(body: dict) -> dict:

@@ -51,7 +51,7 @@ from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
-from posembed.lab.context.evaluate import ContextData, TrainSettings, lm_perplexity, on_device, passkey_grid, train_steps
+from posembed.lab.context.evaluate import ContextData, lm_perplexity, on_device, passkey_grid, train_steps
 from posembed.lab.context.presets import REFERENCES, ContextConfig
 from posembed.lab.context.store import NO_DEPTH, ContextStore
 from posembed.lab.tasks.passkey import depth_grid, min_length
@@ -123,15 +123,9 @@ def evaluate_rows(model: nn.Module, data: ContextData, length: int, *, windows: 
     return rows
 
 
-def _settings(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: int, warmup: int,
-              passkey_only: int = 0, adjacent: int = 0) -> TrainSettings:
-    return TrainSettings(steps=steps, context=context, batch=cfg.batch, lr=lr, passkey_fraction=cfg.passkey_fraction,
-                         digits=cfg.digits, seed=seed, warmup=warmup, passkey_only=passkey_only, adjacent=adjacent)
-
-
-def _trained(cfg, name, store, folder, data, make, settings, device) -> nn.Module:
+def _trained(cfg, name, store, folder, data, make, training: ContextConfig, device) -> nn.Module:
     """The model ``name`` (on ``device``) from its checkpoint if stored and built as ``make()`` builds
-    it, else ``make()`` trained with ``settings`` and saved."""
+    it, else ``make()`` trained as ``training`` (``cfg`` or its fine-tune) says, and saved."""
     fresh = make()
     if name in store.models(cfg.train_id) and is_checkpoint(folder):
         model = load_checkpoint(folder, device=device)[0]
@@ -143,12 +137,12 @@ def _trained(cfg, name, store, folder, data, make, settings, device) -> nn.Modul
                        "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, folder, gone)
     model = fresh.to(device)
     start = time.perf_counter()
-    final_loss = train_steps(model, data, settings)
+    final_loss = train_steps(model, data, training)
     seconds = time.perf_counter() - start
-    meta = {"task": TASK, "config": {"task": "passkey", "context": settings.context}, "vocab": list(data.chars),
+    meta = {"task": TASK, "config": {"task": "passkey", "context": training.context}, "vocab": list(data.chars),
             "context_config": cfg.to_dict(), "final_loss": final_loss}
     save_checkpoint(model, folder, meta)
-    facts = {"seconds": seconds, "final_loss": final_loss, "steps": settings.steps, "context": settings.context,
+    facts = {"seconds": seconds, "final_loss": final_loss, "steps": training.steps, "context": training.context,
              "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder), "device": str(device)}
     store.put_model(cfg.train_id, name, facts)
     logger.info("context %s seed %d: trained %s on %s in %.1f s (final loss %.3f)", cfg.name, cfg.seed, name, device,
@@ -200,14 +194,12 @@ def _run_seed(cfg: ContextConfig, out: Path, device: torch.device, steps: Progre
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     data = ContextData.load(cfg.text)
     models = out / "models" / cfg.train_id
-    base = _settings(cfg, steps=cfg.steps, context=cfg.context, lr=cfg.lr, seed=cfg.seed, warmup=cfg.warmup,
-                     passkey_only=cfg.passkey_only_steps, adjacent=cfg.passkey_adjacent_steps)
     seed = f"seed {cfg.seed}"
     trained = {}
     for scheme in ("rope", *cfg.references):
         steps.working_on(f"{seed}: train {scheme}")
         trained[scheme] = _trained(cfg, scheme, store, models / scheme, data,
-                                   lambda s=scheme: build_context_model(cfg, s, data.vocab_size), base, device)
+                                   lambda s=scheme: build_context_model(cfg, s, data.vocab_size), cfg, device)
         steps.advance(f"{seed}: trained {scheme}")
     rope, head_dim, theta = trained["rope"], cfg.dim // cfg.heads, rope_base(trained["rope"])
     for method in cfg.methods:
@@ -220,12 +212,11 @@ def _run_seed(cfg: ContextConfig, out: Path, device: torch.device, steps: Progre
         _evaluate(cfg, store, data, scheme, "none", lambda n, s=scheme: trained[s])
         steps.advance(f"{seed}: evaluated {scheme}")
     scale = cfg.finetune_scale
-    tune = _settings(cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
-                     seed=cfg.seed + 1, warmup=min(20, cfg.finetune_steps // 10))
     for method in cfg.finetune_methods if cfg.finetune_steps else ():
         name = finetuned_name(method, scale)
         scheme = method_scheme(method, head_dim=head_dim, factor=float(scale), original_len=cfg.context, base=theta)
         steps.working_on(f"{seed}: fine-tune {name}")
+        tune = cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr, seed=cfg.seed + 1)
         tuned = _trained(cfg, name, store, models / name.replace("@", "_"), data, lambda s=scheme: swap_scheme(rope, s),
                          tune, device)
         steps.advance(f"{seed}: fine-tuned {name}")
@@ -281,10 +272,8 @@ def reevaluate_checkpoint(
                   unit="step") as steps:
         if finetune_steps:
             steps.working_on(f"fine-tune {finetune_steps} steps at {target}")
-            settings = TrainSettings(steps=finetune_steps, context=target, batch=batch, lr=lr,
-                                     passkey_fraction=0.25 if passkey else 0.0, seed=seed,
-                                     warmup=min(20, finetune_steps // 10))
-            train_steps(model, data, settings)
+            study = ContextConfig(name="lab extend", batch=batch, passkey_fraction=0.25 if passkey else 0.0)
+            train_steps(model, data, study.finetune(steps=finetune_steps, context=target, lr=lr, seed=seed))
             if save_to is not None:
                 save_checkpoint(model, save_to, {**meta, "config": {**config, "context": target},
                                                  "extended": {"method": method, "factor": factor, "steps": finetune_steps}})
