@@ -273,8 +273,7 @@ def _built_parameters(config_class: type, **kwargs: Any) -> dict | None:
 
 def _latent_class(config_class: type) -> LatentClass | None:
     """A class that declares ``qk_rope_head_dim`` and, built with ``qk_rope_head_dim=8, qk_nope_head_dim=12``, holds
-    ``head_dim`` 8 (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite, ...) or 20 (Mistral 4); ``None`` for other classes
-    (LongCat keeps its own ``head_dim`` field) and for a class that cannot be built so."""
+    ``head_dim`` 8 (DeepSeek-V2/V3, MiniCPM3, ...) or 20 (Mistral 4); not LongCat (its own ``head_dim`` field)."""
     if not _declares(config_class, "qk_rope_head_dim"):
         return None
     try:

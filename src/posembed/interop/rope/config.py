@@ -4,9 +4,7 @@ The schemes take explicit arguments; this module maps a config onto them
 (:func:`rotary_from_hf_config` is the API; the schemes never import this module). It never reads a config's RoPE fields itself:
 :mod:`posembed.interop.rope.settings` reads them (both spellings, the defaults, the layer types)
 into one :class:`~posembed.interop.rope.settings.RopeSettings`, and :func:`rotary_from_settings`
-builds from that, as the zoo and ``posembed rope check`` do. transformers itself is imported
-only to ask whether a config class declares ``original_max_position_embeddings``
-(:func:`~posembed.interop.rope.settings.declared_original`, for flat yarn / llama3 / longrope).
+builds from that, as the zoo and ``posembed rope check`` do.
 
 The config may be a transformers config object (read through its ``to_dict()``; any other
 object through its attributes), a plain dict (a parsed ``config.json``), or a checkpoint folder /

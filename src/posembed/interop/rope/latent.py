@@ -1,15 +1,9 @@
 """How wide and in which layout a config rotates, read against its class's facts: :func:`rotary_width`.
 
-- the ``head_dim`` its rotary embedding reads: the config's, else the class's field default (GPT-OSS 64,
-  Qwen3 128, Qwen3-Next 256, ...: :func:`class_head_dim`), else ``hidden_size // num_attention_heads``;
-- multi-head latent attention classes (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite, Mistral 4, ...: :func:`latent_class`)
-  set ``head_dim`` from ``qk_rope_head_dim`` whatever the config states, and Mistral 4 a partial factor;
-- which pairs the class rotates: interleaved for :data:`ALWAYS_INTERLEAVED`, its ``rope_interleave`` field where it
-  has one, NeoX halves otherwise.
-
-The class's side (:class:`~posembed.interop.rope.classes.ClassFacts`, with the tables that stand in without
-transformers: :data:`LATENT_CLASSES`, :data:`HEAD_DIM_ALIASED`, :data:`ROPE_INTERLEAVE`) is
-:mod:`posembed.interop.rope.classes`; this module reads the config's own fields against it.
+The ``head_dim`` its rotary embedding reads (the config's, else the class's field default: :func:`class_head_dim`,
+else ``hidden_size // num_attention_heads``; multi-head latent attention classes, :func:`latent_class`, set it from
+``qk_rope_head_dim``), and which pairs it rotates. The class's side, with the tables that stand in without
+transformers, is :class:`~posembed.interop.rope.classes.ClassFacts`; this module reads the config's fields against it.
 """
 
 from __future__ import annotations
@@ -43,11 +37,8 @@ class RotaryWidth:
 
 
 def class_head_dim(model_type: Any) -> int | None:
-    """The ``head_dim`` transformers' config class of ``model_type`` fills in when the config has no such key: its
-    field's default (GPT-OSS 64, GLM-4 and Qwen3 128, Qwen3-Next and Gemma 256). ``None`` where the class derives it
-    (``hidden_size // num_attention_heads``), for a model type transformers does not know and for multi-head latent
-    attention classes, which rotate ``qk_rope_head_dim`` channels instead; without transformers,
-    :data:`~posembed.interop.rope.classes.CLASS_HEAD_DIM`.
+    """The ``head_dim`` transformers' config class of ``model_type`` fills in when the config has no such key (GPT-OSS
+    64, Qwen3 128, Gemma 256); ``None`` where the class derives it, for an unknown model type and for latent classes.
 
     >>> class_head_dim("gpt_oss"), class_head_dim("llama"), class_head_dim(None)
     (64, None, None)
@@ -56,10 +47,7 @@ def class_head_dim(model_type: Any) -> int | None:
 
 
 def latent_class(model_type: Any) -> LatentClass | None:
-    """The :class:`LatentClass` of ``model_type``: a class that declares ``qk_rope_head_dim`` and, built with
-    ``qk_rope_head_dim=8, qk_nope_head_dim=12``, holds ``head_dim`` 8 (DeepSeek-V2/V3, MiniCPM3, GLM-4-MoE-Lite,
-    ...) or 20 (Mistral 4). ``None`` for other classes (LongCat keeps its own ``head_dim`` field) and for a
-    class that cannot be built so; without transformers, :data:`LATENT_CLASSES`.
+    """The :class:`LatentClass` of ``model_type`` (multi-head latent attention), ``None`` for other classes.
 
     >>> latent_class("deepseek_v3"), latent_class("llama")
     (LatentClass(width='qk_rope_head_dim', rope=64, nope=128), None)

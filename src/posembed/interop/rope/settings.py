@@ -1,10 +1,8 @@
 """Read the RoPE settings of a transformers config, in either spelling: the one reader.
 
-Everything posembed knows about how a config states RoPE is here; both consumers read the
-:class:`RopeSettings` it returns and nothing else: the scheme builder
-(:func:`posembed.interop.rope.config.rotary_from_settings`, behind
-``rotary_from_hf_config`` and the zoo) and the check (:mod:`posembed.interop.rope.check`
-with its :mod:`~posembed.interop.rope.traps`).
+Everything posembed knows about how a config states RoPE is here; both consumers read the :class:`RopeSettings`
+it returns and nothing else: the scheme builder (:func:`posembed.interop.rope.config.rotary_from_settings`, behind
+``rotary_from_hf_config`` and the zoo) and the check (:mod:`posembed.interop.rope.check` with its traps).
 
 A config arrives as a transformers config object, a ``config.json`` dict, a checkpoint folder
 or the path of its ``config.json``. Its RoPE fields are read as written (not as a loader would
@@ -17,14 +15,12 @@ repair them), so that the traps can see what is missing:
   ``global_rope_theta`` / ``local_rope_theta``; GPT-NeoX's ``rotary_emb_base`` / ``rotary_pct``
   and GPT-J's ``rotary_dim``.
 
-What transformers 5.23's config classes do to those fields (which keys are layer types, the classes
-that always nest their parameters, the renames, the class defaults) is :mod:`~posembed.interop.rope.classes`;
-this module reads a config as they do, in one line: the config dict (:func:`config_dict`), its class's facts
-asked once (:func:`~posembed.interop.rope.classes.config_facts`), the parameters per layer type read against
-them, the width and layout of the rotary channels (:func:`~posembed.interop.rope.latent.rotary_width`), one
-:class:`RopeSettings`. Dicts under a key that is not a layer type are ignored
-(:func:`ignored_parameters`); for a model type transformers does not know, any dict is a layer type
-unless the config's ``layer_types`` says otherwise.
+What transformers 5.23's config classes do to those fields (layer types, nesting, renames, class defaults) is
+:mod:`~posembed.interop.rope.classes`; this module reads a config as they do, in one line: the dict, its class's
+facts asked once (:func:`~posembed.interop.rope.classes.config_facts`), the parameters per layer type read
+against them, the rotary width and layout (:func:`~posembed.interop.rope.latent.rotary_width`), one :class:`RopeSettings`.
+Dicts under a key that is not a layer type are ignored (:func:`ignored_parameters`); for a model type transformers
+does not know, any dict is a layer type unless the config's ``layer_types`` says otherwise.
 
 A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
 ``standardize_rope_params`` does, else its config class's default (:attr:`ClassFacts.theta <posembed.interop.rope.classes.ClassFacts>`:
@@ -51,7 +47,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
-from posembed.interop.hf.config import config_dict, load_config_dict, read_config
+from posembed.interop.hf.config import config_dict, load_config_dict
 from posembed.interop.rope.classes import (
     DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
     RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, ClassFacts, PerLayerClass, class_facts, config_facts, declared_original,
@@ -61,7 +57,7 @@ from posembed.interop.rope.latent import RotaryWidth, rotary_width
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
-    "RopeSettings", "read_config", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling",
+    "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling",
     "layer_parameters",
     "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "declared_original", "ignored_parameters", "why_ignored",
     "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
@@ -121,9 +117,8 @@ def has_rope(raw: dict) -> bool:
     """Whether the config describes rotary position embeddings: it states a RoPE field, or its model type is
     rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`:
     a bare Llama config builds Llama's RoPE)."""
-    model_type = model_type_of(raw)
-    rotary = model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES
-    return states_rope(raw) or rotary or class_facts(model_type).rotary
+    rotary = model_type_of(raw) in _ROTARY_WITHOUT_FIELDS or model_type_of(raw) in PER_LAYER_CLASSES
+    return states_rope(raw) or rotary or class_facts(model_type_of(raw)).rotary
 
 
 def states_rope(raw: dict) -> bool:
@@ -251,11 +246,10 @@ def _read(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], t
     """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation.
 
     Per-layer classes build their own nested parameters; a config that states no RoPE field takes its class's
-    parameters (none given; a top-level ``partial_rotary_factor`` replaces the class's flat one); any other
-    config is read as stated."""
+    parameters (none given; a top-level ``partial_rotary_factor`` replaces the class's); others are read as stated."""
     if facts.per_layer is not None:
         return _per_layer_class(raw, facts)
-    defaults = None if states_rope(raw) or not facts.rotary else copy.deepcopy(facts.parameters)
+    defaults = None if states_rope(raw) else copy.deepcopy(facts.parameters)  # None unless the class is rotary
     if defaults and raw.get("partial_rotary_factor") is not None:
         defaults.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
     if defaults:  # the class's own parameters, which the config did not state
