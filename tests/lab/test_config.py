@@ -115,3 +115,40 @@ def test_experiment_name_cannot_be_a_path(name):
 
 def test_plain_experiment_names_are_kept():
     assert apply_overrides(get_preset("smoke"), ["name=ablation-v2.1"]).name == "ablation-v2.1"
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("steps", 0, "steps must be a positive integer, got 0"),
+        ("batch", 2.5, "batch must be a positive integer, got 2.5"),
+        ("dim", 33, "dim=33 must be divisible by heads=4"),
+        ("lr", -1.0, "lr must be > 0, got -1.0"),
+        ("lr", float("inf"), "lr must be a finite number, got inf"),
+        ("beta2", 1.5, "beta2 must be in [0, 1), got 1.5"),
+        ("weight_decay", -1.0, "weight_decay must be >= 0, got -1.0"),
+        ("warmup", -3, "warmup must be >= 0, got -3"),
+        ("seed", -1, "seed must be >= 0, got -1"),
+        ("grad_clip", float("nan"), "grad_clip must be a finite number, got nan"),
+        ("optimizer", "sgd", "optimizer='sgd' is not one of adamw, adamw_fused"),
+    ],
+)
+def test_the_training_fields_are_checked_once_for_trials_and_the_context_study(field, value, message):
+    from posembed.lab.config import TrainingConfig
+    from posembed.lab.context.presets import ContextConfig
+
+    assert issubclass(TrialConfig, TrainingConfig) and issubclass(ContextConfig, TrainingConfig)
+    for make in (TrainingConfig, TrialConfig, lambda **kw: ContextConfig(name="x", **kw)):
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+            make(**{field: value})
+
+
+def test_the_context_study_hashes_its_new_training_fields_only_away_from_their_defaults():
+    from posembed.lab.context.presets import ContextConfig, train_id_of
+
+    study = ContextConfig(name="x")
+    body = {k: v for k, v in study.to_dict().items() if k not in ("weight_decay", "beta2", "grad_clip", "optimizer")}
+    assert train_id_of(body) == study.train_id  # a store from before the fields keeps its models
+    for change in ({"weight_decay": 0.0}, {"beta2": 0.95}, {"grad_clip": 0.0}, {"optimizer": "adamw_fused"}):
+        other = dataclasses.replace(study, **change)
+        assert other.train_id != study.train_id and other.config_id != study.config_id, change

@@ -76,3 +76,19 @@ def test_adjacent_steps_are_checked_and_hashed_only_when_set():
     assert train_id_of(body) == old.train_id
     assert ContextConfig(name="x").train_id != old.train_id
     assert get_context_preset("context").passkey_adjacent_steps == 300
+
+
+def test_a_finetune_trains_the_study_longer_without_its_curriculum():
+    study = get_context_preset("context")
+    tune = study.finetune(steps=100, context=384, lr=1e-3, seed=1)
+    assert (tune.steps, tune.context, tune.lr, tune.seed, tune.warmup) == (100, 384, 1e-3, 1, 10)
+    assert (tune.passkey_only_steps, tune.passkey_adjacent_steps) == (0, 0)  # passkey rows mixed in from the first step
+    assert (tune.passkey_fraction, tune.digits, tune.batch) == (study.passkey_fraction, study.digits, study.batch)
+    assert study.finetune(steps=1000, context=384, lr=1e-3, seed=1).warmup == 20
+
+
+def test_the_passkey_length_is_checked_only_where_passkey_rows_are_drawn():
+    plain = ContextConfig(name="x", context=20, passkey_fraction=0.0, passkey_only_steps=0, passkey_adjacent_steps=0)
+    assert plain.context == 20  # a char LM at a length no passkey document fits in (lab extend of a charlm checkpoint)
+    with pytest.raises(ValueError, match="context=20 is below the passkey minimum"):
+        ContextConfig(name="x", context=20, passkey_fraction=0.0, passkey_only_steps=1, passkey_adjacent_steps=0)

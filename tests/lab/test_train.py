@@ -186,3 +186,108 @@ def test_the_trained_module_is_the_compiled_one_when_the_policy_says_so(monkeypa
     monkeypatch.setattr(torch, "compile", record)
     again, model = train_trial(cfg, device="cpu")
     assert compiled == [model] and again.curve == eager.curve and again.evals == eager.evals
+
+
+def _loop_inputs(steps: int = 6, **overrides):
+    """A tiny decoder, its training config and a batch source (fixed by the seed)."""
+    from posembed.lab.config import TrainingConfig
+    from posembed.model import Decoder
+
+    cfg = TrainingConfig(**{"dim": 16, "depth": 1, "heads": 2, "context": 8, "batch": 4, "steps": steps, "lr": 3e-3,
+                            "warmup": 2, "grad_clip": 0.5, **overrides})
+    torch.manual_seed(0)
+    model = Decoder(11, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads)
+    rows = torch.randint(0, 11, (steps, cfg.batch, cfg.context + 1), generator=torch.Generator().manual_seed(1))
+    return cfg, model, lambda step: (rows[step, :, :-1], rows[step, :, 1:])
+
+
+def test_the_one_loop_is_the_plain_training_loop_to_the_bit():
+    """AdamW with decay on matrices, nanoGPT's warmup-cosine, clipping: restated here without the lab."""
+    from posembed.lab.train import train_model
+
+    cfg, model, batches = _loop_inputs()
+    logged = []
+    losses = train_model(model, cfg, batches, device=torch.device("cpu"), min_lr=3e-4, log_every=4,
+                         on_log=lambda step, mean: logged.append((step, mean)))
+    _, reference, _ = _loop_inputs()
+    matrices = [p for p in reference.parameters() if p.dim() >= 2]
+    rest = [p for p in reference.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                  betas=(0.9, 0.99))
+    expected = []
+    for step in range(6):
+        lr = 3e-3 * (step + 1) / 3 if step < 2 else 3e-4 + 0.5 * (1 + math.cos(math.pi * (step - 2) / 4)) * 2.7e-3
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        inputs, targets = batches(step)
+        logits = reference(inputs)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5, foreach=False)
+        optimizer.step()
+        expected.append(loss.item())
+    assert losses == expected
+    assert logged == [(4, sum(expected[:4]) / 4), (6, sum(expected[4:]) / 2)]  # every log_every steps and the last
+    for (name, a), (_, b) in zip(model.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_the_loop_reads_the_losses_back_once_per_logged_step(monkeypatch):
+    from posembed.lab.train import train_model
+
+    cfg, model, batches = _loop_inputs(steps=7)
+    reads, tolist = [], torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append(t.shape) or tolist(t))
+    losses = train_model(model, cfg, batches, device=torch.device("cpu"), min_lr=3e-4, log_every=3)
+    assert reads == [torch.Size([3]), torch.Size([3]), torch.Size([1])] and len(losses) == 7
+
+
+@pytest.mark.parametrize("grad_clip, clipped", [(0.0, 0), (0.5, 3)])
+def test_the_loop_clips_only_when_asked(monkeypatch, grad_clip, clipped):
+    from posembed.lab.train import train_model
+
+    cfg, model, batches = _loop_inputs(steps=3, grad_clip=grad_clip)
+    calls, clip = [], torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda *a, **k: calls.append(a[1]) or clip(*a, **k))
+    train_model(model, cfg, batches, device=torch.device("cpu"), min_lr=3e-4, log_every=3)
+    assert calls == [grad_clip] * clipped
+
+
+def test_the_loop_passes_position_ids_and_names_a_non_finite_run(caplog):
+    from posembed.lab.train import train_model
+
+    cfg, model, batches = _loop_inputs(steps=2)
+    seen = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs["position_ids"]), with_kwargs=True)
+    positions = torch.arange(8).expand(4, 8) * 2
+    with torch.no_grad():
+        model.head.weight.fill_(float("nan"))
+    with caplog.at_level("WARNING", logger="posembed.lab.train"):
+        losses = train_model(model, cfg, lambda step: (*batches(step), positions), device=torch.device("cpu"),
+                             min_lr=3e-4, log_every=1, label="run x")
+    assert len(seen) == 2 and all(torch.equal(p, positions) for p in seen)
+    assert all(math.isnan(loss) for loss in losses) and "run x: training loss became non-finite" in caplog.text
+
+
+def test_trials_and_the_context_study_train_by_the_one_loop(monkeypatch):
+    import posembed.lab.context.evaluate as context_eval
+    import posembed.lab.train as lab_train
+    from posembed.lab.context.presets import ContextConfig
+    from posembed.lab.context.run import build_context_model
+
+    calls, loop = [], lab_train.train_model
+
+    def recorded(model, cfg, batches, **kwargs):
+        calls.append((type(cfg).__name__, kwargs["min_lr"], kwargs["log_every"]))
+        return loop(model, cfg, batches, **kwargs)
+
+    monkeypatch.setattr(lab_train, "train_model", recorded)
+    monkeypatch.setattr(context_eval, "train_model", recorded)
+    trial = tiny_trial(min_lr=2e-4, log_every=3)
+    train_trial(trial, device="cpu")
+    study = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2, steps=20, batch=2, lr=2e-3, warmup=0,
+                          passkey_only_steps=0, passkey_adjacent_steps=0)
+    data = context_eval.ContextData.load("tinyshakespeare")
+    context_eval.train_steps(build_context_model(study, "rope", data.vocab_size), data, study)
+    assert calls == [("TrialConfig", 2e-4, 3), ("ContextConfig", 2e-3 / 10, 2)]  # the study: to lr / 10, a log line per 10 %
