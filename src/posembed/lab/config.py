@@ -37,7 +37,8 @@ from typing import Any
 
 from posembed._checks import closest, did_you_mean
 
-__all__ = ["TASKS", "VARIANTS", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "config_hash", "parse_value"]
+__all__ = ["TASKS", "VARIANTS", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "check_fields",
+           "config_hash", "parse_value"]
 
 #: task name -> model kind it trains ("decoder" causal LM, "encoder" classifier)
 TASKS: dict[str, str] = {

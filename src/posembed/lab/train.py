@@ -1,9 +1,8 @@
 """One trial: build the model a :class:`~posembed.lab.config.TrialConfig` describes, train it
 deterministically, score it, measure how far the position parameters drifted.
 
-Training is the lab's one loop, :func:`train_model` (the context study's models train by it
-too): nanoGPT's AdamW (betas ``(0.9, beta2)``, weight decay on matrices only), linear warmup
-then cosine decay from ``lr`` to ``min_lr``, gradient clipping. On CPU the same
+Training is :func:`train_model`, the lab's one loop (the context study's too): nanoGPT's AdamW (betas
+``(0.9, beta2)``, decay on matrices), warmup then cosine decay to ``min_lr``, clipping. On CPU the same
 config gives the same numbers: torch and the data generator are seeded from ``seed`` and
 deterministic algorithms are requested. Under ``torchrun`` (an initialised process group) the
 model is wrapped in ``DistributedDataParallel`` and each rank trains on ``batch / world`` rows.
