@@ -94,13 +94,7 @@ def refusal(cfg: TrialConfig) -> str:
     scheme = build_trial_scheme(cfg, table_size=max(2, cfg.table_size or 2 * cfg.context))
     if scheme is None:
         return ""
-    sizes = dict(num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads)
-    try:
-        scheme.check_attention(**sizes, causal=False)
-    except ValueError as error:
-        scheme.check_attention(**sizes, causal=True)  # any other problem is the model's to report
-        return str(error)
-    return ""
+    return scheme.why_causal_only() or ""  # any other problem is the model's to report
 
 
 def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
