@@ -348,7 +348,7 @@ def empty_heatmap_note(results: Results) -> str:
     return (f"Passkey accuracy is 0 at every length and depth for {_listed(empty)}: {why}{rope}. A model that has "
             f"not learned retrieval at L scores 0 everywhere, whatever its positions, so these panels compare "
             f"nothing; it takes a longer passkey curriculum or more steps (this run: {results.body['steps']} steps, "
-            f"the first {results.body.get('passkey_only_steps', 0)} on passkeys alone).")
+            f"the first {results.body.get('passkey_only_steps', 0)} on passkeys alone{_adjacent_text(results.body)}).")
 
 
 def _summary(results: Results) -> list[tuple[str, str]]:
@@ -363,12 +363,18 @@ def _title(results: Results) -> str:
     return f"posembed lab context: Which context extension works? ({results.body.get('name', 'study')})"
 
 
+def _adjacent_text(body: dict) -> str:
+    adjacent = body.get("passkey_adjacent_steps", 0)
+    return f", of which the first {adjacent} put the key sentence right before the question" if adjacent else ""
+
+
 def _intro(results: Results) -> str:
     body = results.body
     trained = _listed([NAMES.get(m, m) for m in ("rope", *body.get("references", ()))])
     return (f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare characters "
             f"at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} on passkey "
-            f"documents alone, then {body['passkey_fraction']:.0%} passkey documents), {_seeds_text(results)}; the "
+            f"documents alone{_adjacent_text(body)}, then {body['passkey_fraction']:.0%} passkey documents), "
+            f"{_seeds_text(results)}; the "
             f"RoPE model evaluated with each method swapped in, no retraining; `rope+<method>@{body['finetune_scale']}x` "
             f"fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']} L; the other schemes are the "
             f"references, evaluated as they are. With several seeds a number is the mean over the seeds and its "
