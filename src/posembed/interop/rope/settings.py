@@ -57,8 +57,7 @@ from posembed.interop.rope.latent import RotaryWidth, rotary_width
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
-    "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling",
-    "layer_parameters",
+    "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling", "layer_parameters",
     "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "declared_original", "ignored_parameters", "why_ignored",
     "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
     "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
@@ -117,8 +116,8 @@ def has_rope(raw: dict) -> bool:
     """Whether the config describes rotary position embeddings: it states a RoPE field, or its model type is
     rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`:
     a bare Llama config builds Llama's RoPE)."""
-    rotary = model_type_of(raw) in _ROTARY_WITHOUT_FIELDS or model_type_of(raw) in PER_LAYER_CLASSES
-    return states_rope(raw) or rotary or class_facts(model_type_of(raw)).rotary
+    model_type = model_type_of(raw)
+    return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or class_facts(model_type).rotary
 
 
 def states_rope(raw: dict) -> bool:
