@@ -86,10 +86,10 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
     "context_evaluate": (
         "lab/context/evaluate.py",
-        ("_load", "lm_perplexity", "passkey_grid", "_lr", "_batch", "model_device", "on_device", "train_steps"),
+        ("_load", "lm_perplexity", "passkey_grid", "_batch", "model_device", "on_device", "train_steps"),
         (
-            "tests/lab/test_context_perplexity.py", "tests/lab/test_context_curriculum.py", "tests/lab/test_context_device.py",
-            "tests/lab/test_context.py",
+            "tests/lab/test_context_perplexity.py", "tests/lab/test_context_evaluate.py", "tests/lab/test_context_curriculum.py",
+            "tests/lab/test_context_device.py", "tests/lab/test_context.py",
         ),
     ),
 }

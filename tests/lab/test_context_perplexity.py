@@ -67,6 +67,14 @@ def test_windows_are_consecutive_and_each_scores_its_own_last_character():
     assert lm_perplexity(model, val, 3, windows=2) == pytest.approx(math.sqrt(12), rel=1e-6)
 
 
+def test_windows_go_through_the_model_8_at_a_time_by_default():
+    val = torch.randint(0, 4, (41,), generator=torch.Generator().manual_seed(1))  # 10 windows of 4, exactly
+    model = _successor_model(4)
+    by_default = lm_perplexity(model, val, 4, windows=10)
+    assert model.calls == [(8, 4), (2, 4)]
+    assert by_default == pytest.approx(lm_perplexity(model, val, 4, windows=10, batch=1), rel=1e-6)  # fp32 sums
+
+
 def test_too_short_a_split_gives_none():
     model = _successor_model(4)
     assert lm_perplexity(model, torch.tensor([0, 1, 2]), 3, windows=4) is None
