@@ -3,9 +3,11 @@ on hand-built token lists, a stub model and a 1-layer random BERT (seconds on a 
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import shutil
+import time
 
 import pytest
 import torch
@@ -13,6 +15,7 @@ import torch
 from posembed.interop.extend import finetune
 from posembed.interop.extend.finetune import TEMPERATURE, _check, _embed, _pairs, _with_table, tune_new_rows
 from posembed.interop.extend.methods import copy_rows
+from posembed.interop.extend.retrieval_data import corpus_tokens, default_text, split_text
 
 transformers = pytest.importorskip("transformers")
 
@@ -27,7 +30,8 @@ def test_check_refuses_each_bad_argument_at_its_bound():
     _check(table, 1, 1, 2, 3, 1)  # every argument at its smallest accepted value
     _check(table, 9, 1, 2, 3, 2)  # trained_rows and query at their largest
     cases = [
-        ((torch.zeros(10), 5, 1, 2, 3, 1), "must be 2-D"),
+        ((torch.zeros(10), 5, 1, 2, 3, 1), r"must be 2-D \(N, C\), got shape \(10,\)"),
+        ((torch.zeros(10, 4, 1), 5, 1, 2, 3, 1), r"must be 2-D \(N, C\), got shape \(10, 4, 1\)"),
         ((table, 5, 0, 2, 3, 1), "positive number of steps, got 0"),
         ((table, 5, True, 2, 3, 1), "positive number of steps, got True"),
         ((table, 5, 1.0, 2, 3, 1), "positive number of steps, got 1.0"),
@@ -208,3 +212,42 @@ def test_a_passage_that_cannot_reach_the_new_rows_is_refused_before_anything_is_
         tune_new_rows(tiny_bert, small[:41], 8, steps=1, text=short_text, batch=2, passage=40, query=2)
     tuned, _ = tune_new_rows(tiny_bert, small, 8, steps=1, text=short_text, batch=2, passage=40, query=2)
     assert torch.equal(tuned[:8], small[:8])
+
+
+def test_defaults_the_shipped_text_its_first_nine_tenths_and_no_progress(tiny_bert, monkeypatch, caplog):
+    """Called with only the steps: seed 0, 8 pairs of a 64-token passage and a 12-token query, the
+    shipped text's training part (the benchmark's last tenth never trains), no progress lines."""
+    drawn = []
+    real = finetune._pairs
+    monkeypatch.setattr(finetune, "_pairs", lambda tokens, *a: drawn.append(tokens) or real(tokens, *a))
+    table = copy_rows(_table(tiny_bert), 100)
+    with caplog.at_level(logging.INFO, logger=finetune.__name__):
+        tuned, record = tune_new_rows(tiny_bert, table, 32, steps=1)
+    assert {k: record[k] for k in ("seed", "batch", "passage_tokens", "query_tokens", "lr", "text")} == {
+        "seed": 0, "batch": 8, "passage_tokens": 64, "query_tokens": 12, "lr": 5e-4, "text": str(default_text())}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tiny_bert))
+    training, benchmark = split_text(default_text().read_text(encoding="utf-8"))
+    assert drawn[0] == corpus_tokens(tokenizer, training)[0]
+    assert len(drawn[0]) < len(corpus_tokens(tokenizer, training + benchmark)[0])
+    assert not [r for r in caplog.records if "tuning new rows" in r.getMessage()]
+
+
+def test_one_step_is_adam_without_weight_decay_on_the_new_rows_only(tiny_bert, short_text, monkeypatch, caplog):
+    made = []
+    real = torch.optim.Adam
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, **kw: made.append(kw) or real(params, **kw))
+    table = copy_rows(_table(tiny_bert), 48)
+    started = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger=finetune.__name__):
+        tuned, record = tune_new_rows(tiny_bert, table, 32, steps=1, text=short_text, batch=4, passage=8, query=2,
+                                      lr=1e-3, progress="lines")
+    wall = time.perf_counter() - started
+    assert made == [{"lr": 1e-3, "weight_decay": 0.0}]
+    # Adam's first step moves every element with a gradient by lr * g / (|g| + eps): lr, to float32 rounding
+    moved = (tuned[32:] - table[32:]).abs()
+    assert torch.equal(tuned[:32], table[:32]) and moved.max() <= 1e-3 * (1 + 1e-5)
+    assert ((moved - 1e-3).abs() < 1e-6).sum() > 0.5 * moved.numel()
+    assert 0 <= record["seconds"] <= wall + 0.05 and record["seconds"] == round(record["seconds"], 1)
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("tuning new rows: 1/1 done (loss" in m for m in messages) == 1
+    assert f"tuned rows 32..47 in 1 steps: loss {record['loss_first']:.3f} -> {record['loss_last_25']:.3f}" in messages
