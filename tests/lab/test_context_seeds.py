@@ -97,8 +97,8 @@ def test_an_all_zero_heatmap_is_named_and_explained():
                            "models never retrieved the key, at L or beyond (RoPE at L: 0 [0, 0]).")
     assert "(this run: 2000 steps, the first 800 on passkeys alone)" in note
     adjacent = Results(rows, {**BODY, "passkey_adjacent_steps": 300})
-    assert ("(this run: 2000 steps, the first 800 on passkeys alone, of which the first 300 put the key sentence "
-            "right before the question)") in empty_heatmap_note(adjacent)
+    assert ("(this run: 2000 steps, the first 800 on passkeys alone, in the first 300 of them half the rows with "
+            "the key sentence right before the question)") in empty_heatmap_note(adjacent)
 
 
 def test_a_store_with_three_seeds_loads_as_one_study(tmp_path):

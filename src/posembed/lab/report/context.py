@@ -365,7 +365,8 @@ def _title(results: Results) -> str:
 
 def _adjacent_text(body: dict) -> str:
     adjacent = body.get("passkey_adjacent_steps", 0)
-    return f", of which the first {adjacent} put the key sentence right before the question" if adjacent else ""
+    return (f", in the first {adjacent} of them half the rows with the key sentence right before the question"
+            if adjacent else "")
 
 
 def _intro(results: Results) -> str:
