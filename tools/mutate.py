@@ -84,6 +84,16 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
          "_packed_results", "check_positions", "ok", "format_position_report"),
         ("tests/interop/test_position_check.py",),
     ),
+    "retrieval": (
+        "interop/extend/retrieval.py",
+        ("rank_scores", "_windows", "_normalise"),
+        ("tests/interop/test_retrieval.py", "-k", "rank_scores or pcw_windows or encoder_encodes"),
+    ),
+    "retrieval_report": (
+        "interop/extend/retrieval_report.py",
+        ("wilson", "mcnemar", "chance"),
+        ("tests/interop/test_retrieval.py", "-k", "chance or wilson or mcnemar"),
+    ),
     "context_evaluate": (
         "lab/context/evaluate.py",
         ("_load", "lm_perplexity", "passkey_grid", "_batch", "model_device", "on_device", "train_steps"),

@@ -1,6 +1,8 @@
 """posembed.interop.extend on the real all-MiniLM-L6-v2 and on small random BERT-family models."""
 
 import json
+import logging
+import shutil
 
 import pytest
 import torch
@@ -336,3 +338,222 @@ def test_finetune_is_refused_where_it_would_change_the_trained_rows(roberta, tmp
     with pytest.raises(ExtensionError, match="--finetune takes a number of steps >= 0, got -2"):
         extend_checkpoint(roberta, tmp_path / "b", to=130, method="copy", finetune=-2)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+# ---------------------------------------------------------------------- what read_layout refuses, exactly
+
+
+def _edit_config(folder, **changes):
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("configured", [40, 24])
+def test_a_bin_whose_table_disagrees_with_the_config_is_refused(tmp_path, configured):
+    src = tmp_path / "bert"
+    transformers.BertModel(transformers.BertConfig(max_position_embeddings=32, **SMALL)).save_pretrained(src)
+    torch.save(_read_safetensors(src / "model.safetensors"), src / "pytorch_model.bin")  # a .bin's shapes are read here only
+    (src / "model.safetensors").unlink()
+    _edit_config(src, max_position_embeddings=configured)
+    with pytest.raises(UnsupportedCheckpoint, match=f"has a 32-row position table but config.json says max_position_embeddings={configured}$"):
+        read_layout(src)
+
+
+def test_a_table_with_no_row_past_the_padding_rows_is_refused(tmp_path):
+    src = tmp_path / "roberta"
+    config = transformers.RobertaConfig(max_position_embeddings=3, pad_token_id=1, **SMALL)
+    transformers.RobertaModel(config).save_pretrained(src)
+    assert read_layout(src).positions == 1  # rows 0 and 1 below the first position, one position
+    _edit_config(src, pad_token_id=2)
+    with pytest.raises(UnsupportedCheckpoint, match="a 3-row table leaves no positions after the first 3 rows"):
+        read_layout(src)
+
+
+def test_a_roberta_config_without_pad_token_id_numbers_from_row_2(tmp_path):
+    src = tmp_path / "roberta"
+    transformers.RobertaModel(transformers.RobertaConfig(max_position_embeddings=34, pad_token_id=1, **SMALL)).save_pretrained(src)
+    _edit_config(src, pad_token_id=None)  # transformers' default padding_idx is 1: positions from row 2
+    layout = read_layout(src)
+    assert (layout.offset, layout.positions) == (2, 32)
+    _edit_config(src, pad_token_id=0)
+    assert (read_layout(src).offset, read_layout(src).positions) == (1, 33)
+
+
+def test_no_position_embedding_type_is_not_absolute(tmp_path):
+    src = tmp_path / "bert"
+    transformers.BertModel(transformers.BertConfig(max_position_embeddings=32, **SMALL)).save_pretrained(src)
+    _edit_config(src, position_embedding_type=None)
+    with pytest.raises(UnsupportedCheckpoint, match="position_embedding_type=None; only 'absolute' tables extend"):
+        read_layout(src)
+
+
+def test_a_sharded_pytorch_bin_is_refused(tmp_path):
+    src = tmp_path / "bert"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": 32}))
+    torch.save({"embeddings.position_embeddings.weight": torch.zeros(32, 4)}, src / "pytorch_model-00001-of-00001.bin")
+    index = {"metadata": {}, "weight_map": {"embeddings.position_embeddings.weight": "pytorch_model-00001-of-00001.bin"}}
+    (src / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    with pytest.raises(UnsupportedCheckpoint, match="holds a sharded pytorch_model.bin; convert it to safetensors first"):
+        read_layout(src)
+
+
+@pytest.mark.parametrize(
+    "tensors, message",
+    [
+        ({"embeddings.word_embeddings.weight": torch.zeros(120, 4)}, "found no key$"),
+        (
+            {"embeddings.position_embeddings.weight": torch.zeros(32, 4), "bert.embeddings.position_embeddings.weight": torch.zeros(32, 4)},
+            r"found 2 keys \(bert.embeddings.position_embeddings.weight, embeddings.position_embeddings.weight\)$",
+        ),
+        ({"embeddings.position_embeddings.weight": torch.zeros(32)}, r"has shape \(32,\), expected \(rows, width\)$"),
+        ({"embeddings.position_embeddings.weight": torch.zeros(32, 4, 1)}, r"has shape \(32, 4, 1\), expected \(rows, width\)$"),
+    ],
+)
+def test_weights_need_exactly_one_2d_position_table(tmp_path, tensors, message):
+    from safetensors.torch import save_file
+
+    src = tmp_path / "bert"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": 32, "vocab_size": 120}))
+    save_file(tensors, str(src / "model.safetensors"))
+    with pytest.raises(UnsupportedCheckpoint, match=message):
+        read_layout(src)
+
+
+# ---------------------------------------------------------------------- the request's bounds
+
+
+def test_the_largest_sizes_accepted(roberta, tmp_path):
+    from posembed.interop.extend import MAX_POSITIONS, _check_request
+
+    layout = read_layout(roberta)
+    assert MAX_POSITIONS == 2**20
+    assert _check_request(layout, tmp_path / "a", 2**20, "copy", False) == (tmp_path / "a").resolve()  # checked, not written
+    with pytest.raises(ExtensionError, match=r"^--to 1048577 is more than the 1048576 positions extend writes$"):
+        _check_request(layout, tmp_path / "a", 2**20 + 1, "copy", False)
+    result = extend_checkpoint(roberta, tmp_path / "h", to=64 * 64, method="hierarchical")  # L**2 exactly
+    assert result.table_rows == 2 + 4096
+    with pytest.raises(ExtensionError, match=r"^hierarchical extension reaches at most 4096 positions, got --to 4097$"):
+        extend_checkpoint(roberta, tmp_path / "h2", to=4097, method="hierarchical")
+
+
+def test_out_may_lie_in_folders_that_do_not_exist_yet(roberta, tmp_path):
+    result = extend_checkpoint(roberta, tmp_path / "a" / "b" / "out", to=70)
+    assert result.out == (tmp_path / "a" / "b" / "out").resolve() and (result.out / "config.json").is_file()
+
+
+def test_weights_in_other_formats_are_left_out_wherever_they_are(roberta, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for path in roberta.iterdir():
+        (src / path.name).write_bytes(path.read_bytes())
+    (src / "tf_model.h5").write_bytes(b"stale")  # a foreign format by name
+    (src / "exports").mkdir()
+    (src / "exports" / "model_int8.onnx").write_bytes(b"stale")  # an ONNX file outside an onnx folder
+    (src / "pytorch_model.bin").write_bytes(b"stale")  # beside model.safetensors: the old table
+    (src / "extra").mkdir()
+    (src / "extra" / "pytorch_model.bin").write_bytes(b"kept")  # not the checkpoint's weights: copied
+    result = extend_checkpoint(src, tmp_path / "out", to=100)
+    assert result.left_out == ("exports/model_int8.onnx", "pytorch_model.bin", "tf_model.h5")
+    assert "extra/pytorch_model.bin" in result.copied and (result.out / "extra" / "pytorch_model.bin").read_bytes() == b"kept"
+    assert not (result.out / "pytorch_model.bin").exists() and not (result.out / "tf_model.h5").exists()
+
+
+@pytest.fixture(scope="module")
+def small_bert(minilm_path, tmp_path_factory):
+    """A 1-layer, 16-wide random BERT with 32 positions and MiniLM's tokenizer (fine-tunes in a second)."""
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=32)
+    folder = tmp_path_factory.mktemp("small") / "bert"
+    transformers.BertModel(config).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copyfile(minilm_path / name, folder / name)
+    return folder
+
+
+@pytest.mark.parametrize("weights", ["safetensors", "bin"])
+def test_finetune_reads_the_table_from_either_format_with_seed_0_and_no_progress(small_bert, tinyshakespeare, tmp_path,
+                                                                                 caplog, weights):
+    src = tmp_path / "src"
+    shutil.copytree(small_bert, src)
+    if weights == "bin":
+        torch.save(_read_safetensors(src / "model.safetensors"), src / "pytorch_model.bin")
+        (src / "model.safetensors").unlink()
+    text = tmp_path / "text.txt"
+    text.write_text(tinyshakespeare.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="posembed.interop.extend.finetune"):
+        result = extend_checkpoint(src, tmp_path / "out", to=100, finetune=1, text=text)
+    record = json.loads((result.out / "config.json").read_text())["posembed_extension"]["finetune"]
+    assert record["seed"] == 0 and record["steps"] == 1 and record["text"] == str(text)
+    assert not [r for r in caplog.records if "tuning new rows" in r.getMessage()]  # progress is off by default
+    trained = transformers.BertModel.from_pretrained(str(small_bert)).embeddings.position_embeddings.weight
+    table = _read_safetensors(result.out / "model.safetensors")["embeddings.position_embeddings.weight"]
+    assert table.shape == (100, 16) and torch.equal(table[:32], trained)
+    assert not torch.equal(table[32:64], trained)  # tuned away from the copy
+
+
+@pytest.mark.parametrize("stored, written", [
+    ({"model_max_length": 64, "do_lower_case": True}, {"model_max_length": 100, "do_lower_case": True}),
+    ({"max_len": 64}, {"max_len": 100, "model_max_length": 100}),  # a legacy config gets both
+    ({"do_lower_case": True}, {"do_lower_case": True, "model_max_length": 100}),
+])
+def test_tokenizer_config_gets_model_max_length_and_keeps_a_legacy_max_len(roberta, tmp_path, stored, written):
+    src = tmp_path / "src"
+    shutil.copytree(roberta, src)
+    (src / "tokenizer_config.json").write_text(json.dumps(stored))
+    (src / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64, "do_lower_case": False}))
+    result = extend_checkpoint(src, tmp_path / "out", to=100)
+    assert json.loads((result.out / "tokenizer_config.json").read_text()) == written
+    assert json.loads((result.out / "sentence_bert_config.json").read_text()) == {"max_seq_length": 100, "do_lower_case": False}
+    assert {"tokenizer_config.json", "sentence_bert_config.json", "config.json", "model.safetensors"} == set(result.rewritten)
+
+
+def test_files_in_nested_folders_are_copied(roberta, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(roberta, src)
+    (src / "deep" / "er").mkdir(parents=True)
+    (src / "deep" / "er" / "a.txt").write_text("a")
+    (src / "deep" / "er" / "b.txt").write_text("b")
+    result = extend_checkpoint(src, tmp_path / "out", to=100)
+    assert (result.out / "deep" / "er" / "a.txt").read_text() == "a" and (result.out / "deep" / "er" / "b.txt").read_text() == "b"
+    assert {"deep/er/a.txt", "deep/er/b.txt"} <= set(result.copied)
+
+
+def test_safetensors_metadata_is_kept(roberta, tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    src = tmp_path / "src"
+    shutil.copytree(roberta, src)
+    save_file(_read_safetensors(src / "model.safetensors"), str(src / "model.safetensors"), metadata={"format": "pt", "note": "kept"})
+    result = extend_checkpoint(src, tmp_path / "out", to=100)
+    with safe_open(str(result.out / "model.safetensors"), "pt") as handle:
+        assert handle.metadata() == {"format": "pt", "note": "kept"}
+
+
+def test_one_dimensional_buffers_grow_too(tmp_path):
+    """Buffers are rebuilt whatever their leading shape: ``(N,)`` as well as the usual ``(1, N)``."""
+    src = tmp_path / "bert"
+    transformers.BertModel(transformers.BertConfig(max_position_embeddings=32, **SMALL)).save_pretrained(src)
+    state = _read_safetensors(src / "model.safetensors")
+    state["embeddings.position_ids"] = torch.arange(32)
+    state["embeddings.token_type_ids"] = torch.zeros(32, dtype=torch.long)
+    torch.save(state, src / "pytorch_model.bin")
+    (src / "model.safetensors").unlink()
+    written = _read_safetensors(extend_checkpoint(src, tmp_path / "out", to=48).out / "model.safetensors")
+    assert torch.equal(written["embeddings.position_ids"], torch.arange(48))
+    assert torch.equal(written["embeddings.token_type_ids"], torch.zeros(48, dtype=torch.long))
+
+
+def test_tensor_bytes_counts_every_tensor_whatever_its_name(tmp_path):
+    from safetensors.torch import save_file
+
+    from posembed.interop.extend import _tensor_bytes
+
+    path = tmp_path / "x.safetensors"
+    save_file({"A.weight": torch.zeros(3), "0.bias": torch.zeros(2, dtype=torch.float64), "b": torch.zeros(2, 2)}, str(path),
+              metadata={"format": "pt"})
+    assert _tensor_bytes(path) == 3 * 4 + 2 * 8 + 4 * 4
