@@ -87,7 +87,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "retrieval": (
         "interop/extend/retrieval.py",
         ("rank_scores", "_windows", "_normalise"),
-        ("tests/interop/test_retrieval.py", "-k", "rank_scores or pcw_windows or encoder_encodes"),
+        ("tests/interop/test_retrieval.py", "-k", "rank_scores or pcw_windows or encoder_encodes or normalised"),
     ),
     "retrieval_report": (
         "interop/extend/retrieval_report.py",

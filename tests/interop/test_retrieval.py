@@ -6,6 +6,7 @@ the real numbers come from ``posembed extend-eval`` on MiniLM itself.
 """
 
 import json
+import math
 import random
 import re
 import shutil
@@ -308,3 +309,35 @@ def test_mcnemar_is_the_exact_binomial_test_on_discordant_pairs():
              dict(_cell("needle", "copy", 1024, 3, n=4), outcomes=[[0, 1], [0, 0], [0, 1], [0, 1]])]
     verdict = summarise(cells, 512)["verdicts"][0]
     assert (verdict["only_best"], verdict["only_truncation"], verdict["mcnemar_p"]) == (2, 1, 1.0)
+
+
+def test_vectors_are_normalised_one_by_one():
+    from posembed.interop.extend.retrieval import _normalise
+
+    vectors = torch.tensor([[3.0, 4.0], [6.0, 8.0], [0.0, -2.0]])
+    expected = torch.tensor([[0.6, 0.8], [0.6, 0.8], [0.0, -1.0]])  # each row over its own length (5, 10, 2)
+    torch.testing.assert_close(_normalise(vectors), expected, atol=1e-7, rtol=0)
+
+
+def test_wilson_one_hit_has_a_positive_lower_end():
+    # 1 of 10: the textbook Wilson interval [0.0179, 0.4042] (only 0 hits pins the lower end at 0)
+    assert [round(x, 4) for x in wilson(1, 10)] == [0.0179, 0.4042]
+    z = 1.959963984540054
+    centre, half = (0.1 + z * z / 20) / (1 + z * z / 10), z * math.sqrt(0.09 / 10 + z * z / 400) / (1 + z * z / 10)
+    assert wilson(1, 10) == pytest.approx((centre - half, centre + half), rel=1e-12)
+
+
+def test_mcnemar_refuses_unpaired_outcomes_and_caps_p_at_1():
+    for first, second in (([1, 0, 1], [1, 0]), ([1, 0], [1, 0, 1])):
+        with pytest.raises(ValueError, match=f"equal lengths, got {len(first)} and {len(second)}"):
+            mcnemar(first, second)
+    # an even split: the two tails overlap, 2 * P(X <= 1 | n = 2) = 1.5, reported as 1
+    assert mcnemar([1, 0, 1], [0, 1, 1]) == (1, 1, 1.0)
+    assert mcnemar([0, 0], [0, 0]) == (0, 0, 1.0)  # no discordant pair
+
+
+def test_chance_is_the_mean_reciprocal_rank_of_a_uniform_rank():
+    assert chance(1) == (1.0, 1.0)
+    accuracy, mrr = chance(4)
+    assert accuracy == 0.25 and mrr == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4, rel=1e-15)
+    assert chance(24)[1] == pytest.approx(sum(1 / r for r in range(1, 25)) / 24, rel=1e-15)
