@@ -356,7 +356,8 @@ def test_a_bin_whose_table_disagrees_with_the_config_is_refused(tmp_path, config
     torch.save(_read_safetensors(src / "model.safetensors"), src / "pytorch_model.bin")  # a .bin's shapes are read here only
     (src / "model.safetensors").unlink()
     _edit_config(src, max_position_embeddings=configured)
-    with pytest.raises(UnsupportedCheckpoint, match=f"has a 32-row position table but config.json says max_position_embeddings={configured}$"):
+    message = f"has a 32-row position table but config.json says max_position_embeddings={configured}$"
+    with pytest.raises(UnsupportedCheckpoint, match=message):
         read_layout(src)
 
 
@@ -372,7 +373,8 @@ def test_a_table_with_no_row_past_the_padding_rows_is_refused(tmp_path):
 
 def test_a_roberta_config_without_pad_token_id_numbers_from_row_2(tmp_path):
     src = tmp_path / "roberta"
-    transformers.RobertaModel(transformers.RobertaConfig(max_position_embeddings=34, pad_token_id=1, **SMALL)).save_pretrained(src)
+    config = transformers.RobertaConfig(max_position_embeddings=34, pad_token_id=1, **SMALL)
+    transformers.RobertaModel(config).save_pretrained(src)
     _edit_config(src, pad_token_id=None)  # transformers' default padding_idx is 1: positions from row 2
     layout = read_layout(src)
     assert (layout.offset, layout.positions) == (2, 32)
@@ -404,7 +406,8 @@ def test_a_sharded_pytorch_bin_is_refused(tmp_path):
     [
         ({"embeddings.word_embeddings.weight": torch.zeros(120, 4)}, "found no key$"),
         (
-            {"embeddings.position_embeddings.weight": torch.zeros(32, 4), "bert.embeddings.position_embeddings.weight": torch.zeros(32, 4)},
+            {"embeddings.position_embeddings.weight": torch.zeros(32, 4),
+             "bert.embeddings.position_embeddings.weight": torch.zeros(32, 4)},
             r"found 2 keys \(bert.embeddings.position_embeddings.weight, embeddings.position_embeddings.weight\)$",
         ),
         ({"embeddings.position_embeddings.weight": torch.zeros(32)}, r"has shape \(32,\), expected \(rows, width\)$"),
@@ -528,7 +531,8 @@ def test_safetensors_metadata_is_kept(roberta, tmp_path):
 
     src = tmp_path / "src"
     shutil.copytree(roberta, src)
-    save_file(_read_safetensors(src / "model.safetensors"), str(src / "model.safetensors"), metadata={"format": "pt", "note": "kept"})
+    state = _read_safetensors(src / "model.safetensors")
+    save_file(state, str(src / "model.safetensors"), metadata={"format": "pt", "note": "kept"})
     result = extend_checkpoint(src, tmp_path / "out", to=100)
     with safe_open(str(result.out / "model.safetensors"), "pt") as handle:
         assert handle.metadata() == {"format": "pt", "note": "kept"}

@@ -196,7 +196,8 @@ def test_sequences_are_cut_to_the_position_table(tmp_path, monkeypatch, family, 
         folder = _save(tmp_path / "roberta", transformers.RobertaModel, transformers.RobertaConfig(**small, pad_token_id=1))
     shapes = []
     real = position_check._hidden
-    monkeypatch.setattr(position_check, "_hidden", lambda model, ids, **kw: shapes.append(tuple(ids.shape)) or real(model, ids, **kw))
+    monkeypatch.setattr(position_check, "_hidden",
+                        lambda model, ids, **kw: shapes.append(tuple(ids.shape)) or real(model, ids, **kw))
     report = check_positions(folder)
     each, longest = widths
     assert shapes[:3] == [(1, each)] * 3  # the unpadded references
