@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -10,6 +9,7 @@ import pytest
 import torch
 
 from posembed.cli import main
+from tests.helpers import save_random_bert
 
 transformers = pytest.importorskip("transformers")
 
@@ -34,16 +34,8 @@ def roberta(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_bert(minilm_path, tmp_path_factory):
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=512,
-    )
-    folder = tmp_path_factory.mktemp("cli") / "bert"
-    transformers.BertModel(config).save_pretrained(folder)
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copyfile(minilm_path / name, folder / name)
-    return folder
+    return save_random_bert(tmp_path_factory.mktemp("cli") / "bert", minilm_path, hidden_size=16,
+                            max_position_embeddings=512)
 
 
 def test_extend_json(capsys, roberta, tmp_path):

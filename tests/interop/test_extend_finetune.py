@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -16,10 +15,10 @@ from posembed.interop.extend import finetune
 from posembed.interop.extend.finetune import TEMPERATURE, _check, _embed, _pairs, _with_table, tune_new_rows
 from posembed.interop.extend.methods import copy_rows
 from posembed.interop.extend.retrieval_data import corpus_tokens, default_text, split_text
+from tests.helpers import save_random_bert
 
 transformers = pytest.importorskip("transformers")
 
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 # ---------------------------------------------------------------------- the checks, at each bound
@@ -140,16 +139,8 @@ def test_with_table_needs_a_model_that_takes_position_ids():
 
 @pytest.fixture(scope="module")
 def tiny_bert(minilm_path, tmp_path_factory):
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=32,
-    )
-    folder = tmp_path_factory.mktemp("finetune") / "bert"
-    transformers.BertModel(config).save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(minilm_path / name, folder / name)
-    return folder
+    return save_random_bert(tmp_path_factory.mktemp("finetune") / "bert", minilm_path, hidden_size=16,
+                            max_position_embeddings=32)
 
 
 @pytest.fixture(scope="module")

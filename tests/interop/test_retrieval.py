@@ -9,7 +9,6 @@ import json
 import math
 import random
 import re
-import shutil
 
 import pytest
 import torch
@@ -25,10 +24,10 @@ from posembed.interop.extend.retrieval_report import (
     wilson,
     write_report,
 )
+from tests.helpers import save_random_bert
 
 transformers = pytest.importorskip("transformers")
 
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +51,8 @@ def text_file(text, tmp_path_factory):
 @pytest.fixture(scope="module")
 def small_model(minilm_path, tmp_path_factory):
     """A 1-layer, 32-wide random BERT with 512 positions and MiniLM's tokenizer and vocabulary."""
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=512,
-    )
-    folder = tmp_path_factory.mktemp("small") / "bert"
-    transformers.BertModel(config).save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(minilm_path / name, folder / name)
-    return folder
+    return save_random_bert(tmp_path_factory.mktemp("small") / "bert", minilm_path, hidden_size=32,
+                            max_position_embeddings=512)
 
 
 TINY = BenchmarkConfig(lengths=(128, 600), queries=6, targets=(640,), finetune_steps=2, truncate=(64, 512), chunk=256)
