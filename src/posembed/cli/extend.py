@@ -46,7 +46,7 @@ A folder posembed already extended is refused unless --force.
 EVAL_EPILOG = """\
 examples:
   posembed extend-eval --quick --out ./extend-report     (12 min 25 s measured on a busy 2-core machine)
-  posembed extend-eval --out ./extend-report             (the full benchmark: hours on 2 cores)
+  posembed extend-eval --out ./extend-report             (the full benchmark: its 4096 column alone took 15 min on 2 idle cores; hours on a busy machine)
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
 LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass key is 48213.
