@@ -78,3 +78,21 @@ def test_errors_and_repr():
 
 def test_score_mod_captures_no_t_by_t_tensor():
     check_score_mod_memory(Sandwich(2, 16), heads=2, head_dim=8, per_token=2)
+
+
+def test_score_mod_off_the_cpu_reads_no_range_back_and_equals_the_bias(monkeypatch):
+    """Where a host read would sync (CUDA; the device policy mocked here), the score_mod evaluates
+    the sum inline from integer positions instead of reading their range for a table."""
+    from posembed.schemes import sandwich
+
+    monkeypatch.setattr(sandwich, "host_checks", lambda device: False)
+    scheme = Sandwich(2, 16)
+    pos = torch.arange(7)
+    q, k = torch.randn(1, 2, 7, 8), torch.randn(1, 2, 7, 8)
+    reads = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "__int__", lambda self: reads.append("int") or int(real_item(self)))
+    with torch.no_grad():
+        scheme.score_mod(pos, pos, q, k)
+    assert reads == []
+    check_score_mod(scheme, pos, pos, q, k, causal=True, flex=False)  # the inline path, against the bias

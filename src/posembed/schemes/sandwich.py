@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_number, check_positive_int
+from posembed.devices import host_checks
 from posembed.schemes.base import BiasScheme, ScoreMod, as_float_positions
 from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
 
@@ -120,9 +121,12 @@ class Sandwich(BiasScheme):
         return sandwich_bias(distances, self.frequencies, self.head_scales).float()
 
     def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
-        """Integer positions index a ``(H, 2R + 1)`` distance table; real positions evaluate the sum inline."""
+        """Integer positions index a ``(H, 2R + 1)`` distance table where reading their range ``R``
+        back is free (:func:`~posembed.devices.host_checks`: the CPU); elsewhere (no host sync on
+        CUDA) and for real positions the sum is evaluated inline."""
         check_positions(q_positions, k_positions, integer=False)
-        if not (q_positions.dtype.is_floating_point or k_positions.dtype.is_floating_point):
+        integer = not (q_positions.dtype.is_floating_point or k_positions.dtype.is_floating_point)
+        if integer and host_checks(q_positions.device):
             relative = relative_position_fn(q_positions, k_positions)
             reach = _largest_distance(q_positions, k_positions)
             table = self.distance_table(reach)
