@@ -121,11 +121,40 @@ def test_extend_eval_tiny_json_and_report(capsys, small_bert, short_text, tmp_pa
     assert all(0 <= c["low"] <= c["accuracy"] <= c["high"] <= 1 for c in result["cells"])
     assert (tmp_path / "r" / "extend_eval.html").is_file() and (tmp_path / "r" / "extend_eval.json").is_file()
     kept = (tmp_path / "r" / "extend_eval_cells.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in kept] == result["cells"]  # every cell kept as it finished
+    assert json.loads(kept[0])["protocol"]["queries"] == 3
+    assert [json.loads(line) for line in kept[1:]] == result["cells"]  # every cell kept as it finished
     page = (tmp_path / "r" / "extend_eval.html").read_text()
     assert "<h1>posembed extend-eval: " in page and page.index("Summary") < page.index("<table>")
     code, out, err = _run(capsys, *argv[:-1], "--targets", "256")
     assert code == 2 and "extension targets [256] must be larger" in err
+
+
+def test_an_interrupted_extend_eval_resumes_from_the_cells_it_kept(capsys, small_bert, short_text, tmp_path, monkeypatch):
+    from posembed.interop.extend import retrieval
+
+    argv = [*_tiny_eval(small_bert, short_text, "--quiet"), "--json", "--out", str(tmp_path / "r")]
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    full = json.loads(out)["cells"]
+    cells_file = tmp_path / "r" / "extend_eval_cells.jsonl"
+    lines = cells_file.read_text().splitlines()
+    # stopped after 5 cells, the sixth cut short mid-write
+    cells_file.write_text("\n".join(lines[:6]) + "\n" + lines[6][:40], encoding="utf-8")
+    measured, real = [], retrieval._cell
+    monkeypatch.setattr(retrieval, "_cell", lambda system, *a: measured.append(system.name) or real(system, *a))
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert len(measured) == len(full) - 5  # the kept cells are not measured again
+    resumed = json.loads(out)["cells"]
+    drop = ("seconds",)
+    assert [{k: v for k, v in c.items() if k not in drop} for c in resumed] == \
+           [{k: v for k, v in c.items() if k not in drop} for c in full]  # same cells, same order
+    assert len(cells_file.read_text().splitlines()) == 1 + len(full)
+    # another protocol starts over
+    code, out, err = _run(capsys, *[a if a != "3" else "4" for a in argv])
+    assert code == 0, err
+    assert json.loads(cells_file.read_text().splitlines()[0])["protocol"]["queries"] == 4
+    assert len(measured) == 2 * len(full) - 5
 
 
 def test_extend_eval_progress_is_one_line_per_cell_without_a_terminal(small_bert, short_text, tmp_path):

