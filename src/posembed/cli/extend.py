@@ -8,6 +8,7 @@ Thin over :func:`posembed.interop.extend.extend_checkpoint` and
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import asdict
@@ -195,6 +196,11 @@ def resume_cells(path: Path, header: dict) -> dict[tuple[str, str, int], dict]:
     return done
 
 
+def _append_cell(path: Path, cell: dict) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(cell) + "\n")
+
+
 def _json_or_none(line: str):
     try:
         return json.loads(line)
@@ -219,10 +225,7 @@ def run_eval(args: argparse.Namespace) -> int:
                                                       "text": None if args.text is None else str(Path(args.text).resolve())}})
         if done and not args.quiet:
             print(f"resuming: {len(done)} cells measured earlier in {cells_file} are kept", file=sys.stderr)
-
-        def keep(cell: dict) -> None:
-            with cells_file.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(cell) + "\n")
+        keep = functools.partial(_append_cell, cells_file)
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet), quiet_transformers(not getattr(args, "verbose", 0)):
         result = evaluate_extension(model, config, text=args.text, progress=False if args.quiet else None,
