@@ -354,25 +354,24 @@ def evaluate_extension(
         with Progress(len(keys), sum(key in done for key in keys), mode=mode, desc="extend-eval", unit="cell",
                       logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
             for make_folder, system, lengths in jobs:
-                if all((task, system.name, length) in done for task in config.tasks for length in lengths):
-                    for task in config.tasks:
-                        for length in lengths:
-                            cells.append(done[task, system.name, length])
-                            seconds[system.name] = seconds.get(system.name, 0.0) + cells[-1]["seconds"]
-                    continue
-                bar.working_on(f"{system.name}: building the model")
-                built = time.perf_counter()
-                model = _load(make_folder())
-                seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
-                encoder = Encoder(model, tokenizer.pad_token_id, config.batch_tokens,
-                                  shared if system.exact_within_table else None, positions)
+                encoder = None
+                if any((task, system.name, length) not in done for task in config.tasks for length in lengths):
+                    bar.working_on(f"{system.name}: building the model")
+                    built = time.perf_counter()
+                    model = _load(make_folder())
+                    seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
+                    encoder = Encoder(model, tokenizer.pad_token_id, config.batch_tokens,
+                                      shared if system.exact_within_table else None, positions)
+                    del model  # the encoder holds it
                 for task in config.tasks:
-                    query_vectors = _normalise(encoder(queries[task]))
+                    query_vectors = None
                     for length in lengths:
                         if (task, system.name, length) in done:
                             cells.append(done[task, system.name, length])
-                            seconds[system.name] += cells[-1]["seconds"]
+                            seconds[system.name] = seconds.get(system.name, 0.0) + cells[-1]["seconds"]
                             continue
+                        if query_vectors is None:
+                            query_vectors = _normalise(encoder(queries[task]))
                         bar.working_on(f"{system.name}, {task} @ {length}")
                         started = time.perf_counter()
                         used = system.size if system.kind == "truncate" else config.target_for(length)
@@ -384,7 +383,7 @@ def evaluate_extension(
                             on_cell(cells[-1])
                         seconds[system.name] += took
                         bar.advance(f"{system.name}, {task} @ {length}: {cells[-1]['accuracy']:.2f}", took)
-                del model, encoder
+                del encoder
     protocol = {
         **asdict(config), "model": str(model_path), "original_positions": positions, "text": str(text_path),
         "pooling": "mean, L2-normalised", "interval": "95% Wilson score interval over the queries of a cell",
