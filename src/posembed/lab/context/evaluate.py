@@ -32,13 +32,13 @@ from torch import Tensor, nn
 
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.data import load_text, resolve_text_path
+from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
 from posembed.lab.tasks.passkey import passkey_accuracy, passkey_vocabulary, training_rows
 from posembed.lab.train import OnDevice, train_model
 
 __all__ = ["ContextData", "lm_perplexity", "passkey_grid", "train_steps", "on_device", "model_device"]
 
 logger = logging.getLogger(__name__)
-IGNORE = -100
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,7 @@ def passkey_grid(
 def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, step: int) -> tuple[Tensor, Tensor]:
     """Step ``step``'s ``(inputs, targets)``, each ``(cfg.batch, cfg.context)``: passkey rows alone
     in the first ``passkey_only_steps`` (half of them the shortest document in the first
-    ``passkey_adjacent_steps``),
-    then a ``passkey_fraction`` of them after char-LM windows."""
+    ``passkey_adjacent_steps``), then a ``passkey_fraction`` of them after char-LM windows."""
     keys = cfg.batch if step < cfg.passkey_only_steps else round(cfg.batch * cfg.passkey_fraction)
     starts = torch.randint(0, len(data.train) - cfg.context - 1, (cfg.batch - keys,), generator=generator)
     windows = torch.stack([data.train[i : i + cfg.context + 1] for i in starts.tolist()]) if len(starts) else \
