@@ -85,9 +85,9 @@ def test_a_cuda_device_type_takes_the_eager_path(monkeypatch):
     fused = emb(ids)
     monkeypatch.setattr(devices, "_device_type", lambda device: "cuda")
     assert not emb._fused_applies(torch.arange(9))
-    import posembed.embeddings as embeddings
+    import posembed.embedding_fast as embedding_fast
 
-    monkeypatch.setattr(embeddings, "fused_embedding", lambda *a, **k: pytest.fail("fused path taken on cuda"))
+    monkeypatch.setattr(embedding_fast, "fused_embedding", lambda *a, **k: pytest.fail("fused path taken on cuda"))
     assert_close(emb(ids), fused, atol=1e-6, rtol=1e-5)
 
 

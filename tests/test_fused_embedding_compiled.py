@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from posembed import devices
+from posembed import embedding_fast
 from posembed import embeddings as embeddings_module
 from posembed.devices import host_checks
 from posembed.embedding_checks import check_ids
@@ -88,8 +89,8 @@ def test_dispatch_on_cuda_calls_the_compiled_kernel_not_the_chunked_one(on_cuda,
         calls.append(kwargs)
         return embedding_formula(*args, **kwargs)
 
-    monkeypatch.setattr(embeddings_module, "compiled_embedding", spy)
-    monkeypatch.setattr(embeddings_module, "fused_embedding", lambda *a, **k: pytest.fail("chunked path on cuda"))
+    monkeypatch.setattr(embedding_fast, "compiled_embedding", spy)
+    monkeypatch.setattr(embedding_fast, "fused_embedding", lambda *a, **k: pytest.fail("chunked path on cuda"))
     block, eager = _pair(0.1)
     ids, types = _inputs()
     block.eval(), eager.eval()

@@ -36,7 +36,9 @@ itself, so that no row is fully masked (the outputs at padding positions are fin
 ignore them).
 
 :func:`choose_backend` is the one place where a backend is picked; a fallback is logged once
-per reason.
+per reason. This module holds it, :func:`run_backend` and FlexAttention; the inputs and their
+bias and mask terms are in :mod:`posembed.attention_inputs`, the eager, SDPA, chunked and fused
+backends in :mod:`posembed.attention_kernels` (their names are re-exported here).
 """
 
 from __future__ import annotations
@@ -44,19 +46,17 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
-from posembed._checks import check_allocation
 from posembed._logging import log_once as _log_once
+from posembed.attention_inputs import AttentionInputs, adds_bias, mask_keyword, needs_grad
+from posembed.attention_kernels import chunked_attention, eager_attention, fused_attention, sdpa_attention
 from posembed.devices import cpu_tuned
-from posembed.fused.attention import bias_attention
 from posembed.fused.masks import visibility_mod, visible_keys
-from posembed.schemes.base import BiasScheme
 
 __all__ = [
     "BACKENDS",
@@ -98,150 +98,6 @@ FLEX_RECOMPILE_LIMIT = 1024
 def log_once(reason: str) -> None:
     """Log a backend fallback once per distinct reason (warning level)."""
     _log_once(logger, reason)
-
-
-@dataclass(frozen=True)
-class AttentionInputs:
-    """What every backend needs; built once per forward, never changed afterwards.
-
-    Shape:
-        - q: ``(B, H, T, Dk)``, k: ``(B, H, T, Dk)``, v: ``(B, H, T, Dv)``.
-        - positions: ``(T,)`` or ``(B, T)`` (read only by a bias scheme).
-        - key_mask: ``(B, T)`` bool, True for real tokens, or ``None``; also handed to a
-          ``needs_key_mask`` bias scheme (``key_mask=``).
-        - qk: the ``(q, k)`` handed to a ``needs_qk`` bias scheme (before any TUPE extension).
-        - scale: the factor on ``q k^T`` before the bias is added.
-    """
-
-    q: Tensor
-    k: Tensor
-    v: Tensor
-    scale: float
-    causal: bool
-    positions: Tensor
-    key_mask: Tensor | None = None
-    scheme: BiasScheme | None = None
-    qk: tuple[Tensor, Tensor] | None = None
-    dropout: float = 0.0
-
-
-def adds_bias(scheme: BiasScheme | None) -> bool:
-    """Whether ``scheme`` adds a bias to the logits, as the scheme class declares (``adds_bias``).
-
-    Declared, never probed: NoPE declares ``False``; a bias scheme that declares nothing adds one.
-    """
-    return scheme is not None and getattr(type(scheme), "adds_bias", True)
-
-
-def _mask_keyword(inp: AttentionInputs) -> dict:
-    """``{"key_mask": (B, T) or None}`` for a scheme that declares ``needs_key_mask``, else ``{}``."""
-    return {"key_mask": inp.key_mask} if inp.scheme.needs_key_mask else {}
-
-
-def _scheme_bias(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
-    """The scheme's materialised bias for query ``rows`` (all rows when ``None``)."""
-    if not adds_bias(inp.scheme):
-        return None
-    rows = rows if rows is not None else slice(None)
-    q, k = inp.qk if inp.qk is not None else (None, None)
-    q = q[:, :, rows] if q is not None else None
-    return inp.scheme.bias(inp.positions[..., rows], inp.positions, q, k, **_mask_keyword(inp))
-
-
-def allowed_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
-    """Boolean ``(B|1, 1, Tq, T)`` mask of allowed (query, key) pairs, or ``None`` if all are allowed."""
-    if not inp.causal and inp.key_mask is None:
-        return None
-    length = inp.k.shape[-2]
-    q_idx = torch.arange(length, device=inp.q.device)[rows if rows is not None else slice(None)]
-    return visible_keys(q_idx, length, inp.causal, inp.key_mask)
-
-
-def _logit_mask(inp: AttentionInputs, rows: slice | None = None) -> Tensor | None:
-    """Additive ``(B|1, H|1, Tq, T)`` term: the scheme's bias plus ``-inf`` where masked."""
-    bias = _scheme_bias(inp, rows)
-    if bias is not None:
-        bias = bias.to(inp.q.dtype)
-    allowed = allowed_mask(inp, rows)
-    if allowed is None:
-        return bias
-    if bias is None:
-        bias = torch.zeros((), dtype=inp.q.dtype, device=inp.q.device)
-    return torch.where(allowed, bias, float("-inf"))
-
-
-def _softmax_attend(q: Tensor, k: Tensor, v: Tensor, extra: Tensor | None, scale: float, dropout: float) -> Tensor:
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, Tq, T)
-    if extra is not None:
-        scores = scores + extra
-    # half types upcast to float32 for the softmax; float64 stays float64 (never rounded down)
-    probs = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(v.dtype)
-    if dropout > 0.0:
-        probs = F.dropout(probs, p=dropout)
-    return torch.matmul(probs, v)  # (B, H, Tq, Dv)
-
-
-def eager_attention(inp: AttentionInputs) -> Tensor:
-    """The reference: ``softmax(scale q k^T + bias + mask) v`` in plain PyTorch.
-
-    Example:
-        >>> q = k = v = torch.randn(1, 2, 5, 8)  # (B, H, T, D)
-        >>> inp = AttentionInputs(q, k, v, scale=8**-0.5, causal=True, positions=torch.arange(5))
-        >>> torch.allclose(eager_attention(inp), chunked_attention(inp, chunk_size=2), atol=1e-6)
-        True
-    """
-    _check_dense(inp, "eager", copies=3)  # scores, masked scores, float32 probabilities
-    return _softmax_attend(inp.q, inp.k, inp.v, _logit_mask(inp), inp.scale, inp.dropout)
-
-
-def sdpa_attention(inp: AttentionInputs) -> Tensor:
-    """``F.scaled_dot_product_attention``; bias, causal and padding masks merged into ``attn_mask``."""
-    adds = adds_bias(inp.scheme)
-    if not adds and inp.key_mask is None:
-        return F.scaled_dot_product_attention(
-            inp.q, inp.k, inp.v, dropout_p=inp.dropout, is_causal=inp.causal, scale=inp.scale
-        )
-    _check_dense(inp, "sdpa", copies=2)  # the merged mask and the kernel's scores
-    if not adds:
-        mask = allowed_mask(inp)  # boolean, True = take part
-    else:
-        mask = _logit_mask(inp)
-        mask = None if mask is None else mask.to(inp.q.dtype)
-    return F.scaled_dot_product_attention(inp.q, inp.k, inp.v, attn_mask=mask, dropout_p=inp.dropout, scale=inp.scale)
-
-
-def _check_dense(inp: AttentionInputs, backend: str, copies: int) -> None:
-    """Refuse, before allocating, ``(B, H, Tq, Tk)`` float32 tensors larger than the device's memory."""
-    batch, heads, length, _ = inp.q.shape
-    shape = (batch, heads, length, inp.k.shape[-2])
-    check_allocation(
-        copies * batch * heads * length * inp.k.shape[-2] * 4, inp.q.device,
-        f"backend {backend!r} at T={length}: {copies} float32 tensors of shape (B, H, T, T) = {shape}",
-        hint="backend='fused' or 'chunked' keep O(T * block) scores",
-    )
-
-
-def chunked_attention(inp: AttentionInputs, chunk_size: int = 256) -> Tensor:
-    """Loop over query chunks: only ``(B, H, chunk, T)`` logits and bias exist at a time.
-
-    With autograd on, each chunk runs under ``torch.utils.checkpoint``, so the backward
-    recomputes a chunk's probabilities instead of keeping all of them: memory O(T * chunk).
-    """
-    length = inp.q.shape[-2]
-    grad = _needs_grad(inp)
-    outputs = []
-    for start in range(0, length, chunk_size):
-        rows = slice(start, min(start + chunk_size, length))
-        if grad:
-            out = checkpoint(_chunk, inp, rows, use_reentrant=False)
-        else:
-            out = _chunk(inp, rows)
-        outputs.append(out)
-    return torch.cat(outputs, dim=-2)  # (B, H, T, Dv)
-
-
-def _chunk(inp: AttentionInputs, rows: slice) -> Tensor:
-    return _softmax_attend(inp.q[:, :, rows], inp.k, inp.v, _logit_mask(inp, rows), inp.scale, inp.dropout)
 
 
 def flex_available() -> bool:
@@ -357,7 +213,7 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim
     score_mod = None
     if adds_bias(inp.scheme):
         q, k = inp.qk if inp.qk is not None else (None, None)
-        score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k, **_mask_keyword(inp))
+        score_mod = inp.scheme.score_mod(inp.positions, inp.positions, q, k, **mask_keyword(inp))
     block_mask = None
     if inp.key_mask is not None:  # depends on the batch's values: built per call
         batch, _, length, _ = inp.q.shape
@@ -382,13 +238,6 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         out = _eager_flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
     return out[..., :value_width]  # (B, H, T, Dv)
-
-
-def _needs_grad(inp: AttentionInputs) -> bool:
-    if not torch.is_grad_enabled():
-        return False
-    tensors = (inp.q, inp.k, inp.v, *(p for p in (inp.scheme.parameters() if inp.scheme is not None else ())))
-    return any(t.requires_grad for t in tensors)
 
 
 def choose_backend(
@@ -436,7 +285,7 @@ def choose_backend(
     if not flex_available():
         log_once("backend 'flex' requested but torch.nn.attention.flex_attention is unavailable; using 'sdpa'")
         return "sdpa"
-    if inp.q.device.type == "cpu" and _needs_grad(inp):
+    if inp.q.device.type == "cpu" and needs_grad(inp):
         log_once("backend 'flex' has no backward on CPU (torch 2.13) and gradients are needed; using 'chunked'")
         return "chunked"
     if training and inp.dropout > 0.0:
@@ -491,15 +340,6 @@ def _shared_positions_no_dropout(inp: AttentionInputs, training: bool) -> str | 
     if training and inp.dropout > 0.0:
         return "attention dropout is active"
     return None
-
-
-def fused_attention(inp: AttentionInputs) -> Tensor:
-    """Block-streamed attention with a recomputing backward (no ``(H, T, T)`` tensor)."""
-    scheme = inp.scheme if adds_bias(inp.scheme) else None  # NoPE: plain attention
-    return bias_attention(
-        inp.q, inp.k, inp.v, scheme, causal=inp.causal, q_positions=inp.positions,
-        k_positions=inp.positions, scale=inp.scale, key_mask=inp.key_mask,
-    )  # (B, H, T, Dv)
 
 
 def run_backend(name: str, inp: AttentionInputs, *, chunk_size: int = 256, compile_flex: bool = False) -> Tensor:

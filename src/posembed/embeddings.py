@@ -36,13 +36,12 @@ from posembed.embedding_checks import (
     INDEX_DTYPES,
     as_index,
     check_embedding_ids,
-    check_ids,
     check_norm_and_dropout,
     check_type_vocab,
     token_width,
 )
-from posembed.fused.embedding import fused_embedding
-from posembed.fused.embedding_compiled import compiled_applies, compiled_embedding
+from posembed.embedding_fast import chunked_forward, compiled_forward
+from posembed.fused.embedding_compiled import compiled_applies
 from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
 
 __all__ = ["TransformerEmbeddings", "EmbeddingComponents", "COMBINES"]
@@ -201,9 +200,9 @@ class TransformerEmbeddings(nn.Module):
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
         path = self._fused_path(position_ids, input_ids, token_type_ids)
         if path == "chunked":
-            return self._fused_forward(input_ids, token_type_ids, position_ids)
+            return chunked_forward(self, input_ids, token_type_ids, position_ids)
         if path == "compiled":
-            return self._compiled_forward(input_ids, token_type_ids, position_ids, default)
+            return compiled_forward(self, input_ids, token_type_ids, position_ids, default)
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
@@ -252,45 +251,6 @@ class TransformerEmbeddings(nn.Module):
         if cpu_tuned(device):
             return "chunked"
         return "compiled" if compiled_applies(device) else None
-
-    def _fused_forward(self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
-        self.position.check_position_ids(position_ids)
-        segments = self.token_type_embeddings
-        return fused_embedding(
-            input_ids,
-            self.token_embeddings.weight,
-            self.position.lookup_table,
-            position_ids=position_ids,
-            token_type_ids=token_type_ids,
-            type_weight=None if segments is None else segments.weight,
-            norm_weight=self.norm.weight,
-            norm_bias=self.norm.bias,
-            eps=self.norm.eps,
-            dropout=self.dropout.p,
-            training=self.training,
-            padding_idx=self.pad_token_id,
-        )
-
-    def _compiled_forward(
-        self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor, default: bool
-    ) -> Tensor:
-        """The block as one compiled kernel. Given position ids are checked against the table on the
-        device; the default ``arange(T)`` by its length, read from the shape (no value read)."""
-        table = self.position.lookup_table
-        rows, scheme = table.shape[0], type(self.position).__name__
-        if not default:
-            check_ids(position_ids, "position_ids", rows, f"the {scheme} table's rows")
-        elif input_ids.shape[1] > rows:
-            raise ValueError(
-                f"position_ids holds {input_ids.shape[1] - 1}, outside [0, {rows}): input_ids of length "
-                f"{input_ids.shape[1]} take positions 0..{input_ids.shape[1] - 1}, and the {scheme} table has {rows} rows"
-            )
-        segments = self.token_type_embeddings
-        return compiled_embedding(
-            input_ids, position_ids, token_type_ids, self.token_embeddings.weight, table,
-            None if segments is None else segments.weight, self.norm.weight, self.norm.bias,
-            eps=self.norm.eps, dropout=self.dropout.p, training=self.training, padding_idx=self.pad_token_id,
-        )  # fmt: skip
 
     def token_vectors(self, input_ids: Tensor) -> Tensor:
         """The token table's rows times ``token_scale``, shape ``(B, T, token_dim)``."""

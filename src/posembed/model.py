@@ -35,16 +35,14 @@ from torch import Tensor, nn
 from posembed._checks import check_positive_int
 from posembed._shared import save_shared_once
 from posembed.attention import SelfAttention
-from posembed.embeddings import COMBINES, TransformerEmbeddings
+from posembed.embeddings import TransformerEmbeddings
+from posembed.model_checks import check_mask, check_options
 from posembed.model_layers import build_layer_schemes, check_layer_schemes, layer_schemes_config
 from posembed.positions import resolve_positions
 from posembed.schemes.base import Kind, PositionScheme, RotaryScheme
 from posembed.schemes.config import build_scheme, scheme_config
 
 __all__ = ["Block", "Encoder", "Decoder", "TransformerModel", "build_model", "scheme_config", "build_scheme"]
-
-INJECTS = ("once", "every_layer")
-
 
 class Block(nn.Module):
     """Pre-LN transformer block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))``.
@@ -108,7 +106,7 @@ class TransformerModel(nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        _check_options(scheme, combine, inject, untied)
+        check_options(scheme, combine, inject, untied)
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.dim = check_positive_int(dim, "dim")
         self.depth = check_positive_int(depth, "depth")
@@ -193,7 +191,7 @@ class TransformerModel(nn.Module):
         """``[h_0, ..., h_depth]``: the embeddings' output and every block's output, each ``(B, T, C)``."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape (B, T), got {tuple(input_ids.shape)}")
-        _check_mask(input_ids, attention_mask)
+        check_mask(input_ids, attention_mask)
         length = input_ids.shape[1]
         if self.max_len is not None and length > self.max_len:
             raise ValueError(f"input length {length} exceeds max_len={self.max_len} of this model")
@@ -339,36 +337,6 @@ def _masked_mean(h: Tensor, attention_mask: Tensor | None) -> Tensor:
         return h.mean(dim=1)
     weights = (attention_mask != 0).to(h.dtype).unsqueeze(-1)  # (B, T, 1)
     return (h * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-
-
-def _check_mask(input_ids: Tensor, attention_mask: Tensor | None) -> None:
-    """The padding mask must be ``(B, T)`` like ``input_ids``: a clear error naming both shapes."""
-    if attention_mask is None:
-        return
-    if not isinstance(attention_mask, Tensor):
-        raise TypeError(f"attention_mask must be a tensor, got {type(attention_mask).__name__}")
-    if tuple(attention_mask.shape) != tuple(input_ids.shape):
-        raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)} but input_ids has shape "
-            f"{tuple(input_ids.shape)}; they must match (B, T), 1 for real tokens and 0 for padding"
-        )
-
-
-def _check_options(scheme: PositionScheme | None, combine: str, inject: str, untied: bool) -> None:
-    if scheme is not None and not isinstance(scheme, PositionScheme):
-        raise TypeError(f"scheme must be a posembed PositionScheme or None, got {type(scheme).__name__}")
-    if combine not in COMBINES:
-        raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
-    if inject not in INJECTS:
-        raise ValueError(f"inject must be one of {INJECTS}, got {inject!r}")
-    absolute = scheme is not None and scheme.kind == Kind.ABSOLUTE
-    what = "None" if scheme is None else f"{type(scheme).__name__} (kind {scheme.kind.value!r})"
-    options = {"combine='concat'": combine == "concat", "inject='every_layer'": inject == "every_layer", "untied=True": untied}
-    for option, used in options.items():
-        if used and not absolute:
-            raise ValueError(f"{option} needs an absolute position scheme, got scheme={what}")
-    if untied and (combine != "add" or inject != "once"):
-        raise ValueError("untied=True keeps positions out of the input: use it with combine='add', inject='once'")
 
 
 # ---------------------------------------------------------------------- config round trip
