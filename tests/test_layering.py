@@ -179,6 +179,41 @@ def test_no_import_circles_between_files():
     assert not _cycles(edges), _cycles(edges)
 
 
+def _rooms(folder: str) -> dict[str, set[str]]:
+    """Arrows between the rooms of ``folder`` (relative to src/posembed, ending in ``/``): each
+    file directly in it, and each subfolder taken whole, as ``farm-studio look FOLDER`` draws them."""
+
+    def room(file: str) -> str | None:
+        if not file.startswith(folder) or file == f"{folder}__init__.py":
+            return None
+        head, _, rest = file[len(folder):].partition("/")
+        return f"{head}/" if rest else head
+
+    edges: dict[str, set[str]] = {}
+    for importer, imports in _graph().items():
+        source = room(importer)
+        if source is not None:
+            edges.setdefault(source, set()).update(
+                target for imported, _, _ in imports if (target := room(imported)) not in (None, source)
+            )
+    return edges
+
+
+def test_the_rooms_of_lab_import_one_way():
+    """Inside ``lab/``, with each subfolder taken as one room, no two rooms import each other round a
+    circle: the trainer never reaches back into ``sweep/`` (its process-group helpers are ``lab/ddp``,
+    its cost estimate ``lab/trial_cost``), and ``lengthgen/`` (imported by the presets) reads no store."""
+    edges = _rooms("lab/")
+    assert {"sweep/", "train.py", "presets.py", "lengthgen/", "tasks/", "config.py"} <= set(edges)
+    assert not _cycles(edges), _cycles(edges)
+
+
+def test_rooms_of_a_folder_take_subfolders_whole():
+    edges = _rooms("lab/")
+    assert "sweep/" in edges["presets.py"] or "presets.py" in edges["sweep/"]  # ddp_trial reads the presets
+    assert not any("/" in room.rstrip("/") for room in edges)
+
+
 @pytest.mark.parametrize("module", ["posembed.schemes.rotary", "posembed.schemes", "posembed.positions"])
 def test_low_layers_import_without_the_blocks(module):
     """``import posembed.schemes.rotary`` loads no attention, fused-embedding or Hugging Face code."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from posembed.lab.config import apply_overrides
-from posembed.lab.lengthgen import mean_reciprocal_rank, ood_scores, store_rows
 from posembed.lab.lengthgen.presets import LENGTHGEN_SCHEMES, lengthgen
+from posembed.lab.lengthgen.ranking import mean_reciprocal_rank, ood_scores
+from posembed.lab.sweep.listing import store_rows
 from posembed.lab.sweep.runner import expand, run_experiment
 from posembed.lab.sweep.store import ResultsStore
 

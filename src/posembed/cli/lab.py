@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from posembed.lab.config import apply_overrides
-    from posembed.lab.sweep.ddp import init_distributed, rank_and_world, shutdown
+    from posembed.lab.ddp import init_distributed, rank_and_world, shutdown
     from posembed.lab.presets import get_preset
     from posembed.lab.sweep.progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.sweep.runner import run_experiment

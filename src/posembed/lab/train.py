@@ -33,8 +33,9 @@ from posembed._checks import did_you_mean
 from posembed.devices import autocast_dtype, resolve_device
 from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
 from posembed.lab.schedule import warmup_cosine
-from posembed.lab.sweep.ddp import mean_across_ranks, rank_and_world
+from posembed.lab.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
+from posembed.lab.trial_cost import trial_seconds
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
@@ -278,7 +279,7 @@ COMPILE_SAVING = 0.3
 def compile_training(device: torch.device, cfg: TrialConfig) -> bool:
     """Whether ``cfg`` trains under ``torch.compile`` on ``device``: only on CUDA, and only when the
     eager training time it is estimated to save (:data:`COMPILE_SAVING` of
-    :func:`~posembed.lab.sweep.worker_plan.trial_seconds`) repays a cold compile (:data:`COMPILE_SECONDS`).
+    :func:`~posembed.lab.trial_cost.trial_seconds`) repays a cold compile (:data:`COMPILE_SECONDS`).
     The CPU never compiles here (its numbers stay bit for bit), nor do the presets' short trials.
 
     >>> compile_training(torch.device("cpu"), TrialConfig(steps=10**6, dim=1024, depth=24))
@@ -290,8 +291,6 @@ def compile_training(device: torch.device, cfg: TrialConfig) -> bool:
     """
     if device.type != "cuda":
         return False
-    from posembed.lab.sweep.worker_plan import trial_seconds
-
     return COMPILE_SAVING * trial_seconds(cfg, device) >= COMPILE_SECONDS
 
 

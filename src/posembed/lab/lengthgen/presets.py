@@ -35,7 +35,7 @@ nope                    0     0     0     0     0     0
 everywhere, not learned at L.) Absolute schemes generalise least, as published; NoPE, first in
 Kazemnejad et al., does not learn copying at all in this budget; randomized positions are the
 only way any scheme reaches 24 and 32 (RoPE), as Ruoss et al. report, but they cost accuracy
-at L and the bias schemes did not learn with them. :mod:`posembed.lab.lengthgen` ranks a run's
+at L and the bias schemes did not learn with them. :mod:`posembed.lab.lengthgen.ranking` ranks a run's
 schemes by mean reciprocal rank. Registered as ``lengthgen`` in :data:`posembed.lab.presets.PRESETS`.
 
 >>> exp = lengthgen()

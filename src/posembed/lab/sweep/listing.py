@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from posembed.lab.sweep.store import STORE_NAME, TrialRecord, load_results
+from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord, load_results
 
-__all__ = ["TrialRow", "list_trials", "format_table", "to_json", "MAIN_METRIC"]
+__all__ = ["TrialRow", "list_trials", "format_table", "to_json", "store_rows", "MAIN_METRIC"]
 
 #: task -> the metric the table shows
 MAIN_METRIC = {"order": "accuracy", "charlm": "val_loss"}
@@ -122,3 +123,13 @@ def _number(value: float | None, digits: int = 3) -> str:
 def to_json(rows: list[TrialRow]) -> str:
     """A JSON list, one object per trial (every field of :class:`TrialRow`; eval lengths as keys)."""
     return json.dumps([asdict(row) for row in rows], indent=2)
+
+
+def store_rows(out_dir: str | os.PathLike) -> tuple[list[tuple[str, str, str, int, float | None]], dict[str, int]]:
+    """The exact-match rows ``(task, scheme, variant, length, value)`` of a lab run's store and each
+    task's training length (what :mod:`posembed.lab.lengthgen.ranking` scores)."""
+    with ResultsStore(out_dir) as store:
+        records = store.records()
+    rows = [(r.config.task, r.config.scheme, r.config.variant, length, value)
+            for r in records for length, value in r.metric("exact_match").items()]
+    return rows, {r.config.task: r.config.context for r in records}

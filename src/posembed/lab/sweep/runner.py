@@ -33,7 +33,7 @@ from typing import Callable
 
 from posembed.lab.checkpoint import save_checkpoint, trial_folder_name
 from posembed.lab.config import TASKS, VARIANTS, ExperimentConfig, TrialConfig
-from posembed.lab.sweep.ddp import barrier, broadcast, rank_and_world
+from posembed.lab.ddp import barrier, broadcast, rank_and_world
 from posembed.lab.sweep.lock import OutDirLock, out_dir_error
 from posembed.lab.sweep.progress import Progress, progress_mode
 from posembed.lab.sweep.store import ResultsStore
@@ -165,7 +165,7 @@ def run_experiment(
     for the run. With ``workers`` > 1 the trials train side by side in worker processes
     (:mod:`posembed.lab.sweep.workers`); each trial's numbers and weights are the same as in the
     sequential run, and only this process writes the store and the checkpoints. Under
-    ``torchrun`` (an initialised process group, :func:`posembed.lab.sweep.ddp.init_distributed`)
+    ``torchrun`` (an initialised process group, :func:`posembed.lab.ddp.init_distributed`)
     every rank trains each trial data-parallel, one trial at a time (``workers`` is ignored),
     and only rank 0 takes the lock, opens the store and writes results and checkpoints; the
     others wait at a barrier after each trial.

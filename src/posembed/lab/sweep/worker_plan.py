@@ -3,7 +3,7 @@
 A worker process costs its start (spawn, import torch and posembed, the first trial's warm-up:
 :data:`CPU_START_SECONDS`, more on CUDA where it also opens a context) and saves at most the
 sweep's time times ``1 - 1/workers``. So the plan estimates each trial's seconds from its size
-(:func:`trial_seconds`: steps, layers, tokens), and takes the count of workers whose estimated
+(:func:`~posembed.lab.trial_cost.trial_seconds`: steps, layers, tokens), and takes the count of workers whose estimated
 wall time, ``start + 0.25 s * workers + max(total / workers, longest trial)``, is the least, and more than one
 worker only when that saves at least a fifth of the one-process time. A small sweep (the
 ``smoke`` preset: 15 trials of 50 steps, 1 layer of 32) trains in this process; a larger one
@@ -44,20 +44,16 @@ from typing import Sequence
 
 import torch
 
-from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.config import TrialConfig
+from posembed.lab.trial_cost import trial_seconds
 
 __all__ = [
-    "plan_workers", "available_cores", "trial_seconds", "device_slots", "start_seconds", "STEP_SECONDS_PER_LAYER", "CPU_START_SECONDS",
+    "plan_workers", "available_cores", "trial_seconds", "device_slots", "start_seconds", "CPU_START_SECONDS",
     "GPU_START_SECONDS", "START_SECONDS_PER_WORKER", "GPU_WORKER_BYTES", "MAX_GPU_WORKERS", "MIN_SAVING",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: seconds of one training step per layer (the blocks, plus two for the embedding and the head)
-#: of a small model, on one CPU thread or one GPU process: dispatch and launches, not arithmetic
-STEP_SECONDS_PER_LAYER = 3e-3
-#: multiply-adds a second (one CPU thread; one GPU) the matmuls of a larger model run at
-FLOPS_PER_SECOND = {"cpu": 5e10, "cuda": 1e13}
 #: seconds a worker process costs before its first trial trains: spawn, imports, warm-up
 CPU_START_SECONDS = 6.0
 #: the same on CUDA (plus the CUDA context and the first kernels)
@@ -77,27 +73,6 @@ def available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0)) or 1
     return os.cpu_count() or 1
-
-
-def _sequence_length(cfg: TrialConfig) -> int:
-    """The training input length (the tasks' own formulas, without building the task)."""
-    if cfg.task == "addition":
-        return 3 * cfg.context + 3
-    if TASKS[cfg.task] == "decoder" and cfg.task != "charlm":
-        return 2 * cfg.context + 1
-    return cfg.context
-
-
-def trial_seconds(cfg: TrialConfig, device: str | torch.device = "cpu") -> float:
-    """A rough estimate of the seconds ``cfg`` trains for on one thread (one process on a GPU).
-
-    >>> round(trial_seconds(TrialConfig(task="copy", dim=32, depth=1, steps=50, context=6, batch=16)), 2)
-    0.47
-    """
-    tokens = cfg.batch * _sequence_length(cfg)
-    flops = 6 * 12 * cfg.depth * cfg.dim**2 * tokens  # forward and backward of the blocks' matmuls
-    per_step = (cfg.depth + 2) * STEP_SECONDS_PER_LAYER + flops / FLOPS_PER_SECOND[torch.device(device).type]
-    return cfg.steps * per_step
 
 
 def gpu_free_bytes(device: torch.device) -> int:

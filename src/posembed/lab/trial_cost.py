@@ -1,0 +1,42 @@
+"""What a trial costs: a rough estimate of the seconds it trains for, from its size alone.
+
+Read by the sweep's worker plan (:func:`posembed.lab.sweep.worker_plan.plan_workers`: how many
+trials side by side) and by the trainer (:func:`posembed.lab.train.compile_training`: whether a
+cold compile repays itself). The constants are estimates measured on a 2-core CPU and read off
+the H200 figures of issue 28 (see :mod:`posembed.lab.sweep.worker_plan`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posembed.lab.config import TASKS, TrialConfig
+
+__all__ = ["trial_seconds", "STEP_SECONDS_PER_LAYER", "FLOPS_PER_SECOND"]
+
+#: seconds of one training step per layer (the blocks, plus two for the embedding and the head)
+#: of a small model, on one CPU thread or one GPU process: dispatch and launches, not arithmetic
+STEP_SECONDS_PER_LAYER = 3e-3
+#: multiply-adds a second (one CPU thread; one GPU) the matmuls of a larger model run at
+FLOPS_PER_SECOND = {"cpu": 5e10, "cuda": 1e13}
+
+
+def _sequence_length(cfg: TrialConfig) -> int:
+    """The training input length (the tasks' own formulas, without building the task)."""
+    if cfg.task == "addition":
+        return 3 * cfg.context + 3
+    if TASKS[cfg.task] == "decoder" and cfg.task != "charlm":
+        return 2 * cfg.context + 1
+    return cfg.context
+
+
+def trial_seconds(cfg: TrialConfig, device: str | torch.device = "cpu") -> float:
+    """A rough estimate of the seconds ``cfg`` trains for on one thread (one process on a GPU).
+
+    >>> round(trial_seconds(TrialConfig(task="copy", dim=32, depth=1, steps=50, context=6, batch=16)), 2)
+    0.47
+    """
+    tokens = cfg.batch * _sequence_length(cfg)
+    flops = 6 * 12 * cfg.depth * cfg.dim**2 * tokens  # forward and backward of the blocks' matmuls
+    per_step = (cfg.depth + 2) * STEP_SECONDS_PER_LAYER + flops / FLOPS_PER_SECOND[torch.device(device).type]
+    return cfg.steps * per_step
