@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, load_text
 from posembed.lab.tasks import IGNORE, TABLE_LIMIT, make_task
-from posembed.lab.tasks.algorithmic import AlgorithmicTask, make_example, sequence_length
+from posembed.lab.tasks.algorithmic import algorithm, make_example, sequence_length
 from posembed.lab.tasks.charlm import CharLMTask
 from posembed.lab.tasks.order import order_batch
 from posembed.lab.train import build_trial_model
@@ -74,7 +74,7 @@ def test_copy_reverse_sort_examples():
 
 @pytest.mark.parametrize("name", ["copy", "reverse", "sort", "addition"])
 def test_algorithmic_batches_score_only_the_answer(name):
-    task = AlgorithmicTask(tiny_trial(task=name, context=5))
+    task = algorithm(name)(tiny_trial(task=name, context=5))
     batch = task.batch(torch.Generator().manual_seed(0), [5, 2])
     assert batch.input_ids.shape == (2, sequence_length(name, 5))
     n_answer = (6 if name == "addition" else 5) + 1  # answer tokens + EOS
@@ -90,7 +90,7 @@ def test_algorithmic_batches_score_only_the_answer(name):
 
 
 def test_exact_match_is_one_for_a_perfect_model_and_zero_for_a_wrong_one():
-    task = AlgorithmicTask(tiny_trial(task="copy", context=3, eval_scales=(1.0, 2.0)))
+    task = algorithm("copy")(tiny_trial(task="copy", context=3, eval_scales=(1.0, 2.0)))
 
     class Oracle(torch.nn.Module):
         def __init__(self, shift: int):

@@ -36,19 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posembed._checks import closest, did_you_mean
+from posembed.lab.task_registry import TASKS
 
+#: ``TASKS`` (task name -> the model it trains) is the task registry's (:mod:`posembed.lab.task_registry`)
 __all__ = ["TASKS", "VARIANTS", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "check_fields",
            "config_hash", "parse_value"]
-
-#: task name -> model kind it trains ("decoder" causal LM, "encoder" classifier)
-TASKS: dict[str, str] = {
-    "order": "encoder",
-    "copy": "decoder",
-    "reverse": "decoder",
-    "sort": "decoder",
-    "addition": "decoder",
-    "charlm": "decoder",
-}
 
 #: variant name -> the TrialConfig fields it sets (applied on top of a task's base)
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -16,26 +16,27 @@ addition    decoder ``a + b =`` -> ``a + b`` (digits least significant     exact
 charlm      decoder next character of a text file                       val_loss,
                                                                          perplexity
 =========== ======= ==================================================== ===========
+
+Files:
+
+=============== ======================================================================
+file            what
+=============== ======================================================================
+``base``        what every task shares: :class:`Batch`, :class:`EvalPoint`, the
+                :class:`Task` protocol, the loss, the evaluated lengths
+``make``        :func:`make_task`: the task object of a config, by its registry entry
+``order``       order classification (encoder)
+``algorithmic`` copy, reverse, sort, addition (decoder, one small class each)
+``charlm``      the character-level LM on a text file
+``passkey``     passkey retrieval rows and their scoring (the context study's)
+=============== ======================================================================
+
+A new task is one file here with a class on the types of ``base`` (taking the
+:class:`~posembed.lab.config.TrialConfig`) and one :class:`~posembed.lab.task_registry.TaskEntry`
+in :mod:`posembed.lab.task_registry`.
 """
 
-from __future__ import annotations
-
-from posembed.lab.config import TrialConfig
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, Task, eval_lengths, loss_fn
+from posembed.lab.tasks.make import make_task
 
 __all__ = ["Batch", "EvalPoint", "Task", "make_task", "TABLE_LIMIT", "IGNORE", "loss_fn", "eval_lengths"]
-
-
-def make_task(cfg: TrialConfig) -> Task:
-    """The task object of ``cfg.task``."""
-    if cfg.task == "order":
-        from posembed.lab.tasks.order import OrderTask
-
-        return OrderTask(cfg)
-    if cfg.task == "charlm":
-        from posembed.lab.tasks.charlm import CharLMTask
-
-        return CharLMTask(cfg)
-    from posembed.lab.tasks.algorithmic import AlgorithmicTask
-
-    return AlgorithmicTask(cfg)

@@ -9,6 +9,10 @@ each test length (``L * eval_scales``, e.g. up to 2-4 L). Only answer tokens are
   number written least significant digit first (so each answer digit depends on the digits and
   carry just read). ``vocab`` is forced to 10 digits for addition.
 
+Each task is one small subclass of :class:`AlgorithmicTask` (its answer; addition also its
+operands and alphabet) named by its entry in :mod:`posembed.lab.task_registry`; the module
+functions :func:`make_example` and :func:`sequence_length` find the class through that entry.
+
 Exact match is computed teacher-forced in one forward pass: all answer argmaxes right is the
 same event as greedy decoding reproducing the answer (both fail first at the same token).
 """
@@ -19,9 +23,25 @@ import torch
 from torch import Tensor, nn
 
 from posembed.lab.config import TrialConfig
+from posembed.lab.task_registry import TASK_ENTRIES
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
-__all__ = ["AlgorithmicTask", "make_example", "sequence_length"]
+__all__ = ["AlgorithmicTask", "CopyTask", "ReverseTask", "SortTask", "AdditionTask", "algorithm", "make_example",
+           "sequence_length"]
+
+
+def algorithm(task: str) -> type[AlgorithmicTask]:
+    """The class of the algorithmic task ``task``, as its task registry entry names it.
+
+    >>> algorithm("sort").__name__
+    'SortTask'
+    """
+    entry = TASK_ENTRIES.get(task)
+    module, _, name = entry.where.partition(":") if entry is not None else ("", "", "")
+    found = globals().get(name) if module == __name__.rpartition(".")[2] else None
+    if not (isinstance(found, type) and issubclass(found, AlgorithmicTask)):
+        raise ValueError(f"unknown algorithmic task {task!r}")
+    return found
 
 
 def make_example(task: str, operands: list[int], base: int) -> tuple[list[int], list[int]]:
@@ -32,54 +52,57 @@ def make_example(task: str, operands: list[int], base: int) -> tuple[list[int], 
     >>> make_example("addition", [9, 9, 1, 0], 10)  # 99 + 1 = 100, digits reversed
     ([9, 9, -1, 1, 0], [0, 0, 1])
     """
-    if task == "copy":
-        return operands, list(operands)
-    if task == "reverse":
-        return operands, operands[::-1]
-    if task == "sort":
-        return operands, sorted(operands)
-    if task == "addition":
-        n = len(operands) // 2
-        a, b = operands[:n], operands[n:]
-        value = sum(d * base**i for i, d in enumerate(a)) + sum(d * base**i for i, d in enumerate(b))
-        digits = [(value // base**i) % base for i in range(n + 1)]
-        return a + [-1] + b, digits  # -1 stands for PLUS, mapped by the task
-    raise ValueError(f"unknown algorithmic task {task!r}")
+    return algorithm(task).example(operands, base)
 
 
 def sequence_length(task: str, n: int) -> int:
     """Model input length for operand length ``n`` (the sequence minus its last token)."""
-    return 3 * n + 3 if task == "addition" else 2 * n + 1
+    return algorithm(task).input_length(n)
 
 
 class AlgorithmicTask:
-    """copy / reverse / sort / addition for one trial config."""
+    """``prompt SEP answer EOS`` for one trial config; each task is a subclass that declares its
+    answer (:meth:`example`) and, where it differs, its operands and alphabet."""
 
     num_classes = None
+    #: operands drawn per unit of operand length n (addition: two numbers of n digits)
+    operands_per_length = 1
+    #: the symbol alphabet when the task fixes it (addition: 10 digits); ``None``: ``cfg.vocab``
+    fixed_base: int | None = None
+
+    @staticmethod
+    def example(operands: list[int], base: int) -> tuple[list[int], list[int]]:
+        """``(prompt, answer)`` for ``operands`` in ``base`` (``-1`` in a prompt stands for PLUS)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def input_length(n: int) -> int:
+        """Model input length for operand length ``n``: ``x SEP y`` minus its last token."""
+        return 2 * n + 1
 
     def __init__(self, cfg: TrialConfig) -> None:
         self.cfg = cfg
         self.name = cfg.task
-        self.base = 10 if cfg.task == "addition" else cfg.vocab
+        self.base = self.fixed_base if self.fixed_base is not None else cfg.vocab
         self.plus, self.sep, self.eos, self.pad = range(self.base, self.base + 4)
         self.vocab_size = self.base + 4
         self.lengths = eval_lengths(cfg)
 
     def max_length(self) -> int:
-        return sequence_length(self.cfg.task, max([self.cfg.context, *self.lengths]))
+        return self.input_length(max([self.cfg.context, *self.lengths]))
 
     def _encode(self, operands: list[int]) -> tuple[list[int], int]:
-        prompt, answer = make_example(self.cfg.task, operands, self.base)
+        prompt, answer = self.example(operands, self.base)
         prompt = [self.plus if t == -1 else t for t in prompt]
         return prompt + [self.sep] + answer + [self.eos], len(prompt)
 
     def batch(self, generator: torch.Generator, ns: list[int]) -> Batch:
         """One batch with operand length ``ns[i]`` for row i, right-padded."""
-        width = max(sequence_length(self.cfg.task, n) for n in ns) + 1
+        width = max(self.input_length(n) for n in ns) + 1
         ids = torch.full((len(ns), width), self.pad, dtype=torch.long)
         targets = torch.full((len(ns), width - 1), IGNORE, dtype=torch.long)
         for row, n in enumerate(ns):
-            count = 2 * n if self.cfg.task == "addition" else n
+            count = self.operands_per_length * n
             operands = torch.randint(0, self.base, (count,), generator=generator).tolist()
             tokens, sep_at = self._encode(operands)
             ids[row, : len(tokens)] = torch.tensor(tokens)
@@ -95,7 +118,7 @@ class AlgorithmicTask:
     def evaluate(self, model: nn.Module, generator: torch.Generator, limit: int | None) -> list[EvalPoint]:
         points = []
         for n in self.lengths:
-            if limit is not None and sequence_length(self.cfg.task, n) > limit:
+            if limit is not None and self.input_length(n) > limit:
                 points.append(EvalPoint("exact_match", n, None, TABLE_LIMIT))
                 continue
             correct = total = 0
@@ -108,3 +131,46 @@ class AlgorithmicTask:
                 total += len(right)
             points.append(EvalPoint("exact_match", n, correct / total))
         return points
+
+
+class CopyTask(AlgorithmicTask):
+    """``x SEP x``."""
+
+    @staticmethod
+    def example(operands: list[int], base: int) -> tuple[list[int], list[int]]:
+        return operands, list(operands)
+
+
+class ReverseTask(AlgorithmicTask):
+    """``x SEP reversed(x)``."""
+
+    @staticmethod
+    def example(operands: list[int], base: int) -> tuple[list[int], list[int]]:
+        return operands, operands[::-1]
+
+
+class SortTask(AlgorithmicTask):
+    """``x SEP sorted(x)``."""
+
+    @staticmethod
+    def example(operands: list[int], base: int) -> tuple[list[int], list[int]]:
+        return operands, sorted(operands)
+
+
+class AdditionTask(AlgorithmicTask):
+    """``a PLUS b SEP c``: two numbers of n digits and their sum of n + 1, least significant first."""
+
+    operands_per_length = 2
+    fixed_base = 10
+
+    @staticmethod
+    def example(operands: list[int], base: int) -> tuple[list[int], list[int]]:
+        n = len(operands) // 2
+        a, b = operands[:n], operands[n:]
+        value = sum(d * base**i for i, d in enumerate(a)) + sum(d * base**i for i, d in enumerate(b))
+        digits = [(value // base**i) % base for i in range(n + 1)]
+        return a + [-1] + b, digits  # -1 stands for PLUS, mapped by the task
+
+    @staticmethod
+    def input_length(n: int) -> int:
+        return 3 * n + 3
