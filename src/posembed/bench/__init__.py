@@ -8,6 +8,20 @@ BENCHMARKS.md. Results go to
 ``<out>/results.json`` and ``<out>/results.md``; BENCHMARKS.md holds the latest full table.
 The comparison libraries come with ``pip install 'posembed[bench]'``; without one, its rows
 say ``skipped: pip install 'posembed[bench]'``.
+
+Files:
+
+=============== ================================================================================
+file            what
+=============== ================================================================================
+``harness``     timing, memory and report helpers shared by every suite
+``embeddings``  the embedding block at BERT-base shape against ``BertEmbeddings``
+``rope``        RoPE on q and k against transformers, rotary-embedding-torch, x-transformers
+``attention``   causal self-attention with a bias scheme: time and peak memory per length
+``training``    training throughput of ``Decoder`` against a nanoGPT-style model
+``nanogpt_ref`` the nanoGPT-style reference model and loop timed against
+``gpu_section`` BENCHMARKS.md's GPU section, written between two markers
+=============== ================================================================================
 """
 
 from __future__ import annotations

@@ -3,6 +3,24 @@
 Each subcommand lives in its own module here with ``register(subparsers)``, which adds its
 parser and sets ``func(args) -> int``. Errors a user can fix (bad values, missing files,
 missing optional packages) end in one clear line on stderr and exit code 2, no traceback.
+
+Files (one module per subcommand):
+
+=================== ============================================================================
+file                what
+=================== ============================================================================
+``encode``          ``posembed encode``: the embedding block, token by token
+``check_positions`` ``posembed check-positions``: padding, batching, packing
+``models``          ``posembed models``: the bundled default model and where it is
+``schemes``         ``posembed schemes``: every scheme, its kind, limits and arguments
+``rope``            ``posembed rope check``: a config's RoPE, pair by pair
+``inspect``         ``posembed inspect``: a model's positional embeddings
+``extend``          ``posembed extend`` and ``extend-eval``: more positions for a checkpoint
+``lab``             ``posembed lab``: run, report and list a sweep
+``lab_context``     ``posembed lab context`` and ``lab extend``: the context-extension study
+``bench``           ``posembed bench``: the benchmark suites
+``__main__``        ``python -m posembed.cli``, the same as ``posembed``
+=================== ============================================================================
 """
 
 from __future__ import annotations

@@ -16,6 +16,19 @@ function                     replaces                                       disp
 Each module's docstring states exactly when it applies; callers keep the eager path. Below
 them: :mod:`posembed.fused.masks` (the attention masking rule every backend shares) and
 :mod:`posembed.fused.dropout` (the fused embedding's keep masks).
+
+Files:
+
+====================== =========================================================================
+file                   what
+====================== =========================================================================
+``embedding``          ``fused_embedding``: the chunked embedding block (CPU)
+``embedding_compiled`` ``compiled_embedding``: the embedding block as one compiled kernel (CUDA)
+``dropout``            the fused embedding's dropout keep masks
+``attention``          ``bias_attention``: attention with a bias scheme in query blocks
+``masks``              the masking rule every attention path shares
+``rope``               the compiled RoPE kernel (``rope.rotate``)
+====================== =========================================================================
 """
 
 from posembed.fused.attention import bias_attention

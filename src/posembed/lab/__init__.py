@@ -6,22 +6,27 @@ The lab is in rooms, one folder per job:
 module              what
 =================== =====================================================================
 ``config``          :class:`TrialConfig` (one run), :class:`ExperimentConfig` (a sweep), overrides
-``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, looked up by exact name
+``task_registry``   the lab's tasks by name: the one table a new task is added to (``config.TASKS``
+                    derives from it)
+``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, ``lengthgen``, looked up by exact name
 ``tasks/``          order classification, copy/reverse/sort/addition, char-level LM, passkey
 ``data``            text files for the char LM (checked: exists, UTF-8, long enough)
+``schedule``        the one learning-rate schedule: linear warmup, then cosine decay
+``ddp``             the process-group helpers of data-parallel training (``torchrun``)
+``trial_cost``      a trial's estimated seconds, from its size (the worker plan, the compile choice)
 ``train``           one deterministic trial: build (scheme via :mod:`posembed.schemes.factory`), train,
                     evaluate, position-table drift
-``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens (and their checks)
+``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens; their checks
+                    in ``checkpoint_checks``
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
 ``verdicts``        the rules that turn numbers into words, with seeds and intervals
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
                     finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``),
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,
-                    ``ddp`` / ``ddp_trial`` (``torchrun``), ``listing`` (``posembed lab list``),
-                    ``progress``
+                    ``ddp_trial`` (``torchrun``), ``listing`` (``posembed lab list``), ``progress``
 ``context/``        the context-extension study: the methods swapped in (``__init__``), ``evaluate``
                     (perplexity, passkey), ``presets``, ``run``, ``store``, ``published`` figures
-``lengthgen/``      the length-generalisation sweep and its presets
+``lengthgen/``      the length-generalisation preset and its ranking (mean reciprocal rank)
 ``report/``         ``posembed lab report`` (``__init__``) and its parts: ``tables``,
                     ``questions``, ``plots``, ``calibration``; the context study's ``context`` and
                     ``context_plots``

@@ -18,6 +18,19 @@ markdown links). The report leads with the answer:
 A corrupt row in the store is listed and skipped; a folder without a store, or a store without
 any readable trial, raises ``ValueError``.
 
+Files (:func:`write_report` is here):
+
+================= ==============================================================================
+file              what
+================= ==============================================================================
+``tables``        what the report reads and how it summarises it: trials over seeds, mean +/- std
+``questions``     one :class:`Section` per seed question, computed from the stored trials
+``calibration``   question 6: calibration against published numbers
+``plots``         the figures: a metric against test length per scheme, training loss curves
+``context``       the context study's section "Which context extension works?"
+``context_plots`` the context report's figures
+================= ==============================================================================
+
 Example:
     >>> import tempfile
     >>> write_report(tempfile.mkdtemp())  # doctest: +ELLIPSIS

@@ -25,20 +25,20 @@ from torch import Tensor, nn
 from posembed.lab.config import TrialConfig
 from posembed.lab.task_registry import TASK_ENTRIES
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+from posembed.lab.tasks.make import task_class
 
 __all__ = ["AlgorithmicTask", "CopyTask", "ReverseTask", "SortTask", "AdditionTask", "algorithm", "make_example",
            "sequence_length"]
 
 
 def algorithm(task: str) -> type[AlgorithmicTask]:
-    """The class of the algorithmic task ``task``, as its task registry entry names it.
+    """The class of the algorithmic task ``task``, as its task registry entry names it (a subclass
+    of :class:`AlgorithmicTask` in any file of :mod:`posembed.lab.tasks`).
 
     >>> algorithm("sort").__name__
     'SortTask'
     """
-    entry = TASK_ENTRIES.get(task)
-    module, _, name = entry.where.partition(":") if entry is not None else ("", "", "")
-    found = globals().get(name) if module == __name__.rpartition(".")[2] else None
+    found = task_class(task) if task in TASK_ENTRIES else None
     if not (isinstance(found, type) and issubclass(found, AlgorithmicTask)):
         raise ValueError(f"unknown algorithmic task {task!r}")
     return found
