@@ -12,9 +12,10 @@ tier  files                                                       what they are
       ``positions``, ``report``
 1     ``schemes/``                                                one positional scheme per file
 2     ``fused/``                                                  optional fast kernels
-3     ``embeddings``, ``embedding_checks``, ``attention``,        the blocks
-      ``attention_backends``
-4     ``model``                                                   small encoder / decoder
+3     ``embeddings``, ``embedding_checks``, ``embedding_fast``,   the blocks
+      ``attention``, ``attention_backends``,
+      ``attention_inputs``, ``attention_kernels``
+4     ``model``, ``model_layers``, ``model_checks``               small encoder / decoder
 5     ``pairs``, ``encode_report``, ``interop/``, ``lab/``,       Hugging Face at the edge,
       ``analysis/``                                               experiments, analysis
 6     ``bench/``                                                  benchmark suites
@@ -22,7 +23,8 @@ tier  files                                                       what they are
 ====  ==========================================================  =================================
 
 Inside tier 5, ``analysis`` may use ``interop`` and ``lab``; ``interop`` and ``lab`` use neither
-each other nor ``analysis``.
+each other nor ``analysis``. Inside ``lab/``, each subfolder taken as one room, no rooms import
+each other round a circle (:func:`test_the_rooms_of_lab_import_one_way`).
 
 There is no exception: no import runs upward, not even inside a function, and no two files
 import each other round a circle. (The Hugging Face adapters are functions of ``interop``:
