@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.config import TrialConfig
+from posembed.lab.tasks.algorithmic import AlgorithmicTask
+from posembed.lab.tasks.make import task_class
 
 __all__ = ["trial_seconds", "STEP_SECONDS_PER_LAYER", "FLOPS_PER_SECOND"]
 
@@ -22,12 +24,10 @@ FLOPS_PER_SECOND = {"cpu": 5e10, "cuda": 1e13}
 
 
 def _sequence_length(cfg: TrialConfig) -> int:
-    """The training input length (the tasks' own formulas, without building the task)."""
-    if cfg.task == "addition":
-        return 3 * cfg.context + 3
-    if TASKS[cfg.task] == "decoder" and cfg.task != "charlm":
-        return 2 * cfg.context + 1
-    return cfg.context
+    """The longest training input: an algorithmic task's own ``input_length`` of its context
+    (without building the task), the context itself for the others."""
+    task = task_class(cfg.task)
+    return task.input_length(cfg.context) if issubclass(task, AlgorithmicTask) else cfg.context
 
 
 def trial_seconds(cfg: TrialConfig, device: str | torch.device = "cpu") -> float:
