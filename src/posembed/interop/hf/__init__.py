@@ -12,14 +12,9 @@ checkpoints spell LayerNorm's parameters ``gamma``/``beta``; both spellings are 
 RoBERTa-style models (``roberta``, ``xlm-roberta``, ``camembert``) number positions from
 ``pad_token_id + 1``: pass ``position_ids = positions_from_mask(mask) + pad_token_id + 1``.
 
-The embedding block's converter is here (``load_embeddings`` / ``save_embeddings``); beside it:
-
-========== =====================================================================================
-file       what
-========== =====================================================================================
-``checks`` checks of a checkpoint folder before anything is built: weight files, shapes
-``config`` a transformers config as a plain dict, from a folder, a file, a dict or an object
-========== =====================================================================================
+The converter is here (``load_embeddings`` / ``save_embeddings``); beside it, ``checks`` (a
+checkpoint folder checked before anything is built from it: weight files, shapes) and ``config``
+(a transformers config as a plain dict, from a folder, a file, a dict or a config object).
 
 Example (a round trip through a temporary folder):
 
