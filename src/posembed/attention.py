@@ -29,7 +29,8 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.attention_backends import BACKENDS, AttentionInputs, adds_bias, choose_backend, run_backend
+from posembed.attention_backends import BACKENDS, choose_backend, run_backend
+from posembed.attention_inputs import AttentionInputs, adds_bias
 from posembed.positions import default_positions, resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
 
