@@ -212,13 +212,15 @@ class EchoTask(AlgorithmicTask):
 
 TASK_CHECK = """
 from posembed.lab.config import TASKS, TrialConfig
+from posembed.lab.sweep.listing import MAIN_METRIC
 from posembed.lab.tasks import make_task
 from posembed.lab.tasks.algorithmic import make_example
 from posembed.lab.train import train_trial
 
 cfg = TrialConfig(task="echo", scheme="rope", dim=16, heads=2, depth=1, context=3, steps=2, batch=4,
                   eval_batches=1, warmup=0, log_every=1, eval_scales=(1.0, 2.0))
-assert TASKS["echo"] == "decoder" and type(make_task(cfg)).__name__ == "EchoTask"
+assert TASKS["echo"] == "decoder" and MAIN_METRIC["echo"] == "exact_match"
+assert type(make_task(cfg)).__name__ == "EchoTask"
 assert make_example("echo", [1, 2], 10) == ([1, 2], [1, 2, 1, 2])
 result, _ = train_trial(cfg, device="cpu")
 assert sorted({(p.metric, p.length) for p in result.evals}) == [("exact_match", 3), ("exact_match", 6)]
@@ -232,8 +234,8 @@ def test_a_new_lab_task_is_a_file_and_a_registry_entry(copy):
     (copy / "lab" / "tasks" / "toy_echo.py").write_text(TASK_FILE, encoding="utf-8")
     unregistered = _run(copy, TASK_CHECK)
     assert "task='echo' is not one of order, copy" in unregistered.stderr, unregistered.stderr
-    _add_line(copy / "lab" / "task_registry.py", 'TaskEntry("charlm", "decoder", "charlm:CharLMTask"),',
-              'TaskEntry("echo", "decoder", "toy_echo:EchoTask"),')
+    charlm = 'TaskEntry("charlm", "decoder", "charlm:CharLMTask", metric="val_loss"),'
+    _add_line(copy / "lab" / "task_registry.py", charlm, 'TaskEntry("echo", "decoder", "toy_echo:EchoTask"),')
     done = _run(copy, TASK_CHECK)
     assert done.returncode == 0 and done.stdout.strip() == "picked up", done.stderr
 

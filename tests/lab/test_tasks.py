@@ -7,11 +7,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed.lab.config import TrialConfig
+from posembed.lab.config import TASKS, TrialConfig
 from posembed.lab.data import CharCorpus, load_text
+from posembed.lab.task_registry import ENTRIES, TaskEntry
 from posembed.lab.tasks import IGNORE, TABLE_LIMIT, make_task
 from posembed.lab.tasks.algorithmic import algorithm, make_example, sequence_length
 from posembed.lab.tasks.charlm import CharLMTask
+from posembed.lab.tasks.make import task_class
 from posembed.lab.tasks.order import order_batch
 from posembed.lab.train import build_trial_model
 from tests.lab.conftest import tiny_trial
@@ -159,3 +161,36 @@ def test_char_corpus_decode_round_trip():
     corpus = CharCorpus("hello world")
     ids = [corpus.stoi[c] for c in "low"]
     assert corpus.decode(ids) == "low"
+
+
+# ---------------------------------------------------------------------- the task registry
+
+
+def test_the_registry_is_the_one_table_of_task_names():
+    assert TASKS == {entry.name: entry.model for entry in ENTRIES}
+    for entry in ENTRIES:
+        cfg = tiny_trial(task=entry.name, context=4)
+        if entry.name == "charlm":
+            continue  # needs a text file (test_charlm_* build it)
+        task = make_task(cfg)
+        assert type(task).__name__ == entry.where.partition(":")[2] and task.name == entry.name
+        points = task.evaluate(None, torch.Generator().manual_seed(0), limit=0)  # every length past the limit
+        assert {p.metric for p in points} == {entry.metric} and all(p.note == TABLE_LIMIT for p in points)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"model": "seq2seq"}, "task 'x': model must be one of ('decoder', 'encoder'), got 'seq2seq'"),
+    ({"where": "order.OrderTask"}, "task 'x': where must be 'module:Class' in posembed.lab.tasks, got 'order.OrderTask'"),
+    ({"where": "order:"}, "task 'x': where must be 'module:Class' in posembed.lab.tasks, got 'order:'"),
+])
+def test_a_bad_registry_entry_is_refused(fields, message):
+    with pytest.raises(ValueError) as error:
+        TaskEntry(**{"name": "x", "model": "decoder", "where": "order:OrderTask", **fields})
+    assert str(error.value) == message
+
+
+def test_unknown_names_are_clear_errors():
+    with pytest.raises(ValueError, match=r"unknown task 'cpy' \(did you mean 'copy'\?\); known: order, copy"):
+        task_class("cpy")
+    with pytest.raises(ValueError, match="unknown algorithmic task 'order'"):
+        sequence_length("order", 4)

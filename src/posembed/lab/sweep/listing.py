@@ -18,11 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord, load_results
+from posembed.lab.task_registry import ENTRIES
 
 __all__ = ["TrialRow", "list_trials", "format_table", "to_json", "store_rows", "MAIN_METRIC"]
 
-#: task -> the metric the table shows
-MAIN_METRIC = {"order": "accuracy", "charlm": "val_loss"}
+#: task -> the metric the table shows (its registry entry's); a stored task the registry does not
+#: know shows exact match
+MAIN_METRIC = {entry.name: entry.metric for entry in ENTRIES}
 _DEFAULT_METRIC = "exact_match"
 
 
