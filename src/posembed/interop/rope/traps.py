@@ -364,10 +364,11 @@ def _check_numbers(raw: dict) -> list[Trap]:
 def _check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
     if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
         return []
-    frequencies = {
-        "longrope": "so it always takes short_factor, never long_factor",
-        "dynamic": "so dynamic NTK never rescales its frequencies",
-    }.get(s.rope_type, f"which gives the {s.rope_type} frequencies")
+    frequencies = f"which gives the {s.rope_type} frequencies"
+    if s.rope_type == "longrope":
+        frequencies = "so it always takes short_factor, never long_factor"
+    elif s.rope_type == "dynamic":
+        frequencies = "so dynamic NTK never rescales its frequencies"
     short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
     original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
     return [Trap("mscale_forward", "warning", s.layer_type,
@@ -395,13 +396,12 @@ def _check_ignored(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
                  f"ignores {'it' if len(ignored) == 1 else 'them'}")]  # fmt: skip
 
 
-#: the checks of one scaling type, run only for a layer of that ``rope_type``
-_TYPE_CHECKS = {"yarn": _check_yarn, "dynamic": _check_dynamic, "longrope": _check_longrope, "llama3": _check_llama3}
+#: the checks of one scaling type, each run only for a layer of the ``rope_type`` its name ends with
+_TYPE_CHECKS = (_check_yarn, _check_dynamic, _check_longrope, _check_llama3)
 
 
 def _check_of_type(raw: dict, s: RopeSettings) -> list[Trap]:
-    check = _TYPE_CHECKS.get(s.rope_type)
-    return check(raw, s) if check else []
+    return [trap for check in _TYPE_CHECKS if check.__name__ == f"_check_{s.rope_type}" for trap in check(raw, s)]
 
 
 _CHECKS = (_check_theta, _check_original, _check_of_type, _check_shape, _check_renamed, _check_type_key,
