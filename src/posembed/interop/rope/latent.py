@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from posembed.interop.rope.classes import (
     ALWAYS_INTERLEAVED, HEAD_DIM_ALIASED, LATENT_CLASSES, ROPE_INTERLEAVE, ClassFacts, LatentClass, class_facts,
 )  # fmt: skip
+from posembed.interop.rope.model import ALL_LAYERS, model_layout, model_widths, transformers_config
 
 __all__ = [
     "class_head_dim", "LatentClass", "LATENT_CLASSES", "HEAD_DIM_ALIASED", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED",
@@ -34,6 +35,17 @@ class RotaryWidth:
     num_heads: int | None
     latent_partial: float | None
     layout: str
+    max_position_embeddings: int | None = None
+    model: dict[str, tuple[int, int]] | None = None
+
+    def of(self, layer: str) -> tuple[int, int] | None:
+        """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
+        if not self.model:
+            return None
+        if layer in self.model:
+            return self.model[layer]
+        widths = set(self.model.values())
+        return widths.pop() if len(widths) == 1 else None
 
 
 def class_head_dim(model_type: Any) -> int | None:
@@ -68,8 +80,20 @@ def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
     """
     hidden = raw.get("hidden_size", raw.get("n_embd", raw.get("d_model")))
     heads = raw.get("num_attention_heads", raw.get("n_head"))
-    head_dim, given, partial = _head_dim(raw, facts, hidden, heads)
-    return RotaryWidth(head_dim, given, hidden, heads, partial, _layout(raw, facts))
+    max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
+    hf = transformers_config(raw)
+    model = None
+    if hf is not None:  # its attribute_map aliases, its class defaults
+        hidden, heads = getattr(hf, "hidden_size", hidden), getattr(hf, "num_attention_heads", heads)
+        max_pos, model = getattr(hf, "max_position_embeddings", max_pos), model_widths(hf)
+    try:
+        head_dim, given, partial = _head_dim(raw, facts, hidden, heads)
+    except ValueError:
+        if not model:
+            raise
+        head_dim, given, partial = next(iter(model.values()))[0], False, None
+    layout = (model_layout(hf) if hf is not None else None) or _layout(raw, facts)
+    return RotaryWidth(head_dim, given, hidden, heads, partial, layout, max_pos, model)
 
 
 def _head_dim(raw: Mapping, facts: ClassFacts, hidden: Any, heads: Any) -> tuple[int, bool, float | None]:

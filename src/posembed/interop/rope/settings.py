@@ -368,13 +368,17 @@ def _original(raw: dict, facts: ClassFacts, layer: str, params: dict, max_pos: i
 
 
 def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, params: dict, theta_given: bool) -> RopeSettings:
-    max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
+    max_pos = width.max_position_embeddings
     original, source = _original(raw, facts, layer, params, max_pos)
     partial = _partial(raw, facts, width, layer, params)
+    head_dim, rotary_dim = width.head_dim, int(width.head_dim * partial)
+    model = width.of(layer)  # the widths the model's own rotary embedding builds
+    if model is not None:  # proportional RoPE spreads its frequencies over the head: its rotary share is the factor's
+        head_dim, rotary_dim = model[0], (model[1] if params["rope_type"] != "proportional" else int(model[0] * partial))
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
-        head_dim=width.head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
-        rotary_dim=int(width.head_dim * partial), partial_rotary_factor=partial, layout=width.layout,
+        head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
+        rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source,

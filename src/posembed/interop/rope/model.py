@@ -1,0 +1,174 @@
+"""What a model's own transformers code decides about its RoPE: its config object, rotary width and layout.
+
+Where transformers is installed and knows the model type, the reader asks it instead of re-deriving its rules:
+
+- :func:`transformers_config`: the config object the model type's config class builds from a config dict
+  (its ``attribute_map`` aliases, its standardized ``rope_parameters``, its per-layer configs); ``None`` without
+  transformers, for a model type it does not know, or a config it refuses;
+- :func:`model_widths`: ``{layer type: (head_dim, rotary_dim)}`` as the model's own ``*RotaryEmbedding`` builds
+  them (the width of its ``inv_freq``: Gemma 4's ``global_head_dim``, a class's own partial factor or
+  ``rotary_dim``), the head width from the config object (per layer type where the config is heterogeneous);
+- :func:`model_layout`: ``"half"`` or ``"interleaved"``, from the rotation function the model's attention calls
+  (found in its modeling module; the one it picks by ``config.rope_interleave`` where it switches), probed on
+  one-hot vectors: a function pairs channel 0 with channel 1 (interleaved) or with channel ``D / 2`` (half).
+
+Example:
+    >>> config = transformers_config({"model_type": "cohere", "hidden_size": 64, "num_attention_heads": 4})
+    >>> model_layout(config), model_widths(config)
+    ('interleaved', {'all': (16, 16)})
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import importlib
+import inspect
+import logging
+import re
+from typing import Any, Mapping
+
+import torch
+
+__all__ = ["ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "per_layer"]
+
+logger = logging.getLogger(__name__)
+
+#: layer-type name of a config with one set of RoPE parameters for every layer
+ALL_LAYERS = "all"
+#: the name of a module-level rotation function (``apply_rotary_pos_emb``, ``apply_rotary_emb``, ...)
+_APPLY = re.compile(r"(rotary|rope|pos_emb)", re.I)
+#: words that name a tower other than the language model in a class name
+_TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "Image", "Video", "Speech")
+#: source that rotates pairs of adjacent channels (when a probe cannot call the function)
+_INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "d // 2, 2", "-1, 2)")
+
+
+def transformers_config(raw: Mapping) -> Any | None:
+    """The config object transformers builds from the dict ``raw`` (copied), or ``None``: no transformers, a model
+    type it does not know, a config its class refuses (the reader then reads the dict as written)."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return None
+    model_type = raw.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return None
+    try:
+        return CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(dict(raw)))
+    except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
+        logger.debug("transformers' %s config class refuses this config: %s", model_type, error)
+        return None
+
+
+def _modeling(config: Any):
+    return importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+
+
+def _language(name: str) -> bool:
+    return not any(tower in name for tower in _TOWERS)
+
+
+def rotary_class(config: Any) -> type:
+    """The language model's ``*RotaryEmbedding`` class of the config's modeling module (``LookupError``: none)."""
+    module = _modeling(config)
+    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
+    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, "compute_default_rope_parameters")]
+    found.sort(key=lambda cls: not _language(cls.__name__))
+    if not found:
+        raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
+    return found[0]
+
+
+def per_layer(config: Any, layer_type: str) -> Any:
+    """The config a layer type's rotary embedding reads: a heterogeneous config's ``per_layer_config`` entry
+    (Gemma 4's full-attention layers: ``global_head_dim``), else the config itself."""
+    try:
+        return config.per_layer_config[layer_type] if layer_type != ALL_LAYERS else config
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return config
+
+
+def _head_dim(config: Any) -> int:
+    return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+
+
+def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
+    """``{layer type: (head_dim, rotary_dim)}`` of the model's own rotary embedding built from ``config`` (a copy):
+    ``rotary_dim`` twice its ``inv_freq`` width; ``None`` when it cannot be built."""
+    try:
+        embedding = rotary_class(config)(copy.deepcopy(config))
+    except Exception as error:  # noqa: BLE001 - a rotary class that refuses the config leaves the widths to the reader
+        logger.debug("the rotary embedding of %s cannot be built: %s", type(config).__name__, error)
+        return None
+    if isinstance(getattr(embedding, "inv_freq", None), torch.Tensor):
+        return {ALL_LAYERS: (_head_dim(config), 2 * embedding.inv_freq.shape[-1])}
+    widths = {}
+    for name, buffer in embedding.named_buffers():
+        layer = name.removesuffix("_inv_freq")
+        if name.endswith("_inv_freq") and not name.endswith("original_inv_freq"):
+            widths[layer] = (_head_dim(per_layer(config, layer)), 2 * buffer.shape[-1])
+    return widths or None
+
+
+def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:
+    """The module-level rotation functions a class calls, and whether it reads ``rope_interleave``."""
+    names = {node.func.id for node in ast.walk(cls) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    applies = sorted(name for name in names if _APPLY.search(name) and inspect.isfunction(getattr(module, name, None)))
+    switch = any(isinstance(node, ast.Attribute) and node.attr == "rope_interleave" for node in ast.walk(cls))
+    return applies, switch
+
+
+def _apply_function(module: Any, interleave: bool):
+    """The rotation function the language model's attention calls (its interleaved one when it switches on
+    ``rope_interleave`` and the config sets it)."""
+    tree = ast.parse(inspect.getsource(module))
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and _language(node.name)]
+    for wanted in ("Attention", "Layer", ""):
+        for cls in classes:
+            applies, switch = _called(cls, module) if wanted in cls.name else ([], False)
+            if applies:
+                picked = [name for name in applies if ("interleave" in name) == (switch and interleave)] or applies
+                return getattr(module, picked[0])
+    return None
+
+
+def _probe(apply) -> str | None:
+    """Which channel the function pairs with channel 0: 1 (interleaved) or ``D / 2`` (half); ``None``: unclear."""
+    d = 8
+    eye, one, zero = torch.eye(d), torch.ones(1, 1, d), torch.zeros(1, 1, d)
+    try:
+        turned = apply(eye[:1].view(1, 1, 1, d), eye[:1].view(1, 1, 1, d), zero, one)[0]  # a quarter turn
+        kept = apply(eye[[1, d // 2]].view(2, 1, 1, d), eye[[1, d // 2]].view(2, 1, 1, d), one, zero)[0]  # none
+        scores = (kept.reshape(2, d).float() @ turned.reshape(d).float()).abs()
+    except Exception:  # noqa: BLE001 - a function with another signature (complex freqs, M-RoPE sections): read its source
+        return None
+    if scores[0] > 0.5 > scores[1]:
+        return "interleaved"
+    return "half" if scores[1] > 0.5 > scores[0] else None
+
+
+@functools.lru_cache(maxsize=None)
+def _module_layout(module_name: str, interleave: bool) -> str | None:
+    module = importlib.import_module(module_name)
+    apply = _apply_function(module, interleave)
+    if apply is None:
+        return None
+    probed = _probe(apply)
+    if probed is not None:
+        return probed
+    source = inspect.getsource(apply) + "".join(
+        inspect.getsource(getattr(module, name)) for name in apply.__code__.co_names if inspect.isfunction(getattr(module, name, None))
+    )
+    return "interleaved" if any(mark in source for mark in _INTERLEAVED_SOURCE) else "half"
+
+
+def model_layout(config: Any) -> str | None:
+    """``"interleaved"`` or ``"half"``: the pairs the rotation function of the model's attention rotates; ``None``
+    when its modeling module has none the reader can find."""
+    try:
+        module = _modeling(config)
+    except ImportError:
+        return None
+    return _module_layout(module.__name__, bool(getattr(config, "rope_interleave", False)))
