@@ -58,6 +58,7 @@ def rotary_from_hf_config(
     max_len: int | None = None,
     layer_type: str | None = None,
     angles: str = "exact",
+    part: str = "text",
 ) -> PositionScheme:
     """The rotary scheme (class and arguments) described by a transformers config.
 
@@ -74,6 +75,8 @@ def rotary_from_hf_config(
             layer type (``"full_attention"``, ``"sliding_attention"``, ...).
         angles: ``"exact"`` (float64 angles, accurate at long positions) or ``"fp32"``
             (transformers' float32 angles, bit for bit); see :class:`~posembed.schemes.rotary.RotaryEmbedding`.
+        part: which part of a multimodal config (one with ``text_config``) to read: ``"text"`` (default, the
+            language model), ``"vision"`` (its vision tower); see :func:`~posembed.interop.rope.model.model_part`.
 
     Raises:
         ValueError: unknown ``rope_type`` (naming the known ones), a missing field, a malformed
@@ -85,7 +88,7 @@ def rotary_from_hf_config(
         >>> rotary_from_hf_config(cfg)
         LinearScalingRotary(head_dim=16, base=10000, layout='half', factor=2)
     """
-    settings = layer_settings(config, layer_type)
+    settings = layer_settings(config, layer_type, part)
     return rotary_from_settings(settings, layout=layout, max_len=max_len, angles=angles)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 import torch
 
-__all__ = ["ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "per_layer"]
+__all__ = ["ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "per_layer", "model_part"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,18 +48,51 @@ _INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "
 def transformers_config(raw: Mapping) -> Any | None:
     """The config object transformers builds from the dict ``raw`` (copied), or ``None``: no transformers, a model
     type it does not know, a config its class refuses (the reader then reads the dict as written)."""
+    config_class = _config_class(raw.get("model_type"))
+    if config_class is None:
+        return None
+    try:
+        return config_class.from_dict(copy.deepcopy(dict(raw)))
+    except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
+        logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
+        return None
+
+
+def _sub_class(config_class: Any, key: str) -> Any | None:
+    return (getattr(config_class, "sub_configs", None) or {}).get(key)
+
+
+def model_part(raw: Mapping, part: str = "text") -> dict:
+    """The dict of one part of a multimodal ``config.json``: its ``text_config`` (``part="text"``, the language
+    model: Qwen2-VL, Gemma 3, Llama 4, ...) or ``vision_config`` (``"vision"``), looked for in the config and in its
+    sub-configs (Qwen3-Omni's ``thinker_config.text_config``), with the ``model_type`` its config class gives that
+    part (the sub-config class's, asked of transformers where the dict names none). A config that nests no such
+    part is its own text part (``ValueError`` for another part).
+
+    >>> model_part({"model_type": "qwen2_vl", "text_config": {"hidden_size": 64}})["model_type"]
+    'qwen2_vl_text'
+    """
+    key = f"{part}_config"
+    config_class = _config_class(raw.get("model_type"))
+    found, owner = raw.get(key), config_class
+    for name, value in () if isinstance(found, Mapping) else raw.items():
+        if isinstance(value, Mapping) and isinstance(value.get(key), Mapping):
+            found, owner = value[key], _sub_class(config_class, name)
+            break
+    if not isinstance(found, Mapping):
+        if part == "text":
+            return dict(raw)
+        raise ValueError(f"the config has no {key} (model_type {raw.get('model_type')!r})")
+    model_type = found.get("model_type") or getattr(_sub_class(owner, key), "model_type", None)
+    return {**found, "model_type": model_type} if model_type else dict(found)
+
+
+def _config_class(model_type: Any) -> Any | None:
     try:
         from transformers import CONFIG_MAPPING
     except ImportError:
         return None
-    model_type = raw.get("model_type")
-    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
-        return None
-    try:
-        return CONFIG_MAPPING[model_type].from_dict(copy.deepcopy(dict(raw)))
-    except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
-        logger.debug("transformers' %s config class refuses this config: %s", model_type, error)
-        return None
+    return CONFIG_MAPPING[model_type] if isinstance(model_type, str) and model_type in CONFIG_MAPPING else None
 
 
 def _modeling(config: Any):

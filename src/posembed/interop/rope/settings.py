@@ -18,7 +18,7 @@ repair them), so that the traps can see what is missing:
 What transformers 5.23's config classes do to those fields (layer types, nesting, renames, class defaults) is
 :mod:`~posembed.interop.rope.classes`; this module reads a config as they do, in one line: the dict, its class's
 facts asked once (:func:`~posembed.interop.rope.classes.config_facts`), the parameters per layer type read
-against them, the rotary width and layout (:func:`~posembed.interop.rope.latent.rotary_width`), one :class:`RopeSettings`.
+against them, the rotary width and layout (:func:`~posembed.interop.rope.width.rotary_width`), one :class:`RopeSettings`.
 Dicts under a key that is not a layer type are ignored (:func:`ignored_parameters`); for a model type transformers
 does not know, any dict is a layer type unless the config's ``layer_types`` says otherwise.
 
@@ -49,22 +49,20 @@ from typing import Any, Mapping, TypeVar
 
 from posembed.interop.hf.config import config_dict, load_config_dict
 from posembed.interop.rope.classes import (
-    DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
-    RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, ClassFacts, PerLayerClass, class_facts, config_facts, declared_original,
-    default_layer_types, model_type_of, why_ignored,
+    DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, SLIDING,
+    ClassFacts, PerLayerClass, class_facts, config_facts, declared_original, default_layer_types, model_type_of, why_ignored,
 )  # fmt: skip
-from posembed.interop.rope.latent import RotaryWidth, rotary_width
+from posembed.interop.rope.width import RotaryWidth, rotary_width
+from posembed.interop.rope.model import ALL_LAYERS, model_part
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
     "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling", "layer_parameters",
     "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "declared_original", "ignored_parameters", "why_ignored",
-    "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
-    "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
+    "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "PER_LAYER_CLASSES", "PerLayerClass", "RENAMED_TO_LONGROPE",
+    "ORIGINAL_USERS",
 ]  # fmt: skip
 
-#: layer-type name of a config with one set of RoPE parameters for every layer
-ALL_LAYERS = "all"
 #: model types that use RoPE although their configs state no RoPE field (GPT-J, CodeGen)
 _ROTARY_WITHOUT_FIELDS = frozenset({"gptj", "codegen"})
 #: fields that mean a config uses RoPE
@@ -113,9 +111,10 @@ class RopeSettings:
 
 
 def has_rope(raw: dict) -> bool:
-    """Whether the config describes rotary position embeddings: it states a RoPE field, or its model type is
-    rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`:
-    a bare Llama config builds Llama's RoPE)."""
+    """Whether the config (its language model's part: :func:`~posembed.interop.rope.model.model_part`) describes
+    rotary position embeddings: it states a RoPE field, or its model type is rotary without one (GPT-J, the
+    per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`: a bare Llama config builds Llama's RoPE)."""
+    raw = model_part(raw)
     model_type = model_type_of(raw)
     return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or class_facts(model_type).rotary
 
@@ -289,6 +288,7 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     ('full_attention',)
     """
+    raw = model_part(raw)
     return _read(raw, config_facts(raw))[1]
 
 
@@ -305,6 +305,7 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
     >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
     """
+    raw = model_part(raw)
     return {layer: params for layer, (params, _) in _read(raw, config_facts(raw))[0].items()}
 
 
@@ -335,10 +336,7 @@ def _partial(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, param
     a per-layer class reads only its nested parameters (which hold its own defaults: NeoMME)."""
     if facts.per_layer is not None:
         return float(params.get("partial_rotary_factor", 1.0))
-    latent = width.latent_partial  # Mistral 4: qk_rope_head_dim of its qk_head_dim channels
-    if latent is not None and not states_rope(raw):  # not the factor of the bare class's own dims
-        return latent
-    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct"), latent):
+    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
         if value is not None:
             return float(value)
     if raw.get("rotary_dim"):
@@ -375,6 +373,7 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
     model = width.of(layer)  # the widths the model's own rotary embedding builds
     if model is not None:  # proportional RoPE spreads its frequencies over the head: its rotary share is the factor's
         head_dim, rotary_dim = model[0], (model[1] if params["rope_type"] != "proportional" else int(model[0] * partial))
+        partial = partial if int(head_dim * partial) == rotary_dim else rotary_dim / head_dim  # the model's own share
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
         head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
@@ -385,12 +384,14 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
     )  # fmt: skip
 
 
-def read_rope_settings(raw: dict) -> list[RopeSettings]:
-    """One :class:`RopeSettings` per layer type of a config dict.
+def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
+    """One :class:`RopeSettings` per layer type of a config dict (of its ``part``: a multimodal config's language
+    model, or ``"vision"`` its vision tower; :func:`~posembed.interop.rope.model.model_part`).
 
     Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is
     malformed (see :func:`layer_parameters`) or has no head size.
     """
+    raw = model_part(raw, part)
     if not has_rope(raw):
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
         raise ValueError(
@@ -402,13 +403,13 @@ def read_rope_settings(raw: dict) -> list[RopeSettings]:
     return [_settings(raw, facts, width, layer, params, given) for layer, (params, given) in layers.items()]
 
 
-def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
+def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
     """The :class:`RopeSettings` of one layer type of any accepted config (what the builder reads).
 
     Unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare rotary one its class's).
     ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
     """
-    raw = config_dict(config)
+    raw = model_part(config_dict(config), part)
     facts = config_facts(raw)
     layers, ignored = _read(raw, facts)
     _refuse_ignored_layers(raw, facts, layers, ignored)
@@ -428,21 +429,26 @@ def _refuse_ignored_layers(raw: dict, facts: ClassFacts, layers: Mapping[str, An
     )
 
 
-def layer_pattern(raw: dict, layers: int) -> list[str]:
+def layer_pattern(raw: dict, layers: int) -> list[str | None]:
     """Each of ``layers`` layers' type: ``layer_types`` (else the default of its per-layer config class),
-    else Gemma 3's / ModernBERT's 4.x pattern fields, else :data:`ALL_LAYERS` for every layer.
+    else Gemma 3's / ModernBERT's 4.x pattern fields, else :data:`ALL_LAYERS` for every layer; ``None`` for a
+    layer without RoPE (Llama 4's ``no_rope_layers``: 0 there).
 
     >>> layer_pattern({"model_type": "gemma3_text", "sliding_window_pattern": 3}, 4)[:3]
     ['sliding_attention', 'sliding_attention', 'full_attention']
-    >>> layer_pattern({"model_type": "llama"}, 2)
-    ['all', 'all']
+    >>> layer_pattern({"model_type": "llama4_text", "no_rope_layers": [1, 0]}, 2)
+    ['all', None]
     """
+    raw = model_part(raw)
     if raw.get("layer_types") or raw.get("model_type") in PER_LAYER_CLASSES:
-        return list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
-    if raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
+        found = list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
+    elif raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
         every = int(raw["sliding_window_pattern"])
-        return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
-    if raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
+        found = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
+    elif raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
         every = int(raw["global_attn_every_n_layers"])
-        return ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
-    return [ALL_LAYERS] * layers
+        found = ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
+    else:
+        found = [ALL_LAYERS] * layers
+    no_rope = raw.get("no_rope_layers")  # Llama 4: 1 = RoPE, 0 = NoPE
+    return [layer if not no_rope or use else None for layer, use in zip(found, no_rope or found)]

@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 
 from posembed.interop.rope.classes import (
-    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, model_type_of, why_ignored,
+    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, latent_class, model_type_of,
+    why_ignored,
 )  # fmt: skip
-from posembed.interop.rope.latent import latent_class
 from posembed.interop.rope.numbers import as_numbers, non_numbers
 from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters, states_rope
 
