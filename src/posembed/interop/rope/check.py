@@ -115,7 +115,7 @@ class RopeReport:
 def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     """``(inv_freq, attention factor)`` the scheme uses for a call of ``length`` positions."""
     if not getattr(scheme, "dynamic", False):
-        return scheme.inv_freq, float(scheme.attention_scaling)
+        return scheme.inv_freq, float(getattr(scheme, "attention_scaling", 1.0))
     cos, sin = scheme.cos_sin(torch.tensor([1, max(length, 2) - 1]))
     cos, sin = cos[0].double(), sin[0].double()
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())

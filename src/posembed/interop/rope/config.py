@@ -125,4 +125,4 @@ def _values(s: RopeSettings) -> dict[str, Any]:
     ratio = s.max_position_embeddings / s.original_max_len if s.max_position_embeddings and s.original_max_len else None
     return {**s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
             "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
-            "length_ratio": ratio}  # fmt: skip
+            "length_ratio": ratio, "direction": s.direction, "channels": s.channels}  # fmt: skip

@@ -31,7 +31,10 @@ from typing import Any, Mapping
 
 import torch
 
-__all__ = ["ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "per_layer", "model_part"]
+__all__ = [
+    "ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "model_rotation", "per_layer",
+    "model_part", "config_value",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +126,17 @@ def per_layer(config: Any, layer_type: str) -> Any:
         return config
 
 
+def config_value(config: Any, name: str, default: Any = None) -> Any:
+    """``getattr(config, name, default)``, also where a heterogeneous config refuses a per-layer attribute globally
+    (Gemma 4's ``head_dim``)."""
+    try:
+        return getattr(config, name, default)
+    except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError is a RuntimeError
+        return default
+
+
 def _head_dim(config: Any) -> int:
-    return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    return int(config_value(config, "head_dim") or config.hidden_size // config.num_attention_heads)
 
 
 def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
@@ -167,23 +179,48 @@ def _apply_function(module: Any, interleave: bool):
     return None
 
 
-def _probe(apply) -> str | None:
-    """Which channel the function pairs with channel 0: 1 (interleaved) or ``D / 2`` (half); ``None``: unclear."""
-    d = 8
-    eye, one, zero = torch.eye(d), torch.ones(1, 1, d), torch.zeros(1, 1, d)
-    try:
-        turned = apply(eye[:1].view(1, 1, 1, d), eye[:1].view(1, 1, 1, d), zero, one)[0]  # a quarter turn
-        kept = apply(eye[[1, d // 2]].view(2, 1, 1, d), eye[[1, d // 2]].view(2, 1, 1, d), one, zero)[0]  # none
-        scores = (kept.reshape(2, d).float() @ turned.reshape(d).float()).abs()
-    except Exception:  # noqa: BLE001 - a function with another signature (complex freqs, M-RoPE sections): read its source
+def _caller(apply):
+    """``call(x, cos, sin)`` of a rotation function taking ``(q, k, cos, sin, ...)`` or ``(x, cos, sin, ...)``."""
+    names = list(inspect.signature(apply).parameters)
+    if len(names) > 1 and names[1] == "cos":
+        return lambda x, cos, sin: apply(x, cos, sin)
+    return lambda x, cos, sin: apply(x, x, cos, sin)[0]
+
+
+def _probe(apply) -> tuple[str, str, str] | None:
+    """``(layout, direction, channels)`` of a rotation function, from one-hot vectors: the channel it pairs with
+    channel 0 (1: interleaved, ``D / 2``: half), the sign a quarter turn gives it (``-``: reversed, nanochat's
+    ``cat(x2, -x1)``), and, with cos / sin half as wide, whether it rotates the first or the last channels
+    (DeepSeek-V4, whose cos / sin hold one entry per pair); ``None``: unclear (complex freqs, M-RoPE sections)."""
+    d, call = 8, _caller(apply)
+    eye = torch.eye(d)
+    for width in (d, d // 2):  # cos / sin as wide as the head, or one entry per pair
+        one, zero = torch.ones(1, 1, width), torch.zeros(1, 1, width)
+        try:
+            turned = call(eye[:1].view(1, 1, 1, d), zero, one).reshape(d).float()  # a quarter turn
+            scores = call(eye[[1, d // 2]].view(2, 1, 1, d), one, zero).reshape(2, d).float() @ turned  # none
+            break
+        except Exception:  # noqa: BLE001 - another width, or another signature: read its source
+            continue
+    else:
         return None
-    if scores[0] > 0.5 > scores[1]:
-        return "interleaved"
-    return "half" if scores[1] > 0.5 > scores[0] else None
+    if scores.abs()[0] > 0.5 > scores.abs()[1]:
+        layout, sign = "interleaved", scores[0]
+    elif scores.abs()[1] > 0.5 > scores.abs()[0]:
+        layout, sign = "half", scores[1]
+    else:
+        return None
+    try:  # cos / sin half as wide: which end turns
+        ends = eye[[0, d - 1]].view(2, 1, 1, d)
+        moved = (call(ends, zero[..., : width // 2], one[..., : width // 2]).reshape(2, d).float() - eye[[0, d - 1]]).abs()
+        channels = "last" if moved[1].sum() > 0.5 > moved[0].sum() else "first"
+    except Exception:  # noqa: BLE001 - a function that needs cos / sin as wide as the head rotates it all
+        channels = "first"
+    return layout, "reversed" if sign < 0 else "forward", channels
 
 
 @functools.lru_cache(maxsize=None)
-def _module_layout(module_name: str, interleave: bool) -> str | None:
+def _module_rotation(module_name: str, interleave: bool) -> tuple[str, str, str] | None:
     module = importlib.import_module(module_name)
     apply = _apply_function(module, interleave)
     if apply is None:
@@ -194,14 +231,22 @@ def _module_layout(module_name: str, interleave: bool) -> str | None:
     source = inspect.getsource(apply) + "".join(
         inspect.getsource(getattr(module, name)) for name in apply.__code__.co_names if inspect.isfunction(getattr(module, name, None))
     )
-    return "interleaved" if any(mark in source for mark in _INTERLEAVED_SOURCE) else "half"
+    return ("interleaved" if any(mark in source for mark in _INTERLEAVED_SOURCE) else "half"), "forward", "first"
 
 
-def model_layout(config: Any) -> str | None:
-    """``"interleaved"`` or ``"half"``: the pairs the rotation function of the model's attention rotates; ``None``
-    when its modeling module has none the reader can find."""
+def model_rotation(config: Any) -> tuple[str, str, str] | None:
+    """``(layout, direction, channels)`` the rotation function of the model's attention applies: ``"interleaved"``
+    or ``"half"`` pairs, ``"forward"`` or ``"reversed"``, the ``"first"`` or ``"last"`` channels; ``None`` when its
+    modeling module has none the reader can find."""
     try:
         module = _modeling(config)
     except ImportError:
         return None
-    return _module_layout(module.__name__, bool(getattr(config, "rope_interleave", False)))
+    return _module_rotation(module.__name__, bool(getattr(config, "rope_interleave", False)))
+
+
+def model_layout(config: Any) -> str | None:
+    """``"interleaved"`` or ``"half"``: the pairs the rotation function of the model's attention rotates
+    (:func:`model_rotation`)."""
+    rotation = model_rotation(config)
+    return None if rotation is None else rotation[0]

@@ -43,17 +43,17 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
 from posembed.interop.hf.config import config_dict, load_config_dict
 from posembed.interop.rope.classes import (
-    DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, SLIDING,
-    ClassFacts, PerLayerClass, class_facts, config_facts, declared_original, default_layer_types, model_type_of, why_ignored,
+    DEFAULT_THETA, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, ClassFacts, PerLayerClass,
+    class_facts, config_facts, declared_original, default_layer_types, model_type_of, why_ignored,
 )  # fmt: skip
 from posembed.interop.rope.width import RotaryWidth, rotary_width
 from posembed.interop.rope.model import ALL_LAYERS, model_part
+from posembed.interop.rope.parameters import ROPE_FIELDS, read_parameters, stated, states_rope
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
@@ -65,11 +65,6 @@ __all__ = [
 
 #: model types that use RoPE although their configs state no RoPE field (GPT-J, CodeGen)
 _ROTARY_WITHOUT_FIELDS = frozenset({"gptj", "codegen"})
-#: fields that mean a config uses RoPE
-_ROPE_FIELDS = (
-    "rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
-    "rope_local_base_freq", "global_rope_theta", "local_rope_theta",
-)  # fmt: skip
 #: types whose frequencies depend on the pre-training length
 ORIGINAL_USERS = frozenset({"yarn", "longrope", "llama3"})
 _T = TypeVar("_T")
@@ -84,7 +79,8 @@ class RopeSettings:
     ``original_max_len`` is the pre-training length transformers builds the model with, and
     ``original_source`` where it comes from: ``"parameters"``, ``"top level"``, ``"class default"``
     or ``"max_position_embeddings"``; rope types that do not read it (linear, dynamic) report the
-    parameters' value, else the top-level one.
+    parameters' value, else the top-level one. ``head_dim`` / ``rotary_dim`` / ``layout`` / ``direction`` /
+    ``channels`` are the model's own code's where transformers knows it (:mod:`posembed.interop.rope.width`).
     """
 
     layer_type: str
@@ -103,6 +99,8 @@ class RopeSettings:
     original_given: bool
     params: dict = field(default_factory=dict)
     original_source: str = "max_position_embeddings"
+    direction: str = "forward"
+    channels: str = "first"
 
     @property
     def factor(self) -> float:
@@ -119,166 +117,11 @@ def has_rope(raw: dict) -> bool:
     return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or class_facts(model_type).rotary
 
 
-def states_rope(raw: dict) -> bool:
-    """Whether the config states a RoPE field (any of ``rope_parameters``, ``rope_scaling``, ``rope_theta``, ...)."""
-    return any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS)
-
-
 def rope_spelling(raw: dict) -> str:
     """Which spelling the config uses, in words."""
     if raw.get("rope_parameters"):
         return "rope_parameters (transformers 5.x)"
     return "rope_scaling + rope_theta (transformers 4.x)"
-
-
-def _stated(raw: dict) -> tuple[str, Mapping]:
-    """``(field name, its dict)`` of the RoPE parameters as written: ``rope_parameters``, else ``rope_scaling``."""
-    name = "rope_parameters" if raw.get("rope_parameters") else "rope_scaling"
-    return name, _mapping(raw, name)
-
-
-def _mapping(raw: dict, name: str) -> Mapping:
-    stated = raw.get(name) or {}
-    if not isinstance(stated, Mapping):
-        raise ValueError(f"config.{name} must be a dict, got {type(stated).__name__}")
-    return stated
-
-
-def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
-    """The dicts of nested parameters of a config whose layer types are unknown, ``None`` for flat ones; mixed ones are an error."""
-    layers = {key: value for key, value in stated.items() if isinstance(value, Mapping)}
-    if not layers:
-        return None
-    flat = [key for key, value in stated.items() if key not in layers and value is not None]
-    if flat:
-        raise ValueError(
-            f"config.{name} mixes per-layer-type dicts ({', '.join(layers)}) with flat fields ({', '.join(flat)}): "
-            "give every field inside a layer type's dict, or none nested"
-        )
-    return layers
-
-
-def _layer_keys(facts: ClassFacts, name: str, stated: Mapping) -> list[str]:
-    """The keys of ``stated`` that transformers takes as layer types: those the class's own labels name, else
-    the config's ``layer_types`` (none for a class without that field); every dict when neither is known."""
-    if facts.labels:
-        names = set(facts.labels)
-    elif facts.known and facts.labels is None:  # the class has no layer_types: flat parameters
-        return []
-    elif facts.layer_types is not None:
-        names = set(facts.layer_types)
-    else:  # an unknown class, or one that fills in default layer types: the dicts stand for them
-        return list(_nested(name, stated) or ())
-    return [key for key, value in stated.items() if key in names and isinstance(value, Mapping)]
-
-
-def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
-    """For a model type transformers does not know: Gemma 3's and ModernBERT's 4.x per-layer-type theta fields,
-    ``{ALL_LAYERS: params}`` without them."""
-    if raw.get("rope_local_base_freq") is not None:  # Gemma 3: scaling on full attention only
-        return {FULL: params, SLIDING: {"rope_theta": raw["rope_local_base_freq"]}}
-    if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT
-        glob = {**params, **({"rope_theta": raw["global_rope_theta"]} if raw.get("global_rope_theta") else {})}
-        return {FULL: glob, SLIDING: {**params, "rope_theta": raw.get("local_rope_theta")}}
-    return {ALL_LAYERS: params}
-
-
-def _theta(where: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"the rope_theta of {where} must be a number, got {value!r}") from None
-
-
-def _rename_type(params: dict) -> dict:
-    """The 4.x ``type`` renamed ``rope_type`` (unless both are there)."""
-    if "type" in params and "rope_type" not in params:
-        params["rope_type"] = params.pop("type")
-    return params
-
-
-def _complete(layer: str, params: dict, top_theta: Any, default: float = DEFAULT_THETA) -> tuple[dict, bool]:
-    """``(params, theta given)``: ``rope_type`` (``default`` when unnamed) and a float ``rope_theta`` (the class's
-    ``default`` when neither the parameters nor the config name one)."""
-    _rename_type(params).setdefault("rope_type", "default")
-    where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-    if params.get("rope_theta") is not None:
-        params["rope_theta"] = _theta(where, params["rope_theta"])
-    elif top_theta is not None:
-        params["rope_theta"] = _theta("the config", top_theta)
-    else:
-        params["rope_theta"] = default
-        return params, False
-    return params, True
-
-
-def _per_layer_class(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The nested parameters a :class:`~posembed.interop.rope.classes.PerLayerClass` config class builds from the
-    config's ``rope_parameters`` and 4.x ``rope_scaling``, with the stated keys it ignores; only the config's
-    layer types are kept."""
-    spec, stated = facts.per_layer, _mapping(raw, "rope_parameters")
-    scaling = _mapping(raw, "rope_scaling") if raw.get("rope_scaling") is not None else None
-    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
-    if raw.get("rope_parameters") is None:
-        nested = {SLIDING: {"rope_type": "default"}, FULL: {"rope_type": "default"}}
-    for layer in spec.scaled if scaling is not None else ():
-        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
-    given = {}
-    for layer, name, default in spec.thetas:
-        if not isinstance(nested.get(layer), Mapping):
-            nested[layer] = {"rope_type": "default"}
-        top = raw.get(name) if name else None
-        given[layer] = nested[layer].get("rope_theta") is not None or top is not None
-        if nested[layer].get("rope_theta") is None:
-            nested[layer]["rope_theta"] = top if top is not None else default
-    for layer, factor in spec.partials:
-        nested[layer].setdefault("partial_rotary_factor", factor)
-    names = set(facts.layer_types or ())
-    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
-    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
-    ignored = tuple(key for key in stated if key not in keys and key not in own)
-    return {key: (_complete(key, nested[key], None)[0], given.get(key, True)) for key in keys}, ignored
-
-
-def _read(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation.
-
-    Per-layer classes build their own nested parameters; a config that states no RoPE field takes its class's
-    parameters (none given; a top-level ``partial_rotary_factor`` replaces the class's); others are read as stated."""
-    if facts.per_layer is not None:
-        return _per_layer_class(raw, facts)
-    defaults = None if states_rope(raw) else copy.deepcopy(facts.parameters)  # None unless the class is rotary
-    if defaults and raw.get("partial_rotary_factor") is not None:
-        defaults.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
-    if defaults:  # the class's own parameters, which the config did not state
-        layers, ignored = _read_stated(raw, facts, "rope_parameters", defaults)
-        return {layer: (params, False) for layer, (params, _) in layers.items()}, ignored
-    return _read_stated(raw, facts, *_stated(raw))
-
-
-def _read_stated(raw: dict, facts: ClassFacts, name: str, stated: Mapping) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The parameters ``stated`` under the field ``name``, completed as the config's class completes them."""
-    default = DEFAULT_THETA if facts.theta is None else facts.theta
-    top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
-    keys = _layer_keys(facts, name, stated)
-    if keys:
-        layers = {key: dict(stated[key]) for key in keys}
-        ignored = tuple(key for key, value in stated.items() if key not in keys and value is not None)
-    else:  # flat: dicts among the fields are not layer types here, and transformers ignores them
-        params = {key: value for key, value in stated.items() if not isinstance(value, Mapping)}
-        ignored = tuple(key for key in stated if key not in params)
-        if name == "rope_parameters":
-            layers = {ALL_LAYERS: params}
-        else:  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
-            params = _rename_type(params)
-            if params.get("rope_theta") is None and top_theta is not None:
-                params["rope_theta"] = top_theta
-            layers, top_theta = (_per_layer_v4(raw, params) if not facts.known else {ALL_LAYERS: params}), None
-    completed = {layer: _complete(layer, params, top_theta, default) for layer, params in layers.items()}
-    if facts.model_type in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
-        params = completed[ALL_LAYERS][0]
-        params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
-    return completed, ignored
 
 
 def ignored_parameters(raw: dict) -> tuple[str, ...]:
@@ -289,7 +132,7 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     ('full_attention',)
     """
     raw = model_part(raw)
-    return _read(raw, config_facts(raw))[1]
+    return read_parameters(raw, config_facts(raw))[1]
 
 
 def layer_parameters(raw: dict) -> dict[str, dict]:
@@ -306,7 +149,7 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
     {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
     """
     raw = model_part(raw)
-    return {layer: params for layer, (params, _) in _read(raw, config_facts(raw))[0].items()}
+    return {layer: params for layer, (params, _) in read_parameters(raw, config_facts(raw))[0].items()}
 
 
 def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
@@ -380,7 +223,7 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
         rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
-        params=params, original_source=source,
+        params=params, original_source=source, direction=width.direction, channels=width.channels,
     )  # fmt: skip
 
 
@@ -395,10 +238,10 @@ def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
     if not has_rope(raw):
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
         raise ValueError(
-            f"the config has no RoPE ({kind!s}): none of {', '.join(_ROPE_FIELDS)} is set"
+            f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set"
         )
     facts = config_facts(raw)
-    layers = _read(raw, facts)[0]
+    layers = read_parameters(raw, facts)[0]
     width = rotary_width(raw, facts) if layers else None
     return [_settings(raw, facts, width, layer, params, given) for layer, (params, given) in layers.items()]
 
@@ -411,7 +254,7 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
     """
     raw = model_part(config_dict(config), part)
     facts = config_facts(raw)
-    layers, ignored = _read(raw, facts)
+    layers, ignored = read_parameters(raw, facts)
     _refuse_ignored_layers(raw, facts, layers, ignored)
     params, given = select_layer(layers, layer_type)
     return _settings(raw, facts, rotary_width(raw, facts), layer_type or ALL_LAYERS, params, given)
@@ -419,8 +262,8 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
 
 def _refuse_ignored_layers(raw: dict, facts: ClassFacts, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:
     """Flat parameters beside dicts that transformers ignores: the builder refuses them rather than build the flat ones."""
-    _, stated = _stated(raw)
-    dicts = [key for key in ignored if isinstance(stated.get(key), Mapping)]
+    _, given = stated(raw)
+    dicts = [key for key in ignored if isinstance(given.get(key), Mapping)]
     if list(layers) != [ALL_LAYERS] or not dicts:
         return
     raise ValueError(

@@ -11,10 +11,10 @@ is read as written: ``head_dim``, else multi-head latent attention's ``qk_rope_h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from posembed.interop.rope.classes import ClassFacts
-from posembed.interop.rope.model import model_layout, model_widths, transformers_config
+from posembed.interop.rope.model import config_value, model_rotation, model_widths, transformers_config
 
 __all__ = ["RotaryWidth", "rotary_width"]
 
@@ -24,7 +24,8 @@ class RotaryWidth:
     """The rotary channels of a config: ``head_dim`` (``head_dim_given``: the config states it), the model's
     ``hidden_size`` / ``num_heads`` / ``max_position_embeddings``, the ``layout`` (``"interleaved"`` or ``"half"``)
     and ``model``: ``{layer type: (head_dim, rotary_dim)}`` as the model's own rotary embedding builds them
-    (``None``: not known)."""
+    (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
+    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``)."""
 
     head_dim: int
     head_dim_given: bool
@@ -33,6 +34,8 @@ class RotaryWidth:
     layout: str
     max_position_embeddings: int | None = None
     model: dict[str, tuple[int, int]] | None = None
+    direction: str = "forward"
+    channels: str = "first"
 
     def of(self, layer: str) -> tuple[int, int] | None:
         """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
@@ -64,16 +67,17 @@ def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
     given = raw.get(key) is not None
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
-        layout = "interleaved" if raw.get("rope_interleave") else "half"
+        rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
         model = None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
-        hidden, heads = getattr(hf, "hidden_size", hidden), getattr(hf, "num_attention_heads", heads)
-        max_pos, model, layout = getattr(hf, "max_position_embeddings", max_pos), model_widths(hf), model_layout(hf) or "half"
-        head_dim = getattr(hf, "head_dim", None)
+        hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
+        max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
+        rotation = model_rotation(hf) or ("half", "forward", "first")
+        head_dim = config_value(hf, "head_dim")
     if not head_dim and model:
         head_dim = next(iter(model.values()))[0]
     if not head_dim:
         if not hidden or not heads:
             raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
         head_dim = int(hidden) // int(heads)
-    return RotaryWidth(int(head_dim), given, hidden, heads, layout, max_pos, model)
+    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:])
