@@ -225,7 +225,12 @@ _ROPE_OPTIONS = (
     _opt("max_len", "int", nullable=True),
     _opt("compiled", "bool", nullable=True),
     _opt("angles", "str"),
+    _opt("direction", "str"),
+    _opt("channels", "str"),
+    _opt("frequency_dim", "int", nullable=True),
 )
+#: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
+_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim")
 _HEAD_DIM = _size("head_dim", "head_dim")
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
 
@@ -266,16 +271,18 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _HEAD_DIM, _opt("rope_fraction", "float", required=True), _opt("factor", "float"), *_ROPE_OPTIONS,
     ), rope_type="proportional"),
     SchemeEntry(XPos, (
-        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name != "compiled"),
+        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name not in _PLACEMENT),
     )),
     SchemeEntry(AxialRotary, (
         _HEAD_DIM, _opt("num_axes", "int"), _opt("axis_dim", "int", nullable=True), _opt("frequencies", "str"),
         _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
+        _opt("axis_order", "floats", nullable=True), _opt("frequency_order", "str"), _opt("layout_span", "str"),
     )),
     SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str"))),
     SchemeEntry(MRoPE, (
         _HEAD_DIM, _opt("mrope_section", "floats", nullable=True), _opt("base", "float"), _opt("layout", "str"),
-        _opt("angles", "str"),
+        _opt("angles", "str"), _opt("rotary_dim", "int", nullable=True), _opt("arrangement", "str"),
+        _opt("section_axes", "floats"), _opt("frequency_dim", "int", nullable=True),
     )),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
     SchemeEntry(T5RelativeBias, (
