@@ -202,6 +202,10 @@ def _listed(names: tuple[str, ...]) -> str:
     return ", ".join(names) or "no arguments"
 
 
+#: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
+_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim")
+
+
 def _size(name: str, field: str, kind: str = "int", *, required: bool = True) -> Arg:
     return Arg(name, kind, size=field, required=required)
 
@@ -229,8 +233,6 @@ _ROPE_OPTIONS = (
     _opt("channels", "str"),
     _opt("frequency_dim", "int", nullable=True),
 )
-#: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
-_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim")
 _HEAD_DIM = _size("head_dim", "head_dim")
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
 
