@@ -19,7 +19,7 @@ frequencies) is not applicable (:func:`verdict` returns ``None``). Verdicts: :da
 
 from __future__ import annotations
 
-import copy
+import functools
 import importlib
 import inspect
 import re
@@ -136,7 +136,8 @@ def axial_call(rotary, axes: int = 0):
             cos = out[0]
             while cos.dim() > 2 and cos.shape[0] == 1:
                 cos = cos[0]
-            if cos.dim() == 2 and cos.shape[0] == 20:
+            widths = (2 * rotary.inv_freq.numel(), 2 * count * rotary.inv_freq.numel())  # one set of pairs, or one per axis
+            if cos.dim() == 2 and cos.shape[0] == 20 and cos.shape[1] in widths:
                 return out, form, coords
     raise ValueError("its forward reads none of the coordinate forms (A, N), (N, A), (1, N, A), (A, 1, N)")
 
@@ -236,18 +237,22 @@ def accepted(base, rotary, variant: str) -> bool:
     return SCALED[variant]["rope_type"] in _rope_types(rotary)
 
 
-def _reference(pair: Pair, variant: str):
-    """``(modeling module, root config, sub-config, default module, variant module)``; raises when there is none."""
+@functools.lru_cache(maxsize=None)
+def default_reference(pair: Pair):
+    """``(modeling module, root config, sub-config, rotary module)`` of the default config (built once per pair)."""
     root, sub = build_config(pair, "default", 0)
-    module, base = rotary_module(pair, sub)
-    if variant not in SCALED:
-        return module, root, sub, base, base
+    module, rotary = rotary_module(pair, sub)
+    return module, root, sub, rotary
+
+
+def _variant_reference(pair: Pair, variant: str, base):
+    """``(root config, sub-config, rotary module)`` of a scaled variant; raises when the class cannot build it."""
     first = frequencies(base, layer_types(base)[0])
     built = build_config(pair, variant, 0 if first is None else first.numel())
     if built is None:
         raise LookupError("no rope parameters")
     root, sub = built
-    return module, root, sub, base, rotary_module(pair, sub)[1]
+    return root, sub, rotary_module(pair, sub)[1]
 
 
 def applicable(pair: Pair, variant: str, base, sub) -> bool:
@@ -262,11 +267,19 @@ def verdict(pair: Pair, variant: str) -> tuple[str, str] | None:
     """``(verdict, reason)`` of the pair under ``variant`` (the worst over its layer types); ``None``: not applicable."""
     torch.manual_seed(0)
     try:
-        module, root, sub, base, rotary = _reference(pair, variant)
+        module, root, sub, base = default_reference(pair)
     except Exception as error:  # noqa: BLE001 - transformers' own init failed
         return (NO_REFERENCE, f"transformers: {reason(error)}") if variant == "default" else None
-    if not applicable(pair, variant, base, sub) or (variant in SCALED and not accepted(base, rotary, variant)):
+    if not applicable(pair, variant, base, sub):
         return None
+    rotary = base
+    if variant in SCALED:
+        try:
+            root, sub, rotary = _variant_reference(pair, variant, base)
+        except Exception:  # noqa: BLE001 - the class does not take the variant
+            return None
+        if not accepted(base, rotary, variant):
+            return None
     results = [compare_layer(pair, module, root, sub, rotary, variant, layer) for layer in layer_types(rotary)]
     worst = max(results, key=lambda r: VERDICTS.index(r[0]))
     return None if worst[0] == NO_REFERENCE and variant != "default" else worst

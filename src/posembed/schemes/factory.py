@@ -212,6 +212,10 @@ def _listed(names: tuple[str, ...]) -> str:
     return ", ".join(names) or "no arguments"
 
 
+#: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
+_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim")
+
+
 def _size(name: str, field: str, kind: str = "int", *, required: bool = True) -> Arg:
     return Arg(name, kind, size=field, required=required)
 
@@ -237,6 +241,9 @@ _ROPE_OPTIONS = (
     _opt("max_len", "int", nullable=True),
     _opt("compiled", "bool", nullable=True),
     _opt("angles", "str"),
+    _opt("direction", "str", rope="direction"),
+    _opt("channels", "str", rope="channels"),
+    _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
 )
 _HEAD_DIM = Arg("head_dim", "int", size="head_dim", required=True, rope=("head_dim",))
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
@@ -288,16 +295,19 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _opt("factor", "float", rope="factor"), _opt("rotary_dim", "int", nullable=True), *_ROPE_OPTIONS[1:],
     ), rope_type="proportional"),
     SchemeEntry(XPos, (
-        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name != "compiled"),
+        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name not in _PLACEMENT),
     )),
     SchemeEntry(AxialRotary, (
         _HEAD_DIM, _opt("num_axes", "int"), _opt("axis_dim", "int", nullable=True), _opt("frequencies", "str"),
         _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
+        _opt("axis_order", "floats", nullable=True), _opt("frequency_order", "str"), _opt("layout_span", "str"),
     )),
     SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str"))),
     SchemeEntry(MRoPE, (
         _HEAD_DIM, _opt("mrope_section", "floats", nullable=True, rope="mrope_section"), _opt("base", "float"),
-        _opt("layout", "str"), _opt("angles", "str"),
+        _opt("layout", "str"), _opt("angles", "str"), _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"),
+        _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats"),
+        _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
     ), rope_field="mrope_section"),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
     SchemeEntry(T5RelativeBias, (
