@@ -1,17 +1,14 @@
-"""The one list of positional schemes and how each is built from a model's sizes.
+"""The one list of positional schemes and how each is built from a model's sizes or a RoPE config.
 
-Every scheme name has one explicit :class:`SchemeEntry`: its class and, in constructor order,
-the :class:`Arg` s it takes. An argument either comes from the model's :class:`ModelSizes`
-(``size``: rotary schemes take ``head_dim``, ALiBi takes ``num_heads`` and ``symmetric`` from
-``bidirectional = not causal``, a learned table takes ``max_len`` and ``dim``) or is a
-scheme-specific override (``base``, ``factor``, ``original_max_len`` ...), checked by name and
-type before the constructor runs. Nothing is read off constructor signatures: a test checks
-that every entry's arguments match its class's constructor, so renaming one fails a test.
-
-The lab (:func:`posembed.lab.train.build_trial_scheme`), the inspector
-(:func:`posembed.analysis.sources.load_scheme`), configs and checkpoints
-(:mod:`posembed.schemes.config`) and ``posembed schemes`` (:mod:`posembed.schemes.catalog`)
-all build through :func:`build_from_sizes` / :func:`build_from_kwargs`.
+Every scheme name has one explicit :class:`SchemeEntry`: its class and, in constructor order, the :class:`Arg` s
+it takes. An argument comes from the model's :class:`ModelSizes` (``size``: rotary schemes take ``head_dim``, ALiBi
+``num_heads`` and ``symmetric = not causal``, a learned table ``max_len`` and ``dim``), from a RoPE config's
+settings (``rope``: ``original_max_position_embeddings`` -> ``original_max_len``; :func:`rope_entry` picks the
+entry of a ``rope_type``, :func:`rope_kwargs` reads its arguments), or is an override (``base``, ``factor`` ...),
+checked by name and type before the constructor runs. A test checks that every entry's arguments match its
+class's constructor. The lab, the inspector, configs and checkpoints (:mod:`posembed.schemes.config`),
+``posembed schemes`` and transformers configs (:func:`posembed.interop.rope.config.rotary_from_settings`) all
+build through :func:`build_from_sizes` / :func:`build_from_kwargs`; no other module keys a table by scheme name.
 
 Example:
     >>> sizes = ModelSizes(dim=16, num_heads=2, head_dim=8, max_len=32, causal=True)
@@ -47,13 +44,7 @@ from posembed.schemes.nope import NoPE
 from posembed.schemes.pixtral_rope import PixtralRotary
 from posembed.schemes.rotary import RotaryEmbedding
 from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_scaling import (
-    DynamicNTKRotary,
-    Llama3Rotary,
-    LinearScalingRotary,
-    NTKAwareRotary,
-    ProportionalRotary,
-)
+from posembed.schemes.rotary_scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary
 from posembed.schemes.rotary_yarn import YaRNRotary
 from posembed.schemes.sandwich import Sandwich
 from posembed.schemes.shaw import ShawRelative
@@ -64,9 +55,8 @@ from posembed.schemes.xpos import XPos
 
 __all__ = [
     "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",
-    "METHOD_SCHEMES",
-    "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
-]
+    "METHOD_SCHEMES", "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,7 +93,6 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
 
 #: argument kind -> (check, words for the error)
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -165,9 +154,8 @@ class SchemeEntry:
     Attributes:
         cls: the scheme class; its ``name`` is the factory's name for it.
         args: its constructor arguments, in constructor order.
-        rope_type: transformers' ``rope_type`` for this scheme (``"yarn"``), or ``None``; the
-            RoPE-config builder (:data:`posembed.interop.rope.config.ROPE_TYPES`) derives its keys
-            from these.
+        rope_type: transformers' ``rope_type`` for this scheme (``"yarn"``), or ``None``
+            (:func:`rope_entry`; :data:`posembed.interop.rope.config.ROPE_TYPES` lists them).
         method: the context-extension method name of the lab (``posembed lab extend --method``,
             :data:`posembed.lab.context.METHODS`), or ``None``.
         rope_field: a ``rope_parameters`` field whose presence makes a ``default`` RoPE config this
@@ -202,9 +190,8 @@ class SchemeEntry:
         return bool(self.cls.has_length_limit)
 
     def arg(self, name: str) -> Arg:
-        for arg in self.args:
-            if arg.name == name:
-                return arg
+        for arg in (arg for arg in self.args if arg.name == name):
+            return arg
         raise ValueError(f"scheme {self.name!r} takes no argument {name!r}; it takes: {_listed(self.accepted)}")
 
 
@@ -220,8 +207,7 @@ def _size(name: str, field: str, kind: str = "int", *, required: bool = True) ->
     return Arg(name, kind, size=field, required=required)
 
 
-def _opt(name: str, kind: str, *, required: bool = False, nullable: bool = False, at: Reader | None = None,
-         rope: tuple[str, ...] | str = ()) -> Arg:
+def _opt(name: str, kind: str, *, required=False, nullable=False, at: Reader | None = None, rope: tuple | str = ()) -> Arg:
     return Arg(name, kind, required=required, nullable=nullable, stored_at=at, rope=(rope,) if isinstance(rope, str) else rope)
 
 
@@ -232,19 +218,13 @@ def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ..
     return tuple(_opt(n, kinds[n][0], nullable=kinds[n][1], at=f"{owner}.{n}" if owner else None) for n in names)
 
 
-#: the keyword arguments every :class:`~posembed.schemes.rotary.RotaryEmbedding` variant forwards; a RoPE config
-#: gives ``rotary_dim`` (``base``, ``layout``, ``max_len`` and ``angles`` are the caller's)
+#: the keyword arguments every RotaryEmbedding variant forwards; a RoPE config gives the rotation's (``rotary_dim``, ...)
 _ROPE_OPTIONS = (
-    _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"),
-    _opt("base", "float"),
-    _opt("layout", "str"),
-    _opt("max_len", "int", nullable=True),
-    _opt("compiled", "bool", nullable=True),
-    _opt("angles", "str"),
-    _opt("direction", "str", rope="direction"),
-    _opt("channels", "str", rope="channels"),
+    _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"), _opt("base", "float"), _opt("layout", "str"),
+    _opt("max_len", "int", nullable=True), _opt("compiled", "bool", nullable=True), _opt("angles", "str"),
+    _opt("direction", "str", rope="direction"), _opt("channels", "str", rope="channels"),
     _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
-)
+)  # fmt: skip
 _HEAD_DIM = Arg("head_dim", "int", size="head_dim", required=True, rope=("head_dim",))
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
 #: transformers' name of the pre-training length, which yarn, llama3 and longrope read
@@ -262,9 +242,7 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(Sinusoidal2D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(Sinusoidal3D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(RotaryEmbedding, (_HEAD_DIM, *_ROPE_OPTIONS), rope_type="default", method="extrapolate"),
-    SchemeEntry(
-        LinearScalingRotary, (_HEAD_DIM, _FACTOR, *_ROPE_OPTIONS), rope_type="linear", method="linear", rope_needs=("factor",),
-    ),
+    SchemeEntry(LinearScalingRotary, (_HEAD_DIM, _FACTOR, *_ROPE_OPTIONS), rope_type="linear", method="linear", rope_needs=("factor",)),
     SchemeEntry(NTKAwareRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS), method="ntk"),
     SchemeEntry(DynamicNTKRotary, (  # transformers' dynamic NTK switches at max_position_embeddings
         _HEAD_DIM, _FACTOR, _opt("original_max_len", "int", required=True, rope="max_position_embeddings"),
@@ -348,14 +326,9 @@ ENTRIES: tuple[SchemeEntry, ...] = (
 FACTORY: Mapping[str, SchemeEntry] = MappingProxyType({entry.name: entry for entry in ENTRIES})
 
 #: transformers' ``rope_type`` -> scheme name, from the entries (the one table of those names)
-ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType(
-    {entry.rope_type: entry.name for entry in ENTRIES if entry.rope_type is not None}
-)
-
+ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType({e.rope_type: e.name for e in ENTRIES if e.rope_type is not None})
 #: the lab's context-extension method -> scheme name, in the order the lab's tables list them
-METHOD_SCHEMES: Mapping[str, str] = MappingProxyType(
-    {entry.method: entry.name for entry in ENTRIES if entry.method is not None}
-)
+METHOD_SCHEMES: Mapping[str, str] = MappingProxyType({e.method: e.name for e in ENTRIES if e.method is not None})
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})
 
@@ -372,10 +345,8 @@ def check_kwargs(entry: SchemeEntry, kwargs: Mapping[str, Any]) -> None:
     for key, value in kwargs.items():
         arg = entry.arg(key)
         if not arg.accepts(value):
-            raise ValueError(
-                f"scheme {entry.name!r} argument {key!r} must be {arg.describe_kind()}, got {value!r}; "
-                f"it takes: {_listed(entry.accepted)}"
-            )
+            raise ValueError(f"scheme {entry.name!r} argument {key!r} must be {arg.describe_kind()}, got {value!r}; "
+                             f"it takes: {_listed(entry.accepted)}")  # fmt: skip
 
 
 def build_from_kwargs(name: str, kwargs: Mapping[str, Any]) -> PositionScheme:
@@ -384,9 +355,7 @@ def build_from_kwargs(name: str, kwargs: Mapping[str, Any]) -> PositionScheme:
     check_kwargs(entry, kwargs)
     missing = [arg.name for arg in entry.args if arg.required and arg.name not in kwargs]
     if missing:
-        raise ValueError(
-            f"scheme {name!r} needs {', '.join(map(repr, missing))}; it takes: {_listed(entry.accepted)}"
-        )
+        raise ValueError(f"scheme {name!r} needs {', '.join(map(repr, missing))}; it takes: {_listed(entry.accepted)}")
     return entry.cls(**kwargs)
 
 
@@ -427,9 +396,5 @@ def rope_kwargs(entry: SchemeEntry, values: Mapping[str, Any]) -> dict[str, Any]
     >>> rope_kwargs(FACTORY["rope_llama3"], {"head_dim": 8, "factor": 8.0, "original_max_position_embeddings": 64})
     {'head_dim': 8, 'factor': 8.0, 'original_max_len': 64}
     """
-    kwargs = {}
-    for arg in entry.args:
-        found = [values[key] for key in arg.rope if values.get(key) is not None]
-        if found:
-            kwargs[arg.name] = found[0]
-    return kwargs
+    found = {arg.name: [values[key] for key in arg.rope if values.get(key) is not None] for arg in entry.args}
+    return {name: given[0] for name, given in found.items() if given}

@@ -123,6 +123,8 @@ def rotary_from_settings(
 def _values(s: RopeSettings) -> dict[str, Any]:
     """What a factory entry reads from the settings, by transformers' names: the parameters and the settings."""
     ratio = s.max_position_embeddings / s.original_max_len if s.max_position_embeddings and s.original_max_len else None
+    width = int(s.head_dim * s.partial_rotary_factor)  # what transformers divides by: odd for GLM-4V-MoE (21)
+    odd = width if width % 2 and width + 1 == s.rotary_dim else None
     return {**s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
             "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
-            "length_ratio": ratio, "direction": s.direction, "channels": s.channels}  # fmt: skip
+            "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd}  # fmt: skip

@@ -102,16 +102,18 @@ def _modeling(config: Any):
     return importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
 
 
-def _language(name: str) -> bool:
-    return not any(tower in name for tower in _TOWERS)
+def _tower(name: str) -> str:
+    """The tower a class name belongs to (``"Vision"``, ``"Audio"``, ...; ``""``: the language model)."""
+    return next((tower for tower in _TOWERS if tower in name), "")
 
 
 def rotary_class(config: Any) -> type:
-    """The language model's ``*RotaryEmbedding`` class of the config's modeling module (``LookupError``: none)."""
+    """The ``*RotaryEmbedding`` class of the config's modeling module for the config's tower (a ``...AudioConfig``
+    gets the audio rotary class; the language model's otherwise); ``LookupError``: none."""
     module = _modeling(config)
     found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
     found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, "compute_default_rope_parameters")]
-    found.sort(key=lambda cls: not _language(cls.__name__))
+    found.sort(key=lambda cls: _tower(cls.__name__) != _tower(type(config).__name__))  # the config's tower's first
     if not found:
         raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
     return found[0]
@@ -165,11 +167,11 @@ def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:
     return applies, switch
 
 
-def _apply_function(module: Any, interleave: bool):
-    """The rotation function the language model's attention calls (its interleaved one when it switches on
-    ``rope_interleave`` and the config sets it)."""
+def _apply_function(module: Any, interleave: bool, tower: str):
+    """The rotation function the attention of ``tower`` (the rotary class's: ``""`` the language model, ``"Audio"``
+    PE-Audio's encoder, ...) calls (its interleaved one when it switches on ``rope_interleave`` and the config sets it)."""
     tree = ast.parse(inspect.getsource(module))
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and _language(node.name)]
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and _tower(node.name) == tower]
     for wanted in ("Attention", "Layer", ""):
         for cls in classes:
             applies, switch = _called(cls, module) if wanted in cls.name else ([], False)
@@ -220,9 +222,9 @@ def _probe(apply) -> tuple[str, str, str] | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _module_rotation(module_name: str, interleave: bool) -> tuple[str, str, str] | None:
+def _module_rotation(module_name: str, interleave: bool, tower: str) -> tuple[str, str, str] | None:
     module = importlib.import_module(module_name)
-    apply = _apply_function(module, interleave)
+    apply = _apply_function(module, interleave, tower)
     if apply is None:
         return None
     probed = _probe(apply)
@@ -242,7 +244,11 @@ def model_rotation(config: Any) -> tuple[str, str, str] | None:
         module = _modeling(config)
     except ImportError:
         return None
-    return _module_rotation(module.__name__, bool(getattr(config, "rope_interleave", False)))
+    try:
+        tower = _tower(rotary_class(config).__name__)
+    except LookupError:  # GPT-J, CodeGen: sinusoidal positions without a rotary class, in the language model
+        tower = ""
+    return _module_rotation(module.__name__, bool(config_value(config, "rope_interleave", False)), tower)
 
 
 def model_layout(config: Any) -> str | None:

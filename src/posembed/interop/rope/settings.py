@@ -216,7 +216,8 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
     model = width.of(layer)  # the widths the model's own rotary embedding builds
     if model is not None:  # proportional RoPE spreads its frequencies over the head: its rotary share is the factor's
         head_dim, rotary_dim = model[0], (model[1] if params["rope_type"] != "proportional" else int(model[0] * partial))
-        partial = partial if int(head_dim * partial) == rotary_dim else rotary_dim / head_dim  # the model's own share
+        odd = int(head_dim * partial) == rotary_dim - 1  # an odd width: transformers rounds its frequencies up
+        partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
         head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
