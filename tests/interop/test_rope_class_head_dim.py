@@ -9,7 +9,6 @@ Each case is compared with the model's own rotary embedding.
 """
 
 import copy
-import inspect
 import sys
 
 import pytest
@@ -17,8 +16,7 @@ import torch
 
 from posembed.interop.rope import classes as rope_classes
 from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.classes import CLASS_HEAD_DIM, rotary_class
-from posembed.interop.rope.latent import class_head_dim
+from posembed.interop.rope.model import transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_decoder
 from tests.interop.transformers_rope import assert_posembed_is_the_model
@@ -31,9 +29,6 @@ SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, 
          "max_position_embeddings": 4096}  # fmt: skip
 #: model type -> the head_dim its config class fills in (transformers 5.23)
 HEAD_DIMS = {"gpt_oss": 64, "glm4": 128, "qwen3": 128, "qwen3_next": 256, "helium": 128, "ernie4_5": 128, "seed_oss": 128}
-#: rotary classes whose head_dim is neither the field's default nor derived: multi-head latent attention (the rotary
-#: width is qk_rope_head_dim) and classes deriving it from other fields (JetMoE kv_channels, Zamba2, MusicFlamingo)
-OTHER_RULES = {"jetmoe", "zamba2", "musicflamingo"}
 
 
 @pytest.mark.parametrize("model_type", HEAD_DIMS)
@@ -61,31 +56,21 @@ def test_a_null_or_undeclared_head_dim_is_derived(model_type):
     assert read_rope_settings(raw)[0].head_dim == HEAD_DIMS.get(model_type, 16)
 
 
-def test_class_head_dim_is_what_every_class_fills_in():
-    """The field default read is the head_dim each buildable rotary class holds when built without one (or the
-    derived one where it has none); the fallback table holds transformers' values."""
-    checked = 0
-    for model_type, config_class in transformers.CONFIG_MAPPING.items():
-        params = inspect.signature(config_class.__init__).parameters
-        if not rotary_class(model_type) or "qk_rope_head_dim" in params or model_type in OTHER_RULES:
-            continue
-        try:
-            made = getattr(config_class(**{k: SHAPE[k] for k in ("hidden_size", "num_attention_heads")}), "head_dim", None)
-        except Exception:  # noqa: BLE001 - classes that need other arguments are not asked
-            continue
-        assert (class_head_dim(model_type) or 16) == (made or 16), model_type
-        checked += 1
-    assert checked > 150
-    assert {model_type: class_head_dim(model_type) for model_type in CLASS_HEAD_DIM} == CLASS_HEAD_DIM
-    assert class_head_dim("deepseek_v3") is None and class_head_dim("not_a_model_type") is None
+@pytest.mark.parametrize("model_type", ["jetmoe", "zamba2", "dbrx", "moonshine", "bailing_hybrid"])
+def test_head_width_and_length_through_the_config_classes_aliases(model_type):
+    """head_dim / heads / max length that the config class aliases (attribute_map) or derives are read from it."""
+    config = transformers_config({"model_type": model_type})
+    (settings,) = read_rope_settings({"model_type": model_type})
+    derived = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    assert settings.head_dim == derived and settings.max_position_embeddings == config.max_position_embeddings
 
 
-def test_without_transformers_the_head_dim_table_stands_in(monkeypatch):
+def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
     rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     try:
-        assert class_head_dim("qwen3_next") == 256 and class_head_dim("llama") is None
-        assert layer_settings({"model_type": "gpt_oss", **SHAPE, "rope_theta": 1.5e5}).head_dim == 64
+        assert layer_settings({"model_type": "gpt_oss", **SHAPE, "rope_theta": 1.5e5}).head_dim == 16  # derived
+        assert layer_settings({"model_type": "gpt_oss", **SHAPE, "head_dim": 64, "rope_theta": 1.5e5}).head_dim == 64
     finally:
         rope_classes.clear_caches()
 

@@ -17,7 +17,7 @@ import torch
 
 from posembed.interop.rope import classes as rope_classes
 from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.latent import LATENT_CLASSES, latent_class
+from posembed.interop.rope.classes import LatentClass, latent_class
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.settings import layer_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
@@ -104,21 +104,25 @@ def test_an_absent_qk_rope_head_dim_is_the_class_default():
 
 def test_latent_class_is_asked_of_every_class():
     """Every class declaring qk_rope_head_dim that can be built so is a latent class, except LongCat (its own head_dim
-    field); the fallback table holds transformers' answers."""
+    field)."""
     declaring = [m for m, c in transformers.CONFIG_MAPPING.items() if "qk_rope_head_dim" in inspect.signature(c.__init__).parameters]
     found = {m for m in declaring if latent_class(m) is not None}
-    assert set(LATENT_CLASSES) <= found and "longcat_flash" not in found and latent_class("llama") is None
-    assert {m: latent_class(m) for m in LATENT_CLASSES} == LATENT_CLASSES
+    assert {"deepseek_v2", "deepseek_v3", "minicpm3", "glm4_moe_lite", "mistral4"} <= found
+    assert "longcat_flash" not in found and latent_class("llama") is None
+    assert latent_class("deepseek_v3") == LatentClass("qk_rope_head_dim", 64, 128)
+    assert latent_class("mistral4") == LatentClass("qk_head_dim", 64, 64)
 
 
-def test_without_transformers_the_latent_table_stands_in(monkeypatch):
+def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
+    """No class to ask: a stated qk_rope_head_dim is the rotary head, rope_interleave the layout (else halves)."""
     expected = layer_settings(copy.deepcopy(deepseek_v3()))
     rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     try:
-        settings = layer_settings(copy.deepcopy(deepseek_v3()))
+        settings = layer_settings({**copy.deepcopy(deepseek_v3()), "rope_interleave": True})
         assert (settings.head_dim, settings.rotary_dim, settings.layout) == (expected.head_dim, 8, "interleaved")
-        assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 32
+        assert layer_settings(copy.deepcopy(deepseek_v3())).layout == "half"
+        assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 16
     finally:
         rope_classes.clear_caches()
 

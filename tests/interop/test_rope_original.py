@@ -198,7 +198,7 @@ def test_traps_name_the_length_transformers_uses():
 
 
 def test_declared_original_matches_the_config_classes_and_the_fallback(monkeypatch):
-    """DECLARED_ORIGINAL (used without transformers) lists every config class that declares the field."""
+    """The config classes that declare the field are asked; without transformers none is known to."""
     models = Path(transformers.__file__).parent / "models"
     declaring = {}
     for file in models.glob("*/configuration_*.py"):
@@ -208,13 +208,13 @@ def test_declared_original_matches_the_config_classes_and_the_fallback(monkeypat
                 declared, default = declared_original(model_type)
                 if declared:
                     declaring[model_type] = default
-    assert declaring == rope_settings.DECLARED_ORIGINAL
+    assert declaring == {"phi3": 4096, "phi4_multimodal": 4096}
     assert declared_original("llama") == (False, None) and declared_original("phimoe") == (False, None)
     rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     try:
-        assert declared_original("phi3") == (True, 4096) and declared_original("llama") == (False, None)
+        assert declared_original("phi3") == (False, None) and declared_original("llama") == (False, None)
         raw = _config("phi3_longrope", "neither")
-        assert _settings(raw, ALL_LAYERS).original_max_len == 4096
+        assert _settings(raw, ALL_LAYERS).original_source != "class default"
     finally:
         rope_classes.clear_caches()

@@ -245,7 +245,7 @@ def test_unknown_model_types_take_every_dict_as_a_layer_type():
 
 
 def test_rope_type_labels_list_every_config_class_that_has_them():
-    """ROPE_TYPE_LABELS (used without transformers) holds every class's ``_rope_type_labels``, and they win."""
+    """Every class's ``_rope_type_labels`` is asked of it, and they win."""
     models = Path(transformers.__file__).parent / "models"
     labelled = {}
     for file in models.glob("*/configuration_*.py"):
@@ -255,7 +255,7 @@ def test_rope_type_labels_list_every_config_class_that_has_them():
                 labels = getattr(transformers.CONFIG_MAPPING[model_type], "_rope_type_labels", None)
                 if labels:
                     labelled[model_type] = tuple(labels)
-    assert labelled == rope_settings.ROPE_TYPE_LABELS
+    assert labelled and {m: rope_classes.class_facts(m).labels for m in labelled} == labelled
     raw = {"model_type": "lfm3", **SHAPE, "layer_types": ["full_attention"] * 3,
            "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}}  # fmt: skip
     config = transformers.CONFIG_MAPPING["lfm3"].from_dict(copy.deepcopy(raw))
@@ -314,8 +314,8 @@ def test_phimoe_default_rope_has_no_trap():
 
 
 def test_without_transformers_the_tables_stand_in(monkeypatch):
-    """Without transformers: the per-layer classes and the renames from their tables; a model type the tables do
-    not know takes its dicts as layer types."""
+    """Without transformers: the per-layer classes and the renames from their tables (no class defaults); a model
+    type the tables do not know takes its dicts as layer types."""
     raws = {name: PER_LAYER[name][0] for name in ("modernbert_v4_scaling_both_layers", "gemma3_default_layer_types_pattern")}
     phi3 = {**PHI3, "rope_scaling": {"type": "yarn", **LONGROPE}}
     with_transformers = {name: read_rope_settings(copy.deepcopy(raw)) for name, raw in {**raws, "phi3": phi3}.items()}
@@ -323,8 +323,10 @@ def test_without_transformers_the_tables_stand_in(monkeypatch):
     rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     try:
-        for name, raw in {**raws, "phi3": phi3}.items():
+        for name, raw in raws.items():
             assert read_rope_settings(copy.deepcopy(raw)) == with_transformers[name], name
+        (s,) = read_rope_settings(copy.deepcopy(phi3))  # renamed; Phi3Config's default length is not known without it
+        assert s.rope_type == "longrope" and (s.original_max_len, s.original_source) == (131072, "max_position_embeddings")
         assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]
     finally:
         rope_classes.clear_caches()

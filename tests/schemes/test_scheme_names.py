@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from posembed.interop.rope.config import ROPE_TYPES
@@ -44,3 +47,65 @@ def test_lab_extend_offers_exactly_the_methods(capsys):
         main(["lab", "extend", "x", "--method", "yarm", "--factor", "2"])
     err = capsys.readouterr().err
     assert "invalid choice: 'yarm'" in err and all(method in err for method in METHODS)
+
+
+# --- one table of names: a dict literal keyed by scheme names, rope types or method names is the factory's alone ---
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "posembed"
+#: the files allowed to key a table by those names: the factory, whose entries are the one table
+ALLOWED = {"schemes/factory.py"}
+#: tables other branches of this change remove (lab/context/run.py: "ctxrooms", lab/report/context.py: "ctxstats");
+#: strict xfail: once they are gone the pending test fails until its file leaves this set
+PENDING = {"lab/context/run.py", "lab/report/context.py"}
+#: every name a scheme goes by (its factory name, transformers' rope type, the lab's method name)
+NAMES = frozenset(FACTORY) | frozenset(ROPE_TYPE_SCHEMES) | frozenset(METHOD_SCHEMES)
+
+
+def _data(value: ast.AST) -> bool:
+    """A number, or a tuple / list of numbers: a published figure per name, not a way to build one."""
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return all(map(_data, value.elts))
+    return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+
+
+def name_tables(path: Path) -> list[str]:
+    """``file:line`` of each dict literal in ``path`` with two or more keys that are scheme names (a name's
+    number or numbers, as published results, do not count)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            named = sorted({key.value for key, value in zip(node.keys, node.values) if isinstance(key, ast.Constant)
+                            and key.value in NAMES and not _data(value)})  # fmt: skip
+            if len(named) >= 2:
+                found.append(f"{path.relative_to(SRC).as_posix()}:{node.lineno} keys {', '.join(named)}")
+    return found
+
+
+def tables_outside_the_factory(paths) -> list[str]:
+    return [hit for path in paths if path.relative_to(SRC).as_posix() not in ALLOWED for hit in name_tables(path)]
+
+
+def _sources(pending: bool) -> list[Path]:
+    return [path for path in sorted(SRC.rglob("*.py")) if (path.relative_to(SRC).as_posix() in PENDING) == pending]
+
+
+def test_no_name_table_outside_the_factory():
+    found = tables_outside_the_factory(_sources(pending=False))
+    assert not found, "scheme-name tables outside schemes/factory.py (build through its entries):\n" + "\n".join(found)
+
+
+@pytest.mark.xfail(strict=True, reason="tables removed on other branches today; drop the file from PENDING once gone")
+def test_pending_name_tables_are_gone():
+    found = tables_outside_the_factory(_sources(pending=True))
+    assert not found, "scheme-name tables outside schemes/factory.py (build through its entries):\n" + "\n".join(found)
+
+
+def test_the_scan_finds_a_table(tmp_path):
+    table = SRC / "interop" / "_probe_table.py"  # a file under src/ so that its path is reported as one
+    try:
+        table.write_text('BUILDERS = {"rope_yarn": f, "rope_linear": g}\nOTHER = {"a": f, "yarn": g}\n'
+                         'PUBLISHED = {"alibi": 0.5, "rope": (0.3, 0.2)}\n', encoding="utf-8")
+        assert tables_outside_the_factory([table]) == ["interop/_probe_table.py:1 keys rope_linear, rope_yarn"]
+    finally:
+        table.unlink()

@@ -27,15 +27,14 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from posembed.interop.rope.config import rotary_from_settings
-from posembed.interop.rope.latent import class_head_dim
 from posembed.interop.hf.config import load_config_dict
-from posembed.interop.rope.settings import ALL_LAYERS, layer_pattern, layer_settings, read_rope_settings
+from posembed.interop.rope.config import rotary_from_settings
+from posembed.interop.rope.model import model_part
+from posembed.interop.rope.settings import ALL_LAYERS, layer_pattern, read_rope_settings
 from posembed.model import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.deberta import DebertaRelative
 from posembed.schemes.factory import ModelSizes, build_from_sizes
-from posembed.schemes.mrope import MRoPE
 from posembed.schemes.nope import NoPE
 
 __all__ = [
@@ -107,14 +106,6 @@ def zoo_family(model_type: str) -> Family:
     raise ValueError(f"model_type {model_type!r} is not in the zoo; covered: {known}")
 
 
-def _text_config(raw: dict) -> dict:
-    """The language model's part of a config (multimodal configs nest it as ``text_config``)."""
-    text = raw.get("text_config")
-    if isinstance(text, dict) and raw.get("model_type") in ("qwen2_vl", "gemma3", "llama4"):
-        return {**text, "model_type": text.get("model_type") or raw["model_type"] + "_text"}
-    return raw
-
-
 def _int(raw: dict, *names: str) -> int:
     for name in names:
         if raw.get(name) is not None:
@@ -123,23 +114,18 @@ def _int(raw: dict, *names: str) -> int:
 
 
 def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
+    """Each layer's scheme: its layer type's rotary scheme (M-RoPE where the parameters hold ``mrope_section``),
+    :class:`~posembed.schemes.nope.NoPE` where the settings give a layer none (Llama 4's NoPE layers)."""
     settings = {s.layer_type: s for s in read_rope_settings(raw)}
-    built: dict[str, PositionScheme] = {}
+    built: dict[str | None, PositionScheme] = {None: NoPE()}
     schemes: list[PositionScheme] = []
     for layer_type in layer_pattern(raw, layers):
-        key = layer_type if layer_type in settings else ALL_LAYERS
-        if key not in settings:
-            raise ValueError(
-                f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}"
-            )
+        key = layer_type if layer_type in settings or layer_type is None else ALL_LAYERS
         if key not in built:
-            s = settings[key]
-            built[key] = rotary_from_settings(s, angles=angles)  # the layout the settings carry
+            if key not in settings:
+                raise ValueError(f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}")
+            built[key] = rotary_from_settings(settings[key], angles=angles)  # the layout the settings carry
         schemes.append(built[key])
-    no_rope = raw.get("no_rope_layers")  # Llama 4: 1 = RoPE, 0 = NoPE
-    if no_rope:
-        nope = NoPE()
-        schemes = [scheme if use else nope for scheme, use in zip(schemes, no_rope)]
     return schemes
 
 
@@ -191,11 +177,6 @@ def _single(raw: dict, model_type: str) -> PositionScheme:
     raise ValueError(f"model_type {model_type!r} has no single-scheme builder")
 
 
-def _mrope(raw: dict, angles: str) -> MRoPE:
-    s = layer_settings(raw)
-    return MRoPE(s.head_dim, mrope_section=s.params.get("mrope_section"), base=s.theta, angles=angles)
-
-
 def zoo_schemes(config: Any, *, angles: str = "exact") -> list[PositionScheme]:
     """One posembed scheme per layer of a transformers model, from its config.
 
@@ -215,13 +196,11 @@ def zoo_schemes(config: Any, *, angles: str = "exact") -> list[PositionScheme]:
         >>> [scheme.base for scheme in zoo_schemes(config)]
         [10000.0, 10000.0, 1000000.0]
     """
-    raw = _text_config(load_config_dict(config)[0])
-    model_type = raw.get("model_type")
-    zoo_family("qwen2_vl" if model_type == "qwen2_vl_text" else str(model_type))
+    raw = model_part(load_config_dict(config)[0])
+    model_type = str(raw.get("model_type"))
+    family = zoo_family(model_type.removesuffix("_text") if model_type == "qwen2_vl_text" else model_type)
     layers = _int(raw, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    if model_type == "qwen2_vl_text":
-        return [_mrope(raw, angles)] * layers
-    if zoo_family(model_type).kind == "rotary":
+    if family.kind == "rotary":
         return _rotary_layers(raw, layers, angles)
     if model_type == "deberta-v2":
         return [_deberta(raw) for _ in range(layers)]  # one relative table, per-layer projections
@@ -256,13 +235,13 @@ def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "ex
         >>> [type(s).__name__ for s in zoo_decoder(config).layer_schemes]
         ['RotaryEmbedding', 'RotaryEmbedding', 'RotaryEmbedding', 'NoPE']
     """
-    raw = _text_config(load_config_dict(config)[0])
+    raw = model_part(load_config_dict(config)[0])
     if raw.get("model_type") == "deberta-v2":
         raise ValueError("DeBERTa-v2 is an encoder family: its relative attention needs posembed's Encoder")
     schemes = zoo_schemes(config, angles=angles)
     heads = _int(raw, "num_attention_heads", "n_head", "n_heads", "num_heads")
-    default = class_head_dim(raw.get("model_type")) if "head_dim" not in raw else None  # as the RoPE settings read it
-    head_dim = int(raw.get("head_dim") or default or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
+    rotary = [s for s in schemes if getattr(s, "head_dim", None)]  # the head width the RoPE settings read
+    head_dim = rotary[0].head_dim if rotary else int(raw.get("head_dim") or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
     vocab = vocab_size if vocab_size is not None else _int(raw, "vocab_size")
     sizes = {"dim": heads * head_dim, "depth": len(schemes), "num_heads": heads}
     if schemes[0].kind == Kind.ABSOLUTE:

@@ -37,16 +37,23 @@ from posembed.schemes.rotary_checks import check_base, check_head_dim
 from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
 
 __all__ = [
-    "AXIAL_FREQUENCIES", "AxialRotary", "SectionedRotary", "axial_cos_sin", "axial_frequencies", "axis_coordinates",
+    "AXIAL_FREQUENCIES", "AXIAL_ORDERS", "AXIAL_SPANS", "AxialRotary", "SectionedRotary", "axial_cos_sin", "axial_frequencies", "axis_coordinates",
 ]  # fmt: skip
 
 #: frequency families of :class:`AxialRotary` (rotary-embedding-torch's ``freqs_for``)
 AXIAL_FREQUENCIES: tuple[str, ...] = ("lang", "pixel")
+#: how the axes' frequencies sit among the pairs: each axis' block after the other, or dealt round robin
+AXIAL_ORDERS: tuple[str, ...] = ("blocks", "interleaved")
+#: what ``layout`` spans: the whole rotated width, or each axis' block on its own (Gemma 4's vision tower)
+AXIAL_SPANS: tuple[str, ...] = ("head", "axis")
 
 
 def axial_frequencies(axis_dim: int, num_axes: int, frequencies: str = "lang", *, base: float = 10000.0,
-                      max_freq: float = 10.0) -> tuple[Tensor, Tensor]:
-    """``(inv_freq, axis_of)``: every axis' ``axis_dim / 2`` frequencies, blocks in axis order.
+                      max_freq: float = 10.0, axis_order: tuple[int, ...] | None = None,
+                      order: str = "blocks") -> tuple[Tensor, Tensor]:
+    """``(inv_freq, axis_of)``: every axis' ``axis_dim / 2`` frequencies, in blocks (block ``b``
+    following coordinate ``axis_order[b]``) or dealt round robin (``order="interleaved"``: pair ``j``
+    has frequency ``j // A`` of block ``j % A``).
 
     ``"lang"``: ``base^(-2i / axis_dim)``; ``"pixel"``: ``linspace(1, max_freq / 2, axis_dim / 2) * pi``.
 
@@ -55,6 +62,8 @@ def axial_frequencies(axis_dim: int, num_axes: int, frequencies: str = "lang", *
     >>> inv_freq, axis_of = axial_frequencies(4, 2, base=100.0)
     >>> inv_freq, axis_of
     (tensor([1.0000, 0.1000, 1.0000, 0.1000]), tensor([0, 0, 1, 1]))
+    >>> axial_frequencies(4, 2, base=100.0, axis_order=(1, 0), order="interleaved")[1]
+    tensor([1, 0, 1, 0])
     """
     if frequencies == "lang":
         one = rope_inv_freq(axis_dim, base)
@@ -62,8 +71,12 @@ def axial_frequencies(axis_dim: int, num_axes: int, frequencies: str = "lang", *
         one = torch.linspace(1.0, max_freq / 2, axis_dim // 2) * math.pi
     else:
         raise ValueError(f"frequencies must be one of {AXIAL_FREQUENCIES}, got {frequencies!r}")
-    axis_of = torch.arange(num_axes).repeat_interleave(one.numel())
-    return one.repeat(num_axes), axis_of
+    axes = torch.tensor(range(num_axes) if axis_order is None else axis_order, dtype=torch.long)
+    if order == "interleaved":
+        return one.repeat_interleave(num_axes), axes.repeat(one.numel())
+    if order != "blocks":
+        raise ValueError(f"order must be one of {AXIAL_ORDERS}, got {order!r}")
+    return one.repeat(num_axes), axes.repeat_interleave(one.numel())
 
 
 def axis_coordinates(ids: Tensor | None, x: Tensor, num_axes: int, name: str = "position_ids") -> Tensor:
@@ -102,6 +115,14 @@ def axial_cos_sin(coords: Tensor, inv_freq: Tensor, axis_of: Tensor, angles: str
     every_axis = cos_sin(coords, inv_freq, angles)  # each (..., A, F)
     index = axis_of.to(coords.device).expand(*coords.shape[:-1], 1, axis_of.numel())  # (..., 1, F)
     return tuple(part.gather(-2, index).squeeze(-2) for part in every_axis)  # type: ignore[return-value]
+
+
+def _check_axis_order(axis_order: object, num_axes: int) -> tuple[int, ...]:
+    if axis_order is None:
+        return tuple(range(num_axes))
+    if not isinstance(axis_order, (tuple, list)) or sorted(axis_order) != list(range(num_axes)):
+        raise ValueError(f"axis_order must be a permutation of range(num_axes={num_axes}); got {axis_order!r}")
+    return tuple(axis_order)
 
 
 class SectionedRotary(RotaryScheme):
@@ -193,7 +214,21 @@ class AxialRotary(SectionedRotary):
         max_freq: the ``"pixel"`` top frequency.
         layout: ``"interleaved"`` (rotary-embedding-torch) or ``"half"``.
         angles: ``"exact"`` (float64 angles) or ``"fp32"`` (the float32 product of the references).
+        axis_order: the coordinate each block follows (a permutation of ``range(num_axes)``);
+            ``None``: block ``a`` follows coordinate ``a``. Step3p7 and Inkling2 put the width's block
+            first: ``(1, 0)`` with ``(row, column)`` coordinates.
+        frequency_order: ``"blocks"`` (default) or ``"interleaved"``: the axes' frequencies dealt
+            round robin, pair ``j`` turning by frequency ``j // A`` of block ``j % A`` (Kimi-K2.5's vision tower).
+        layout_span: ``"head"`` (default): ``layout`` pairs channels across the rotated width
+            (transformers' Qwen2-VL vision tower: ``"half"`` pairs ``(i, i + r / 2)``); ``"axis"``: each
+            axis' block of ``axis_dim`` channels is rotated on its own (Gemma 4's vision tower).
         device: device of the buffers.
+
+    The vision towers of transformers 5.24 (``rope_type="axial"``) are, with ``axis_dim = head_dim / 2``
+    (``2 (head_dim // 6)`` for three axes): ``layout="half"`` (Qwen2-VL and most), ``layout="interleaved"``
+    (SAM 2 video, EdgeTAM video, SAM 3), ``layout_span="axis"`` with ``"half"`` (Gemma 4), ``axis_order=(1, 0)``
+    (Step3p7 ``"half"``, Inkling2 ``"interleaved"``), ``frequency_order="interleaved"`` with ``axis_order=(1, 0)``
+    (Kimi-K2.5), ``num_axes=3`` (MiniMax-M3-VL); Pixtral's is :class:`~posembed.schemes.pixtral_rope.PixtralRotary`.
 
     Shape:
         - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
@@ -224,10 +259,21 @@ class AxialRotary(SectionedRotary):
         max_freq: float = 10.0,
         layout: str = "interleaved",
         angles: str = "exact",
+        axis_order: tuple[int, ...] | None = None,
+        frequency_order: str = "blocks",
+        layout_span: str = "head",
         device=None,
     ) -> None:
         self.head_dim = check_head_dim(head_dim)
         self.num_axes = check_positive_int(num_axes, "num_axes")
+        self.axis_order = _check_axis_order(axis_order, num_axes)
+        if frequency_order not in AXIAL_ORDERS:
+            raise ValueError(f"frequency_order must be one of {AXIAL_ORDERS}, got {frequency_order!r}")
+        if layout_span not in AXIAL_SPANS:
+            raise ValueError(f"layout_span must be one of {AXIAL_SPANS}, got {layout_span!r}")
+        if layout_span == "axis" and frequency_order == "interleaved":
+            raise ValueError("layout_span='axis' rotates each axis' block on its own; frequency_order='interleaved' has no blocks")
+        self.frequency_order, self.layout_span = frequency_order, layout_span
         if axis_dim is None:
             axis_dim = (head_dim // num_axes) // 2 * 2
             if axis_dim == 0:
@@ -249,13 +295,28 @@ class AxialRotary(SectionedRotary):
         super().__init__(layout=layout, angles=angles, device=device)
 
     def _frequencies(self) -> tuple[Tensor, Tensor]:
-        return axial_frequencies(self.axis_dim, self.num_axes, self.frequencies, base=self.base, max_freq=self.max_freq)
+        return axial_frequencies(self.axis_dim, self.num_axes, self.frequencies, base=self.base, max_freq=self.max_freq,
+                                 axis_order=self.axis_order, order=self.frequency_order)  # fmt: skip
+
+    def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        if self.layout_span == "head":
+            return super()._rotate(x, cos, sin)
+        if cos.dim() == 3:  # (B, T, F) from per-row coordinates
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        half = self.axis_dim // 2
+        parts = [apply_rotary(x[..., a * self.axis_dim : (a + 1) * self.axis_dim], cos[..., a * half : (a + 1) * half],
+                              sin[..., a * half : (a + 1) * half], self.layout) for a in range(self.num_axes)]  # fmt: skip
+        return torch.cat([*parts, x[..., self.rotary_dim :]], -1)
 
     def extra_repr(self) -> str:
         parts = [f"head_dim={self.head_dim}", f"num_axes={self.num_axes}", f"axis_dim={self.axis_dim}",
                  f"frequencies={self.frequencies!r}"]
         parts.append(f"base={self.base:g}" if self.frequencies == "lang" else f"max_freq={self.max_freq:g}")
         parts.append(f"layout={self.layout!r}")
+        if self.axis_order != tuple(range(self.num_axes)):
+            parts.append(f"axis_order={self.axis_order}")
+        parts += [f"{k}={v!r}" for k, v, d in (("frequency_order", self.frequency_order, "blocks"),
+                                               ("layout_span", self.layout_span, "head")) if v != d]  # fmt: skip
         if self.angles != "exact":
             parts.append(f"angles={self.angles!r}")
         return ", ".join(parts)

@@ -1,17 +1,14 @@
-"""The one list of positional schemes and how each is built from a model's sizes.
+"""The one list of positional schemes and how each is built from a model's sizes or a RoPE config.
 
-Every scheme name has one explicit :class:`SchemeEntry`: its class and, in constructor order,
-the :class:`Arg` s it takes. An argument either comes from the model's :class:`ModelSizes`
-(``size``: rotary schemes take ``head_dim``, ALiBi takes ``num_heads`` and ``symmetric`` from
-``bidirectional = not causal``, a learned table takes ``max_len`` and ``dim``) or is a
-scheme-specific override (``base``, ``factor``, ``original_max_len`` ...), checked by name and
-type before the constructor runs. Nothing is read off constructor signatures: a test checks
-that every entry's arguments match its class's constructor, so renaming one fails a test.
-
-The lab (:func:`posembed.lab.train.build_trial_scheme`), the inspector
-(:func:`posembed.analysis.sources.load_scheme`), configs and checkpoints
-(:mod:`posembed.schemes.config`) and ``posembed schemes`` (:mod:`posembed.schemes.catalog`)
-all build through :func:`build_from_sizes` / :func:`build_from_kwargs`.
+Every scheme name has one explicit :class:`SchemeEntry`: its class and, in constructor order, the :class:`Arg` s
+it takes. An argument comes from the model's :class:`ModelSizes` (``size``: rotary schemes take ``head_dim``, ALiBi
+``num_heads`` and ``symmetric = not causal``, a learned table ``max_len`` and ``dim``), from a RoPE config's
+settings (``rope``: ``original_max_position_embeddings`` -> ``original_max_len``; :func:`rope_entry` picks the
+entry of a ``rope_type``, :func:`rope_kwargs` reads its arguments), or is an override (``base``, ``factor`` ...),
+checked by name and type before the constructor runs. A test checks that every entry's arguments match its
+class's constructor. The lab, the inspector, configs and checkpoints (:mod:`posembed.schemes.config`),
+``posembed schemes`` and transformers configs (:func:`posembed.interop.rope.config.rotary_from_settings`) all
+build through :func:`build_from_sizes` / :func:`build_from_kwargs`; no other module keys a table by scheme name.
 
 Example:
     >>> sizes = ModelSizes(dim=16, num_heads=2, head_dim=8, max_len=32, causal=True)
@@ -47,13 +44,7 @@ from posembed.schemes.nope import NoPE
 from posembed.schemes.pixtral_rope import PixtralRotary
 from posembed.schemes.rotary import RotaryEmbedding
 from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_scaling import (
-    DynamicNTKRotary,
-    Llama3Rotary,
-    LinearScalingRotary,
-    NTKAwareRotary,
-    ProportionalRotary,
-)
+from posembed.schemes.rotary_scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary
 from posembed.schemes.rotary_yarn import YaRNRotary
 from posembed.schemes.sandwich import Sandwich
 from posembed.schemes.shaw import ShawRelative
@@ -64,9 +55,8 @@ from posembed.schemes.xpos import XPos
 
 __all__ = [
     "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",
-    "METHOD_SCHEMES",
-    "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs",
-]
+    "METHOD_SCHEMES", "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,7 +94,6 @@ def _is_int(value: Any) -> bool:
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-
 #: argument kind -> (check, words for the error)
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int": (_is_int, "an integer"),
@@ -132,6 +121,9 @@ class Arg:
         stored_at: where the value is on a built scheme: a dotted attribute path (default
             ``name``) or a function of the scheme, for arguments not kept as given; how
             :func:`posembed.schemes.config.scheme_config` reads it back.
+        rope: the keys of a RoPE config's values it is read from (:func:`rope_kwargs`), the first
+            that is not ``None`` winning: a ``rope_parameters`` field (``"factor"``) or a setting
+            (``"original_max_position_embeddings"``, ``"head_dim"``); ``()``: never read from one.
     """
 
     name: str
@@ -140,6 +132,7 @@ class Arg:
     required: bool = False
     nullable: bool = False
     stored_at: Reader | None = None
+    rope: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -161,17 +154,22 @@ class SchemeEntry:
     Attributes:
         cls: the scheme class; its ``name`` is the factory's name for it.
         args: its constructor arguments, in constructor order.
-        rope_type: transformers' ``rope_type`` for this scheme (``"yarn"``), or ``None``; the
-            RoPE-config builder (:data:`posembed.interop.rope.config.ROPE_TYPES`) derives its keys
-            from these.
+        rope_type: transformers' ``rope_type`` for this scheme (``"yarn"``), or ``None``
+            (:func:`rope_entry`; :data:`posembed.interop.rope.config.ROPE_TYPES` lists them).
         method: the context-extension method name of the lab (``posembed lab extend --method``,
             :data:`posembed.lab.context.METHODS`), or ``None``.
+        rope_field: a ``rope_parameters`` field whose presence makes a ``default`` RoPE config this
+            scheme (``"mrope_section"``: M-RoPE), or ``None``.
+        rope_needs: the ``rope_parameters`` fields transformers' init function of ``rope_type`` needs
+            (a config without one is refused, naming it, though the constructor has a default).
     """
 
     cls: type[PositionScheme]
     args: tuple[Arg, ...]
     rope_type: str | None = None
     method: str | None = None
+    rope_field: str | None = None
+    rope_needs: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -192,9 +190,8 @@ class SchemeEntry:
         return bool(self.cls.has_length_limit)
 
     def arg(self, name: str) -> Arg:
-        for arg in self.args:
-            if arg.name == name:
-                return arg
+        for arg in (arg for arg in self.args if arg.name == name):
+            return arg
         raise ValueError(f"scheme {self.name!r} takes no argument {name!r}; it takes: {_listed(self.accepted)}")
 
 
@@ -202,12 +199,16 @@ def _listed(names: tuple[str, ...]) -> str:
     return ", ".join(names) or "no arguments"
 
 
+#: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
+_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim")
+
+
 def _size(name: str, field: str, kind: str = "int", *, required: bool = True) -> Arg:
     return Arg(name, kind, size=field, required=required)
 
 
-def _opt(name: str, kind: str, *, required: bool = False, nullable: bool = False, at: Reader | None = None) -> Arg:
-    return Arg(name, kind, required=required, nullable=nullable, stored_at=at)
+def _opt(name: str, kind: str, *, required=False, nullable=False, at: Reader | None = None, rope: tuple | str = ()) -> Arg:
+    return Arg(name, kind, required=required, nullable=nullable, stored_at=at, rope=(rope,) if isinstance(rope, str) else rope)
 
 
 def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ...]:
@@ -217,17 +218,20 @@ def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ..
     return tuple(_opt(n, kinds[n][0], nullable=kinds[n][1], at=f"{owner}.{n}" if owner else None) for n in names)
 
 
-#: the keyword arguments every :class:`~posembed.schemes.rotary.RotaryEmbedding` variant forwards
+#: the keyword arguments every RotaryEmbedding variant forwards; a RoPE config gives the rotation's (``rotary_dim``, ...)
 _ROPE_OPTIONS = (
-    _opt("rotary_dim", "int", nullable=True),
-    _opt("base", "float"),
-    _opt("layout", "str"),
-    _opt("max_len", "int", nullable=True),
-    _opt("compiled", "bool", nullable=True),
-    _opt("angles", "str"),
-)
-_HEAD_DIM = _size("head_dim", "head_dim")
+    _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"), _opt("base", "float"), _opt("layout", "str"),
+    _opt("max_len", "int", nullable=True), _opt("compiled", "bool", nullable=True), _opt("angles", "str"),
+    _opt("direction", "str", rope="direction"), _opt("channels", "str", rope="channels"),
+    _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
+)  # fmt: skip
+_HEAD_DIM = Arg("head_dim", "int", size="head_dim", required=True, rope=("head_dim",))
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
+#: transformers' name of the pre-training length, which yarn, llama3 and longrope read
+_ORIGINAL = "original_max_position_embeddings"
+_FACTOR = _opt("factor", "float", required=True, rope="factor")
+#: yarn's and longrope's factor: the parameters', else ``max_position_embeddings / original_max_position_embeddings``
+_FACTOR_OR_RATIO = ("factor", "length_ratio")
 
 #: every scheme, in the order ``posembed schemes`` lists them within a kind
 ENTRIES: tuple[SchemeEntry, ...] = (
@@ -238,45 +242,51 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(Sinusoidal2D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(Sinusoidal3D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(RotaryEmbedding, (_HEAD_DIM, *_ROPE_OPTIONS), rope_type="default", method="extrapolate"),
-    SchemeEntry(
-        LinearScalingRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS),
-        rope_type="linear", method="linear",
-    ),
+    SchemeEntry(LinearScalingRotary, (_HEAD_DIM, _FACTOR, *_ROPE_OPTIONS), rope_type="linear", method="linear", rope_needs=("factor",)),
     SchemeEntry(NTKAwareRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS), method="ntk"),
-    SchemeEntry(DynamicNTKRotary, (
-        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
+    SchemeEntry(DynamicNTKRotary, (  # transformers' dynamic NTK switches at max_position_embeddings
+        _HEAD_DIM, _FACTOR, _opt("original_max_len", "int", required=True, rope="max_position_embeddings"),
         *_ROPE_OPTIONS,
-    ), rope_type="dynamic", method="dynamic_ntk"),
+    ), rope_type="dynamic", method="dynamic_ntk", rope_needs=("factor",)),
     SchemeEntry(YaRNRotary, (
-        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
-        _opt("beta_fast", "float"), _opt("beta_slow", "float"), _opt("attention_factor", "float", nullable=True),
-        _opt("mscale", "float", nullable=True), _opt("mscale_all_dim", "float", nullable=True),
-        _opt("truncate", "bool"), *_ROPE_OPTIONS,
-    ), rope_type="yarn", method="yarn"),
+        _HEAD_DIM, _opt("factor", "float", required=True, rope=_FACTOR_OR_RATIO),
+        _opt("original_max_len", "int", required=True, rope=_ORIGINAL),
+        _opt("beta_fast", "float", rope="beta_fast"), _opt("beta_slow", "float", rope="beta_slow"),
+        _opt("attention_factor", "float", nullable=True, rope="attention_factor"),
+        _opt("mscale", "float", nullable=True, rope="mscale"),
+        _opt("mscale_all_dim", "float", nullable=True, rope="mscale_all_dim"),
+        _opt("truncate", "bool", rope="truncate"), *_ROPE_OPTIONS,
+    ), rope_type="yarn", method="yarn", rope_needs=("factor",)),
     SchemeEntry(Llama3Rotary, (
-        _HEAD_DIM, _opt("factor", "float", required=True), _opt("original_max_len", "int", required=True),
-        _opt("low_freq_factor", "float"), _opt("high_freq_factor", "float"), *_ROPE_OPTIONS,
-    ), rope_type="llama3", method="llama3"),
+        _HEAD_DIM, _FACTOR, _opt("original_max_len", "int", required=True, rope=_ORIGINAL),
+        _opt("low_freq_factor", "float", rope="low_freq_factor"), _opt("high_freq_factor", "float", rope="high_freq_factor"),
+        *_ROPE_OPTIONS,
+    ), rope_type="llama3", method="llama3", rope_needs=("factor", "low_freq_factor", "high_freq_factor")),
     SchemeEntry(LongRoPERotary, (
-        _HEAD_DIM, _opt("short_factor", "floats", required=True), _opt("long_factor", "floats", required=True),
-        _opt("original_max_len", "int", required=True), _opt("factor", "float"),
-        _opt("attention_factor", "float", nullable=True), *_ROPE_OPTIONS,
-    ), rope_type="longrope", method="longrope"),
-    SchemeEntry(ProportionalRotary, (
-        _HEAD_DIM, _opt("rope_fraction", "float", required=True), _opt("factor", "float"), *_ROPE_OPTIONS,
+        _HEAD_DIM, _opt("short_factor", "floats", required=True, rope="short_factor"),
+        _opt("long_factor", "floats", required=True, rope="long_factor"),
+        _opt("original_max_len", "int", required=True, rope=_ORIGINAL), _opt("factor", "float", rope=_FACTOR_OR_RATIO),
+        _opt("attention_factor", "float", nullable=True, rope="attention_factor"), *_ROPE_OPTIONS,
+    ), rope_type="longrope", method="longrope", rope_needs=("short_factor", "long_factor")),
+    SchemeEntry(ProportionalRotary, (  # its frequencies span the whole head: no rotary_dim from the config
+        _HEAD_DIM, _opt("rope_fraction", "float", required=True, rope="partial_rotary_factor"),
+        _opt("factor", "float", rope="factor"), _opt("rotary_dim", "int", nullable=True), *_ROPE_OPTIONS[1:],
     ), rope_type="proportional"),
     SchemeEntry(XPos, (
-        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name != "compiled"),
+        _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name not in _PLACEMENT),
     )),
     SchemeEntry(AxialRotary, (
         _HEAD_DIM, _opt("num_axes", "int"), _opt("axis_dim", "int", nullable=True), _opt("frequencies", "str"),
         _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
+        _opt("axis_order", "floats", nullable=True), _opt("frequency_order", "str"), _opt("layout_span", "str"),
     )),
     SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str"))),
     SchemeEntry(MRoPE, (
-        _HEAD_DIM, _opt("mrope_section", "floats", nullable=True), _opt("base", "float"), _opt("layout", "str"),
-        _opt("angles", "str"),
-    )),
+        _HEAD_DIM, _opt("mrope_section", "floats", nullable=True, rope="mrope_section"), _opt("base", "float"),
+        _opt("layout", "str"), _opt("angles", "str"), _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"),
+        _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats"),
+        _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
+    ), rope_field="mrope_section"),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
     SchemeEntry(T5RelativeBias, (
         _size("num_heads", "num_heads"), _opt("num_buckets", "int"), _opt("max_distance", "int"),
@@ -316,14 +326,9 @@ ENTRIES: tuple[SchemeEntry, ...] = (
 FACTORY: Mapping[str, SchemeEntry] = MappingProxyType({entry.name: entry for entry in ENTRIES})
 
 #: transformers' ``rope_type`` -> scheme name, from the entries (the one table of those names)
-ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType(
-    {entry.rope_type: entry.name for entry in ENTRIES if entry.rope_type is not None}
-)
-
+ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType({e.rope_type: e.name for e in ENTRIES if e.rope_type is not None})
 #: the lab's context-extension method -> scheme name, in the order the lab's tables list them
-METHOD_SCHEMES: Mapping[str, str] = MappingProxyType(
-    {entry.method: entry.name for entry in ENTRIES if entry.method is not None}
-)
+METHOD_SCHEMES: Mapping[str, str] = MappingProxyType({e.method: e.name for e in ENTRIES if e.method is not None})
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})
 
@@ -340,10 +345,8 @@ def check_kwargs(entry: SchemeEntry, kwargs: Mapping[str, Any]) -> None:
     for key, value in kwargs.items():
         arg = entry.arg(key)
         if not arg.accepts(value):
-            raise ValueError(
-                f"scheme {entry.name!r} argument {key!r} must be {arg.describe_kind()}, got {value!r}; "
-                f"it takes: {_listed(entry.accepted)}"
-            )
+            raise ValueError(f"scheme {entry.name!r} argument {key!r} must be {arg.describe_kind()}, got {value!r}; "
+                             f"it takes: {_listed(entry.accepted)}")  # fmt: skip
 
 
 def build_from_kwargs(name: str, kwargs: Mapping[str, Any]) -> PositionScheme:
@@ -352,9 +355,7 @@ def build_from_kwargs(name: str, kwargs: Mapping[str, Any]) -> PositionScheme:
     check_kwargs(entry, kwargs)
     missing = [arg.name for arg in entry.args if arg.required and arg.name not in kwargs]
     if missing:
-        raise ValueError(
-            f"scheme {name!r} needs {', '.join(map(repr, missing))}; it takes: {_listed(entry.accepted)}"
-        )
+        raise ValueError(f"scheme {name!r} needs {', '.join(map(repr, missing))}; it takes: {_listed(entry.accepted)}")
     return entry.cls(**kwargs)
 
 
@@ -369,3 +370,31 @@ def build_from_sizes(name: str, sizes: ModelSizes, overrides: Mapping[str, Any] 
     check_kwargs(entry, overrides)
     kwargs = {arg.name: getattr(sizes, arg.size) for arg in entry.args if arg.size and arg.name not in overrides}
     return build_from_kwargs(name, {**kwargs, **overrides})
+
+
+def rope_entry(rope_type: str, fields: Mapping[str, Any] = MappingProxyType({})) -> SchemeEntry | None:
+    """The entry a RoPE config of ``rope_type`` whose parameters hold ``fields`` builds: the entry whose
+    ``rope_field`` is among a ``default`` config's fields (M-RoPE), else the one of ``rope_type``; ``None`` for a
+    rope type no entry names.
+
+    >>> rope_entry("yarn").name, rope_entry("default", {"mrope_section": [2, 1, 1]}).name
+    ('rope_yarn', 'mrope')
+    """
+    if rope_type == "default":
+        for entry in ENTRIES:
+            if entry.rope_field is not None and fields.get(entry.rope_field) is not None:
+                return entry
+    name = ROPE_TYPE_SCHEMES.get(rope_type)
+    return None if name is None else FACTORY[name]
+
+
+def rope_kwargs(entry: SchemeEntry, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments ``entry`` reads from a RoPE config's ``values`` (its parameters and settings by transformers'
+    names, :attr:`Arg.rope`): each argument's first key whose value is not ``None``; absent ones are left out
+    (the constructor's default, or a missing required argument for :func:`build_from_kwargs` to name).
+
+    >>> rope_kwargs(FACTORY["rope_llama3"], {"head_dim": 8, "factor": 8.0, "original_max_position_embeddings": 64})
+    {'head_dim': 8, 'factor': 8.0, 'original_max_len': 64}
+    """
+    found = {arg.name: [values[key] for key in arg.rope if values.get(key) is not None] for arg in entry.args}
+    return {name: given[0] for name, given in found.items() if given}

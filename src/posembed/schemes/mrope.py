@@ -7,6 +7,20 @@ its row, the third by its column, in the ``"half"`` layout, as transformers'
 ``Qwen2VLRotaryEmbedding`` + ``apply_multimodal_rotary_pos_emb`` (with ``angles="fp32"``, bit
 for bit). Text tokens sit at ``(p, p, p)``, so on text M-RoPE is plain RoPE.
 
+Settings beyond Qwen2-VL's (all found in transformers 5.24's M-RoPE classes):
+
+- ``arrangement``: how the sections sit among the pairs. ``"blocks"`` (Qwen2-VL, GLM-4V, PaddleOCR-VL):
+  consecutive sections in frequency order; ``"interleaved"`` (Qwen3-VL, its MoE, Qwen3.5, Cosmos3-Edge,
+  HY-V4-VL): the frequencies stay in order and the axes are dealt round robin, pair ``j`` following
+  the second section's axis when ``j % 3 == 1 and j < 3 s_1``, the third's when ``j % 3 == 2 and
+  j < 3 s_2``, the first's otherwise; ``"zipped"`` (ERNIE 4.5-VL): the frequencies stay in order, the
+  first ``2 s_0`` pairs alternate between the first two sections' axes (``a, b, a, b, ...``; ``s_0 = s_1``),
+  the rest follow the third's;
+- ``section_axes``: the coordinate each section follows (ERNIE 4.5-VL's sections are height, width,
+  time: ``(1, 2, 0)``);
+- ``rotary_dim``: partial M-RoPE (Qwen3.5): the sections cover ``rotary_dim / 2`` frequencies of a
+  ``rotary_dim``-wide RoPE and the last ``head_dim - rotary_dim`` channels pass through.
+
 Positions are ``(T, 3)`` or ``(B, T, 3)`` ``(t, h, w)`` coordinates, or a text sequence ``(T,)``;
 :func:`posembed.schemes.mrope_positions.mrope_position_ids` builds them for interleaved text,
 images and videos (transformers' ``get_rope_index`` gives the same, axis first: ``(3, B, T)``).
@@ -19,9 +33,12 @@ from torch import Tensor
 
 from posembed.schemes.axial_rope import SectionedRotary
 from posembed.schemes.rotary import rope_inv_freq
-from posembed.schemes.rotary_checks import check_base, check_head_dim
+from posembed.schemes.rotary_checks import check_base, check_head_dim, resolve_frequency_dim
 
-__all__ = ["MRoPE", "default_mrope_section", "mrope_frequencies"]
+__all__ = ["MROPE_ARRANGEMENTS", "MRoPE", "default_mrope_section", "mrope_frequencies", "mrope_pairs"]
+
+#: how M-RoPE's sections sit among the rotated pairs (see the module docstring)
+MROPE_ARRANGEMENTS: tuple[str, ...] = ("blocks", "interleaved", "zipped")
 
 
 def default_mrope_section(head_dim: int) -> tuple[int, int, int]:
@@ -35,20 +52,51 @@ def default_mrope_section(head_dim: int) -> tuple[int, int, int]:
     return half - 2 * spatial, spatial, spatial
 
 
-def check_mrope_section(section: object, head_dim: int) -> tuple[int, int, int]:
-    """``section`` as three non-negative ints that sum to ``head_dim / 2``."""
+def check_mrope_section(section: object, head_dim: int, name: str = "head_dim") -> tuple[int, int, int]:
+    """``section`` as three non-negative ints that sum to ``head_dim / 2`` (``name`` names that width)."""
     values = tuple(section) if isinstance(section, (list, tuple)) else ()
     ints = all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
     if len(values) != 3 or not ints or sum(values) != head_dim // 2:
         raise ValueError(
-            f"mrope_section must be three non-negative ints (time, height, width) summing to head_dim / 2 = "
+            f"mrope_section must be three non-negative ints (time, height, width) summing to {name} / 2 = "
             f"{head_dim // 2}; got mrope_section={section!r}"
         )
     return values  # type: ignore[return-value]
 
 
-def mrope_frequencies(head_dim: int, section: tuple[int, int, int], base: float = 10000.0) -> tuple[Tensor, Tensor]:
-    """``(inv_freq, axis_of)``: RoPE's ``D / 2`` frequencies; the first ``s_t`` follow time, then ``s_h``
+def mrope_pairs(section: tuple[int, int, int], arrangement: str = "blocks",
+                section_axes: tuple[int, int, int] = (0, 1, 2)) -> tuple[list[int], list[int]]:
+    """``(frequency index, axis)`` of every rotated pair, for sections of sizes ``section``.
+
+    >>> mrope_pairs((2, 1, 1))
+    ([0, 1, 2, 3], [0, 0, 1, 2])
+    >>> mrope_pairs((2, 1, 1), "interleaved")
+    ([0, 1, 2, 3], [0, 1, 2, 0])
+    >>> mrope_pairs((2, 2, 1), "zipped", (1, 2, 0))
+    ([0, 1, 2, 3, 4], [1, 2, 1, 2, 0])
+    """
+    total = sum(section)
+    if arrangement == "blocks":
+        return list(range(total)), [section_axes[k] for k, size in enumerate(section) for _ in range(size)]
+    if arrangement == "interleaved":
+        def axis(j: int) -> int:
+            for k in (1, 2):
+                if j % 3 == k and j < 3 * section[k]:
+                    return section_axes[k]
+            return section_axes[0]
+
+        return list(range(total)), [axis(j) for j in range(total)]
+    if arrangement == "zipped":
+        if section[0] != section[1]:
+            raise ValueError(f"arrangement 'zipped' alternates the first two sections, which must be equal; got {section}")
+        return list(range(total)), [section_axes[0], section_axes[1]] * section[0] + [section_axes[2]] * section[2]
+    raise ValueError(f"arrangement must be one of {MROPE_ARRANGEMENTS}, got {arrangement!r}")
+
+
+def mrope_frequencies(head_dim: int, section: tuple[int, int, int], base: float = 10000.0, *,
+                      arrangement: str = "blocks", section_axes: tuple[int, int, int] = (0, 1, 2)) -> tuple[Tensor, Tensor]:
+    """``(inv_freq, axis_of)`` per rotated pair: RoPE's ``D / 2`` frequencies (``D = head_dim``, the
+    rotated width) placed by :func:`mrope_pairs`; by default the first ``s_t`` follow time, then ``s_h``
     rows, then ``s_w`` columns.
 
     Built from Python ints, so it also runs under ``with torch.device("meta")`` (where a tensor
@@ -57,8 +105,9 @@ def mrope_frequencies(head_dim: int, section: tuple[int, int, int], base: float 
     >>> mrope_frequencies(8, (2, 1, 1))[1]
     tensor([0, 0, 1, 2])
     """
-    axis_of = torch.tensor([axis for axis, size in enumerate(section) for _ in range(size)], dtype=torch.long)
-    return rope_inv_freq(head_dim, base), axis_of
+    index, axes = mrope_pairs(section, arrangement, section_axes)
+    inv_freq = rope_inv_freq(head_dim, base)
+    return inv_freq[torch.tensor(index, dtype=torch.long)], torch.tensor(axes, dtype=torch.long)
 
 
 class MRoPE(SectionedRotary):
@@ -71,7 +120,13 @@ class MRoPE(SectionedRotary):
         mrope_section: frequencies per axis ``(time, height, width)``, summing to ``D / 2``;
             ``None``: :func:`default_mrope_section` (Qwen2-VL's 1/4, 3/8, 3/8).
         base: the frequency base (``rope_theta``; Qwen2-VL: 1e6).
-        layout: ``"half"`` (transformers' checkpoints) or ``"interleaved"``.
+        layout: ``"half"`` (transformers' checkpoints) or ``"interleaved"`` (GLM-4V, ERNIE 4.5-VL).
+        rotary_dim: channels rotated (even, ``<= head_dim``; ``None``: all); ``mrope_section`` sums to
+            ``rotary_dim / 2``.
+        arrangement: ``"blocks"``, ``"interleaved"`` or ``"zipped"`` (:data:`MROPE_ARRANGEMENTS`, module docstring).
+        section_axes: the coordinate (0 time, 1 height, 2 width) each section follows; default ``(0, 1, 2)``.
+        frequency_dim: the width the frequencies divide by (odd widths as
+            :class:`~posembed.schemes.rotary.RotaryEmbedding`: GLM-4V-MoE's 21); ``None``: ``rotary_dim``.
         angles: ``"exact"`` (float64 angles) or ``"fp32"`` (transformers' float32 product, bit for bit).
         device: device of the buffers.
 
@@ -102,18 +157,37 @@ class MRoPE(SectionedRotary):
         base: float = 10000.0,
         layout: str = "half",
         angles: str = "exact",
+        rotary_dim: int | None = None,
+        arrangement: str = "blocks",
+        section_axes: tuple[int, int, int] = (0, 1, 2),
+        frequency_dim: int | None = None,
         device=None,
     ) -> None:
-        self.head_dim = self.rotary_dim = check_head_dim(head_dim)
-        section = default_mrope_section(head_dim) if mrope_section is None else mrope_section
-        self.mrope_section = check_mrope_section(section, self.head_dim)
+        self.head_dim = check_head_dim(head_dim)
+        self.rotary_dim, self.frequency_dim = resolve_frequency_dim(frequency_dim, rotary_dim, self.head_dim)
+        section = default_mrope_section(self.rotary_dim) if mrope_section is None else mrope_section
+        width = "head_dim" if self.rotary_dim == self.head_dim else "rotary_dim"
+        self.mrope_section = check_mrope_section(section, self.rotary_dim, width)
+        if arrangement not in MROPE_ARRANGEMENTS:
+            raise ValueError(f"arrangement must be one of {MROPE_ARRANGEMENTS}, got {arrangement!r}")
+        if not isinstance(section_axes, (tuple, list)) or sorted(section_axes) != [0, 1, 2]:
+            raise ValueError(f"section_axes must order the axes 0, 1, 2 (time, height, width); got {section_axes!r}")
+        self.arrangement, self.section_axes = arrangement, tuple(section_axes)
         self.base = check_base(base)
         super().__init__(layout=layout, angles=angles, device=device)
 
     def _frequencies(self) -> tuple[Tensor, Tensor]:
-        return mrope_frequencies(self.head_dim, self.mrope_section, self.base)
+        return mrope_frequencies(self.frequency_dim, self.mrope_section, self.base, arrangement=self.arrangement,
+                                 section_axes=self.section_axes)  # fmt: skip
 
     def extra_repr(self) -> str:
-        angles = f", angles={self.angles!r}" if self.angles != "exact" else ""
-        return (f"head_dim={self.head_dim}, mrope_section={self.mrope_section}, base={self.base:g}, "
-                f"layout={self.layout!r}{angles}")
+        parts = [f"head_dim={self.head_dim}"] + ([f"rotary_dim={self.rotary_dim}"] if self.rotary_dim != self.head_dim else [])
+        parts += [f"frequency_dim={self.frequency_dim}"] if self.frequency_dim != self.rotary_dim else []
+        parts += [f"mrope_section={self.mrope_section}", f"base={self.base:g}", f"layout={self.layout!r}"]
+        if self.arrangement != "blocks":
+            parts.append(f"arrangement={self.arrangement!r}")
+        if self.section_axes != (0, 1, 2):
+            parts.append(f"section_axes={self.section_axes}")
+        if self.angles != "exact":
+            parts.append(f"angles={self.angles!r}")
+        return ", ".join(parts)

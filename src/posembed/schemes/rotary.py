@@ -38,9 +38,9 @@ from posembed._checks import check_positive_int
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary_checks import (
-    check_base, check_cache_range, check_head_dim, check_rotary_dim, past_cache_message, resolve_qk_positions,
+    check_base, check_cache_range, check_head_dim, past_cache_message, resolve_frequency_dim, resolve_qk_positions,
 )  # fmt: skip
-from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary
+from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary, apply_rotary_placed, check_placement
 
 __all__ = ["RotaryEmbedding", "rope_inv_freq", "rope_cos_sin", "apply_rotary", "ROPE_LAYOUTS"]
 
@@ -93,6 +93,14 @@ class RotaryEmbedding(RotaryScheme):
             otherwise: ``rotary_dim = int(head_dim * partial_rotary_factor)``).
         base: the frequency base (``rope_theta``), 10000 in the paper.
         layout: ``"half"`` (GPT-NeoX / Hugging Face) or ``"interleaved"`` (GPT-J / Meta).
+        direction: ``"forward"`` (default; transformers' ``rotate_half``) or ``"reversed"``: every
+            pair turns by the negated angle (NanoChat's ``cat(x2, -x1)``); cos/sin are unchanged.
+        frequency_dim: the width the default frequencies divide by, ``base^(-2i / frequency_dim)``;
+            ``None``: ``rotary_dim``. An odd width (transformers' ``int(head_dim * partial_rotary_factor)``,
+            e.g. GLM-4V-MoE's 21) gives ``ceil(frequency_dim / 2)`` frequencies rotating
+            ``rotary_dim = 2 ceil(frequency_dim / 2)`` channels. The scaled variants refuse it.
+        channels: ``"first"`` (default): partial rotary rotates the first ``rotary_dim`` channels
+            (GPT-NeoX, Phi); ``"last"``: the last ``rotary_dim`` (DeepSeek-V4's ``[nope | rope]``).
         max_len: size of the cos/sin cache built at init (non-persistent buffers) for
             default positions ``arange(T)`` (:meth:`cached_cos_sin`); ``None`` builds none and
             computes every call on the fly. With a cache, a call with default positions longer
@@ -150,13 +158,22 @@ class RotaryEmbedding(RotaryScheme):
         max_len: int | None = None,
         compiled: bool | None = None,
         angles: str = "exact",
+        direction: str = "forward",
+        channels: str = "first",
+        frequency_dim: int | None = None,
         device=None,
     ) -> None:
         super().__init__()
+        self.direction, self.channels = check_placement(direction, channels)
         self.compiled = None if compiled is None else bool(compiled)
         self.angles = check_angles(angles)
         self.head_dim = check_head_dim(head_dim)
-        self.rotary_dim = check_rotary_dim(rotary_dim, self.head_dim)
+        self.rotary_dim, self.frequency_dim = resolve_frequency_dim(frequency_dim, rotary_dim, self.head_dim)
+        if self.frequency_dim != self.rotary_dim and type(self)._frequencies is not RotaryEmbedding._frequencies:
+            raise ValueError(
+                f"an odd frequency_dim ({self.frequency_dim}) is a setting of the default RoPE frequencies; "
+                f"{type(self).__name__} does not take it"
+            )
         self.base = check_base(base)
         if layout not in ROPE_LAYOUTS:
             raise ValueError(f"layout must be one of {ROPE_LAYOUTS}, got {layout!r}")
@@ -172,7 +189,7 @@ class RotaryEmbedding(RotaryScheme):
 
     def _frequencies(self, device) -> tuple[Tensor, float]:
         """``(inv_freq, attention_scaling)``; the variants override this."""
-        return rope_inv_freq(self.rotary_dim, self.base, device=device), 1.0
+        return rope_inv_freq(self.frequency_dim, self.base, device=device), 1.0
 
     def _inv_freq_for(self, length: Tensor) -> Tensor:
         """Frequencies for a call whose largest position is ``length - 1`` (dynamic variants)."""
@@ -280,13 +297,20 @@ class RotaryEmbedding(RotaryScheme):
         """Rotate ``x`` through :func:`~posembed.schemes.rotation.apply_rotary`, the one dispatch point."""
         if cos.dim() == 3:  # (B, T, r/2) from per-row positions
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, T, r/2)
-        return apply_rotary(x, cos, sin, self.layout, compiled=self.compiled)
+        if self.direction == "forward" and self.channels == "first":
+            return apply_rotary(x, cos, sin, self.layout, compiled=self.compiled)
+        return apply_rotary_placed(x, cos, sin, self.layout, direction=self.direction, channels=self.channels,
+                                   compiled=self.compiled)  # fmt: skip
 
     def extra_repr(self) -> str:
         parts = [f"head_dim={self.head_dim}"]
         if self.rotary_dim != self.head_dim:
             parts.append(f"rotary_dim={self.rotary_dim}")
+        if self.frequency_dim != self.rotary_dim:
+            parts.append(f"frequency_dim={self.frequency_dim}")
         parts += [f"base={self.base:g}", f"layout={self.layout!r}"]
+        parts += [f"{name}={value!r}" for name, value, default in
+                  (("direction", self.direction, "forward"), ("channels", self.channels, "first")) if value != default]
         if self.max_len is not None:
             parts.append(f"max_len={self.max_len}")
         if self.compiled is not None:

@@ -110,3 +110,26 @@ def _positions_for(ids: Tensor | None, x: Tensor, name: str, x_name: str) -> Ten
                 f"to match {x_name} of shape {tuple(x.shape)} (B, H, T, D)"
             )
     return resolve_positions(ids, x.shape[-2], x.device)
+
+
+def resolve_frequency_dim(frequency_dim: object, rotary_dim: int | None, head_dim: int) -> tuple[int, int]:
+    """``(rotary_dim, frequency_dim)``: the rotated width and the width the frequencies divide by.
+
+    transformers computes ``base^(-arange(0, dim, 2) / dim)`` for ``dim = int(head_dim * partial_rotary_factor)``
+    even when ``dim`` is odd (GLM-4V-MoE: 21), giving ``ceil(dim / 2)`` frequencies that rotate
+    ``2 ceil(dim / 2)`` channels. ``frequency_dim=None`` is ``rotary_dim`` (the usual even case).
+
+    >>> resolve_frequency_dim(21, None, 42)
+    (22, 21)
+    """
+    if frequency_dim is None:
+        rotary = check_rotary_dim(rotary_dim, head_dim)
+        return rotary, rotary
+    check_positive_int(frequency_dim, "frequency_dim")
+    rotated = 2 * ((frequency_dim + 1) // 2)
+    if rotary_dim is not None and rotary_dim != rotated:
+        raise ValueError(
+            f"frequency_dim={frequency_dim} gives {rotated // 2} frequencies, which rotate {rotated} channels; "
+            f"rotary_dim={rotary_dim} disagrees (leave rotary_dim unset)"
+        )
+    return check_rotary_dim(rotated, head_dim), frequency_dim

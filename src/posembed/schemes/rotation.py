@@ -42,7 +42,8 @@ from posembed._logging import log_once
 from posembed._memory import advise_huge_pages
 
 __all__ = [
-    "COMPILED_DTYPES", "ROPE_LAYOUTS", "CompiledRotation", "apply_rotary", "check_rotation", "compile_available",
+    "COMPILED_DTYPES", "ROPE_CHANNELS", "ROPE_DIRECTIONS", "ROPE_LAYOUTS", "CompiledRotation", "apply_rotary",
+    "apply_rotary_placed", "check_placement", "check_rotation", "compile_available",
     "compiled_by_default", "compiled_rotation", "rotate_in_float32", "rotate_reference", "rotate_with",
 ]  # fmt: skip
 
@@ -50,6 +51,12 @@ logger = logging.getLogger(__name__)
 
 #: RoPE channel layouts: pairs ``(i, i + r/2)`` (GPT-NeoX, Hugging Face) or ``(2i, 2i + 1)`` (GPT-J, Meta)
 ROPE_LAYOUTS: tuple[str, ...] = ("half", "interleaved")
+
+#: which way a pair turns: ``"forward"`` ``(x1 cos - x2 sin, x2 cos + x1 sin)`` (Su et al.; transformers'
+#: ``rotate_half``), ``"reversed"`` ``(x1 cos + x2 sin, x2 cos - x1 sin)`` (NanoChat's ``cat(x2, -x1)``)
+ROPE_DIRECTIONS: tuple[str, ...] = ("forward", "reversed")
+#: which channels of a head a partial rotary rotates: the first ``r`` (GPT-NeoX, Phi) or the last ``r`` (DeepSeek-V4)
+ROPE_CHANNELS: tuple[str, ...] = ("first", "last")
 
 #: input dtypes the compiled kernel rotates (half precision widened to float32 inside the kernel)
 COMPILED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
@@ -306,3 +313,40 @@ def apply_rotary(
     if compiling or learned:
         return rotate_reference(work, cos, sin, layout).type_as(x)
     return rotate_with(_eager, work, cos, sin, layout).type_as(x)
+
+
+def check_placement(direction: str, channels: str) -> tuple[str, str]:
+    """``direction`` in :data:`ROPE_DIRECTIONS` and ``channels`` in :data:`ROPE_CHANNELS`, else a ``ValueError``."""
+    if direction not in ROPE_DIRECTIONS:
+        raise ValueError(f"direction must be one of {ROPE_DIRECTIONS}, got {direction!r}")
+    if channels not in ROPE_CHANNELS:
+        raise ValueError(f"channels must be one of {ROPE_CHANNELS}, got {channels!r}")
+    return direction, channels
+
+
+def apply_rotary_placed(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, direction: str = "forward",
+    channels: str = "first", compiled: bool | None = None,
+) -> Tensor:
+    """:func:`apply_rotary` with the turn's direction and the rotated channels' place as settings.
+
+    ``direction="reversed"`` turns every pair by the negated angle (NanoChat rotates
+    ``x cos + cat(x2, -x1) sin``); ``channels="last"`` rotates the last ``r = 2 * cos.shape[-1]``
+    channels and passes the first ``D - r`` through (DeepSeek-V4's ``[nope | rope]`` heads). The
+    defaults are :func:`apply_rotary` itself.
+
+    Shape: as :func:`apply_rotary`.
+
+    >>> x = torch.tensor([[1.0, 0.0, 5.0, 0.0]])
+    >>> apply_rotary_placed(x, torch.tensor([[0.0]]), torch.tensor([[1.0]]), direction="reversed", channels="last")
+    tensor([[ 1.,  0.,  0., -5.]])
+    """
+    check_placement(direction, channels)
+    if direction == "reversed":
+        sin = -sin
+    rotated = 2 * cos.shape[-1]
+    if channels == "first" or rotated >= x.shape[-1]:
+        return apply_rotary(x, cos, sin, layout, compiled=compiled)
+    check_rotation(x, cos, sin, layout)
+    tail = apply_rotary(x[..., -rotated:], cos, sin, layout, compiled=compiled)
+    return torch.cat((x[..., :-rotated], tail), -1)

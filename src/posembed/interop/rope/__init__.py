@@ -1,1 +1,20 @@
-"""A transformers config's RoPE, read once: spellings, class defaults, per-layer types, latent attention, the builder, the check and its traps."""
+"""A transformers config's RoPE, read once into settings, built through the scheme factory, and checked.
+
+Where transformers is installed, the settings are what the model's own code decides (its config object, its rotary
+embedding's widths, its attention's rotation function); without it, what the config dict states. Files:
+
+- ``settings.py``: :class:`~posembed.interop.rope.settings.RopeSettings` per layer type, the one reader's entry points;
+- ``parameters.py``: the RoPE parameters per layer type, in either spelling, with the keys transformers ignores;
+- ``classes.py``: what transformers' config class of a model type declares (default theta, layer-type labels,
+  per-layer nesting, pre-training length, latent attention);
+- ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout;
+- ``width.py``: the head width, rotary widths and layout of a config, from ``model.py`` or the dict;
+- ``numbers.py``: numeric fields a config writes as strings;
+- ``config.py``: :func:`~posembed.interop.rope.config.rotary_from_hf_config` / ``rotary_from_settings``: the
+  factory entry of the settings' rope type, built from the values its arguments declare;
+- ``check.py``, ``traps.py``, ``traps_scaling.py``, ``check_plot.py``: ``posembed rope check`` and its traps.
+
+Adding a transformers rope type is a scheme file in ``schemes/``, one ``SchemeEntry`` in
+``schemes/factory.py`` (its ``rope_type``, the ``rope_parameters`` fields it needs, and for each argument the
+``Arg.rope`` keys it is read from) and one test; nothing here changes.
+"""

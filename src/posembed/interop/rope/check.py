@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
 import math
 from dataclasses import asdict, dataclass
@@ -34,6 +33,7 @@ import torch
 from torch import Tensor
 
 from posembed.interop.rope.config import rotary_from_settings
+from posembed.interop.rope.model import model_part, rotary_class
 from posembed.interop.rope.numbers import as_numbers, refuse_unreadable
 from posembed.interop.rope.settings import (
     ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings, rope_spelling,
@@ -115,7 +115,7 @@ class RopeReport:
 def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     """``(inv_freq, attention factor)`` the scheme uses for a call of ``length`` positions."""
     if not getattr(scheme, "dynamic", False):
-        return scheme.inv_freq, float(scheme.attention_scaling)
+        return scheme.inv_freq, float(getattr(scheme, "attention_scaling", 1.0))
     cos, sin = scheme.cos_sin(torch.tensor([1, max(length, 2) - 1]))
     cos, sin = cos[0].double(), sin[0].double()
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
@@ -167,24 +167,14 @@ def _transformers_config(raw: dict, given: Any) -> Any:
     return AutoConfig.for_model(raw["model_type"], **fields)
 
 
-def _rotary_class(hf_config: Any):
-    """The model's own rotary embedding class (the one with ``compute_default_rope_parameters``)."""
-    module = importlib.import_module(type(hf_config).__module__.replace("configuration_", "modeling_"))
-    for name in dir(module):
-        found = getattr(module, name)
-        if name.endswith("RotaryEmbedding") and hasattr(found, "compute_default_rope_parameters"):
-            return found
-    raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
-
-
 def _default_init(hf_config: Any):
-    return _rotary_class(hf_config).compute_default_rope_parameters
+    return rotary_class(hf_config).compute_default_rope_parameters
 
 
 def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[Tensor, float]:
     """``(inv_freq, attention factor)`` the model's rotary embedding ``forward`` applies to a sequence of ``seq_len``
     (positions 1 and ``seq_len - 1``): the angle at position 1 and the length of (cos, sin)."""
-    embedding = _rotary_class(hf_config)(copy.deepcopy(hf_config))
+    embedding = rotary_class(hf_config)(copy.deepcopy(hf_config))
     x = torch.zeros(1, 1, s.head_dim)
     cos, sin = embedding(x, torch.tensor([[1, max(seq_len, 2) - 1]]))
     cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
@@ -232,7 +222,7 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
     if forward:
-        return tuple(comparisons), f"compared with the cos / sin that transformers' {_rotary_class(hf_config).__name__} applies"
+        return tuple(comparisons), f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies"
     return tuple(comparisons), _INIT_NOTE
 
 
@@ -256,7 +246,7 @@ def _layer(raw: dict, given: Any, s: RopeSettings, length: int | None, compare: 
     return report, traps
 
 
-def check_rope_config(config: Any, length: int | None = None, *, compare: bool = True) -> RopeReport:
+def check_rope_config(config: Any, length: int | None = None, *, compare: bool = True, part: str = "text") -> RopeReport:
     """Check the RoPE of a transformers config.
 
     Args:
@@ -265,6 +255,8 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
         length: the target context (default: the effective context the config declares); the
             per-pair table of dynamic NTK / LongRoPE is computed at this length.
         compare: compare with transformers' rope init functions (when it is installed).
+        part: the part of a multimodal config to check (``"text"``: its language model; ``"vision"``), as
+            :func:`~posembed.interop.rope.model.model_part` finds it.
 
     Raises:
         ValueError: the config has no RoPE, or no head size; a numeric RoPE field no number can be read from
@@ -273,7 +265,9 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     """
     if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 2):
         raise ValueError(f"length must be an int >= 2 (a context length), got {length!r}")
-    raw, given, source = load_config_dict(config)
+    whole, given, source = load_config_dict(config)
+    raw = model_part(whole, part)
+    given = given if raw == whole else None  # a part: transformers' config is built from its dict
     refuse_unreadable(raw)
     settings = read_rope_settings(as_numbers(raw))  # a number written as a string is read, and an error trap
     traps = find_traps(raw, settings)

@@ -12,12 +12,13 @@ with its layer types) give one frozen :class:`ClassFacts`, which the reader asks
   that always nest them by layer type (:data:`PER_LAYER_CLASSES`);
 - the classes that declare ``original_max_position_embeddings`` (:func:`declared_original`), copy it from the
   parameters (:data:`ORIGINAL_FROM_PARAMETERS`) or rename old rope types to longrope (:data:`RENAMED_TO_LONGROPE`);
-- the width and layout of its rotary channels: the ``head_dim`` it fills in, multi-head latent attention
-  (:class:`LatentClass`) and ``rope_interleave``, which :mod:`posembed.interop.rope.latent` reads a config against.
+- whether it is multi-head latent attention (:class:`LatentClass`), for the traps; the widths and the layout
+  themselves are the model's own code's (:mod:`posembed.interop.rope.model`).
 
-transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need); without it the tables
-stand in (:data:`CLASS_THETA`, :data:`CLASS_HEAD_DIM`, :data:`DECLARED_ORIGINAL`, :data:`ROPE_TYPE_LABELS`,
-:data:`LATENT_CLASSES`, :data:`HEAD_DIM_ALIASED`, :data:`ROPE_INTERLEAVE`).
+transformers is asked lazily (its ``CONFIG_MAPPING``, imported on first need). Without it, or for a model type it
+does not know, nothing is known of the class but how the per-layer classes nest their parameters
+(:data:`PER_LAYER_CLASSES`): the config dict is read as written (:data:`DEFAULT_THETA` where it names no theta; no
+latent class, class defaults or declared pre-training length).
 """
 
 from __future__ import annotations
@@ -29,36 +30,19 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = [
-    "DEFAULT_THETA", "CLASS_THETA", "CLASS_HEAD_DIM", "FULL", "SLIDING", "ORIGINAL", "DECLARED_ORIGINAL", "ORIGINAL_FROM_PARAMETERS",
-    "RENAMED_TO_LONGROPE", "OLD_LONGROPE", "ROPE_TYPE_LABELS", "PerLayerClass", "PER_LAYER_CLASSES", "LatentClass",
-    "LATENT_CLASSES", "HEAD_DIM_ALIASED", "ROPE_INTERLEAVE", "ALWAYS_INTERLEAVED", "ClassFacts", "class_facts", "config_facts",
-    "model_type_of", "class_theta", "class_partial", "rotary_class", "default_layer_types", "why_ignored", "declared_original",
+    "DEFAULT_THETA", "FULL", "SLIDING", "ORIGINAL", "ORIGINAL_FROM_PARAMETERS", "RENAMED_TO_LONGROPE", "OLD_LONGROPE",
+    "PerLayerClass", "PER_LAYER_CLASSES", "LatentClass", "ClassFacts", "class_facts", "config_facts", "model_type_of",
+    "class_theta", "class_partial", "rotary_class", "default_layer_types", "why_ignored", "declared_original", "latent_class",
     "clear_caches",
 ]  # fmt: skip
 
 #: the theta of ``RotaryEmbeddingConfigMixin`` (transformers 5.23): what a config class fills in when neither the
 #: config nor the class names another, and what posembed takes for a model type it cannot ask about
 DEFAULT_THETA = 10000.0
-#: the ``default_theta`` of common decoder classes that override it (transformers 5.23), read when transformers is
-#: absent; a class missing here then takes :data:`DEFAULT_THETA`. Per layer type: :data:`PER_LAYER_CLASSES`
-CLASS_THETA: dict[str, float] = {
-    "cohere": 5e5, "ernie4_5": 5e5, "ernie4_5_moe": 5e5, "gpt_oss": 1.5e5, "helium": 1e5, "lfm2": 1e6,
-    "llama4_text": 5e5, "minimax": 1e6, "mixtral": 1e6, "phimoe": 1e6, "smollm3": 2e6,
-}  # fmt: skip
-#: the ``head_dim`` common classes fill in when the config has none (transformers 5.23: the field's default), read
-#: when transformers is absent; a class missing here derives it (``hidden_size // num_attention_heads``)
-CLASS_HEAD_DIM: dict[str, int] = {
-    "gemma": 256, "gemma2": 256, "gemma3_text": 256, "gemma3n_text": 256, "glm": 128, "glm4": 128, "gpt_oss": 64,
-    "helium": 128, "llama4_text": 128, "ministral3": 128, "neomme": 64, "qwen3": 128, "qwen3_next": 256,
-    "t5gemma2_decoder": 256, "t5gemma2_text": 256,
-}  # fmt: skip
 #: the layer types of transformers' per-layer-type configs
 FULL, SLIDING = "full_attention", "sliding_attention"
 #: transformers' name of the pre-training length
 ORIGINAL = "original_max_position_embeddings"
-#: model types whose config class declares original_max_position_embeddings as an argument, with its default
-#: (transformers 5.23: Phi3Config, Phi4MultimodalConfig); read when transformers is absent
-DECLARED_ORIGINAL: dict[str, int] = {"phi3": 4096, "phi4_multimodal": 4096}
 #: model types whose config class copies the parameters' original_max_position_embeddings onto the attribute after
 #: standardising (PhiMoE's ``validate_rope``), so that a top-level one never wins
 ORIGINAL_FROM_PARAMETERS = frozenset({"phimoe"})
@@ -67,14 +51,6 @@ ORIGINAL_FROM_PARAMETERS = frozenset({"phimoe"})
 RENAMED_TO_LONGROPE = frozenset({"phi3", "phi4_multimodal"})
 #: the rope types those classes rename
 OLD_LONGROPE = ("su", "yarn")
-#: model types whose config class labels its RoPE parameters otherwise than by its layer_types (the class attribute
-#: ``_rope_type_labels``, transformers 5.23); read when transformers is absent
-ROPE_TYPE_LABELS: dict[str, tuple[str, ...]] = {
-    "deepseek_v4": ("main", "compress"), "lfm3": (FULL, SLIDING),
-}  # fmt: skip
-
-
-
 @dataclass(frozen=True)
 class PerLayerClass:
     """A config class that always nests its RoPE parameters by layer type (its ``convert_rope_params_to_dict``).
@@ -128,26 +104,6 @@ class LatentClass:
     nope: int
 
 
-#: the multi-head latent attention classes of transformers 5.23, read when transformers is absent (with it, every
-#: class that declares ``qk_rope_head_dim`` is asked: :func:`class_facts`)
-LATENT_CLASSES: dict[str, LatentClass] = {
-    "deepseek_v2": LatentClass("qk_rope_head_dim", 64, 128), "deepseek_v3": LatentClass("qk_rope_head_dim", 64, 128),
-    "deepseek_v32": LatentClass("qk_rope_head_dim", 64, 128), "minicpm3": LatentClass("qk_rope_head_dim", 32, 64),
-    "glm4_moe_lite": LatentClass("qk_rope_head_dim", 64, 192), "glm_moe_dsa": LatentClass("qk_rope_head_dim", 64, 192),
-    "youtu": LatentClass("qk_rope_head_dim", 64, 128),
-    "mistral_large4_text": LatentClass("qk_rope_head_dim", 64, 64), "mistral4": LatentClass("qk_head_dim", 64, 64),
-}  # fmt: skip
-#: latent classes whose ``attribute_map`` aliases ``head_dim`` to ``qk_rope_head_dim``, read when transformers is absent
-HEAD_DIM_ALIASED = frozenset({"glm4_moe_lite"})
-#: classes whose layout is their ``rope_interleave`` field (default ``True``: pairs (2i, 2i + 1)), read when
-#: transformers is absent
-ROPE_INTERLEAVE = frozenset({"deepseek_v3", "glm4_moe_lite", "mistral4", "youtu", "axk1"})
-#: classes that always rotate interleaved pairs (2i, 2i + 1): GPT-J and CodeGen (their original weights pair channels
-#: so), DeepSeek-V2 as complex numbers (``view_as_complex``), the others through
-#: ``apply_rotary_pos_emb_interleave`` (transformers 5.23)
-ALWAYS_INTERLEAVED = frozenset({"gptj", "codegen", "deepseek_v2", "bailing_hybrid", "longcat_flash", "llama4", "llama4_text"})
-
-
 @dataclass(frozen=True)
 class ClassFacts:
     """Everything transformers' config class of one model type declares about RoPE, asked once (:func:`class_facts`).
@@ -158,10 +114,8 @@ class ClassFacts:
     unknown, or per layer type). ``rotary``: it declares ``rope_parameters``, so a config stating no RoPE field
     still builds a rotary model, with the class's ``parameters`` (the class built without arguments) and its
     flat ``partial`` factor. ``original``: ``(declared, default)`` of ``original_max_position_embeddings`` as an
-    ``__init__`` argument. ``per_layer``: its :data:`PER_LAYER_CLASSES` entry. ``head_dim``: the field's default
-    (``None``: derived); ``latent``: its :class:`LatentClass`; ``head_dim_alias``: a stated ``head_dim`` is its
-    ``qk_rope_head_dim``; ``interleave``: its ``rope_interleave`` default (``None``: no such field);
-    ``always_interleaved``: :data:`ALWAYS_INTERLEAVED`. ``layer_types``: a config's own or its class's default
+    ``__init__`` argument. ``per_layer``: its :data:`PER_LAYER_CLASSES` entry; ``latent``: its :class:`LatentClass`.
+    ``layer_types``: a config's own or its class's default
     (:func:`config_facts` fills it in). The dict ``parameters`` is shared: copy it before changing it.
     """
 
@@ -174,11 +128,7 @@ class ClassFacts:
     partial: float | None
     original: tuple[bool, int | None]
     per_layer: PerLayerClass | None
-    head_dim: int | None
     latent: LatentClass | None
-    head_dim_alias: bool
-    interleave: bool | None
-    always_interleaved: bool
     layer_types: list[str] | None = None
 
     @property
@@ -206,8 +156,8 @@ def class_facts(model_type: Any) -> ClassFacts:
     model type (:func:`clear_caches` forgets them).
 
     >>> facts = class_facts("deepseek_v3")
-    >>> facts.theta, facts.rotary, facts.latent, facts.interleave
-    (10000.0, True, LatentClass(width='qk_rope_head_dim', rope=64, nope=128), True)
+    >>> facts.theta, facts.rotary, facts.latent
+    (10000.0, True, LatentClass(width='qk_rope_head_dim', rope=64, nope=128))
     """
     return _class_facts(model_type if isinstance(model_type, str) else None)
 
@@ -217,36 +167,26 @@ def _class_facts(model_type: str | None) -> ClassFacts:
     try:
         from transformers import CONFIG_MAPPING
     except ImportError:
-        installed, config_class = False, None
+        config_class = None
     else:
-        installed, config_class = True, CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+        config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
     per_layer = PER_LAYER_CLASSES.get(model_type)
-    known, labels = (True, ()) if per_layer else (model_type in ROPE_TYPE_LABELS, ROPE_TYPE_LABELS.get(model_type))
-    fixed = {"model_type": model_type, "per_layer": per_layer, "always_interleaved": model_type in ALWAYS_INTERLEAVED}
-    if config_class is None:  # no transformers: the tables stand in; a model type it does not know (remote code): none
-        table = None if installed else model_type
-        return ClassFacts(
-            known=known, labels=labels, theta=CLASS_THETA.get(table), rotary=False, parameters=None, partial=None,
-            original=(table in DECLARED_ORIGINAL, DECLARED_ORIGINAL.get(table)), head_dim=CLASS_HEAD_DIM.get(table),
-            latent=LATENT_CLASSES.get(table), head_dim_alias=table in HEAD_DIM_ALIASED,
-            interleave=True if table in ROPE_INTERLEAVE else None, **fixed,
-        )  # fmt: skip
+    if config_class is None:  # no transformers, or a model type it does not know (remote code): the dict as written
+        return ClassFacts(model_type, bool(per_layer), () if per_layer else None, None, False, None, None, (False, None), per_layer, None)
+    labels: tuple[str, ...] | None = ()
     if not per_layer:
         declared = getattr(config_class, "_rope_type_labels", None)
         labels = tuple(declared) if declared else () if _declares(config_class, "layer_types") else None
-    rotary, latent = _declares(config_class, "rope_parameters"), _latent_class(config_class)
+    rotary = _declares(config_class, "rope_parameters")
     flat = (_built_parameters(config_class, rope_parameters={"rope_type": "default"}) or {}) if rotary else {}
     original = inspect.signature(config_class.__init__).parameters.get(ORIGINAL)
-    head_dim = None if latent else _number(getattr(config_class, "head_dim", None), int)
     return ClassFacts(
-        known=True, labels=labels, theta=_number(getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))),
+        model_type, known=True, labels=labels,
+        theta=_number(getattr(config_class, "rope_theta", getattr(config_class, "default_theta", None))),
         rotary=rotary, parameters=_built_parameters(config_class) if rotary else None,
         partial=_number(flat.get("partial_rotary_factor")),
         original=(original is not None, _number(getattr(original, "default", None), int)),
-        head_dim=head_dim if head_dim and head_dim > 0 else None, latent=latent,
-        head_dim_alias=(getattr(config_class, "attribute_map", None) or {}).get("head_dim") == "qk_rope_head_dim",
-        interleave=getattr(config_class, "rope_interleave", True) if _declares(config_class, "rope_interleave") else None,
-        **fixed,
+        per_layer=per_layer, latent=_latent_class(config_class),
     )  # fmt: skip
 
 
@@ -290,8 +230,8 @@ def class_theta(model_type: Any) -> float | None:
 
     ``convert_rope_params_to_dict`` takes the class's ``rope_theta`` field where it declares one, else its
     ``default_theta``: :data:`DEFAULT_THETA` unless the class overrides it (Cohere 5e5, GPT-OSS 1.5e5,
-    PhiMoE 1e6, ...). ``None`` for a model type transformers does not know and for a class whose default is
-    per layer type (:data:`PER_LAYER_CLASSES`); without transformers, :data:`CLASS_THETA`.
+    PhiMoE 1e6, ...). ``None`` for a model type transformers does not know, without transformers, and for a
+    class whose default is per layer type (:data:`PER_LAYER_CLASSES`).
 
     >>> class_theta("cohere"), class_theta("phimoe"), class_theta(None)
     (500000.0, 1000000.0, None)
@@ -344,12 +284,17 @@ def declared_original(model_type: Any) -> tuple[bool, int | None]:
 
     Such a class holds the attribute even when the config has no top-level value, so for yarn,
     llama3 and longrope that default overwrites the parameters' one. Asked of transformers'
-    ``CONFIG_MAPPING`` when it is installed (imported here, on first need), else :data:`DECLARED_ORIGINAL`.
+    ``CONFIG_MAPPING`` (imported here, on first need); ``(False, None)`` without it.
 
     >>> declared_original("phi3"), declared_original("llama"), declared_original(None)
     ((True, 4096), (False, None), (False, None))
     """
     return class_facts(model_type).original
+
+
+def latent_class(model_type: Any) -> LatentClass | None:
+    """The :class:`LatentClass` of ``model_type`` (multi-head latent attention), ``None`` for other classes."""
+    return class_facts(model_type).latent
 
 
 def clear_caches() -> None:

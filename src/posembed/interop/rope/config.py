@@ -11,19 +11,11 @@ object through its attributes), a plain dict (a parsed ``config.json``), or a ch
 ``config.json`` path; parameters nested by layer type (``{"full_attention": {...},
 "sliding_attention": {...}}``: Gemma 3, ModernBERT, and their 4.x per-layer theta fields) need
 ``layer_type=``. Dicts that transformers would ignore (no ``layer_types`` of the config names them)
-beside flat parameters are refused, rather than built as the flat parameters alone. Each ``rope_type`` maps onto one class:
-
-============ =========================================================
-rope_type    class
-============ =========================================================
-default      :class:`~posembed.schemes.rotary.RotaryEmbedding`
-linear       :class:`~posembed.schemes.rotary_scaling.LinearScalingRotary`
-dynamic      :class:`~posembed.schemes.rotary_scaling.DynamicNTKRotary`
-yarn         :class:`~posembed.schemes.rotary_yarn.YaRNRotary`
-longrope     :class:`~posembed.schemes.rotary_longrope.LongRoPERotary`
-llama3       :class:`~posembed.schemes.rotary_scaling.Llama3Rotary`
-proportional :class:`~posembed.schemes.rotary_scaling.ProportionalRotary`
-============ =========================================================
+beside flat parameters are refused, rather than built as the flat parameters alone. Each ``rope_type`` is one
+entry of the scheme factory (:func:`posembed.schemes.factory.rope_entry`: ``default`` RotaryEmbedding, or M-RoPE
+when the parameters hold ``mrope_section``; ``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``,
+``proportional``), and each entry's :class:`~posembed.schemes.factory.Arg` s say which of the config's values they
+read (``original_max_position_embeddings`` -> ``original_max_len``); the scheme is built, checked, by the factory.
 
 ``partial_rotary_factor`` is honoured for every type, as GPT-NeoX / Phi / Hugging Face's scaling
 init functions do (Llama's own ``default`` init ignores it; Llama configs do not set it).
@@ -31,20 +23,18 @@ init functions do (Llama's own ``default`` init ignores it; Llama configs do not
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from posembed._checks import did_you_mean
 from posembed.interop.hf.config import config_dict, read_config
 from posembed.interop.rope.settings import RopeSettings, layer_parameters, layer_settings, select_layer
-from posembed.schemes import rotary_scaling as rs
-from posembed.schemes.factory import ROPE_TYPE_SCHEMES
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_yarn import YaRNRotary
+from posembed.schemes.base import PositionScheme
+from posembed.schemes.factory import ROPE_TYPE_SCHEMES, build_from_kwargs, rope_entry, rope_kwargs
 
 __all__ = ["rotary_from_hf_config", "rotary_from_settings", "rope_parameters", "read_config", "ROPE_TYPES"]
 
-_Builder = Callable[[RopeSettings, dict], RotaryEmbedding]
+#: the rope types posembed builds, in the factory's order (:data:`posembed.schemes.factory.ROPE_TYPE_SCHEMES`)
+ROPE_TYPES: tuple[str, ...] = tuple(ROPE_TYPE_SCHEMES)
 
 
 def rope_parameters(config: Any, layer_type: str | None = None) -> dict:
@@ -68,22 +58,25 @@ def rotary_from_hf_config(
     max_len: int | None = None,
     layer_type: str | None = None,
     angles: str = "exact",
-) -> RotaryEmbedding:
+    part: str = "text",
+) -> PositionScheme:
     """The rotary scheme (class and arguments) described by a transformers config.
 
     Args:
         config: a transformers ``PretrainedConfig`` (``LlamaConfig``, ``Phi3Config``, ...), a dict
             (a parsed ``config.json``), or a checkpoint folder / ``config.json`` path.
-        layout: ``None`` (default): the layout the config's class rotates
+        layout: ``None`` (default): the layout the config's model rotates
             (:attr:`RopeSettings.layout <posembed.interop.rope.settings.RopeSettings>`: ``"half"`` for
             Llama-style checkpoints, whose q/k weights are permuted into that layout;
-            ``"interleaved"`` for GPT-J, CodeGen, Llama 4, DeepSeek-V2, ...); or ``"half"`` /
+            ``"interleaved"`` for GPT-J, CodeGen, Llama 4, DeepSeek-V2, Cohere, GLM, ...); or ``"half"`` /
             ``"interleaved"`` to override it (Meta-layout weights).
-        max_len: cos/sin cache size (see :class:`RotaryEmbedding`).
+        max_len: cos/sin cache size (see :class:`~posembed.schemes.rotary.RotaryEmbedding`).
         layer_type: which layer type's parameters to read when ``rope_parameters`` is nested by
             layer type (``"full_attention"``, ``"sliding_attention"``, ...).
         angles: ``"exact"`` (float64 angles, accurate at long positions) or ``"fp32"``
-            (transformers' float32 angles, bit for bit); see :class:`RotaryEmbedding`.
+            (transformers' float32 angles, bit for bit); see :class:`~posembed.schemes.rotary.RotaryEmbedding`.
+        part: which part of a multimodal config (one with ``text_config``) to read: ``"text"`` (default, the
+            language model), ``"vision"`` (its vision tower); see :func:`~posembed.interop.rope.model.model_part`.
 
     Raises:
         ValueError: unknown ``rope_type`` (naming the known ones), a missing field, a malformed
@@ -95,135 +88,43 @@ def rotary_from_hf_config(
         >>> rotary_from_hf_config(cfg)
         LinearScalingRotary(head_dim=16, base=10000, layout='half', factor=2)
     """
-    settings = layer_settings(config, layer_type)
+    settings = layer_settings(config, layer_type, part)
     return rotary_from_settings(settings, layout=layout, max_len=max_len, angles=angles)
 
 
 def rotary_from_settings(
     settings: RopeSettings, *, layout: str | None = None, max_len: int | None = None, angles: str = "exact"
-) -> RotaryEmbedding:
-    """The rotary scheme of one layer type's :class:`~posembed.interop.rope.settings.RopeSettings`.
+) -> PositionScheme:
+    """The rotary scheme of one layer type's :class:`~posembed.interop.rope.settings.RopeSettings`: the factory's
+    entry of its rope type (:func:`~posembed.schemes.factory.rope_entry`), built from the values its arguments
+    read (:func:`~posembed.schemes.factory.rope_kwargs`) and checked (:func:`~posembed.schemes.factory.build_from_kwargs`).
 
     Arguments as :func:`rotary_from_hf_config`; raises ``ValueError`` for an unknown
     ``rope_type`` or a field its type needs.
     """
-    builder = ROPE_TYPES.get(settings.rope_type)
-    if builder is None:
+    entry = rope_entry(settings.rope_type, settings.params)
+    if entry is None:
         raise ValueError(
             f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
             f"known rope types: {', '.join(sorted(ROPE_TYPES))}"
         )
-    common: dict[str, Any] = {"base": float(settings.theta), "layout": layout or settings.layout, "max_len": max_len}
-    common["angles"] = angles
-    return builder(settings, common)
-
-
-def _require(s: RopeSettings, *names: str) -> None:
-    missing = [name for name in names if name not in s.params]
+    missing = [name for name in entry.rope_needs if name not in settings.params]
     if missing:
         raise ValueError(
-            f"rope_type {s.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; got {sorted(s.params)}"
+            f"rope_type {settings.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; got {sorted(settings.params)}"
         )
+    kwargs = rope_kwargs(entry, _values(settings))
+    if any(arg.required and arg.name not in kwargs for arg in entry.args):
+        raise ValueError("this rope type needs config.max_position_embeddings")
+    common = {"base": float(settings.theta), "layout": layout or settings.layout, "max_len": max_len, "angles": angles}
+    return build_from_kwargs(entry.name, {**kwargs, **{k: v for k, v in common.items() if k in entry.accepted}})
 
 
-def _length(value: int | None, name: str) -> int:
-    if value is None:
-        raise ValueError(f"this rope type needs config.{name}")
-    return int(value)
-
-
-def _max_len(s: RopeSettings) -> int:
-    return _length(s.max_position_embeddings, "max_position_embeddings")
-
-
-def _original_len(s: RopeSettings) -> int:
-    return _length(s.original_max_len, "max_position_embeddings")
-
-
-def _default(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    return RotaryEmbedding(s.head_dim, rotary_dim=s.rotary_dim, **common)
-
-
-def _linear(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    _require(s, "factor")
-    return rs.LinearScalingRotary(s.head_dim, factor=s.params["factor"], rotary_dim=s.rotary_dim, **common)
-
-
-def _dynamic(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    _require(s, "factor")
-    return rs.DynamicNTKRotary(
-        s.head_dim, factor=s.params["factor"], original_max_len=_max_len(s), rotary_dim=s.rotary_dim, **common
-    )
-
-
-def _yarn(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    _require(s, "factor")
-    p, original = s.params, _original_len(s)
-    factor = p["factor"]
-    if factor is None:
-        factor = _max_len(s) / original
-    return YaRNRotary(
-        s.head_dim,
-        factor=factor,
-        original_max_len=original,
-        beta_fast=p.get("beta_fast") or 32.0,
-        beta_slow=p.get("beta_slow") or 1.0,
-        attention_factor=p.get("attention_factor"),
-        mscale=p.get("mscale"),
-        mscale_all_dim=p.get("mscale_all_dim"),
-        truncate=p.get("truncate", True),
-        rotary_dim=s.rotary_dim,
-        **common,
-    )
-
-
-def _longrope(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    _require(s, "short_factor", "long_factor")
-    p, original = s.params, _original_len(s)
-    factor = p.get("factor")
-    if factor is None:
-        factor = _max_len(s) / original
-    return LongRoPERotary(
-        s.head_dim,
-        short_factor=p["short_factor"],
-        long_factor=p["long_factor"],
-        original_max_len=original,
-        factor=factor,
-        attention_factor=p.get("attention_factor"),
-        rotary_dim=s.rotary_dim,
-        **common,
-    )
-
-
-def _llama3(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    _require(s, "factor", "low_freq_factor", "high_freq_factor")
-    return rs.Llama3Rotary(
-        s.head_dim,
-        factor=s.params["factor"],
-        original_max_len=_original_len(s),
-        low_freq_factor=s.params["low_freq_factor"],
-        high_freq_factor=s.params["high_freq_factor"],
-        rotary_dim=s.rotary_dim,
-        **common,
-    )
-
-
-def _proportional(s: RopeSettings, common: dict) -> RotaryEmbedding:
-    factor = s.params.get("factor", 1.0)
-    return rs.ProportionalRotary(s.head_dim, rope_fraction=s.partial_rotary_factor, factor=factor, **common)
-
-
-#: scheme name -> how its constructor's arguments come from a config's RoPE settings
-_BUILDERS: dict[str, _Builder] = {
-    "rope": _default,
-    "rope_linear": _linear,
-    "rope_dynamic_ntk": _dynamic,
-    "rope_yarn": _yarn,
-    "rope_longrope": _longrope,
-    "rope_llama3": _llama3,
-    "rope_proportional": _proportional,
-}
-
-#: rope_type -> builder, for every rope type transformers implements for Llama-style models; the
-#: rope_type names are the factory's (:data:`posembed.schemes.factory.ROPE_TYPE_SCHEMES`)
-ROPE_TYPES: dict[str, _Builder] = {rope_type: _BUILDERS[name] for rope_type, name in ROPE_TYPE_SCHEMES.items()}
+def _values(s: RopeSettings) -> dict[str, Any]:
+    """What a factory entry reads from the settings, by transformers' names: the parameters and the settings."""
+    ratio = s.max_position_embeddings / s.original_max_len if s.max_position_embeddings and s.original_max_len else None
+    width = int(s.head_dim * s.partial_rotary_factor)  # what transformers divides by: odd for GLM-4V-MoE (21)
+    odd = width if width % 2 and width + 1 == s.rotary_dim else None
+    return {**s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
+            "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
+            "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd}  # fmt: skip

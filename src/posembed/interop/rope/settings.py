@@ -18,7 +18,7 @@ repair them), so that the traps can see what is missing:
 What transformers 5.23's config classes do to those fields (layer types, nesting, renames, class defaults) is
 :mod:`~posembed.interop.rope.classes`; this module reads a config as they do, in one line: the dict, its class's
 facts asked once (:func:`~posembed.interop.rope.classes.config_facts`), the parameters per layer type read
-against them, the rotary width and layout (:func:`~posembed.interop.rope.latent.rotary_width`), one :class:`RopeSettings`.
+against them, the rotary width and layout (:func:`~posembed.interop.rope.width.rotary_width`), one :class:`RopeSettings`.
 Dicts under a key that is not a layer type are ignored (:func:`ignored_parameters`); for a model type transformers
 does not know, any dict is a layer type unless the config's ``layer_types`` says otherwise.
 
@@ -43,35 +43,28 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
 from posembed.interop.hf.config import config_dict, load_config_dict
 from posembed.interop.rope.classes import (
-    DECLARED_ORIGINAL, DEFAULT_THETA, FULL, OLD_LONGROPE, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES,
-    RENAMED_TO_LONGROPE, ROPE_TYPE_LABELS, SLIDING, ClassFacts, PerLayerClass, class_facts, config_facts, declared_original,
-    default_layer_types, model_type_of, why_ignored,
+    DEFAULT_THETA, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, ClassFacts, PerLayerClass,
+    class_facts, config_facts, declared_original, default_layer_types, model_type_of, why_ignored,
 )  # fmt: skip
-from posembed.interop.rope.latent import RotaryWidth, rotary_width
+from posembed.interop.rope.width import RotaryWidth, rotary_width
+from posembed.interop.rope.model import ALL_LAYERS, model_part
+from posembed.interop.rope.parameters import ROPE_FIELDS, read_parameters, stated, states_rope
 
 #: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
     "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling", "layer_parameters",
     "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "declared_original", "ignored_parameters", "why_ignored",
-    "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "DECLARED_ORIGINAL", "PER_LAYER_CLASSES", "PerLayerClass",
-    "RENAMED_TO_LONGROPE", "ROPE_TYPE_LABELS",
+    "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "PER_LAYER_CLASSES", "PerLayerClass", "RENAMED_TO_LONGROPE",
+    "ORIGINAL_USERS",
 ]  # fmt: skip
 
-#: layer-type name of a config with one set of RoPE parameters for every layer
-ALL_LAYERS = "all"
 #: model types that use RoPE although their configs state no RoPE field (GPT-J, CodeGen)
 _ROTARY_WITHOUT_FIELDS = frozenset({"gptj", "codegen"})
-#: fields that mean a config uses RoPE
-_ROPE_FIELDS = (
-    "rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
-    "rope_local_base_freq", "global_rope_theta", "local_rope_theta",
-)  # fmt: skip
 #: types whose frequencies depend on the pre-training length
 ORIGINAL_USERS = frozenset({"yarn", "longrope", "llama3"})
 _T = TypeVar("_T")
@@ -86,7 +79,8 @@ class RopeSettings:
     ``original_max_len`` is the pre-training length transformers builds the model with, and
     ``original_source`` where it comes from: ``"parameters"``, ``"top level"``, ``"class default"``
     or ``"max_position_embeddings"``; rope types that do not read it (linear, dynamic) report the
-    parameters' value, else the top-level one.
+    parameters' value, else the top-level one. ``head_dim`` / ``rotary_dim`` / ``layout`` / ``direction`` /
+    ``channels`` are the model's own code's where transformers knows it (:mod:`posembed.interop.rope.width`).
     """
 
     layer_type: str
@@ -105,6 +99,8 @@ class RopeSettings:
     original_given: bool
     params: dict = field(default_factory=dict)
     original_source: str = "max_position_embeddings"
+    direction: str = "forward"
+    channels: str = "first"
 
     @property
     def factor(self) -> float:
@@ -113,16 +109,12 @@ class RopeSettings:
 
 
 def has_rope(raw: dict) -> bool:
-    """Whether the config describes rotary position embeddings: it states a RoPE field, or its model type is
-    rotary without one (GPT-J, the per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`:
-    a bare Llama config builds Llama's RoPE)."""
+    """Whether the config (its language model's part: :func:`~posembed.interop.rope.model.model_part`) describes
+    rotary position embeddings: it states a RoPE field, or its model type is rotary without one (GPT-J, the
+    per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`: a bare Llama config builds Llama's RoPE)."""
+    raw = model_part(raw)
     model_type = model_type_of(raw)
     return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or class_facts(model_type).rotary
-
-
-def states_rope(raw: dict) -> bool:
-    """Whether the config states a RoPE field (any of ``rope_parameters``, ``rope_scaling``, ``rope_theta``, ...)."""
-    return any(raw.get(name) not in (None, {}) for name in _ROPE_FIELDS)
 
 
 def rope_spelling(raw: dict) -> str:
@@ -132,156 +124,6 @@ def rope_spelling(raw: dict) -> str:
     return "rope_scaling + rope_theta (transformers 4.x)"
 
 
-def _stated(raw: dict) -> tuple[str, Mapping]:
-    """``(field name, its dict)`` of the RoPE parameters as written: ``rope_parameters``, else ``rope_scaling``."""
-    name = "rope_parameters" if raw.get("rope_parameters") else "rope_scaling"
-    return name, _mapping(raw, name)
-
-
-def _mapping(raw: dict, name: str) -> Mapping:
-    stated = raw.get(name) or {}
-    if not isinstance(stated, Mapping):
-        raise ValueError(f"config.{name} must be a dict, got {type(stated).__name__}")
-    return stated
-
-
-def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
-    """The dicts of nested parameters of a config whose layer types are unknown, ``None`` for flat ones; mixed ones are an error."""
-    layers = {key: value for key, value in stated.items() if isinstance(value, Mapping)}
-    if not layers:
-        return None
-    flat = [key for key, value in stated.items() if key not in layers and value is not None]
-    if flat:
-        raise ValueError(
-            f"config.{name} mixes per-layer-type dicts ({', '.join(layers)}) with flat fields ({', '.join(flat)}): "
-            "give every field inside a layer type's dict, or none nested"
-        )
-    return layers
-
-
-def _layer_keys(facts: ClassFacts, name: str, stated: Mapping) -> list[str]:
-    """The keys of ``stated`` that transformers takes as layer types: those the class's own labels name, else
-    the config's ``layer_types`` (none for a class without that field); every dict when neither is known."""
-    if facts.labels:
-        names = set(facts.labels)
-    elif facts.known and facts.labels is None:  # the class has no layer_types: flat parameters
-        return []
-    elif facts.layer_types is not None:
-        names = set(facts.layer_types)
-    else:  # an unknown class, or one that fills in default layer types: the dicts stand for them
-        return list(_nested(name, stated) or ())
-    return [key for key, value in stated.items() if key in names and isinstance(value, Mapping)]
-
-
-def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
-    """For a model type transformers does not know: Gemma 3's and ModernBERT's 4.x per-layer-type theta fields,
-    ``{ALL_LAYERS: params}`` without them."""
-    if raw.get("rope_local_base_freq") is not None:  # Gemma 3: scaling on full attention only
-        return {FULL: params, SLIDING: {"rope_theta": raw["rope_local_base_freq"]}}
-    if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT
-        glob = {**params, **({"rope_theta": raw["global_rope_theta"]} if raw.get("global_rope_theta") else {})}
-        return {FULL: glob, SLIDING: {**params, "rope_theta": raw.get("local_rope_theta")}}
-    return {ALL_LAYERS: params}
-
-
-def _theta(where: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"the rope_theta of {where} must be a number, got {value!r}") from None
-
-
-def _rename_type(params: dict) -> dict:
-    """The 4.x ``type`` renamed ``rope_type`` (unless both are there)."""
-    if "type" in params and "rope_type" not in params:
-        params["rope_type"] = params.pop("type")
-    return params
-
-
-def _complete(layer: str, params: dict, top_theta: Any, default: float = DEFAULT_THETA) -> tuple[dict, bool]:
-    """``(params, theta given)``: ``rope_type`` (``default`` when unnamed) and a float ``rope_theta`` (the class's
-    ``default`` when neither the parameters nor the config name one)."""
-    _rename_type(params).setdefault("rope_type", "default")
-    where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-    if params.get("rope_theta") is not None:
-        params["rope_theta"] = _theta(where, params["rope_theta"])
-    elif top_theta is not None:
-        params["rope_theta"] = _theta("the config", top_theta)
-    else:
-        params["rope_theta"] = default
-        return params, False
-    return params, True
-
-
-def _per_layer_class(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The nested parameters a :class:`~posembed.interop.rope.classes.PerLayerClass` config class builds from the
-    config's ``rope_parameters`` and 4.x ``rope_scaling``, with the stated keys it ignores; only the config's
-    layer types are kept."""
-    spec, stated = facts.per_layer, _mapping(raw, "rope_parameters")
-    scaling = _mapping(raw, "rope_scaling") if raw.get("rope_scaling") is not None else None
-    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
-    if raw.get("rope_parameters") is None:
-        nested = {SLIDING: {"rope_type": "default"}, FULL: {"rope_type": "default"}}
-    for layer in spec.scaled if scaling is not None else ():
-        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
-    given = {}
-    for layer, name, default in spec.thetas:
-        if not isinstance(nested.get(layer), Mapping):
-            nested[layer] = {"rope_type": "default"}
-        top = raw.get(name) if name else None
-        given[layer] = nested[layer].get("rope_theta") is not None or top is not None
-        if nested[layer].get("rope_theta") is None:
-            nested[layer]["rope_theta"] = top if top is not None else default
-    for layer, factor in spec.partials:
-        nested[layer].setdefault("partial_rotary_factor", factor)
-    names = set(facts.layer_types or ())
-    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
-    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
-    ignored = tuple(key for key in stated if key not in keys and key not in own)
-    return {key: (_complete(key, nested[key], None)[0], given.get(key, True)) for key in keys}, ignored
-
-
-def _read(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation.
-
-    Per-layer classes build their own nested parameters; a config that states no RoPE field takes its class's
-    parameters (none given; a top-level ``partial_rotary_factor`` replaces the class's); others are read as stated."""
-    if facts.per_layer is not None:
-        return _per_layer_class(raw, facts)
-    defaults = None if states_rope(raw) else copy.deepcopy(facts.parameters)  # None unless the class is rotary
-    if defaults and raw.get("partial_rotary_factor") is not None:
-        defaults.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
-    if defaults:  # the class's own parameters, which the config did not state
-        layers, ignored = _read_stated(raw, facts, "rope_parameters", defaults)
-        return {layer: (params, False) for layer, (params, _) in layers.items()}, ignored
-    return _read_stated(raw, facts, *_stated(raw))
-
-
-def _read_stated(raw: dict, facts: ClassFacts, name: str, stated: Mapping) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The parameters ``stated`` under the field ``name``, completed as the config's class completes them."""
-    default = DEFAULT_THETA if facts.theta is None else facts.theta
-    top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
-    keys = _layer_keys(facts, name, stated)
-    if keys:
-        layers = {key: dict(stated[key]) for key in keys}
-        ignored = tuple(key for key, value in stated.items() if key not in keys and value is not None)
-    else:  # flat: dicts among the fields are not layer types here, and transformers ignores them
-        params = {key: value for key, value in stated.items() if not isinstance(value, Mapping)}
-        ignored = tuple(key for key in stated if key not in params)
-        if name == "rope_parameters":
-            layers = {ALL_LAYERS: params}
-        else:  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
-            params = _rename_type(params)
-            if params.get("rope_theta") is None and top_theta is not None:
-                params["rope_theta"] = top_theta
-            layers, top_theta = (_per_layer_v4(raw, params) if not facts.known else {ALL_LAYERS: params}), None
-    completed = {layer: _complete(layer, params, top_theta, default) for layer, params in layers.items()}
-    if facts.model_type in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
-        params = completed[ALL_LAYERS][0]
-        params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
-    return completed, ignored
-
-
 def ignored_parameters(raw: dict) -> tuple[str, ...]:
     """The keys of the stated RoPE parameters that transformers ignores: dicts under a key that is not
     one of the config's layer types, and flat fields beside parameters nested by layer type.
@@ -289,7 +131,8 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     ('full_attention',)
     """
-    return _read(raw, config_facts(raw))[1]
+    raw = model_part(raw)
+    return read_parameters(raw, config_facts(raw))[1]
 
 
 def layer_parameters(raw: dict) -> dict[str, dict]:
@@ -305,7 +148,8 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
     >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
     {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
     """
-    return {layer: params for layer, (params, _) in _read(raw, config_facts(raw))[0].items()}
+    raw = model_part(raw)
+    return {layer: params for layer, (params, _) in read_parameters(raw, config_facts(raw))[0].items()}
 
 
 def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
@@ -335,10 +179,7 @@ def _partial(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, param
     a per-layer class reads only its nested parameters (which hold its own defaults: NeoMME)."""
     if facts.per_layer is not None:
         return float(params.get("partial_rotary_factor", 1.0))
-    latent = width.latent_partial  # Mistral 4: qk_rope_head_dim of its qk_head_dim channels
-    if latent is not None and not states_rope(raw):  # not the factor of the bare class's own dims
-        return latent
-    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct"), latent):
+    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
         if value is not None:
             return float(value)
     if raw.get("rotary_dim"):
@@ -368,45 +209,53 @@ def _original(raw: dict, facts: ClassFacts, layer: str, params: dict, max_pos: i
 
 
 def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, params: dict, theta_given: bool) -> RopeSettings:
-    max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
+    max_pos = width.max_position_embeddings
     original, source = _original(raw, facts, layer, params, max_pos)
     partial = _partial(raw, facts, width, layer, params)
+    head_dim, rotary_dim = width.head_dim, int(width.head_dim * partial)
+    model = width.of(layer)  # the widths the model's own rotary embedding builds
+    if model is not None:  # proportional RoPE spreads its frequencies over the head: its rotary share is the factor's
+        head_dim, rotary_dim = model[0], (model[1] if params["rope_type"] != "proportional" else int(model[0] * partial))
+        odd = int(head_dim * partial) == rotary_dim - 1  # an odd width: transformers rounds its frequencies up
+        partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
         layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
-        head_dim=width.head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
-        rotary_dim=int(width.head_dim * partial), partial_rotary_factor=partial, layout=width.layout,
+        head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
+        rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
-        params=params, original_source=source,
+        params=params, original_source=source, direction=width.direction, channels=width.channels,
     )  # fmt: skip
 
 
-def read_rope_settings(raw: dict) -> list[RopeSettings]:
-    """One :class:`RopeSettings` per layer type of a config dict.
+def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
+    """One :class:`RopeSettings` per layer type of a config dict (of its ``part``: a multimodal config's language
+    model, or ``"vision"`` its vision tower; :func:`~posembed.interop.rope.model.model_part`).
 
     Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is
     malformed (see :func:`layer_parameters`) or has no head size.
     """
+    raw = model_part(raw, part)
     if not has_rope(raw):
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
         raise ValueError(
-            f"the config has no RoPE ({kind!s}): none of {', '.join(_ROPE_FIELDS)} is set"
+            f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set"
         )
     facts = config_facts(raw)
-    layers = _read(raw, facts)[0]
+    layers = read_parameters(raw, facts)[0]
     width = rotary_width(raw, facts) if layers else None
     return [_settings(raw, facts, width, layer, params, given) for layer, (params, given) in layers.items()]
 
 
-def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
+def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
     """The :class:`RopeSettings` of one layer type of any accepted config (what the builder reads).
 
     Unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare rotary one its class's).
     ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
     """
-    raw = config_dict(config)
+    raw = model_part(config_dict(config), part)
     facts = config_facts(raw)
-    layers, ignored = _read(raw, facts)
+    layers, ignored = read_parameters(raw, facts)
     _refuse_ignored_layers(raw, facts, layers, ignored)
     params, given = select_layer(layers, layer_type)
     return _settings(raw, facts, rotary_width(raw, facts), layer_type or ALL_LAYERS, params, given)
@@ -414,8 +263,8 @@ def layer_settings(config: Any, layer_type: str | None = None) -> RopeSettings:
 
 def _refuse_ignored_layers(raw: dict, facts: ClassFacts, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:
     """Flat parameters beside dicts that transformers ignores: the builder refuses them rather than build the flat ones."""
-    _, stated = _stated(raw)
-    dicts = [key for key in ignored if isinstance(stated.get(key), Mapping)]
+    _, given = stated(raw)
+    dicts = [key for key in ignored if isinstance(given.get(key), Mapping)]
     if list(layers) != [ALL_LAYERS] or not dicts:
         return
     raise ValueError(
@@ -424,21 +273,26 @@ def _refuse_ignored_layers(raw: dict, facts: ClassFacts, layers: Mapping[str, An
     )
 
 
-def layer_pattern(raw: dict, layers: int) -> list[str]:
+def layer_pattern(raw: dict, layers: int) -> list[str | None]:
     """Each of ``layers`` layers' type: ``layer_types`` (else the default of its per-layer config class),
-    else Gemma 3's / ModernBERT's 4.x pattern fields, else :data:`ALL_LAYERS` for every layer.
+    else Gemma 3's / ModernBERT's 4.x pattern fields, else :data:`ALL_LAYERS` for every layer; ``None`` for a
+    layer without RoPE (Llama 4's ``no_rope_layers``: 0 there).
 
     >>> layer_pattern({"model_type": "gemma3_text", "sliding_window_pattern": 3}, 4)[:3]
     ['sliding_attention', 'sliding_attention', 'full_attention']
-    >>> layer_pattern({"model_type": "llama"}, 2)
-    ['all', 'all']
+    >>> layer_pattern({"model_type": "llama4_text", "no_rope_layers": [1, 0]}, 2)
+    ['all', None]
     """
+    raw = model_part(raw)
     if raw.get("layer_types") or raw.get("model_type") in PER_LAYER_CLASSES:
-        return list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
-    if raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
+        found = list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
+    elif raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
         every = int(raw["sliding_window_pattern"])
-        return ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
-    if raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
+        found = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
+    elif raw.get("global_attn_every_n_layers"):  # ModernBERT: layer 0, N, 2N ... are global
         every = int(raw["global_attn_every_n_layers"])
-        return ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
-    return [ALL_LAYERS] * layers
+        found = ["full_attention" if i % every == 0 else "sliding_attention" for i in range(layers)]
+    else:
+        found = [ALL_LAYERS] * layers
+    no_rope = raw.get("no_rope_layers")  # Llama 4: 1 = RoPE, 0 = NoPE
+    return [layer if not no_rope or use else None for layer, use in zip(found, no_rope or found)]

@@ -1,0 +1,258 @@
+"""What a model's own transformers code decides about its RoPE: its config object, rotary width and layout.
+
+Where transformers is installed and knows the model type, the reader asks it instead of re-deriving its rules:
+
+- :func:`transformers_config`: the config object the model type's config class builds from a config dict
+  (its ``attribute_map`` aliases, its standardized ``rope_parameters``, its per-layer configs); ``None`` without
+  transformers, for a model type it does not know, or a config it refuses;
+- :func:`model_widths`: ``{layer type: (head_dim, rotary_dim)}`` as the model's own ``*RotaryEmbedding`` builds
+  them (the width of its ``inv_freq``: Gemma 4's ``global_head_dim``, a class's own partial factor or
+  ``rotary_dim``), the head width from the config object (per layer type where the config is heterogeneous);
+- :func:`model_layout`: ``"half"`` or ``"interleaved"``, from the rotation function the model's attention calls
+  (found in its modeling module; the one it picks by ``config.rope_interleave`` where it switches), probed on
+  one-hot vectors: a function pairs channel 0 with channel 1 (interleaved) or with channel ``D / 2`` (half).
+
+Example:
+    >>> config = transformers_config({"model_type": "cohere", "hidden_size": 64, "num_attention_heads": 4})
+    >>> model_layout(config), model_widths(config)
+    ('interleaved', {'all': (16, 16)})
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import importlib
+import inspect
+import logging
+import re
+from typing import Any, Mapping
+
+import torch
+
+__all__ = [
+    "ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "model_rotation", "per_layer",
+    "model_part", "config_value",
+]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+#: layer-type name of a config with one set of RoPE parameters for every layer
+ALL_LAYERS = "all"
+#: the name of a module-level rotation function (``apply_rotary_pos_emb``, ``apply_rotary_emb``, ...)
+_APPLY = re.compile(r"(rotary|rope|pos_emb)", re.I)
+#: words that name a tower other than the language model in a class name
+_TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "Image", "Video", "Speech")
+#: source that rotates pairs of adjacent channels (when a probe cannot call the function)
+_INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "d // 2, 2", "-1, 2)")
+
+
+def transformers_config(raw: Mapping) -> Any | None:
+    """The config object transformers builds from the dict ``raw`` (copied), or ``None``: no transformers, a model
+    type it does not know, a config its class refuses (the reader then reads the dict as written)."""
+    config_class = _config_class(raw.get("model_type"))
+    if config_class is None:
+        return None
+    try:
+        return config_class.from_dict(copy.deepcopy(dict(raw)))
+    except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
+        logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
+        return None
+
+
+def _sub_class(config_class: Any, key: str) -> Any | None:
+    return (getattr(config_class, "sub_configs", None) or {}).get(key)
+
+
+def model_part(raw: Mapping, part: str = "text") -> dict:
+    """The dict of one part of a multimodal ``config.json``: its ``text_config`` (``part="text"``, the language
+    model: Qwen2-VL, Gemma 3, Llama 4, ...) or ``vision_config`` (``"vision"``), looked for in the config and in its
+    sub-configs (Qwen3-Omni's ``thinker_config.text_config``), with the ``model_type`` its config class gives that
+    part (the sub-config class's, asked of transformers where the dict names none). A config that nests no such
+    part is its own text part (``ValueError`` for another part).
+
+    >>> model_part({"model_type": "qwen2_vl", "text_config": {"hidden_size": 64}})["model_type"]
+    'qwen2_vl_text'
+    """
+    key = f"{part}_config"
+    config_class = _config_class(raw.get("model_type"))
+    found, owner = raw.get(key), config_class
+    for name, value in () if isinstance(found, Mapping) else raw.items():
+        if isinstance(value, Mapping) and isinstance(value.get(key), Mapping):
+            found, owner = value[key], _sub_class(config_class, name)
+            break
+    if not isinstance(found, Mapping):
+        if part == "text":
+            return dict(raw)
+        raise ValueError(f"the config has no {key} (model_type {raw.get('model_type')!r})")
+    model_type = found.get("model_type") or getattr(_sub_class(owner, key), "model_type", None)
+    return {**found, "model_type": model_type} if model_type else dict(found)
+
+
+def _config_class(model_type: Any) -> Any | None:
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return None
+    return CONFIG_MAPPING[model_type] if isinstance(model_type, str) and model_type in CONFIG_MAPPING else None
+
+
+def _modeling(config: Any):
+    return importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+
+
+def _tower(name: str) -> str:
+    """The tower a class name belongs to (``"Vision"``, ``"Audio"``, ...; ``""``: the language model)."""
+    return next((tower for tower in _TOWERS if tower in name), "")
+
+
+def rotary_class(config: Any) -> type:
+    """The ``*RotaryEmbedding`` class of the config's modeling module for the config's tower (a ``...AudioConfig``
+    gets the audio rotary class; the language model's otherwise); ``LookupError``: none."""
+    module = _modeling(config)
+    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
+    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, "compute_default_rope_parameters")]
+    found.sort(key=lambda cls: _tower(cls.__name__) != _tower(type(config).__name__))  # the config's tower's first
+    if not found:
+        raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
+    return found[0]
+
+
+def per_layer(config: Any, layer_type: str) -> Any:
+    """The config a layer type's rotary embedding reads: a heterogeneous config's ``per_layer_config`` entry
+    (Gemma 4's full-attention layers: ``global_head_dim``), else the config itself."""
+    try:
+        return config.per_layer_config[layer_type] if layer_type != ALL_LAYERS else config
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        return config
+
+
+def config_value(config: Any, name: str, default: Any = None) -> Any:
+    """``getattr(config, name, default)``, also where a heterogeneous config refuses a per-layer attribute globally
+    (Gemma 4's ``head_dim``)."""
+    try:
+        return getattr(config, name, default)
+    except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError is a RuntimeError
+        return default
+
+
+def _head_dim(config: Any) -> int:
+    return int(config_value(config, "head_dim") or config.hidden_size // config.num_attention_heads)
+
+
+def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
+    """``{layer type: (head_dim, rotary_dim)}`` of the model's own rotary embedding built from ``config`` (a copy):
+    ``rotary_dim`` twice its ``inv_freq`` width; ``None`` when it cannot be built."""
+    try:
+        embedding = rotary_class(config)(copy.deepcopy(config))
+    except Exception as error:  # noqa: BLE001 - a rotary class that refuses the config leaves the widths to the reader
+        logger.debug("the rotary embedding of %s cannot be built: %s", type(config).__name__, error)
+        return None
+    if isinstance(getattr(embedding, "inv_freq", None), torch.Tensor):
+        return {ALL_LAYERS: (_head_dim(config), 2 * embedding.inv_freq.shape[-1])}
+    widths = {}
+    for name, buffer in embedding.named_buffers():
+        layer = name.removesuffix("_inv_freq")
+        if name.endswith("_inv_freq") and not name.endswith("original_inv_freq"):
+            widths[layer] = (_head_dim(per_layer(config, layer)), 2 * buffer.shape[-1])
+    return widths or None
+
+
+def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:
+    """The module-level rotation functions a class calls, and whether it reads ``rope_interleave``."""
+    names = {node.func.id for node in ast.walk(cls) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    applies = sorted(name for name in names if _APPLY.search(name) and inspect.isfunction(getattr(module, name, None)))
+    switch = any(isinstance(node, ast.Attribute) and node.attr == "rope_interleave" for node in ast.walk(cls))
+    return applies, switch
+
+
+def _apply_function(module: Any, interleave: bool, tower: str):
+    """The rotation function the attention of ``tower`` (the rotary class's: ``""`` the language model, ``"Audio"``
+    PE-Audio's encoder, ...) calls (its interleaved one when it switches on ``rope_interleave`` and the config sets it)."""
+    tree = ast.parse(inspect.getsource(module))
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and _tower(node.name) == tower]
+    for wanted in ("Attention", "Layer", ""):
+        for cls in classes:
+            applies, switch = _called(cls, module) if wanted in cls.name else ([], False)
+            if applies:
+                picked = [name for name in applies if ("interleave" in name) == (switch and interleave)] or applies
+                return getattr(module, picked[0])
+    return None
+
+
+def _caller(apply):
+    """``call(x, cos, sin)`` of a rotation function taking ``(q, k, cos, sin, ...)`` or ``(x, cos, sin, ...)``."""
+    names = list(inspect.signature(apply).parameters)
+    if len(names) > 1 and names[1] == "cos":
+        return lambda x, cos, sin: apply(x, cos, sin)
+    return lambda x, cos, sin: apply(x, x, cos, sin)[0]
+
+
+def _probe(apply) -> tuple[str, str, str] | None:
+    """``(layout, direction, channels)`` of a rotation function, from one-hot vectors: the channel it pairs with
+    channel 0 (1: interleaved, ``D / 2``: half), the sign a quarter turn gives it (``-``: reversed, nanochat's
+    ``cat(x2, -x1)``), and, with cos / sin half as wide, whether it rotates the first or the last channels
+    (DeepSeek-V4, whose cos / sin hold one entry per pair); ``None``: unclear (complex freqs, M-RoPE sections)."""
+    d, call = 8, _caller(apply)
+    eye = torch.eye(d)
+    for width in (d, d // 2):  # cos / sin as wide as the head, or one entry per pair
+        one, zero = torch.ones(1, 1, width), torch.zeros(1, 1, width)
+        try:
+            turned = call(eye[:1].view(1, 1, 1, d), zero, one).reshape(d).float()  # a quarter turn
+            scores = call(eye[[1, d // 2]].view(2, 1, 1, d), one, zero).reshape(2, d).float() @ turned  # none
+            break
+        except Exception:  # noqa: BLE001 - another width, or another signature: read its source
+            continue
+    else:
+        return None
+    if scores.abs()[0] > 0.5 > scores.abs()[1]:
+        layout, sign = "interleaved", scores[0]
+    elif scores.abs()[1] > 0.5 > scores.abs()[0]:
+        layout, sign = "half", scores[1]
+    else:
+        return None
+    try:  # cos / sin half as wide: which end turns
+        ends = eye[[0, d - 1]].view(2, 1, 1, d)
+        moved = (call(ends, zero[..., : width // 2], one[..., : width // 2]).reshape(2, d).float() - eye[[0, d - 1]]).abs()
+        channels = "last" if moved[1].sum() > 0.5 > moved[0].sum() else "first"
+    except Exception:  # noqa: BLE001 - a function that needs cos / sin as wide as the head rotates it all
+        channels = "first"
+    return layout, "reversed" if sign < 0 else "forward", channels
+
+
+@functools.lru_cache(maxsize=None)
+def _module_rotation(module_name: str, interleave: bool, tower: str) -> tuple[str, str, str] | None:
+    module = importlib.import_module(module_name)
+    apply = _apply_function(module, interleave, tower)
+    if apply is None:
+        return None
+    probed = _probe(apply)
+    if probed is not None:
+        return probed
+    source = inspect.getsource(apply) + "".join(
+        inspect.getsource(getattr(module, name)) for name in apply.__code__.co_names if inspect.isfunction(getattr(module, name, None))
+    )
+    return ("interleaved" if any(mark in source for mark in _INTERLEAVED_SOURCE) else "half"), "forward", "first"
+
+
+def model_rotation(config: Any) -> tuple[str, str, str] | None:
+    """``(layout, direction, channels)`` the rotation function of the model's attention applies: ``"interleaved"``
+    or ``"half"`` pairs, ``"forward"`` or ``"reversed"``, the ``"first"`` or ``"last"`` channels; ``None`` when its
+    modeling module has none the reader can find."""
+    try:
+        module = _modeling(config)
+    except ImportError:
+        return None
+    try:
+        tower = _tower(rotary_class(config).__name__)
+    except LookupError:  # GPT-J, CodeGen: sinusoidal positions without a rotary class, in the language model
+        tower = ""
+    return _module_rotation(module.__name__, bool(config_value(config, "rope_interleave", False)), tower)
+
+
+def model_layout(config: Any) -> str | None:
+    """``"interleaved"`` or ``"half"``: the pairs the rotation function of the model's attention rotates
+    (:func:`model_rotation`)."""
+    rotation = model_rotation(config)
+    return None if rotation is None else rotation[0]

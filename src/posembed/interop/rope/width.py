@@ -1,0 +1,83 @@
+"""How wide and in which layout a config rotates: :func:`rotary_width`.
+
+Where transformers knows the model type, its own code answers (:mod:`posembed.interop.rope.model`): the head
+width of its config object (``head_dim`` through the class's ``attribute_map`` aliases and field defaults, else
+``hidden_size // num_attention_heads``), the widths its rotary embedding builds per layer type, and the pairs its
+attention's rotation function rotates. Without transformers (or for a model type or config it refuses) the dict
+is read as written: ``head_dim``, else multi-head latent attention's ``qk_rope_head_dim``, else
+``hidden_size // num_attention_heads``; interleaved pairs where ``rope_interleave`` is true, NeoX halves otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from posembed.interop.rope.classes import ClassFacts
+from posembed.interop.rope.model import config_value, model_rotation, model_widths, transformers_config
+
+__all__ = ["RotaryWidth", "rotary_width"]
+
+
+@dataclass(frozen=True)
+class RotaryWidth:
+    """The rotary channels of a config: ``head_dim`` (``head_dim_given``: the config states it), the model's
+    ``hidden_size`` / ``num_heads`` / ``max_position_embeddings``, the ``layout`` (``"interleaved"`` or ``"half"``)
+    and ``model``: ``{layer type: (head_dim, rotary_dim)}`` as the model's own rotary embedding builds them
+    (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
+    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``)."""
+
+    head_dim: int
+    head_dim_given: bool
+    hidden_size: int | None
+    num_heads: int | None
+    layout: str
+    max_position_embeddings: int | None = None
+    model: dict[str, tuple[int, int]] | None = None
+    direction: str = "forward"
+    channels: str = "first"
+
+    def of(self, layer: str) -> tuple[int, int] | None:
+        """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
+        if not self.model:
+            return None
+        if layer in self.model:
+            return self.model[layer]
+        widths = set(self.model.values())
+        return widths.pop() if len(widths) == 1 else None
+
+
+def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
+    """The :class:`RotaryWidth` of a config dict whose class's facts are ``facts``.
+
+    Raises ``ValueError`` when the head size cannot be placed (no ``head_dim``, ``hidden_size`` or
+    ``num_attention_heads``, and no model code that says it).
+
+    >>> from posembed.interop.rope.classes import config_facts
+    >>> raw = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128}
+    >>> width = rotary_width(raw, config_facts(raw))
+    >>> width.head_dim, width.layout, width.model
+    (64, 'interleaved', {'all': (64, 64)})
+    """
+    hidden = raw.get("hidden_size", raw.get("n_embd", raw.get("d_model")))
+    heads = raw.get("num_attention_heads", raw.get("n_head"))
+    max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
+    hf = transformers_config(raw)
+    key = "qk_rope_head_dim" if facts.latent is not None or raw.get("head_dim") is None else "head_dim"
+    given = raw.get(key) is not None
+    if hf is None:  # the dict as written
+        head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
+        rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
+        model = None
+    else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
+        hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
+        max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
+        rotation = model_rotation(hf) or ("half", "forward", "first")
+        head_dim = config_value(hf, "head_dim")
+    if not head_dim and model:
+        head_dim = next(iter(model.values()))[0]
+    if not head_dim:
+        if not hidden or not heads:
+            raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
+        head_dim = int(hidden) // int(heads)
+    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:])

@@ -1,0 +1,365 @@
+"""Compare one catalogue pair with posembed: transformers' module and rotation against posembed's scheme.
+
+For a :class:`~tests.interop.rope_catalogue.Pair` and a variant (``default``, ``linear``, ``dynamic``,
+``yarn``, ``llama3``, ``longrope``, ``partial``, ``mrope3``, ``top-level``) :func:`verdict` builds the
+model type's default config, edits the sub-config's ``rope_parameters`` for the variant, builds the rotary
+class from it as its model does (``Cls(config)``), and for each layer type it builds:
+
+- cos/sin: the module's forward at text positions ``(1, T)`` (``0..47`` and 16 positions up to twice the
+  length the model was trained to), M-RoPE positions ``(3, 1, T)`` (``mrope3``), or axial coordinates
+  (``rope_type == "axial"``: rows ``(h, w[, t])`` in the form its forward reads) against
+  ``rotary_from_hf_config(config, angles="fp32").cos_sin``, compared as the sorted values of each
+  position (the layout is left to the next check), within :data:`COS_TOL`;
+- q·kᵀ: random q and k rotated by the module's own rotation function (the one its attention calls)
+  against posembed's ``scheme(q, k, position_ids=...)``, within :data:`QK_TOL` of the largest score.
+
+A variant the config class or the module does not take (its init fails, or it builds the default
+frequencies) is not applicable (:func:`verdict` returns ``None``). Verdicts: :data:`VERDICTS`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import re
+
+import torch
+
+from tests.interop.rope_catalogue import Pair
+
+EXACT, LAYOUT, VALUES, REFUSED, NO_REFERENCE = "exact", "layout wrong", "values wrong", "refused", "no reference"
+#: every verdict, best first (a pair's verdict over its layer types is the worst one)
+VERDICTS = (EXACT, LAYOUT, VALUES, REFUSED, NO_REFERENCE)
+#: the targets: cos/sin absolute, q·k relative to the largest score
+COS_TOL, QK_TOL = 1e-6, 1e-5
+SCALED = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0},
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0},
+    "longrope": {"rope_type": "longrope"},
+    "partial": {"partial_rotary_factor": 0.5},
+}
+VARIANTS = ("default", *SCALED, "mrope3", "top-level")
+_HEADS = 3
+
+
+def sub_config(root, path: str):
+    for part in filter(None, path.split(".")):
+        root = getattr(root, part)
+    return root
+
+
+def _edit(params: dict, variant: str, freqs: int, length: int) -> dict:
+    fields = dict(SCALED[variant])
+    if variant in ("yarn", "llama3", "longrope"):
+        fields["original_max_position_embeddings"] = max(length // 4, 8)
+    if variant == "longrope":
+        fields["short_factor"] = [1.0 + 0.01 * i for i in range(freqs)]
+        fields["long_factor"] = [1.0 + 0.25 * i for i in range(freqs)]
+    if variant == "partial":
+        return {**params, **fields}
+    keep = {k: v for k, v in params.items() if k in ("rope_theta", "partial_rotary_factor", "mrope_section",
+                                                      "mrope_interleaved")}  # fmt: skip
+    return {**keep, **fields}
+
+
+def _length(config) -> int:
+    return int(getattr(config, "max_position_embeddings", None) or 4096)
+
+
+def build_config(pair: Pair, variant: str, freqs: int):
+    """``(root config, the sub-config its model passes)`` for the variant; ``None`` if it has no rope parameters."""
+    from transformers import CONFIG_MAPPING
+
+    root = CONFIG_MAPPING[pair.model_type]()
+    sub = sub_config(root, pair.config_path)
+    if variant not in SCALED:
+        return root, sub
+    params = getattr(sub, "rope_parameters", None)
+    if not params:
+        return None
+    length = _length(sub)
+    nested = all(isinstance(v, dict) or v is None for v in params.values())
+    if nested:
+        sub.rope_parameters = {k: None if v is None else _edit(v, variant, freqs, length) for k, v in params.items()}
+    else:
+        sub.rope_parameters = _edit(params, variant, freqs, length)
+    if variant == "longrope":
+        sub.max_position_embeddings = length
+    return root, sub
+
+
+def rotary_module(pair: Pair, config):
+    module = importlib.import_module(f"transformers.models.{pair.module}.modeling_{pair.module}")
+    return module, getattr(module, pair.rotary_class)(config)
+
+
+def layer_types(rotary) -> list[str | None]:
+    """The layer types the module built frequencies for (``[None]``: one set for every layer)."""
+    if "layer_type" not in inspect.signature(rotary.forward).parameters:
+        return [None]
+    kinds = [k for k in (getattr(rotary, "layer_types", None) or []) if hasattr(rotary, f"{k}_inv_freq")]
+    return kinds or [None]
+
+
+def frequencies(rotary, layer: str | None) -> torch.Tensor | None:
+    return getattr(rotary, "inv_freq" if layer is None else f"{layer}_inv_freq", None)
+
+
+def is_axial(rotary) -> bool:
+    return getattr(rotary, "rope_type", None) == "axial"
+
+
+def text_positions(length: int, variant: str, rows: int = 0) -> torch.Tensor:
+    """``(1, T)`` positions (``(rows, 1, T)`` with rows): 0..47 and 16 up to twice ``length``."""
+    gen = torch.Generator().manual_seed(0)
+    far = torch.randint(48, max(2 * length, 64), (16,), generator=gen).sort().values
+    positions = torch.cat([torch.arange(48), far])[None]
+    if rows:
+        positions = torch.stack([positions + torch.randint(0, 9, (1, 64), generator=gen) * r for r in range(rows)])
+    return positions
+
+
+def axial_call(rotary, axes: int = 0):
+    """``(output, coordinates given, coords (N, A))`` of the module at a grid, in the form its forward reads."""
+    h, w = torch.meshgrid(torch.arange(4), torch.arange(5), indexing="ij")
+    for count in (axes,) if axes else (2, 3):
+        rows = [h.flatten(), w.flatten(), (h + 2 * w).flatten()][:count]
+        coords = torch.stack(rows, -1)  # (N, A)
+        for form in (coords.T, coords, coords[None], coords.T[:, None]):
+            try:
+                out = rotary(torch.zeros(1, 20, 8), form)
+            except Exception:  # noqa: BLE001 - the wrong form: try the next
+                continue
+            cos = out[0]
+            while cos.dim() > 2 and cos.shape[0] == 1:
+                cos = cos[0]
+            widths = (2 * rotary.inv_freq.numel(), 2 * count * rotary.inv_freq.numel())  # one set of pairs, or one per axis
+            if cos.dim() == 2 and cos.shape[0] == 20 and cos.shape[1] in widths:
+                return out, form, coords
+    raise ValueError("its forward reads none of the coordinate forms (A, N), (N, A), (1, N, A), (A, 1, N)")
+
+
+def two_d(t: torch.Tensor) -> torch.Tensor:
+    """A ``(..., T, W)`` cos / sin without its leading ones, as ``(T, W)``."""
+    while t.dim() > 2:
+        if t.shape[0] != 1:
+            raise ValueError(f"cos/sin of shape {tuple(t.shape)}")
+        t = t[0]
+    return t
+
+
+def their_cos_sin(out) -> tuple[torch.Tensor, torch.Tensor]:
+    if isinstance(out, torch.Tensor) and out.is_complex():
+        return two_d(out.real).float(), two_d(out.imag).float()
+    cos, sin = out[0], out[1]
+    return two_d(cos).float(), two_d(sin).float()
+
+
+def values_match(theirs: torch.Tensor, ours: torch.Tensor) -> bool:
+    """The same values at every position, in any channel order (each of ours used twice when theirs is twice as wide)."""
+    ours = two_d(ours).float()
+    if theirs.shape[-1] == 2 * ours.shape[-1]:
+        ours = torch.cat([ours, ours], -1)
+    if theirs.shape != ours.shape:
+        return False
+    return bool(((theirs.sort(-1).values - ours.sort(-1).values).abs().max() <= COS_TOL).item())
+
+
+def _call_apply(fn, q, k, out, positions):
+    names = [n for n, p in inspect.signature(fn).parameters.items() if p.default is inspect.Parameter.empty]
+    cos_sin = (out,) if isinstance(out, torch.Tensor) else tuple(out)
+    pair = len(names) > 1 and names[1].lower().lstrip("x").startswith("k")
+    rest = names[2:] if pair else names[1:]
+    args = []
+    for name in rest:
+        if name.startswith("cos") or name.startswith("freqs"):
+            args.append(cos_sin[0])
+        elif name.startswith("sin"):
+            args.append(cos_sin[1])
+        elif name == "position_ids":
+            args.append(positions)
+        else:
+            raise ValueError(f"{fn.__name__} needs {name}")
+    if pair:
+        return fn(q, k, *args)
+    return fn(q, *args), fn(k, *args)
+
+
+#: the q / k forms a rotation function may read, as permutations of (H, T, D)
+_FORMS = ((lambda x: x[None], lambda y: y[0]),
+          (lambda x: x.transpose(0, 1)[None], lambda y: y[0].transpose(0, 1)),
+          (lambda x: x.transpose(0, 1), lambda y: y.transpose(0, 1)),
+          (lambda x: x, lambda y: y))  # fmt: skip
+
+
+def their_rotation(fn, q, k, out, positions, width: int):
+    """q and k ``(H, T, D)`` rotated by ``fn`` (first the whole head, else its first ``width`` channels)."""
+    for head in (q.shape[-1], width):
+        for to, back in _FORMS:
+            try:
+                rq, rk = _call_apply(fn, to(q[..., :head]), to(k[..., :head]), out, positions)
+                rq, rk = back(rq), back(rk)
+            except (RuntimeError, ValueError, IndexError):
+                continue
+            if rq.shape == q[..., :head].shape:
+                return torch.cat([rq, q[..., head:]], -1), torch.cat([rk, k[..., head:]], -1)
+    raise ValueError(f"{fn.__name__} takes none of the q/k forms tried")
+
+
+def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return q.double() @ k.double().transpose(-1, -2)
+
+
+def reason(error: Exception) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return re.sub(r"\s+", " ", text)[:200]
+
+
+def is_mrope(rotary, config) -> bool:
+    params = getattr(config, "rope_parameters", None) or {}
+    return hasattr(rotary, "mrope_section") or "mrope_section" in params
+
+
+def _rope_types(rotary) -> set:
+    kinds = getattr(rotary, "rope_type", None)
+    return set(kinds.values()) if isinstance(kinds, dict) else {kinds}
+
+
+def accepted(base, rotary, variant: str) -> bool:
+    """Whether the module built the variant (not the default frequencies again)."""
+    layer = layer_types(base)[0]
+    before, after = frequencies(base, layer), frequencies(rotary, layer)
+    if variant == "partial":
+        return before is not None and after is not None and after.numel() != before.numel()
+    return SCALED[variant]["rope_type"] in _rope_types(rotary)
+
+
+@functools.lru_cache(maxsize=None)
+def default_reference(pair: Pair):
+    """``(modeling module, root config, sub-config, rotary module)`` of the default config (built once per pair)."""
+    root, sub = build_config(pair, "default", 0)
+    module, rotary = rotary_module(pair, sub)
+    return module, root, sub, rotary
+
+
+def _variant_reference(pair: Pair, variant: str, base):
+    """``(root config, sub-config, rotary module)`` of a scaled variant; raises when the class cannot build it."""
+    first = frequencies(base, layer_types(base)[0])
+    built = build_config(pair, variant, 0 if first is None else first.numel())
+    if built is None:
+        raise LookupError("no rope parameters")
+    root, sub = built
+    return root, sub, rotary_module(pair, sub)[1]
+
+
+def applicable(pair: Pair, variant: str, base, sub) -> bool:
+    if variant == "mrope3":
+        return is_mrope(base, sub)
+    if variant == "top-level":
+        return pair.config_path.endswith("text_config")
+    return variant == "default" or not is_axial(base)
+
+
+def verdict(pair: Pair, variant: str) -> tuple[str, str] | None:
+    """``(verdict, reason)`` of the pair under ``variant`` (the worst over its layer types); ``None``: not applicable."""
+    torch.manual_seed(0)
+    try:
+        module, root, sub, base = default_reference(pair)
+    except Exception as error:  # noqa: BLE001 - transformers' own init failed
+        return (NO_REFERENCE, f"transformers: {reason(error)}") if variant == "default" else None
+    if not applicable(pair, variant, base, sub):
+        return None
+    rotary = base
+    if variant in SCALED:
+        try:
+            root, sub, rotary = _variant_reference(pair, variant, base)
+        except Exception:  # noqa: BLE001 - the class does not take the variant
+            return None
+        if not accepted(base, rotary, variant):
+            return None
+    results = [compare_layer(pair, module, root, sub, rotary, variant, layer) for layer in layer_types(rotary)]
+    worst = max(results, key=lambda r: VERDICTS.index(r[0]))
+    return None if worst[0] == NO_REFERENCE and variant != "default" else worst
+
+
+def run(pairs, variants=VARIANTS) -> list[tuple[str, str, str, str]]:
+    """``(pair key, variant, verdict, reason)`` of every applicable variant of every pair, transformers' logs quiet."""
+    import logging
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    rows = []
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            for pair in pairs:
+                for variant in variants:
+                    result = verdict(pair, variant)
+                    if result is not None:
+                        rows.append((pair.key, variant, *result))
+    finally:
+        logging.disable(logging.NOTSET)
+        hf_logging.set_verbosity(level)
+    return rows
+
+
+def _their_call(rotary, variant: str, layer: str | None, sub):
+    """``(module output, positions given, our positions)``."""
+    names = list(inspect.signature(rotary.forward).parameters)
+    if "position_ids" not in names:
+        raise LookupError(f"forward({', '.join(names)}) takes no position ids")
+    if is_axial(rotary):
+        out, form, coords = axial_call(rotary)
+        return out, form, coords
+    rows = 3 if variant == "mrope3" else 0
+    positions = text_positions(_length(sub), variant, rows)
+    extra = () if layer is None else (layer,)
+    out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
+    ours = positions.permute(1, 2, 0) if rows else positions
+    return out, positions, ours
+
+
+def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: str | None) -> tuple[str, str]:
+    from posembed.interop.rope.config import rotary_from_hf_config
+    from posembed.schemes.axial_rope import SectionedRotary
+
+    try:
+        out, positions, ours_at = _their_call(rotary, variant, layer, sub)
+        cos, sin = their_cos_sin(out)
+        name = pair.apply
+        if pair.interleave_switch and getattr(sub, "rope_interleave", False):
+            name = "apply_rotary_pos_emb_interleave"
+        fn = getattr(module, name or "", None)
+        if fn is None:
+            raise LookupError("no rotation function found")
+    except Exception as error:  # noqa: BLE001 - no reference to compare with
+        return NO_REFERENCE, f"transformers: {reason(error)}"
+    try:
+        scheme = rotary_from_hf_config(root if variant == "top-level" else sub, layer_type=layer, angles="fp32")
+    except Exception as error:  # noqa: BLE001 - posembed refused, with its reason
+        return REFUSED, reason(error)
+    if ours_at.dim() == 3 and ours_at.shape[-1] == 3 and not (isinstance(scheme, SectionedRotary) and scheme.num_axes == 3):
+        return VALUES, f"posembed builds {type(scheme).__name__}, not 3-axis M-RoPE"
+    try:
+        our_cos, our_sin = scheme.cos_sin(ours_at)
+        values = values_match(cos, our_cos) and values_match(sin, our_sin)
+        width = cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1)
+        q, k = (torch.randn(_HEADS, cos.shape[0], scheme.head_dim) for _ in range(2))
+        tq, tk = their_rotation(fn, q, k, out, positions, width)
+        oq, ok = scheme(q[None], k[None], position_ids=ours_at)
+    except Exception as error:  # noqa: BLE001 - shapes that cannot meet: the width is wrong
+        return VALUES, f"width: {reason(error)}"
+    theirs = scores(tq, tk)
+    error = float((scores(oq[0], ok[0]) - theirs).abs().max() / theirs.abs().max().clamp_min(1e-30))
+    if values and error <= QK_TOL:
+        return EXACT, ""
+    if values:
+        return LAYOUT, f"cos/sin equal, q·k off by {error:.2g} ({scheme.layout!r} layout)"
+    return VALUES, f"cos/sin differ (ours {tuple(our_cos.shape)}, theirs {tuple(cos.shape)}), q·k off by {error:.2g}"
