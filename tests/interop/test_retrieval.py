@@ -240,8 +240,11 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     assert len(cells) == len(systems) * 2 * 2
     for cell in cells:
         assert 0.0 <= cell["low"] <= cell["accuracy"] <= cell["high"] <= 1.0 and 0.0 < cell["mrr"] <= 1.0
-        assert cell["queries"] == cell["candidates"] == 6 and cell["hits"] == sum(h for _, h in cell["outcomes"])
-        assert (cell["low"], cell["high"]) == wilson(cell["hits"], 6)
+        # two data seeds, each 6 queries ranking its own pool of 6 candidates
+        assert cell["queries"] == 12 and cell["candidates"] == 6 and cell["data_seeds"] == [0, 1]
+        assert [seed for *_, seed in cell["outcomes"]] == [0] * 6 + [1] * 6
+        assert cell["hits"] == sum(h for _, h, _ in cell["outcomes"])
+        assert (cell["low"], cell["high"]) == wilson(cell["hits"], 12)
     at = {(c["task"], c["system"], c["length"]): c for c in cells}
     assert at["passkey", "truncate-64", 600]["positions_used"] == 64 and at["passkey", "copy", 600]["positions_used"] == 600
     assert at["needle", "copy", 128]["positions_used"] == 128

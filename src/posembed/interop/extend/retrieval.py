@@ -9,7 +9,8 @@ does for all-MiniLM-L6-v2) under several *systems*, after LongEmbed (Zhu et al. 
     the original model, each document cut to its first ``T`` tokens;
 ``chunk-C``
     the original model on consecutive ``C``-token chunks (the last one shorter), the mean of the
-    L2-normalised chunk embeddings;
+    L2-normalised chunk embeddings, each weighted by the document tokens it covers (a 14-token
+    last chunk counts 14/510 of a full one);
 ``pcw-C``
     parallel context windows as LongEmbed runs them: ``C``-token windows, the last one moved
     back to end at the document's end so it is full, the mean of the windows' (unnormalised)
@@ -77,7 +78,8 @@ class BenchmarkConfig:
     finetune_steps: int = 60  # the ``tuned`` system's steps, tuned once at the largest target (0: none)
     truncate: tuple[int, ...] = (256, 512)
     chunk: int = 512  # chunk-C and pcw-C window size
-    seed: int = 0
+    seed: int = 0  # the tuned system's seed and the first data seed
+    data_seeds: int = 2  # data seeds ``seed, seed + 1, ...``: each its own filler spans and candidate pools
     batch_tokens: int = 8192
 
     def __post_init__(self) -> None:
@@ -98,6 +100,13 @@ class BenchmarkConfig:
             raise ValueError(f"finetune_steps must be an int >= 0, got {self.finetune_steps!r}")
         if self.chunk < 8:
             raise ValueError(f"chunk must be at least 8 tokens, got {self.chunk!r}")
+        if not isinstance(self.data_seeds, int) or isinstance(self.data_seeds, bool) or self.data_seeds < 1:
+            raise ValueError(f"data_seeds must be an int >= 1, got {self.data_seeds!r}")
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The data seeds, each drawing its own filler spans, depths and passkeys."""
+        return tuple(range(self.seed, self.seed + self.data_seeds))
 
     def target_for(self, length: int) -> int:
         """The extension size used for documents of ``length`` tokens."""
@@ -114,8 +123,8 @@ class BenchmarkConfig:
         return systems
 
 
-#: the ``--quick`` form: both tasks, 256 and 1024 tokens, 10 queries, a 20-step tuned system
-QUICK = BenchmarkConfig(lengths=(256, 1024), queries=10, targets=(1024,), finetune_steps=20)
+#: the ``--quick`` form: both tasks, 256 and 1024 tokens, 10 queries, one data seed, a 20-step tuned system
+QUICK = BenchmarkConfig(lengths=(256, 1024), queries=10, targets=(1024,), finetune_steps=20, data_seeds=1)
 
 
 @dataclass(frozen=True)
@@ -141,16 +150,19 @@ class System:
 # ---------------------------------------------------------------------- data
 
 
-def build_documents(tokenizer, config: BenchmarkConfig, text: str) -> dict[tuple[str, int], list[Document]]:
+def build_documents(tokenizer, config: BenchmarkConfig, text: str, seed: int | None = None
+                    ) -> dict[tuple[str, int], list[Document]]:
     """Candidates per (task, length): ``config.queries`` documents sharing one filler span each.
 
-    The filler is the benchmark part of ``text`` (its last tenth, :func:`split_text`).
+    The filler is the benchmark part of ``text`` (its last tenth, :func:`split_text`); ``seed``
+    (default ``config.seed``) is the data seed: it draws the spans, the depths and the passkeys.
     """
     tokens, starts = corpus_tokens(tokenizer, split_text(text)[1])
-    rng = random.Random(config.seed)
+    seed = config.seed if seed is None else seed
+    rng = random.Random(seed)
     documents = {}
     for task in config.tasks:
-        facts = make_facts(task, config.queries, seed=config.seed)
+        facts = make_facts(task, config.queries, seed=seed)
         fact_ids = [tokenizer(f.sentence, add_special_tokens=False)["input_ids"] for f in facts]
         for length in config.lengths:
             depths = spread_depths(len(facts), rng)
@@ -227,11 +239,12 @@ def _document_vectors(system: System, encoder: Encoder, tokenizer, documents: li
             for piece in _windows(doc.body, system.size - 2, full_last=system.kind == "pcw"):
                 pieces.append(_wrap(tokenizer, piece))
                 owners.append(index)
-        vectors = encoder(pieces)
-        if system.kind == "chunk":
-            vectors = _normalise(vectors)
-        owner = torch.tensor(owners)
-        return _normalise(torch.stack([vectors[owner == i].mean(0) for i in range(len(documents))]))
+        vectors, owner = encoder(pieces), torch.tensor(owners)
+        if system.kind == "pcw":
+            return _normalise(torch.stack([vectors[owner == i].mean(0) for i in range(len(documents))]))
+        weights = torch.tensor([[len(piece) - 2.0] for piece in pieces])  # (pieces, 1): the body tokens each covers
+        vectors = _normalise(vectors) * weights
+        return _normalise(torch.stack([vectors[owner == i].sum(0) / weights[owner == i].sum() for i in range(len(documents))]))
     return _normalise(encoder([_wrap(tokenizer, d.body[: used - 2]) for d in documents]))
 
 
@@ -258,16 +271,19 @@ def _load(folder: Path):
     return AutoModel.from_pretrained(str(folder)).eval()
 
 
-def _cell(system: System, task: str, length: int, used: int, documents: list[Document], queries: Tensor,
-          vectors: Tensor, seconds: float) -> dict:
-    hits, reciprocal = rank_scores(queries, vectors)
-    n, k = len(hits), sum(hits)
+def _cell(system: System, task: str, length: int, used: int, pools: list[tuple[int, list[Document], list[bool], list[float]]],
+          seconds: float) -> dict:
+    """One (task, system, length) cell over every data seed's pool: ``pools`` holds per seed its
+    documents, hits and reciprocal ranks; each outcome is ``[depth, hit, data seed]``."""
+    outcomes = [[round(d.depth, 4), int(h), seed] for seed, docs, hits, _ in pools for d, h in zip(docs, hits)]
+    reciprocal = [r for *_, ranks in pools for r in ranks]
+    n, k = len(outcomes), sum(hit for _, hit, _ in outcomes)
     low, high = wilson(k, n)
     return {
         "task": task, "system": system.name, "longembed": system.longembed, "length": length,
         "positions_used": min(used, length), "accuracy": k / n, "low": low, "high": high,
-        "mrr": sum(reciprocal) / n, "hits": k, "queries": n, "candidates": len(documents),
-        "seconds": round(seconds, 2), "outcomes": [[round(d.depth, 4), int(h)] for d, h in zip(documents, hits)],
+        "mrr": sum(reciprocal) / n, "hits": k, "queries": n, "candidates": len(pools[0][1]),
+        "data_seeds": [seed for seed, *_ in pools], "seconds": round(seconds, 2), "outcomes": outcomes,
     }
 
 
@@ -326,11 +342,9 @@ def evaluate_extension(
 
     Returns:
         a JSON-able dict: ``protocol``, ``cells`` (one per task, system and length, with its
-        interval and per-query outcomes), ``summary`` (the verdicts), ``seconds``.
+        interval and per-query outcomes over every data seed), ``summary`` (the verdicts), ``seconds``.
     """
     from transformers import AutoTokenizer
-
-    from posembed._progress import Progress, progress_mode
 
     config = config or BenchmarkConfig()
     model_path = Path(model_path)
@@ -338,60 +352,76 @@ def evaluate_extension(
     _check_sizes(config, positions)
     text_path = Path(text) if text is not None else default_text()
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    documents = build_documents(tokenizer, config, read_text(text_path))
-    queries = {
-        task: [_wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
-               for f in make_facts(task, config.queries, seed=config.seed)]
-        for task in config.tasks
-    }
-    shared: dict = {}
-    cells, seconds = [], {}
+    data = _Data(tokenizer, config, read_text(text_path), positions)
     with tempfile.TemporaryDirectory(prefix="posembed-extend-eval-") as scratch:
         jobs = list(_jobs(model_path, config, Path(scratch), text_path))
-        done = done or {}
-        keys = [(task, system.name, length) for _, system, lengths in jobs for task in config.tasks for length in lengths]
-        mode = progress_mode(progress)
-        with Progress(len(keys), sum(key in done for key in keys), mode=mode, desc="extend-eval", unit="cell",
-                      logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
-            for make_folder, system, lengths in jobs:
-                encoder = None
-                if any((task, system.name, length) not in done for task in config.tasks for length in lengths):
-                    bar.working_on(f"{system.name}: building the model")
-                    built = time.perf_counter()
-                    model = _load(make_folder())
-                    seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
-                    encoder = Encoder(model, tokenizer.pad_token_id, config.batch_tokens,
-                                      shared if system.exact_within_table else None, positions)
-                    del model  # the encoder holds it
-                for task in config.tasks:
-                    query_vectors = None
-                    for length in lengths:
-                        if (task, system.name, length) in done:
-                            cells.append(done[task, system.name, length])
-                            seconds[system.name] = seconds.get(system.name, 0.0) + cells[-1]["seconds"]
-                            continue
-                        if query_vectors is None:
-                            query_vectors = _normalise(encoder(queries[task]))
-                        bar.working_on(f"{system.name}, {task} @ {length}")
-                        started = time.perf_counter()
-                        used = system.size if system.kind == "truncate" else config.target_for(length)
-                        docs = documents[task, length]
-                        vectors = _document_vectors(system, encoder, tokenizer, docs, used)
-                        took = time.perf_counter() - started
-                        cells.append(_cell(system, task, length, used, docs, query_vectors, vectors, took))
-                        if on_cell is not None:
-                            on_cell(cells[-1])
-                        seconds[system.name] += took
-                        bar.advance(f"{system.name}, {task} @ {length}: {cells[-1]['accuracy']:.2f}", took)
-                del encoder
+        cells, seconds = _run_jobs(jobs, data, progress, on_cell, done or {})
     protocol = {
         **asdict(config), "model": str(model_path), "original_positions": positions, "text": str(text_path),
-        "pooling": "mean, L2-normalised", "interval": "95% Wilson score interval over the queries of a cell",
+        "pooling": "mean, L2-normalised", "seeds": list(config.seeds),
+        "interval": "95% Wilson score interval over the queries of a cell (all data seeds; conditional on their filler spans)",
         "facts": {task: [asdict(f) for f in make_facts(task, config.queries, seed=config.seed)] for task in config.tasks},
     }
     seconds = {k: round(v, 2) for k, v in seconds.items()}
     logger.info("extend-eval on %s: %d cells in %.0f s", model_path, len(cells), sum(seconds.values()))
     return {"protocol": protocol, "cells": cells, "seconds": seconds, "summary": summarise(cells, positions)}
+
+
+class _Data:
+    """The documents and wrapped queries of every data seed, and the shared short-input cache."""
+
+    def __init__(self, tokenizer, config: BenchmarkConfig, text: str, positions: int):
+        self.tokenizer, self.config, self.positions, self.shared = tokenizer, config, positions, {}
+        self.documents = {seed: build_documents(tokenizer, config, text, seed) for seed in config.seeds}
+        self.queries = {
+            (seed, task): [_wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
+                           for f in make_facts(task, config.queries, seed=seed)]
+            for seed in config.seeds for task in config.tasks
+        }
+
+
+def _run_jobs(jobs: list, data: _Data, progress, on_cell, done: Mapping) -> tuple[list[dict], dict[str, float]]:
+    from posembed._progress import Progress, progress_mode
+
+    tasks = data.config.tasks
+    keys = [(task, system.name, length) for _, system, lengths in jobs for task in tasks for length in lengths]
+    cells, seconds = [], {}
+    with Progress(len(keys), sum(key in done for key in keys), mode=progress_mode(progress), desc="extend-eval",
+                  unit="cell", logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
+        for make_folder, system, lengths in jobs:
+            encoder = None
+            if any((task, system.name, length) not in done for task in tasks for length in lengths):
+                bar.working_on(f"{system.name}: building the model")
+                built = time.perf_counter()
+                encoder = Encoder(_load(make_folder()), data.tokenizer.pad_token_id, data.config.batch_tokens,
+                                  data.shared if system.exact_within_table else None, data.positions)
+                seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
+            for task in tasks:
+                for length in lengths:
+                    cell = done.get((task, system.name, length))
+                    if cell is None:
+                        bar.working_on(f"{system.name}, {task} @ {length}")
+                        cell = _measure(system, encoder, data, task, length)
+                        if on_cell is not None:
+                            on_cell(cell)
+                        bar.advance(f"{system.name}, {task} @ {length}: {cell['accuracy']:.2f}", cell["seconds"])
+                    cells.append(cell)
+                    seconds[system.name] = seconds.get(system.name, 0.0) + cell["seconds"]
+            del encoder
+    return cells, seconds
+
+
+def _measure(system: System, encoder: Encoder, data: _Data, task: str, length: int) -> dict:
+    """One cell: every data seed's queries rank that seed's candidates."""
+    started = time.perf_counter()
+    used = system.size if system.kind == "truncate" else data.config.target_for(length)
+    pools = []
+    for seed in data.config.seeds:
+        docs = data.documents[seed][task, length]
+        vectors = _document_vectors(system, encoder, data.tokenizer, docs, used)
+        hits, reciprocal = rank_scores(_normalise(encoder(data.queries[seed, task])), vectors)
+        pools.append((seed, docs, hits, reciprocal))
+    return _cell(system, task, length, used, pools, time.perf_counter() - started)
 
 
 def _check_sizes(config: BenchmarkConfig, positions: int) -> None:

@@ -109,7 +109,7 @@ def summarise(cells: Sequence[dict], original_positions: int) -> dict:
             best = max(others, key=lambda c: (c["accuracy"], c["mrr"]))
             paired = {}
             if "outcomes" in best and "outcomes" in base:
-                b, c, p = mcnemar([h for _, h in best["outcomes"]], [h for _, h in base["outcomes"]])
+                b, c, p = mcnemar([o[1] for o in best["outcomes"]], [o[1] for o in base["outcomes"]])
                 paired = {"only_best": b, "only_truncation": c, "mcnemar_p": p}
             verdicts.append({
                 "task": task, "length": length, "best": best["system"], "best_accuracy": best["accuracy"],
