@@ -125,7 +125,11 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--finetune-steps", type=int, default=None, metavar="STEPS",
                         help=f"steps of the tuned system, 0 for none (default: {default.finetune_steps})")
     parser.add_argument("--text", type=Path, default=None, help="UTF-8 text file (default: the shipped tinyshakespeare)")
-    parser.add_argument("--seed", type=int, default=None, help=f"seed of the data and the tuning (default: {default.seed})")
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"seed of the tuning and the first data seed (default: {default.seed})")
+    parser.add_argument("--data-seeds", type=int, default=None, metavar="K",
+                        help=f"data seeds SEED .. SEED+K-1, each with its own filler spans, depths and passkeys; a "
+                             f"cell pools their queries (default: {default.data_seeds}; --quick: {QUICK.data_seeds})")
     parser.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
                         help="no progress on stderr (otherwise a bar on a terminal, one line per cell elsewhere)")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
@@ -169,7 +173,7 @@ def eval_config(args: argparse.Namespace):
         "lengths": tuple(args.lengths) if args.lengths else None,
         "queries": args.queries, "targets": tuple(args.targets) if args.targets else None,
         "methods": tuple(args.methods) if args.methods else None, "finetune_steps": args.finetune_steps,
-        "seed": args.seed,
+        "seed": args.seed, "data_seeds": args.data_seeds,
     }
     return replace(base, **{k: v for k, v in changes.items() if v is not None})
 
