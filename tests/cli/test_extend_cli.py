@@ -208,3 +208,17 @@ def test_extend_finetune_reports_one_line_per_step_and_quiet_says_nothing(capsys
     code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(short_text),
                           "--out", str(tmp_path / "quiet"), "--quiet")
     assert code == 0 and "tuning new rows" not in err, err
+
+
+@pytest.mark.parametrize("last, said", [(0.163, "loss rose from 0.083"), (0.041, "loss fell from 0.083")])
+def test_extend_finetune_says_whether_the_loss_fell(capsys, small_bert, tmp_path, monkeypatch, last, said):
+    from posembed.interop.extend import finetune
+
+    def tuned(model_path, table, trained_rows, **kwargs):
+        return table, {"steps": kwargs["steps"], "seed": 0, "loss_first": 0.083, "loss_last_25": last}
+
+    monkeypatch.setattr(finetune, "tune_new_rows", tuned)
+    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "5", "--out", str(tmp_path / "t"))
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith("tuning: ")]
+    assert line.startswith(f"tuning: {said}") and ("tune more steps, or none" in line) == (last > 0.083)

@@ -156,6 +156,11 @@ def run_extend(args: argparse.Namespace) -> int:
         f"{result.out}: {result.model_type} with {result.positions} positions (was {result.original_positions}, "
         f"{result.method}{tuned}); rewrote {', '.join(result.rewritten)}; copied {len(result.copied)} other files"
     )
+    if args.finetune:
+        from posembed.interop.extend.finetune import describe_loss
+
+        record = json.loads((result.out / "config.json").read_text(encoding="utf-8"))["posembed_extension"]["finetune"]
+        print(f"tuning: {describe_loss(record)}")
     if result.left_out:
         print(f"left out (weights in other formats that would no longer match): {', '.join(result.left_out)}")
     return 0

@@ -42,7 +42,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed.interop.extend import extend_checkpoint, read_layout
+from posembed.interop.extend.checkpoint import extend_checkpoint
+from posembed.interop.extend.layout import read_layout
 from posembed.interop.extend.methods import KEEPS_TRAINED_ROWS
 from posembed.interop.extend.retrieval_data import (
     TASKS,
