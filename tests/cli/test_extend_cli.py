@@ -193,9 +193,9 @@ def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
     assert [c["system"] for c in result["cells"][:: len(QUICK.tasks) * len(QUICK.lengths)]] == systems
     assert len(result["cells"]) == len(systems) * len(QUICK.tasks) * len(QUICK.lengths)
     assert {(c["task"], c["length"]) for c in result["cells"]} == {(t, L) for t in QUICK.tasks for L in QUICK.lengths}
-    assert all(c["queries"] == c["candidates"] == QUICK.queries for c in result["cells"])
+    assert all(c["queries"] == c["candidates"] == QUICK.queries and c["data_seeds"] == [0] for c in result["cells"])
     assert result["protocol"]["finetune_steps"] == QUICK.finetune_steps
-    assert [v["length"] for v in result["summary"]["verdicts"]] == [1024, 1024]
+    assert {tuple(d["lengths"]) for d in result["summary"]["decisions"]} == {(1024,), (256,)}
 
 
 def test_extend_finetune_reports_one_line_per_step_and_quiet_says_nothing(capsys, small_bert, short_text, tmp_path):

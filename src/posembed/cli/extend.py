@@ -49,15 +49,20 @@ A folder posembed already extended is refused unless --force.
 
 EVAL_EPILOG = """\
 examples:
-  posembed extend-eval --quick --out ./extend-report     (12 min 25 s measured on a busy 2-core machine)
-  posembed extend-eval --out ./extend-report             (the full benchmark: its 4096 column alone took 15 min on 2 idle cores; hours on a busy machine)
+  posembed extend-eval --quick --out ./extend-report     (256 and 1024 tokens, 10 queries, one data seed)
+  posembed extend-eval --out ./extend-report             (the full benchmark, two data seeds: twice the work of the
+                                                          one-seed form, whose 4096 column alone took 15 min on 2 idle cores)
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
 LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass key is 48213.
 Remember it. ...", query "What is the pass key for Brannoc?") and needle (a planted sentence, a
-paraphrased query). Per task and length, --queries candidates share one filler span of the shipped
-text and differ only in the planted fact and its depth; each query ranks them all. Top-1 accuracy
-with a 95% Wilson interval per cell. Writes extend_eval.json and extend_eval.html into --out; an
+paraphrased query). Per data seed, task and length, --queries candidates share one filler span of
+the shipped text and differ only in the planted fact and its depth; each query ranks them all.
+Cells: top-1 accuracy over every seed's queries, with a 95% Wilson interval for reading.
+The verdict: each system against the longest truncation beyond the table (and interpolate /
+grouped within it), an exact McNemar test on queries paired within each data seed, Holm over
+those primary comparisons at 5%, "alike" (within 0.10) only from an equivalence test, and a
+winner must lead in every data seed and task. Writes extend_eval.json and extend_eval.html into --out; an
 interrupted run given the same --out and settings resumes from the cells it kept.
 """
 

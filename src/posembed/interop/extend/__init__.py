@@ -8,9 +8,11 @@ Files:
 ``methods``             how new rows are made (``copy``, ``recurrent``, ``interpolate``, ``grouped``,
                         ``hierarchical``)
 ``finetune``            ``--finetune``: tune only the new rows
-``retrieval``           ``posembed extend-eval``: the systems, the encoder, the run
+``retrieval``           ``posembed extend-eval``: the protocol, the systems, the run
 ``retrieval_data``      its passkey and needle documents, offline
-``retrieval_report``    its intervals, verdicts, tables and HTML report
+``retrieval_embed``     its encoder: documents and queries to vectors, and their ranking
+``retrieval_verdicts``  its primary comparisons under :mod:`posembed.stats` (McNemar, Holm)
+``retrieval_report``    its summary, tables, HTML report and docs/checkpoints.md's blocks
 ``position_check``      ``posembed check-positions``: position ids under padding and packing
 ======================= ===========================================================================
 

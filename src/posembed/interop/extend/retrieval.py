@@ -35,12 +35,9 @@ import logging
 import random
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import torch
-from torch import Tensor
 
 from posembed.interop.extend.checkpoint import extend_checkpoint
 from posembed.interop.extend.layout import read_layout
@@ -56,9 +53,13 @@ from posembed.interop.extend.retrieval_data import (
     split_text,
     spread_depths,
 )
+from posembed.interop.extend.retrieval_embed import Encoder, document_vectors, normalise, rank_scores, wrap
 from posembed.interop.extend.retrieval_report import summarise, wilson
 
-__all__ = ["BenchmarkConfig", "QUICK", "System", "build_documents", "evaluate_extension", "rank_scores", "PROGRESS_LOGGER"]
+_normalise, _wrap = normalise, wrap  # the names the tests and earlier callers use
+
+__all__ = ["BenchmarkConfig", "QUICK", "System", "build_documents", "evaluate_extension", "rank_scores", "Encoder",
+           "PROGRESS_LOGGER"]
 
 logger = logging.getLogger(__name__)
 #: where the one-line-per-cell progress goes when stderr is not a terminal
@@ -169,98 +170,6 @@ def build_documents(tokenizer, config: BenchmarkConfig, text: str, seed: int | N
             depths = spread_depths(len(facts), rng)
             documents[task, length] = plant_documents(tokens, starts, fact_ids, facts, depths, length - 2, rng)
     return documents
-
-
-def _wrap(tokenizer, body: Sequence[int]) -> tuple[int, ...]:
-    return (tokenizer.cls_token_id, *body, tokenizer.sep_token_id)
-
-
-# ---------------------------------------------------------------------- embedding
-
-
-def _pooled(model, batch: list[tuple[int, ...]], pad_id: int) -> Tensor:
-    width = max(len(ids) for ids in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, seq in enumerate(batch):
-        ids[row, : len(seq)] = torch.tensor(seq)
-        mask[row, : len(seq)] = 1
-    hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, C)
-    return (hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)  # (B, C)
-
-
-class Encoder:
-    """Mean-pooled (unnormalised) embeddings of token sequences, each distinct one encoded once.
-
-    ``shared`` is a cache for sequences of at most ``exact_up_to`` tokens, shared between
-    models that encode such inputs identically; longer inputs use this encoder's own cache.
-    """
-
-    def __init__(self, model, pad_id: int, batch_tokens: int, shared: dict | None = None, exact_up_to: int = 0):
-        self.model, self.pad_id, self.batch_tokens = model, pad_id, batch_tokens
-        self.shared = shared if shared is not None else {}
-        self.exact_up_to = exact_up_to if shared is not None else 0
-        self.own: dict[tuple[int, ...], Tensor] = {}
-
-    def _cache(self, seq: tuple[int, ...]) -> dict:
-        return self.shared if len(seq) <= self.exact_up_to else self.own
-
-    @torch.inference_mode()
-    def __call__(self, inputs: Sequence[tuple[int, ...]]) -> Tensor:
-        todo = sorted({seq for seq in inputs if seq not in self._cache(seq)}, key=len)
-        batch: list[tuple[int, ...]] = []
-        for seq in [*todo, None]:
-            if batch and (seq is None or len(seq) * (len(batch) + 1) > self.batch_tokens):
-                for done, vector in zip(batch, _pooled(self.model, batch, self.pad_id)):
-                    self._cache(done)[done] = vector
-                batch = []
-            if seq is not None:
-                batch.append(seq)
-        return torch.stack([self._cache(seq)[seq] for seq in inputs])
-
-
-def _normalise(vectors: Tensor) -> Tensor:
-    return torch.nn.functional.normalize(vectors, dim=-1)
-
-
-def _windows(body: Sequence[int], size: int, full_last: bool) -> list[Sequence[int]]:
-    """Consecutive ``size``-token pieces of ``body``; with ``full_last``, the last one ends at the end, full."""
-    if len(body) <= size:
-        return [body]
-    pieces = [body[begin : begin + size] for begin in range(0, len(body), size)]
-    if full_last:
-        pieces[-1] = body[-size:]
-    return pieces
-
-
-def _document_vectors(system: System, encoder: Encoder, tokenizer, documents: list[Document], used: int) -> Tensor:
-    if system.kind in ("chunk", "pcw"):
-        owners, pieces = [], []
-        for index, doc in enumerate(documents):
-            for piece in _windows(doc.body, system.size - 2, full_last=system.kind == "pcw"):
-                pieces.append(_wrap(tokenizer, piece))
-                owners.append(index)
-        vectors, owner = encoder(pieces), torch.tensor(owners)
-        if system.kind == "pcw":
-            return _normalise(torch.stack([vectors[owner == i].mean(0) for i in range(len(documents))]))
-        weights = torch.tensor([[len(piece) - 2.0] for piece in pieces])  # (pieces, 1): the body tokens each covers
-        vectors = _normalise(vectors) * weights
-        return _normalise(torch.stack([vectors[owner == i].sum(0) / weights[owner == i].sum() for i in range(len(documents))]))
-    return _normalise(encoder([_wrap(tokenizer, d.body[: used - 2]) for d in documents]))
-
-
-def rank_scores(queries: Tensor, documents: Tensor) -> tuple[list[bool], list[float]]:
-    """Per query ``i``: whether document ``i`` strictly outscores all others, and 1 / its rank.
-
-    >>> q = torch.eye(3); d = torch.tensor([[1.0, 0, 0], [1.0, 0, 0], [0, 0, 1.0]])
-    >>> rank_scores(q, d)
-    ([False, False, True], [0.5, 0.3333333333333333, 1.0])
-    """
-    scores = queries @ documents.T  # (Q, Q)
-    own = scores.diagonal().unsqueeze(1)
-    others = scores.masked_fill(torch.eye(len(scores), dtype=torch.bool), float("-inf"))
-    better_or_tied = (others >= own).sum(1)  # ties rank the own document last among equals
-    return [int(b) == 0 for b in better_or_tied], [1.0 / (1 + int(b)) for b in better_or_tied]
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -375,7 +284,7 @@ class _Data:
         self.tokenizer, self.config, self.positions, self.shared = tokenizer, config, positions, {}
         self.documents = {seed: build_documents(tokenizer, config, text, seed) for seed in config.seeds}
         self.queries = {
-            (seed, task): [_wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
+            (seed, task): [wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
                            for f in make_facts(task, config.queries, seed=seed)]
             for seed in config.seeds for task in config.tasks
         }
@@ -419,8 +328,8 @@ def _measure(system: System, encoder: Encoder, data: _Data, task: str, length: i
     pools = []
     for seed in data.config.seeds:
         docs = data.documents[seed][task, length]
-        vectors = _document_vectors(system, encoder, data.tokenizer, docs, used)
-        hits, reciprocal = rank_scores(_normalise(encoder(data.queries[seed, task])), vectors)
+        vectors = document_vectors(system, encoder, data.tokenizer, docs, used)
+        hits, reciprocal = rank_scores(normalise(encoder(data.queries[seed, task])), vectors)
         pools.append((seed, docs, hits, reciprocal))
     return _cell(system, task, length, used, pools, time.perf_counter() - started)
 
