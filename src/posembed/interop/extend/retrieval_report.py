@@ -279,6 +279,9 @@ def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | Non
            f"{meta['wall_seconds'] / 60:.0f} min wall, {meta['cpu_seconds'] / 60:.0f} min CPU, load average "
            f"{meta['load']['start']:.1f} at the start and {meta['load']['median']:.1f} (median; {meta['load']['min']:.1f}"
            f" to {meta['load']['max']:.1f}) while it ran. Command: `{meta['command']}`.")
+    if meta.get("not_measured"):
+        run += (f" Not measured within the shared machine's budget, so neither in the tables nor in the verdicts: "
+                f"{', '.join(meta['not_measured'])}.")
     verdicts = [f"- {line}" for line in summary["statements"]]
     return {
         "extend-eval-run": f"\n{run}\n",
