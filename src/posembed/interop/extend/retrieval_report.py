@@ -296,9 +296,12 @@ def _chunk_sentence(chunk: dict | None) -> str:
     if chunk is None:
         return "Not measured."
     rows = chunk["rows"]
-    tokens, equal = sum(sum(r["hits_tokens"]) for r in rows), sum(sum(r["hits_equal"]) for r in rows)
     changed, queries = sum(r["changed"] for r in rows), sum(len(r["hits_tokens"]) for r in rows)
     lengths = sorted({r["length"] for r in rows})
-    return (f"Weighting chunk-{chunk['protocol']['chunk']}'s chunks by their tokens instead of equally changed the "
-            f"outcome of {changed} of the {queries} queries at {', '.join(map(str, lengths))} tokens (where a document "
-            f"ends in a short chunk): {tokens} hits weighted by tokens against {equal} weighted equally.")
+    per_task = "; ".join(
+        f"{task} {sum(sum(r['hits_tokens']) for r in mine)} hits weighted by tokens against "
+        f"{sum(sum(r['hits_equal']) for r in mine)} weighted equally, of {sum(len(r['hits_tokens']) for r in mine)}"
+        for task in _ordered(r["task"] for r in rows) for mine in [[r for r in rows if r["task"] == task]])
+    return (f"Weighting chunk-{chunk['protocol']['chunk']}'s chunks by their tokens instead of equally (as before) "
+            f"changed the outcome of {changed} of the {queries} queries at {', '.join(map(str, lengths))} tokens, where "
+            f"a document ends in a short chunk (shorter documents are one chunk): {per_task}.")
