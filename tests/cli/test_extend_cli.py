@@ -193,9 +193,9 @@ def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
     assert [c["system"] for c in result["cells"][:: len(QUICK.tasks) * len(QUICK.lengths)]] == systems
     assert len(result["cells"]) == len(systems) * len(QUICK.tasks) * len(QUICK.lengths)
     assert {(c["task"], c["length"]) for c in result["cells"]} == {(t, L) for t in QUICK.tasks for L in QUICK.lengths}
-    assert all(c["queries"] == c["candidates"] == QUICK.queries for c in result["cells"])
+    assert all(c["queries"] == c["candidates"] == QUICK.queries and c["data_seeds"] == [0] for c in result["cells"])
     assert result["protocol"]["finetune_steps"] == QUICK.finetune_steps
-    assert [v["length"] for v in result["summary"]["verdicts"]] == [1024, 1024]
+    assert {tuple(d["lengths"]) for d in result["summary"]["decisions"]} == {(1024,), (256,)}
 
 
 def test_extend_finetune_reports_one_line_per_step_and_quiet_says_nothing(capsys, small_bert, short_text, tmp_path):
@@ -208,3 +208,17 @@ def test_extend_finetune_reports_one_line_per_step_and_quiet_says_nothing(capsys
     code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(short_text),
                           "--out", str(tmp_path / "quiet"), "--quiet")
     assert code == 0 and "tuning new rows" not in err, err
+
+
+@pytest.mark.parametrize("last, said", [(0.163, "loss rose from 0.083"), (0.041, "loss fell from 0.083")])
+def test_extend_finetune_says_whether_the_loss_fell(capsys, small_bert, tmp_path, monkeypatch, last, said):
+    from posembed.interop.extend import finetune
+
+    def tuned(model_path, table, trained_rows, **kwargs):
+        return table, {"steps": kwargs["steps"], "seed": 0, "loss_first": 0.083, "loss_last_25": last}
+
+    monkeypatch.setattr(finetune, "tune_new_rows", tuned)
+    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "5", "--out", str(tmp_path / "t"))
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith("tuning: ")]
+    assert line.startswith(f"tuning: {said}") and ("tune more steps, or none" in line) == (last > 0.083)

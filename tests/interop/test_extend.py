@@ -390,14 +390,53 @@ def test_no_position_embedding_type_is_not_absolute(tmp_path):
         read_layout(src)
 
 
-def test_a_sharded_pytorch_bin_is_refused(tmp_path):
-    src = tmp_path / "bert"
-    src.mkdir()
-    (src / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": 32}))
-    torch.save({"embeddings.position_embeddings.weight": torch.zeros(32, 4)}, src / "pytorch_model-00001-of-00001.bin")
-    index = {"metadata": {}, "weight_map": {"embeddings.position_embeddings.weight": "pytorch_model-00001-of-00001.bin"}}
-    (src / "pytorch_model.bin.index.json").write_text(json.dumps(index))
-    with pytest.raises(UnsupportedCheckpoint, match="holds a sharded pytorch_model.bin; convert it to safetensors first"):
+def _sharded_bin(tmp_path, name="bert-bin"):
+    """A BERT checkpoint saved as two pytorch_model .bin shards and their index, as transformers 4 wrote them."""
+    torch.manual_seed(5)
+    model = transformers.BertModel(transformers.BertConfig(max_position_embeddings=32, **SMALL)).eval()
+    src = tmp_path / name
+    model.save_pretrained(src)
+    (src / "model.safetensors").unlink()
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+    names = sorted(state)
+    shards = {"pytorch_model-00001-of-00002.bin": names[: len(names) // 2], "pytorch_model-00002-of-00002.bin": names[len(names) // 2 :]}
+    for shard, keys in shards.items():
+        torch.save({key: state[key] for key in keys}, src / shard)
+    weight_map = {key: shard for shard, keys in shards.items() for key in keys}
+    (src / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
+    return src, model, shards
+
+
+def test_a_sharded_pytorch_bin_is_read_by_the_one_rule_and_converted(tmp_path):
+    from posembed.interop.hf.checks import weight_shapes
+
+    src, model, shards = _sharded_bin(tmp_path)
+    # the one rule of posembed.interop.hf.checks: a sharded .bin is found, and read where shapes are asked for
+    assert read_layout(src).weights == src / "pytorch_model.bin.index.json"
+    assert weight_shapes(src) is None
+    assert weight_shapes(src, read_bin=True) == {key: tuple(value.shape) for key, value in model.state_dict().items()}
+    result = extend_checkpoint(src, tmp_path / "out", to=80, method="copy")
+    names = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    assert set(result.rewritten) == {*names, "model.safetensors.index.json", "config.json"}
+    assert set(result.left_out) == {*shards, "pytorch_model.bin.index.json"}
+    assert not list(result.out.glob("*.bin*"))
+    index = json.loads((result.out / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == set(names)
+    after = _state(result.out)
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in after.values())
+    table = after["embeddings.position_embeddings.weight"]
+    old = model.embeddings.position_embeddings.weight.detach()
+    assert table.shape == (80, 32) and torch.equal(table[:32], old) and torch.equal(table[32:64], old)
+    ids = torch.randint(3, 120, (2, 32))
+    assert torch.equal(_hidden(_reload(result.out), ids), _hidden(model, ids))
+
+
+def test_a_sharded_pytorch_bin_with_a_missing_shard_is_named(tmp_path):
+    from posembed.errors import CheckpointError
+
+    src, _, shards = _sharded_bin(tmp_path)
+    (src / next(iter(shards))).unlink()
+    with pytest.raises(CheckpointError, match="maps '.*' to 'pytorch_model-00001-of-00002.bin', which is not in the folder"):
         read_layout(src)
 
 
@@ -429,7 +468,7 @@ def test_weights_need_exactly_one_2d_position_table(tmp_path, tensors, message):
 
 
 def test_the_largest_sizes_accepted(roberta, tmp_path):
-    from posembed.interop.extend import MAX_POSITIONS, _check_request
+    from posembed.interop.extend.checkpoint import MAX_POSITIONS, _check_request
 
     layout = read_layout(roberta)
     assert MAX_POSITIONS == 2**20
@@ -555,7 +594,7 @@ def test_one_dimensional_buffers_grow_too(tmp_path):
 def test_tensor_bytes_counts_every_tensor_whatever_its_name(tmp_path):
     from safetensors.torch import save_file
 
-    from posembed.interop.extend import _tensor_bytes
+    from posembed.interop.extend.checkpoint import _tensor_bytes
 
     path = tmp_path / "x.safetensors"
     save_file({"A.weight": torch.zeros(3), "0.bias": torch.zeros(2, dtype=torch.float64), "b": torch.zeros(2, 2)}, str(path),

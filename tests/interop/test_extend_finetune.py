@@ -251,4 +251,39 @@ def test_one_step_is_adam_without_weight_decay_on_the_new_rows_only(tiny_bert, s
     assert record["seconds"] == 3.1  # to a tenth of a second
     messages = [r.getMessage() for r in caplog.records]
     assert sum("tuning new rows: 1/1 done (loss" in m for m in messages) == 1
-    assert f"tuned rows 32..47 in 1 steps: loss {record['loss_first']:.3f} -> {record['loss_last_25']:.3f}" in messages
+    assert f"tuned rows 32..47 in 1 steps: loss {record['loss_first']:.4g} after one step (nothing to compare it with)" in messages
+    assert all(r.levelname == "INFO" for r in caplog.records)  # one step: no trend, no warning
+
+
+@pytest.mark.parametrize(
+    "first, last, steps, words",
+    [
+        (0.083, 0.163, 5, "loss rose from 0.083 (first step) to 0.163 (mean of the last 5): 5 steps did not lower it"),
+        (0.2, 0.2, 30, "loss did not fall from 0.2 (first step) to 0.2 (mean of the last 25): 30 steps did not lower it"),
+        (0.2, 0.1999, 30, "loss fell from 0.2 (first step) to 0.1999 (mean of the last 25)"),
+        (0.41, 0.12, 60, "loss fell from 0.41 (first step) to 0.12 (mean of the last 25)"),
+        (0.3, 0.3, 1, "loss 0.3 after one step (nothing to compare it with)"),
+    ],
+)
+def test_a_loss_that_does_not_fall_is_said_to(first, last, steps, words):
+    from posembed.interop.extend.finetune import describe_loss
+
+    text = describe_loss({"steps": steps, "loss_first": first, "loss_last_25": last})
+    assert text.startswith(words)
+    assert ("tune more steps, or none" in text) == (last >= first and steps > 1)
+
+
+@pytest.mark.parametrize("rises", [True, False])
+def test_the_tuning_log_warns_exactly_when_the_loss_did_not_fall(tiny_bert, short_text, monkeypatch, caplog, rises):
+    from posembed.interop.extend import finetune
+
+    losses = iter([0.1, 0.3, 0.3] if rises else [0.3, 0.1, 0.1])
+    real = torch.nn.functional.cross_entropy
+    monkeypatch.setattr(torch.nn.functional, "cross_entropy",
+                        lambda *a, **k: real(*a, **k) * 0 + next(losses))  # the loss the run sees, its gradient zero
+    caplog.set_level("INFO", logger=finetune.logger.name)
+    _, record = tune_new_rows(tiny_bert, copy_rows(_table(tiny_bert), 48), 32, steps=3, text=short_text, batch=3,
+                              passage=8, query=2)
+    (summary,) = [r for r in caplog.records if "tuned rows" in r.getMessage()]
+    assert (summary.levelname == "WARNING") == rises
+    assert ("loss rose from 0.1" in summary.getMessage()) == rises and record["loss_last_25"] == (0.2333 if rises else 0.1667)

@@ -19,7 +19,6 @@ from posembed.interop.extend.retrieval_report import (
     chance,
     format_table,
     markdown_table,
-    mcnemar,
     summarise,
     wilson,
     write_report,
@@ -164,29 +163,91 @@ def test_wilson_matches_the_formula_and_covers():
     assert all(wilson(k, n)[0] <= k / n <= wilson(k, n)[1] for n in range(1, 60) for k in range(n + 1))
 
 
-def _cell(task, system, length, hits, n=50):
-    low, high = wilson(hits, n)
-    return {"task": task, "system": system, "length": length, "hits": hits, "queries": n, "candidates": n,
-            "accuracy": hits / n, "mrr": hits / n, "low": low, "high": high, "longembed": ""}
+def _cell(task, system, length, hits, n=50, seeds=(0,)):
+    """A cell of ``hits`` out of ``n`` queries per data seed (the first ``hits`` of each seed's queries)."""
+    outcomes = [[i / max(1, n - 1), int(i < hits), seed] for seed in seeds for i in range(n)]
+    total, k = n * len(seeds), hits * len(seeds)
+    low, high = wilson(k, total)
+    return {"task": task, "system": system, "length": length, "hits": k, "queries": total, "candidates": n,
+            "accuracy": k / total, "mrr": k / total, "low": low, "high": high, "longembed": "", "outcomes": outcomes}
 
 
-def test_verdicts_need_non_overlapping_intervals():
-    cells = [_cell("passkey", s, L, k) for L in (512, 1024, 2048)
-             for s, k in (("truncate-512", 20), ("copy", 38 if L == 1024 else 30), ("grouped", 5))]
+def test_the_primary_family_is_each_system_against_the_longest_truncation_beyond_the_table():
+    cells = [_cell(t, s, L, k) for t in ("passkey", "needle") for L in (256, 1024, 2048)
+             for s, k in (("truncate-256", 5), ("truncate-512", 20), ("copy", 40), ("grouped", 5), ("hierarchical", 20))]
     summary = summarise(cells, 512)
     assert summary["long_lengths"] == [1024, 2048]
-    by_length = {v["length"]: v for v in summary["verdicts"]}
-    # 38/50 [0.63, 0.86] vs 20/50 [0.28, 0.54]: apart; 30/50 [0.46, 0.72] vs 20/50: overlapping
-    assert by_length[1024]["verdict"] == "beats" and by_length[1024]["beating"] == ["copy"]
-    assert by_length[2048]["verdict"] == "cannot tell" and by_length[2048]["best"] == "copy"
-    assert summary["winners"] == {"passkey": []}
-    assert summary["statements"][0].startswith("No method beats truncation at every length of 1024 and 2048")
-    assert "passkey @ 1024: best copy 0.76 [0.63, 0.86] vs truncate-512 0.40 [0.28, 0.54]: beats." in summary["statements"]
-    worse = summarise([_cell("needle", "truncate-512", 1024, 40), _cell("needle", "grouped", 1024, 10)], 512)
-    assert worse["verdicts"][0]["verdict"] == "worse"
-    wins = summarise([_cell("needle", "truncate-512", 1024, 10), _cell("needle", "copy", 1024, 40)], 512)
-    assert wins["winners"] == {"needle": ["copy"]} and wins["statements"][0].startswith("needle: copy beats")
-    assert [r["system"] for r in wins["ranking"]] == ["copy", "truncate-512"]
+    names = [(d["system"], d["region"], d["lengths"]) for d in summary["decisions"]]
+    # beyond the table every non-truncation system; within it only the methods that edit the trained rows
+    assert names == [("copy", "beyond the table", [1024, 2048]), ("grouped", "beyond the table", [1024, 2048]),
+                     ("hierarchical", "beyond the table", [1024, 2048]), ("grouped", "within the table", [256])]
+    by = {(d["system"], d["region"]): d for d in summary["decisions"]}
+    assert by["copy", "beyond the table"]["pairs"] == 200 and by["copy", "beyond the table"]["baseline"] == "truncate-512"
+    assert by["copy", "beyond the table"]["word"] == "copy better"
+    assert by["grouped", "beyond the table"]["word"] == "truncate-512 better"
+    assert by["grouped", "within the table"]["word"] == "truncate-512 better"
+    # identical outcomes: nothing discordant, no spread, so no equivalence either: cannot tell
+    assert by["hierarchical", "beyond the table"]["word"] == "cannot tell"
+    # Holm over the family's 8 tests: the p's match posembed.stats.decide on the same comparisons
+    from posembed.interop.extend.retrieval_verdicts import primary_comparisons
+    from posembed.stats import decide
+
+    expected = decide([c for c, _ in primary_comparisons(cells, 512)])
+    assert [d["p_adjusted"] for d in summary["decisions"]] == [e.p_adjusted for e in expected]
+    assert summary["statements"][0].startswith("Beyond the table (1024, 2048 tokens, 200 paired queries per system")
+    assert "copy: better than truncate-512" in summary["statements"][0]
+    assert "grouped: worse than truncate-512" in summary["statements"][0]
+    assert [r["system"] for r in summary["ranking"]][:2] == ["copy", "truncate-512"]
+    assert all(d["word"] is None for d in summary["exploratory"]) and len(summary["exploratory"]) == 2 * 3 * 3
+
+
+def test_a_winner_must_lead_in_every_data_seed_and_task():
+    from posembed.interop.extend.retrieval_verdicts import primary_decisions
+
+    def cell(system, per_seed):
+        outcomes = [[i / 49, int(i < k), seed] for seed, k in enumerate(per_seed) for i in range(50)]
+        return {"task": "needle", "system": system, "length": 1024, "outcomes": outcomes}
+
+    # seed 0: 45 against 5; seed 1: 20 against 22. Pooled: 65 against 27, McNemar p ~ 1e-5
+    split = [cell("truncate-512", [5, 22]), cell("copy", [45, 20])]
+    (decision,) = primary_decisions(split, 512)
+    assert decision["p_adjusted"] < 0.05 and decision["per_seed"] == {"0": 0.8, "1": -0.04}
+    assert decision["word"] == "cannot tell" and decision["note"] == "the data seeds disagree"
+    agree = [cell("truncate-512", [5, 20]), cell("copy", [45, 20])]  # seed 1 ties: no seed disagrees
+    assert primary_decisions(agree, 512)[0]["word"] == "copy better"
+    # the same with tasks: passkey 45 against 5, needle 20 against 22 (one seed): the tasks disagree
+    tasks = [dict(c, task=task, outcomes=[o[:2] + [0] for o in c["outcomes"]][i * 50:(i + 1) * 50])
+             for c in split for i, task in enumerate(("passkey", "needle"))]
+    (decision,) = primary_decisions(tasks, 512)
+    assert decision["per_task"] == {"passkey": 0.8, "needle": -0.04} and decision["per_seed"] == {"0": 0.38}
+    assert decision["word"] == "cannot tell" and decision["note"] == "the tasks disagree"
+
+
+def test_pairs_never_cross_a_data_seed_or_a_query():
+    from posembed.interop.extend.retrieval_verdicts import paired_hits
+
+    a = _cell("passkey", "truncate-512", 1024, 3, n=4, seeds=(0, 1))
+    b = _cell("passkey", "copy", 1024, 1, n=4, seeds=(0, 1))
+    assert paired_hits([a, b], "copy", "truncate-512", [1024]) == (
+        [1, 1, 1, 0] * 2, [1, 0, 0, 0] * 2, [0] * 4 + [1] * 4, ["passkey"] * 8)
+    shuffled = dict(b, outcomes=b["outcomes"][4:] + b["outcomes"][:4])  # seed 1's queries first
+    with pytest.raises(ValueError, match="passkey @ 1024: the outcomes of copy and truncate-512 are not the same queries"):
+        paired_hits([a, shuffled], "copy", "truncate-512", [1024])
+
+
+def test_alike_needs_the_equivalence_test():
+    from posembed.interop.extend.retrieval_verdicts import MARGIN, primary_decisions
+
+    def cell(system, hits):
+        return {"task": "passkey", "system": system, "length": 1024, "outcomes": [[0.0, h, 0] for h in hits]}
+
+    # 400 pairs, 10 discordant each way: difference 0, Wald se ~ 0.011, well within 0.10
+    close = [cell("truncate-512", [1] * 10 + [0] * 10 + [1] * 100 + [0] * 280),
+             cell("pcw-512", [0] * 10 + [1] * 10 + [1] * 100 + [0] * 280)]
+    assert MARGIN == 0.10 and primary_decisions(close, 512)[0]["word"] == "alike"
+    # 20 pairs, the same split: too few to show either
+    few = [cell("truncate-512", [1, 0] + [0] * 18), cell("pcw-512", [0, 1] + [0] * 18)]
+    assert primary_decisions(few, 512)[0]["word"] == "cannot tell"
 
 
 def test_config_checks():
@@ -240,8 +301,11 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     assert len(cells) == len(systems) * 2 * 2
     for cell in cells:
         assert 0.0 <= cell["low"] <= cell["accuracy"] <= cell["high"] <= 1.0 and 0.0 < cell["mrr"] <= 1.0
-        assert cell["queries"] == cell["candidates"] == 6 and cell["hits"] == sum(h for _, h in cell["outcomes"])
-        assert (cell["low"], cell["high"]) == wilson(cell["hits"], 6)
+        # two data seeds, each 6 queries ranking its own pool of 6 candidates
+        assert cell["queries"] == 12 and cell["candidates"] == 6 and cell["data_seeds"] == [0, 1]
+        assert [seed for *_, seed in cell["outcomes"]] == [0] * 6 + [1] * 6
+        assert cell["hits"] == sum(h for _, h, _ in cell["outcomes"])
+        assert (cell["low"], cell["high"]) == wilson(cell["hits"], 12)
     at = {(c["task"], c["system"], c["length"]): c for c in cells}
     assert at["passkey", "truncate-64", 600]["positions_used"] == 64 and at["passkey", "copy", 600]["positions_used"] == 600
     assert at["needle", "copy", 128]["positions_used"] == 128
@@ -251,10 +315,13 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
         for system in ("copy", "hierarchical", "tuned", "chunk-256", "pcw-256"):
             assert at[task, system, 128]["outcomes"] == at[task, "truncate-512", 128]["outcomes"]
     summary = result["summary"]
-    assert summary["long_lengths"] == [600] and {v["task"] for v in summary["verdicts"]} == set(TASKS)
+    assert summary["long_lengths"] == [600]
+    assert [(d["system"], d["region"]) for d in summary["decisions"]] == [
+        *[(s, "beyond the table") for s in systems[2:]], ("interpolate", "within the table"), ("grouped", "within the table")]
+    assert {d["pairs"] for d in summary["decisions"]} == {2 * 2 * 6}  # 2 tasks, 2 data seeds, 6 queries
     assert {r["system"] for r in summary["ranking"]} == set(systems)
     json_path, html_path = write_report(result, tmp_path / "report")
-    assert json.loads(json_path.read_text())["summary"]["verdicts"] == json.loads(json.dumps(summary["verdicts"]))
+    assert json.loads(json_path.read_text())["summary"]["decisions"] == json.loads(json.dumps(summary["decisions"]))
     page = html_path.read_text()
     assert "<title>posembed extend-eval" in page and (tmp_path / "report" / "extend_eval.png").is_file()
     # the summary of verdicts opens the page, before the figure and every table
@@ -262,7 +329,7 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     assert page.index(summary["statements"][0][:40]) < page.index("<figure")
     # text columns (system, task, verdict) are left-aligned, numbers right-aligned
     assert '<td class="text">truncate-64</td>' in page
-    assert any(f'<td class="text">{verdict}</td>' in page for verdict in ("beats", "worse", "cannot tell"))
+    assert f'<td class="text">{summary["decisions"][0]["word"]}</td>' in page
     assert "<td>600</td>" in page
     ranking = page.split("Ranking beyond the table")[1].split("</table>")[0]
     assert ">95% interval<" in ranking and ">low<" not in ranking and ">high<" not in ranking
@@ -279,27 +346,13 @@ def test_sizes_beyond_the_table_are_refused(small_model, text_file):
 
 
 def test_pcw_windows_are_full_and_chunks_are_not():
-    from posembed.interop.extend.retrieval import _windows
+    from posembed.interop.extend.retrieval_embed import _windows
 
     body = list(range(10))
     # LongEmbed's PCW: windows of L tokens, the last one moved back so it is full (overlapping)
     assert _windows(body, 4, full_last=True) == [[0, 1, 2, 3], [4, 5, 6, 7], [6, 7, 8, 9]]
     assert _windows(body, 4, full_last=False) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert _windows(body, 10, full_last=True) == [body] and _windows(body, 5, full_last=True) == [body[:5], body[5:]]
-
-
-def test_mcnemar_is_the_exact_binomial_test_on_discordant_pairs():
-    # 8 discordant pairs split 7:1 -> two-sided p = 2 * (1 + 8) / 256 = 0.0703125
-    first = [1] * 7 + [0] + [1, 0, 1]
-    second = [0] * 7 + [1] + [1, 0, 1]
-    assert mcnemar(first, second) == (7, 1, 0.0703125)
-    assert mcnemar([1, 0], [1, 0]) == (0, 0, 1.0) and mcnemar([1, 0], [0, 1])[2] == 1.0
-    with pytest.raises(ValueError, match="equal lengths"):
-        mcnemar([1], [1, 0])
-    cells = [dict(_cell("needle", "truncate-512", 1024, 2, n=4), outcomes=[[0, 1], [0, 1], [0, 0], [0, 0]]),
-             dict(_cell("needle", "copy", 1024, 3, n=4), outcomes=[[0, 1], [0, 0], [0, 1], [0, 1]])]
-    verdict = summarise(cells, 512)["verdicts"][0]
-    assert (verdict["only_best"], verdict["only_truncation"], verdict["mcnemar_p"]) == (2, 1, 1.0)
 
 
 def test_vectors_are_normalised_one_by_one():
@@ -318,17 +371,30 @@ def test_wilson_one_hit_has_a_positive_lower_end():
     assert wilson(1, 10) == pytest.approx((centre - half, centre + half), rel=1e-12)
 
 
-def test_mcnemar_refuses_unpaired_outcomes_and_caps_p_at_1():
-    for first, second in (([1, 0, 1], [1, 0]), ([1, 0], [1, 0, 1])):
-        with pytest.raises(ValueError, match=f"equal lengths, got {len(first)} and {len(second)}"):
-            mcnemar(first, second)
-    # an even split: the two tails overlap, 2 * P(X <= 1 | n = 2) = 1.5, reported as 1
-    assert mcnemar([1, 0, 1], [0, 1, 1]) == (1, 1, 1.0)
-    assert mcnemar([0, 0], [0, 0]) == (0, 0, 1.0)  # no discordant pair
-
-
 def test_chance_is_the_mean_reciprocal_rank_of_a_uniform_rank():
     assert chance(1) == (1.0, 1.0)
     accuracy, mrr = chance(4)
     assert accuracy == 0.25 and mrr == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4, rel=1e-15)
     assert chance(24)[1] == pytest.approx(sum(1 / r for r in range(1, 25)) / 24, rel=1e-15)
+
+
+def test_chunks_are_weighted_by_the_tokens_they_cover():
+    from posembed.interop.extend.retrieval import System
+    from posembed.interop.extend.retrieval_data import Document
+    from posembed.interop.extend.retrieval_embed import document_vectors
+
+    class Tokenizer:
+        cls_token_id, sep_token_id = 101, 102
+
+    # chunk-6 reads 4 body tokens per piece: [0..3], [4..7], [8, 9]
+    unit = {(101, 0, 1, 2, 3, 102): [3.0, 0.0], (101, 4, 5, 6, 7, 102): [0.0, 5.0], (101, 8, 9, 102): [0.0, -2.0]}
+    doc = Document(fact=None, depth=0.0, body=tuple(range(10)), fact_start=0, fact_length=1)
+    vectors = document_vectors(System("chunk-6", "chunk", size=6), lambda pieces: torch.tensor([unit[p] for p in pieces]),
+                               Tokenizer(), [doc], 6)
+    # unit vectors [1, 0], [0, 1], [0, -1] weighted 4, 4, 2: [4, 2] / |[4, 2]| (equal weights would give [1, 0])
+    assert torch.allclose(vectors, torch.tensor([[2.0, 1.0]]) / math.sqrt(5.0))
+    # pcw-6: windows [0..3], [4..7], [6..9] (the last moved back, full), their plain mean
+    windows = {**unit, (101, 6, 7, 8, 9, 102): [0.0, -9.0]}
+    pcw = document_vectors(System("pcw-6", "pcw", size=6), lambda pieces: torch.tensor([windows[p] for p in pieces]),
+                           Tokenizer(), [doc], 6)
+    assert torch.allclose(pcw, torch.tensor([[3.0, -4.0]]) / 5.0)

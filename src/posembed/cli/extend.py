@@ -49,15 +49,20 @@ A folder posembed already extended is refused unless --force.
 
 EVAL_EPILOG = """\
 examples:
-  posembed extend-eval --quick --out ./extend-report     (12 min 25 s measured on a busy 2-core machine)
-  posembed extend-eval --out ./extend-report             (the full benchmark: its 4096 column alone took 15 min on 2 idle cores; hours on a busy machine)
+  posembed extend-eval --quick --out ./extend-report     (256 and 1024 tokens, 10 queries, one data seed)
+  posembed extend-eval --out ./extend-report             (the full benchmark, two data seeds: twice the work of the
+                                                          one-seed form, whose 4096 column alone took 15 min on 2 idle cores)
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
 LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass key is 48213.
 Remember it. ...", query "What is the pass key for Brannoc?") and needle (a planted sentence, a
-paraphrased query). Per task and length, --queries candidates share one filler span of the shipped
-text and differ only in the planted fact and its depth; each query ranks them all. Top-1 accuracy
-with a 95% Wilson interval per cell. Writes extend_eval.json and extend_eval.html into --out; an
+paraphrased query). Per data seed, task and length, --queries candidates share one filler span of
+the shipped text and differ only in the planted fact and its depth; each query ranks them all.
+Cells: top-1 accuracy over every seed's queries, with a 95% Wilson interval for reading.
+The verdict: each system against the longest truncation beyond the table (and interpolate /
+grouped within it), an exact McNemar test on queries paired within each data seed, Holm over
+those primary comparisons at 5%, "alike" (within 0.10) only from an equivalence test, and a
+winner must lead in every data seed and task. Writes extend_eval.json and extend_eval.html into --out; an
 interrupted run given the same --out and settings resumes from the cells it kept.
 """
 
@@ -125,7 +130,11 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--finetune-steps", type=int, default=None, metavar="STEPS",
                         help=f"steps of the tuned system, 0 for none (default: {default.finetune_steps})")
     parser.add_argument("--text", type=Path, default=None, help="UTF-8 text file (default: the shipped tinyshakespeare)")
-    parser.add_argument("--seed", type=int, default=None, help=f"seed of the data and the tuning (default: {default.seed})")
+    parser.add_argument("--seed", type=int, default=None,
+                        help=f"seed of the tuning and the first data seed (default: {default.seed})")
+    parser.add_argument("--data-seeds", type=int, default=None, metavar="K",
+                        help=f"data seeds SEED .. SEED+K-1, each with its own filler spans, depths and passkeys; a "
+                             f"cell pools their queries (default: {default.data_seeds}; --quick: {QUICK.data_seeds})")
     parser.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
                         help="no progress on stderr (otherwise a bar on a terminal, one line per cell elsewhere)")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
@@ -152,6 +161,11 @@ def run_extend(args: argparse.Namespace) -> int:
         f"{result.out}: {result.model_type} with {result.positions} positions (was {result.original_positions}, "
         f"{result.method}{tuned}); rewrote {', '.join(result.rewritten)}; copied {len(result.copied)} other files"
     )
+    if args.finetune:
+        from posembed.interop.extend.finetune import describe_loss
+
+        record = json.loads((result.out / "config.json").read_text(encoding="utf-8"))["posembed_extension"]["finetune"]
+        print(f"tuning: {describe_loss(record)}")
     if result.left_out:
         print(f"left out (weights in other formats that would no longer match): {', '.join(result.left_out)}")
     return 0
@@ -169,7 +183,7 @@ def eval_config(args: argparse.Namespace):
         "lengths": tuple(args.lengths) if args.lengths else None,
         "queries": args.queries, "targets": tuple(args.targets) if args.targets else None,
         "methods": tuple(args.methods) if args.methods else None, "finetune_steps": args.finetune_steps,
-        "seed": args.seed,
+        "seed": args.seed, "data_seeds": args.data_seeds,
     }
     return replace(base, **{k: v for k, v in changes.items() if v is not None})
 

@@ -45,12 +45,18 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from posembed.stats import (Comparison, Decision, Estimate, decide, describe, distinguishing, holm, mcnemar,
+                            min_detectable_difference, paired_t, tost, welch)
+
 __all__ = [
     "AGREE", "DISAGREE", "PARTLY", "CANNOT_TELL", "NOISE_FLOOR", "FAIL_RATIO", "FLAT_TOLERANCE", "PRESS_SCHEMES",
     "KAZEMNEJAD_FAVOURED", "combine", "noise", "pair_verdict", "vaswani", "perplexity_ratio", "press_fails",
     "press_flattest", "press", "kazemnejad_task", "kazemnejad", "nanogpt", "CONFIDENCE", "Interval",
     "bootstrap_interval", "interval_verdict", "combine_strict", "vaswani_intervals", "press_intervals",
     "kazemnejad_intervals", "ONE_SEED",
+    # the one verdict rule (posembed.stats), re-exported
+    "Comparison", "Decision", "Estimate", "decide", "describe", "distinguishing", "holm", "mcnemar",
+    "min_detectable_difference", "paired_t", "tost", "welch",
 ]
 
 AGREE, DISAGREE, PARTLY, CANNOT_TELL = "agree", "disagree", "partly", "cannot tell"

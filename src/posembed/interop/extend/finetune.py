@@ -125,9 +125,31 @@ def tune_new_rows(
         "seconds": round(time.perf_counter() - started, 1), "text": str(text_path),
         "pairs": "query: a piece of the passage; passage: a span placed past the original rows (PoSE skip)",
     }
-    logger.info("tuned rows %d..%d in %d steps: loss %.3f -> %.3f", trained_rows, rows - 1, steps,
-                record["loss_first"], record["loss_last_25"])
+    rose = steps > 1 and record["loss_last_25"] >= record["loss_first"]
+    logger.log(logging.WARNING if rose else logging.INFO, "tuned rows %d..%d in %d steps: %s", trained_rows, rows - 1,
+               steps, describe_loss(record))
     return tuned, record
+
+
+def describe_loss(record: dict) -> str:
+    """The tuning's loss in words, from its record: the first step's against the mean of the last
+    25 (or fewer), and, where that did not fall, that it did not and what to do (one step has no
+    trend to judge).
+
+    >>> describe_loss({"steps": 5, "loss_first": 0.083, "loss_last_25": 0.163})
+    'loss rose from 0.083 (first step) to 0.163 (mean of the last 5): 5 steps did not lower it, so the new rows fit the pairs no better than their starting copies; tune more steps, or none'
+    >>> describe_loss({"steps": 60, "loss_first": 0.41, "loss_last_25": 0.12})
+    'loss fell from 0.41 (first step) to 0.12 (mean of the last 25)'
+    """
+    first, last, steps = record["loss_first"], record["loss_last_25"], record["steps"]
+    if steps < 2:
+        return f"loss {first:.4g} after one step (nothing to compare it with)"
+    span = f"(first step) to {last:.4g} (mean of the last {min(25, steps)})"
+    if last < first:
+        return f"loss fell from {first:.4g} {span}"
+    how = "rose" if last > first else "did not fall"
+    return (f"loss {how} from {first:.4g} {span}: {steps} steps did not lower it, so the new rows fit the pairs no "
+            f"better than their starting copies; tune more steps, or none")
 
 
 def _check(table: Tensor, trained_rows: int, steps: int, batch: int, passage: int, query: int) -> None:

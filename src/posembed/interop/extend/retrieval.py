@@ -9,7 +9,8 @@ does for all-MiniLM-L6-v2) under several *systems*, after LongEmbed (Zhu et al. 
     the original model, each document cut to its first ``T`` tokens;
 ``chunk-C``
     the original model on consecutive ``C``-token chunks (the last one shorter), the mean of the
-    L2-normalised chunk embeddings;
+    L2-normalised chunk embeddings, each weighted by the document tokens it covers (a 14-token
+    last chunk counts 14/510 of a full one);
 ``pcw-C``
     parallel context windows as LongEmbed runs them: ``C``-token windows, the last one moved
     back to end at the document's end so it is full, the mean of the windows' (unnormalised)
@@ -34,14 +35,12 @@ import logging
 import random
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
-from torch import Tensor
-
-from posembed.interop.extend import extend_checkpoint, read_layout
+from posembed.interop.extend.checkpoint import extend_checkpoint
+from posembed.interop.extend.layout import read_layout
 from posembed.interop.extend.methods import KEEPS_TRAINED_ROWS
 from posembed.interop.extend.retrieval_data import (
     TASKS,
@@ -54,9 +53,13 @@ from posembed.interop.extend.retrieval_data import (
     split_text,
     spread_depths,
 )
+from posembed.interop.extend.retrieval_embed import Encoder, document_vectors, normalise, rank_scores, wrap
 from posembed.interop.extend.retrieval_report import summarise, wilson
 
-__all__ = ["BenchmarkConfig", "QUICK", "System", "build_documents", "evaluate_extension", "rank_scores", "PROGRESS_LOGGER"]
+_normalise, _wrap = normalise, wrap  # the names the tests and earlier callers use
+
+__all__ = ["BenchmarkConfig", "QUICK", "System", "build_documents", "evaluate_extension", "rank_scores", "Encoder",
+           "PROGRESS_LOGGER"]
 
 logger = logging.getLogger(__name__)
 #: where the one-line-per-cell progress goes when stderr is not a terminal
@@ -77,7 +80,8 @@ class BenchmarkConfig:
     finetune_steps: int = 60  # the ``tuned`` system's steps, tuned once at the largest target (0: none)
     truncate: tuple[int, ...] = (256, 512)
     chunk: int = 512  # chunk-C and pcw-C window size
-    seed: int = 0
+    seed: int = 0  # the tuned system's seed and the first data seed
+    data_seeds: int = 2  # data seeds ``seed, seed + 1, ...``: each its own filler spans and candidate pools
     batch_tokens: int = 8192
 
     def __post_init__(self) -> None:
@@ -98,6 +102,13 @@ class BenchmarkConfig:
             raise ValueError(f"finetune_steps must be an int >= 0, got {self.finetune_steps!r}")
         if self.chunk < 8:
             raise ValueError(f"chunk must be at least 8 tokens, got {self.chunk!r}")
+        if not isinstance(self.data_seeds, int) or isinstance(self.data_seeds, bool) or self.data_seeds < 1:
+            raise ValueError(f"data_seeds must be an int >= 1, got {self.data_seeds!r}")
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The data seeds, each drawing its own filler spans, depths and passkeys."""
+        return tuple(range(self.seed, self.seed + self.data_seeds))
 
     def target_for(self, length: int) -> int:
         """The extension size used for documents of ``length`` tokens."""
@@ -114,8 +125,8 @@ class BenchmarkConfig:
         return systems
 
 
-#: the ``--quick`` form: both tasks, 256 and 1024 tokens, 10 queries, a 20-step tuned system
-QUICK = BenchmarkConfig(lengths=(256, 1024), queries=10, targets=(1024,), finetune_steps=20)
+#: the ``--quick`` form: both tasks, 256 and 1024 tokens, 10 queries, one data seed, a 20-step tuned system
+QUICK = BenchmarkConfig(lengths=(256, 1024), queries=10, targets=(1024,), finetune_steps=20, data_seeds=1)
 
 
 @dataclass(frozen=True)
@@ -141,112 +152,24 @@ class System:
 # ---------------------------------------------------------------------- data
 
 
-def build_documents(tokenizer, config: BenchmarkConfig, text: str) -> dict[tuple[str, int], list[Document]]:
+def build_documents(tokenizer, config: BenchmarkConfig, text: str, seed: int | None = None
+                    ) -> dict[tuple[str, int], list[Document]]:
     """Candidates per (task, length): ``config.queries`` documents sharing one filler span each.
 
-    The filler is the benchmark part of ``text`` (its last tenth, :func:`split_text`).
+    The filler is the benchmark part of ``text`` (its last tenth, :func:`split_text`); ``seed``
+    (default ``config.seed``) is the data seed: it draws the spans, the depths and the passkeys.
     """
     tokens, starts = corpus_tokens(tokenizer, split_text(text)[1])
-    rng = random.Random(config.seed)
+    seed = config.seed if seed is None else seed
+    rng = random.Random(seed)
     documents = {}
     for task in config.tasks:
-        facts = make_facts(task, config.queries, seed=config.seed)
+        facts = make_facts(task, config.queries, seed=seed)
         fact_ids = [tokenizer(f.sentence, add_special_tokens=False)["input_ids"] for f in facts]
         for length in config.lengths:
             depths = spread_depths(len(facts), rng)
             documents[task, length] = plant_documents(tokens, starts, fact_ids, facts, depths, length - 2, rng)
     return documents
-
-
-def _wrap(tokenizer, body: Sequence[int]) -> tuple[int, ...]:
-    return (tokenizer.cls_token_id, *body, tokenizer.sep_token_id)
-
-
-# ---------------------------------------------------------------------- embedding
-
-
-def _pooled(model, batch: list[tuple[int, ...]], pad_id: int) -> Tensor:
-    width = max(len(ids) for ids in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, seq in enumerate(batch):
-        ids[row, : len(seq)] = torch.tensor(seq)
-        mask[row, : len(seq)] = 1
-    hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, T, C)
-    return (hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)  # (B, C)
-
-
-class Encoder:
-    """Mean-pooled (unnormalised) embeddings of token sequences, each distinct one encoded once.
-
-    ``shared`` is a cache for sequences of at most ``exact_up_to`` tokens, shared between
-    models that encode such inputs identically; longer inputs use this encoder's own cache.
-    """
-
-    def __init__(self, model, pad_id: int, batch_tokens: int, shared: dict | None = None, exact_up_to: int = 0):
-        self.model, self.pad_id, self.batch_tokens = model, pad_id, batch_tokens
-        self.shared = shared if shared is not None else {}
-        self.exact_up_to = exact_up_to if shared is not None else 0
-        self.own: dict[tuple[int, ...], Tensor] = {}
-
-    def _cache(self, seq: tuple[int, ...]) -> dict:
-        return self.shared if len(seq) <= self.exact_up_to else self.own
-
-    @torch.inference_mode()
-    def __call__(self, inputs: Sequence[tuple[int, ...]]) -> Tensor:
-        todo = sorted({seq for seq in inputs if seq not in self._cache(seq)}, key=len)
-        batch: list[tuple[int, ...]] = []
-        for seq in [*todo, None]:
-            if batch and (seq is None or len(seq) * (len(batch) + 1) > self.batch_tokens):
-                for done, vector in zip(batch, _pooled(self.model, batch, self.pad_id)):
-                    self._cache(done)[done] = vector
-                batch = []
-            if seq is not None:
-                batch.append(seq)
-        return torch.stack([self._cache(seq)[seq] for seq in inputs])
-
-
-def _normalise(vectors: Tensor) -> Tensor:
-    return torch.nn.functional.normalize(vectors, dim=-1)
-
-
-def _windows(body: Sequence[int], size: int, full_last: bool) -> list[Sequence[int]]:
-    """Consecutive ``size``-token pieces of ``body``; with ``full_last``, the last one ends at the end, full."""
-    if len(body) <= size:
-        return [body]
-    pieces = [body[begin : begin + size] for begin in range(0, len(body), size)]
-    if full_last:
-        pieces[-1] = body[-size:]
-    return pieces
-
-
-def _document_vectors(system: System, encoder: Encoder, tokenizer, documents: list[Document], used: int) -> Tensor:
-    if system.kind in ("chunk", "pcw"):
-        owners, pieces = [], []
-        for index, doc in enumerate(documents):
-            for piece in _windows(doc.body, system.size - 2, full_last=system.kind == "pcw"):
-                pieces.append(_wrap(tokenizer, piece))
-                owners.append(index)
-        vectors = encoder(pieces)
-        if system.kind == "chunk":
-            vectors = _normalise(vectors)
-        owner = torch.tensor(owners)
-        return _normalise(torch.stack([vectors[owner == i].mean(0) for i in range(len(documents))]))
-    return _normalise(encoder([_wrap(tokenizer, d.body[: used - 2]) for d in documents]))
-
-
-def rank_scores(queries: Tensor, documents: Tensor) -> tuple[list[bool], list[float]]:
-    """Per query ``i``: whether document ``i`` strictly outscores all others, and 1 / its rank.
-
-    >>> q = torch.eye(3); d = torch.tensor([[1.0, 0, 0], [1.0, 0, 0], [0, 0, 1.0]])
-    >>> rank_scores(q, d)
-    ([False, False, True], [0.5, 0.3333333333333333, 1.0])
-    """
-    scores = queries @ documents.T  # (Q, Q)
-    own = scores.diagonal().unsqueeze(1)
-    others = scores.masked_fill(torch.eye(len(scores), dtype=torch.bool), float("-inf"))
-    better_or_tied = (others >= own).sum(1)  # ties rank the own document last among equals
-    return [int(b) == 0 for b in better_or_tied], [1.0 / (1 + int(b)) for b in better_or_tied]
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -258,16 +181,19 @@ def _load(folder: Path):
     return AutoModel.from_pretrained(str(folder)).eval()
 
 
-def _cell(system: System, task: str, length: int, used: int, documents: list[Document], queries: Tensor,
-          vectors: Tensor, seconds: float) -> dict:
-    hits, reciprocal = rank_scores(queries, vectors)
-    n, k = len(hits), sum(hits)
+def _cell(system: System, task: str, length: int, used: int, pools: list[tuple[int, list[Document], list[bool], list[float]]],
+          seconds: float) -> dict:
+    """One (task, system, length) cell over every data seed's pool: ``pools`` holds per seed its
+    documents, hits and reciprocal ranks; each outcome is ``[depth, hit, data seed]``."""
+    outcomes = [[round(d.depth, 4), int(h), seed] for seed, docs, hits, _ in pools for d, h in zip(docs, hits)]
+    reciprocal = [r for *_, ranks in pools for r in ranks]
+    n, k = len(outcomes), sum(hit for _, hit, _ in outcomes)
     low, high = wilson(k, n)
     return {
         "task": task, "system": system.name, "longembed": system.longembed, "length": length,
         "positions_used": min(used, length), "accuracy": k / n, "low": low, "high": high,
-        "mrr": sum(reciprocal) / n, "hits": k, "queries": n, "candidates": len(documents),
-        "seconds": round(seconds, 2), "outcomes": [[round(d.depth, 4), int(h)] for d, h in zip(documents, hits)],
+        "mrr": sum(reciprocal) / n, "hits": k, "queries": n, "candidates": len(pools[0][1]),
+        "data_seeds": [seed for seed, *_ in pools], "seconds": round(seconds, 2), "outcomes": outcomes,
     }
 
 
@@ -326,11 +252,9 @@ def evaluate_extension(
 
     Returns:
         a JSON-able dict: ``protocol``, ``cells`` (one per task, system and length, with its
-        interval and per-query outcomes), ``summary`` (the verdicts), ``seconds``.
+        interval and per-query outcomes over every data seed), ``summary`` (the verdicts), ``seconds``.
     """
     from transformers import AutoTokenizer
-
-    from posembed._progress import Progress, progress_mode
 
     config = config or BenchmarkConfig()
     model_path = Path(model_path)
@@ -338,60 +262,76 @@ def evaluate_extension(
     _check_sizes(config, positions)
     text_path = Path(text) if text is not None else default_text()
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    documents = build_documents(tokenizer, config, read_text(text_path))
-    queries = {
-        task: [_wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
-               for f in make_facts(task, config.queries, seed=config.seed)]
-        for task in config.tasks
-    }
-    shared: dict = {}
-    cells, seconds = [], {}
+    data = _Data(tokenizer, config, read_text(text_path), positions)
     with tempfile.TemporaryDirectory(prefix="posembed-extend-eval-") as scratch:
         jobs = list(_jobs(model_path, config, Path(scratch), text_path))
-        done = done or {}
-        keys = [(task, system.name, length) for _, system, lengths in jobs for task in config.tasks for length in lengths]
-        mode = progress_mode(progress)
-        with Progress(len(keys), sum(key in done for key in keys), mode=mode, desc="extend-eval", unit="cell",
-                      logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
-            for make_folder, system, lengths in jobs:
-                encoder = None
-                if any((task, system.name, length) not in done for task in config.tasks for length in lengths):
-                    bar.working_on(f"{system.name}: building the model")
-                    built = time.perf_counter()
-                    model = _load(make_folder())
-                    seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
-                    encoder = Encoder(model, tokenizer.pad_token_id, config.batch_tokens,
-                                      shared if system.exact_within_table else None, positions)
-                    del model  # the encoder holds it
-                for task in config.tasks:
-                    query_vectors = None
-                    for length in lengths:
-                        if (task, system.name, length) in done:
-                            cells.append(done[task, system.name, length])
-                            seconds[system.name] = seconds.get(system.name, 0.0) + cells[-1]["seconds"]
-                            continue
-                        if query_vectors is None:
-                            query_vectors = _normalise(encoder(queries[task]))
-                        bar.working_on(f"{system.name}, {task} @ {length}")
-                        started = time.perf_counter()
-                        used = system.size if system.kind == "truncate" else config.target_for(length)
-                        docs = documents[task, length]
-                        vectors = _document_vectors(system, encoder, tokenizer, docs, used)
-                        took = time.perf_counter() - started
-                        cells.append(_cell(system, task, length, used, docs, query_vectors, vectors, took))
-                        if on_cell is not None:
-                            on_cell(cells[-1])
-                        seconds[system.name] += took
-                        bar.advance(f"{system.name}, {task} @ {length}: {cells[-1]['accuracy']:.2f}", took)
-                del encoder
+        cells, seconds = _run_jobs(jobs, data, progress, on_cell, done or {})
     protocol = {
         **asdict(config), "model": str(model_path), "original_positions": positions, "text": str(text_path),
-        "pooling": "mean, L2-normalised", "interval": "95% Wilson score interval over the queries of a cell",
+        "pooling": "mean, L2-normalised", "seeds": list(config.seeds),
+        "interval": "95% Wilson score interval over the queries of a cell (all data seeds; conditional on their filler spans)",
         "facts": {task: [asdict(f) for f in make_facts(task, config.queries, seed=config.seed)] for task in config.tasks},
     }
     seconds = {k: round(v, 2) for k, v in seconds.items()}
     logger.info("extend-eval on %s: %d cells in %.0f s", model_path, len(cells), sum(seconds.values()))
     return {"protocol": protocol, "cells": cells, "seconds": seconds, "summary": summarise(cells, positions)}
+
+
+class _Data:
+    """The documents and wrapped queries of every data seed, and the shared short-input cache."""
+
+    def __init__(self, tokenizer, config: BenchmarkConfig, text: str, positions: int):
+        self.tokenizer, self.config, self.positions, self.shared = tokenizer, config, positions, {}
+        self.documents = {seed: build_documents(tokenizer, config, text, seed) for seed in config.seeds}
+        self.queries = {
+            (seed, task): [wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
+                           for f in make_facts(task, config.queries, seed=seed)]
+            for seed in config.seeds for task in config.tasks
+        }
+
+
+def _run_jobs(jobs: list, data: _Data, progress, on_cell, done: Mapping) -> tuple[list[dict], dict[str, float]]:
+    from posembed._progress import Progress, progress_mode
+
+    tasks = data.config.tasks
+    keys = [(task, system.name, length) for _, system, lengths in jobs for task in tasks for length in lengths]
+    cells, seconds = [], {}
+    with Progress(len(keys), sum(key in done for key in keys), mode=progress_mode(progress), desc="extend-eval",
+                  unit="cell", logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
+        for make_folder, system, lengths in jobs:
+            encoder = None
+            if any((task, system.name, length) not in done for task in tasks for length in lengths):
+                bar.working_on(f"{system.name}: building the model")
+                built = time.perf_counter()
+                encoder = Encoder(_load(make_folder()), data.tokenizer.pad_token_id, data.config.batch_tokens,
+                                  data.shared if system.exact_within_table else None, data.positions)
+                seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
+            for task in tasks:
+                for length in lengths:
+                    cell = done.get((task, system.name, length))
+                    if cell is None:
+                        bar.working_on(f"{system.name}, {task} @ {length}")
+                        cell = _measure(system, encoder, data, task, length)
+                        if on_cell is not None:
+                            on_cell(cell)
+                        bar.advance(f"{system.name}, {task} @ {length}: {cell['accuracy']:.2f}", cell["seconds"])
+                    cells.append(cell)
+                    seconds[system.name] = seconds.get(system.name, 0.0) + cell["seconds"]
+            del encoder
+    return cells, seconds
+
+
+def _measure(system: System, encoder: Encoder, data: _Data, task: str, length: int) -> dict:
+    """One cell: every data seed's queries rank that seed's candidates."""
+    started = time.perf_counter()
+    used = system.size if system.kind == "truncate" else data.config.target_for(length)
+    pools = []
+    for seed in data.config.seeds:
+        docs = data.documents[seed][task, length]
+        vectors = document_vectors(system, encoder, data.tokenizer, docs, used)
+        hits, reciprocal = rank_scores(normalise(encoder(data.queries[seed, task])), vectors)
+        pools.append((seed, docs, hits, reciprocal))
+    return _cell(system, task, length, used, pools, time.perf_counter() - started)
 
 
 def _check_sizes(config: BenchmarkConfig, positions: int) -> None:

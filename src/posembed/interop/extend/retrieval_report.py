@@ -3,17 +3,19 @@
 Pure functions over the ``cells`` that :func:`posembed.interop.extend.retrieval.evaluate_extension`
 produces (one per task, system and document length); matplotlib is imported only to draw.
 
-A method *beats* truncation at a length when the lower end of its 95 % Wilson interval lies above
-the upper end of the best truncation's; it is *worse* when its upper end lies below the other's
-lower end; otherwise the run *cannot tell*.
+The verdicts are :mod:`posembed.interop.extend.retrieval_verdicts`' (the exact McNemar test on
+queries paired within each data seed, Holm over the primary comparisons, "alike" only from an
+equivalence test). Each cell's 95 % Wilson interval is shown for reading the table only: it treats
+the cell's queries as independent, though each seed's queries share one filler span and pool.
 
 Example:
     >>> cells = [{"task": "passkey", "system": s, "length": L, "hits": k, "queries": 50, "candidates": 50,
-    ...           "accuracy": k / 50, "mrr": k / 50, **dict(zip(("low", "high"), wilson(k, 50))), "longembed": ""}
+    ...           "accuracy": k / 50, "mrr": k / 50, **dict(zip(("low", "high"), wilson(k, 50))), "longembed": "",
+    ...           "outcomes": [[i / 49, int(i < k), 0] for i in range(50)]}
     ...          for s, k in (("truncate-512", 10), ("copy", 40)) for L in (512, 1024)]
     >>> summary = summarise(cells, 512)
-    >>> summary["long_lengths"], [v["verdict"] for v in summary["verdicts"]]
-    ([1024], ['beats'])
+    >>> summary["long_lengths"], [d["word"] for d in summary["decisions"]]
+    ([1024], ['copy better'])
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from pathlib import Path
 
 from posembed._io import atomic_write_json
 
-__all__ = ["wilson", "mcnemar", "summarise", "chance", "format_table", "markdown_table", "write_report"]
+__all__ = ["wilson", "summarise", "chance", "format_table", "markdown_table", "write_report", "WILSON"]
 
 Z95 = 1.959963984540054
+#: what a cell's interval is
+WILSON = "95% Wilson interval over the cell's queries (as if independent; a seed's queries share its filler)"
 
 
 def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -48,25 +52,6 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     return low, high
 
 
-def mcnemar(first: Sequence[int], second: Sequence[int]) -> tuple[int, int, float]:
-    """Exact two-sided McNemar test of two systems' paired hits on the same queries.
-
-    Returns ``(b, c, p)``: queries only ``first`` gets, queries only ``second`` gets, and the
-    probability of a split at least this uneven if neither system were better (binomial, 1/2).
-    Reported beside the verdicts as supporting evidence; the verdicts themselves compare intervals.
-
-    >>> mcnemar([1, 1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0, 0])
-    (6, 0, 0.03125)
-    """
-    if len(first) != len(second):
-        raise ValueError(f"paired outcomes need equal lengths, got {len(first)} and {len(second)}")
-    b = sum(1 for x, y in zip(first, second) if x and not y)
-    c = sum(1 for x, y in zip(first, second) if y and not x)
-    n = b + c
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n if n else 1.0
-    return b, c, min(1.0, 2 * tail)
-
-
 def chance(candidates: int) -> tuple[float, float]:
     """Top-1 accuracy and MRR of a random ranking of ``candidates`` documents.
 
@@ -80,48 +65,20 @@ def _ordered(values) -> list:
     return list(dict.fromkeys(values))
 
 
-def _compare(method: dict, baseline: dict) -> str:
-    if method["low"] > baseline["high"]:
-        return "beats"
-    if method["high"] < baseline["low"]:
-        return "worse"
-    return "cannot tell"
-
-
 def summarise(cells: Sequence[dict], original_positions: int) -> dict:
-    """The verdicts: per task and length beyond the table, the best method against the best truncation.
+    """The verdicts (:mod:`~posembed.interop.extend.retrieval_verdicts`) and what the report says.
 
-    Returns ``long_lengths``, ``verdicts`` (one per task and long length), ``ranking`` (each system's
-    hits pooled over the long lengths and tasks, with an interval), ``winners`` (methods that
-    beat truncation at every long length of some task) and ``statements`` (sentences, headline first).
+    Returns ``long_lengths``, ``decisions`` (the primary comparisons, each with its word),
+    ``exploratory`` (each task and length alone: numbers, no word), ``ranking`` (each system's hits
+    pooled over the long lengths and tasks, with a Wilson interval: description only) and
+    ``statements`` (sentences, headline first).
     """
-    lengths = sorted({c["length"] for c in cells})
-    long = [L for L in lengths if L > original_positions]
-    verdicts = []
-    for task in _ordered(c["task"] for c in cells):
-        for length in long:
-            here = [c for c in cells if c["task"] == task and c["length"] == length]
-            truncs = [c for c in here if c["system"].startswith("truncate-")]
-            others = [c for c in here if not c["system"].startswith("truncate-")]
-            if not truncs or not others:
-                continue
-            base = max(truncs, key=lambda c: (c["accuracy"], c["mrr"]))
-            best = max(others, key=lambda c: (c["accuracy"], c["mrr"]))
-            paired = {}
-            if "outcomes" in best and "outcomes" in base:
-                b, c, p = mcnemar([h for _, h in best["outcomes"]], [h for _, h in base["outcomes"]])
-                paired = {"only_best": b, "only_truncation": c, "mcnemar_p": p}
-            verdicts.append({
-                "task": task, "length": length, "best": best["system"], "best_accuracy": best["accuracy"],
-                "best_interval": [best["low"], best["high"]], "truncation": base["system"],
-                "truncation_accuracy": base["accuracy"], "truncation_interval": [base["low"], base["high"]],
-                "verdict": _compare(best, base),
-                "beating": [c["system"] for c in others if _compare(c, base) == "beats"], **paired,
-            })
-    ranking = _ranking(cells, long)
-    winners = _winners(verdicts, long)
-    return {"long_lengths": long, "verdicts": verdicts, "ranking": ranking, "winners": winners,
-            "statements": _statements(verdicts, winners, long, cells, original_positions)}
+    from posembed.interop.extend.retrieval_verdicts import MARGIN, exploratory_decisions, primary_decisions
+
+    long = sorted({c["length"] for c in cells if c["length"] > original_positions})
+    decisions = primary_decisions(cells, original_positions)
+    return {"long_lengths": long, "margin": MARGIN, "decisions": decisions, "exploratory": exploratory_decisions(cells),
+            "ranking": _ranking(cells, long), "statements": _statements(decisions, cells, original_positions)}
 
 
 def _ranking(cells: Sequence[dict], long: list[int]) -> list[dict]:
@@ -137,42 +94,34 @@ def _ranking(cells: Sequence[dict], long: list[int]) -> list[dict]:
     return sorted(ranking, key=lambda r: -r["accuracy"])
 
 
-def _winners(verdicts: list[dict], long: list[int]) -> dict[str, list[str]]:
-    """Per task, the systems that beat truncation at every long length of the run."""
-    winners = {}
-    for task in _ordered(v["task"] for v in verdicts):
-        mine = [v for v in verdicts if v["task"] == task]
-        if len(mine) != len(long):
-            continue
-        common = set(mine[0]["beating"]).intersection(*(v["beating"] for v in mine[1:]))
-        winners[task] = sorted(common)
-    return winners
-
-
 def _interval(accuracy: float, interval: Sequence[float]) -> str:
     return f"{accuracy:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
-def _statements(verdicts, winners, long, cells, original_positions) -> list[str]:
-    if not long:
+def headline(decisions: Sequence[dict], region: str) -> str:
+    """One sentence: what the primary comparisons of ``region`` decided, grouped by word."""
+    mine = [d for d in decisions if d["region"] == region]
+    if not mine:
+        return ""
+    base, lengths, pairs = mine[0]["baseline"], mine[0]["lengths"], mine[0]["pairs"]
+    groups: dict[str, list[str]] = {}
+    for d in mine:
+        word = d["word"]
+        key = ("better than" if word == f"{d['system']} better" else "worse than" if word.endswith(" better")
+               else "alike (within 0.10) with" if word == "alike" else "cannot tell against")
+        groups.setdefault(key, []).append(d["system"] + (f" ({d['note']})" if d["note"].endswith(" disagree") else ""))
+    parts = [f"{', '.join(names)}: {key} {base}" for key, names in groups.items()]
+    return (f"{region.capitalize()} ({', '.join(map(str, lengths))} tokens, {pairs} paired queries per system, exact "
+            f"McNemar, Holm over the {len(decisions)} primary comparisons at 5 %): " + "; ".join(parts) + ".")
+
+
+def _statements(decisions: Sequence[dict], cells: Sequence[dict], original_positions: int) -> list[str]:
+    if not any(c["length"] > original_positions for c in cells):
         return [f"No document is longer than the model's {original_positions} positions: nothing to compare."]
-    where = " and ".join(str(L) for L in long)
-    lines = []
-    found = {task: names for task, names in winners.items() if names}
-    if found:
-        for task, names in found.items():
-            lines.append(f"{task}: {', '.join(names)} beat{'s' if len(names) == 1 else ''} truncation at {where} "
-                         f"tokens with non-overlapping 95% Wilson intervals.")
-    else:
-        lines.append(f"No method beats truncation at every length of {where} tokens on any task with "
-                     f"non-overlapping 95% Wilson intervals: that is the finding of this run.")
-    for v in verdicts:
-        paired = (f" (paired on the same queries: {v['only_best']} only {v['best']}, {v['only_truncation']} only "
-                  f"{v['truncation']}, exact McNemar p = {v['mcnemar_p']:.2g})") if "mcnemar_p" in v else ""
-        lines.append(
-            f"{v['task']} @ {v['length']}: best {v['best']} {_interval(v['best_accuracy'], v['best_interval'])} vs "
-            f"{v['truncation']} {_interval(v['truncation_accuracy'], v['truncation_interval'])}: {v['verdict']}{paired}."
-        )
+    lines = [line for line in (headline(decisions, "beyond the table"), headline(decisions, "within the table")) if line]
+    if not decisions:
+        lines.append("No truncation was measured: nothing to compare against.")
+    lines += [f"{d['name']}: {d['text']}" for d in decisions]
     candidates = min((c["candidates"] for c in cells), default=0)
     if candidates:
         lines.append(f"Chance is {chance(candidates)[0]:.2f} top-1 ({candidates} candidates per query).")
@@ -259,14 +208,19 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     report.heading("Summary")
     report.bullets(summary["statements"])
     report.figure(_plot(result), "extend_eval", "Top-1 retrieval accuracy with 95% Wilson intervals, one line per system")
-    report.heading("Verdicts per task and length")
+    report.heading("Primary comparisons (the decision)")
     report.table([{
-        "task": v["task"], "length": v["length"], "best method": v["best"],
-        "best (95% interval)": _interval(v["best_accuracy"], v["best_interval"]), "truncation": v["truncation"],
-        "truncation (95% interval)": _interval(v["truncation_accuracy"], v["truncation_interval"]),
-        "verdict": v["verdict"], "methods that beat truncation": ", ".join(v["beating"]) or "none",
-        "McNemar p (best vs truncation, paired)": v.get("mcnemar_p", "n/a"),
-    } for v in summary["verdicts"]])
+        "comparison": d["name"], "verdict": d["word"], "pairs": d["pairs"],
+        "only the system": d["only_system"], "only the baseline": d["only_baseline"],
+        "system - baseline": round(d["difference"], 4), "95% interval": f"[{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]",
+        "McNemar p": d["p"], "Holm p": d["p_adjusted"], "equivalence Holm p": d["p_equivalence_adjusted"],
+        "per seed": ", ".join(f"{k}: {v:+.2f}" for k, v in d["per_seed"].items()),
+        "per task": ", ".join(f"{k}: {v:+.2f}" for k, v in d["per_task"].items()), "note": d["note"],
+    } for d in summary["decisions"]])
+    report.heading("Each task and length alone (exploratory: numbers, no verdict)")
+    report.table([{"task": d["task"], "length": d["length"], "system": d["system"], "baseline": d["baseline"],
+                   "system - baseline": round(d["difference"], 4), "McNemar p (unadjusted)": d["p"]}
+                  for d in summary["exploratory"]])
     report.heading("Ranking beyond the table (pooled over tasks and long lengths)")
     report.table([{"system": r["system"], "LongEmbed name": r["LongEmbed name"], "accuracy": r["accuracy"],
                    "95% interval": f"[{r['low']:.2f}, {r['high']:.2f}]", "queries": r["queries"]}
@@ -283,7 +237,8 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     report.paragraph(
         f"Model {protocol['model']}; text {protocol['text']} (filler from its last tenth); {protocol['queries']} "
         f"queries per task and length, each ranking {protocol['queries']} candidates that share one filler span "
-        f"and differ in the planted fact and its depth; pooling {protocol['pooling']}; intervals: "
+        f"and differ in the planted fact and its depth, over data seeds {protocol.get('seeds', [protocol['seed']])}; "
+        f"pooling {protocol['pooling']}; intervals: "
         f"{protocol['interval']}. Extension methods use the smallest of {protocol['targets']} positions that "
         f"holds the document; copy, hierarchical and tuned use one model at the largest."
     )
@@ -291,3 +246,62 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     report.heading("Seconds per system")
     report.table([{"system": k, "seconds": v} for k, v in result["seconds"].items()])
     return json_path, report.write(folder / "extend_eval.html")
+
+
+# ---------------------------------------------------------------------- the published page
+
+#: docs/checkpoints.md's generated blocks, in page order
+PAGE_BLOCKS = ("extend-eval-run", "extend-eval-passkey", "extend-eval-needle", "extend-eval-verdicts", "extend-eval-chunk")
+
+
+def read_stored(folder: str | Path) -> tuple[dict, list[dict], dict, dict | None]:
+    """A stored run (``results/extend/``): the cells file's protocol and cells, ``meta.json``, and
+    ``chunk_weights.json`` when there is one."""
+    folder = Path(folder)
+    lines = (folder / "extend_eval_cells.jsonl").read_text(encoding="utf-8").splitlines()
+    protocol, cells = json.loads(lines[0])["protocol"], [json.loads(line) for line in lines[1:]]
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    chunk = folder / "chunk_weights.json"
+    return protocol, cells, meta, json.loads(chunk.read_text(encoding="utf-8")) if chunk.is_file() else None
+
+
+def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | None) -> dict[str, str]:
+    """The text of each of :data:`PAGE_BLOCKS`, from a stored run alone."""
+    positions = meta["original_positions"]
+    summary = summarise(cells, positions)
+    result = {"cells": cells, "summary": summary}
+    seeds = sorted({c for cell in cells for c in cell.get("data_seeds", [0])})
+    run = (f"{meta['model']}, mean pooling; data seeds {', '.join(map(str, seeds))}; {protocol['queries']} queries per "
+           f"seed, task and length ({protocol['queries'] * len(seeds)} per cell), each ranking its seed's "
+           f"{protocol['queries']} candidates (chance {chance(protocol['queries'])[0]:.2f}); lengths "
+           f"{', '.join(map(str, protocol['lengths']))} tokens, extension to {', '.join(map(str, protocol['targets']))}. "
+           f"Measured {meta['date']} at commit {meta['commit'][:7]} on {meta['device']} ({meta['threads']} torch threads): "
+           f"{meta['wall_seconds'] / 60:.0f} min wall, {meta['cpu_seconds'] / 60:.0f} min CPU, load average "
+           f"{meta['load']['start']:.1f} at the start and {meta['load']['median']:.1f} (median; {meta['load']['min']:.1f}"
+           f" to {meta['load']['max']:.1f}) while it ran. Command: `{meta['command']}`.")
+    if meta.get("not_measured"):
+        run += (f" Not measured within the shared machine's budget, so neither in the tables nor in the verdicts: "
+                f"{', '.join(meta['not_measured'])}.")
+    verdicts = [f"- {line}" for line in summary["statements"]]
+    return {
+        "extend-eval-run": f"\n{run}\n",
+        "extend-eval-passkey": "\n" + markdown_table(result, "passkey") + "\n",
+        "extend-eval-needle": "\n" + markdown_table(result, "needle") + "\n",
+        "extend-eval-verdicts": "\n" + "\n".join(verdicts) + "\n",
+        "extend-eval-chunk": f"\n{_chunk_sentence(chunk)}\n",
+    }
+
+
+def _chunk_sentence(chunk: dict | None) -> str:
+    if chunk is None:
+        return "Not measured."
+    rows = chunk["rows"]
+    changed, queries = sum(r["changed"] for r in rows), sum(len(r["hits_tokens"]) for r in rows)
+    lengths = sorted({r["length"] for r in rows})
+    per_task = "; ".join(
+        f"{task} {sum(sum(r['hits_tokens']) for r in mine)} hits weighted by tokens against "
+        f"{sum(sum(r['hits_equal']) for r in mine)} weighted equally, of {sum(len(r['hits_tokens']) for r in mine)}"
+        for task in _ordered(r["task"] for r in rows) for mine in [[r for r in rows if r["task"] == task]])
+    return (f"Weighting chunk-{chunk['protocol']['chunk']}'s chunks by their tokens instead of equally (as before) "
+            f"changed the outcome of {changed} of the {queries} queries at {', '.join(map(str, lengths))} tokens, where "
+            f"a document ends in a short chunk (shorter documents are one chunk): {per_task}.")

@@ -10,6 +10,8 @@ file is one :class:`~posembed.errors.CheckpointError` naming the file, not a tra
 - the weights must read: a safetensors header (shapes only, :func:`weight_shapes`), an index
   whose ``weight_map`` names shards inside the folder, a ``pytorch_model.bin`` that
   ``torch.load(weights_only=True)`` accepts (a pickle asking to run code is refused as unsafe);
+  one rule for every reader (loading, inspecting, ``posembed extend``): :data:`WEIGHT_FILES` in
+  that order, a sharded ``pytorch_model.bin`` included;
 - the sizes must agree with the tables in the weights (:func:`check_sizes_against_weights`).
 
 Example:
@@ -36,7 +38,7 @@ from posembed._files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
 
 __all__ = [
-    "read_hf_config", "check_hf_folder", "weights_file", "weight_shapes", "shard_map", "load_torch_bin",
+    "read_hf_config", "check_hf_folder", "weights_file", "weight_files", "weight_shapes", "shard_map", "load_torch_bin",
     "check_sizes_against_weights", "WEIGHT_FILES",
 ]
 
@@ -128,17 +130,28 @@ def shard_map(index: Path) -> dict[str, Path]:
     return shards
 
 
-def weight_shapes(folder: str | Path) -> dict[str, tuple[int, ...]] | None:
-    """Every tensor's shape, from the safetensors headers (no data read); ``None`` for ``.bin`` weights."""
-    weights = weights_file(Path(folder))
-    if weights.name.endswith(".bin") or weights.name.endswith(".bin.index.json"):
-        if weights.name.endswith(".index.json"):
-            shard_map(weights)
-        return None
-    files = sorted(set(shard_map(weights).values())) if weights.name.endswith(".index.json") else [weights]
+def weight_files(weights: Path) -> list[Path]:
+    """The files holding a weights file's tensors: its shards (an index, checked) or itself."""
+    if weights.name.endswith(".index.json"):
+        return sorted(set(shard_map(weights).values()))
+    return [weights]
+
+
+def weight_shapes(folder: str | Path, *, read_bin: bool = False) -> dict[str, tuple[int, ...]] | None:
+    """Every tensor's shape, from the safetensors headers (no data read).
+
+    ``.bin`` weights (one file or sharded) have no header: ``None``, or with ``read_bin`` their
+    shapes from loading them (:func:`load_torch_bin`). An index's shards are checked either way.
+    """
+    files = weight_files(weights_file(Path(folder)))
     shapes: dict[str, tuple[int, ...]] = {}
     for file in files:
-        shapes.update(safetensors_shapes(file))
+        if file.suffix == ".bin":
+            if not read_bin:
+                return None
+            shapes.update({key: tuple(value.shape) for key, value in load_torch_bin(file).items()})
+        else:
+            shapes.update(safetensors_shapes(file))
     return shapes
 
 

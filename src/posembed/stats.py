@@ -1,0 +1,377 @@
+"""The one verdict rule: a test at a stated error rate behind every "better", "alike" and "cannot tell".
+
+The unit is a seed (or, for :func:`mcnemar`, one query's 0/1 hit). A :class:`Comparison` names two
+arms, their per-unit values and how to test them; :func:`decide` judges one report's *family* of
+comparisons together:
+
+- the difference ``mean(b) - mean(a)`` is tested with Welch's t (:func:`welch`), a seed-paired t
+  (:func:`paired_t`, when both arms ran on the same seeds and data) or the exact McNemar test on
+  paired hits (:func:`mcnemar`); perplexity is tested on the log scale (``log_scale``);
+- "alike" comes only from an equivalence test (:func:`tost`, two one-sided tests) that the
+  difference lies within ``+/- margin``, a margin the report states;
+- Holm's step-down correction (:func:`holm`) runs over *both* tests of every primary comparison,
+  so the chance of any false "better" or false "alike" in the report is at most ``alpha`` when
+  nothing differs (checked by simulation in ``tests/test_stats.py``);
+- a primary comparison that decides neither way says "cannot tell" with its minimum detectable
+  difference (:func:`min_detectable_difference`): the true difference it would have detected with
+  80 % power at the family's level; exploratory comparisons (``primary=False``) get numbers only.
+
+:func:`describe` gives one group's interval for display, labelled for what it is: a 95 % t
+interval from three values on, "the seeds' range" for two (a range of two seeds is not a 95 %
+interval of anything). :func:`distinguishing` prints a value with the digits a threshold needs.
+
+Distribution functions come from :mod:`scipy.special`, imported lazily (the ``lab`` extra).
+
+>>> a = Comparison("loss at L", "learned", "sinusoidal", (1.00, 1.02, 1.01, 0.99), (1.20, 1.22, 1.19, 1.21),
+...                higher_is_better=False, margin=0.05)
+>>> [d.word for d in decide([a])]
+['learned better']
+>>> describe([1.0, 2.0])
+(1.5, 1.0, 2.0, "the seeds' range")
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+__all__ = [
+    "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate",
+    "tost", "min_detectable_difference", "describe", "distinguishing", "TESTS", "POWER", "ALPHA",
+    "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL",
+]
+
+#: the family-wise error rate every report holds
+ALPHA = 0.05
+#: the power at which a minimum detectable difference is stated
+POWER = 0.80
+#: the tests a comparison may name
+TESTS = ("welch", "paired", "mcnemar")
+CANNOT_TELL, ALIKE = "cannot tell", "alike"
+#: labels of :func:`describe`'s intervals
+T_INTERVAL, SEEDS_RANGE, ONE_VALUE = "95 % t interval", "the seeds' range", "one seed"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two arms' per-unit values and how to test them (see the module docstring)."""
+
+    name: str
+    a: str
+    b: str
+    values_a: tuple[float, ...]
+    values_b: tuple[float, ...]
+    higher_is_better: bool
+    margin: float
+    test: str = "welch"
+    log_scale: bool = False
+    primary: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values_a", tuple(float(v) for v in self.values_a))
+        object.__setattr__(self, "values_b", tuple(float(v) for v in self.values_b))
+        if self.test not in TESTS:
+            raise ValueError(f"{self.name}: test must be one of {TESTS}, got {self.test!r}")
+        if not (math.isfinite(self.margin) and self.margin > 0):
+            raise ValueError(f"{self.name}: margin must be a finite number > 0, got {self.margin}")
+        values = self.values_a + self.values_b
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"{self.name}: every value must be finite, got {self.values_a} and {self.values_b}")
+        if self.test == "mcnemar" and self.log_scale:
+            raise ValueError(f"{self.name}: McNemar's 0/1 hits have no log scale")
+        if self.log_scale and not all(v > 0 for v in values):
+            raise ValueError(f"{self.name}: log_scale needs values > 0, got {self.values_a} and {self.values_b}")
+        if self.test != "welch" and len(self.values_a) != len(self.values_b):
+            raise ValueError(f"{self.name}: a {self.test} test pairs the units, got {len(self.values_a)} "
+                             f"values of {self.a} and {len(self.values_b)} of {self.b}")
+        if self.test == "mcnemar" and not set(values) <= {0.0, 1.0}:
+            raise ValueError(f"{self.name}: McNemar's values are 0/1 hits, got {sorted(set(values) - {0.0, 1.0})}")
+
+    def tested(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The values on the tested scale (their logarithms when ``log_scale``)."""
+        if not self.log_scale:
+            return self.values_a, self.values_b
+        return tuple(map(math.log, self.values_a)), tuple(map(math.log, self.values_b))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` concluded about one comparison (differences on the tested scale)."""
+
+    comparison: Comparison
+    word: str | None
+    difference: float
+    interval: tuple[float, float]
+    interval_label: str
+    p: float
+    p_adjusted: float
+    p_equivalence: float
+    p_equivalence_adjusted: float
+    mdd: float
+    note: str = field(default="")
+
+    def text(self, digits: int = 3) -> str:
+        """``word (b - a = d [lo, hi], Holm p = ...; MDD ...)`` for a report's line."""
+        c, scale = self.comparison, " (log)" if self.comparison.log_scale else ""
+        head = self.word if self.word is not None else "exploratory"
+        lo, hi = self.interval
+        body = (f"{c.b} - {c.a}{scale} = {self.difference:+.{digits}g} [{lo:+.{digits}g}, {hi:+.{digits}g}], "
+                f"p = {self.p:.2g}")
+        if self.word is not None:
+            body += f", Holm p = {self.p_adjusted:.2g}, equivalence (|d| < {c.margin:g}) Holm p = " \
+                    f"{self.p_equivalence_adjusted:.2g}"
+        if self.word == CANNOT_TELL:
+            body += f"; could detect {self.mdd:.{digits}g}"
+        return f"{head} ({body}{'; ' + self.note if self.note else ''})"
+
+
+class Estimate(NamedTuple):
+    """One test's difference ``mean(b) - mean(a)``, its 95 % interval, two-sided p, standard error
+    and degrees of freedom (``inf`` for a normal approximation; NaN where it cannot be tested)."""
+
+    difference: float
+    interval: tuple[float, float]
+    p: float
+    se: float
+    df: float
+    label: str
+
+
+def _special():
+    import scipy.special  # lazy: the lab extra
+
+    return scipy.special
+
+
+def _t_cdf(df: float, x: float) -> float:
+    return float(_special().ndtr(x) if math.isinf(df) else _special().stdtr(df, x))
+
+
+def _t_quantile(df: float, q: float) -> float:
+    return float(_special().ndtri(q) if math.isinf(df) else _special().stdtrit(df, q))
+
+
+def _from_t(difference: float, se: float, df: float, label: str) -> Estimate:
+    """Interval and p of a t (or z, ``df = inf``) statistic; NaN when there is no noise estimate."""
+    if not (se > 0 and df > 0) or math.isnan(se):
+        return Estimate(difference, (math.nan, math.nan), math.nan, se, df, label)
+    half = _t_quantile(df, 0.975) * se
+    p = 2.0 * _t_cdf(df, -abs(difference) / se)
+    return Estimate(difference, (difference - half, difference + half), min(1.0, p), se, df, label)
+
+
+def _variance(values: Sequence[float]) -> float:
+    """Sample variance (``n - 1``) in floats (``statistics.variance`` is exact and slow)."""
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Estimate:
+    """Welch's unequal-variance t test of ``mean(b) - mean(a)`` (Welch-Satterthwaite df).
+
+    Each arm needs two values; the p is NaN (not testable) without them or with no spread at all.
+
+    >>> e = welch([1.0, 2.0, 3.0], [2.0, 4.0, 6.0])
+    >>> round(e.difference, 3), round(e.p, 4), round(e.df, 3)
+    (2.0, 0.2209, 2.941)
+    """
+    n_a, n_b = len(a), len(b)
+    difference = (statistics.fmean(b) - statistics.fmean(a)) if n_a and n_b else math.nan
+    if n_a < 2 or n_b < 2:
+        return Estimate(difference, (math.nan, math.nan), math.nan, math.nan, math.nan, "not testable")
+    va, vb = _variance(a) / n_a, _variance(b) / n_b
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1)) if se > 0 else math.nan
+    return _from_t(difference, se, df, "95 % Welch t interval")
+
+
+def paired_t(a: Sequence[float], b: Sequence[float]) -> Estimate:
+    """Seed-paired t test of ``mean(b - a)`` (arm ``a`` and ``b`` ran on the same seeds and data).
+
+    >>> e = paired_t([1.0, 2.0, 3.0], [1.5, 2.4, 3.7])
+    >>> round(e.difference, 4), round(e.p, 4)
+    (0.5333, 0.0263)
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired_t pairs the values: got {len(a)} and {len(b)}")
+    d = [y - x for x, y in zip(a, b)]
+    if len(d) < 2:
+        return Estimate(statistics.fmean(d) if d else math.nan, (math.nan, math.nan), math.nan, math.nan,
+                        math.nan, "not testable")
+    se = math.sqrt(_variance(d) / len(d))
+    return _from_t(statistics.fmean(d), se, len(d) - 1.0, "95 % paired t interval")
+
+
+def mcnemar(a: Sequence[float], b: Sequence[float]) -> Estimate:
+    """Exact McNemar test on paired 0/1 hits: a two-sided binomial test of the discordant pairs.
+
+    The difference is ``mean(b) - mean(a)`` with a Wald interval for paired proportions
+    (asymptotic; the p is exact). ``p = 1`` when no pair is discordant.
+
+    >>> e = mcnemar([1, 1, 0, 0, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 0])
+    >>> round(e.difference, 3), round(e.p, 4)
+    (0.5, 0.125)
+    """
+    if len(a) != len(b):
+        raise ValueError(f"mcnemar pairs the hits: got {len(a)} and {len(b)}")
+    n = len(a)
+    if not n:
+        return Estimate(math.nan, (math.nan, math.nan), math.nan, math.nan, math.nan, "not testable")
+    only_b = sum(1 for x, y in zip(a, b) if y and not x)
+    only_a = sum(1 for x, y in zip(a, b) if x and not y)
+    m, difference = only_a + only_b, (only_b - only_a) / n
+    p = min(1.0, 2.0 * sum(math.comb(m, k) for k in range(min(only_a, only_b) + 1)) / 2.0**m)
+    se = math.sqrt(max(0.0, (only_a + only_b) / n - difference**2) / n)
+    half = _t_quantile(math.inf, 0.975) * se
+    return Estimate(difference, (difference - half, difference + half), p, se, math.inf,
+                    "95 % Wald interval (paired hits)")
+
+
+def estimate(comparison: Comparison) -> Estimate:
+    """The difference test the comparison names, on its tested scale."""
+    a, b = comparison.tested()
+    return {"welch": welch, "paired": paired_t, "mcnemar": mcnemar}[comparison.test](a, b)
+
+
+def tost(est: Estimate, margin: float) -> float:
+    """Two one-sided tests' p that the true difference lies within ``(-margin, margin)``.
+
+    NaN when the estimate has no standard error (nothing can be shown equivalent).
+
+    >>> round(tost(Estimate(0.01, (0, 0), 0.5, 0.02, 10.0, ""), 0.1), 4)
+    0.0006
+    """
+    if not (margin > 0):
+        raise ValueError(f"the equivalence margin must be > 0, got {margin}")
+    if not (est.se > 0 and est.df > 0):
+        return math.nan
+    lower = 1.0 - _t_cdf(est.df, (est.difference + margin) / est.se)
+    upper = _t_cdf(est.df, (est.difference - margin) / est.se)
+    return max(lower, upper)
+
+
+def _power(shift: float, df: float, critical: float) -> float:
+    """Power of the two-sided test with this critical value at a true ``difference / se`` of ``shift``."""
+    if math.isinf(df):
+        return float(_special().ndtr(shift - critical) + _special().ndtr(-critical - shift))
+    upper = 1.0 - float(_special().nctdtr(df, shift, critical))
+    lower = float(_special().nctdtr(df, shift, -critical))  # NaN far out in the tail, where it is ~0
+    if math.isnan(upper):
+        raise ArithmeticError(f"the noncentral t gave no power at df={df}, shift={shift}")
+    return upper + (0.0 if math.isnan(lower) else lower)
+
+
+def min_detectable_difference(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Smallest true difference a two-sided level-``alpha`` t test with this standard error and
+    degrees of freedom detects with probability ``power`` (the noncentral t, solved by bisection;
+    the normal for ``df = inf``); ``inf`` when there is nothing to test.
+
+    >>> round(min_detectable_difference(1.0, math.inf), 3), round(min_detectable_difference(1.0, 4.0), 3)
+    (2.802, 3.761)
+    """
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
+    if not (se >= 0 and df > 0):
+        return math.inf
+    critical = _t_quantile(df, 1.0 - alpha / 2)
+    low, high = 0.0, critical + _t_quantile(math.inf, power) + 1.0
+    while _power(high, df, critical) < power:
+        high *= 2.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _power(middle, df, critical) < power else (low, middle)
+    return high * se
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (a NaN p, a test that could not run, counts as 1).
+
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    """
+    ps = [1.0 if math.isnan(p) else p for p in p_values]
+    if any(not 0 <= p <= 1 for p in ps):
+        raise ValueError(f"p-values must lie in [0, 1], got {p_values}")
+    m, running, adjusted = len(ps), 0.0, [0.0] * len(ps)
+    for rank, i in enumerate(sorted(range(m), key=lambda j: ps[j])):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _word(c: Comparison, est: Estimate, p_adj: float, p_eq_adj: float, alpha: float) -> str:
+    """A difference shown at the family's level wins over equivalence (it is the stronger claim)."""
+    if p_adj < alpha:
+        return f"{c.b if (est.difference > 0) == c.higher_is_better else c.a} better"
+    if p_eq_adj < alpha:
+        return ALIKE
+    return CANNOT_TELL
+
+
+def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Decision]:
+    """One report's family: Holm over every primary comparison's two tests (difference and
+    equivalence), so P(any false "better" or false "alike") <= ``alpha`` when nothing differs.
+
+    Primary comparisons get a word; exploratory ones (``primary=False``) get ``word=None``, their
+    raw p and NaN adjusted p. The MDD is at the family's first Holm level (``alpha / tests``) for
+    primary comparisons, at ``alpha`` for exploratory ones.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    estimates = [estimate(c) for c in comparisons]
+    equivalence = [tost(e, c.margin) for c, e in zip(comparisons, estimates)]
+    primary = [i for i, c in enumerate(comparisons) if c.primary]
+    adjusted = holm([estimates[i].p for i in primary] + [equivalence[i] for i in primary])
+    family = max(1, 2 * len(primary))
+    decisions = []
+    for i, (c, e, p_eq) in enumerate(zip(comparisons, estimates, equivalence)):
+        if c.primary:
+            k = primary.index(i)
+            p_adj, p_eq_adj = adjusted[k], adjusted[k + len(primary)]
+            word, level = _word(c, e, p_adj, p_eq_adj, alpha), alpha / family
+        else:
+            p_adj = p_eq_adj = math.nan
+            word, level = None, alpha
+        note = "" if e.se > 0 else "no spread to test" if e.se == 0 else "fewer than two values per arm"
+        decisions.append(Decision(c, word, e.difference, e.interval, e.label, e.p, p_adj, p_eq, p_eq_adj,
+                                  min_detectable_difference(e.se, e.df, level), note))
+    return decisions
+
+
+def describe(values: Sequence[float]) -> tuple[float, float, float, str]:
+    """``(mean, low, high, label)``: a 95 % t interval of the mean from three values, the seeds'
+    range for two, the value itself for one (NaN and ``"no value"`` for none).
+
+    >>> describe([5.0]), [round(x, 3) for x in describe([1.0, 2.0, 3.0])[:3]], describe([1.0, 2.0, 3.0])[3]
+    ((5.0, 5.0, 5.0, 'one seed'), [2.0, -0.484, 4.484], '95 % t interval')
+    """
+    n = len(values)
+    if not n:
+        return math.nan, math.nan, math.nan, "no value"
+    mean = statistics.fmean(values)
+    if n == 1:
+        return mean, mean, mean, ONE_VALUE
+    if n == 2:
+        return mean, min(values), max(values), SEEDS_RANGE
+    half = _t_quantile(n - 1.0, 0.975) * math.sqrt(_variance(values) / n)
+    return mean, mean - half, mean + half, T_INTERVAL
+
+
+def distinguishing(value: float, thresholds: Sequence[float] = (), digits: int = 3) -> str:
+    """``value`` printed with at least ``digits`` significant digits and as many more as it takes
+    for the printed number to sit on the same side of every threshold as the value itself.
+
+    >>> distinguishing(1.4976, [1.5]), distinguishing(1.5024, [1.5]), distinguishing(1.5, [1.5])
+    ('1.498', '1.502', '1.5')
+    """
+    if not math.isfinite(value):
+        return str(value)
+    for d in range(digits, 17):
+        text = f"{value:.{d}g}"
+        shown = float(text)
+        if all((shown < t) == (value < t) and (shown > t) == (value > t) for t in thresholds):
+            return text
+    return repr(value)
