@@ -151,6 +151,8 @@ def test_untestable_comparisons_cannot_tell():
     assert one_seed.word == flat.word == "cannot tell"
     assert one_seed.mdd == math.inf and "fewer than two" in one_seed.note
     assert "no spread" in flat.note
+    tested = _c([0.50, 0.51, 0.49, 0.50], [0.70, 0.71, 0.69, 0.72])
+    assert decide([tested, _c([0.0, 0.0], [0.0, 0.0])])[0].p_adjusted == decide([tested])[0].p_adjusted
 
 
 def test_a_difference_shown_wins_over_equivalence():

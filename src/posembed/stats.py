@@ -335,13 +335,18 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     estimates = [estimate(c) for c in comparisons]
     equivalence = [tost(e, c.margin) for c, e in zip(comparisons, estimates)]
-    primary = [i for i, c in enumerate(comparisons) if c.primary]
+    # a comparison that cannot be tested (fewer than two values, no spread) can make no claim: it
+    # says "cannot tell" and does not enter the family (its p would count as 1 and only cost power)
+    primary = [i for i, c in enumerate(comparisons) if c.primary and not math.isnan(estimates[i].p)]
     adjusted = holm([estimates[i].p for i in primary] + [equivalence[i] for i in primary],
                     max_true=max(1, len(primary)))
     family = max(1, len(primary))
     decisions = []
     for i, (c, e, p_eq) in enumerate(zip(comparisons, estimates, equivalence)):
-        if c.primary:
+        if c.primary and i not in primary:
+            p_adj = p_eq_adj = 1.0
+            word, level = CANNOT_TELL, alpha / family
+        elif c.primary:
             k = primary.index(i)
             p_adj, p_eq_adj = adjusted[k], adjusted[k + len(primary)]
             word, level = _word(c, e, p_adj, p_eq_adj, alpha), alpha / family
