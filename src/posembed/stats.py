@@ -329,7 +329,8 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
     number of primary comparisons ``k`` (:func:`holm`'s ``max_true``). Primary comparisons get a
     word; exploratory ones (``primary=False``) get ``word=None``, their raw p and NaN adjusted p.
     The MDD is at the family's first level (``alpha / k``) for primary comparisons, at ``alpha``
-    for exploratory ones.
+    for exploratory ones. A primary comparison that cannot be tested (fewer than two values per
+    arm, or no spread) says "cannot tell" and stays out of the family.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")

@@ -1,7 +1,11 @@
 """Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``,
 ``lengthgen`` (:mod:`posembed.lab.lengthgen.presets`: copy beyond the training length).
 
-Each sweep answers the lab's questions with one experiment:
+Each preset names its primary comparisons before the run (:data:`PRIMARY`); the report tests
+them (and the paper checks) as one family and shows everything else as exploratory numbers.
+``quick`` trains the char LM alone on 7 seeds, which decides differences of a few hundredths of
+a nat; ``full`` trains every task on 3 seeds. Each sweep answers the lab's questions with one
+experiment:
 
 - learned vs sinusoidal at the training length: the ``base`` variant of both schemes, every task
   (order accuracy, exact match at length L, validation loss at 1x context);
