@@ -297,7 +297,7 @@ def holm(p_values: Sequence[float], max_true: int | None = None) -> list[float]:
     >>> holm([0.01, 0.04, 0.03])
     [0.03, 0.06, 0.06]
     >>> holm([0.01, 0.04, 0.03, 0.9], max_true=2)
-    [0.02, 0.08, 0.08, 0.9]
+    [0.02, 0.08, 0.06, 0.9]
     """
     ps = [1.0 if math.isnan(p) else p for p in p_values]
     if any(not 0 <= p <= 1 for p in ps):
