@@ -1,164 +1,72 @@
-"""The README's "What the lab measured here" section says what ``posembed lab report`` would say.
+"""docs/results.md's lab sections say what the stored results and ``posembed lab report`` say.
 
-Each ``<!-- verdict:NAME -->...<!-- /verdict -->`` block quotes numbers and one ``verdict
-**word**``. The numbers are parsed back out, the verdict recomputed with the report's own rule
-(:mod:`posembed.lab.verdicts`), and the README's word must match. A quoted number stands for
-every value that rounds to it (``15.86`` for 15.855..15.865): the verdict must be the same at
-every corner of those intervals, else the README quotes too few digits to support its word.
-Press and Kazemnejad are also rerun end to end through the report's Q6 section.
+Every ``<!-- generated:lab-* -->`` block is regenerated from ``results/lab/`` by
+``tools/lab_page.py`` (the report's own decisions on the stored per-seed results) and must equal
+the page; every stored run has its block; and the prose of the sections holds no number typed by
+hand (no decimal outside a generated block).
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 import re
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from posembed.lab import verdicts as rules
-from posembed.lab.calibration import TARGET_VAL_LOSS, TOLERANCE
-from posembed.lab.report.calibration import calibration_section
-from posembed.lab.report.tables import LabData
-from tests.lab.test_report_questions import record
+from tools import lab_page, pages
 
-README = Path(__file__).resolve().parents[1] / "docs" / "results.md"  # the results page of the docs site
-SECTION = "## What the lab measured here"
-#: names in the README's prose -> scheme names
-NAMES = {"learned": "learned", "sinusoidal": "sinusoidal", "RoPE": "rope", "T5 bias": "t5_bias", "NoPE": "nope",
-         "ALiBi": "alibi"}
-_NAME = "|".join(NAMES)
-_NUMBER = r"[+−-]?\d+\.\d+"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+SECTIONS = ("## What the lab measured here", "## Length generalisation")
+#: what a meta.json must say about the run that made the results beside it
+META = {"command", "commit", "threads", "workers", "device", "load", "date", "wall", "experiment", "trials"}
 
 
-def section_text() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
+def section_text(title: str) -> str:
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
     return text[start:] if end < 0 else text[start:end]
 
 
-def blocks() -> dict[str, str]:
-    found = re.findall(r"<!-- verdict:(\w+) -->(.*?)<!-- /verdict -->", section_text(), flags=re.S)
-    names = [name for name, _ in found]
-    assert len(names) == len(set(names)), f"verdict blocks repeated: {names}"
-    return {name: " ".join(text.split()) for name, text in found}  # one line: prose wraps anywhere
+@pytest.fixture(scope="module")
+def generated() -> dict[str, str]:
+    return lab_page.blocks()
 
 
-def word(block: str) -> str:
-    (found,) = re.findall(r"verdict \*\*([A-Za-z ]+)\*\*", block)
-    return found
+def test_every_lab_block_is_what_the_stored_results_give(generated):
+    page = PAGE.read_text(encoding="utf-8")
+    problems = [p for name, text in generated.items() for p in pages.check_block(page, name, text)]
+    assert not problems, "\n".join(problems) + "\n(rewrite with: python tools/lab_page.py write)"
 
 
-class Quoted(float):
-    """A number as printed: its value and half a unit of its last printed digit."""
-
-    half: float
-
-    @classmethod
-    def parse(cls, text: str) -> "Quoted":
-        text = text.replace("−", "-")
-        number = cls(float(text))
-        number.half = 0.5 * 10.0 ** -len(text.partition(".")[2])
-        return number
+def test_every_lab_block_on_the_page_has_stored_results(generated):
+    on_page = {n for n in pages.block_names(PAGE.read_text(encoding="utf-8")) if n.startswith("lab-")}
+    assert on_page == set(generated)
 
 
-def numbers(pattern: str, block: str) -> list[tuple[str, ...]]:
-    found = re.findall(pattern, block)
-    assert found, f"no numbers matching {pattern!r} in {block!r}"
-    return found
+@pytest.mark.parametrize("folder", sorted(p for p in lab_page.RESULTS.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_each_stored_run_names_what_made_it(folder):
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    assert META <= set(meta), META - set(meta)
+    trials = json.loads((folder / "trials.json").read_text(encoding="utf-8"))
+    assert len(trials) == meta["trials"] and re.fullmatch(r"[0-9a-f]{7,40}", meta["commit"])
+    assert (folder / "trials.json").stat().st_size < 200_000  # per-seed values, never checkpoints
 
 
-def verdicts_over_roundings(values: Sequence[Quoted], rule: Callable[[Sequence[float]], str]) -> set[str]:
-    """The rule's verdict at every corner of the quoted numbers' rounding intervals."""
-    return {rule(corner) for corner in itertools.product(*[(v - v.half, v + v.half) for v in values])}
+@pytest.mark.parametrize("title", SECTIONS)
+def test_no_number_is_typed_by_hand(title):
+    text = section_text(title)
+    for name in pages.block_names(text):
+        text = pages.replace_block(text, name, "")
+    assert not re.findall(r"\d+\.\d+", text), re.findall(r".{30}\d+\.\d+.{10}", text)
 
 
-def _nanogpt(block: str) -> tuple[list[Quoted], Callable]:
-    pattern = rf"validation loss \*\*({_NUMBER})\*\* \(published: ({_NUMBER}) ± ({_NUMBER})"
-    ((loss, target, tolerance),) = numbers(pattern, block)
-    assert (float(target), float(tolerance)) == (TARGET_VAL_LOSS, TOLERANCE)
-    return [Quoted.parse(loss)], lambda v: rules.nanogpt(v[0], TARGET_VAL_LOSS, TOLERANCE)
+def test_the_page_quotes_the_report_verdict_of_a_stored_run():
+    """The quoted verdict is the report's: recompute one family member straight from the store."""
+    from posembed.lab.report.decisions import lab_decisions
 
-
-def _vaswani(block: str) -> tuple[list[Quoted], Callable]:
-    found = numbers(rf"(order|copy|reverse|charlm) Δ ({_NUMBER}) \(noise ({_NUMBER})\)", block)
-    ((alike, total),) = numbers(r"alike on (\d+) of (\d+) tasks", block)
-    values = [Quoted.parse(x) for _, delta, noise in found for x in (delta, noise)]
-    assert int(total) == len(found), "every task's Δ and noise must be quoted"
-    assert int(alike) == sum(abs(d) <= n for d, n in zip(values[::2], values[1::2]))
-    return values, lambda v: rules.vaswani(
-        rules.pair_verdict(d, n, True, "learned", "sinusoidal") == "alike" for d, n in zip(v[::2], v[1::2]))
-
-
-def _press(block: str) -> tuple[list[Quoted], Callable]:
-    found = numbers(rf"({_NAME}) ({_NUMBER}) → ({_NUMBER})", block)
-    schemes = [NAMES[name] for name, _, _ in found]
-    values = [Quoted.parse(x) for _, at_l, at_8l in found for x in (at_l, at_8l)]
-    return values, lambda v: rules.press({s: rules.perplexity_ratio(a, b) for s, a, b in zip(schemes, v[::2], v[1::2])})
-
-
-def _kazemnejad_scores(block: str) -> dict[str, dict[str, Quoted]]:
-    per_task = {}
-    for task, text in re.findall(r"(copy|reverse): ([^;)]*)", block):
-        per_task[task] = {NAMES[name]: Quoted.parse(x) for name, x in numbers(rf"({_NAME}) ({_NUMBER})", text)}
-    assert set(per_task) == {"copy", "reverse"}, per_task
-    return per_task
-
-
-def _kazemnejad(block: str) -> tuple[list[Quoted], Callable]:
-    per_task = _kazemnejad_scores(block)
-    keys = [(task, scheme) for task, scores in per_task.items() for scheme in scores]
-
-    def rule(v: Sequence[float]) -> str:
-        regrouped: dict[str, dict[str, float]] = {}
-        for (task, scheme), value in zip(keys, v):
-            regrouped.setdefault(task, {})[scheme] = value
-        return rules.kazemnejad(regrouped)
-
-    return [per_task[t][s] for t, s in keys], rule
-
-
-RULES = {"nanogpt": _nanogpt, "vaswani": _vaswani, "press": _press, "kazemnejad": _kazemnejad}
-
-
-def test_the_section_has_one_block_per_verdict_rule():
-    assert set(blocks()) == set(RULES)
-
-
-@pytest.mark.parametrize("name", sorted(RULES))
-def test_readme_verdict_is_the_reports_rule_on_the_quoted_numbers(name):
-    block = blocks()[name]
-    values, rule = RULES[name](block)
-    computed = verdicts_over_roundings(values, rule)
-    assert len(computed) == 1, f"{name}: the quoted digits allow {sorted(computed)}; quote more digits"
-    assert word(block) == computed.pop(), f"{name}: the README says {word(block)!r}, the report's rule says otherwise"
-
-
-def _lab(*records) -> LabData:
-    return LabData(Path("unused"), {"name": "readme"}, list(records))
-
-
-def test_press_and_kazemnejad_words_are_what_the_report_writes():
-    """The quoted numbers as stored trials of two seeds with no spread between them, through the
-    report's own Q6 section: with zero-width intervals its interval rules reduce to the point rules
-    the README's words are checked against above."""
-    press = numbers(rf"({_NAME}) ({_NUMBER}) → ({_NUMBER})", blocks()["press"])
-    charlm = [record("charlm", NAMES[name], {8: float(a), 64: float(b)}, seed=seed) for name, a, b in press
-              for seed in (0, 1)]
-    algo = [record(task, scheme, {8: 1.0, 16: float(value)}, seed=seed)
-            for task, scores in _kazemnejad_scores(blocks()["kazemnejad"]).items() for scheme, value in scores.items()
-            for seed in (0, 1)]
-    answer = calibration_section(_lab(*charlm, *algo)).answer
-    assert f"ALiBi flattest): {word(blocks()['press'])}." in answer
-    assert f"best on copy/reverse): {word(blocks()['kazemnejad'])}." in answer
-
-
-def test_rounding_intervals_catch_a_word_the_digits_cannot_support():
-    """The 2026-11-22 README quoted learned 10.6 -> 15.9: a ratio of 1.488..1.512, astride the 1.5 threshold."""
-    values, rule = _press("learned 10.6 → 15.9, ALiBi 10.3 → 9.5")
-    assert [v.half for v in values] == pytest.approx([0.05] * 4)
-    assert verdicts_over_roundings(values, rule) == {"agree", "partly"}
-    values, rule = _press("learned 10.6 → 15.9, sinusoidal 10.7 → 15.2, ALiBi 10.3 → 9.5")
-    assert verdicts_over_roundings(values, rule) == {"partly"}  # what the README should have said (it said agree)
+    data, _ = lab_page.load_run("quick-4d3ea1e")
+    (q1,) = lab_decisions(data).primaries("Q1")
+    block = pages.read_block(PAGE.read_text(encoding="utf-8"), "lab-quick-4d3ea1e")
+    assert f"| {q1.word} |" in next(line for line in block.splitlines() if line.startswith("| charlm: sinusoidal vs"))

@@ -98,6 +98,10 @@ def test_holm_by_hand():
     assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert stats.holm([math.nan, 0.01]) == [1.0, 0.02]
     assert stats.holm([]) == []
+    # Shaffer: with at most 2 true nulls among 4, the first two steps multiply by 2, not 4 and 3
+    assert stats.holm([0.01, 0.02, 0.03, 0.04], max_true=2) == pytest.approx([0.02, 0.04, 0.06, 0.06])
+    with pytest.raises(ValueError, match="max_true must be at least 1"):
+        stats.holm([0.1], max_true=0)
 
 
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))
@@ -147,6 +151,8 @@ def test_untestable_comparisons_cannot_tell():
     assert one_seed.word == flat.word == "cannot tell"
     assert one_seed.mdd == math.inf and "fewer than two" in one_seed.note
     assert "no spread" in flat.note
+    tested = _c([0.50, 0.51, 0.49, 0.50], [0.70, 0.71, 0.69, 0.72])
+    assert decide([tested, _c([0.0, 0.0], [0.0, 0.0])])[0].p_adjusted == decide([tested])[0].p_adjusted
 
 
 def test_a_difference_shown_wins_over_equivalence():
@@ -243,12 +249,13 @@ def test_family_wise_false_claims_are_at_most_5_percent(n, family):
 
 
 def test_power_at_a_stated_difference():
-    """Five seeds per arm, a true difference of 2.5 standard deviations, alone in its family:
-    found in about 80 % of runs, as :func:`min_detectable_difference` predicts for that size."""
+    """Five seeds per arm, alone in its family (level 5 %), a true difference of 2 standard
+    deviations: found in about 80 % of runs, as :func:`min_detectable_difference` predicts
+    (1.94 sd at 8 degrees of freedom; Welch's are fewer, so a little less power)."""
     rng = np.random.default_rng(11)
-    n, delta = 5, 2.5
+    n, delta = 5, 2.0
     draws = rng.normal(size=(DRAWS // 2, 2, n))
     found = np.mean([d.word == "b better" for a, b in draws for d in decide([_c(a, b + delta)])])
-    predicted = stats.min_detectable_difference(math.sqrt(2 / n), 8.0, 0.05 / 2)  # df at equal variances
+    predicted = stats.min_detectable_difference(math.sqrt(2 / n), 8.0, 0.05)  # df at equal variances
     print(f"power at {delta} sd with {n} seeds: {found:.1%} (MDD at 80 %: {predicted:.2f} sd)")
-    assert 0.70 <= found <= 0.90 and abs(predicted - delta) < 0.3
+    assert 0.70 <= found <= 0.90 and abs(predicted - delta) < 0.1

@@ -9,8 +9,8 @@ comparisons together:
   paired hits (:func:`mcnemar`); perplexity is tested on the log scale (``log_scale``);
 - "alike" comes only from an equivalence test (:func:`tost`, two one-sided tests) that the
   difference lies within ``+/- margin``, a margin the report states;
-- Holm's step-down correction (:func:`holm`) runs over *both* tests of every primary comparison,
-  so the chance of any false "better" or false "alike" in the report is at most ``alpha`` when
+- Holm's step-down correction (:func:`holm`) runs over *both* tests of every primary comparison
+  (with Shaffer's logical constraint: a comparison's two nulls cannot both hold), so the chance of any false "better" or false "alike" in the report is at most ``alpha`` when
   nothing differs (checked by simulation in ``tests/test_stats.py``);
 - a primary comparison that decides neither way says "cannot tell" with its minimum detectable
   difference (:func:`min_detectable_difference`): the true difference it would have detected with
@@ -286,18 +286,28 @@ def min_detectable_difference(se: float, df: float, alpha: float = ALPHA, power:
     return high * se
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
+def holm(p_values: Sequence[float], max_true: int | None = None) -> list[float]:
     """Holm's step-down adjusted p-values (a NaN p, a test that could not run, counts as 1).
+
+    ``max_true``: at most this many of the nulls can hold at once (Shaffer 1986): step ``j``
+    multiplies by ``min(m - j, max_true)`` instead of ``m - j``. :func:`decide` passes the number
+    of comparisons, since a comparison's "no difference" and "differs by the margin or more"
+    cannot both be true.
 
     >>> holm([0.01, 0.04, 0.03])
     [0.03, 0.06, 0.06]
+    >>> holm([0.01, 0.04, 0.03, 0.9], max_true=2)
+    [0.02, 0.08, 0.06, 0.9]
     """
     ps = [1.0 if math.isnan(p) else p for p in p_values]
     if any(not 0 <= p <= 1 for p in ps):
         raise ValueError(f"p-values must lie in [0, 1], got {p_values}")
+    if max_true is not None and max_true < 1:
+        raise ValueError(f"max_true must be at least 1, got {max_true}")
     m, running, adjusted = len(ps), 0.0, [0.0] * len(ps)
     for rank, i in enumerate(sorted(range(m), key=lambda j: ps[j])):
-        running = max(running, min(1.0, (m - rank) * ps[i]))
+        factor = m - rank if max_true is None else min(m - rank, max_true)
+        running = max(running, min(1.0, factor * ps[i]))
         adjusted[i] = running
     return adjusted
 
@@ -315,20 +325,29 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
     """One report's family: Holm over every primary comparison's two tests (difference and
     equivalence), so P(any false "better" or false "alike") <= ``alpha`` when nothing differs.
 
-    Primary comparisons get a word; exploratory ones (``primary=False``) get ``word=None``, their
-    raw p and NaN adjusted p. The MDD is at the family's first Holm level (``alpha / tests``) for
-    primary comparisons, at ``alpha`` for exploratory ones.
+    At most one of a comparison's two nulls can hold, so the step-down multiplies by at most the
+    number of primary comparisons ``k`` (:func:`holm`'s ``max_true``). Primary comparisons get a
+    word; exploratory ones (``primary=False``) get ``word=None``, their raw p and NaN adjusted p.
+    The MDD is at the family's first level (``alpha / k``) for primary comparisons, at ``alpha``
+    for exploratory ones. A primary comparison that cannot be tested (fewer than two values per
+    arm, or no spread) says "cannot tell" and stays out of the family.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     estimates = [estimate(c) for c in comparisons]
     equivalence = [tost(e, c.margin) for c, e in zip(comparisons, estimates)]
-    primary = [i for i, c in enumerate(comparisons) if c.primary]
-    adjusted = holm([estimates[i].p for i in primary] + [equivalence[i] for i in primary])
-    family = max(1, 2 * len(primary))
+    # a comparison that cannot be tested (fewer than two values, no spread) can make no claim: it
+    # says "cannot tell" and does not enter the family (its p would count as 1 and only cost power)
+    primary = [i for i, c in enumerate(comparisons) if c.primary and not math.isnan(estimates[i].p)]
+    adjusted = holm([estimates[i].p for i in primary] + [equivalence[i] for i in primary],
+                    max_true=max(1, len(primary)))
+    family = max(1, len(primary))
     decisions = []
     for i, (c, e, p_eq) in enumerate(zip(comparisons, estimates, equivalence)):
-        if c.primary:
+        if c.primary and i not in primary:
+            p_adj = p_eq_adj = 1.0
+            word, level = CANNOT_TELL, alpha / family
+        elif c.primary:
             k = primary.index(i)
             p_adj, p_eq_adj = adjusted[k], adjusted[k + len(primary)]
             word, level = _word(c, e, p_adj, p_eq_adj, alpha), alpha / family

@@ -102,9 +102,23 @@ def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
 
 
 def test_a_quick_seed_0_trial_keeps_the_id_its_stored_results_have():
-    """Stores written by main 58ece3f (and README's numbers) stay valid: the trial is the same trial."""
+    """Stores written by main 58ece3f stay valid for the trials quick still trains: its char-LM
+    trials are the same trials (the redesign of issue 33 kept their config and dropped the rest)."""
     from posembed.lab.sweep.runner import expand
 
     (trial,) = [t for t in expand(get_preset("quick"))
-                if (t.task, t.scheme, t.variant, t.seed) == ("order", "learned", "base", 0)]
-    assert trial.trial_id == "4eb02c5b30c35261"
+                if (t.task, t.scheme, t.variant, t.seed) == ("charlm", "learned", "base", 0)]
+    assert trial.trial_id == "92dab1dc6c5ebde5"
+
+
+def test_every_primary_comparison_names_groups_its_preset_trains():
+    """A primary comparison the preset cannot answer would be a question asked of nothing."""
+    from posembed.lab.presets import PRIMARY
+    from posembed.lab.sweep.runner import expand
+
+    for name, primaries in PRIMARY.items():
+        groups = {(t.task, t.scheme, t.variant) for t in expand(get_preset(name))}
+        seeds = {t.seed for t in expand(get_preset(name))}
+        for p in primaries:
+            assert {(p.task, *p.a), (p.task, *p.b)} <= groups, (name, p)
+        assert len(seeds) >= 3, name  # a t interval, not the seeds' range

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from posembed.lab import verdicts as rules
-from posembed.lab.report.questions import Comparison
 from posembed.lab.report.tables import Stat
 
 
@@ -36,14 +35,13 @@ def test_kazemnejad_combines_copy_and_reverse():
     assert rules.kazemnejad({"copy": {"nope": 0.5, "rope": 0.4}, "reverse": {"nope": None, "rope": 0.4}}) == "partly"
 
 
-def test_comparison_verdict_is_the_interval_rule():
-    a, b = Stat((0.50, 0.52)), Stat((0.60, 0.62))
-    c = Comparison("charlm", "x", "val_loss", 8, a, b)  # lower is better: b's larger loss loses
-    assert c.verdict("A", "B") == rules.interval_verdict(a.interval, b.interval, False, "A", "B") == "A better"
-    assert (a.interval.low, a.interval.high) == (0.50, 0.52)
-    overlapping = Comparison("charlm", "x", "val_loss", 8, a, Stat((0.51, 0.62)))
-    assert overlapping.verdict("A", "B") == "cannot tell"  # means 0.1 apart, but 0.51 lies inside A's interval
-    assert Comparison("copy", "x", "exact_match", 8, Stat((0.5,)), b).verdict("A", "B") == rules.ONE_SEED
+def test_the_one_verdict_rule_is_reexported():
+    """The lab's verdicts module hands out posembed.stats' rule itself, not a copy of it."""
+    from posembed import stats
+
+    for name in ("Comparison", "Decision", "decide", "describe", "holm", "welch", "paired_t", "mcnemar", "tost",
+                 "min_detectable_difference", "distinguishing"):
+        assert getattr(rules, name) is getattr(stats, name) and name in rules.__all__
     assert rules.vaswani([True, True]) == "agree" and rules.vaswani([]) == "cannot tell"
 
 

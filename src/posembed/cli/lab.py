@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("lab", help="train small transformers side by side; report the sweep")
     actions = parser.add_subparsers(dest="lab_command", metavar="ACTION")
     run_parser = actions.add_parser("run", help="run (or resume) an experiment preset", epilog=_presets_help,
-                                    formatter_class=_LazyEpilog)
+                                    formatter_class=_LazyEpilog, description=DECISIONS)
     run_parser.add_argument("--preset", required=True, help="experiment name (the presets are listed below)")
     run_parser.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
     run_parser.add_argument(
@@ -74,6 +74,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     register_actions(actions)
     parser.set_defaults(func=run, lab_parser=parser)
 
+
+#: what each preset can decide (issue 33): the report's verdict words are tests with the seed as the
+#: unit, Holm over the preset's primary comparisons and paper checks at 5 %; the smallest
+#: differences below come from the per-seed spread measured in quick's runs of 2026-11-27
+DECISIONS = """\
+What each preset can decide (posembed lab report: seed-paired t, Holm at a family-wise 5 %,
+'alike' only within a stated margin; every other comparison is exploratory, no winner):
+  quick  7 seeds, the char LM: learned vs sinusoidal, add vs concat, once vs every layer (validation
+         loss at L) and ALiBi vs NoPE (8x/1x perplexity ratio), plus Press et al.'s checks. With the
+         seed-to-seed spread of paired differences measured here (0.011-0.018 nats), it detects
+         differences of about 0.02-0.04 nats (2-4 % perplexity) with 80 % power; smaller ones end in
+         'cannot tell' with the difference that could have been detected.
+  full   3 seeds: a paired t with 2 degrees of freedom under Holm over its larger family detects only
+         differences of 10-25 seed standard deviations (e.g. ALiBi against RoPE beyond L); most
+         of its comparisons will say 'cannot tell'. Add seeds (--set seeds=0,1,2,3,4,5,6) to decide more.
+  smoke  1 seed: decides nothing (a pipeline test)."""
 
 #: measured wall time of each preset with the defaults (where it was measured); full is not timed
 PRESET_TIMES = {

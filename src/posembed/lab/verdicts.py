@@ -1,8 +1,13 @@
-"""Every verdict rule of the lab report, as a pure function of the numbers it judges.
+"""The lab's verdict rules, as pure functions of the numbers they judge.
 
-The report (:mod:`posembed.lab.report.questions`, :mod:`posembed.lab.report.calibration`) and
-the README's "What the lab measured here" section (checked by ``tests/test_readme_verdicts.py``)
-both call these functions, so a verdict word is computed in one place only.
+The one rule every report decides by is :mod:`posembed.stats` (re-exported here: ``Comparison``,
+``Decision``, ``decide``, ``describe``, ...): the seed as the unit, Holm over a report's family at
+5 %, "alike" only from an equivalence test. The lab report (:mod:`posembed.lab.report.decisions`)
+and docs/results.md's lab section (``tools/lab_page.py``, checked by
+``tests/test_readme_verdicts.py``) use it. The names below are the papers' thresholds and how
+partial verdicts combine; the point rules and the interval rules (:class:`Interval`,
+:func:`interval_verdict`, ...) are the earlier ones, kept while the context study's report still
+uses them.
 
 - :func:`pair_verdict`: two groups are ``alike`` when their means differ by no more than the
   noise, ``max(NOISE_FLOOR, 2 * sqrt(std_a^2 + std_b^2))`` (:func:`noise`; the floor alone with

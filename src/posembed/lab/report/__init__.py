@@ -5,15 +5,21 @@
 markdown links). The report leads with the answer:
 
 - a banner when the run is too small to conclude (:func:`too_small`: the smoke preset, one seed
-  per group, or no comparison whose intervals separate): then no verdict is a finding;
+  per group, or no primary comparison decided): then no verdict is a finding;
 - a summary: each question's verdict, linking to its section;
 - one section per seed question (:mod:`posembed.lab.report.questions`) and the calibration
-  against published numbers (:mod:`posembed.lab.report.calibration`), each verdict stated with
-  its seeds and 95 % bootstrap intervals over them, ``cannot tell`` where those overlap;
+  against published numbers (:mod:`posembed.lab.report.calibration`). Verdict words come only
+  from the preset's primary comparisons and the paper checks, decided together
+  (:mod:`posembed.lab.report.decisions`: seed-paired or Welch t, TOST for "alike", Holm over the
+  family at 5 %); every other comparison is exploratory (numbers, no winner);
 - the evidence: per task, a table of the task's metric at every evaluated length (mean ± std over
   seeds), the metric against test length per scheme (accuracy / exact match; perplexity against
   context 1x, 2x, 4x, 8x for the char LM) and the training loss curves;
 - the run (experiment, trials, seeds, corrupt rows skipped and why).
+
+The folder's files: ``tables.py`` (the store read and summarised), ``decisions.py`` (the family
+of tested comparisons), ``questions.py`` (Q1-Q5), ``calibration.py`` (Q6), ``plots.py`` (the
+figures), ``context.py`` and ``context_plots.py`` (the context-extension study's report).
 
 A corrupt row in the store is listed and skipped; a folder without a store, or a store without
 any readable trial, raises ``ValueError``.
@@ -48,10 +54,12 @@ from typing import Any
 
 from posembed._io import atomic_write_text
 from posembed.lab.report.calibration import calibration_section
+from posembed.lab.report.decisions import lab_decisions
 from posembed.lab.report.plots import length_figure, loss_figure
-from posembed.lab.report.questions import Section, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, variant_question
+from posembed.lab.report.questions import (
+    Section, exploratory, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, variant_question,
+)
 from posembed.lab.report.tables import LabData, drift_table, load_lab, primary_metric, results_table
-from posembed.lab.verdicts import CONFIDENCE
 from posembed.report import HtmlReport, format_cell
 
 __all__ = ["write_report", "build_sections", "too_small", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
@@ -111,17 +119,17 @@ class _Document:
 
 
 def build_sections(data: LabData) -> list[Section]:
-    """The six question sections, in order."""
+    """The six question sections, in order, from one family of decisions."""
+    decisions = lab_decisions(data, exploratory(data))
     return [
-        learned_vs_sinusoidal(data),
-        variant_question(data, "Q2. Add or concatenate positions, at equal width?", "concat", ("add", "concat"),
+        learned_vs_sinusoidal(data, decisions),
+        variant_question(data, decisions, "Q2", "Q2. Add or concatenate positions, at equal width?", "concat",
                          "the concat and base variants of an absolute scheme (learned, sinusoidal)", anchor="q2"),
-        variant_question(data, "Q3. Inject positions once or at every layer?", "every_layer",
-                         ("once", "every layer"), "the every_layer and base variants of an absolute scheme",
-                         anchor="q3"),
-        extrapolation(data),
-        frozen_vs_trained(data, drift_table(data)),
-        calibration_section(data),
+        variant_question(data, decisions, "Q3", "Q3. Inject positions once or at every layer?", "every_layer",
+                         "the every_layer and base variants of an absolute scheme", anchor="q3"),
+        extrapolation(data, decisions),
+        frozen_vs_trained(data, decisions, drift_table(data)),
+        calibration_section(data, decisions),
     ]
 
 
@@ -152,18 +160,18 @@ SMOKE_PRESETS = ("smoke",)
 
 def too_small(data: LabData, sections: Sequence[Section]) -> str:
     """Why this run cannot conclude (``""`` when it can): a smoke preset, one seed per group, or
-    no comparison whose intervals separate (every verdict ``cannot tell``)."""
+    no primary comparison decided (every verdict ``cannot tell``)."""
     reasons = []
     if data.name in SMOKE_PRESETS:
         reasons.append(f"the {data.name!r} preset trains tiny models for a few steps to test the pipeline")
     if max(len(trials) for trials in data.groups().values()) < 2:
-        reasons.append("every group has one seed, so no verdict has an interval")
+        reasons.append("every group has one seed, so nothing can be tested")
     elif not any(s.decided for s in sections):
-        reasons.append("every interval is wider than the effect it would show (every verdict 'cannot tell')")
+        reasons.append("no primary comparison decided (every verdict 'cannot tell': see what each could detect)")
     if not reasons:
         return ""
     return ("This run is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
-            "run `posembed lab run --preset quick` (2 seeds) or `full` (3 seeds) for answers.")
+            "run `posembed lab run --preset quick` (7 seeds) for answers.")
 
 
 def _planned(exp: dict[str, Any]) -> str:
@@ -202,8 +210,9 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     seeds = sorted({len(trials) for trials in data.groups().values()})
     doc.heading("Summary", anchor="summary")
     doc.paragraph(f"{data.name}: {len(data.trials)} trials, {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
-                  f"seed(s) per group; every verdict rests on a {CONFIDENCE:.0%} bootstrap interval over the seeds and "
-                  "says 'cannot tell' where the intervals overlap." + (" Not findings: see the warning above." if warning else ""))
+                  "seed(s) per group; a verdict word is a test with the seed as the unit, Holm over the preset's primary "
+                  "comparisons and the paper checks at a family-wise 5 %; 'alike' only within a stated margin; every "
+                  "other comparison is exploratory." + (" Not findings: see the warning above." if warning else ""))
     doc.links([(f"{s.title.split('.')[0]}: {s.verdict or 'no verdict (the store lacks its trials)'}", s.anchor)
                for s in sections])
     doc.heading("Answers to the questions", anchor="answers")

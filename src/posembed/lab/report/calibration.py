@@ -2,19 +2,19 @@
 
 - nanoGPT's CPU recipe on tinyshakespeare (:data:`posembed.lab.calibration.NANOGPT_CPU`):
   validation loss against ``TARGET_VAL_LOSS +/- TOLERANCE`` and the time per iteration, from any
-  stored trial that trains that recipe (``posembed lab run --preset calibration``).
-- Vaswani et al. 2017, Table 3 row (E): learned ~ sinusoidal at the training length.
-- Press et al. 2022 (ALiBi): sinusoidal and learned fail beyond the training length
-  (perplexity at the longest context >= ``FAIL_RATIO`` x the perplexity at L, or not measurable),
-  while ALiBi degrades least (smallest ratio, within ``FLAT_TOLERANCE``).
-- Kazemnejad et al. 2023: NoPE and T5 bias generalise best on copy and reverse (their best
-  exact match beyond L is within the noise floor of every other scheme's best, and the
-  schemes are not all tied).
+  stored trial that trains that recipe (``posembed lab run --preset calibration``): one run of a
+  fixed recipe, checked against a published tolerance, not a comparison of groups.
+- Vaswani et al. 2017, Table 3 row (E): learned ~ sinusoidal at the training length: ``agree``
+  where the preset's primary Q1 comparisons say "alike", ``disagree`` where one is better.
+- Press et al. 2022 (ALiBi): learned and sinusoidal fail beyond L (the 8x/1x perplexity ratio
+  above ``FAIL_RATIO``: a seed-paired test of each seed's log ratio against log 1.5), and ALiBi
+  degrades least (better than, or alike within the margin to, each scheme that paper compared).
+- Kazemnejad et al. 2023: NoPE or T5 bias generalise best on copy and reverse (one of them
+  better than, or alike to, every other scheme beyond L).
 
-Each verdict (agree / disagree / partly / cannot tell) is computed from the stored numbers by
-the interval rules of :mod:`posembed.lab.verdicts`: each group's number per seed, its mean and
-95 % bootstrap interval over the seeds, and ``cannot tell`` wherever the intervals overlap or a
-group has one seed (the nanoGPT calibration is one run of a fixed recipe: no interval).
+Every part is a comparison of the report's one family (:mod:`posembed.lab.report.decisions`):
+tested with the seed as the unit, Holm over the family at 5 %. A part that cannot tell makes the
+paper's verdict ``cannot tell``; parts that disagree with each other make it ``partly``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from typing import Any
 
 from posembed.lab.calibration import NANOGPT_CPU, TARGET_VAL_LOSS, TOLERANCE
 from posembed.lab import verdicts as rules
-from posembed.lab.report.questions import Section, compare, ranking_scores
+from posembed.lab.report.decisions import THRESHOLD, LabDecisions
+from posembed.lab.report.questions import DECISION_HEADER, Section, decision_row, ranking_scores
 from posembed.lab.report.tables import LabData
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.verdicts import FAIL_RATIO, FLAT_TOLERANCE, PRESS_SCHEMES
 from posembed.lab.verdicts import combine as combine_verdicts
+from posembed.stats import ALIKE, Decision, distinguishing
 
 __all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO", "FLAT_TOLERANCE", "combine_verdicts"]
 
@@ -62,66 +64,90 @@ def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
             f"{first[4]:.1f} ms/iteration" if first[3] is not None else f"{first[6]}"), rows
 
 
-def _vaswani(data: LabData) -> tuple[str, str]:
-    comparisons = [c for task in data.tasks() if (c := compare(data, task, ("learned", "base"), ("sinusoidal", "base")))]
-    if not comparisons:
-        return "cannot tell", "no task has both learned and sinusoidal base trials"
-    detail = "; ".join(f"{c.task}: {c.verdict('learned', 'sinusoidal')} (learned {c.a.interval.text(3)}, sinusoidal "
-                       f"{c.b.interval.text(3)})" for c in comparisons)
-    return rules.vaswani_intervals(c.verdict("learned", "sinusoidal") for c in comparisons), detail
+def _part(word: str | None, agree: str, disagree: str) -> str:
+    """A paper part's verdict from one decision word: ``agree``/``disagree``/``cannot tell``."""
+    if word == agree or (agree == ALIKE and word == ALIKE):
+        return rules.AGREE
+    if word == disagree:
+        return rules.DISAGREE
+    return rules.CANNOT_TELL
 
 
-def _seed_ratios(trials: list[TrialRecord], at_l: int, longest: int) -> list[float]:
-    """Each seed's perplexity at ``longest`` over its perplexity at L (``inf``: not measurable there)."""
-    ratios = []
-    for trial in trials:
-        ppl = trial.metric("perplexity")
-        ratios.append(rules.perplexity_ratio(ppl.get(at_l), ppl.get(longest)))
-    return ratios
+def _vaswani(decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
+    tested = decisions.primaries("Q1")
+    if not tested:
+        return rules.CANNOT_TELL, "no primary learned vs sinusoidal comparison in this store", []
+    parts = [rules.AGREE if d.word == ALIKE else rules.DISAGREE if d.word.endswith(" better") else rules.CANNOT_TELL
+             for d in tested]
+    detail = "; ".join(f"{d.comparison.name.split(' ')[1][:-1]}: {d.word}" for d in tested)
+    return rules.combine_strict(parts), detail, tested
 
 
-def _press(data: LabData) -> tuple[str, str, list[list[Any]]]:
+def _ratio_text(values: tuple[float, ...]) -> str:
+    """Mean ratio and its interval, each with the digits that place it against the 1.5 threshold."""
+    mean, low, high, label = rules.describe(list(values))
+    shown = [distinguishing(v, [FAIL_RATIO]) for v in (mean, low, high)]
+    return f"{shown[0]} [{shown[1]}, {shown[2]}] ({label})" if len(values) > 1 else shown[0]
+
+
+def _press(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[list[Any]], list[Decision]]:
     scores = ranking_scores(data, "charlm", "perplexity") if "charlm" in data.tasks() else []
-    groups = data.groups("charlm")
-    ratios = {r.scheme: rules.Interval.of(_seed_ratios(groups[("charlm", r.scheme, "base")],
-                                                        groups[("charlm", r.scheme, "base")][0].config.context,
-                                                        r.longest)) for r in scores}
-    rows = [[r.scheme, r.at_train, r.at_longest, r.longest, ratios[r.scheme].text(3), ratios[r.scheme].n]
-            for r in scores]
-    verdict = rules.press_intervals(ratios)
-    if "alibi" not in ratios or not {"learned", "sinusoidal"} & set(ratios):
-        return verdict, "needs charlm base trials of alibi and of learned or sinusoidal", rows
-    parts = rules.press_parts(ratios)
-    claims = [f"{s} ratio {ratios[s].text(3)}: fails (>= {FAIL_RATIO}) {parts[f'{s} fails']}"
-              for s in ("learned", "sinusoidal") if s in ratios]
-    compared = [s for s in ratios if s in PRESS_SCHEMES and s != "alibi"]
-    claims.append(f"alibi ratio {ratios['alibi'].text(3)}: flatter than {', '.join(compared)} (within "
-                  f"{FLAT_TOLERANCE:.0%}) {parts['alibi flattest']}")
-    return verdict, "; ".join(claims), rows
+    rows = [[r.scheme, r.at_train, r.at_longest, r.longest] for r in scores]
+    tested = decisions.starting("Press: ")
+    fails = {d.comparison.a: d for d in tested if d.comparison.b == THRESHOLD}
+    flatter = [d for d in tested if d.comparison.b != THRESHOLD]
+    if not fails or not flatter:
+        return rules.CANNOT_TELL, "needs charlm base trials of alibi and of learned or sinusoidal", rows, tested
+    parts, claims = [], []
+    for scheme, d in fails.items():
+        part = _part(d.word, f"{THRESHOLD} better", f"{scheme} better")
+        parts.append(part)
+        claims.append(f"{scheme} ratio {_ratio_text(d.comparison.values_a)}: fails (>= {FAIL_RATIO}) {part}")
+    words = [d.word for d in flatter]
+    flat = (rules.AGREE if all(w in ("alibi better", ALIKE) for w in words) else
+            rules.DISAGREE if any(w.endswith(" better") and w != "alibi better" for w in words) else rules.CANNOT_TELL)
+    parts.append(flat)
+    claims.append(f"alibi flatter than {', '.join(d.comparison.b for d in flatter)}: {flat} ("
+                  + ", ".join(f"{d.comparison.b} {d.word}" for d in flatter) + ")")
+    return rules.combine_strict(parts), "; ".join(claims), rows, tested
 
 
-def _kazemnejad(data: LabData) -> tuple[str, str]:
-    per_task, details = {}, []
+def _kazemnejad(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
+    parts, details, shown = [], [], []
     for task in ("copy", "reverse"):
-        scores = {r.scheme: r.interval for r in ranking_scores(data, task)} if task in data.tasks() else {}
-        per_task[task] = scores
-        favoured = [s for s in rules.KAZEMNEJAD_FAVOURED if s in scores]
-        others = [s for s in scores if s not in favoured]
-        if not favoured or not others:
+        tested = decisions.starting(f"Kazemnejad {task}: ")
+        if not tested:
             details.append(f"{task}: cannot tell (needs nope or t5_bias and another scheme, base variant)")
             continue
-        verdict = rules.kazemnejad_task_intervals(scores)
-        listed = ", ".join(f"{s} {r.text(3)}" for s, r in scores.items())
-        details.append(f"{task}: {verdict} ({listed})")
-    return rules.kazemnejad_intervals(per_task), "; ".join(details)
+        shown += tested
+        by_favoured: dict[str, list[str]] = {}
+        for d in tested:
+            by_favoured.setdefault(d.comparison.b, []).append(d.word)
+        if any(all(w in (f"{f} better", ALIKE) for w in ws) for f, ws in by_favoured.items()):
+            part = rules.AGREE
+        elif all(any(w.endswith(" better") and w != f"{f} better" for w in ws) for f, ws in by_favoured.items()):
+            part = rules.DISAGREE
+        else:
+            part = rules.CANNOT_TELL
+        parts.append(part)
+        details.append(f"{task}: {part}")
+    if not parts:
+        return rules.CANNOT_TELL, "; ".join(details) + f" (the presets {', '.join(_with_copy())} train copy)", shown
+    return rules.combine_strict(parts), "; ".join(details), shown
 
 
-def calibration_section(data: LabData) -> Section:
+def _with_copy() -> list[str]:
+    from posembed.lab.report.questions import presets_with
+
+    return presets_with(schemes=("nope", "t5_bias"), tasks=("copy", "reverse"))
+
+
+def calibration_section(data: LabData, decisions: LabDecisions) -> Section:
     """Question 6: the nanoGPT calibration and agreement with three papers."""
     nanogpt, nano_rows = _nanogpt(data)
-    vaswani, vaswani_detail = _vaswani(data)
-    press, press_detail, press_rows = _press(data)
-    kazemnejad, kazemnejad_detail = _kazemnejad(data)
+    vaswani, vaswani_detail, vaswani_tested = _vaswani(decisions)
+    press, press_detail, press_rows, press_tested = _press(data, decisions)
+    kazemnejad, kazemnejad_detail, kazemnejad_tested = _kazemnejad(data, decisions)
     answer = (f"nanoGPT CPU calibration: {nanogpt}. Vaswani et al. (learned ≈ sinusoidal): {vaswani}. "
               f"Press et al. (learned/sinusoidal fail beyond L, ALiBi flattest): {press}. "
               f"Kazemnejad et al. (NoPE and T5 bias best on copy/reverse): {kazemnejad}.")
@@ -135,10 +161,14 @@ def calibration_section(data: LabData) -> Section:
         f"Vaswani et al. 2017, Table 3 (E): {vaswani} — {vaswani_detail}.",
         f"Press et al. 2022: {press} — {press_detail}.",
         f"Kazemnejad et al. 2023: {kazemnejad} — {kazemnejad_detail}.",
+        "Each part is a tested comparison of this report's family (Holm at 5 % over the family); a part that "
+        "cannot tell makes the paper's verdict 'cannot tell'.",
     ]
     if nano_rows:
         section.tables.append((["trial", "seed", "steps", "validation loss", "ms per iteration", "seconds", "verdict"], nano_rows))
+    tested = vaswani_tested + press_tested + kazemnejad_tested
+    if tested:
+        section.tables.append((list(DECISION_HEADER), [decision_row(d) for d in tested]))
     if press_rows:
-        section.tables.append((["charlm scheme", "perplexity at L", "perplexity at the longest", "longest",
-                                f"ratio: mean [{rules.CONFIDENCE:.0%} interval]", "seeds"], press_rows))
+        section.tables.append((["charlm scheme", "perplexity at L", "perplexity at the longest", "longest"], press_rows))
     return section

@@ -1,18 +1,18 @@
 """The lab report's answers: one :class:`Section` per seed question, computed from the stored trials.
 
-Every answer compares groups of seeds at the task's training length L (the judged metric:
-``accuracy`` for order, ``exact_match`` for the algorithmic tasks, validation loss for charlm)
-or beyond it. Each group's mean carries a 95 % bootstrap interval over its seeds
-(:func:`posembed.lab.verdicts.bootstrap_interval`); two groups are *alike* when every difference
-their intervals allow is within ``NOISE_FLOOR``, one is *better* when the intervals do not
-overlap, and the answer is *cannot tell* when they overlap or a group has one seed. When the
-store lacks the trials a question needs, the section says so and names the presets that have
-them. The rules themselves are the pure functions of :mod:`posembed.lab.verdicts`.
+Every verdict word comes from :mod:`posembed.lab.report.decisions`: the preset's primary
+comparisons (named before the run) and the paper checks form one family, tested with the seed as
+the unit (seed-paired t where two groups ran on the same seeds, else Welch's t) under Holm at a
+family-wise 5 %; "alike" only from an equivalence test within a stated margin; "cannot tell" with
+the smallest difference the comparison could have detected. Every other comparison a section
+shows is *exploratory*: its numbers and unadjusted p, no winner word. When the store lacks the
+trials a question needs, the section says so and names the presets that have them.
 
->>> a, b = Stat((0.50, 0.52)), Stat((0.60, 0.62))
->>> c = Comparison("copy", "learned", "exact_match", 8, a, b)
->>> round(c.delta, 3), c.seeds, c.verdict("add", "concat")
-(0.1, '2, 2', 'concat better')
+>>> from posembed.stats import Comparison, decide
+>>> (d,) = decide([Comparison("Q2 charlm: concat vs add", "add", "concat", (2.30, 2.31, 2.32), (2.40, 2.42, 2.41),
+...                           False, 0.02, test="paired")])
+>>> decision_row(d)[3:]
+['+0.1 [+0.0752, +0.125]', 'seed-paired t', '0.0033 (0.0033)', 'add better', '0.0326']
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from posembed.lab.report.decisions import LabDecisions, group_comparison, judged_metric
 from posembed.lab.report.tables import (
     HIGHER_IS_BETTER, METRIC_NAMES, LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length,
 )
-from posembed.lab.verdicts import CONFIDENCE, NOISE_FLOOR, Interval, interval_verdict
+from posembed.stats import Comparison, Decision, describe
 
 __all__ = [
-    "Section", "Comparison", "NOISE_FLOOR", "judged_metric", "compare", "presets_with", "learned_vs_sinusoidal",
-    "variant_question", "extrapolation", "ranking_scores", "against_best", "ScoreRow", "frozen_vs_trained", "lacking", "INTERVAL_NOTE",
+    "Section", "judged_metric", "presets_with", "learned_vs_sinusoidal", "variant_question", "extrapolation",
+    "ranking_scores", "ScoreRow", "frozen_vs_trained", "lacking", "RULE_NOTE", "decision_row", "DECISION_HEADER",
+    "exploratory", "group_text",
 ]
 
 Table = tuple[list[str], list[list[Any]]]
@@ -52,58 +54,11 @@ class Section:
     decided: bool = False
 
 
-def judged_metric(task: str) -> str:
-    """The metric compared at the training length (charlm: validation loss, in nats)."""
-    return {"order": "accuracy", "charlm": "val_loss"}.get(task, "exact_match")
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Group ``b`` against group ``a`` on ``metric`` at ``length``."""
-
-    task: str
-    scheme: str
-    metric: str
-    length: int
-    a: Stat
-    b: Stat
-
-    @property
-    def delta(self) -> float:
-        """``mean(b) - mean(a)`` (NaN when either has no value)."""
-        return self.b.mean - self.a.mean
-
-    @property
-    def seeds(self) -> str:
-        """The seed counts of the two groups, ``"2, 2"``."""
-        return f"{self.a.n}, {self.b.n}"
-
-    def verdict(self, name_a: str, name_b: str) -> str:
-        """``alike``, ``<name> better``, ``cannot tell`` or ``n/a`` (:func:`posembed.lab.verdicts.interval_verdict`)."""
-        return interval_verdict(self.a.interval, self.b.interval, HIGHER_IS_BETTER[self.metric], name_a, name_b)
-
-    def row(self, *extra: Any) -> list[Any]:
-        return [self.task, self.scheme, *extra, f"{METRIC_NAMES.get(self.metric, self.metric)} at {self.length}",
-                self.a.interval.text(), self.b.interval.text(), f"{self.delta:+.4g}", self.seeds]
-
-
-def compare(data: LabData, task: str, group_a: tuple[str, str], group_b: tuple[str, str]) -> Comparison | None:
-    """Compare two ``(scheme, variant)`` groups of ``task`` at the training length (None if one is missing)."""
-    groups = data.groups(task)
-    trials_a, trials_b = groups.get((task, *group_a)), groups.get((task, *group_b))
-    if not trials_a or not trials_b:
-        return None
-    metric, length = judged_metric(task), train_length(trials_a)
-    scheme = group_a[0] if group_a[0] == group_b[0] else f"{group_a[0]} vs {group_b[0]}"
-    return Comparison(task, scheme, metric, length, metric_stat(trials_a, metric, length),
-                      metric_stat(trials_b, metric, length))
-
-
 def presets_with(schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), tasks: tuple[str, ...] = ()) -> list[str]:
     """Names of the presets whose sweep includes all the given schemes, variants and any of ``tasks``.
 
     >>> presets_with(schemes=("nope", "t5_bias"), tasks=("copy", "reverse"))
-    ['full', 'lengthgen', 'quick']
+    ['full', 'lengthgen']
     """
     from posembed.lab.presets import PRESETS, get_preset
 
@@ -124,75 +79,106 @@ def lacking(need: str, **preset_filter: tuple[str, ...]) -> str:
     return f"The store lacks the trials to answer this: it needs {need}; {where} (`posembed lab run --preset NAME`)."
 
 
-def _summary(comparisons: list[Comparison], name_a: str, name_b: str) -> str:
-    verdicts = [f"{c.task}/{c.scheme}: {c.verdict(name_a, name_b)} ({METRIC_NAMES.get(c.metric, c.metric)} "
-                f"{c.a.interval.text()} vs {c.b.interval.text()})" for c in comparisons]
-    return "; ".join(verdicts)
+def group_text(values: tuple[float, ...] | list[float], digits: int = 4) -> str:
+    """``mean [low, high]`` with what the interval is (:func:`posembed.stats.describe`).
+
+    >>> group_text([1.0, 2.0]), group_text([1.0, 2.0, 3.0]), group_text([2.5])
+    ('1.5 [1, 2] (2 seeds: their range)', '2 [-0.4841, 4.484] (3 seeds: 95 % t)', '2.5 (1 seed)')
+    """
+    mean, low, high, label = describe(list(values))
+    n = len(values)
+    if not n:
+        return "n/a"
+    if n == 1:
+        return f"{mean:.{digits}g} (1 seed)"
+    what = "their range" if n == 2 else "95 % t"
+    return f"{mean:.{digits}g} [{low:.{digits}g}, {high:.{digits}g}] ({n} seeds: {what})"
 
 
-def _tally(comparisons: list[Comparison], names: tuple[str, str], what: str) -> str:
-    """``"add better in 1, concat better in 0, alike in 2, cannot tell in 5 of 8 task/scheme pairs"``."""
-    words = [c.verdict(*names) for c in comparisons]
-    counts = [f"{name} better in {words.count(f'{name} better')}" for name in names]
-    counts += [f"alike in {words.count('alike')}",
-               f"cannot tell in {sum(w.startswith('cannot tell') for w in words)}"]
-    return f"{', '.join(counts)} of {len(words)} {what}"
+#: the columns of every tested comparison's row
+DECISION_HEADER = ["comparison", "A", "B", "Δ = B − A [95 % interval]", "test", "p (Holm)", "verdict",
+                   "could detect (80 % power)"]
 
 
-def _decided(rows: list[list[Any]]) -> bool:
-    """Whether any row's verdict (its last cell) is ``alike`` or a winner."""
-    return any(row[-1] == "alike" or row[-1].endswith(" better") for row in rows)
+def _p(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2g}"
 
 
-def _seed_counts(comparisons: list[Comparison]) -> str:
-    counts = sorted({n for c in comparisons for n in (c.a.n, c.b.n)})
-    return f"{'-'.join(map(str, (counts[0], counts[-1]))) if len(counts) > 1 else counts[0]} seed{'s' if counts[-1] > 1 else ''}"
+def decision_row(d: Decision) -> list[Any]:
+    """One row of :data:`DECISION_HEADER` (Δ on the tested scale: log for ratios)."""
+    c = d.comparison
+    scale = " (log)" if c.log_scale else ""
+    low, high = d.interval
+    delta = f"{d.difference:+.3g} [{low:+.3g}, {high:+.3g}]{scale}" if not math.isnan(low) else f"{d.difference:+.3g}"
+    test = {"paired": "seed-paired t", "welch": "Welch t", "mcnemar": "McNemar"}[c.test]
+    p = _p(d.p) if d.word is None else f"{_p(d.p)} ({_p(d.p_adjusted)})"
+    return [c.name.split(" ", 1)[1] if c.name[:2] in ("Q1", "Q2", "Q3", "Q4", "Q5") else c.name,
+            f"{c.a}: {group_text(c.values_a)}", f"{c.b}: {group_text(c.values_b)}", delta, test, p,
+            d.word if d.word is not None else "exploratory", "—" if d.word is None else f"{d.mdd:.3g}"]
 
 
-def _header(name_a: str, name_b: str, second: str = "scheme") -> list[str]:
-    interval = f"mean [{CONFIDENCE:.0%} interval]"
-    return ["task", second, "metric at L", f"{name_a} (A): {interval}", f"{name_b} (B): {interval}", "Δ = B − A",
-            "seeds (A, B)", "verdict"]
-
-
-def learned_vs_sinusoidal(data: LabData) -> Section:
-    """Question 1: learned vs sinusoidal absolute positions at the training length."""
-    title = "Q1. Learned or sinusoidal positions, at the training length?"
-    comparisons = [c for task in data.tasks() if (c := compare(data, task, ("learned", "base"), ("sinusoidal", "base")))]
-    if not comparisons:
-        return Section(title, lacking("the base variant of both learned and sinusoidal",
-                                      schemes=("learned", "sinusoidal"), variants=("base",)), anchor="q1")
-    tally = _tally(comparisons, ("learned", "sinusoidal"), "tasks")
-    answer = f"{tally} ({_seed_counts(comparisons)} per group). " + _summary(comparisons, "learned", "sinusoidal") + "."
-    rows = [[*c.row(), c.verdict("learned", "sinusoidal")] for c in comparisons]
-    return Section(title, answer, [INTERVAL_NOTE], [(_header("learned", "sinusoidal", "schemes"), rows)],
-                   verdict=f"learned vs sinusoidal: {tally}", anchor="q1", decided=_decided(rows))
-
-
-INTERVAL_NOTE = (
-    f"Means over seeds at the training length L, each with its {CONFIDENCE:.0%} percentile bootstrap interval over "
-    "the seeds (every resample of the seed values; with 2 or 3 seeds this is the range of the seeds). 'alike' when "
-    f"every difference the two intervals allow is within {NOISE_FLOOR}; '<name> better' when the intervals do not "
-    "overlap; 'cannot tell' when they overlap, or a group has one seed. charlm is judged by validation loss (nats)."
+RULE_NOTE = (
+    "Each seed is one unit. Groups that ran on the same seeds (and so the same data) are compared with the seed-paired "
+    "t test, others with Welch's; charlm by validation loss (the log of perplexity), ratios on the log scale. A verdict "
+    "word is given only to the primary comparisons the preset named before the run (and Q6's paper checks): Holm over "
+    "all of them holds the chance of any false 'better' or 'alike' in this report at 5 %; 'cannot tell' gives the "
+    "smallest difference the comparison could have detected with 80 % power. 'exploratory' rows show numbers and an "
+    "unadjusted p only: no winner. Intervals are 95 % t intervals of the mean from 3 seeds, the seeds' range for 2."
 )
 
 
-def variant_question(data: LabData, title: str, variant: str, names: tuple[str, str], need: str,
+def exploratory(data: LabData) -> list[Comparison]:
+    """Every comparison the sections show (Q1-Q3, Q5), named as the primaries are."""
+    found = []
+    for task in data.tasks():
+        c = group_comparison(data, f"Q1 {task}: sinusoidal vs learned, {judged_metric(task)} at L", task,
+                             ("learned", "base"), ("sinusoidal", "base"), ("learned", "sinusoidal"), primary=False)
+        found.append(c) if c is not None else None
+        for question, variant in (("Q2", "concat"), ("Q3", "every_layer"), ("Q5", "frozen")):
+            for scheme in ordered(s for (_, s, v) in data.groups(task) if v == variant):
+                c = group_comparison(data, f"{question} {task}: {scheme} {variant} vs {scheme}, "
+                                           f"{judged_metric(task)} at L", task, (scheme, "base"), (scheme, variant),
+                                     (scheme, f"{scheme} {variant}"), primary=False)
+                found.append(c) if c is not None else None
+    return found
+
+
+def _answer(decisions: list[Decision], what: str) -> tuple[str, str, bool]:
+    """The section's answer, summary verdict and whether anything was decided."""
+    primaries = [d for d in decisions if d.word is not None]
+    others = len(decisions) - len(primaries)
+    tail = f" {others} further comparison{'s' if others != 1 else ''} exploratory (numbers only)." if others else ""
+    if not primaries:
+        return (f"No primary comparison of this preset: {what} is shown as exploratory numbers only.{tail}",
+                "exploratory only", False)
+    said = "; ".join(f"{d.comparison.name.split(': ', 1)[1]} ({d.comparison.name.split(' ')[1][:-1]}): {d.word}"
+                     + (f" (could detect {d.mdd:.3g})" if d.word == "cannot tell" else "") for d in primaries)
+    decided = any(d.word != "cannot tell" for d in primaries)
+    return f"{said}.{tail}", "; ".join(f"{d.word}" for d in primaries), decided
+
+
+def _question(data: LabData, decisions: LabDecisions, question: str, title: str, need: str, anchor: str,
+              **preset_filter: tuple[str, ...]) -> Section:
+    shown = decisions.starting(f"{question} ")
+    if not shown:
+        return Section(title, lacking(need, **preset_filter), anchor=anchor)
+    answer, verdict, decided = _answer(shown, need)
+    rows = [decision_row(d) for d in sorted(shown, key=lambda d: d.word is None)]
+    return Section(title, answer, [RULE_NOTE, decisions.margin_note() + "."], [(list(DECISION_HEADER), rows)],
+                   verdict=verdict, anchor=anchor, decided=decided)
+
+
+def learned_vs_sinusoidal(data: LabData, decisions: LabDecisions) -> Section:
+    """Question 1: learned vs sinusoidal absolute positions at the training length."""
+    return _question(data, decisions, "Q1", "Q1. Learned or sinusoidal positions, at the training length?",
+                     "the base variant of both learned and sinusoidal", "q1", schemes=("learned", "sinusoidal"),
+                     variants=("base",))
+
+
+def variant_question(data: LabData, decisions: LabDecisions, question: str, title: str, variant: str, need: str,
                      anchor: str = "") -> Section:
     """Questions 2, 3 and 5: the ``base`` variant (A) against ``variant`` (B), per task and scheme."""
-    comparisons = []
-    for task in data.tasks():
-        for scheme in ordered(s for (_, s, v) in data.groups(task) if v == variant):
-            comparison = compare(data, task, (scheme, "base"), (scheme, variant))
-            if comparison is not None:
-                comparisons.append(comparison)
-    if not comparisons:
-        return Section(title, lacking(need, variants=("base", variant)), anchor=anchor)
-    tally = _tally(comparisons, names, "task/scheme pairs")
-    answer = f"{tally} ({_seed_counts(comparisons)} per group). " + _summary(comparisons, *names) + "."
-    rows = [[*c.row(), c.verdict(*names)] for c in comparisons]
-    return Section(title, answer, [INTERVAL_NOTE], [(_header(*names), rows)],
-                   verdict=f"{names[0]} vs {names[1]}: {tally}", anchor=anchor, decided=_decided(rows))
+    return _question(data, decisions, question, title, need, anchor, variants=("base", variant))
 
 
 @dataclass(frozen=True)
@@ -201,8 +187,8 @@ class ScoreRow:
 
     ``per_length`` holds ``(length, mean)`` for every evaluated length > L (mean ``None``: not
     measurable there, e.g. past a position table); ``beyond`` their mean (``None`` if any is
-    ``None``), the score ranked; ``at_train`` the mean at L; ``interval`` the score of each seed
-    (its own mean beyond L) as a mean and 95 % bootstrap interval over the seeds.
+    ``None``), the score ordered; ``at_train`` the mean at L; ``seeds`` each seed's own mean
+    beyond L (empty when ``beyond`` is ``None``).
     """
 
     scheme: str
@@ -210,7 +196,7 @@ class ScoreRow:
     beyond: float | None
     per_length: tuple[tuple[int, float | None], ...]
     rank: int = 0
-    interval: Interval = Interval.of(())
+    seeds: tuple[float, ...] = ()
 
     @property
     def longest(self) -> int:
@@ -225,18 +211,18 @@ def _mean_or_none(stat: Stat) -> float | None:
     return stat.mean if stat.n else None
 
 
-def _seed_scores(trials: list, metric: str, lengths: list[int]) -> list[float]:
+def _seed_scores(trials: list, metric: str, lengths: list[int]) -> tuple[float, ...]:
     """Each seed's own mean of ``metric`` over ``lengths`` (a seed missing any length has none)."""
     scores = []
     for trial in trials:
         values = [metric_stat([trial], metric, n) for n in lengths]
         if all(v.n for v in values):
             scores.append(sum(v.mean for v in values) / len(values))
-    return scores
+    return tuple(scores)
 
 
 def ranking_scores(data: LabData, task: str, metric: str | None = None) -> list[ScoreRow]:
-    """Schemes of ``task`` ranked by ``metric`` beyond the training length (ties share a rank)."""
+    """Schemes of ``task`` ordered by ``metric``'s mean beyond the training length (ties share a rank)."""
     metric = metric or judged_metric(task)
     rows = []
     for (_, scheme, variant), trials in data.groups(task).items():
@@ -250,28 +236,11 @@ def ranking_scores(data: LabData, task: str, metric: str | None = None) -> list[
         score = None if None in beyond else sum(beyond) / len(beyond)
         at_train = _mean_or_none(metric_stat(trials, metric, context))
         rows.append(ScoreRow(scheme, at_train, score, tuple(zip(lengths, beyond, strict=True)),
-                             interval=Interval.of(_seed_scores(trials, metric, lengths) if score is not None else ())))
+                             seeds=_seed_scores(trials, metric, lengths) if score is not None else ()))
     sign = -1.0 if HIGHER_IS_BETTER[metric] else 1.0
     key = [math.inf if r.beyond is None else sign * r.beyond for r in rows]
     return sorted((ScoreRow(**{**r.__dict__, "rank": 1 + sum(k < key[i] for k in key)}) for i, r in enumerate(rows)),
                   key=lambda r: r.rank)
-
-
-def against_best(scores: list[ScoreRow]) -> list[str]:
-    """Each row against the first (best) one: ``best``, ``cannot tell`` (the intervals overlap, or
-    either rests on one seed) or ``worse``; ``n/a`` for a row not measurable beyond L."""
-    best = scores[0].interval
-    words = []
-    for index, r in enumerate(scores):
-        if r.beyond is None:
-            words.append("n/a")
-        elif index == 0 or r.rank == scores[0].rank:
-            words.append("best")
-        elif best.n < 2 or r.interval.n < 2 or r.interval.overlaps(best):
-            words.append("cannot tell")
-        else:
-            words.append("worse")
-    return words
 
 
 def _fmt(value: float | None) -> str:
@@ -281,64 +250,48 @@ def _fmt(value: float | None) -> str:
 def _ranking_table(task: str, scores: list[ScoreRow], context: int) -> Table:
     metric = METRIC_NAMES.get(judged_metric(task), judged_metric(task))
     lengths = [n for n, _ in scores[0].per_length]
-    header = [f"{task}: rank", "scheme", "family", f"{metric} at L = {context}",
-              *[f"at {n} ({n / context:.3g}x)" for n in lengths],
-              f"mean beyond L [{CONFIDENCE:.0%} interval]", "against the best", "seeds"]
+    header = [f"{task}: order of the means", "scheme", "family", f"{metric} at L = {context}",
+              *[f"at {n} ({n / context:.3g}x)" for n in lengths], "mean beyond L [interval]"]
     rows = []
-    for r, word in zip(scores, against_best(scores)):
+    for r in scores:
         by_length = dict(r.per_length)
         rows.append([r.rank, r.scheme, scheme_family(r.scheme), _fmt(r.at_train),
-                     *[_fmt(by_length.get(n)) for n in lengths], r.interval.text() if r.beyond is not None else "n/a",
-                     word, r.interval.n])
+                     *[_fmt(by_length.get(n)) for n in lengths], group_text(r.seeds) if r.beyond is not None else "n/a"])
     return header, rows
 
 
-def _best_of(task: str, scores: list[ScoreRow]) -> str:
-    """``"copy: cannot tell (alibi, rope overlap)"``, ``"copy: alibi"`` (every other one worse) or
-    ``"copy: all 6 tied"``."""
-    words = against_best(scores)
-    best = [r.scheme for r, w in zip(scores, words) if w == "best"]
-    unsure = [r.scheme for r, w in zip(scores, words) if w == "cannot tell"]
-    if len(best) == len(scores) > 1:
-        return f"{task}: all {len(scores)} tied"
-    if unsure:
-        return f"{task}: cannot tell ({', '.join(best + unsure)} overlap)"
-    return f"{task}: {', '.join(best)}"
-
-
-def extrapolation(data: LabData) -> Section:
-    """Question 4: which schemes keep working beyond the training length, ranked per task and overall."""
-    title = "Q4. Which scheme extrapolates? (ranking by the judged metric beyond the training length)"
-    tables, ranks, bests, decided = [], {}, [], False
+def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
+    """Question 4: the preset's primary extrapolation contest, and every scheme ordered beyond L (exploratory)."""
+    title = "Q4. Which scheme extrapolates? (the primary contest, then every scheme beyond the training length)"
+    tables, orders = [], []
     for task in data.tasks():
         scores = ranking_scores(data, task)
         if len(scores) < 2:
             continue
         tables.append(_ranking_table(task, scores, train_length(next(iter(data.groups(task).values())))))
-        bests.append(_best_of(task, scores))
-        decided = decided or "worse" in against_best(scores)
-        for r in scores:
-            ranks.setdefault(r.scheme, []).append(r.rank)
-    if not tables:
+        orders.append(f"{task}: " + ", ".join(r.scheme for r in scores))
+    shown = decisions.starting("Q4 ")
+    if not tables and not shown:
         return Section(title, lacking("the base variant of two schemes or more, evaluated beyond L",
                                       variants=("base",)), anchor="q4")
-    overall = sorted(ranks.items(), key=lambda item: sum(item[1]) / len(item[1]))
-    answer = ("Best beyond L per task: " + "; ".join(bests) + ". Mean rank over tasks (1 = best, by the means; ties "
-              "share a rank): " + ", ".join(f"{scheme} {sum(r) / len(r):.2g}" for scheme, r in overall) + ".")
-    note = (f"Base variant; each seed's mean beyond L, then their mean and {CONFIDENCE:.0%} bootstrap interval over the "
-            "seeds. Higher is better for accuracy and exact match, lower for validation loss. n/a beyond L (e.g. past "
-            "a position table) ranks last. 'against the best': 'cannot tell' where a scheme's interval overlaps the "
-            "best one's (or either has one seed), 'worse' where it lies wholly on the worse side; the ranks follow "
-            "the means and say nothing where the intervals overlap.")
-    return Section(title, answer, [note], tables, verdict="best beyond L: " + "; ".join(bests), anchor="q4",
-                   decided=decided)
+    answer, verdict, decided = _answer(shown, "the order beyond L")
+    if orders:
+        answer += " Order of the means beyond L (exploratory, not a test): " + "; ".join(orders) + "."
+    note = ("The ranking tables order each task's schemes by their mean beyond L (higher first for accuracy and exact "
+            "match, lower first for validation loss; n/a beyond L, e.g. past a position table, last): exploratory "
+            "numbers, no winner. The verdict is the primary contest's, named before the run.")
+    section = Section(title, answer, [RULE_NOTE, note], anchor="q4", verdict=verdict, decided=decided)
+    if shown:
+        section.tables.append((list(DECISION_HEADER), [decision_row(d) for d in shown]))
+    section.tables += tables
+    return section
 
 
-def frozen_vs_trained(data: LabData, drift: Table) -> Section:
-    """Question 5: frozen vs trained position table, and how far the trained table drifts."""
+def frozen_vs_trained(data: LabData, decisions: LabDecisions, drift: Table) -> Section:
+    """Question 5: frozen vs trained position table (exploratory), and how far the trained table drifts."""
     section = variant_question(
-        data, "Q5. Frozen or trained position table? How far does it drift in training?", "frozen",
-        ("trained", "frozen"), "the frozen and base variants of a scheme with parameters (e.g. learned)", anchor="q5")
+        data, decisions, "Q5", "Q5. Frozen or trained position table? How far does it drift in training?", "frozen",
+        "the frozen and base variants of a scheme with parameters (e.g. learned)", anchor="q5")
     header, rows = drift
     trained = [row for row in rows if row[2] != "frozen"]
     if trained:

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
-from posembed.lab.verdicts import Interval
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
@@ -101,11 +100,6 @@ class Stat:
     @property
     def std(self) -> float:
         return statistics.stdev(self.values) if self.n >= 2 else math.nan
-
-    @property
-    def interval(self) -> Interval:
-        """The mean and its 95 % bootstrap interval over the seeds (:class:`~posembed.lab.verdicts.Interval`)."""
-        return Interval.of(self.values)
 
     def text(self) -> str:
         """``mean ± std`` (4 and 2 significant digits), the bare value for one seed, or the n/a note."""

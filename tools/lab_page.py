@@ -1,0 +1,181 @@
+"""Stored lab results -> docs/results.md's generated blocks (issue 33: no number typed by hand).
+
+``results/lab/<run>/trials.json`` holds a run's per-seed results (each trial's config, its
+evaluations and final loss: what the report reads, no checkpoints); ``meta.json`` beside it the
+exact command, commit, threads, device, load and date that made them. This tool
+
+- ``store OUT_DIR RUN --command ... --commit ...``: copies a ``posembed lab run`` store into
+  ``results/lab/RUN/`` (the meta fields not given are measured here: load, date, cores);
+- ``write``: rewrites every ``lab-*`` block of docs/results.md from the stored runs;
+- (imported) :func:`blocks`: ``{block name: text}``, which ``tests/test_readme_verdicts.py``
+  regenerates and compares with the page.
+
+The verdicts are the report's own (:func:`posembed.lab.report.decisions.lab_decisions` on the
+stored trials), so the page and ``posembed lab report`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results" / "lab"
+PAGE = ROOT / "docs" / "results.md"
+
+__all__ = ["load_run", "blocks", "store", "RESULTS", "PAGE"]
+
+
+def _record_to_json(record) -> dict:
+    return {"trial_id": record.trial_id, "config": record.config.to_dict(), "final_loss": record.final_loss,
+            "num_params": record.num_params, "seconds": round(record.seconds, 3),
+            "evals": [[p.metric, p.length, p.value, p.note] for p in record.evals]}
+
+
+def load_run(name: str, root: Path = RESULTS):
+    """The stored run ``name`` as the report's :class:`~posembed.lab.report.tables.LabData` and its meta."""
+    from posembed.lab.config import TrialConfig
+    from posembed.lab.report.tables import LabData
+    from posembed.lab.sweep.store import TrialRecord
+    from posembed.lab.tasks import EvalPoint
+
+    folder = root / name
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    rows = json.loads((folder / "trials.json").read_text(encoding="utf-8"))
+    trials = [TrialRecord(config=TrialConfig.from_dict(r["config"]), evals=[EvalPoint(*e) for e in r["evals"]],
+                          curve=[], drift=None, num_params=r["num_params"], final_loss=r["final_loss"],
+                          seconds=r["seconds"], seconds_per_step=0.0, world_size=1, checkpoint=None,
+                          finished_at=meta["date"]) for r in rows]
+    return LabData(folder, {"name": meta["experiment"]}, trials), meta
+
+
+def store(out_dir: Path, name: str, meta: dict, root: Path = RESULTS) -> Path:
+    """Copy the store of ``out_dir`` into ``root/name`` (trials.json, meta.json)."""
+    from posembed.lab.sweep.store import load_results
+
+    results = load_results(out_dir)
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = sorted((_record_to_json(r) for r in results.trials),
+                  key=lambda r: (r["config"]["task"], r["config"]["scheme"], r["config"]["variant"], r["config"]["seed"]))
+    (folder / "trials.json").write_text(json.dumps(rows, indent=0) + "\n", encoding="utf-8")
+    meta = {"experiment": results.experiment.get("name"), "trials": len(rows), **meta}
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def _verdict_table(data) -> tuple[list[str], list[dict]]:
+    """``(section answers, rows)`` of a stored run, as the report computes them."""
+    from posembed.lab.report import build_sections
+
+    sections = build_sections(data)
+    return sections
+
+
+def _run_block(name: str) -> str:
+    from posembed.lab.report.questions import decision_row
+
+    data, meta = load_run(name)
+    sections = _verdict_table(data)
+    seeds = sorted({len(t) for t in data.groups().values()})
+    lines = [f"Run `{meta['command']}` at commit {meta['commit'][:7]} on {meta['date'][:10]} ({meta['device']}, "
+             f"{meta['threads']} thread per worker, {meta['workers']} workers, load {meta['load']}; {meta['wall']}): "
+             f"{meta['trials']} trials, {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
+             f"seeds per group. Stored in `results/lab/{name}/`.", ""]
+    lines += ["| question | verdict |", "|---|---|"]
+    lines += [f"| {s.title.split('.')[0]} | {(s.verdict or 'no verdict (the store lacks its trials)').replace('|', '/')} |"
+              for s in sections]
+    lines += ["", "Tested comparisons (the family; Holm at 5 % over all of them):", "",
+              "| comparison | A | B | Δ = B − A [95 % interval] | test | p (Holm) | verdict | could detect |",
+              "|---|---|---|---|---|---|---|---|"]
+    from posembed.lab.report.decisions import lab_decisions
+
+    for d in lab_decisions(data).family:
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in decision_row(d)) + " |")
+    return "\n" + "\n".join(lines) + "\n"
+
+
+#: the verdicts docs/results.md printed for the 2026-11-26 quick run before issue 33 (interval
+#: overlap, 2 seeds), keyed by the family member (or paper check) that now judges the same claim
+BEFORE = {
+    "Q1 charlm: sinusoidal vs learned, val_loss at L": "learned better (ranges apart)",
+    "Q1 reverse: sinusoidal vs learned, exact_match at L": "learned better (ranges apart)",
+    "Q1 copy: sinusoidal vs learned, exact_match at L": "cannot tell (ranges overlap)",
+    "Q1 order: sinusoidal vs learned, accuracy at L": "alike",
+    "Q2 charlm: learned concat vs learned, val_loss at L": "cannot tell (ranges overlap)",
+    "Q3 charlm: sinusoidal every_layer vs sinusoidal, val_loss at L": "once better (mean rule: alike)",
+    "Press: learned fails beyond L (8x/1x ratio >= 1.5)": "cannot tell (mean rule: fails, 1.51)",
+    "Press: sinusoidal fails beyond L (8x/1x ratio >= 1.5)": "cannot tell (mean rule: does not fail, 1.42)",
+    "Press: alibi flatter than learned (8x/1x ratio)": "ALiBi flattest (ranges apart)",
+    "Press: alibi flatter than sinusoidal (8x/1x ratio)": "ALiBi flattest (ranges apart)",
+    "Press: alibi flatter than rope (8x/1x ratio)": "ALiBi flattest (ranges apart)",
+    "Press: alibi flatter than t5_bias (8x/1x ratio)": "ALiBi flattest (ranges apart)",
+    "Vaswani et al.": "cannot tell (mean rule: partly)",
+    "Press et al.": "cannot tell (mean rule: partly)",
+    "Kazemnejad et al.": "cannot tell",
+}
+
+
+def _before_after(name: str) -> str:
+    """The page's verdicts before issue 33 beside what the one rule decides on the same stored run."""
+    from posembed.lab.report import build_sections
+    from posembed.lab.report.decisions import lab_decisions
+    from posembed.lab.report.questions import exploratory
+
+    data, _ = load_run(name)
+    now = {d.comparison.name: d.word or f"exploratory (unadjusted p = {d.p:.2g}): no claim"
+           for d in lab_decisions(data, exploratory(data)).by_name.values()}
+    q6 = next(s for s in build_sections(data) if s.anchor == "q6").verdict
+    for paper in ("Vaswani et al.", "Press et al.", "Kazemnejad et al."):
+        now[paper] = q6.split(paper + " ", 1)[1].split(";")[0]
+    lines = ["| claim | before (interval overlap / mean rule) | now (tested, Holm at 5 %) |", "|---|---|---|"]
+    lines += [f"| {claim} | {before} | {now.get(claim, 'not in this run')} |" for claim, before in BEFORE.items()]
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def blocks(root: Path = RESULTS) -> dict[str, str]:
+    """``{"lab-<run>": block text}`` for every stored run, and the before/after table."""
+    found = {f"lab-{folder.name}": _run_block(folder.name) for folder in sorted(root.iterdir())
+             if (folder / "meta.json").is_file()}
+    from posembed.lab.report.decisions import LabDecisions
+
+    found["lab-margins"] = LabDecisions({}, (), ()).margin_note()
+    if (root / "quick-4d3ea1e" / "meta.json").is_file():
+        found["lab-before-after"] = _before_after("quick-4d3ea1e")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(ROOT))
+    from tools.pages import write_block
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    put = sub.add_parser("store")
+    put.add_argument("out_dir", type=Path)
+    put.add_argument("name")
+    for key in ("command", "commit", "device", "wall", "cpu"):
+        put.add_argument(f"--{key}", required=True)
+    put.add_argument("--threads", type=int, default=1)
+    put.add_argument("--workers", type=int, default=2)
+    put.add_argument("--load", default=None)
+    put.add_argument("--date", default=None)
+    sub.add_parser("write")
+    args = parser.parse_args(argv)
+    if args.action == "store":
+        meta = {k: getattr(args, k) for k in ("command", "commit", "device", "wall", "cpu", "threads", "workers")}
+        meta["load"] = args.load or " ".join(f"{x:.1f}" for x in os.getloadavg())
+        meta["date"] = args.date or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        print(store(args.out_dir, args.name, meta))
+        return 0
+    for name, text in blocks().items():
+        print(name, "changed" if write_block(PAGE, name, text) else "unchanged")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
