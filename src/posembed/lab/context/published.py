@@ -1,15 +1,15 @@
 """Published context-extension figures the study's verdicts compare against (data, copied here so
 the package reads nothing outside itself at run time).
 
-Source of each number: ``source``; how it was checked: ``checked``. The YaRN figures are those of
-Peng et al. 2023 ("YaRN: Efficient Context Window Extension of Large Language Models"), as
-tabulated in the authors' repository (jquesnelle/yarn, ``data/``). Every figure here equals the
-project's reference notes (``REFERENCES.md``, "Context extension"); the passkey table and the
-fine-tuned perplexities were also checked digit by digit against the repository's CSVs
-(``data/passkey-32k.csv``, ``data/proofpile-long-small-8k.csv``, where PI is the row
-``conceptofmind/LLongMA-2-7b``); the no-fine-tuning perplexities are not in those tables and
-were not checked against a primary source. They are LLM scale (Llama 7B): a CPU char-level
-study can only test their *ordering*, not their values.
+Source of each number: ``source`` (the paper, and the published data where there is some); how it
+was checked: ``checked``. The YaRN figures are those of Peng et al. 2023 ("YaRN: Efficient Context
+Window Extension of Large Language Models", arXiv 2309.00071) as tabulated in the authors'
+repository (jquesnelle/yarn, ``data/``): the passkey table and the fine-tuned perplexities were
+checked digit by digit against its CSVs (``data/passkey-32k.csv``,
+``data/proofpile-long-small-8k.csv``, where PI is the row ``conceptofmind/LLongMA-2-7b``); the
+no-fine-tuning perplexities are not in those tables and were not checked against a primary
+table. They are LLM scale (Llama 7B): a CPU char-level study can only test their *ordering*,
+not their values.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 __all__ = ["Claim", "CLAIMS", "PASSKEY_32K", "YARN_SOURCE"]
 
-YARN_SOURCE = "Peng et al. 2023 (YaRN), repository jquesnelle/yarn data/ tables"
+YARN_SOURCE = "Peng et al. 2023 (YaRN, arXiv 2309.00071); data: repository jquesnelle/yarn, data/ tables"
 #: how each figure was checked (``Claim.checked``)
-CHECKED_PASSKEY = "matches REFERENCES.md and jquesnelle/yarn data/passkey-32k.csv exactly"
-CHECKED_PPL_FT = ("matches REFERENCES.md and jquesnelle/yarn data/proofpile-long-small-8k.csv (8192 and 16384 "
-                  "columns, rounded; PI = conceptofmind/LLongMA-2-7b)")
-CHECKED_NOTES = "matches REFERENCES.md; primary source not checked here"
+CHECKED_PASSKEY = "equals jquesnelle/yarn data/passkey-32k.csv exactly"
+CHECKED_PPL_FT = ("equals jquesnelle/yarn data/proofpile-long-small-8k.csv (8192 and 16384 columns, rounded; "
+                  "PI = conceptofmind/LLongMA-2-7b)")
+CHECKED_NOTES = "as the paper states it; not checked against a published data table"
 
 #: passkey accuracy of Llama-7B fine-tuned to 32k, at 2k / 4k / 8k / 16k / 32k
 PASSKEY_32K = {
@@ -71,7 +71,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "scaling_vs_extrapolation", "Any scaling beats plain extrapolation past L (PI's premise)",
         "Chen et al. 2023: the interpolation bound is ~600x smaller than the extrapolation bound; "
-        "extrapolated RoPE perplexity explodes past L", "Chen et al. 2023 (Position Interpolation)",
+        "extrapolated RoPE perplexity explodes past L", "Chen et al. 2023 (Position Interpolation, arXiv 2306.15595)",
         "perplexity", ("rope", "linear"), ("rope", "extrapolate"), "max",
         "A char model leans on local order, carried by the fastest rotary pairs; PI compresses them "
         "by the extension factor while extrapolation keeps them exact and only meets unseen slow rotations, "
@@ -81,7 +81,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "alibi_vs_rope", "ALiBi extrapolates better than RoPE (no extension)",
         "char-level, trained at 128, evaluated at 2048: perplexity ALiBi 119.7, RoPE 280 "
-        "(bob80333/investigating_extrapolation); Press et al. 2022 at 1.3B", "bob80333/investigating_extrapolation",
+        "(bob80333/investigating_extrapolation); Press et al. 2022 at 1.3B",
+        "Press et al. 2022 (ALiBi, ICLR, arXiv 2108.12409); data: repository bob80333/investigating_extrapolation",
         "perplexity", ("alibi", "none"), ("rope", "extrapolate"), "max",
         "Holds at every published scale; would fail only if RoPE's model never attends far.",
     ),

@@ -9,14 +9,36 @@ not the other way round.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any
 
-__all__ = ["perplexity_figure", "passkey_figure"]
+__all__ = ["perplexity_figure", "passkey_figure", "plain_log_axes"]
+
+
+def plain_log_axes(axes, lengths) -> None:
+    """Log-log axes whose ticks read as plain numbers: x ticks at the measured ``lengths`` only
+    (96, 192, 384, not 2^7), y ticks as decimals (18.5, not 1.85 x 10^1)."""
+    from matplotlib.ticker import FuncFormatter, NullLocator
+
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    some = FuncFormatter(lambda value, _: f"{value:g}" if _leading_digit(value) in (2, 5) else "")
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set_xticks(list(lengths), [str(n) for n in lengths])
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.yaxis.set_major_formatter(plain)
+    axes.yaxis.set_minor_formatter(some)
+
+
+def _leading_digit(value: float) -> int:
+    """``3`` for 30 or 0.3 (0 for values <= 0)."""
+    return int(round(value / 10 ** math.floor(math.log10(value)))) if value > 0 else 0
 
 
 def perplexity_figure(results: Any):
-    """Held-out perplexity against evaluated length (log-log), one line per (model, method)."""
+    """Held-out perplexity against evaluated length (both axes logarithmic, ticks in plain numbers:
+    the measured lengths on x), one line per (model, method)."""
     from posembed.report import new_figure
 
     figure = new_figure(7.0, 4.2)
@@ -29,8 +51,7 @@ def perplexity_figure(results: Any):
             marker = "o" if line[0].startswith("rope") else "s"
             axes.plot(*zip(*points), style, marker=marker, label=results.label(line))
     axes.axvline(results.context, color="grey", linestyle=":", label=f"L = {results.context}")
-    axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
+    plain_log_axes(axes, results.lengths)
     axes.set_xlabel("evaluated length (characters)")
     axes.set_ylabel("held-out perplexity")
     axes.set_title("Perplexity against length per method")
