@@ -10,16 +10,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posembed._times import quote
 from posembed.cli import UserError, add_run_options
 from posembed.devices import DEVICE_HELP
 
 SUITES = ("embeddings", "rope", "attention", "training")  # posembed.bench.SUITES, without importing torch
-#: measured 2026-11-26: 72 s of CPU time for the four suites (user + system; 111 s before the quick
-#: attention cases moved in-process), 9 min 44 s of wall time at load average 20 on 2 shared cores
-QUICK_HELP = (
-    "small shapes: about 70 s of CPU time, so about a minute on an idle 2-core machine and longer "
-    "in proportion on a busy one (a full run: about 12 minutes)"
-)
+#: the time is posembed._times.TIMES["bench-quick"] (measured 2026-11-26: 72 s of CPU time for the four
+#: suites; 9 min 44 s of wall time at load average 20 on 2 shared cores)
+QUICK_HELP = f"small shapes: {quote('bench-quick')}, longer in proportion on a busy one (a full run: about 12 minutes)"
 
 
 def register(subparsers) -> None:

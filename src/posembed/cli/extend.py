@@ -14,6 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from posembed._times import quote
 from posembed._io import atomic_write_text
 from posembed._progress import quiet_transformers
 from posembed.cli import UserError, model_folder
@@ -47,10 +48,10 @@ RoBERTa-style tables keep their first padding_idx + 1 rows; --to counts usable p
 A folder posembed already extended is refused unless --force.
 """
 
-EVAL_EPILOG = """\
+EVAL_EPILOG = f"""\
 examples:
-  posembed extend-eval --quick --out ./extend-report     (12 min 25 s measured on a busy 2-core machine)
-  posembed extend-eval --out ./extend-report             (the full benchmark: its 4096 column alone took 15 min on 2 idle cores; hours on a busy machine)
+  posembed extend-eval --quick --out ./extend-report     ({quote("extend-eval-quick")})
+  posembed extend-eval --out ./extend-report             (the full benchmark, {quote("extend-eval-full")})
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
 LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass key is 48213.

@@ -29,6 +29,7 @@ import contextlib
 import importlib
 from pathlib import Path
 
+from posembed._times import quote
 from posembed.cli import UserError
 from posembed.cli.lab_context import register_actions, run_context_command, run_extend_command
 
@@ -75,13 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, lab_parser=parser)
 
 
-#: measured wall time of each preset with the defaults (where it was measured); full is not timed
+#: measured wall time of each preset with the defaults (posembed._times, which README quotes); full is not timed
 PRESET_TIMES = {
-    "smoke": "38 s on 2 busy CPU cores",
-    "quick": "4-6 min on 2 idle CPU cores, up to 25 on busy ones (README)",
+    "smoke": quote("smoke"),
+    "quick": quote("quick") + " (with its report; README)",
     "full": "not timed: hours on CPU; use --ray or a GPU",
-    "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
-    "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
+    "calibration": quote("calibration"),
+    "lengthgen": quote("lengthgen"),
 }
 
 
