@@ -16,14 +16,16 @@ __all__ = ["TIMES", "BLOCKS", "quote"]
 TIMES: dict[str, str] = {
     # pip install -c constraints.txt -e '.[all]': 43 s with pip's cache warm and idle cores, 2 min 24 s busy
     "install": "1–3 minutes",
-    # posembed lab run --preset smoke (15 trials): 8-13 s measured 2026-11-27 at load 1-8 (issue 35's walk-through)
+    # posembed lab run --preset smoke (15 trials): 8-13 s at load 1-8 (issue 35's walk-through); at load 19-22
+    # (2026-11-27) 33, 55 and 47 s with 6.7-7.2 s of CPU time; its report 35 s (4.3 s of CPU time)
     "smoke": "8–13 s on 2 CPU cores",
     # posembed lab run --preset quick + lab report: 5 min 05 s at load 1-2 (2026-11-26); 22 min 39 s and 40 min at load 17-20
     "quick": "5–7 minutes on 2 idle CPU cores, 20–40 on a busy machine",
     # python -m pytest -n 2 -q: 3 min 10 s at load 1-2 (2,999 tests, 2026-11-26); 8-15 min at load 5-7
     "tests": "3 min 10 s with the cores nearly idle, 8–15 min under other jobs",
-    # posembed extend-eval --quick (256 and 1024 tokens, 10 queries): 2 min 25 s (issue 35), re-measured 2026-11-27
-    "extend-eval-quick": "2 min 25 s on 2 busy CPU cores",
+    # posembed extend-eval --quick (256 and 1024 tokens, 10 queries): 2 min 25 s at load 1-8 (issue 35's walk-through);
+    # 17 min 37 s at load 20-25 with 153 s of CPU time (2026-11-27); 12 min 25 s busy (2026-11-26)
+    "extend-eval-quick": "about 150 s of CPU time: 2 min 25 s on 2 lightly loaded CPU cores, 12–18 min on a busy machine",
     # posembed extend-eval (full): its 4096 column alone took 15 min on 2 idle cores
     "extend-eval-full": "hours: its 4096 column alone took 15 min on 2 idle CPU cores",
     # posembed lab context --preset context: one seed about 15 min; seeds 0-2 side by side 33 min, busy
