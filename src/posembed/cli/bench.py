@@ -8,6 +8,7 @@ is where they time; a device this machine lacks is one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from posembed._times import quote
@@ -54,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
                             progress=not args.quiet, device=device)
     print(result["markdown"].read_text())
     print(f"wrote {result['json']} and {result['markdown']}")
-    missed = [t["target"] for t in result["targets"] if not t["met"]]
-    for target in missed:
-        print(f"target not met: {target}")
+    import os
+
+    from posembed.bench.harness import missed_explanations
+
+    machine = json.loads(result["json"].read_text())["machine"]
+    for line in missed_explanations(result["targets"], machine, [round(x, 2) for x in os.getloadavg()]):
+        print(line)
     return 0
