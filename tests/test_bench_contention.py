@@ -34,7 +34,8 @@ def host(monkeypatch):
 def test_large_chunks_only_with_several_threads_on_a_busy_host(host, busy, threads, expected):
     host(busy, threads)
     assert fused.chunk_elements() == expected
-    assert len(fused._chunks(16384, 768)) == -(-16384 // (expected // 768))
+    assert len(fused._chunks(16384, 768, adapt=True)) == -(-16384 // (expected // 768))
+    assert fused.chunk_elements(adapt=False) == fused.CHUNK_ELEMENTS  # dropout and the backward never adapt
 
 
 def test_the_load_reading_compares_the_load_with_the_usable_cores(monkeypatch):
@@ -73,6 +74,28 @@ def test_busy_and_quiet_chunking_give_bertembeddings_bits(host, monkeypatch):
                 type_weight=bert.token_type_embeddings.weight, norm_weight=bert.LayerNorm.weight,
                 norm_bias=bert.LayerNorm.bias, eps=bert.LayerNorm.eps))
     assert torch.equal(outputs[0], expected) and torch.equal(outputs[1], expected)
+
+
+def test_dropout_masks_and_gradients_do_not_depend_on_the_load(host, monkeypatch):
+    """What the chunking would change (the dropout stream, the backward's sums) stays on the quiet chunks."""
+    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 7 * 16)
+    monkeypatch.setattr(fused, "BUSY_CHUNK_ELEMENTS", 100 * 16)
+    g = torch.Generator().manual_seed(0)
+    word, pos = torch.randn(50, 16, generator=g), torch.randn(40, 16, generator=g)
+    ids = torch.randint(0, 50, (6, 40), generator=g)
+    grad = torch.randn(6, 40, 16, generator=g)
+    results = []
+    for busy in (False, True):
+        host(busy)
+        w, p = word.clone().requires_grad_(), pos.clone().requires_grad_()
+        torch.manual_seed(3)
+        out = fused.fused_embedding(ids, w, p, dropout=0.3, training=True)
+        out.backward(grad)
+        eval_w = w.detach().clone().requires_grad_()
+        fused.fused_embedding(ids, eval_w, p.detach()).backward(grad)
+        results.append((out.detach(), w.grad, p.grad, eval_w.grad))
+    for quiet, busy in zip(*results):
+        assert torch.equal(quiet, busy)
 
 
 def test_a_missed_target_names_the_load_and_the_known_contention_loss():

@@ -7,9 +7,9 @@ and in training, with far less memory traffic on CPU:
   ``t * P + p`` (a ``(type x position, C)`` table of a few MiB carries the gradients, one
   scatter instead of two); the forward adds the type and then the position rows, in Hugging
   Face's order, so its sums are bit-identical;
-- the work runs in row chunks of 512 KiB (170 rows of 768; 64 MiB when several threads run on an
-  oversubscribed host, see :func:`chunk_elements`): the word rows are gathered
-  straight into the output (``index_select(out=)``), the type and position rows are added in
+- the work runs in row chunks of 512 KiB (170 rows of 768; a forward without dropout on
+  several threads of an oversubscribed host takes 64 MiB ones, see :func:`chunk_elements`):
+  the word rows are gathered straight into the output (``index_select(out=)``), the type and position rows are added in
   place, LayerNorm and dropout are applied to the chunk while it is in the core's L2 cache
   and written back. Every temporary lives in per-thread chunk buffers reused call after call
   (:func:`clear_workspace` frees them), so the loops allocate only the LayerNorm op's own
@@ -224,16 +224,21 @@ def host_oversubscribed() -> bool:
     return _load_reading[1]
 
 
-def chunk_elements() -> int:
+def chunk_elements(adapt: bool = True) -> int:
     """Elements per row chunk: :data:`CHUNK_ELEMENTS` (cache-sized), or :data:`BUSY_CHUNK_ELEMENTS`
-    when the ops run on several threads on an oversubscribed host (fewer barriers to stall)."""
-    if torch.get_num_threads() > 1 and host_oversubscribed():
+    when ``adapt`` and the ops run on several threads on an oversubscribed host (fewer barriers).
+
+    Only a forward that draws no dropout mask adapts: its rows do not depend on the chunking,
+    while the dropout stream and the backward's sums (scattered chunk by chunk) do, and those
+    must not depend on the machine's load.
+    """
+    if adapt and torch.get_num_threads() > 1 and host_oversubscribed():
         return max(CHUNK_ELEMENTS, BUSY_CHUNK_ELEMENTS)
     return CHUNK_ELEMENTS
 
 
-def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
-    step = max(1, chunk_elements() // max(width, 1))
+def _chunks(num_rows: int, width: int, adapt: bool = False) -> list[tuple[int, int]]:
+    step = max(1, chunk_elements(adapt) // max(width, 1))
     return [(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
 
 
@@ -288,7 +293,7 @@ class _FusedEmbedding(torch.autograd.Function):
             drops = KeepMask(p, word.device)
         ctx.scale = 1.0 / (1.0 - p)  # exactly nn.Dropout's scale
         additions = _row_additions(table, rows, parts)
-        for start, stop in _chunks(num_rows, width):
+        for start, stop in _chunks(num_rows, width, adapt=drops is None):
             chunk = out[start:stop]
             torch.index_select(word, 0, ids[start:stop], out=chunk)
             _add_rows(chunk, additions, start, stop, scratch)
