@@ -67,6 +67,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--spin", type=int, default=0, help="busy-loop processes to run beside the timing")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--reverse", action="store_true", help="time the variants in the reverse order")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -76,6 +77,8 @@ def main() -> None:
         process.start()
     load_before = os.getloadavg()
     variants = _variants(shape)
+    if args.reverse:  # the order matters on a busy host: check a variant's figure is not its position's
+        variants = dict(reversed(list(variants.items())))
     times: dict[str, list[float]] = {name: [] for name in variants}
     cpu = time.process_time()
     with torch.no_grad():
@@ -90,7 +93,7 @@ def main() -> None:
     for process in spinners:
         process.terminate()
     print(json.dumps({
-        "spinning processes": args.spin, "threads": torch.get_num_threads(), "rounds": args.rounds,
+        "spinning processes": args.spin, "order": list(variants), "threads": torch.get_num_threads(), "rounds": args.rounds,
         "load before": [round(x, 2) for x in load_before], "load after": [round(x, 2) for x in os.getloadavg()],
         "cpu s": round(time.process_time() - cpu, 1),
         "median ms": {name: round(statistics.median(values), 3) for name, values in times.items()},

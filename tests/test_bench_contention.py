@@ -1,101 +1,11 @@
-"""The chunked embedding path on an oversubscribed host: fewer, larger chunks, the same bits.
-
-``posembed.fused.embedding`` splits the rows into cache-sized chunks; with several threads on
-a host whose load exceeds its cores it takes :data:`BUSY_CHUNK_ELEMENTS` instead (each chunk's
-ops end in OpenMP barriers that stall when a thread is descheduled). The host's state is mocked
-here both ways; the outputs must be bit-identical to ``BertEmbeddings`` and to each other.
-"""
+"""``posembed bench`` explains a missed target: the load, busy or quiet, and whether the row is
+known to lose under contention (BENCHMARKS.md, "The embedding block under contention")."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
-import posembed.fused.embedding as fused
 from posembed.bench.harness import missed_explanations, oversubscribed
-
-transformers = pytest.importorskip("transformers")
-
-
-@pytest.fixture
-def host(monkeypatch):
-    """Set the host's state: ``host(busy, threads)``."""
-
-    def set_state(busy: bool, threads: int = 2):
-        monkeypatch.setattr(fused, "host_oversubscribed", lambda: busy)
-        monkeypatch.setattr(fused.torch, "get_num_threads", lambda: threads)
-
-    return set_state
-
-
-@pytest.mark.parametrize("busy, threads, expected", [
-    (False, 2, fused.CHUNK_ELEMENTS), (True, 1, fused.CHUNK_ELEMENTS), (True, 2, fused.BUSY_CHUNK_ELEMENTS),
-])  # fmt: skip
-def test_large_chunks_only_with_several_threads_on_a_busy_host(host, busy, threads, expected):
-    host(busy, threads)
-    assert fused.chunk_elements() == expected
-    assert len(fused._chunks(16384, 768, adapt=True)) == -(-16384 // (expected // 768))
-    assert fused.chunk_elements(adapt=False) == fused.CHUNK_ELEMENTS  # dropout and the backward never adapt
-
-
-def test_the_load_reading_compares_the_load_with_the_usable_cores(monkeypatch):
-    monkeypatch.setattr(fused, "_load_reading", [float("-inf"), False])
-    monkeypatch.setattr(fused.os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(fused.os, "getloadavg", lambda: (2.5, 1.0, 1.0))
-    assert fused.host_oversubscribed() is True
-    monkeypatch.setattr(fused.os, "getloadavg", lambda: (1.5, 1.0, 1.0))
-    assert fused.host_oversubscribed() is True  # the reading is kept for a second
-    monkeypatch.setattr(fused, "_load_reading", [float("-inf"), True])
-    assert fused.host_oversubscribed() is False
-
-
-def _bert():
-    from transformers import BertConfig
-    from transformers.models.bert.modeling_bert import BertEmbeddings
-
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=500, hidden_size=64, max_position_embeddings=64, type_vocab_size=2, pad_token_id=0)
-    return BertEmbeddings(config).eval()
-
-
-def test_busy_and_quiet_chunking_give_bertembeddings_bits(host, monkeypatch):
-    bert = _bert()
-    ids = torch.randint(1, 500, (6, 40))
-    types = (torch.arange(40) >= 20).long().expand(6, 40)
-    with torch.no_grad():
-        expected = bert(ids, token_type_ids=types)
-        outputs = []
-        for busy in (False, True):
-            host(busy)
-            monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 7 * 64)  # 7 rows a chunk when quiet
-            monkeypatch.setattr(fused, "BUSY_CHUNK_ELEMENTS", 100 * 64)  # 100 rows when busy
-            outputs.append(fused.fused_embedding(
-                ids, bert.word_embeddings.weight, bert.position_embeddings.weight, token_type_ids=types,
-                type_weight=bert.token_type_embeddings.weight, norm_weight=bert.LayerNorm.weight,
-                norm_bias=bert.LayerNorm.bias, eps=bert.LayerNorm.eps))
-    assert torch.equal(outputs[0], expected) and torch.equal(outputs[1], expected)
-
-
-def test_dropout_masks_and_gradients_do_not_depend_on_the_load(host, monkeypatch):
-    """What the chunking would change (the dropout stream, the backward's sums) stays on the quiet chunks."""
-    monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 7 * 16)
-    monkeypatch.setattr(fused, "BUSY_CHUNK_ELEMENTS", 100 * 16)
-    g = torch.Generator().manual_seed(0)
-    word, pos = torch.randn(50, 16, generator=g), torch.randn(40, 16, generator=g)
-    ids = torch.randint(0, 50, (6, 40), generator=g)
-    grad = torch.randn(6, 40, 16, generator=g)
-    results = []
-    for busy in (False, True):
-        host(busy)
-        w, p = word.clone().requires_grad_(), pos.clone().requires_grad_()
-        torch.manual_seed(3)
-        out = fused.fused_embedding(ids, w, p, dropout=0.3, training=True)
-        out.backward(grad)
-        eval_w = w.detach().clone().requires_grad_()
-        fused.fused_embedding(ids, eval_w, p.detach()).backward(grad)
-        results.append((out.detach(), w.grad, p.grad, eval_w.grad))
-    for quiet, busy in zip(*results):
-        assert torch.equal(quiet, busy)
 
 
 def test_a_missed_target_names_the_load_and_the_known_contention_loss():
@@ -117,3 +27,15 @@ def test_a_missed_target_names_the_load_and_the_known_contention_loss():
 @pytest.mark.parametrize("load, cores, busy", [([2.01, 0, 0], 2, True), ([2.0, 0, 0], 2, False), ([9.0, 0, 0], None, False)])
 def test_oversubscribed_is_a_load_above_the_cores(load, cores, busy):
     assert oversubscribed(load, cores) is busy
+
+
+def test_the_embedding_and_rope_targets_carry_their_contention_notes():
+    from posembed.bench import embeddings, rope
+    from posembed.bench.harness import Row
+
+    rows = [Row(embeddings.SECTION, "forward (eval) (4, 128, 768)", embeddings.BLOCK, 1.0, 0.6),
+            Row(rope.SECTION, "forward+backward (1, 2, 16, 8)", rope.POSEMBED, 1.0, 0.9),
+            Row(rope.SECTION, "forward+backward (1, 2, 16, 8)", rope.FUSED, 1.0, 3.5)]
+    found = embeddings.targets(rows) + rope.targets(rows)
+    assert [t["contention"] is not None for t in found] == [True, True, False]
+    assert found[0]["contention"] == embeddings.CONTENTION and not found[0]["met"]

@@ -76,7 +76,6 @@ def test_chunked_path_matches_on_many_chunks(monkeypatch):
     one = _fused(module, ids)
     one_grads = _grads(module, one, grad)
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 5 * config.hidden_size)  # 5 rows per chunk
-    monkeypatch.setattr(fused, "BUSY_CHUNK_ELEMENTS", 5 * config.hidden_size)  # on a busy host too
     many = _fused(module, ids)
     many_grads = _grads(module, many, grad)
     assert_close(many, one)
@@ -184,7 +183,6 @@ def test_reused_chunk_buffers_follow_width_dtype_and_threads(monkeypatch):
     import posembed.fused.embedding as fused
 
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks, buffers resized between calls
-    monkeypatch.setattr(fused, "BUSY_CHUNK_ELEMENTS", 64)  # on a busy host too
 
     def check(width, dtype, seed):
         g = torch.Generator().manual_seed(seed)

@@ -37,9 +37,9 @@ BLOCK_EAGER = "posembed TransformerEmbeddings (eager, fused=False)"
 BLOCK_SMALL_PAGES = "posembed TransformerEmbeddings (4 KiB pages)"
 #: why a CPU target can be missed on a busy host (BENCHMARKS.md, "The embedding block under contention")
 CONTENTION = (
-    "the CPU path runs a few short parallel ops per row chunk, each ending in an OpenMP barrier that waits for a "
-    "descheduled thread when the load exceeds the cores (it then takes fewer, larger chunks); at the quick shape "
-    "it also has less to win (the tables' rows fit in cache); rerun with --threads 1 or on a quiet machine"
+    "on a busy host it fell from 6x to 1.1-1.9x transformers at the full shape (load 25, two threads), slowest "
+    "right after another library's ops; at the quick shape it does not win even alone (the rows fit in cache); "
+    "read the targets from a full run on a quiet machine or at --threads 1"
 )
 FULL = {"batch": 32, "length": 512, "width": 768, "vocab": 30522}
 QUICK = {"batch": 4, "length": 128, "width": 768, "vocab": 30522}

@@ -7,9 +7,8 @@ and in training, with far less memory traffic on CPU:
   ``t * P + p`` (a ``(type x position, C)`` table of a few MiB carries the gradients, one
   scatter instead of two); the forward adds the type and then the position rows, in Hugging
   Face's order, so its sums are bit-identical;
-- the work runs in row chunks of 512 KiB (170 rows of 768; a forward without dropout on
-  several threads of an oversubscribed host takes 64 MiB ones, see :func:`chunk_elements`):
-  the word rows are gathered straight into the output (``index_select(out=)``), the type and position rows are added in
+- the work runs in row chunks of 512 KiB (170 rows of 768): the word rows are gathered
+  straight into the output (``index_select(out=)``), the type and position rows are added in
   place, LayerNorm and dropout are applied to the chunk while it is in the core's L2 cache
   and written back. Every temporary lives in per-thread chunk buffers reused call after call
   (:func:`clear_workspace` frees them), so the loops allocate only the LayerNorm op's own
@@ -36,9 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
-import time
 
 import numpy as np
 import torch
@@ -49,21 +46,11 @@ from posembed._checks import check_index_tensor, check_probability
 from posembed._memory import advise_huge_pages
 from posembed.fused.dropout import KeepMask
 
-__all__ = ["fused_embedding", "combined_table", "clear_workspace", "chunk_elements", "host_oversubscribed",
-           "CHUNK_ELEMENTS", "BUSY_CHUNK_ELEMENTS"]
+__all__ = ["fused_embedding", "combined_table", "clear_workspace", "CHUNK_ELEMENTS"]
 
 #: Elements per row chunk (512 KiB of fp32, 170 rows of 768: the chunk's gather, sum,
 #: LayerNorm and dropout stay in the core's L2 cache; bigger chunks stream through memory).
 CHUNK_ELEMENTS = 1 << 17
-#: Elements per row chunk when the host is oversubscribed (64 MiB of fp32: BERT-base's (32, 512) batch
-#: in one chunk; the chunk buffers grow to match): each chunk's ops end
-#: in OpenMP barriers, and with more runnable threads than cores every barrier waits for a
-#: descheduled thread's time slice; a few large chunks keep the barriers few (BENCHMARKS.md,
-#: "The embedding block under contention"). Per-row results do not depend on the chunking.
-BUSY_CHUNK_ELEMENTS = 1 << 24
-#: seconds a reading of the load average is reused, and the last reading: [when, oversubscribed]
-_LOAD_TTL = 1.0
-_load_reading: list = [float("-inf"), False]
 
 _local = threading.local()
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}
@@ -211,34 +198,8 @@ def _expand(index: Tensor, batch: int, length: int, name: str) -> Tensor:
     return index
 
 
-def host_oversubscribed() -> bool:
-    """Whether more threads want to run than this process may use cores: the 1-minute load
-    average above the cores of its affinity mask (read at most once a second)."""
-    now = time.monotonic()
-    if now - _load_reading[0] > _LOAD_TTL:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            cores = os.cpu_count() or 1
-        _load_reading[:] = [now, os.getloadavg()[0] > cores]
-    return _load_reading[1]
-
-
-def chunk_elements(adapt: bool = True) -> int:
-    """Elements per row chunk: :data:`CHUNK_ELEMENTS` (cache-sized), or :data:`BUSY_CHUNK_ELEMENTS`
-    when ``adapt`` and the ops run on several threads on an oversubscribed host (fewer barriers).
-
-    Only a forward that draws no dropout mask adapts: its rows do not depend on the chunking,
-    while the dropout stream and the backward's sums (scattered chunk by chunk) do, and those
-    must not depend on the machine's load.
-    """
-    if adapt and torch.get_num_threads() > 1 and host_oversubscribed():
-        return max(CHUNK_ELEMENTS, BUSY_CHUNK_ELEMENTS)
-    return CHUNK_ELEMENTS
-
-
-def _chunks(num_rows: int, width: int, adapt: bool = False) -> list[tuple[int, int]]:
-    step = max(1, chunk_elements(adapt) // max(width, 1))
+def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
+    step = max(1, CHUNK_ELEMENTS // max(width, 1))
     return [(start, min(start + step, num_rows)) for start in range(0, num_rows, step)]
 
 
@@ -293,7 +254,7 @@ class _FusedEmbedding(torch.autograd.Function):
             drops = KeepMask(p, word.device)
         ctx.scale = 1.0 / (1.0 - p)  # exactly nn.Dropout's scale
         additions = _row_additions(table, rows, parts)
-        for start, stop in _chunks(num_rows, width, adapt=drops is None):
+        for start, stop in _chunks(num_rows, width):
             chunk = out[start:stop]
             torch.index_select(word, 0, ids[start:stop], out=chunk)
             _add_rows(chunk, additions, start, stop, scratch)
