@@ -37,12 +37,13 @@ PLACEHOLDERS = {"CONFIG_OR_DIR": "config.json", "N": "1024", "PNG": "plot.png", 
 
 
 def _commands_in(text: str) -> list[str]:
-    found = [m.group(1) for m in SPAN.finditer(text)]
+    found = [part.strip() for m in SPAN.finditer(text) for part in m.group(1).split("&&")]
     for lang, body in FENCE.findall(text):
         if lang == "python":
             continue
         for line in body.splitlines():
             found += [part.strip() for part in line.split("&&") if re.match(r"\s*(python -m )?posembed ", part)]
+    found = [" ".join(command.split()) for command in found if re.match(r"(python -m )?posembed ", command)]
     found += [m.group(1) for m in INDENTED.finditer(text)]
     return found
 
@@ -60,7 +61,8 @@ def _shown() -> list[tuple[str, str]]:
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         for command in _commands_in(text):
-            line = text.count("\n", 0, text.find(command)) + 1
+            at = text.find(command)
+            line = text.count("\n", 0, at) + 1 if at >= 0 else "?"  # "?": the page wraps it over lines
             shown.setdefault((page.name, command), f"{page.relative_to(ROOT)}:{line}")
     return [(where, command) for (_, command), where in shown.items()]
 
