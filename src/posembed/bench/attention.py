@@ -49,8 +49,11 @@ IMPLS = {
 HEADS, DIM_HEAD = 4, 64
 FULL_LENGTHS = (1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (512,)
+#: the bias schemes timed, by their names in the factory (:mod:`posembed.schemes.factory`), which
+#: builds them; rows and targets name them without the ``_bias`` suffix (``t5``), as they always have
+SCHEMES = ("alibi", "t5_bias")
 #: on CUDA: (scheme, dtype) pairs, lengths, heads (of DIM_HEAD); quick: the first length only
-CUDA_SCHEMES = (("alibi", "bfloat16"), ("alibi", "float32"), ("t5", "bfloat16"))
+CUDA_SCHEMES = (("alibi", "bfloat16"), ("alibi", "float32"), ("t5_bias", "bfloat16"))
 CUDA_LENGTHS = (2048, 8192)
 CUDA_HEADS = 16
 
@@ -64,11 +67,17 @@ def _posembed(backend: str, scheme: str, device: torch.device, heads: int = HEAD
     return lambda x: attention(x), attention
 
 
-def _scheme(scheme: str, heads: int = HEADS):
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.t5_bias import T5RelativeBias
+def _scheme(name: str, heads: int = HEADS):
+    """The factory's scheme ``name`` for this causal model (``heads`` heads of :data:`DIM_HEAD`)."""
+    from posembed.schemes.factory import ModelSizes, build_from_sizes
 
-    return ALiBi(heads) if scheme == "alibi" else T5RelativeBias(heads, bidirectional=False)
+    longest = max(FULL_LENGTHS + CUDA_LENGTHS)
+    return build_from_sizes(name, ModelSizes(heads * DIM_HEAD, heads, DIM_HEAD, longest, causal=True))
+
+
+def _label(name: str) -> str:
+    """A scheme's name in rows and targets: the factory's without ``_bias`` (``t5_bias`` -> ``t5``)."""
+    return name.removesuffix("_bias")
 
 
 def _x_transformers(scheme: str, device: torch.device, heads: int = HEADS):
@@ -133,7 +142,7 @@ def _cases(quick: bool, device: torch.device):
         return
     lengths = QUICK_LENGTHS if quick else FULL_LENGTHS
     for length in lengths:
-        for scheme in ("alibi", "t5"):
+        for scheme in SCHEMES:
             for mode in ("train", "infer"):
                 for impl, backend in IMPLS.items():
                     if backend == "flex" and mode == "train":
@@ -199,7 +208,7 @@ def _row(key: tuple, result: dict, results: dict, device: torch.device) -> Row:
     """One case's row: time and speed against the baseline's, the step's memory and the whole peak."""
     scheme, dtype, length, mode, impl = key
     kind = "training step" if mode == "train" else "inference"
-    case = f"{scheme} T={length} {kind}" + ("" if dtype is None else f" {_DTYPE_NAMES[dtype]}")
+    case = f"{_label(scheme)} T={length} {kind}" + ("" if dtype is None else f" {_DTYPE_NAMES[dtype]}")
     if "skipped" in result or "error" in result:
         return Row(SECTION, case, impl, note=result.get("skipped") or f"failed: {result['error']}")
     base = results.get((scheme, dtype, length, mode, BASELINE), {})
@@ -221,7 +230,7 @@ def targets(rows: list[Row]) -> list[dict]:
     """The target is checked on ``fused``, the backend ``backend="auto"`` picks at this length
     (``chunked``, its fallback, is in the table: it bounds memory by the chunk, not the target)."""
     found = []
-    for scheme in ("alibi", "t5"):
+    for scheme in map(_label, SCHEMES):
         for impl in ("posembed fused",):
             match = [r for r in rows if r.case == f"{scheme} T=4096 training step" and r.impl == impl and r.speedup]
             if not match or "memory vs baseline" not in match[0].extra:

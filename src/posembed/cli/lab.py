@@ -29,6 +29,7 @@ import contextlib
 import importlib
 from pathlib import Path
 
+from posembed._times import quote
 from posembed.cli import UserError
 from posembed.cli.lab_context import register_actions, run_context_command, run_extend_command
 
@@ -91,13 +92,13 @@ What each preset can decide (posembed lab report: seed-paired t, Holm at a famil
          of its comparisons will say 'cannot tell'. Add seeds (--set seeds=0,1,2,3,4,5,6) to decide more.
   smoke  1 seed: decides nothing (a pipeline test)."""
 
-#: measured wall time of each preset with the defaults (where it was measured); full is not timed
+#: measured wall time of each preset with the defaults (posembed._times, which README quotes); full is not timed
 PRESET_TIMES = {
-    "smoke": "38 s on 2 busy CPU cores",
-    "quick": "4-6 min on 2 idle CPU cores, up to 25 on busy ones (README)",
+    "smoke": quote("smoke"),
+    "quick": quote("quick") + " (with its report; README)",
     "full": "not timed: hours on CPU; use --ray or a GPU",
-    "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
-    "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
+    "calibration": quote("calibration"),
+    "lengthgen": quote("lengthgen"),
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posembed._times import quote
 from posembed.cli import UserError
 from posembed.devices import DEVICE_HELP
 
@@ -27,8 +28,8 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
                     "1x-8x L (perplexity, passkey retrieval), fine-tune, and write context.md / context.html.",
         epilog="example: posembed lab context --preset context-smoke --out lab-context-smoke",
     )
-    context.add_argument("--preset", default="context", help="context (seeds 0, 1 and 2: about 15 min each on 2 cores; "
-                         "33 min for the three run side by side on a busy machine) or context-smoke (under a minute)")
+    context.add_argument("--preset", default="context", help=f"context (seeds 0, 1 and 2: {quote('context')}) "
+                         f"or context-smoke ({quote('context-smoke')})")
     context.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
     context.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                          help="override a study setting, e.g. --set steps=200")

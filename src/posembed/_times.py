@@ -1,0 +1,56 @@
+"""The measured run times, stated once: README's ``<!-- times:NAME -->`` blocks and the commands'
+``--help`` texts quote these phrases word for word (tests/test_readme_commands.py checks both).
+
+A re-measurement changes the phrase here and README's block together. Each phrase is a wall
+time on 2 CPU cores with the default settings; where it was taken and at what load is said
+beside it (the notes are for maintainers; ``--help`` quotes the phrase alone).
+
+>>> TIMES["smoke"]
+'8–13 s on 2 CPU cores'
+"""
+
+from __future__ import annotations
+
+__all__ = ["TIMES", "BLOCKS", "quote"]
+
+TIMES: dict[str, str] = {
+    # pip install -c constraints.txt -e '.[all]': 43 s with pip's cache warm and idle cores, 2 min 24 s busy
+    "install": "1–3 minutes",
+    # posembed lab run --preset smoke (15 trials): 8-13 s at load 1-8 (issue 35's walk-through); at load 19-22
+    # (2026-11-27) 33, 55 and 47 s with 6.7-7.2 s of CPU time; its report 35 s (4.3 s of CPU time)
+    "smoke": "8–13 s on 2 CPU cores",
+    # posembed lab run --preset quick + lab report, the 70-trial preset of 2026-11-27: 460 CPU s for the trials and
+    # 5 for the report (the 96-trial one: 452 CPU s, 5 min 05 s at load 1-2); 44 min 14 s and 29 min 32 s at load 8-30
+    "quick": "about 465 CPU seconds: about 5 minutes on 2 idle CPU cores, 30–45 on a busy machine",
+    # python -m pytest -n 2 -q: 3 min 10 s at load 1-2 (2,999 tests, 2026-11-26); 8-15 min at load 5-7
+    "tests": "3 min 10 s with the cores nearly idle, 8–15 min under other jobs",
+    # posembed extend-eval --quick (256 and 1024 tokens, 10 queries): 2 min 25 s at load 1-8 (issue 35's walk-through);
+    # 17 min 37 s at load 20-25 with 153 s of CPU time (2026-11-27); 12 min 25 s busy (2026-11-26)
+    "extend-eval-quick": "about 150 s of CPU time: 2 min 25 s on 2 lightly loaded CPU cores, 12–18 min on a busy machine",
+    # posembed extend-eval (full): its 4096 column alone took 15 min on 2 idle cores
+    "extend-eval-full": "hours: the one-seed 4096 column alone took 15 min on 2 idle CPU cores",
+    # posembed lab context --preset context: one seed about 15 min; seeds 0-2 side by side 33 min, busy
+    "context": "about 15 min a seed on 2 CPU cores; 33 min for three run side by side on a busy machine",
+    "context-smoke": "under a minute",
+    # posembed bench --quick: 72 s of CPU time for the four suites (2026-11-26)
+    "bench-quick": "about 70 s of CPU time, so about a minute on an idle 2-core machine",
+    "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
+    "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
+}
+
+#: README / docs block name -> the phrases of :data:`TIMES` that block must state word for word
+BLOCKS: dict[str, tuple[str, ...]] = {
+    "main": ("install", "quick"),
+    "smoke": ("smoke",),
+    "tests": ("tests",),
+    "quick": ("quick",),
+    "extend-eval": ("extend-eval-quick",),
+}
+
+
+def quote(name: str) -> str:
+    """``TIMES[name]``, for a help text (a ``KeyError`` naming the known ones for a wrong name)."""
+    try:
+        return TIMES[name]
+    except KeyError:
+        raise KeyError(f"no measured time {name!r}; known: {', '.join(TIMES)}") from None
