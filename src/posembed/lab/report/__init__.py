@@ -19,7 +19,8 @@ markdown links). The report leads with the answer:
 
 The folder's files: ``tables.py`` (the store read and summarised), ``decisions.py`` (the family
 of tested comparisons), ``questions.py`` (Q1-Q5), ``calibration.py`` (Q6), ``plots.py`` (the
-figures), ``context.py`` and ``context_plots.py`` (the context-extension study's report).
+figures), ``context.py``, ``context_results.py``, ``context_verdicts.py`` and ``context_plots.py`` (the
+context-extension study's report).
 
 A corrupt row in the store is listed and skipped; a folder without a store, or a store without
 any readable trial, raises ``ValueError``.
@@ -35,6 +36,8 @@ file              what
 ``plots``         the figures: a metric against test length per scheme, training loss curves
 ``context``       the context study's section "Which context extension works?"
 ``context_plots`` the context report's figures
+``context_results`` the context study's stored rows per seed, with display names from the factory
+``context_verdicts`` the context study's primary comparisons, decided by :mod:`posembed.stats`
 ================= ==============================================================================
 
 Example:
