@@ -96,9 +96,22 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("wilson", "mcnemar", "chance"),
         ("tests/interop/test_retrieval.py", "-k", "chance or wilson or mcnemar"),
     ),
+    "perplexity": ("lab/perplexity.py", ("*",), ("tests/lab/test_perplexity.py",)),
+    "worker_plan": (
+        "lab/sweep/worker_plan.py", ("*",), ("tests/lab/test_worker_plan.py", "-k", "not runner_plans_when_workers"),
+    ),
+    "rope_traps": (
+        "interop/rope/traps.py",
+        ("*",),
+        (
+            "tests/interop/test_rope_check_traps.py", "tests/interop/test_rope_check.py", "tests/interop/test_rope_original.py",
+            "tests/interop/test_rope_latent.py", "tests/interop/test_rope_class_defaults.py",
+            "tests/interop/test_rope_traps_mutants.py",
+        ),
+    ),
     "context_evaluate": (
         "lab/context/evaluate.py",
-        ("_load", "lm_perplexity", "passkey_grid", "_batch", "model_device", "on_device", "train_steps"),
+        ("_load", "passkey_grid", "_batch", "model_device", "on_device", "train_steps"),
         (
             "tests/lab/test_context_perplexity.py", "tests/lab/test_context_evaluate.py", "tests/lab/test_context_curriculum.py",
             "tests/lab/test_context_device.py", "tests/lab/test_context.py",

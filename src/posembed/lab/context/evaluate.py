@@ -3,8 +3,6 @@
 - :class:`ContextData`: tinyshakespeare encoded with the passkey vocabulary (its characters plus
   the ten digits, :func:`~posembed.lab.tasks.passkey.passkey_vocabulary`), split 90/10 as the
   ``charlm`` task splits it.
-- :func:`lm_perplexity`: char-LM perplexity on consecutive non-overlapping held-out windows of a
-  given length (every position scored, as ``charlm`` does).
 - :func:`passkey_grid`: passkey accuracy per (length, depth).
 - :func:`train_steps`: a model trained as its :class:`~posembed.lab.context.presets.ContextConfig`
   says by the lab's one loop (:func:`posembed.lab.train.train_model`), on batches mixing char-LM
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +33,7 @@ from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
 from posembed.lab.tasks.passkey import passkey_accuracy, passkey_vocabulary, training_rows
 from posembed.lab.train import OnDevice, train_model
 
-__all__ = ["ContextData", "lm_perplexity", "passkey_grid", "train_steps", "on_device", "model_device"]
+__all__ = ["ContextData", "passkey_grid", "train_steps", "on_device", "model_device"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,24 +72,6 @@ def _load(path: str, mtime: float) -> ContextData:
     data = torch.tensor([stoi[ch] for ch in text], dtype=torch.long)
     split = int(0.9 * len(data))
     return ContextData(chars=chars, train=data[:split], val=data[split:])
-
-
-@torch.no_grad()
-def lm_perplexity(model: nn.Module, val: Tensor, length: int, *, windows: int, batch: int = 8) -> float | None:
-    """exp(mean next-char loss) over ``windows`` consecutive held-out windows of ``length`` chars
-    (``None`` if ``val`` holds not even one)."""
-    count = min((len(val) - 1) // length, windows)
-    if count == 0:
-        return None
-    total, tokens = 0.0, 0
-    for first in range(0, count, batch):
-        rows = range(first, min(first + batch, count))
-        chunk = torch.stack([val[r * length : r * length + length + 1] for r in rows])  # (B, T + 1)
-        logits = model(chunk[:, :-1])  # (B, T, V)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), chunk[:, 1:].flatten(), reduction="sum")
-        total += float(loss)
-        tokens += chunk[:, 1:].numel()
-    return math.exp(total / tokens)
 
 
 def passkey_grid(

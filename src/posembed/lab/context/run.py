@@ -51,9 +51,10 @@ from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
-from posembed.lab.context.evaluate import ContextData, lm_perplexity, on_device, passkey_grid, train_steps
+from posembed.lab.context.evaluate import ContextData, on_device, passkey_grid, train_steps
 from posembed.lab.context.presets import REFERENCES, ContextConfig
 from posembed.lab.context.store import NO_DEPTH, ContextStore
+from posembed.lab.perplexity import lm_perplexity
 from posembed.lab.tasks.passkey import depth_grid, min_length
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import ModelSizes, build_from_sizes
