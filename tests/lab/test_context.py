@@ -8,8 +8,10 @@ import torch
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
-from posembed.lab.context.evaluate import ContextData, on_device
-from posembed.lab.context.run import evaluate_rows, reevaluate_checkpoint, finetuned_name, run_context
+from posembed.lab.context.corpus import ContextData
+from posembed.lab.context.evaluate import evaluate_rows, on_device
+from posembed.lab.context.extend import reevaluate_checkpoint
+from posembed.lab.context.run import finetuned_name, run_context
 from posembed.lab.context.store import ContextStore
 from posembed.lab.report.context import Results, verdicts, write_context_report
 from posembed.model import Decoder
@@ -105,10 +107,11 @@ def test_smoke_study_stores_every_evaluation_and_resumes(tiny_study, monkeypatch
         else:
             assert r["value"] in (0.0, 0.5, 1.0) and (r["metric"] == "passkey_mean" or r["value"] in (0.0, 1.0))
     assert set(store.models(cfg.train_id)) == {"rope", *REFERENCES, *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
-    import posembed.lab.context.run as context_run
+    import posembed.lab.context.evaluate as context_evaluate
+    import posembed.lab.context.train as context_train
 
-    monkeypatch.setattr(context_run, "train_steps", lambda *a: pytest.fail("a stored model was retrained"))
-    monkeypatch.setattr(context_run, "evaluate_rows", lambda *a, **k: pytest.fail("a stored evaluation was redone"))
+    monkeypatch.setattr(context_train, "train_steps", lambda *a: pytest.fail("a stored model was retrained"))
+    monkeypatch.setattr(context_evaluate, "evaluate_rows", lambda *a, **k: pytest.fail("a stored evaluation was redone"))
     run_context(cfg, out)
     assert store.rows(cfg.config_id) == rows
 
