@@ -103,10 +103,9 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "rope_traps": (
         "interop/rope/traps.py",
         ("*",),
-        (
-            "tests/interop/test_rope_check_traps.py", "tests/interop/test_rope_check.py", "tests/interop/test_rope_original.py",
-            "tests/interop/test_rope_latent.py", "tests/interop/test_rope_class_defaults.py",
-            "tests/interop/test_rope_traps_mutants.py",
+        (  # the two slow tests (transformers' own configs, 35 s) left out: run them when a survivor is in doubt
+            "tests/interop/test_rope_traps_mutants.py", "tests/interop/test_rope_check_traps.py",
+            "-k", "not clean_configs_have_no_warnings and not factor_nothing_reads_is_a_warning",
         ),
     ),
     "context_evaluate": (

@@ -74,6 +74,9 @@ def test_windows_go_through_the_model_8_at_a_time_by_default():
     model = _successor_model(4)
     by_default = lm_perplexity(model, val, 4, windows=10)
     assert model.calls == [(8, 4), (2, 4)]
+    model.calls.clear()
+    assert val_loss(model, val, 4, windows=10) == pytest.approx(math.log(by_default), rel=1e-6)
+    assert model.calls == [(8, 4), (2, 4)]  # val_loss's own default too
     assert by_default == pytest.approx(lm_perplexity(model, val, 4, windows=10, batch=1), rel=1e-6)  # fp32 sums
 
 
