@@ -163,3 +163,23 @@ def test_extend_a_plain_charlm_lab_checkpoint(tmp_path):
     assert [(r["length"], r["metric"]) for r in rows] == [(L, "perplexity"), (4 * L, "perplexity")]
     with pytest.raises(ValueError, match=r"factor must be a finite number >= 1.0, got 0.5"):
         reevaluate_checkpoint(tmp_path, "linear", 0.5)
+
+
+def test_method_schemes_are_built_and_checked_by_the_factory(monkeypatch):
+    import re
+
+    from posembed.lab.context import methods
+    from posembed.schemes.factory import FACTORY, METHOD_SCHEMES
+
+    built, real = [], methods.build_from_kwargs
+    monkeypatch.setattr(methods, "build_from_kwargs", lambda name, kwargs: built.append(name) or real(name, kwargs))
+    for method in METHODS:
+        built.clear()
+        scheme = method_scheme(method, head_dim=8, factor=4.0, original_len=L)
+        assert type(scheme) is FACTORY[METHOD_SCHEMES[method]].cls and built[-1] == METHOD_SCHEMES[method]
+    built.clear()
+    assert type(method_scheme("yarn", head_dim=8, factor=1.0, original_len=L)) is RotaryEmbedding
+    assert built == [METHOD_SCHEMES["extrapolate"]]  # factor 1: plain RoPE, from the factory too
+    yarn = METHOD_SCHEMES["yarn"]
+    with pytest.raises(ValueError, match=re.escape(f"scheme {yarn!r} argument 'head_dim' must be an integer, got 8.0")):
+        method_scheme("yarn", head_dim=8.0, factor=2.0, original_len=L)

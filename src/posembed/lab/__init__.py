@@ -12,6 +12,8 @@ module              what
 ``train``           one deterministic trial: build (scheme via :mod:`posembed.schemes.factory`), train,
                     evaluate, position-table drift
 ``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens (and their checks)
+``perplexity``      the one validation loss (mean next-token cross-entropy over held-out windows)
+                    the char-LM task and the context study score with
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
 ``verdicts``        the rules that turn numbers into words, with seeds and intervals
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
@@ -19,8 +21,8 @@ module              what
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,
                     ``ddp`` / ``ddp_trial`` (``torchrun``), ``listing`` (``posembed lab list``),
                     ``progress``
-``context/``        the context-extension study: the methods swapped in (``__init__``), ``evaluate``
-                    (perplexity, passkey), ``presets``, ``run``, ``store``, ``published`` figures
+``context/``        the context-extension study: ``presets``, ``corpus``, ``methods``, ``swap``,
+                    ``train``, ``evaluate``, ``store``, ``run``, ``extend``, ``published`` figures
 ``lengthgen/``      the length-generalisation sweep and its presets
 ``report/``         ``posembed lab report`` (``__init__``) and its parts: ``tables``,
                     ``questions``, ``plots``, ``calibration``; the context study's ``context`` and

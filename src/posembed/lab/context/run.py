@@ -19,6 +19,7 @@ while batches are drawn and every score is computed on the CPU from fp32 logits 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -65,12 +66,20 @@ def run_context(
     with Progress(study_steps(cfg) * len(runs), mode=progress_mode(progress), desc="context study",
                   unit="step") as steps:
         for run in runs:
-            path = _run_seed(run, Path(out), device, steps)
-    return path
+            for finished, label in _seed_steps(run, Path(out), device):
+                if finished:
+                    steps.advance(label)
+                else:
+                    steps.working_on(label)
+    return Path(out) / STORE_NAME
 
 
-def _run_seed(cfg: ContextConfig, out: Path, device: torch.device, steps: Progress) -> Path:
-    """One seed's run of the study: train, evaluate, fine-tune, each step skipped when stored."""
+def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
+    """One seed's run of the study: train, evaluate, fine-tune, each step skipped when stored.
+
+    Yields ``(False, what starts)`` before each step and ``(True, what finished)`` after it (what
+    the progress bar shows); the steps know nothing of the bar.
+    """
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     data = ContextData.load(cfg.text)
@@ -78,31 +87,27 @@ def _run_seed(cfg: ContextConfig, out: Path, device: torch.device, steps: Progre
     seed = f"seed {cfg.seed}"
     trained = {}
     for scheme in ("rope", *cfg.references):
-        steps.working_on(f"{seed}: train {scheme}")
+        yield False, f"{seed}: train {scheme}"
         trained[scheme] = trained_model(cfg, scheme, store, models / scheme, data,
-                                   lambda s=scheme: build_context_model(cfg, s, data.vocab_size), cfg, device)
-        steps.advance(f"{seed}: trained {scheme}")
+                                        lambda s=scheme: build_context_model(cfg, s, data.vocab_size), cfg, device)
+        yield True, f"{seed}: trained {scheme}"
     rope, head_dim, theta = trained["rope"], cfg.dim // cfg.heads, rope_base(trained["rope"])
-    for method in cfg.methods:
-        steps.working_on(f"{seed}: rope / {method}")
-        evaluate_into(cfg, store, data, "rope", method, lambda n, m=method: swap_scheme(rope, method_scheme(
-            m, head_dim=head_dim, factor=n / cfg.context, original_len=cfg.context, base=theta)))
-        steps.advance(f"{seed}: evaluated rope / {method}")
-    for scheme in cfg.references:
-        steps.working_on(f"{seed}: {scheme}")
-        evaluate_into(cfg, store, data, scheme, "none", lambda n, s=scheme: trained[s])
-        steps.advance(f"{seed}: evaluated {scheme}")
+    # (label, model name, method, the model at a length): RoPE with each method, then the references as they are
+    evaluations = [(f"rope / {method}", "rope", method, lambda n, m=method: swap_scheme(rope, method_scheme(
+        m, head_dim=head_dim, factor=n / cfg.context, original_len=cfg.context, base=theta))) for method in cfg.methods]
+    evaluations += [(scheme, scheme, "none", lambda n, s=scheme: trained[s]) for scheme in cfg.references]
+    for label, name, method, model_at in evaluations:
+        yield False, f"{seed}: {label}"
+        evaluate_into(cfg, store, data, name, method, model_at)
+        yield True, f"{seed}: evaluated {label}"
     scale = cfg.finetune_scale
     for method in cfg.finetune_methods if cfg.finetune_steps else ():
         name = finetuned_name(method, scale)
         scheme = method_scheme(method, head_dim=head_dim, factor=float(scale), original_len=cfg.context, base=theta)
-        steps.working_on(f"{seed}: fine-tune {name}")
+        yield False, f"{seed}: fine-tune {name}"
         tune = cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr, seed=cfg.seed + 1)
-        tuned = trained_model(cfg, name, store, models / name.replace("@", "_"), data, lambda s=scheme: swap_scheme(rope, s),
-                         tune, device)
-        steps.advance(f"{seed}: fine-tuned {name}")
+        tuned = trained_model(cfg, name, store, models / name.replace("@", "_"), data,
+                              lambda s=scheme: swap_scheme(rope, s), tune, device)
+        yield True, f"{seed}: fine-tuned {name}"
         evaluate_into(cfg, store, data, name, method, lambda n, t=tuned: t)
-        steps.advance(f"{seed}: evaluated {name}")
-    return store.path
-
-
+        yield True, f"{seed}: evaluated {name}"
