@@ -22,6 +22,7 @@ from posembed.lab.context.store import ContextStore
 from posembed.model import Decoder
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.fire import fire_inputs
+from posembed.schemes.rotary import RotaryEmbedding
 
 CFG = ContextConfig(name="x", context=96, dim=16, depth=1, heads=2)
 
@@ -51,7 +52,8 @@ def test_reference_schemes_are_built_as_documented():
 
 def test_rope_alibi_and_nope_are_built_as_before_so_stored_models_stay_valid():
     """The earlier study built ALiBi as ``ALiBi(heads)`` after seeding: same config, same weights."""
-    for name, scheme in (("alibi", lambda: ALiBi(CFG.heads)), ("nope", lambda: None)):
+    rope = lambda: RotaryEmbedding(CFG.dim // CFG.heads, base=10000.0, max_len=None)  # noqa: E731
+    for name, scheme in (("rope", rope), ("alibi", lambda: ALiBi(CFG.heads)), ("nope", lambda: None)):
         torch.manual_seed(CFG.seed)
         before = Decoder(11, dim=CFG.dim, depth=CFG.depth, num_heads=CFG.heads, scheme=scheme())
         now = build_context_model(CFG, name, 11)

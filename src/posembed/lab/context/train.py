@@ -39,7 +39,6 @@ from torch import Tensor, nn
 
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.methods import method_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig
 from posembed.lab.context.store import ContextStore
 from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
@@ -64,13 +63,13 @@ def study_scheme(cfg: ContextConfig, scheme: str) -> PositionScheme | None:
     """The scheme of the study's model ``scheme`` (``None``: NoPE, a model without one)."""
     if scheme not in STUDY_SCHEMES:
         raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(STUDY_SCHEMES)}")
-    entry, head_dim = FACTORY[scheme], cfg.dim // cfg.heads
-    if entry.reference is None:  # RoPE: the methods' scheme at factor 1
-        return method_scheme("extrapolate", head_dim=head_dim, factor=1.0, original_len=cfg.context)
+    entry = FACTORY[scheme]
     if entry.cls is NoPE:  # as the stored NoPE models were built
         return None
-    sizes = ModelSizes(dim=cfg.dim, num_heads=cfg.heads, head_dim=head_dim, max_len=cfg.context, causal=True)
-    return build_from_sizes(scheme, sizes, entry.reference.args(cfg.context))
+    # RoPE (no reference): plain, without a cos/sin cache, as every method builds it, so any length runs
+    args = {"max_len": None} if entry.reference is None else entry.reference.args(cfg.context)
+    sizes = ModelSizes(dim=cfg.dim, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=cfg.context, causal=True)
+    return build_from_sizes(scheme, sizes, args)
 
 
 def build_context_model(cfg: ContextConfig, scheme: str, vocab_size: int) -> nn.Module:
