@@ -275,6 +275,15 @@ def _preload() -> None:
     import torch
 
     torch.set_num_threads(1)
+    try:  # the rope targets' tests read transformers' config classes: import them once here, not in every mutant
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    except ImportError:
+        CONFIG_MAPPING = {}
+    for model_type in list(CONFIG_MAPPING.keys()):
+        try:
+            CONFIG_MAPPING[model_type]
+        except Exception:  # noqa: BLE001 - a config class that needs a missing extra is simply not preloaded
+            pass
     assert "posembed" not in sys.modules, "posembed was imported before forking"
 
 
