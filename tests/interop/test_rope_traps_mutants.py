@@ -421,3 +421,47 @@ def test_errors_come_first_then_warnings_then_notes():
     severities = [severity for _, severity, _, _ in found(longrope(8, 7) | {"rope_theta": "123"})]
     assert severities == sorted(severities, key=["error", "warning", "note"].index)
     assert severities[0] == "error" and severities[-1] == "note" and "warning" in severities
+
+
+def test_latent_attention_rotates_qk_rope_head_dim():
+    deepseek = {"model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024,
+                "rope_theta": 10000.0, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16,
+                "kv_lora_rank": 16, "q_lora_rank": 16}
+    assert found(deepseek, "head_dim") == [(
+        "head_dim", "note", "all",
+        "multi-head latent attention: transformers' deepseek_v3 config class sets head_dim = qk_rope_head_dim = 8 and "
+        "rotates 8 channels of each head (interleaved layout), not hidden_size // num_attention_heads = 16: a stack "
+        "that derives it rotates the wrong width")]
+
+
+def test_phi3_yarn_is_an_old_longrope_name_not_yarn():
+    config = longrope(8, 8)
+    config["rope_scaling"] = {**config["rope_scaling"], "type": "yarn"}
+    assert messages(config, "renamed_longrope") == [
+        "rope type 'yarn' is an old name of LongRoPE: transformers' phi3 config class renames it longrope "
+        "(short_factor / long_factor, not YaRN); posembed reads it so"]
+
+
+@pytest.mark.parametrize("rope_type, frequencies, original", [
+    ("dynamic", "so dynamic NTK never rescales its frequencies", "None"),
+    ("linear", "which gives the linear frequencies", "1024"),
+])
+def test_phimoe_forward_for_other_rope_types(rope_type, frequencies, original):
+    scaling = {"rope_type": rope_type, "factor": 2.0}
+    if rope_type == "linear":
+        scaling["original_max_position_embeddings"] = 1024
+    config = {"model_type": "phimoe", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096,
+              "rope_theta": 10000.0, "rope_scaling": scaling}
+    (message,) = messages(config, "mscale_forward")
+    assert (f"its forward calls that function again without the sequence length, {frequencies}, and multiplies cos "
+            f"and sin by short_mscale=None (sequences up to original_max_position_embeddings={original}) or "
+            f"long_mscale=None (longer)") in message
+
+
+@pytest.mark.parametrize("written, fix", [
+    ("1.5e4", "write 15000.0 without quotes"),
+    ("2E4", "write 20000.0 without quotes (YAML 1.1 reads 2E4 as a string: write 2.0e+04 there)"),
+])
+def test_a_yaml_exponent_note_only_for_an_exponent_without_a_point(written, fix):
+    (message,) = messages(llama(rope_theta=written), "not_a_number")
+    assert message.endswith(f"fails on it; {fix}")
