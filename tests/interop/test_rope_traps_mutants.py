@@ -465,3 +465,25 @@ def test_phimoe_forward_for_other_rope_types(rope_type, frequencies, original):
 def test_a_yaml_exponent_note_only_for_an_exponent_without_a_point(written, fix):
     (message,) = messages(llama(rope_theta=written), "not_a_number")
     assert message.endswith(f"fails on it; {fix}")
+
+
+def test_a_theta_given_to_the_other_layer_type_is_not_read_here():
+    olmo3 = {"model_type": "olmo3", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024}
+    for theta in (10000.0, 500000.0):
+        assert messages(olmo3 | {"rope_theta": theta}, "theta_missing") == [
+            f"rope_theta={theta:g} is not read for sliding_attention: transformers' olmo3 config class gives it to the "
+            f"other layer type and fills in its default 500000 here"]
+    assert messages(olmo3, "theta_missing") == [
+        f"rope_theta is absent: transformers' olmo3 config class fills in 500000 for {layer}; a loader without that "
+        f"class would take 10000" for layer in ("sliding_attention", "full_attention")]
+
+
+def test_a_missing_theta_beside_stated_rope_fields_or_per_layer_types():
+    scaled = {k: v for k, v in llama(rope_scaling={"rope_type": "linear", "factor": 2.0}).items() if k != "rope_theta"}
+    assert messages(scaled, "theta_missing") == ["rope_theta is absent: transformers' llama config class fills in 10000"]
+    gemma3 = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+              "max_position_embeddings": 1024}
+    assert messages(gemma3, "theta_missing") == [
+        "rope_theta is absent: transformers' gemma3_text config class fills in 10000 for sliding_attention",
+        "rope_theta is absent: transformers' gemma3_text config class fills in 1e+06 for full_attention; a loader "
+        "without that class would take 10000"]
