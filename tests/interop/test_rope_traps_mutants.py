@@ -487,3 +487,33 @@ def test_a_missing_theta_beside_stated_rope_fields_or_per_layer_types():
         "rope_theta is absent: transformers' gemma3_text config class fills in 10000 for sliding_attention",
         "rope_theta is absent: transformers' gemma3_text config class fills in 1e+06 for full_attention; a loader "
         "without that class would take 10000"]
+
+
+def test_a_top_level_original_that_transformers_ignores_for_the_rope_parameters():
+    phimoe = longrope(8, 8) | {"model_type": "phimoe"}
+    assert messages(phimoe, "original_missing") == [
+        "rope_type 'longrope' has no original_max_position_embeddings in its RoPE parameters, and transformers ignores "
+        "the top-level 1024 for phimoe configs: loaders take max_position_embeddings=4096 as the trained length"]
+    gemma3 = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+              "max_position_embeddings": 1024, "original_max_position_embeddings": 256, "rope_parameters": {
+                  "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6},
+                  "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}}
+    assert found(gemma3, "original_missing") == [(
+        "original_missing", "warning", "full_attention",
+        "rope_type 'yarn' has no original_max_position_embeddings in its RoPE parameters, and transformers ignores the "
+        "top-level 256 for parameters per layer type: loaders take max_position_embeddings=1024 as the trained length; "
+        "max_position_embeddings=1024 = 4 x 256 looks already extended, so the factor would compound to 4^2 "
+        "(effective context 4096)")]
+
+
+def test_a_class_default_original_is_checked_against_max_position_embeddings():
+    phi3 = longrope(8, 8) | {"max_position_embeddings": 512}
+    del phi3["original_max_position_embeddings"]
+    phi3["rope_scaling"] = {**phi3["rope_scaling"], "factor": 2.0}
+    assert found(phi3, "original_missing") + found(phi3, "original_inconsistent") == [
+        ("original_missing", "warning", "all", "rope_type 'longrope' has no original_max_position_embeddings: "
+                                               "transformers' phi3 config class fills in its default 4096 as the trained length"),
+        ("original_inconsistent", "warning", "all", "original_max_position_embeddings=4096 exceeds max_position_embeddings=512"),
+        ("original_inconsistent", "warning", "all", "LongRoPE factor=2 but max_position_embeddings / original = 0.125: the "
+                                                    "attention factor follows 'factor' when given, the ratio otherwise"),
+    ]
