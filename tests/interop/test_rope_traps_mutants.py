@@ -517,3 +517,31 @@ def test_a_class_default_original_is_checked_against_max_position_embeddings():
         ("original_inconsistent", "warning", "all", "LongRoPE factor=2 but max_position_embeddings / original = 0.125: the "
                                                     "attention factor follows 'factor' when given, the ratio otherwise"),
     ]
+
+
+def test_what_a_class_default_original_means_for_a_config_that_states_no_or_some_rope_fields():
+    bare = {"model_type": "gpt_oss", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+            "max_position_embeddings": 131072}
+    assert found(bare, "original_missing") == [(
+        "original_missing", "note", "all",
+        "the config states no RoPE field: transformers' gpt_oss config class fills in its own yarn parameters, with "
+        "original_max_position_embeddings=4096 as the trained length")]
+    stated = bare | {"rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}}
+    assert not found(stated, "original_missing") and not found(stated, "original_inconsistent")
+    phi3 = longrope(8, 8) | {"max_position_embeddings": 8192}
+    del phi3["original_max_position_embeddings"]
+    phi3["rope_scaling"] = {**phi3["rope_scaling"], "original_max_position_embeddings": 2048}
+    assert found(phi3, "original_inconsistent") == [(
+        "original_inconsistent", "warning", "all",
+        "original_max_position_embeddings is 2048 in the RoPE parameters, but transformers' phi3 config class "
+        "overwrites it with its top-level field, absent here, so with its default 4096: state it at the top level")]
+    assert not found(phi3, "original_missing")
+
+
+def test_two_original_lengths_differ_either_way():
+    larger_in_params = yarn() | {"original_max_position_embeddings": 128}
+    assert messages(larger_in_params, "original_inconsistent") == [
+        "original_max_position_embeddings is 256 in the RoPE parameters but 128 at the top level; transformers builds "
+        "the model with the top-level 128: its config keeps it as an attribute, and standardising the RoPE parameters "
+        "(at construction for a class that declares the field, when the model is built for any other) overwrites "
+        "theirs with it"]
