@@ -376,6 +376,10 @@ def test_head_dim_notes():
         "head_dim", "note", "all",
         "head_dim is absent: transformers' gemma config class fills in its default 256, not hidden_size // "
         "num_attention_heads = 16: a stack that derives it rotates the wrong width")]
+    wide = gemma | {"hidden_size": 4096, "num_attention_heads": 8}  # its default 256 is below 4096 // 8 = 512
+    assert messages(wide, "head_dim") == [
+        "head_dim is absent: transformers' gemma config class fills in its default 256, not hidden_size // "
+        "num_attention_heads = 512: a stack that derives it rotates the wrong width"]
 
 
 def test_numbers_written_as_strings_are_errors_naming_the_field_and_its_layer():
