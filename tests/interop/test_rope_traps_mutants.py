@@ -551,3 +551,14 @@ def test_two_original_lengths_differ_either_way():
         "the model with the top-level 128: its config keeps it as an attribute, and standardising the RoPE parameters "
         "(at construction for a class that declares the field, when the model is built for any other) overwrites "
         "theirs with it"]
+
+
+def test_a_per_layer_class_merges_an_old_rope_scaling_under_rope_type_default():
+    gemma3 = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+              "max_position_embeddings": 1024, "rope_theta": 1e6, "rope_local_base_freq": 10000.0,
+              "rope_scaling": {"type": "linear", "factor": 8.0}}
+    assert found(gemma3, "type_ignored") == [(
+        "type_ignored", "warning", "full_attention",
+        "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'default': "
+        "transformers builds 'default' and ignores 'type' (transformers' gemma3_text config class merges a 4.x "
+        "rope_scaling into parameters whose rope_type is already 'default'); write rope_type")]
