@@ -562,3 +562,15 @@ def test_a_per_layer_class_merges_an_old_rope_scaling_under_rope_type_default():
         "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'default': "
         "transformers builds 'default' and ignores 'type' (transformers' gemma3_text config class merges a 4.x "
         "rope_scaling into parameters whose rope_type is already 'default'); write rope_type")]
+
+
+def test_an_old_longrope_name_is_ignored_only_on_the_models_that_rename_it():
+    linear = llama(rope_scaling={"rope_type": "linear", "factor": 2.0, "type": "yarn"})
+    assert messages(linear, "type_ignored") == [
+        "the RoPE parameters name their type with the old key 'type' ('yarn') beside rope_type 'linear': transformers "
+        "builds 'linear' and ignores 'type'; write rope_type"]
+    phi3 = longrope(8, 8)
+    phi3["rope_scaling"] = {**phi3["rope_scaling"], "rope_type": "longrope", "type": "linear"}
+    assert messages(phi3, "type_ignored") == [
+        "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'longrope': "
+        "transformers builds 'longrope' and ignores 'type'; write rope_type"]
