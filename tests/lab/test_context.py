@@ -8,8 +8,10 @@ import torch
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
-from posembed.lab.context.evaluate import ContextData, on_device
-from posembed.lab.context.run import evaluate_rows, reevaluate_checkpoint, finetuned_name, run_context
+from posembed.lab.context.corpus import ContextData
+from posembed.lab.context.evaluate import evaluate_rows, on_device
+from posembed.lab.context.extend import reevaluate_checkpoint
+from posembed.lab.context.run import finetuned_name, run_context
 from posembed.lab.context.store import ContextStore
 from posembed.lab.report.context import Results, verdicts, write_context_report
 from posembed.model import Decoder
@@ -105,10 +107,11 @@ def test_smoke_study_stores_every_evaluation_and_resumes(tiny_study, monkeypatch
         else:
             assert r["value"] in (0.0, 0.5, 1.0) and (r["metric"] == "passkey_mean" or r["value"] in (0.0, 1.0))
     assert set(store.models(cfg.train_id)) == {"rope", *REFERENCES, *(finetuned_name(m, 2) for m in cfg.finetune_methods)}
-    import posembed.lab.context.run as context_run
+    import posembed.lab.context.evaluate as context_evaluate
+    import posembed.lab.context.train as context_train
 
-    monkeypatch.setattr(context_run, "train_steps", lambda *a: pytest.fail("a stored model was retrained"))
-    monkeypatch.setattr(context_run, "evaluate_rows", lambda *a, **k: pytest.fail("a stored evaluation was redone"))
+    monkeypatch.setattr(context_train, "train_steps", lambda *a: pytest.fail("a stored model was retrained"))
+    monkeypatch.setattr(context_evaluate, "evaluate_rows", lambda *a, **k: pytest.fail("a stored evaluation was redone"))
     run_context(cfg, out)
     assert store.rows(cfg.config_id) == rows
 
@@ -160,3 +163,23 @@ def test_extend_a_plain_charlm_lab_checkpoint(tmp_path):
     assert [(r["length"], r["metric"]) for r in rows] == [(L, "perplexity"), (4 * L, "perplexity")]
     with pytest.raises(ValueError, match=r"factor must be a finite number >= 1.0, got 0.5"):
         reevaluate_checkpoint(tmp_path, "linear", 0.5)
+
+
+def test_method_schemes_are_built_and_checked_by_the_factory(monkeypatch):
+    import re
+
+    from posembed.lab.context import methods
+    from posembed.schemes.factory import FACTORY, METHOD_SCHEMES
+
+    built, real = [], methods.build_from_kwargs
+    monkeypatch.setattr(methods, "build_from_kwargs", lambda name, kwargs: built.append(name) or real(name, kwargs))
+    for method in METHODS:
+        built.clear()
+        scheme = method_scheme(method, head_dim=8, factor=4.0, original_len=L)
+        assert type(scheme) is FACTORY[METHOD_SCHEMES[method]].cls and built[-1] == METHOD_SCHEMES[method]
+    built.clear()
+    assert type(method_scheme("yarn", head_dim=8, factor=1.0, original_len=L)) is RotaryEmbedding
+    assert built == [METHOD_SCHEMES["extrapolate"]]  # factor 1: plain RoPE, from the factory too
+    yarn = METHOD_SCHEMES["yarn"]
+    with pytest.raises(ValueError, match=re.escape(f"scheme {yarn!r} argument 'head_dim' must be an integer, got 8.0")):
+        method_scheme("yarn", head_dim=8.0, factor=2.0, original_len=L)

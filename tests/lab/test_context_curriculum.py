@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.lab.context.evaluate import IGNORE, ContextData, _batch
+from posembed.lab.context.corpus import ContextData
+from posembed.lab.context.train import IGNORE, _batch
 from posembed.lab.context.presets import ContextConfig, get_context_preset, train_id_of
 from posembed.lab.tasks.passkey import KEY_PREFIX, QUESTION, min_length
 

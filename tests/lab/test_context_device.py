@@ -12,9 +12,13 @@ import torch
 import posembed.lab.train as lab_train
 from posembed.devices import DeviceError
 from posembed.lab.context import evaluate as context_eval
-from posembed.lab.context.evaluate import ContextData, on_device, train_steps
+from posembed.lab.context.corpus import ContextData
+from posembed.lab.context.evaluate import on_device
 from posembed.lab.context.presets import ContextConfig
-from posembed.lab.context.run import build_context_model, evaluate_rows, reevaluate_checkpoint, run_context
+from posembed.lab.context.evaluate import evaluate_rows
+from posembed.lab.context.extend import reevaluate_checkpoint
+from posembed.lab.context.run import run_context
+from posembed.lab.context.train import build_context_model, train_steps
 from posembed.lab.train import OnDevice
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

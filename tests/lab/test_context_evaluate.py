@@ -10,9 +10,12 @@ import torch
 from torch import nn
 
 from posembed.lab.context import evaluate
-from posembed.lab.context.evaluate import ContextData, model_device, on_device, passkey_grid, train_steps
+from posembed.lab.context import train as context_train
+from posembed.lab.context.corpus import ContextData
+from posembed.lab.context.evaluate import on_device, passkey_grid
+from posembed.lab.context.train import model_device, train_steps
 from posembed.lab.context.presets import ContextConfig
-from posembed.lab.context.run import build_context_model
+from posembed.lab.context.train import build_context_model
 from posembed.lab.tasks.passkey import DIGITS, FILLER_SENTENCES, QUESTION, key_sentence, passkey_accuracy
 from posembed.lab.train import OnDevice
 
@@ -81,14 +84,14 @@ def test_train_steps_returns_the_mean_loss_of_the_last_tenth_and_decays_to_a_ten
     cfg = dataclasses.replace(CFG, steps=steps, batch=2, lr=2e-3, warmup=0, passkey_fraction=0.5, passkey_only_steps=0,
                               passkey_adjacent_steps=0)
     seen = {}
-    real = evaluate.train_model
+    real = context_train.train_model
 
     def recording(model, config, batches, **kwargs):
         seen.update(kwargs, config=config)
         seen["losses"] = real(model, config, batches, **kwargs)
         return seen["losses"]
 
-    monkeypatch.setattr(evaluate, "train_model", recording)
+    monkeypatch.setattr(context_train, "train_model", recording)
     model = build_context_model(CFG, "rope", data.vocab_size)
     loss = train_steps(model, data, cfg)
     losses = seen["losses"]
@@ -107,7 +110,7 @@ def test_lm_windows_are_whole_slices_of_the_training_split_from_its_first_charac
     cfg = dataclasses.replace(CFG, batch=8, passkey_fraction=0.0, passkey_only_steps=0, passkey_adjacent_steps=0)
     generator, starts = torch.Generator().manual_seed(0), set()
     for step in range(40):
-        inputs, targets = evaluate._batch(data, generator, cfg, step)
+        inputs, targets = context_train._batch(data, generator, cfg, step)
         assert inputs.shape == targets.shape == (8, 70)
         for row, target in zip(inputs, targets):
             start = int(row[0])  # train[s] = s here

@@ -10,21 +10,25 @@ import shutil
 import pytest
 import torch
 
-import posembed.lab.context.run as context_run
+import posembed.lab.context.evaluate as context_evaluate
+import posembed.lab.context.train as context_train
 from posembed.lab.context.presets import (
     REFERENCES, SMOKE_REFERENCES, ContextConfig, get_context_preset, with_overrides,
 )
-from posembed.lab.context.run import REFERENCE_SETTINGS, STUDY_SCHEMES, build_context_model, run_context
+from posembed.lab.context.run import run_context
+from posembed.lab.context.train import STUDY_SCHEMES, build_context_model
+from posembed.schemes.factory import FACTORY, REFERENCE_SCHEMES, ModelSizes, build_from_sizes
 from posembed.lab.context.store import ContextStore
 from posembed.model import Decoder
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.fire import fire_inputs
+from posembed.schemes.rotary import RotaryEmbedding
 
 CFG = ContextConfig(name="x", context=96, dim=16, depth=1, heads=2)
 
 
 def test_every_known_reference_has_settings_and_the_presets_list_them():
-    assert tuple(REFERENCE_SETTINGS) == REFERENCES == ("alibi", "nope", "fire", "kerple", "sandwich", "cope")
+    assert REFERENCE_SCHEMES == REFERENCES == ("alibi", "nope", "fire", "kerple", "sandwich", "cope")
     assert STUDY_SCHEMES == ("rope", *REFERENCES)
     assert get_context_preset("context").references == REFERENCES
     assert get_context_preset("context-smoke").references == SMOKE_REFERENCES == ("alibi", "nope", "fire")
@@ -48,7 +52,8 @@ def test_reference_schemes_are_built_as_documented():
 
 def test_rope_alibi_and_nope_are_built_as_before_so_stored_models_stay_valid():
     """The earlier study built ALiBi as ``ALiBi(heads)`` after seeding: same config, same weights."""
-    for name, scheme in (("alibi", lambda: ALiBi(CFG.heads)), ("nope", lambda: None)):
+    rope = lambda: RotaryEmbedding(CFG.dim // CFG.heads, base=10000.0, max_len=None)  # noqa: E731
+    for name, scheme in (("rope", rope), ("alibi", lambda: ALiBi(CFG.heads)), ("nope", lambda: None)):
         torch.manual_seed(CFG.seed)
         before = Decoder(11, dim=CFG.dim, depth=CFG.depth, num_heads=CFG.heads, scheme=scheme())
         now = build_context_model(CFG, name, 11)
@@ -104,13 +109,20 @@ def test_a_stored_model_built_differently_is_retrained_and_its_rows_dropped(fire
     shutil.copytree(source, out)
     store = ContextStore(out / "context.sqlite")
     before = {(r["model"], r["length"], r["metric"], r["depth"]): r["value"] for r in store.rows(cfg.config_id)}
-    name, overrides = REFERENCE_SETTINGS["fire"]
-    monkeypatch.setitem(REFERENCE_SETTINGS, "fire", (name, lambda c: {**overrides(c), "threshold": 7.0}))
-    retrained, real = [], context_run.train_steps
-    monkeypatch.setattr(context_run, "train_steps", lambda model, *a: retrained.append(model) or real(model, *a))
-    evaluated, evaluate = [], context_run.evaluate_rows
-    monkeypatch.setattr(context_run, "evaluate_rows", lambda model, *a, **k: evaluated.append(model) or evaluate(model, *a, **k))
-    with caplog.at_level(logging.WARNING, logger="posembed.lab.context.run"):
+    real_scheme = context_train.study_scheme
+
+    def fire_at_7(c, scheme):  # FIRE built with another threshold than the stored model's
+        if scheme != "fire":
+            return real_scheme(c, scheme)
+        sizes = ModelSizes(dim=c.dim, num_heads=c.heads, head_dim=c.dim // c.heads, max_len=c.context, causal=True)
+        return build_from_sizes("fire", sizes, {**FACTORY["fire"].reference.args(c.context), "threshold": 7.0})
+
+    monkeypatch.setattr(context_train, "study_scheme", fire_at_7)
+    retrained, real = [], context_train.train_steps
+    monkeypatch.setattr(context_train, "train_steps", lambda model, *a: retrained.append(model) or real(model, *a))
+    evaluated, evaluate = [], context_evaluate.evaluate_rows
+    monkeypatch.setattr(context_evaluate, "evaluate_rows", lambda model, *a, **k: evaluated.append(model) or evaluate(model, *a, **k))
+    with caplog.at_level(logging.WARNING, logger="posembed.lab.context.train"):
         run_context(cfg, out)
     assert [m.scheme.init_threshold for m in retrained] == [7.0]  # fire only, with the new build
     assert len(evaluated) == len(cfg.lengths) and all(m is retrained[0] for m in evaluated)  # its rows redone

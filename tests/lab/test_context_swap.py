@@ -7,7 +7,7 @@ import torch
 
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
-from posembed.lab.context.run import reevaluate_checkpoint
+from posembed.lab.context.extend import reevaluate_checkpoint
 from posembed.model import Decoder, build_model
 from posembed.schemes.alibi import ALiBi
 from posembed.schemes.learned import LearnedAbsolute

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -137,6 +139,31 @@ def test_charlm_records_table_limit_instead_of_crashing(tinyshakespeare):
     assert by[("val_loss", 8)].value is not None and by[("val_loss", 16)].value is not None
     assert by[("val_loss", 32)].value is None and by[("val_loss", 32)].note == TABLE_LIMIT
     assert by[("perplexity", 8)].value == pytest.approx(torch.tensor(by[("val_loss", 8)].value).exp().item())
+
+
+def test_charlm_scores_its_validation_windows_with_the_one_loss_to_the_digit(tinyshakespeare):
+    # a bigram model that knows the text's next-character table exactly where it counts: the loss of
+    # each evaluated length is the mean -log p over exactly eval_batches * batch windows of it, batch at a time
+    cfg = tiny_trial(task="charlm", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 4.0), batch=3,
+                     eval_batches=2)
+    task = CharLMTask(cfg)
+    vocab = task.vocab_size
+    log_p = torch.log_softmax(torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(0),
+                                          dtype=torch.float64), -1)
+    calls = []
+
+    def bigram(ids):  # (B, T) -> (B, T, V)
+        calls.append(tuple(ids.shape))
+        return log_p[ids]
+
+    points = {(p.metric, p.length): p.value for p in task.evaluate(bigram, torch.Generator(), None)}
+    val = task.corpus.val
+    for length in (8, 32):
+        scored = 6 * length  # 2 batches of 3 windows, consecutive from the split's first character
+        expected = -float(log_p[val[:scored], val[1 : scored + 1]].sum()) / scored
+        assert points[("val_loss", length)] == pytest.approx(expected, rel=1e-6)
+        assert points[("perplexity", length)] == pytest.approx(math.exp(expected), rel=1e-6)
+    assert calls == [(3, 8), (3, 8), (3, 32), (3, 32)]
 
 
 @pytest.mark.parametrize(

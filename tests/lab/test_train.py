@@ -271,7 +271,7 @@ def test_the_loop_passes_position_ids_and_names_a_non_finite_run(caplog):
 
 
 def test_trials_and_the_context_study_train_by_the_one_loop(monkeypatch):
-    import posembed.lab.context.evaluate as context_eval
+    import posembed.lab.context.train as context_eval
     import posembed.lab.train as lab_train
     from posembed.lab.context.presets import ContextConfig
     from posembed.lab.context.run import build_context_model

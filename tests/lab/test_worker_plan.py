@@ -4,6 +4,7 @@ for a large one; on CUDA the slots are bounded by the cores, the GPU memory and 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 import torch
@@ -112,3 +113,96 @@ def test_the_runner_plans_when_workers_is_none_and_stores_the_same_numbers(tmp_p
         return {r.trial_id: (r.final_loss, r.curve, r.evals, r.drift) for r in load_results(out).trials}
 
     assert stored(tmp_path / "two") == stored(tmp_path / "one") == stored(tmp_path / "given")
+
+
+# --- pinned values (issue 33 item 5: mutants of the plan that the tests above let through) ---
+
+
+@pytest.mark.parametrize("task", ["order", "copy", "reverse", "sort", "addition", "charlm"])
+@pytest.mark.parametrize("context", [3, 7])
+def test_the_estimated_sequence_length_is_the_tasks_own(task, context, tinyshakespeare):
+    from posembed.lab.tasks import make_task
+
+    cfg = TrialConfig(task=task, context=context, text=str(tinyshakespeare))
+    # (B, T): a batch this large holds the longest operand (algorithmic batches pad to it)
+    inputs = make_task(cfg).train_batch(torch.Generator().manual_seed(0), 256).input_ids
+    assert worker_plan._sequence_length(cfg) == inputs.shape[1]
+
+
+def test_trial_seconds_is_the_dispatch_plus_the_matmuls_to_the_digit():
+    cfg = TrialConfig(task="charlm", dim=256, depth=3, steps=7, context=50, batch=4)  # 200 tokens a step
+    flops = 6 * 12 * 3 * 256**2 * 200  # forward and backward of the blocks' matmuls
+    assert flops == 2_831_155_200
+    for device, rate in (("cpu", 5e10), ("cuda", 1e13), (torch.device("cuda", 1), 1e13)):
+        expected = 7 * ((3 + 2) * 3e-3 + flops / rate)
+        assert trial_seconds(cfg, device) == pytest.approx(expected, rel=1e-12)
+    assert trial_seconds(cfg) == pytest.approx(7 * (0.015 + 0.056623104), rel=1e-12)
+
+
+def test_start_seconds_per_device_kind():
+    assert worker_plan.start_seconds("cpu") == worker_plan.CPU_START_SECONDS == 6.0
+    assert worker_plan.start_seconds("cuda:0") == worker_plan.GPU_START_SECONDS == 12.0
+    assert worker_plan.start_seconds(torch.device("meta")) == 6.0
+
+
+def test_available_cores_reads_the_affinity_mask_else_the_cpu_count(monkeypatch):
+    asked = []
+    monkeypatch.setattr(worker_plan.os, "sched_getaffinity", lambda pid: asked.append(pid) or {0, 2, 5}, raising=False)
+    assert worker_plan.available_cores() == 3 and asked == [0]  # this process's mask
+    monkeypatch.setattr(worker_plan.os, "sched_getaffinity", lambda pid: set(), raising=False)
+    assert worker_plan.available_cores() == 1
+    monkeypatch.delattr(worker_plan.os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(worker_plan.os, "cpu_count", lambda: 5)
+    assert worker_plan.available_cores() == 5
+    monkeypatch.setattr(worker_plan.os, "cpu_count", lambda: None)
+    assert worker_plan.available_cores() == 1
+
+
+def test_gpu_free_bytes_is_the_free_half_of_mem_get_info(monkeypatch):
+    asked = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: asked.append(device) or (123, 456))
+    assert worker_plan.gpu_free_bytes(torch.device("cuda", 1)) == 123 and asked == [torch.device("cuda", 1)]
+
+
+def test_only_cuda_devices_are_shared_by_memory(monkeypatch):
+    def no_gpu(device):
+        raise AssertionError("read GPU memory for a device that is not CUDA")
+
+    monkeypatch.setattr(worker_plan, "gpu_free_bytes", no_gpu)
+    for device in ("cpu", "meta", torch.device("cpu")):
+        assert device_slots(device, cores=6, threads=2) == 3
+
+
+def _planned(monkeypatch, seconds: list[float], **kwargs) -> int:
+    """The plan for trials whose estimates are ``seconds`` (one-thread seconds each)."""
+    estimates = dict(enumerate(seconds))
+    monkeypatch.setattr(worker_plan, "trial_seconds", lambda cfg, device: estimates[cfg.seed])
+    return plan_workers([TrialConfig(task="copy", seed=s) for s in estimates], "cpu", **kwargs)
+
+
+def test_several_workers_only_when_they_save_a_fifth(monkeypatch):
+    # 16 trials of 1 s on 2 cores: two workers take 6 + 0.5 + 8 = 14.5 s < 16 s, but save less than a fifth
+    assert _planned(monkeypatch, [1.0] * 16, cores=2) == 1
+    # 24 s: 6.5 + 12 = 18.5 <= 0.8 * 24 = 19.2
+    assert _planned(monkeypatch, [1.0] * 24, cores=2) == 2
+    # exactly a fifth saved is enough: 2 trials of 25.5 s and 14.5 s: 6.5 + 25.5 = 32 = 0.8 * 40
+    assert _planned(monkeypatch, [25.5, 14.5], cores=2) == 2
+
+
+def test_the_fewest_workers_win_a_tie_and_threads_divide_each_trial(monkeypatch):
+    # 105 trials of 1 s: 6 + 0.25 w + 105 / w is 16.25 s at both w = 20 and w = 21 (the least): 20
+    assert _planned(monkeypatch, [1.0] * 105, cores=32) == 20
+    # 16 trials of 1 s at 2 threads: 0.5 s each, 8 s in all; 4 slots: the best, 9 s at 4, saves nothing
+    assert _planned(monkeypatch, [1.0] * 16, cores=8, threads=2) == 1
+    assert _planned(monkeypatch, [2.0] * 16, cores=8, threads=2) == 4  # 16 s: 6 + 1 + 4 = 11 <= 12.8
+
+
+def test_the_plan_logs_its_estimate_and_a_one_slot_plan_weighs_nothing(monkeypatch, caplog):
+    with caplog.at_level(logging.DEBUG, logger=worker_plan.__name__):
+        assert _planned(monkeypatch, [1.0] * 24, cores=2) == 2
+        assert _planned(monkeypatch, [1.0] * 16, cores=2) == 1
+        assert _planned(monkeypatch, [1.0] * 16, cores=1) == 1  # one slot: nothing to weigh, nothing logged
+    assert [r.getMessage() for r in caplog.records] == [
+        "plan: 24 trials, about 24 s in one process; 2 worker(s), about 18 s",
+        "plan: 16 trials, about 16 s in one process; 1 worker(s), about 16 s",
+    ]

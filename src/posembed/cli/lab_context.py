@@ -1,9 +1,10 @@
 """``posembed lab context`` and ``posembed lab extend``: the context-extension study.
 
-Thin over :mod:`posembed.lab.context.run` (train at context L, evaluate every RoPE scaling
-method at 1x-8x L with perplexity and passkey retrieval beside the length-robust references,
-fine-tune, write the report) and its ``reevaluate_checkpoint`` (re-evaluate one stored RoPE model
-with another method, no retraining). Both take ``--device`` (auto: CUDA when present).
+Thin over :func:`posembed.lab.context.run.run_context` (train at context L, evaluate every RoPE
+scaling method at 1x-8x L with perplexity and passkey retrieval beside the length-robust
+references, fine-tune), then :func:`posembed.lab.report.context.write_context_report`, and over
+:func:`posembed.lab.context.extend.reevaluate_checkpoint` (re-evaluate one stored RoPE model with
+another method, no retraining). Both take ``--device`` (auto: CUDA when present).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["register_actions", "run_context_command", "run_extend_command"]
 
 def register_actions(actions: argparse._SubParsersAction) -> None:
     """Add the ``context`` and ``extend`` actions to ``posembed lab``."""
-    from posembed.lab.context import METHODS  # the factory's method names
+    from posembed.lab.context.methods import METHODS  # the factory's method names
 
     context = actions.add_parser(
         "context", help="run (or resume) the context-extension study and write its report",
@@ -94,7 +95,7 @@ def run_context_command(args: argparse.Namespace) -> int:
 def run_extend_command(args: argparse.Namespace) -> int:
     import json
 
-    from posembed.lab.context.run import reevaluate_checkpoint
+    from posembed.lab.context.extend import reevaluate_checkpoint
 
     _threads(args.threads)
     device = _device(args.device)

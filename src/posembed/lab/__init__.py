@@ -18,14 +18,16 @@ module              what
                     evaluate, position-table drift
 ``checkpoint``      per-trial safetensors checkpoints that ``posembed inspect`` opens; their checks
                     in ``checkpoint_checks``
+``perplexity``      the one validation loss (mean next-token cross-entropy over held-out windows)
+                    the char-LM task and the context study score with
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
 ``verdicts``        the rules that turn numbers into words, with seeds and intervals
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
                     finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``),
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,
                     ``ddp_trial`` (``torchrun``), ``listing`` (``posembed lab list``), ``progress``
-``context/``        the context-extension study: the methods swapped in (``__init__``), ``evaluate``
-                    (perplexity, passkey), ``presets``, ``run``, ``store``, ``published`` figures
+``context/``        the context-extension study: ``presets``, ``corpus``, ``methods``, ``swap``,
+                    ``train``, ``evaluate``, ``store``, ``run``, ``extend``, ``published`` figures
 ``lengthgen/``      the length-generalisation preset and its ranking (mean reciprocal rank)
 ``report/``         ``posembed lab report`` (``__init__``) and its parts: ``tables``,
                     ``questions``, ``plots``, ``calibration``; the context study's ``context`` and

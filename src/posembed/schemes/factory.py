@@ -55,7 +55,8 @@ from posembed.schemes.xpos import XPos
 
 __all__ = [
     "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",
-    "METHOD_SCHEMES", "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
+    "METHOD_SCHEMES", "StudyReference", "REFERENCE_SCHEMES",
+    "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
 ]  # fmt: skip
 
 
@@ -148,6 +149,16 @@ class Arg:
 
 
 @dataclass(frozen=True)
+class StudyReference:
+    """How the lab's context study (:mod:`posembed.lab.context`) trains a scheme as a length-robust
+    reference: its place in the study's tables (``rank``) and its arguments from the training
+    length L (``args``; the sizes fill the rest). NoPE is trained as a model without a scheme."""
+
+    rank: int
+    args: Callable[[int], dict] = lambda context: {}
+
+
+@dataclass(frozen=True)
 class SchemeEntry:
     """How one scheme is built, and the names it goes by.
 
@@ -162,6 +173,7 @@ class SchemeEntry:
             scheme (``"mrope_section"``: M-RoPE), or ``None``.
         rope_needs: the ``rope_parameters`` fields transformers' init function of ``rope_type`` needs
             (a config without one is refused, naming it, though the constructor has a default).
+        reference: how the context study trains it as a reference (:class:`StudyReference`), or ``None``.
     """
 
     cls: type[PositionScheme]
@@ -170,6 +182,7 @@ class SchemeEntry:
     method: str | None = None
     rope_field: str | None = None
     rope_needs: tuple[str, ...] = ()
+    reference: StudyReference | None = None
 
     @property
     def name(self) -> str:
@@ -287,7 +300,8 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats"),
         _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
     ), rope_field="mrope_section"),
-    SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),
+    SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False)),
+                reference=StudyReference(0)),
     SchemeEntry(T5RelativeBias, (
         _size("num_heads", "num_heads"), _opt("num_buckets", "int"), _opt("max_distance", "int"),
         _size("bidirectional", "bidirectional", "bool", required=False), _opt("init_std", "float"),
@@ -296,12 +310,14 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("max_distance", "int", required=True),
         _opt("mode", "str"), _opt("init_std", "float"),
     )),
-    SchemeEntry(Kerple, (_size("num_heads", "num_heads"), _opt("kernel", "str"))),
-    SchemeEntry(Sandwich, (_size("num_heads", "num_heads"), _size("dim", "dim"), _opt("base", "float"))),
+    SchemeEntry(Kerple, (_size("num_heads", "num_heads"), _opt("kernel", "str")),
+                reference=StudyReference(3, lambda context: {"kernel": "log"})),
+    SchemeEntry(Sandwich, (_size("num_heads", "num_heads"), _size("dim", "dim"), _opt("base", "float")),
+                reference=StudyReference(4)),
     SchemeEntry(FIRE, (
         _size("num_heads", "num_heads"), _opt("hidden", "int"), _opt("threshold", "float", at="init_threshold"),
         _opt("init_c", "float"),
-    )),
+    ), reference=StudyReference(2, lambda context: {"threshold": context / 4, "init_c": 0.1})),
     SchemeEntry(DynamicPositionBias, (
         _size("num_heads", "num_heads"), _opt("hidden", "int"), _opt("depth", "int"), _opt("log_distances", "bool"),
         _opt("norm", "bool"),
@@ -310,7 +326,7 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(CoPE, (
         _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("npos_max", "int", required=True),
         _opt("init_std", "float"),
-    )),
+    ), reference=StudyReference(5, lambda context: {"npos_max": context})),
     SchemeEntry(DebertaRelative, (
         _size("dim", "dim"), _size("num_heads", "num_heads"), _size("head_dim", "head_dim"),
         _opt("position_buckets", "int", nullable=True), _opt("max_relative_positions", "int"),
@@ -319,7 +335,7 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _opt("layer_norm_eps", "float", at=lambda scheme: 1e-7 if scheme.norm is None else scheme.norm.eps),
         _opt("init_std", "float"),
     )),
-    SchemeEntry(NoPE, ()),
+    SchemeEntry(NoPE, (), reference=StudyReference(1)),
 )
 
 #: scheme name -> entry
@@ -329,6 +345,10 @@ FACTORY: Mapping[str, SchemeEntry] = MappingProxyType({entry.name: entry for ent
 ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType({e.rope_type: e.name for e in ENTRIES if e.rope_type is not None})
 #: the lab's context-extension method -> scheme name, in the order the lab's tables list them
 METHOD_SCHEMES: Mapping[str, str] = MappingProxyType({e.method: e.name for e in ENTRIES if e.method is not None})
+#: the context study's references: the scheme names of the entries with a ``reference``, by its rank
+REFERENCE_SCHEMES: tuple[str, ...] = tuple(
+    entry.name for entry in sorted((e for e in ENTRIES if e.reference is not None), key=lambda e: e.reference.rank)
+)
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})
 

@@ -2,14 +2,15 @@
 
 A study trains a RoPE decoder and the ``references`` at context ``L`` (char LM on tinyshakespeare
 with passkey documents mixed in), evaluates the RoPE model with every extension method of
-:data:`~posembed.lab.context.METHODS` at ``L * scales`` (perplexity and passkey accuracy per
+:data:`~posembed.lab.context.methods.METHODS` at ``L * scales`` (perplexity and passkey accuracy per
 depth), the references as they are, then fine-tunes the RoPE model at ``finetune_scale * L``
 with each of ``finetune_methods`` (Chen et al. 2023 used ~1000 steps; this scales it down) and
 evaluates those too.
 
 The references (:data:`REFERENCES`) are the schemes published as length-robust, trained at L and
 never extended: ALiBi, NoPE, FIRE, KERPLE (its logarithmic kernel, the paper's best), Sandwich
-and CoPE; how each is built is :data:`~posembed.lab.context.run.REFERENCE_SETTINGS`. The full
+and CoPE; how each is built is its factory entry's
+:class:`~posembed.schemes.factory.StudyReference` (:func:`posembed.lab.context.train.study_scheme`). The full
 study (``context``) trains all of them; ``context-smoke`` trains ALiBi, NoPE and FIRE.
 
 >>> sorted(CONTEXT_PRESETS)
@@ -35,14 +36,15 @@ from typing import Callable
 
 from posembed._checks import did_you_mean
 from posembed.lab.config import TrainingConfig, check_fields
-from posembed.lab.context import METHODS
+from posembed.lab.context.methods import METHODS
+from posembed.schemes.factory import REFERENCE_SCHEMES
 
 __all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "SMOKE_REFERENCES", "get_context_preset", "with_overrides",
            "train_id_of", "TRAIN_FIELDS"]
 
 #: schemes trained at L and evaluated as they are (no extension): the no-extension references,
-#: in the order tables list them
-REFERENCES = ("alibi", "nope", "fire", "kerple", "sandwich", "cope")
+#: in the order tables list them (the factory entries with a ``reference``, by its rank)
+REFERENCES: tuple[str, ...] = REFERENCE_SCHEMES
 #: the references of ``context-smoke`` (FIRE: the one whose evaluation past L differs from training,
 #: its normaliser following the query position)
 SMOKE_REFERENCES = ("alibi", "nope", "fire")
@@ -53,7 +55,7 @@ class ContextConfig(TrainingConfig):
     """Everything one context-extension study does (its hash keys the stored rows).
 
     The training fields are :class:`~posembed.lab.config.TrainingConfig`'s, read by
-    :func:`~posembed.lab.context.evaluate.train_steps` (with its passkey curriculum); a fine-tune
+    :func:`~posembed.lab.context.train.train_steps` (with its passkey curriculum); a fine-tune
     trains by the config's :meth:`finetune`. The curriculum: ``passkey_only_steps`` of passkey
     rows alone, in the first ``passkey_adjacent_steps`` of which half the rows put the key sentence
     right before the question; then ``passkey_fraction`` of each batch.

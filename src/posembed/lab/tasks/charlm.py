@@ -3,7 +3,8 @@
 Training draws random windows of ``context + 1`` characters from the first 90 % of the text
 (nanoGPT's ``get_batch``). Validation scores consecutive non-overlapping windows of the last
 10 % at each evaluated context (``context * eval_scales``, e.g. 1x, 2x, 4x, 8x as in Press et
-al. 2022, ALiBi), every position of every window, at most ``eval_batches * batch`` windows.
+al. 2022, ALiBi), every position of every window, at most ``eval_batches * batch`` windows
+(:func:`posembed.lab.perplexity.val_loss`, the loss the context study scores too).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
+from posembed.lab.perplexity import val_loss
 from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["CharLMTask", "load_corpus"]
@@ -70,17 +72,5 @@ class CharLMTask:
         return points
 
     def _val_loss(self, model: nn.Module, length: int) -> float | None:
-        data = self.corpus.val
-        count = min((len(data) - 1) // length, self.cfg.eval_batches * self.cfg.batch)
-        if count == 0:
-            return None
-        windows = data[: count * length + 1]
-        total, tokens = 0.0, 0
-        for first in range(0, count, self.cfg.batch):
-            rows = range(first, min(first + self.cfg.batch, count))
-            chunk = torch.stack([windows[r * length : r * length + length + 1] for r in rows])  # (B, T + 1)
-            logits = model(chunk[:, :-1])  # (B, T, V)
-            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), chunk[:, 1:].reshape(-1), reduction="sum")
-            total += float(loss)
-            tokens += chunk[:, 1:].numel()
-        return total / tokens
+        return val_loss(model, self.corpus.val, length, windows=self.cfg.eval_batches * self.cfg.batch,
+                        batch=self.cfg.batch)
