@@ -54,9 +54,8 @@ def test_lab_extend_offers_exactly_the_methods(capsys):
 SRC = Path(__file__).resolve().parents[2] / "src" / "posembed"
 #: the files allowed to key a table by those names: the factory, whose entries are the one table
 ALLOWED = {"schemes/factory.py"}
-#: tables other branches of this change remove (lab/context/run.py: "ctxrooms", lab/report/context.py: "ctxstats");
-#: strict xfail: once they are gone the pending test fails until its file leaves this set
-PENDING = {"lab/context/run.py", "lab/report/context.py"}
+#: files whose tables are known and waiting to go (none: keep it empty)
+PENDING: set[str] = set()
 #: every name a scheme goes by (its factory name, transformers' rope type, the lab's method name)
 NAMES = frozenset(FACTORY) | frozenset(ROPE_TYPE_SCHEMES) | frozenset(METHOD_SCHEMES)
 
@@ -92,12 +91,6 @@ def _sources(pending: bool) -> list[Path]:
 
 def test_no_name_table_outside_the_factory():
     found = tables_outside_the_factory(_sources(pending=False))
-    assert not found, "scheme-name tables outside schemes/factory.py (build through its entries):\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=True, reason="tables removed on other branches today; drop the file from PENDING once gone")
-def test_pending_name_tables_are_gone():
-    found = tables_outside_the_factory(_sources(pending=True))
     assert not found, "scheme-name tables outside schemes/factory.py (build through its entries):\n" + "\n".join(found)
 
 
