@@ -348,7 +348,10 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
     if ours_at.dim() == 3 and ours_at.shape[-1] == 3 and not (isinstance(scheme, SectionedRotary) and scheme.num_axes == 3):
         return VALUES, f"posembed builds {type(scheme).__name__}, not 3-axis M-RoPE"
     try:
-        our_cos, our_sin = scheme.cos_sin(ours_at)
+        at = ours_at  # text positions on a sectioned scheme: every axis at the position, as transformers' expand
+        if isinstance(scheme, SectionedRotary) and at.shape[-1] != scheme.num_axes:
+            at = at[..., None].expand(*at.shape, scheme.num_axes)
+        our_cos, our_sin = scheme.cos_sin(at)
         values = values_match(cos, our_cos) and values_match(sin, our_sin)
         width = cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1)
         q, k = (torch.randn(_HEADS, cos.shape[0], scheme.head_dim) for _ in range(2))

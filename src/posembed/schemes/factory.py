@@ -284,7 +284,7 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(MRoPE, (
         _HEAD_DIM, _opt("mrope_section", "floats", nullable=True, rope="mrope_section"), _opt("base", "float"),
         _opt("layout", "str"), _opt("angles", "str"), _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"),
-        _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats"),
+        _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats", rope="section_axes"),
         _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
     ), rope_field="mrope_section"),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False))),

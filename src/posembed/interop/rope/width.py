@@ -15,6 +15,7 @@ from typing import Mapping
 
 from posembed.interop.rope.classes import ClassFacts
 from posembed.interop.rope.model import config_value, model_rotation, model_widths, transformers_config
+from posembed.interop.rope.sections import MRopeSections, model_sections
 
 __all__ = ["RotaryWidth", "rotary_width"]
 
@@ -25,7 +26,8 @@ class RotaryWidth:
     ``hidden_size`` / ``num_heads`` / ``max_position_embeddings``, the ``layout`` (``"interleaved"`` or ``"half"``)
     and ``model``: ``{layer type: (head_dim, rotary_dim)}`` as the model's own rotary embedding builds them
     (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
-    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``)."""
+    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``); ``mrope``: the M-RoPE sections its
+    rotary embedding deals to the axes (:func:`~posembed.interop.rope.sections.model_sections`; ``None``: not M-RoPE)."""
 
     head_dim: int
     head_dim_given: bool
@@ -36,6 +38,7 @@ class RotaryWidth:
     model: dict[str, tuple[int, int]] | None = None
     direction: str = "forward"
     channels: str = "first"
+    mrope: MRopeSections | None = None
 
     def of(self, layer: str) -> tuple[int, int] | None:
         """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
@@ -68,16 +71,16 @@ def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
-        model = None
+        model, mrope = None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
         hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
         max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
         rotation = model_rotation(hf) or ("half", "forward", "first")
-        head_dim = config_value(hf, "head_dim")
+        head_dim, mrope = config_value(hf, "head_dim"), model_sections(hf)
     if not head_dim and model:
         head_dim = next(iter(model.values()))[0]
     if not head_dim:
         if not hidden or not heads:
             raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
         head_dim = int(hidden) // int(heads)
-    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:])
+    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope)
