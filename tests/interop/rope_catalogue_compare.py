@@ -345,6 +345,13 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
         scheme = rotary_from_hf_config(root if variant == "top-level" else sub, layer_type=layer, angles="fp32")
     except Exception as error:  # noqa: BLE001 - posembed refused, with its reason
         return REFUSED, reason(error)
+    axes = getattr(scheme, "num_axes", 0)
+    if is_axial(rotary) and axes > 1 and ours_at.shape[-1] != axes:  # a module that reads any number of axes
+        try:
+            out, positions, ours_at = axial_call(rotary, axes)
+        except ValueError as error:
+            return VALUES, f"axes: {reason(error)}"
+        cos, sin = their_cos_sin(out)
     if ours_at.dim() == 3 and ours_at.shape[-1] == 3 and not (isinstance(scheme, SectionedRotary) and scheme.num_axes == 3):
         return VALUES, f"posembed builds {type(scheme).__name__}, not 3-axis M-RoPE"
     try:

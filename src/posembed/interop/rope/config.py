@@ -128,6 +128,8 @@ def _values(s: RopeSettings) -> dict[str, Any]:
     odd = width if width % 2 and width + 1 == s.rotary_dim else None
     mrope = {} if s.mrope is None else {"mrope_section": list(s.mrope.section), "mrope_arrangement": s.mrope.arrangement,
                                         "section_axes": list(s.mrope.section_axes)}  # the model's own M-RoPE
-    return {**mrope, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
+    axial = {} if s.axial is None else {**s.axial._asdict(), "head_dim": s.head_dim, "axis_order": list(s.axial.axis_order),
+                                        "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None}
+    return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
             "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
             "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd}  # fmt: skip
