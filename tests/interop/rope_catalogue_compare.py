@@ -169,7 +169,8 @@ def values_match(theirs: torch.Tensor, ours: torch.Tensor) -> bool:
 
 
 def _call_apply(fn, q, k, out, positions):
-    names = [n for n, p in inspect.signature(fn).parameters.items() if p.default is inspect.Parameter.empty]
+    names = [n for n, p in inspect.signature(fn).parameters.items()
+             if p.default is inspect.Parameter.empty or n in ("k", "cos", "sin")]  # Qwen4-Exp's k=None, cos=None, ...
     cos_sin = (out,) if isinstance(out, torch.Tensor) else tuple(out)
     pair = len(names) > 1 and names[1].lower().lstrip("x").startswith("k")
     rest = names[2:] if pair else names[1:]

@@ -18,6 +18,8 @@ FAMILIES = [
     ("qwen3_vl_text", MRopeSections((24, 20, 20), "interleaved", (0, 1, 2))),
     ("cosmos3_edge_text", MRopeSections((24, 20, 20), "interleaved", (0, 1, 2))),
     ("ernie4_5_vl_moe_text", MRopeSections((22, 22, 20), "zipped", (1, 2, 0))),
+    # its class default [24, 20, 20] is wider than its 32 pairs; the round robin clips it to what each axis turns
+    ("qwen3_omni_moe_talker_text", MRopeSections((11, 11, 10), "interleaved", (0, 1, 2))),
 ]
 
 

@@ -3,7 +3,7 @@
 transformers' M-RoPE classes (Qwen2-VL and the ~20 that copy or vary it) take ``rope_parameters["mrope_section"]``,
 else a default of their own (stored on the module as ``.mrope_section``: Qwen2-VL ``[16, 24, 24]``, Qwen3-VL
 ``[24, 20, 20]``, ERNIE 4.5-VL ``[22, 22, 20]``), and place the sections among the frequencies in their own forward
-(blocks, round robin, ERNIE's h/w pairs). Rather than a table of families, the reader asks the module: it builds the
+(blocks, round robin, ERNIE's h/w pairs; a round robin clips a default wider than the head). Rather than a table of families, the reader asks the module: it builds the
 rotary embedding from the config, gives it three tokens, token ``a`` at position 1 on axis ``a`` and 0 on the others,
 and reads which token turns each pair; the arrangement and section order of
 :class:`~posembed.schemes.mrope.MRoPE` that deal the axes the same way (:func:`~posembed.schemes.mrope.mrope_pairs`)
@@ -92,13 +92,16 @@ def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None
     except Exception as error:  # noqa: BLE001 - a module that cannot be probed is read without sections
         logger.debug("the M-RoPE sections of %s cannot be read: %s", type(config).__name__, error)
         return None
-    if axes is None or len(axes) != sum(section):
+    if axes is None:
         return None
     for arrangement, order in itertools.product(MROPE_ARRANGEMENTS, itertools.permutations(range(3))):
-        try:
-            if mrope_pairs(section, arrangement, order)[1] == axes:
-                return MRopeSections(section, arrangement, order)  # type: ignore[arg-type]
-        except ValueError:  # zipped needs equal first sections
-            continue
+        # its own sections, else (a class default wider than the head, which its forward clips: Qwen3-Omni's talker)
+        # the sections it deals in effect: the pairs each axis turns
+        for sizes in (section, tuple(axes.count(axis) for axis in order)):
+            try:
+                if sum(sizes) == len(axes) and mrope_pairs(sizes, arrangement, order)[1] == axes:
+                    return MRopeSections(sizes, arrangement, order)  # type: ignore[arg-type]
+            except ValueError:  # zipped needs equal first sections
+                continue
     logger.debug("%s deals its M-RoPE axes as %s, which no MRoPE arrangement does", type(config).__name__, axes)
     return None
