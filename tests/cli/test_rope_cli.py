@@ -96,3 +96,28 @@ def test_a_field_no_number_is_read_from_exits_2_naming_it(tmp_path, capsys):
     assert main(["rope", "check", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "posembed rope: error: rope_scaling.factor must be a number, got 'four'"
+
+
+def test_part_vision_reads_the_vision_tower(tmp_path, capsys):
+    config = transformers.Qwen2VLConfig(
+        text_config={"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 1,
+                     "intermediate_size": 64, "vocab_size": 100},
+        vision_config={"embed_dim": 64, "num_heads": 4, "depth": 1},
+    )  # fmt: skip
+    config.save_pretrained(tmp_path)
+    assert main(["rope", "check", str(tmp_path), "--part", "vision", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    layer = data["layers"][0]
+    assert layer["scheme"] == "AxialRotary" and layer["settings"]["rope_type"] == "axial"
+    assert layer["settings"]["head_dim"] == 16 and layer["comparisons"][0]["max_inv_freq_rel_diff"] == 0.0
+    assert main(["rope", "check", str(tmp_path)]) == 0  # the language model by default
+    assert "rope_type=default" in capsys.readouterr().out
+
+
+def test_part_vision_of_a_text_model_exits_2(tmp_path, capsys):
+    folder = _folder(tmp_path)
+    assert main(["rope", "check", str(folder), "--part", "vision"]) == 2
+    err = capsys.readouterr().err
+    assert "has no vision_config" in err
+    with pytest.raises(SystemExit):
+        main(["rope", "check", str(folder), "--part", "audio"])

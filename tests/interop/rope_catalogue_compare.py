@@ -169,7 +169,8 @@ def values_match(theirs: torch.Tensor, ours: torch.Tensor) -> bool:
 
 
 def _call_apply(fn, q, k, out, positions):
-    names = [n for n, p in inspect.signature(fn).parameters.items() if p.default is inspect.Parameter.empty]
+    names = [n for n, p in inspect.signature(fn).parameters.items()
+             if p.default is inspect.Parameter.empty or n in ("k", "cos", "sin")]  # Qwen4-Exp's k=None, cos=None, ...
     cos_sin = (out,) if isinstance(out, torch.Tensor) else tuple(out)
     pair = len(names) > 1 and names[1].lower().lstrip("x").startswith("k")
     rest = names[2:] if pair else names[1:]
@@ -345,10 +346,20 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
         scheme = rotary_from_hf_config(root if variant == "top-level" else sub, layer_type=layer, angles="fp32")
     except Exception as error:  # noqa: BLE001 - posembed refused, with its reason
         return REFUSED, reason(error)
+    axes = getattr(scheme, "num_axes", 0)
+    if is_axial(rotary) and axes > 1 and ours_at.shape[-1] != axes:  # a module that reads any number of axes
+        try:
+            out, positions, ours_at = axial_call(rotary, axes)
+        except ValueError as error:
+            return VALUES, f"axes: {reason(error)}"
+        cos, sin = their_cos_sin(out)
     if ours_at.dim() == 3 and ours_at.shape[-1] == 3 and not (isinstance(scheme, SectionedRotary) and scheme.num_axes == 3):
         return VALUES, f"posembed builds {type(scheme).__name__}, not 3-axis M-RoPE"
     try:
-        our_cos, our_sin = scheme.cos_sin(ours_at)
+        at = ours_at  # text positions on a sectioned scheme: every axis at the position, as transformers' expand
+        if isinstance(scheme, SectionedRotary) and at.shape[-1] != scheme.num_axes:
+            at = at[..., None].expand(*at.shape, scheme.num_axes)
+        our_cos, our_sin = scheme.cos_sin(at)
         values = values_match(cos, our_cos) and values_match(sin, our_sin)
         width = cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1)
         q, k = (torch.randn(_HEADS, cos.shape[0], scheme.head_dim) for _ in range(2))

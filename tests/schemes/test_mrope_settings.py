@@ -98,3 +98,20 @@ def test_bad_settings_are_refused():
         mrope_pairs((2, 1, 1), "spiral")
     assert "arrangement='zipped', section_axes=(1, 2, 0)" in repr(MRoPE(16, mrope_section=[2, 2, 4], arrangement="zipped",
                                                                         section_axes=(1, 2, 0)))  # fmt: skip
+
+
+def test_batched_text_positions_are_transformers_text_positions():
+    """transformers' text ``position_ids`` ``(B, T)`` (expanded to three rows inside the module) are taken as they come."""
+    family = ("qwen3_vl", "text_config", "Qwen3VLTextRotaryEmbedding")
+    config, module, rotary = _theirs(*family, zipped=False)
+    head_dim = config.head_dim
+    positions = torch.stack([torch.arange(T), torch.arange(T) * 3 + 2])  # (B, T)
+    q, k = torch.randn(B, H, T, head_dim), torch.randn(B, H, T, head_dim)
+    their_q, their_k = module.apply_rotary_pos_emb(q, k, *rotary(q, positions))
+    ours = MRoPE(head_dim, mrope_section=list(rotary.mrope_section), base=config.rope_parameters["rope_theta"],
+                 angles="fp32", arrangement="interleaved")  # fmt: skip
+    our_q, our_k = ours(q, k, positions)
+    torch.testing.assert_close(our_q, their_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(our_k, their_k, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"position_ids has shape \(3, 13\)"):
+        ours(q, k, positions.repeat(3, 1)[:3])  # neither (B, T) nor coordinates

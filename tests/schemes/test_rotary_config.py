@@ -141,7 +141,7 @@ def test_older_config_attributes_and_builder_arguments():
 def test_unknown_rope_type_names_the_known_ones():
     config = _config("default")
     config.rope_parameters = {"rope_type": "mrope", "rope_theta": 1e4}
-    with pytest.raises(ValueError, match="unknown rope_type 'mrope'; known rope types: default, dynamic, linear, "
+    with pytest.raises(ValueError, match="unknown rope_type 'mrope'; known rope types: axial, default, dynamic, linear, "
                                          "llama3, longrope, proportional, yarn"):  # fmt: skip
         rotary_from_hf_config(config)
 

@@ -99,7 +99,9 @@ def test_an_odd_frequency_width_is_transformers_ceil():
     torch.testing.assert_close(ours(q, q, position_ids=positions)[0], their_q, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="frequency_dim=21 gives 11 frequencies, which rotate 22 channels; rotary_dim=20"):
         RotaryEmbedding(42, frequency_dim=21, rotary_dim=20)
-    from posembed.schemes.rotary_scaling import LinearScalingRotary
+    from posembed.schemes.rotary_scaling import LinearScalingRotary, NTKAwareRotary
 
-    with pytest.raises(ValueError, match=r"an odd frequency_dim \(21\) .* LinearScalingRotary does not take it"):
-        LinearScalingRotary(42, factor=2.0, frequency_dim=21)
+    with pytest.raises(ValueError, match=r"an odd frequency_dim \(21\) .* NTKAwareRotary does not take it"):
+        NTKAwareRotary(42, factor=2.0, frequency_dim=21)
+    linear = LinearScalingRotary(42, factor=2.0, frequency_dim=21, base=config.rope_parameters["rope_theta"], angles="fp32")
+    torch.testing.assert_close(linear.inv_freq, ours.inv_freq / 2.0)  # transformers' linear init divides the 21-wide ones

@@ -1,4 +1,4 @@
-"""``posembed rope check CONFIG_OR_DIR [--length N] [--json] [--plot PNG]``: a config's RoPE, pair by pair.
+"""``posembed rope check CONFIG_OR_DIR [--part text|vision] [--length N] [--json] [--plot PNG]``: a config's RoPE, pair by pair.
 
 Thin over :func:`posembed.interop.rope.check.check_rope_config`.
 """
@@ -18,9 +18,11 @@ EPILOG = """\
 example:
   posembed rope check path/to/llama-3.1-8b --length 131072 --plot rope.png
   posembed rope check config.json --json | jq '.traps[] | select(.severity != "note")'
+  posembed rope check path/to/qwen2-vl-7b --part vision
 
 Reads rope_parameters (transformers 5.x) or rope_scaling + rope_theta (4.x). Compares posembed's
 inv_freq and attention factor with transformers' rope init functions when transformers is installed.
+A multimodal config (one with text_config) is read for its language model, or with --part vision its vision tower.
 Exit status: 0 clean, 1 a warning, an error or a difference from transformers, 2 bad input.
 """
 
@@ -32,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check", help=HELP, description=HELP + ".", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     check.add_argument("config", type=Path, metavar="CONFIG_OR_DIR", help="a checkpoint folder or its config.json")
+    check.add_argument("--part", choices=("text", "vision"), default="text",
+                       help="the part of a multimodal config: its language model (default) or its vision tower")
     check.add_argument("--length", type=int, default=None, metavar="N",
                        help="target context (default: the effective context the config declares)")  # fmt: skip
     check.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from posembed._progress import quiet_transformers
 
     with quiet_transformers(enabled=not args.verbose):  # its own config warnings would drown the report
-        report = check_rope_config(args.config, args.length, compare=not args.no_compare)
+        report = check_rope_config(args.config, args.length, compare=not args.no_compare, part=args.part)
     if args.plot is not None:
         from posembed.interop.rope.check_plot import plot_wavelengths
 

@@ -14,8 +14,9 @@ only in their frequencies ``w`` and in which axis each pair follows:
   time, height and width (Qwen2-VL).
 
 Positions are coordinates ``(T, A)`` or ``(B, T, A)``. A sequence ``(T,)`` (and the default
-``None = arange(T)``) sits at coordinate ``p`` on every axis, as Qwen2-VL places text tokens;
-batched sequences must be given as ``(B, T, A)`` (a 2-D tensor is read as ``(T, A)``).
+``None = arange(T)``) sits at coordinate ``p`` on every axis, as Qwen2-VL places text tokens, and so
+do batched sequences ``(B, T)`` (transformers' text ``position_ids``); a 2-D tensor that could be
+either (its shape is ``(T, A)``) is read as coordinates.
 
 The maths is :func:`axial_cos_sin` (cos/sin through :func:`posembed.schemes.phases.cos_sin`, so
 ``angles="exact"`` / ``"fp32"`` mean what they mean for :class:`~posembed.schemes.rotary.RotaryEmbedding`)
@@ -82,8 +83,11 @@ def axial_frequencies(axis_dim: int, num_axes: int, frequencies: str = "lang", *
 def axis_coordinates(ids: Tensor | None, x: Tensor, num_axes: int, name: str = "position_ids") -> Tensor:
     """Coordinates ``(T, A)`` or ``(B, T, A)`` for ``x`` ``(B, H, T, D)``: checked, sequences spread.
 
-    ``None`` is ``arange(T)``; a sequence ``(T,)`` puts position ``p`` at ``(p, ..., p)``.
+    ``None`` is ``arange(T)``; a sequence ``(T,)`` (or ``(B, T)``, unless its shape is ``(T, A)``) puts
+    position ``p`` at ``(p, ..., p)``.
 
+    >>> axis_coordinates(torch.tensor([[0, 5]]), torch.zeros(1, 1, 2, 4), 3).shape
+    torch.Size([1, 2, 3])
     >>> axis_coordinates(torch.tensor([0, 5]), torch.zeros(1, 1, 2, 4), 3)
     tensor([[0, 0, 0],
             [5, 5, 5]])
@@ -93,6 +97,8 @@ def axis_coordinates(ids: Tensor | None, x: Tensor, num_axes: int, name: str = "
         ids = torch.arange(length, device=x.device)
     if ids.dim() == 1 and ids.shape[0] == length:
         return ids[:, None].expand(length, num_axes)  # (T, A)
+    if ids.dim() == 2 and ids.shape[-1] == length and ids.shape[0] in (1, batch) and ids.shape != (length, num_axes):
+        return ids[..., None].expand(*ids.shape, num_axes)  # batched sequences (B, T) -> (B, T, A)
     fits = ids.dim() in (2, 3) and ids.shape[-2:] == (length, num_axes)
     if not fits or (ids.dim() == 3 and ids.shape[0] not in (1, batch)):
         raise ValueError(

@@ -169,8 +169,8 @@ class SchemeEntry:
             (:func:`rope_entry`; :data:`posembed.interop.rope.config.ROPE_TYPES` lists them).
         method: the context-extension method name of the lab (``posembed lab extend --method``,
             :data:`posembed.lab.context.METHODS`), or ``None``.
-        rope_field: a ``rope_parameters`` field whose presence makes a ``default`` RoPE config this
-            scheme (``"mrope_section"``: M-RoPE), or ``None``.
+        rope_field: a field whose presence makes a ``default`` or ``axial`` RoPE config this scheme
+            (``"mrope_section"``: M-RoPE; ``"pixtral_frequencies"``, the reader's: Pixtral), or ``None``.
         rope_needs: the ``rope_parameters`` fields transformers' init function of ``rope_type`` needs
             (a config without one is refused, naming it, though the constructor has a default).
         reference: how the context study trains it as a reference (:class:`StudyReference`), or ``None``.
@@ -240,8 +240,7 @@ _ROPE_OPTIONS = (
 )  # fmt: skip
 _HEAD_DIM = Arg("head_dim", "int", size="head_dim", required=True, rope=("head_dim",))
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))
-#: transformers' name of the pre-training length, which yarn, llama3 and longrope read
-_ORIGINAL = "original_max_position_embeddings"
+_ORIGINAL = "original_max_position_embeddings"  # transformers' name of the pre-training length (yarn, llama3, longrope)
 _FACTOR = _opt("factor", "float", required=True, rope="factor")
 #: yarn's and longrope's factor: the parameters', else ``max_position_embeddings / original_max_position_embeddings``
 _FACTOR_OR_RATIO = ("factor", "length_ratio")
@@ -288,16 +287,18 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(XPos, (
         _HEAD_DIM, _opt("scale_base", "int"), *(arg for arg in _ROPE_OPTIONS if arg.name not in _PLACEMENT),
     )),
-    SchemeEntry(AxialRotary, (
-        _HEAD_DIM, _opt("num_axes", "int"), _opt("axis_dim", "int", nullable=True), _opt("frequencies", "str"),
-        _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
-        _opt("axis_order", "floats", nullable=True), _opt("frequency_order", "str"), _opt("layout_span", "str"),
-    )),
-    SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str"))),
+    SchemeEntry(AxialRotary, (  # transformers' vision towers: the settings their module's forward shows
+        _HEAD_DIM, _opt("num_axes", "int", rope="num_axes"), _opt("axis_dim", "int", nullable=True, rope="axis_dim"),
+        _opt("frequencies", "str"), _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
+        _opt("axis_order", "floats", nullable=True, rope="axis_order"), _opt("frequency_order", "str", rope="frequency_order"),
+        _opt("layout_span", "str", rope="layout_span"),
+    ), rope_type="axial"),
+    SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str")),
+                rope_field="pixtral_frequencies"),
     SchemeEntry(MRoPE, (
         _HEAD_DIM, _opt("mrope_section", "floats", nullable=True, rope="mrope_section"), _opt("base", "float"),
         _opt("layout", "str"), _opt("angles", "str"), _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"),
-        _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats"),
+        _opt("arrangement", "str", rope="mrope_arrangement"), _opt("section_axes", "floats", rope="section_axes"),
         _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
     ), rope_field="mrope_section"),
     SchemeEntry(ALiBi, (_size("num_heads", "num_heads"), _size("symmetric", "bidirectional", "bool", required=False)),
@@ -393,14 +394,13 @@ def build_from_sizes(name: str, sizes: ModelSizes, overrides: Mapping[str, Any] 
 
 
 def rope_entry(rope_type: str, fields: Mapping[str, Any] = MappingProxyType({})) -> SchemeEntry | None:
-    """The entry a RoPE config of ``rope_type`` whose parameters hold ``fields`` builds: the entry whose
-    ``rope_field`` is among a ``default`` config's fields (M-RoPE), else the one of ``rope_type``; ``None`` for a
-    rope type no entry names.
+    """The entry a RoPE config of ``rope_type`` with ``fields`` builds: the one whose ``rope_field`` a ``default`` or
+    ``axial`` config holds (M-RoPE, Pixtral), else the one of ``rope_type``; ``None`` for a rope type no entry names.
 
     >>> rope_entry("yarn").name, rope_entry("default", {"mrope_section": [2, 1, 1]}).name
     ('rope_yarn', 'mrope')
     """
-    if rope_type == "default":
+    if rope_type in ("default", "axial"):
         for entry in ENTRIES:
             if entry.rope_field is not None and fields.get(entry.rope_field) is not None:
                 return entry

@@ -98,7 +98,8 @@ class RotaryEmbedding(RotaryScheme):
         frequency_dim: the width the default frequencies divide by, ``base^(-2i / frequency_dim)``;
             ``None``: ``rotary_dim``. An odd width (transformers' ``int(head_dim * partial_rotary_factor)``,
             e.g. GLM-4V-MoE's 21) gives ``ceil(frequency_dim / 2)`` frequencies rotating
-            ``rotary_dim = 2 ceil(frequency_dim / 2)`` channels. The scaled variants refuse it.
+            ``rotary_dim = 2 ceil(frequency_dim / 2)`` channels. Linear, dynamic NTK, Llama 3 and LongRoPE take it
+            as transformers' init functions do (GLM-4-MoE); the other variants refuse it.
         channels: ``"first"`` (default): partial rotary rotates the first ``rotary_dim`` channels
             (GPT-NeoX, Phi); ``"last"``: the last ``rotary_dim`` (DeepSeek-V4's ``[nope | rope]``).
         max_len: size of the cos/sin cache built at init (non-persistent buffers) for
@@ -143,6 +144,7 @@ class RotaryEmbedding(RotaryScheme):
     """
 
     name = "rope"
+    takes_frequency_dim = True  # an odd frequency_dim: this class's own frequencies divide by it
     paper = "Su et al. 2021 (RoFormer)"
     extrapolates = False
     #: True when the frequencies depend on the current length (no cos/sin cache then)
@@ -169,10 +171,10 @@ class RotaryEmbedding(RotaryScheme):
         self.angles = check_angles(angles)
         self.head_dim = check_head_dim(head_dim)
         self.rotary_dim, self.frequency_dim = resolve_frequency_dim(frequency_dim, rotary_dim, self.head_dim)
-        if self.frequency_dim != self.rotary_dim and type(self)._frequencies is not RotaryEmbedding._frequencies:
+        if self.frequency_dim != self.rotary_dim and not type(self).__dict__.get("takes_frequency_dim", False):
             raise ValueError(
-                f"an odd frequency_dim ({self.frequency_dim}) is a setting of the default RoPE frequencies; "
-                f"{type(self).__name__} does not take it"
+                f"an odd frequency_dim ({self.frequency_dim}) is a setting of the default, linear, dynamic, llama3 and "
+                f"longrope RoPE frequencies (transformers' int(head_dim * partial_rotary_factor)); {type(self).__name__} does not take it"
             )
         self.base = check_base(base)
         if layout not in ROPE_LAYOUTS:

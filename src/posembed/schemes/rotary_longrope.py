@@ -49,6 +49,7 @@ class LongRoPERotary(RotaryEmbedding):
     """
 
     name = "rope_longrope"
+    takes_frequency_dim = True
     paper = "Ding et al. 2024 (LongRoPE)"
     extrapolates = True
     dynamic = True
@@ -70,7 +71,7 @@ class LongRoPERotary(RotaryEmbedding):
         if len(factors) != self.rotary_dim // 2:
             raise ValueError(f"{which} has {len(factors)} values; expected rotary_dim / 2 = {self.rotary_dim // 2}")
         ext = torch.tensor(factors, dtype=torch.float32, device=device)
-        shape = torch.arange(0, self.rotary_dim, 2, dtype=torch.int64, device=device).float() / self.rotary_dim
+        shape = torch.arange(0, self.frequency_dim, 2, dtype=torch.int64, device=device).float() / self.frequency_dim
         return 1.0 / (ext * self.base**shape)
 
     def _frequencies(self, device) -> tuple[Tensor, float]:

@@ -90,6 +90,7 @@ class LinearScalingRotary(RotaryEmbedding):
     """
 
     name = "rope_linear"
+    takes_frequency_dim = True
     paper = "Chen et al. 2023 (position interpolation)"
     extrapolates = True
 
@@ -98,7 +99,7 @@ class LinearScalingRotary(RotaryEmbedding):
         super().__init__(head_dim, **rope_kwargs)
 
     def _frequencies(self, device) -> tuple[Tensor, float]:
-        inv_freq = rope_inv_freq(self.rotary_dim, self.base, device=device)
+        inv_freq = rope_inv_freq(self.frequency_dim, self.base, device=device)
         inv_freq /= self.factor
         return inv_freq, 1.0
 
@@ -154,6 +155,7 @@ class DynamicNTKRotary(RotaryEmbedding):
     """
 
     name = "rope_dynamic_ntk"
+    takes_frequency_dim = True
     paper = "emozilla 2023 (dynamic NTK scaling)"
     extrapolates = True
     dynamic = True
@@ -164,7 +166,7 @@ class DynamicNTKRotary(RotaryEmbedding):
         super().__init__(head_dim, **rope_kwargs)
 
     def _inv_freq_for(self, length: Tensor) -> Tensor:
-        return dynamic_ntk_inv_freq(length, self.base, self.factor, self.original_max_len, self.rotary_dim)
+        return dynamic_ntk_inv_freq(length, self.base, self.factor, self.original_max_len, self.frequency_dim)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, factor={self.factor:g}, original_max_len={self.original_max_len}"
@@ -187,6 +189,7 @@ class Llama3Rotary(RotaryEmbedding):
     """
 
     name = "rope_llama3"
+    takes_frequency_dim = True
     paper = "Grattafiori et al. 2024 (Llama 3)"
     extrapolates = True
 
@@ -205,7 +208,7 @@ class Llama3Rotary(RotaryEmbedding):
         super().__init__(head_dim, **rope_kwargs)
 
     def _frequencies(self, device) -> tuple[Tensor, float]:
-        inv_freq = rope_inv_freq(self.rotary_dim, self.base, device=device)
+        inv_freq = rope_inv_freq(self.frequency_dim, self.base, device=device)
         args = (self.factor, self.low_freq_factor, self.high_freq_factor, self.original_max_len)
         return llama3_inv_freq(inv_freq, *args), 1.0
 

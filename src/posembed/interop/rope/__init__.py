@@ -8,6 +8,9 @@ embedding's widths, its attention's rotation function); without it, what the con
 - ``classes.py``: what transformers' config class of a model type declares (default theta, layer-type labels,
   per-layer nesting, pre-training length, latent attention);
 - ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout;
+- ``sections.py``: M-RoPE's sections, arrangement and section order, read from what the model's rotary module does;
+- ``axial.py``: a vision tower's axial RoPE (``rope_type == "axial"``): its axes, layout and placement, read from what
+  the model's rotary module does;
 - ``width.py``: the head width, rotary widths and layout of a config, from ``model.py`` or the dict;
 - ``numbers.py``: numeric fields a config writes as strings;
 - ``config.py``: :func:`~posembed.interop.rope.config.rotary_from_hf_config` / ``rotary_from_settings``: the

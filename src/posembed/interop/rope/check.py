@@ -136,8 +136,8 @@ def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
 
 
 def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairRow, ...]:
-    plain = rope_inv_freq(scheme.rotary_dim, s.theta).double()
     scaled = _frequencies(scheme, length)[0].double()
+    plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
     rows = []
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
         ratio = p / q if q else math.inf
@@ -184,7 +184,11 @@ def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[T
 def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None) -> tuple[Tensor, float]:
     layer = None if s.layer_type == ALL_LAYERS else s.layer_type
     config = copy.deepcopy(hf_config)  # the init functions standardise the config in place
-    if s.rope_type == "default":
+    if s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
+        from posembed.interop.rope.axial import axial_class
+
+        inv_freq, factor = axial_class(config).compute_axial_rope_parameters(config)
+    elif s.rope_type == "default":
         init = _default_init(config)
         inv_freq, factor = init(config, layer_type=layer) if layer else init(config)
     else:
@@ -217,6 +221,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
             where = "model's rotary embedding" if forward else "rope init"
             return tuple(comparisons), f"transformers' {where} failed ({type(error).__name__}: {error})"
         ours, our_factor = _frequencies(scheme, seq_len or length)
+        if s.rope_type == "axial":  # the frequencies, each once, whichever axis and pair they turn
+            ours, theirs = (t.unique().flip(0) for t in (ours, theirs))
         if theirs.shape != ours.shape:
             return tuple(comparisons), f"transformers gives {theirs.numel()} frequencies, posembed {ours.numel()}"
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()

@@ -102,7 +102,8 @@ def rotary_from_settings(
     Arguments as :func:`rotary_from_hf_config`; raises ``ValueError`` for an unknown
     ``rope_type`` or a field its type needs.
     """
-    entry = rope_entry(settings.rope_type, settings.params)
+    values = _values(settings)
+    entry = rope_entry(settings.rope_type, values)
     if entry is None:
         raise ValueError(
             f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
@@ -113,7 +114,7 @@ def rotary_from_settings(
         raise ValueError(
             f"rope_type {settings.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; got {sorted(settings.params)}"
         )
-    kwargs = rope_kwargs(entry, _values(settings))
+    kwargs = rope_kwargs(entry, values)
     if any(arg.required and arg.name not in kwargs for arg in entry.args):
         raise ValueError("this rope type needs config.max_position_embeddings")
     common = {"base": float(settings.theta), "layout": layout or settings.layout, "max_len": max_len, "angles": angles}
@@ -125,6 +126,10 @@ def _values(s: RopeSettings) -> dict[str, Any]:
     ratio = s.max_position_embeddings / s.original_max_len if s.max_position_embeddings and s.original_max_len else None
     width = int(s.head_dim * s.partial_rotary_factor)  # what transformers divides by: odd for GLM-4V-MoE (21)
     odd = width if width % 2 and width + 1 == s.rotary_dim else None
-    return {**s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
+    mrope = {} if s.mrope is None else {"mrope_section": list(s.mrope.section), "mrope_arrangement": s.mrope.arrangement,
+                                        "section_axes": list(s.mrope.section_axes)}  # the model's own M-RoPE
+    axial = {} if s.axial is None else {**s.axial._asdict(), "head_dim": s.head_dim, "axis_order": list(s.axial.axis_order),
+                                        "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None}
+    return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
             "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
             "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd}  # fmt: skip

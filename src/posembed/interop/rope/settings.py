@@ -51,6 +51,8 @@ from posembed.interop.rope.classes import (
     DEFAULT_THETA, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, ClassFacts, PerLayerClass,
     class_facts, config_facts, declared_original, default_layer_types, model_type_of, why_ignored,
 )  # fmt: skip
+from posembed.interop.rope.axial import AxialSettings
+from posembed.interop.rope.sections import MRopeSections
 from posembed.interop.rope.width import RotaryWidth, rotary_width
 from posembed.interop.rope.model import ALL_LAYERS, model_part
 from posembed.interop.rope.parameters import ROPE_FIELDS, read_parameters, stated, states_rope
@@ -80,7 +82,9 @@ class RopeSettings:
     ``original_source`` where it comes from: ``"parameters"``, ``"top level"``, ``"class default"``
     or ``"max_position_embeddings"``; rope types that do not read it (linear, dynamic) report the
     parameters' value, else the top-level one. ``head_dim`` / ``rotary_dim`` / ``layout`` / ``direction`` /
-    ``channels`` are the model's own code's where transformers knows it (:mod:`posembed.interop.rope.width`).
+    ``channels`` are the model's own code's where transformers knows it (:mod:`posembed.interop.rope.width`), and so
+    are ``mrope``, the M-RoPE sections, arrangement and section order of its rotary embedding (``None``: not M-RoPE),
+    and ``axial``, a vision tower's axes and their placement (``None``: not axial).
     """
 
     layer_type: str
@@ -101,6 +105,8 @@ class RopeSettings:
     original_source: str = "max_position_embeddings"
     direction: str = "forward"
     channels: str = "first"
+    mrope: MRopeSections | None = None
+    axial: AxialSettings | None = None
 
     @property
     def factor(self) -> float:
@@ -225,6 +231,7 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
         max_position_embeddings=max_pos, original_max_len=original,
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source, direction=width.direction, channels=width.channels,
+        mrope=width.mrope if layer == ALL_LAYERS else None, axial=width.axial,
     )  # fmt: skip
 
 

@@ -15,6 +15,8 @@ from typing import Mapping
 
 from posembed.interop.rope.classes import ClassFacts
 from posembed.interop.rope.model import config_value, model_rotation, model_widths, transformers_config
+from posembed.interop.rope.axial import AxialSettings, model_axial
+from posembed.interop.rope.sections import MRopeSections, model_sections
 
 __all__ = ["RotaryWidth", "rotary_width"]
 
@@ -25,7 +27,9 @@ class RotaryWidth:
     ``hidden_size`` / ``num_heads`` / ``max_position_embeddings``, the ``layout`` (``"interleaved"`` or ``"half"``)
     and ``model``: ``{layer type: (head_dim, rotary_dim)}`` as the model's own rotary embedding builds them
     (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
-    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``)."""
+    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``); ``mrope``: the M-RoPE sections its
+    rotary embedding deals to the axes (:func:`~posembed.interop.rope.sections.model_sections`; ``None``: not M-RoPE);
+    ``axial``: a vision tower's axial settings (:func:`~posembed.interop.rope.axial.model_axial`; ``None``: not axial)."""
 
     head_dim: int
     head_dim_given: bool
@@ -36,6 +40,8 @@ class RotaryWidth:
     model: dict[str, tuple[int, int]] | None = None
     direction: str = "forward"
     channels: str = "first"
+    mrope: MRopeSections | None = None
+    axial: AxialSettings | None = None
 
     def of(self, layer: str) -> tuple[int, int] | None:
         """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
@@ -68,16 +74,19 @@ def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
-        model = None
+        model, mrope, axial = None, None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
         hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
         max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
         rotation = model_rotation(hf) or ("half", "forward", "first")
-        head_dim = config_value(hf, "head_dim")
+        head_dim, mrope, axial = config_value(hf, "head_dim"), model_sections(hf), model_axial(hf)
+        if axial is not None:  # the pairs its forward lays out (the rotation function takes its cos / sin as given)
+            rotation = (axial.layout, "forward", "first")
+            head_dim = axial.head_dim  # Qwen2-VL's vision embed_dim / heads; SAM 2 video's memory attention
     if not head_dim and model:
         head_dim = next(iter(model.values()))[0]
     if not head_dim:
         if not hidden or not heads:
             raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
         head_dim = int(hidden) // int(heads)
-    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:])
+    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial)

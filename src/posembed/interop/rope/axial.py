@@ -1,0 +1,159 @@
+"""The settings of an axial (2-D / 3-D vision) rotary embedding, read from the model's own module: :func:`model_axial`.
+
+transformers 5.24's vision towers with ``rope_type == "axial"`` (Qwen2-VL's and ~25 more) split each head into one
+RoPE per coordinate axis, ``inv_freq`` of ``axis_dim / 2`` frequencies shared by the axes, and place the axes' pairs
+in their own ``recomposition_frequencies``: ``cat(h, w)`` twice (NeoX halves), ``repeat_interleave(2)`` (adjacent
+pairs: SAM 2 video, SAM 3), ``[h, h, w, w]`` (each axis rotated on its own: Gemma 4), the width first (Step3p7,
+Inkling2), the axes dealt round robin (Kimi-K2.5), three axes (MiniMax-M3-VL). Rather than a table of classes, the
+reader asks the module: it gives it ``A + 1`` tokens, token ``a`` at 1 on axis ``a`` and the last at the origin, reads
+from the cos / sin it returns how each pair is laid out and which axis and frequency turns it, and keeps the
+:class:`~posembed.schemes.axial_rope.AxialRotary` settings that give the same sines.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+from typing import Any, NamedTuple
+
+import torch
+
+from posembed.interop.rope.model import _modeling, _tower, config_value, rotary_class
+
+__all__ = ["AxialSettings", "axial_class", "model_axial", "pair_form"]
+
+logger = logging.getLogger(__name__)
+
+
+class AxialSettings(NamedTuple):
+    """:class:`~posembed.schemes.axial_rope.AxialRotary`'s arguments that a vision tower's module decides."""
+
+    num_axes: int
+    axis_dim: int
+    layout: str
+    axis_order: tuple[int, ...]
+    frequency_order: str
+    layout_span: str
+    head_dim: int  # the head width its frequencies are computed from
+    scheme: str = "rope_axial"  # Pixtral's even / odd frequencies: "rope_pixtral"
+
+
+def _squeeze(t: torch.Tensor) -> torch.Tensor:
+    while t.dim() > 2 and t.shape[0] == 1:
+        t = t[0]
+    return t
+
+
+def _sines(embedding: Any, coords: torch.Tensor, width: int) -> torch.Tensor | None:
+    """``(N, width)`` sines of the module at coordinates ``(N, A)``, in the first form its forward takes (``(A, N)``,
+    ``(N, A)``, ``(1, N, A)``, ``(A, 1, N)``) that gives one row of ``width`` per token."""
+    for form in (coords.T, coords, coords[None], coords.T[:, None]):
+        try:
+            with torch.no_grad():
+                out = embedding(torch.zeros(1, coords.shape[0], 8), form)
+        except Exception:  # noqa: BLE001 - the wrong form: the next one
+            continue
+        sin = _squeeze(out.imag if isinstance(out, torch.Tensor) else out[1]).float()
+        if sin.dim() == 2 and sin.shape == (coords.shape[0], width):
+            return sin
+    return None
+
+
+def pair_form(sin: torch.Tensor, axis_dim: int) -> tuple[torch.Tensor, str, str] | None:
+    """``(sines per pair (N, P), layout, layout_span)`` of sines ``(N, 2P)`` that hold each pair twice: as halves
+    (``"half"``, ``"head"``), side by side (``"interleaved"``), or halves within each axis' block of ``axis_dim``
+    channels (``"half"``, ``"axis"``); ``None``: none of these."""
+    width = sin.shape[-1]
+    if torch.equal(sin[:, : width // 2], sin[:, width // 2 :]):
+        return sin[:, : width // 2], "half", "head"
+    if torch.equal(sin[:, 0::2], sin[:, 1::2]):
+        return sin[:, 0::2], "interleaved", "head"
+    blocks = sin.split(axis_dim, -1)
+    half = axis_dim // 2
+    if width % axis_dim == 0 and all(torch.equal(b[:, :half], b[:, half:]) for b in blocks):
+        return torch.cat([b[:, :half] for b in blocks], -1), "half", "axis"
+    return None
+
+
+def axial_class(config: Any) -> type:
+    """The rotary class of the config's tower that builds axial frequencies (``compute_axial_rope_parameters``), else
+    :func:`~posembed.interop.rope.model.rotary_class`."""
+    module, tower = _modeling(config), _tower(type(config).__name__)
+    found = [getattr(module, name) for name in sorted(dir(module)) if name.endswith("RotaryEmbedding")]
+    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, "compute_axial_rope_parameters")]
+    found.sort(key=lambda cls: _tower(cls.__name__) != tower)  # the config's tower's first
+    return found[0] if found else rotary_class(config)
+
+
+def _head_widths(config: Any) -> list[int]:
+    """The head widths a vision config may mean: ``head_dim``, ``embed_dim`` or ``hidden_size`` over the heads
+    (Qwen2-VL's vision ``hidden_size`` is its merger's; its heads are ``embed_dim`` wide)."""
+    heads = config_value(config, "num_attention_heads") or config_value(config, "num_heads")
+    found = [config_value(config, "head_dim")]
+    found += [int(w) // int(heads) for w in (config_value(config, "embed_dim"), config_value(config, "hidden_size")) if w and heads]
+    return [int(w) for w in found if isinstance(w, int) and w > 0]
+
+
+def _head_of(widths: list[int], axes: int, axis_dim: int) -> int | None:
+    """The first width whose ``axes`` axes are ``axis_dim`` wide (``(head // axes)`` rounded down to even)."""
+    return next((w for w in widths if (w // axes) // 2 * 2 == axis_dim), None)
+
+
+def model_axial(config: Any) -> AxialSettings | None:
+    """The :class:`AxialSettings` of the config's axial rotary module (``rope_type == "axial"``), read from what it
+    computes; ``None``: not axial, or a placement :class:`~posembed.schemes.axial_rope.AxialRotary` does not have
+    (Pixtral's even / odd frequencies: :class:`~posembed.schemes.pixtral_rope.PixtralRotary`)."""
+    from posembed.schemes.axial_rope import AxialRotary
+
+    params = getattr(config, "rope_parameters", None) or {}
+    if not isinstance(params, dict) or params.get("rope_type") != "axial":
+        return None
+    try:
+        embedding = axial_class(config)(copy.deepcopy(config))
+        axis_dim = 2 * embedding.inv_freq.numel()
+        base = float(params.get("rope_theta", 10000.0))
+    except Exception as error:  # noqa: BLE001 - a module that cannot be built is read without axial settings
+        logger.debug("the axial rotary module of %s cannot be built: %s", type(config).__name__, error)
+        return None
+    widths = _head_widths(config)  # the axes the module splits its head into: axis_dim = (head_dim // A) rounded to even
+    fits = [axes for axes in (2, 3) if _head_of(widths, axes, axis_dim)]
+    for axes in fits or (2, 3):
+        coords = torch.cat([torch.eye(axes, dtype=torch.long), torch.zeros(1, axes, dtype=torch.long)])  # (A + 1, A)
+        sin = _sines(embedding, coords, axes * axis_dim)  # each pair twice
+        if sin is None:
+            continue
+        form = pair_form(sin, axis_dim)
+        if form is None:
+            continue
+        pairs, layout, span = form
+        for order, frequencies in itertools.product(itertools.permutations(range(axes)), ("blocks", "interleaved")):
+            if span == "axis" and frequencies == "interleaved":
+                continue
+            ours = AxialRotary(axes * axis_dim, num_axes=axes, axis_dim=axis_dim, base=base, angles="fp32",
+                               axis_order=order, frequency_order=frequencies)  # fmt: skip
+            if torch.allclose(ours.cos_sin(coords)[1], pairs, rtol=0, atol=1e-6):
+                head = _head_of(widths, axes, axis_dim) or axes * axis_dim
+                return AxialSettings(axes, axis_dim, layout, order, frequencies, span, head)
+    pixtral = _pixtral(embedding, next((w for w in widths if w == 2 * embedding.inv_freq.numel()), None), base)
+    if pixtral is None:
+        logger.debug("the axial rotary module of %s places its pairs as no AxialRotary does", type(config).__name__)
+    return pixtral
+
+
+def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | None:
+    """Pixtral's placement (:class:`~posembed.schemes.pixtral_rope.PixtralRotary`: all ``head / 2`` frequencies, the
+    even ones to the rows, the odd ones to the columns), if the module's sines are its."""
+    from posembed.schemes.pixtral_rope import PixtralRotary
+
+    if not head or head % 2 or 2 * embedding.inv_freq.numel() != head:
+        return None
+    coords = torch.tensor([[1, 0], [0, 1], [0, 0]])
+    sin = _sines(embedding, coords, head)
+    form = None if sin is None else pair_form(sin, head)
+    if form is None:
+        return None
+    ours = PixtralRotary(head, base=base, angles="fp32").cos_sin(coords)[1]
+    if ours.shape != form[0].shape or not torch.allclose(ours, form[0], rtol=0, atol=1e-6):
+        return None
+    return AxialSettings(2, head // 2, form[1], (0, 1), "blocks", form[2], head, "rope_pixtral")

@@ -1,0 +1,107 @@
+"""M-RoPE's sections as the model's own rotary embedding places them: :func:`model_sections`.
+
+transformers' M-RoPE classes (Qwen2-VL and the ~20 that copy or vary it) take ``rope_parameters["mrope_section"]``,
+else a default of their own (stored on the module as ``.mrope_section``: Qwen2-VL ``[16, 24, 24]``, Qwen3-VL
+``[24, 20, 20]``, ERNIE 4.5-VL ``[22, 22, 20]``), and place the sections among the frequencies in their own forward
+(blocks, round robin, ERNIE's h/w pairs; a round robin clips a default wider than the head). Rather than a table of families, the reader asks the module: it builds the
+rotary embedding from the config, gives it three tokens, token ``a`` at position 1 on axis ``a`` and 0 on the others,
+and reads which token turns each pair; the arrangement and section order of
+:class:`~posembed.schemes.mrope.MRoPE` that deal the axes the same way (:func:`~posembed.schemes.mrope.mrope_pairs`)
+are the model's.
+
+Example:
+    >>> from posembed.interop.rope.model import transformers_config
+    >>> config = transformers_config({"model_type": "qwen3_vl_text", "head_dim": 16, "num_attention_heads": 4,
+    ...                               "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2]}})
+    >>> model_sections(config)
+    MRopeSections(section=(4, 2, 2), arrangement='interleaved', section_axes=(0, 1, 2))
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import logging
+from typing import Any, NamedTuple
+
+import torch
+
+from posembed.interop.rope.model import ALL_LAYERS, rotary_class
+from posembed.schemes.mrope import MROPE_ARRANGEMENTS, mrope_pairs
+
+__all__ = ["MRopeSections", "model_sections", "axes_of_pairs"]
+
+logger = logging.getLogger(__name__)
+
+
+class MRopeSections(NamedTuple):
+    """How an M-RoPE module deals its frequencies to the axes: :class:`~posembed.schemes.mrope.MRoPE`'s
+    ``mrope_section``, ``arrangement`` and ``section_axes``."""
+
+    section: tuple[int, int, int]
+    arrangement: str
+    section_axes: tuple[int, int, int]
+
+
+def axes_of_pairs(sin: torch.Tensor) -> list[int] | None:
+    """The axis each rotated pair follows, from ``sin`` ``(3, W)`` of the three one-hot tokens (token ``a`` at
+    position 1 on axis ``a``): the token whose sine is not zero. ``W`` holds each pair twice, as two halves
+    (``cat(f, f)``) or side by side (``repeat_interleave``); ``None``: neither, or a pair no single token turns."""
+    width = sin.shape[-1]
+    if torch.equal(sin[:, : width // 2], sin[:, width // 2 :]):
+        pairs = sin[:, : width // 2]
+    elif torch.equal(sin[:, 0::2], sin[:, 1::2]):
+        pairs = sin[:, 0::2]
+    else:
+        return None
+    moved = pairs != 0
+    if not bool((moved.sum(0) == 1).all()):
+        return None
+    return moved.float().argmax(0).tolist()
+
+
+def _probe_sin(embedding: Any, layer: str) -> torch.Tensor:
+    positions = torch.eye(3, dtype=torch.long)[:, None, :]  # (3 axes, 1, 3 tokens): token a at 1 on axis a
+    extra = () if layer == ALL_LAYERS else (layer,)
+    with torch.no_grad():
+        _, sin = embedding(torch.zeros(1, 3, 8), positions, *extra)
+    while sin.dim() > 2:
+        sin = sin[0]
+    return sin.float()
+
+
+def _section_of(embedding: Any, layer: str) -> tuple[int, ...] | None:
+    section = getattr(embedding, "mrope_section", None)
+    if isinstance(section, dict):
+        section = section.get(layer)
+    if not isinstance(section, (list, tuple)) or len(section) != 3:
+        return None
+    return tuple(int(size) for size in section)
+
+
+def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None:
+    """The :class:`MRopeSections` of the config's M-RoPE rotary embedding (its own section default where the config
+    has none), read from what its forward does; ``None``: not M-RoPE, not three sections, or an arrangement
+    :class:`~posembed.schemes.mrope.MRoPE` does not have."""
+    try:
+        embedding = rotary_class(config)(copy.deepcopy(config))
+        section = _section_of(embedding, layer)
+        if section is None:
+            return None
+        axes = axes_of_pairs(_probe_sin(embedding, layer))
+    except Exception as error:  # noqa: BLE001 - a module that cannot be probed is read without sections
+        logger.debug("the M-RoPE sections of %s cannot be read: %s", type(config).__name__, error)
+        return None
+    if axes is None:
+        return None
+    for arrangement, order in itertools.product(MROPE_ARRANGEMENTS, itertools.permutations(range(3))):
+        # its own sections, else (a class default wider than the head, which its forward clips: Qwen3-Omni's talker)
+        # the sections it deals in effect: the pairs each axis turns
+        for sizes in (section, tuple(axes.count(axis) for axis in order)):
+            try:
+                if sum(sizes) == len(axes) and mrope_pairs(sizes, arrangement, order)[1] == axes:
+                    return MRopeSections(sizes, arrangement, order)  # type: ignore[arg-type]
+            except ValueError:  # zipped needs equal first sections
+                continue
+    logger.debug("%s deals its M-RoPE axes as %s, which no MRoPE arrangement does", type(config).__name__, axes)
+    return None
