@@ -11,7 +11,7 @@ file                what
 =================== ============================================================================
 ``base``            the scheme interface: ``PositionScheme`` and its three kinds
 ``factory``         the one list of schemes (``SchemeEntry``) and how each is built
-``entry``           what an entry is: ``ModelSizes``, ``Arg``, ``SchemeEntry``, ``StudyReference``
+``entry``           what an entry is: ``ModelSizes``, ``Arg``, ``SchemeEntry``
 ``config``          a scheme as a JSON-able dict and back
 ``catalog``         one row per factory entry (``posembed schemes``)
 ``phases``          cos and sin of position times frequency, exact in float32
