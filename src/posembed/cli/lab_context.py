@@ -18,6 +18,19 @@ from posembed.devices import DEVICE_HELP
 
 __all__ = ["register_actions", "run_context_command", "run_extend_command"]
 
+#: what the study can decide (issue 33): its report's verdict words are tests with the seed as the unit
+DECISIONS = """\
+What it can decide (the report: seed-paired t on log perplexity or passkey accuracy, Holm over its six
+primary comparisons at a family-wise 5 %, 'alike' only within 2 % of perplexity or 0.05 of accuracy;
+everything else is exploratory, no winner):
+  context        3 seeds, so each paired t has 2 degrees of freedom: in the stored study (results/context
+                 in the repository) it decided YaRN over PI without fine-tuning (a 4x perplexity ratio)
+                 and that PI and YaRN do not tie after fine-tuning, but could only have detected ratios of
+                 about 2.7x to 7x elsewhere (ALiBi against RoPE: 107x). Add seeds (--set seeds=0,1,2,3,4)
+                 to decide smaller differences. Passkey retrieval is counted as k of n seeds.
+  context-smoke  1 seed: decides nothing (a pipeline test)."""
+
+
 def register_actions(actions: argparse._SubParsersAction) -> None:
     """Add the ``context`` and ``extend`` actions to ``posembed lab``."""
     from posembed.lab.context.methods import METHODS  # the factory's method names
@@ -27,7 +40,8 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
         description="Train a RoPE decoder and the length-robust references (ALiBi, NoPE, FIRE, KERPLE, Sandwich, "
                     "CoPE) at context L, evaluate every RoPE scaling method and the references as they are at "
                     "1x-8x L (perplexity, passkey retrieval), fine-tune, and write context.md / context.html.",
-        epilog="example: posembed lab context --preset context-smoke --out lab-context-smoke",
+        epilog=DECISIONS + "\n\nexample: posembed lab context --preset context-smoke --out lab-context-smoke",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     context.add_argument("--preset", default="context", help=f"context (seeds 0, 1 and 2: {quote('context')}) "
                          f"or context-smoke ({quote('context-smoke')})")
