@@ -574,3 +574,11 @@ def test_an_old_longrope_name_is_ignored_only_on_the_models_that_rename_it():
     assert messages(phi3, "type_ignored") == [
         "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'longrope': "
         "transformers builds 'longrope' and ignores 'type'; write rope_type"]
+
+
+def test_a_llama3_low_freq_factor_of_zero_is_the_bounds_error_not_a_crash():
+    config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 8192,
+              "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.0,
+                                                        "high_freq_factor": 4.0,
+                                                        "original_max_position_embeddings": 2048}}
+    assert messages(config, "llama3_bounds") == ["llama3 needs 0 < low_freq_factor < high_freq_factor, got 0 and 4"]

@@ -201,6 +201,8 @@ class Llama3Rotary(RotaryEmbedding):
         self.original_max_len = check_context_length(original_max_len, "original_max_len")
         self.low_freq_factor = check_number(low_freq_factor, "low_freq_factor", 0.0)
         self.high_freq_factor = check_number(high_freq_factor, "high_freq_factor", 0.0)
+        if self.low_freq_factor == 0:  # original_max_len / low_freq_factor is the longest kept wavelength
+            raise ValueError("low_freq_factor must be greater than 0 (it divides original_max_len), got 0")
         if self.high_freq_factor <= self.low_freq_factor:
             raise ValueError(
                 f"high_freq_factor={high_freq_factor} must be greater than low_freq_factor={low_freq_factor}"
