@@ -115,8 +115,15 @@ def test_no_page_shows_a_list_as_a_paragraph(site):
 
 
 def test_nested_lists_render_nested(site):
-    results = (site / "results" / "index.html").read_text(encoding="utf-8")
-    assert re.search(r"<li>(?:(?!</li>).)*<ul>", results, re.S)
+    """Every page that nests a list (two-space indents, as on GitHub) renders it nested."""
+    nesting = [page for page in (ROOT / "docs").glob("*.md")
+               if re.search(r"^\s*[-*] .*\n {2,}[-*] ", page.read_text(encoding="utf-8"), re.M)]
+    for page in nesting:
+        html = (site / page.stem / "index.html") if page.stem != "index" else (site / "index.html")
+        assert re.search(r"<li>(?:(?!</li>).)*<ul>", html.read_text(encoding="utf-8"), re.S), page.name
+    markdown = pytest.importorskip("markdown")
+    rendered = markdown.markdown(hooks.loosen_lists("Three:\n- a\n  - b\n- c"))
+    assert re.search(r"<li>(?:(?!</li>).)*<ul>", rendered, re.S)
 
 
 def test_a_raw_role_is_a_warning_so_strict_fails(caplog):

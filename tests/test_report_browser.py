@@ -162,7 +162,7 @@ def test_extend_eval_report_fits_at_1200px(tmp_path):
              for task in ("passkey", "needle") for length in (256, 1024, 2048) for i, system in enumerate(systems)]
     result = {"cells": cells, "summary": summarise(cells, 512), "seconds": {system: 2.0 for system in systems},
               "protocol": {"model": "all-MiniLM-L6-v2", "text": "tinyshakespeare.txt", "queries": 20,
-                           "pooling": "mean", "interval": "95% Wilson", "targets": [1024, 2048],
+                           "pooling": "mean", "interval": "95% Wilson", "targets": [1024, 2048], "seeds": [0],
                            "original_positions": 512}}  # fmt: skip
     _, page = write_report(result, tmp_path)
     _assert_every_table_fits(measure(page))

@@ -22,7 +22,7 @@ EXTRAS: dict[str, str] = {
     "matplotlib": "plot",
     "sklearn": "analysis",
     "tqdm": "lab",
-    "safetensors": "lab",
+    "safetensors": "hf",
     "transformers": "hf",
     "tokenizers": "hf",
     "huggingface_hub": "hf",

@@ -26,7 +26,7 @@ def test_context_study_writes_store_models_and_report(study):
     assert "Which context extension works?" in (study / "report" / "context.md").read_text()
     models = {p.name for p in study.glob("models/*/*")}
     assert {"rope", "alibi", "nope", "fire"} <= models
-    assert "| FIRE |" in (study / "report" / "context.md").read_text()
+    assert "| fire |" in (study / "report" / "context.md").read_text()
 
 
 def test_context_study_resumes_without_retraining(study, capsys):

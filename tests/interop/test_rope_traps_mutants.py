@@ -340,12 +340,13 @@ def test_partial_rotary_states_the_rotated_and_passed_channels():
         "partial_rotary", "note", "all",
         f"partial rotary: 0.25 x head_dim 16 = 4 -> rotary_dim r = 4; channels 0..3 rotate in pairs {pairs}, the other "
         f"12 pass through")]
-    # 0.3 x 16 = 4.8 is no whole channel count, 0.25 x 12 = 3 an odd one: warnings
+    # 0.3 x 16 = 4.8 is no whole channel count: a warning; 0.25 x 12 = 3 is odd, and transformers' NeoX rotary
+    # computes ceil(3 / 2) = 2 frequencies, so 4 channels rotate (the width its cos/sin have): a note saying so
     assert found(neox(64, 0.3), "partial_rotary")[0][1:3] == ("warning", "all")
     assert found(neox(48, 0.25), "partial_rotary") == [(
-        "partial_rotary", "warning", "all",
-        f"partial rotary: 0.25 x head_dim 12 = 3 -> rotary_dim r = 3; channels 0..2 rotate in pairs {pairs}, the other "
-        f"9 pass through")]
+        "partial_rotary", "note", "all",
+        f"partial rotary: 0.25 x head_dim 12 = 3 -> rotary_dim r = 4; channels 0..3 rotate in pairs {pairs}, the other "
+        f"8 pass through")]
     assert not found(neox(64, 1.0), "partial_rotary")
     gptj = {"model_type": "gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 6, "n_positions": 1024}
     assert messages(gptj, "partial_rotary") == [

@@ -66,7 +66,9 @@ def test_a_consistent_seed_paired_difference_reproduces_with_the_paired_t_p_over
     assert row["verdict"] == "reproduces" and row["seeds"] == 3
     logs = [math.log(b) - math.log(a) for a, b in zip(yarn, linear)]
     p = stats.ttest_rel([math.log(v) for v in linear], [math.log(v) for v in yarn]).pvalue
-    assert row["p (Holm)"] == pytest.approx(min(1.0, 2 * p), rel=1e-9)  # the family: its difference and equivalence
+    # the family is this one comparison: its difference and its equivalence cannot both hold, so Holm under
+    # Shaffer's constraint multiplies by 1 (posembed.stats.decide)
+    assert row["p (Holm)"] == pytest.approx(min(1.0, p), rel=1e-9)
     mean = sum(logs) / 3
     half = stats.t.ppf(0.975, 2) * statistics.stdev(logs) / math.sqrt(3)
     assert row["difference"] == (f"perplexity ratio rope / linear : rope / yarn = {math.exp(mean):.3g} "
@@ -76,10 +78,10 @@ def test_a_consistent_seed_paired_difference_reproduces_with_the_paired_t_p_over
 
 def test_the_same_means_unpaired_would_differ_pairing_is_by_seed():
     """Shuffling one arm's seeds breaks the pairing: the same six numbers no longer decide."""
-    yarn, linear = [10.0, 14.0, 9.0], [31.0, 40.0, 29.5]
+    yarn, linear = [10.0, 14.0, 9.0], [12.0, 17.0, 11.0]  # about 1.2x on every seed
     paired = _verdict(_results({CELLS["yarn_vs_pi_no_ft"][0]: yarn, CELLS["yarn_vs_pi_no_ft"][1]: linear}),
                       "yarn_vs_pi_no_ft")
-    shuffled = _verdict(_results({CELLS["yarn_vs_pi_no_ft"][0]: yarn, CELLS["yarn_vs_pi_no_ft"][1]: [40.0, 29.5, 31.0]}),
+    shuffled = _verdict(_results({CELLS["yarn_vs_pi_no_ft"][0]: yarn, CELLS["yarn_vs_pi_no_ft"][1]: [17.0, 11.0, 12.0]}),
                         "yarn_vs_pi_no_ft")
     assert paired["p (Holm)"] < 0.05 < shuffled["p (Holm)"]
 
@@ -151,7 +153,9 @@ def test_simulated_reports_where_nothing_differs_make_a_false_directional_claim_
         # "alike" is true here, and the tie claim's "reproduces (alike)" with it
         false += any(w in ("reproduces", "does not reproduce (reversed)", "does not reproduce (a difference)")
                      for w in words)
-    assert false / reports <= 0.05
+    # at most 5 % up to Monte Carlo error (three binomial standard errors, as tests/test_stats.py): Holm under
+    # Shaffer's constraint holds the family-wise rate at 5 % in theory; 3,000 reports gave 5.5 % (3 seeds) and 5.0 %
+    assert false / reports <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reports)
 
 
 def test_simulated_reports_call_a_tie_alike_when_it_is_one_and_rarely_when_it_sits_at_the_margin():

@@ -26,7 +26,7 @@ everything else is exploratory, no winner):
   context        3 seeds, so each paired t has 2 degrees of freedom: in the stored study (results/context
                  in the repository) it decided YaRN over PI without fine-tuning (a 4x perplexity ratio)
                  and that PI and YaRN do not tie after fine-tuning, but could only have detected ratios of
-                 about 2.7x to 7x elsewhere (ALiBi against RoPE: 107x). Add seeds (--set seeds=0,1,2,3,4)
+                 about 2x to 4x elsewhere (ALiBi against RoPE: 27x). Add seeds (--set seeds=0,1,2,3,4)
                  to decide smaller differences. Passkey retrieval is counted as k of n seeds.
   context-smoke  1 seed: decides nothing (a pipeline test)."""
 

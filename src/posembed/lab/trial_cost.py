@@ -14,7 +14,7 @@ from posembed.lab.config import TrialConfig
 from posembed.lab.tasks.algorithmic import AlgorithmicTask
 from posembed.lab.tasks.make import task_class
 
-__all__ = ["trial_seconds", "STEP_SECONDS_PER_LAYER", "FLOPS_PER_SECOND"]
+__all__ = ["trial_seconds", "sequence_length", "STEP_SECONDS_PER_LAYER", "FLOPS_PER_SECOND"]
 
 #: seconds of one training step per layer (the blocks, plus two for the embedding and the head)
 #: of a small model, on one CPU thread or one GPU process: dispatch and launches, not arithmetic
@@ -23,7 +23,7 @@ STEP_SECONDS_PER_LAYER = 3e-3
 FLOPS_PER_SECOND = {"cpu": 5e10, "cuda": 1e13}
 
 
-def _sequence_length(cfg: TrialConfig) -> int:
+def sequence_length(cfg: TrialConfig) -> int:
     """The longest training input: an algorithmic task's own ``input_length`` of its context
     (without building the task), the context itself for the others."""
     task = task_class(cfg.task)
@@ -36,7 +36,7 @@ def trial_seconds(cfg: TrialConfig, device: str | torch.device = "cpu") -> float
     >>> round(trial_seconds(TrialConfig(task="copy", dim=32, depth=1, steps=50, context=6, batch=16)), 2)
     0.47
     """
-    tokens = cfg.batch * _sequence_length(cfg)
+    tokens = cfg.batch * sequence_length(cfg)
     flops = 6 * 12 * cfg.depth * cfg.dim**2 * tokens  # forward and backward of the blocks' matmuls
     per_step = (cfg.depth + 2) * STEP_SECONDS_PER_LAYER + flops / FLOPS_PER_SECOND[torch.device(device).type]
     return cfg.steps * per_step

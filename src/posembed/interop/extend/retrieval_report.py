@@ -237,7 +237,7 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     report.paragraph(
         f"Model {protocol['model']}; text {protocol['text']} (filler from its last tenth); {protocol['queries']} "
         f"queries per task and length, each ranking {protocol['queries']} candidates that share one filler span "
-        f"and differ in the planted fact and its depth, over data seeds {protocol.get('seeds', [protocol['seed']])}; "
+        f"and differ in the planted fact and its depth, over data seeds {protocol['seeds'] if 'seeds' in protocol else [protocol['seed']]}; "
         f"pooling {protocol['pooling']}; intervals: "
         f"{protocol['interval']}. Extension methods use the smallest of {protocol['targets']} positions that "
         f"holds the document; copy, hierarchical and tuned use one model at the largest."
