@@ -21,7 +21,7 @@ module              what
 ``perplexity``      the one validation loss (mean next-token cross-entropy over held-out windows)
                     the char-LM task and the context study score with
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
-``verdicts``        the rules that turn numbers into words, with seeds and intervals
+``verdicts``        the papers' thresholds and posembed.stats' one verdict rule, re-exported
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
                     finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``),
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,

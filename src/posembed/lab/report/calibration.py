@@ -27,11 +27,10 @@ from posembed.lab.report.decisions import THRESHOLD, LabDecisions
 from posembed.lab.report.questions import DECISION_HEADER, Section, decision_row, ranking_scores
 from posembed.lab.report.tables import LabData
 from posembed.lab.sweep.store import TrialRecord
-from posembed.lab.verdicts import FAIL_RATIO, FLAT_TOLERANCE, PRESS_SCHEMES
-from posembed.lab.verdicts import combine as combine_verdicts
+from posembed.lab.verdicts import FAIL_RATIO
 from posembed.stats import ALIKE, Decision, distinguishing
 
-__all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO", "FLAT_TOLERANCE", "combine_verdicts"]
+__all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO"]
 
 _RECIPE = ("task", "scheme", "combine", "inject", "untied", "freeze_positions", "randomized_positions", "dim",
            "depth", "heads", "mlp_ratio", "dropout", "context", "batch", "lr", "min_lr", "warmup", "weight_decay",
