@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posembed.interop.rope.model import _modeling, _tower, config_value, rotary_class
+from posembed.interop.rope.model import config_value, rotary_class, rotary_classes
 
 __all__ = ["AxialSettings", "axial_class", "model_axial", "pair_form"]
 
@@ -79,10 +79,7 @@ def pair_form(sin: torch.Tensor, axis_dim: int) -> tuple[torch.Tensor, str, str]
 def axial_class(config: Any) -> type:
     """The rotary class of the config's tower that builds axial frequencies (``compute_axial_rope_parameters``), else
     :func:`~posembed.interop.rope.model.rotary_class`."""
-    module, tower = _modeling(config), _tower(type(config).__name__)
-    found = [getattr(module, name) for name in sorted(dir(module)) if name.endswith("RotaryEmbedding")]
-    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, "compute_axial_rope_parameters")]
-    found.sort(key=lambda cls: _tower(cls.__name__) != tower)  # the config's tower's first
+    found = rotary_classes(config, "compute_axial_rope_parameters")
     return found[0] if found else rotary_class(config)
 
 

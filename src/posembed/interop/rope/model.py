@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import torch
 
 __all__ = [
-    "ALL_LAYERS", "transformers_config", "rotary_class", "model_widths", "model_layout", "model_rotation", "per_layer",
+    "ALL_LAYERS", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
     "model_part", "config_value",
 ]  # fmt: skip
 
@@ -107,14 +107,22 @@ def _tower(name: str) -> str:
     return next((tower for tower in _TOWERS if tower in name), "")
 
 
+def rotary_classes(config: Any, builder: str = "compute_default_rope_parameters") -> list[type]:
+    """The ``*RotaryEmbedding`` classes of the config's modeling module that define ``builder`` (the frequency
+    function transformers calls), those of the config's tower first (a ``...AudioConfig``: the audio ones)."""
+    module = _modeling(config)
+    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
+    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, builder)]
+    found.sort(key=lambda cls: _tower(cls.__name__) != _tower(type(config).__name__))  # the config's tower's first
+    return found
+
+
 def rotary_class(config: Any) -> type:
     """The ``*RotaryEmbedding`` class of the config's modeling module for the config's tower (a ``...AudioConfig``
     gets the audio rotary class; the language model's otherwise); ``LookupError``: none."""
-    module = _modeling(config)
-    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
-    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, "compute_default_rope_parameters")]
-    found.sort(key=lambda cls: _tower(cls.__name__) != _tower(type(config).__name__))  # the config's tower's first
+    found = rotary_classes(config)
     if not found:
+        module = _modeling(config)
         raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
     return found[0]
 
