@@ -72,7 +72,8 @@ class SelfAttention(nn.Module):
             :attr:`softmax_scale` is the number used.
 
     The layer owns ``scheme`` as a submodule (``.to()``, ``parameters()`` and ``state_dict()``
-    see it). A model may hand one scheme to all its layers: torch counts a shared submodule's
+    see it); given a ``device``, the layer moves the scheme there (``scheme.to(device=device)``:
+    the scheme keeps its own dtype, fp32 position math, as :func:`~posembed.model.build_model`). A model may hand one scheme to all its layers: torch counts a shared submodule's
     parameters once, and :class:`~posembed.model.TransformerModel` saves them once.
 
     Shape:
@@ -114,7 +115,7 @@ class SelfAttention(nn.Module):
             scheme.check_attention(num_heads=num_heads, head_dim=self.head_dim, causal=causal)
         self.chunk_size = check_positive_int(chunk_size, "chunk_size")
         self.compile_flex = compile_flex
-        self.scheme = scheme
+        self.scheme = scheme if scheme is None or device is None else scheme.to(device=device)
         self.causal = causal
         self.dropout = dropout
         self.backend = backend

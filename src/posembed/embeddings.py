@@ -89,6 +89,9 @@ class TransformerEmbeddings(nn.Module):
             traffic and the same dropout rate and scale, but their dropout masks come from their
             own random streams: for the same seed they differ from ``nn.Dropout``'s.
             ``False`` always runs the eager ``nn.LayerNorm`` + ``nn.Dropout`` path.
+        device, dtype: where the block's own tables are made and their dtype. A ``position``
+            scheme passed in is moved to ``device`` (``position.to(device=device)``) and keeps
+            its dtype; the fast paths need every table in one dtype (build it with ``dtype=``).
 
     Shape:
         - input_ids: ``(B, T)`` integers in ``[0, vocab_size)``.
@@ -144,7 +147,8 @@ class TransformerEmbeddings(nn.Module):
         check_table_size(type_vocab_size, hidden_size, "the segment table (type_vocab_size, hidden_size)", device, dtype)
         factory = {"device": device, "dtype": dtype}
         self.token_embeddings = nn.Embedding(vocab_size, self.token_dim, padding_idx=pad_token_id, **factory)
-        self.position = position
+        # the scheme passed in joins the block's device; it keeps its dtype (as build_model does)
+        self.position = position if position is None or device is None else position.to(device=device)
         #: coordinates per position id: 1 for sequence schemes, A for ``Sinusoidal2D`` / ``3D``
         self.num_axes: int = 1 if position is None else position.num_axes
         self.token_type_embeddings = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from posembed.devices import resolve_device
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
@@ -93,7 +94,8 @@ def test_smoke_study_stores_every_evaluation_and_resumes(tiny_study, monkeypatch
     assert len(rows) == evaluations * len(cfg.lengths) * per_eval
     # every stored number is what the stored model scores when evaluated again here
     data = ContextData.load(cfg.text)
-    rope = load_checkpoint(out / "models" / cfg.train_id / "rope")[0]
+    # on the device the study ran on (auto): a GPU scores under bf16 autocast, the CPU in fp32
+    rope = load_checkpoint(out / "models" / cfg.train_id / "rope", device=resolve_device("auto"))[0]
     for length in cfg.lengths:
         windows = cfg.lm_windows * max(cfg.lengths) // length
         again = evaluate_rows(on_device(rope), data, length, windows=windows, depths=cfg.depths,

@@ -16,15 +16,18 @@ from tests.lab.conftest import tiny_trial
 
 
 def test_same_config_same_numbers():
+    """Bit for bit on the CPU, where the lab asks for deterministic algorithms (train.py's docstring);
+    on CUDA it does not (atomic scatter-adds in the embedding backward move the last bits: the first
+    GPU run, an H200, saw the drift differ in the 9th digit)."""
     cfg = tiny_trial(task="copy", scheme="learned", randomized_positions=True)
-    first, model_a = train_trial(cfg)
-    second, model_b = train_trial(cfg)
+    first, model_a = train_trial(cfg, device="cpu")
+    second, model_b = train_trial(cfg, device="cpu")
     assert first.curve == second.curve
     assert first.evals == second.evals
     assert first.drift == second.drift
     for (name, a), (_, b) in zip(model_a.state_dict().items(), model_b.state_dict().items()):
         assert torch.equal(a, b), name
-    other, _ = train_trial(tiny_trial(task="copy", scheme="learned", randomized_positions=True, seed=1))
+    other, _ = train_trial(tiny_trial(task="copy", scheme="learned", randomized_positions=True, seed=1), device="cpu")
     assert other.curve != first.curve
 
 
