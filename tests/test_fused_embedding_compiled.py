@@ -202,7 +202,8 @@ def test_block_on_cuda_never_synchronises(dtype):
     """The block's forward and backward on a GPU under ``set_sync_debug_mode("error")`` (after a
     warm-up, which compiles), and the compiled kernel against the eager block there."""
     torch.manual_seed(0)
-    block = TransformerEmbeddings(VOCAB, WIDTH, position=LearnedAbsolute(POSITIONS, WIDTH), device="cuda", dtype=dtype)
+    table = LearnedAbsolute(POSITIONS, WIDTH, device="cuda", dtype=dtype)  # every table in one dtype
+    block = TransformerEmbeddings(VOCAB, WIDTH, position=table, device="cuda", dtype=dtype)
     assert block._fused_path(torch.arange(LENGTH, device="cuda")) == "compiled"
     ids, types = (t.cuda() for t in _inputs())
     grad = torch.randn(BATCH, LENGTH, WIDTH, device="cuda", dtype=dtype)
@@ -216,8 +217,8 @@ def test_block_on_cuda_never_synchronises(dtype):
             block(ids, token_type_ids=types).backward(grad)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    eager = TransformerEmbeddings(VOCAB, WIDTH, position=LearnedAbsolute(POSITIONS, WIDTH), device="cuda", dtype=dtype,
-                                  fused=False).eval()  # fmt: skip
+    eager = TransformerEmbeddings(VOCAB, WIDTH, position=LearnedAbsolute(POSITIONS, WIDTH, device="cuda", dtype=dtype),
+                                  device="cuda", dtype=dtype, fused=False).eval()  # fmt: skip
     eager.load_state_dict(block.state_dict())
     assert_close(block.eval()(ids, token_type_ids=types), eager(ids, token_type_ids=types))
 
