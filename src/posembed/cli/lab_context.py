@@ -10,6 +10,7 @@ another method, no retraining). Both take ``--device`` (auto: CUDA when present)
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from posembed._times import quote
@@ -87,23 +88,39 @@ def _device(spec: str):
 
 
 def run_context_command(args: argparse.Namespace) -> int:
+    from posembed._progress import LAB_LOGGER, log_to_stderr
+    from posembed.lab.context.run import run_study
+    from posembed.lab.report.context import write_pages
+    from posembed.lab.report.context_results import Results
+
+    study = _study(args)
+    with log_to_stderr(LAB_LOGGER, enabled=not study.quiet):
+        store = run_study(study.runs, study.out, study.device, progress=False if study.quiet else None)
+    markdown, html = write_pages(Results.load(store, [run.config_id for run in study.runs]), study.out / "report")
+    seeds = ", ".join(str(run.seed) for run in study.runs)
+    print(f"{study.runs[0].name} on {study.device}, seed{'s' if len(study.runs) > 1 else ''} {seeds}: results in "
+          f"{store}; report {markdown} and {html}")
+    return 0
+
+
+@dataclass(frozen=True)
+class _Study:
+    """What ``lab context`` was asked for, read from its arguments once: the study's runs (one
+    config per seed), its folder, the device and whether to stay quiet."""
+
+    runs: list
+    out: Path
+    device: object
+    quiet: bool
+
+
+def _study(args: argparse.Namespace) -> _Study:
     from posembed.lab.context.presets import get_context_preset, with_overrides
-    from posembed.lab.context.run import run_context
-    from posembed.lab.report.context import write_context_report
 
     _threads(args.threads)
     device = _device(args.device)
     cfg = with_overrides(get_context_preset(args.preset), args.overrides)
-    out = args.out or Path(f"lab-{cfg.name}")
-    from posembed._progress import LAB_LOGGER, log_to_stderr
-
-    with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
-        store = run_context(cfg, out, device=device, progress=False if args.quiet else None)
-    markdown, html = write_context_report(store, out / "report", [run.config_id for run in cfg.per_seed()])
-    seeds = ", ".join(map(str, cfg.seeds))
-    print(f"{cfg.name} on {device}, seed{'s' if len(cfg.seeds) > 1 else ''} {seeds}: results in {store}; "
-          f"report {markdown} and {html}")
-    return 0
+    return _Study(cfg.per_seed(), args.out or Path(f"lab-{cfg.name}"), device, args.quiet)
 
 
 def run_extend_command(args: argparse.Namespace) -> int:
