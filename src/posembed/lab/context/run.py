@@ -1,14 +1,15 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
-Each seed's run trains (or reloads) the models at ``L`` (:mod:`~posembed.lab.context.train`),
-evaluates every (model, method, length) (:mod:`~posembed.lab.context.evaluate`), fine-tunes, and
-stores each evaluation in ``<out>/context.sqlite``
-(:class:`~posembed.lab.context.store.ContextStore`); trained models are lab checkpoints under
-``<out>/models/<train id>/<model>/`` (keyed by the training fields only, so a study that
-changes only its evaluation reuses them). A second run of the same config skips what is stored,
+Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``,
+then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`, which keeps each model as a lab
+checkpoint under ``<out>/models/<train id>/<model>/`` and its facts in the store), then evaluate
+every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which only measures) and
+store each evaluation in ``<out>/context.sqlite`` (:class:`~posembed.lab.context.store.ContextStore`,
+one transaction per length). Models are keyed by the training fields only, so a study that
+changes only its evaluation reuses them. A second run of the same config skips what is stored,
 so an interrupted study resumes; a stored model whose build differs from what this code builds
-(a reference's settings changed) is retrained, with a warning. The report
-(:func:`posembed.lab.report.context.write_context_report`) reads the store afterwards.
+(a reference's settings changed) is retrained, with a warning, and its rows evaluated again.
+The report (:mod:`posembed.lab.report.context`) reads the store afterwards.
 
 Models train and evaluate on ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` =
 CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed.lab.train.autocast`),
@@ -44,8 +45,8 @@ def finetuned_name(method: str, scale: int) -> str:
 
 
 def study_steps(cfg: ContextConfig) -> int:
-    """The progress steps of one seed's run: each model trained, each (model, method) evaluated,
-    each fine-tune and its evaluation."""
+    """The progress steps of one seed's run: each model trained and fine-tuned, each (model, method)
+    evaluated."""
     models = 1 + len(cfg.references)
     tunes = len(cfg.finetune_methods) if cfg.finetune_steps else 0
     return models + len(cfg.methods) + len(cfg.references) + 2 * tunes
@@ -86,8 +87,8 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
     """
     seed, scale = f"seed {cfg.seed}", cfg.finetune_scale
     tunes = {finetuned_name(method, scale): method for method in cfg.finetune_methods if cfg.finetune_steps}
-    tune = tunes and cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
-                                  seed=cfg.seed + 1)
+    tune = cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
+                        seed=cfg.seed + 1) if tunes else None
     data = ContextData.load(cfg.text)
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
@@ -111,7 +112,6 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
         yield False, f"{seed}: {label}"
         for length in cfg.lengths:
             if (name, method, length) not in stored:  # one transaction per length
-                model = model_at(length)
-                rows = evaluate_at(cfg, data, name, method, model, length)
+                rows = evaluate_at(cfg, data, name, method, model_at(length), length)
                 store.put(cfg.config_id, name, method, length, rows)
         yield True, f"{seed}: evaluated {label}"
