@@ -12,7 +12,7 @@ import pytest
 
 from posembed.lab.context.published import CLAIMS
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.report.context import Results, context_markdown, context_page
+from posembed.lab.report.context import Results, context_page
 from posembed.lab.report.context_verdicts import (
     PASSKEY_MARGIN, PERPLEXITY_MARGIN, PRIMARY, RETRIEVES, retrieval_counts, verdicts,
 )
@@ -52,7 +52,7 @@ def test_the_primary_comparisons_are_the_published_claims_with_stated_margins():
     assert [p.claim.key for p in PRIMARY] == [c.key for c in CLAIMS] == list(CELLS)
     assert {p.margin for p in PRIMARY} == {PERPLEXITY_MARGIN, PASSKEY_MARGIN}
     assert PERPLEXITY_MARGIN == pytest.approx(math.log(1.02)) and PASSKEY_MARGIN == 0.05
-    text = context_markdown(_results({CELLS["yarn_vs_pi_no_ft"][0]: [10.0, 11.0, 12.0]}))
+    text = context_page(_results({CELLS["yarn_vs_pi_no_ft"][0]: [10.0, 11.0, 12.0]})).markdown()
     assert "The 6 primary comparisons below were named before the run" in text
     assert "holds the chance of any false 'better' or false 'alike' over all of them at 5 %" in text
 

@@ -11,7 +11,7 @@ import pytest
 
 from posembed.lab.context.published import CLAIMS, PASSKEY_32K
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.report.context import Results, context_markdown
+from posembed.lab.report.context import Results, context_page
 from posembed.lab.report.context_results import FLAT, reference_note, reference_rows
 
 BODY = {"name": "context", "context": 96, "finetune_scale": 2, "finetune_steps": 10, "references": ["alibi", "fire"],
@@ -56,7 +56,7 @@ def test_published_figures_cite_their_papers_and_data_not_a_file_the_package_lac
         assert "REFERENCES.md" not in claim.checked + claim.source
         assert re.search(r"[A-Z][a-z]+ et al\. 20\d\d", claim.source), claim.source  # a paper by its authors, year
     assert "jquesnelle/yarn" in PASSKEY_32K["source"] and "arXiv 2309.00071" in PASSKEY_32K["source"]
-    text = context_markdown(_study({("rope", "yarn"): (6.0, 7.0, 8.0), ("rope", "linear"): (6.0, 9.0, 12.0)}))
+    text = context_page(_study({("rope", "yarn"): (6.0, 7.0, 8.0), ("rope", "linear"): (6.0, 9.0, 12.0)})).markdown()
     assert "REFERENCES.md" not in text and "Peng et al. 2023 (YaRN, arXiv 2309.00071)" in text
 
 

@@ -30,7 +30,7 @@ from posembed.lab.report.context_results import (
 )
 from posembed.lab.report.context_verdicts import PRIMARY, retrieval_counts, verdicts
 
-__all__ = ["Results", "ContextPage", "context_page", "context_markdown", "write_pages", "write_context_report",
+__all__ = ["Results", "ContextPage", "context_page", "write_pages", "write_context_report",
            "verdict_table", "metric_table", "SMOKE_PRESETS"]
 
 #: presets that test the pipeline: too small and short for any verdict
@@ -101,11 +101,6 @@ def context_page(results: Results) -> ContextPage:
         intro=_intro(results), verdicts=decided, published=_published_rows(results, rope), retrieval=retrieval,
         empty=empty, empty_note=_empty_note(results, empty, rope), references=references, reference_note=reference,
         passkey=passkey, perplexity=perplexity)
-
-
-def context_markdown(results: Results) -> str:
-    """The report of ``results`` as markdown (:meth:`ContextPage.markdown`)."""
-    return context_page(results).markdown()
 
 
 def write_pages(results: Results, out_dir: str | os.PathLike) -> tuple[Path, Path]:
