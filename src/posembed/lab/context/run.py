@@ -104,8 +104,8 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
         yield True, f"{seed}: {'fine-tuned' if name in tunes else 'trained'} {name}"
     stored = store.evaluated(cfg.config_id)  # after training: a model retrained here has dropped its rows
     # (label, model name, method, the model at a length)
-    evaluations = [(f"rope / {method}", "rope", method, lambda n, m=method: extended(trained["rope"], m, n / cfg.context,
-                                                                                  cfg.context)) for method in cfg.methods]
+    evaluations = [(f"rope / {method}", "rope", method,
+                    lambda n, m=method: extended(trained["rope"], m, n / cfg.context, cfg.context)) for method in cfg.methods]
     evaluations += [(name, name, "none", lambda n, s=name: trained[s]) for name in cfg.references]
     evaluations += [(name, name, method, lambda n, s=name: trained[s]) for name, method in tunes.items()]
     for label, name, method, model_at in evaluations:

@@ -27,7 +27,8 @@ def extended(model: nn.Module, method: str, factor: float, original_len: int) ->
     """A copy of the RoPE ``model`` with ``method``'s scheme for ``factor`` (:func:`method_scheme`, at
     the head dim and base of its rotary layers) swapped in (:func:`swap_scheme`)."""
     head_dim, base = rotary_head_dim(model), rope_base(model)
-    return swap_scheme(model, method_scheme(method, head_dim=head_dim, factor=factor, original_len=original_len, base=base))
+    scheme = method_scheme(method, head_dim=head_dim, factor=factor, original_len=original_len, base=base)
+    return swap_scheme(model, scheme)
 
 
 def rope_base(model: nn.Module) -> float:

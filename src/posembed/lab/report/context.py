@@ -90,7 +90,8 @@ def context_page(results: Results) -> ContextPage:
     """The report's statements about ``results``, each computed once: the numbers first (the
     exploratory ones, then the tested verdicts), then the words around them."""
     references, empty = reference_rows(results), empty_heatmaps(results)
-    reference, passkey, perplexity = reference_note(results, references), results.table("passkey_mean"), results.table("perplexity")
+    reference = reference_note(results, references)
+    passkey, perplexity = results.table("passkey_mean"), results.table("perplexity")
     decided, counts = verdicts(results), retrieval_counts(results)
     retrieval, rope = _retrieval_note(counts), counts.get("rope")
     return ContextPage(
