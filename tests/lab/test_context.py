@@ -14,7 +14,8 @@ from posembed.lab.context.evaluate import evaluate_rows, on_device
 from posembed.lab.context.extend import reevaluate_checkpoint
 from posembed.lab.context.run import finetuned_name, run_context
 from posembed.lab.context.store import ContextStore
-from posembed.lab.report.context import Results, verdicts, write_context_report
+from posembed.lab.report.context import Results, write_context_report
+from posembed.lab.report.context_verdicts import verdicts
 from posembed.model import Decoder
 from posembed.schemes.learned import LearnedAbsolute
 from posembed.schemes.rotary import RotaryEmbedding

@@ -12,7 +12,7 @@ import pytest
 
 from posembed.lab.context.published import CLAIMS
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.report.context import Results, context_markdown, retrieval_note
+from posembed.lab.report.context import Results, context_page
 from posembed.lab.report.context_verdicts import (
     PASSKEY_MARGIN, PERPLEXITY_MARGIN, PRIMARY, RETRIEVES, retrieval_counts, verdicts,
 )
@@ -52,7 +52,7 @@ def test_the_primary_comparisons_are_the_published_claims_with_stated_margins():
     assert [p.claim.key for p in PRIMARY] == [c.key for c in CLAIMS] == list(CELLS)
     assert {p.margin for p in PRIMARY} == {PERPLEXITY_MARGIN, PASSKEY_MARGIN}
     assert PERPLEXITY_MARGIN == pytest.approx(math.log(1.02)) and PASSKEY_MARGIN == 0.05
-    text = context_markdown(_results({CELLS["yarn_vs_pi_no_ft"][0]: [10.0, 11.0, 12.0]}))
+    text = context_page(_results({CELLS["yarn_vs_pi_no_ft"][0]: [10.0, 11.0, 12.0]})).markdown()
     assert "The 6 primary comparisons below were named before the run" in text
     assert "holds the chance of any false 'better' or false 'alike' over all of them at 5 %" in text
 
@@ -121,7 +121,7 @@ def test_retrieval_is_a_count_of_seeds_reaching_the_criterion_not_a_rounded_mean
     rows += [_row("alibi", "none", 96, "passkey_mean", v, s) for s, v in enumerate((RETRIEVES, 0.79, 0.0))]
     results = Results(rows, BODY)
     assert retrieval_counts(results) == {"rope": (2, 3, [1.0, 0.0125, 0.95]), "alibi": (1, 3, [0.8, 0.79, 0.0])}
-    note = retrieval_note(results)
+    note = context_page(results).retrieval
     assert "rope 2 of 3 seeds (1, 0.013, 0.95); alibi 1 of 3 seeds (0.8, 0.79, 0)" in note  # 0.8 counts, 0.79 not
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from posembed.lab.context.published import CLAIMS, PASSKEY_32K
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.report.context import FLAT, Results, context_markdown, reference_note, reference_rows
+from posembed.lab.report.context import Results, context_page
+from posembed.lab.report.context_results import FLAT, reference_note, reference_rows
 
 BODY = {"name": "context", "context": 96, "finetune_scale": 2, "finetune_steps": 10, "references": ["alibi", "fire"],
         "dim": 64, "depth": 2, "steps": 2000, "passkey_only_steps": 800, "passkey_fraction": 0.5}
@@ -55,7 +56,7 @@ def test_published_figures_cite_their_papers_and_data_not_a_file_the_package_lac
         assert "REFERENCES.md" not in claim.checked + claim.source
         assert re.search(r"[A-Z][a-z]+ et al\. 20\d\d", claim.source), claim.source  # a paper by its authors, year
     assert "jquesnelle/yarn" in PASSKEY_32K["source"] and "arXiv 2309.00071" in PASSKEY_32K["source"]
-    text = context_markdown(_study({("rope", "yarn"): (6.0, 7.0, 8.0), ("rope", "linear"): (6.0, 9.0, 12.0)}))
+    text = context_page(_study({("rope", "yarn"): (6.0, 7.0, 8.0), ("rope", "linear"): (6.0, 9.0, 12.0)})).markdown()
     assert "REFERENCES.md" not in text and "Peng et al. 2023 (YaRN, arXiv 2309.00071)" in text
 
 
@@ -71,7 +72,7 @@ def test_a_reference_is_described_by_its_mean_ratio_on_either_side_of_each_thres
 def test_exploratory_text_has_no_winner_words_and_says_it_is_untested():
     study = _study({("rope", "yarn"): (6.0, 8.0, 12.0), ("rope", "linear"): (6.0, 20.0, 40.0),
                     ("alibi", "none"): (7.0, 7.0, 7.0), ("fire", "none"): (6.5, 7.5, 9.0)})
-    note = reference_note(study)
+    note = reference_note(study, reference_rows(study))
     assert not re.search(r"\b(best|beats?|better|lowest|wins?|worse|leads?)\b", note, re.IGNORECASE), note
     assert note.startswith("Exploratory (means over the seeds, no test)")
     assert "Mean perplexity at 4x: references 7 to 9; RoPE's methods without fine-tuning 12 to 40 (which of them " \

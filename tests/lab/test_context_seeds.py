@@ -8,9 +8,9 @@ import pytest
 
 from posembed.lab.context.presets import ContextConfig, get_context_preset, with_overrides
 from posembed.lab.context.store import NO_DEPTH, ContextStore
-from posembed.lab.report.context import (
-    Results, empty_heatmap_note, empty_heatmaps, published_rows, too_small, verdicts,
-)
+from posembed.lab.report.context import Results, context_page
+from posembed.lab.report.context_results import empty_heatmaps
+from posembed.lab.report.context_verdicts import verdicts
 
 
 def test_the_context_preset_has_three_seeds_and_a_seed_keeps_the_id_stored_runs_have():
@@ -67,17 +67,17 @@ def test_results_hold_each_seed_and_the_mean_over_seeds():
     # 2 seed pairs: the paired t test has 1 degree of freedom, too few to decide at 5 % over the family
     assert yarn["verdict"].startswith("cannot tell (could detect a ratio of ")
     assert "This run: 2 seeds (0, 1), width 64, 2 layers, 2000 steps at L = 96." in \
-        published_rows(results)[0]["why it might not hold here"]
+        context_page(results).published[0]["why it might not hold here"]
 
 
 def test_one_seed_is_named_and_the_banner_says_why_nothing_is_tested():
     one = _study([{"yarn": 10.0, "linear": 30.0, "extrapolate": 40.0, "alibi": 7.0}])
     assert {row["verdict"] for row in verdicts(one) if row["ours"] != "not measured"} == {"cannot tell (1 seed)"}
     assert verdicts(one)[0]["ours"] == "rope / yarn 10 vs rope / linear 30"
-    assert "it has one seed, so no number has an interval" in too_small(one)
+    assert "it has one seed, so no number has an interval" in context_page(one).warning
     many = _study([{"yarn": yarn, "linear": linear, "extrapolate": extrapolate, "alibi": alibi}
                    for yarn, linear, extrapolate, alibi in ((10, 30, 40, 7), (30, 10, 12, 40), (12, 31, 20, 9))])
-    assert "no primary comparison decides" in too_small(many)
+    assert "no primary comparison decides" in context_page(many).warning
 
 
 def test_an_all_zero_heatmap_is_named_and_explained():
@@ -91,13 +91,13 @@ def test_an_all_zero_heatmap_is_named_and_explained():
                              "depth": NO_DEPTH, "value": value, "seed": seed})
     results = Results(rows, BODY)
     assert empty_heatmaps(results) == ["rope / extrapolate", "alibi"]
-    note = empty_heatmap_note(results)
+    note = context_page(results).empty_note
     assert note.startswith("Passkey accuracy is 0 at every length and depth for rope / extrapolate and alibi: these "
                            "models never retrieved the key, at L or beyond (RoPE's retrieval at L: 0 of 2 seeds (0, 0)).")
     assert "(this run: 2000 steps, the first 800 on passkeys alone)" in note
     adjacent = Results(rows, {**BODY, "passkey_adjacent_steps": 300})
     assert ("(this run: 2000 steps, the first 800 on passkeys alone, in the first 300 of them half the rows with "
-            "the key sentence right before the question)") in empty_heatmap_note(adjacent)
+            "the key sentence right before the question)") in context_page(adjacent).empty_note
 
 
 def test_a_store_with_three_seeds_loads_as_one_study(tmp_path):

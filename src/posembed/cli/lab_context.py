@@ -1,8 +1,9 @@
 """``posembed lab context`` and ``posembed lab extend``: the context-extension study.
 
-Thin over :func:`posembed.lab.context.run.run_context` (train at context L, evaluate every RoPE
-scaling method at 1x-8x L with perplexity and passkey retrieval beside the length-robust
-references, fine-tune), then :func:`posembed.lab.report.context.write_context_report`, and over
+Thin over :func:`posembed.lab.context.run.run_study` (train at context L and fine-tune, then
+evaluate every RoPE scaling method at 1x-8x L with perplexity and passkey retrieval beside the
+length-robust references), then :func:`posembed.lab.report.context.write_pages` of the
+:class:`~posembed.lab.report.context_results.Results` it stored, and over
 :func:`posembed.lab.context.extend.reevaluate_checkpoint` (re-evaluate one stored RoPE model with
 another method, no retraining). Both take ``--device`` (auto: CUDA when present).
 """
@@ -87,23 +88,30 @@ def _device(spec: str):
 
 
 def run_context_command(args: argparse.Namespace) -> int:
+    from posembed._progress import LAB_LOGGER, log_to_stderr
+    from posembed.lab.context.run import run_study
+    from posembed.lab.report.context import write_pages
+    from posembed.lab.report.context_results import Results
+
+    runs, out, device = _study(args)
+    with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
+        store = run_study(runs, out, device, progress=False if args.quiet else None)
+    markdown, html = write_pages(Results.load(store, [run.config_id for run in runs]), out / "report")
+    seeds = ", ".join(str(run.seed) for run in runs)
+    print(f"{runs[0].name} on {device}, seed{'s' if len(runs) > 1 else ''} {seeds}: results in {store}; "
+          f"report {markdown} and {html}")
+    return 0
+
+
+def _study(args: argparse.Namespace) -> tuple[list, Path, object]:
+    """What ``lab context`` was asked for, read from its arguments once: the study's runs (one config
+    per seed, :meth:`~posembed.lab.context.presets.ContextConfig.per_seed`), its folder and the device."""
     from posembed.lab.context.presets import get_context_preset, with_overrides
-    from posembed.lab.context.run import run_context
-    from posembed.lab.report.context import write_context_report
 
     _threads(args.threads)
     device = _device(args.device)
     cfg = with_overrides(get_context_preset(args.preset), args.overrides)
-    out = args.out or Path(f"lab-{cfg.name}")
-    from posembed._progress import LAB_LOGGER, log_to_stderr
-
-    with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
-        store = run_context(cfg, out, device=device, progress=False if args.quiet else None)
-    markdown, html = write_context_report(store, out / "report", [run.config_id for run in cfg.per_seed()])
-    seeds = ", ".join(map(str, cfg.seeds))
-    print(f"{cfg.name} on {device}, seed{'s' if len(cfg.seeds) > 1 else ''} {seeds}: results in {store}; "
-          f"report {markdown} and {html}")
-    return 0
+    return cfg.per_seed(), args.out or Path(f"lab-{cfg.name}"), device
 
 
 def run_extend_command(args: argparse.Namespace) -> int:

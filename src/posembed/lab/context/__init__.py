@@ -1,7 +1,8 @@
 """The context-extension study: train at L, store, evaluate at 1x-8x L, report; and ``lab extend``.
 
-One direction of flow, one file per step (``run`` calls ``train`` then ``evaluate``, both write
-to ``store``; the report, :mod:`posembed.lab.report.context`, reads the store afterwards):
+One direction of flow, one file per step: ``run`` calls ``train`` (which keeps each model as a
+checkpoint and its facts in ``store``), then ``evaluate`` (which only measures) and writes its
+rows to ``store``; the report, :mod:`posembed.lab.report.context`, reads the store afterwards.
 
 =============== =====================================================================
 file            what
@@ -11,13 +12,15 @@ file            what
 ``methods``     :data:`METHODS` and :func:`method_scheme`: each extension method's rotary
                 scheme for a factor, built by the factory (:func:`longrope_factors`)
 ``swap``        :func:`swap_scheme` (a model with other schemes, same weights),
+                :func:`extended` (a RoPE model with a method's scheme swapped in),
                 :func:`rope_base`, :func:`rotary_head_dim`
 ``train``       the models a study trains (RoPE and the factory's references), the
-                passkey curriculum, a model trained or reloaded and its checkpoint
-``evaluate``    the scores of one model at one length (perplexity, passkey per depth)
-                and a (model, method) evaluated into the store
+                passkey curriculum, a model trained or reloaded, its checkpoint and facts
+``evaluate``    the scores of one model at one length (perplexity, passkey per depth);
+                it reads and writes nothing
 ``store``       :class:`ContextStore`: the study's SQLite rows, resumable
-``run``         :func:`run_context`: every seed's train, evaluate and fine-tune, in order
+``run``         :func:`run_context`: every seed's models trained (fine-tunes included),
+                then evaluated, in order
 ``extend``      :func:`reevaluate_checkpoint` (``posembed lab extend``)
 ``published``   the published figures the report's verdicts compare against
 =============== =====================================================================
@@ -28,6 +31,6 @@ file            what
 """
 
 from posembed.lab.context.methods import METHODS, longrope_factors, method_scheme
-from posembed.lab.context.swap import rope_base, rotary_head_dim, swap_scheme
+from posembed.lab.context.swap import extended, rope_base, rotary_head_dim, swap_scheme
 
-__all__ = ["METHODS", "method_scheme", "longrope_factors", "swap_scheme", "rope_base", "rotary_head_dim"]
+__all__ = ["METHODS", "method_scheme", "longrope_factors", "swap_scheme", "extended", "rope_base", "rotary_head_dim"]

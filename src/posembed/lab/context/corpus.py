@@ -32,9 +32,8 @@ class ContextData:
 
     @classmethod
     def load(cls, text: str = "tinyshakespeare") -> "ContextData":
-        """The corpus behind ``text`` (a path or ``"tinyshakespeare"``), cached per file."""
-        path = resolve_text_path(text)
-        return _load(str(path), path.stat().st_mtime)
+        """The corpus behind ``text`` (a path or ``"tinyshakespeare"``), its encoding cached per text."""
+        return _encoded(load_text(resolve_text_path(text), min_chars=1000))
 
     @property
     def stoi(self) -> dict[str, int]:
@@ -49,12 +48,9 @@ class ContextData:
 
 
 @functools.lru_cache(maxsize=2)
-def _load(path: str, mtime: float) -> ContextData:
-    text = load_text(path, min_chars=1000)
+def _encoded(text: str) -> ContextData:
     chars = tuple(passkey_vocabulary(sorted(set(text))))
     stoi = {ch: i for i, ch in enumerate(chars)}
     data = torch.tensor([stoi[ch] for ch in text], dtype=torch.long)
     split = int(0.9 * len(data))
     return ContextData(chars=chars, train=data[:split], val=data[split:])
-
-

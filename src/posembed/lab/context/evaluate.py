@@ -1,9 +1,10 @@
-"""Step 2 of the study: what it measures, and a (model, method) evaluated into the store.
+"""Step 2 of the study: what it measures (the run stores what it returns; nothing here reads or
+writes the store).
 
 - :func:`evaluate_rows`: one model at one length: char-LM perplexity on consecutive held-out
   windows (:func:`posembed.lab.perplexity.lm_perplexity`, the loss the ``charlm`` task scores),
   passkey accuracy per depth (:func:`passkey_grid`) and their mean.
-- :func:`evaluate_into`: each length of a study not stored yet, evaluated and stored.
+- :func:`evaluate_at`: :func:`evaluate_rows` as a study sets it, at one of its lengths.
 - :func:`on_device`: what the scores call, a model whose outputs come back to the CPU as fp32
   (the model itself on the CPU).
 """
@@ -11,19 +12,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable
-
 from torch import nn
 
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
-from posembed.lab.context.store import NO_DEPTH, ContextStore
+from posembed.lab.context.store import NO_DEPTH
 from posembed.lab.context.train import model_device
 from posembed.lab.perplexity import lm_perplexity
 from posembed.lab.tasks.passkey import depth_grid, min_length, passkey_accuracy
 from posembed.lab.train import OnDevice
 
-__all__ = ["evaluate_rows", "evaluate_into", "passkey_grid", "on_device"]
+__all__ = ["evaluate_rows", "evaluate_at", "passkey_grid", "on_device"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,30 +46,23 @@ def on_device(model: nn.Module) -> nn.Module:
     return model if device.type == "cpu" else OnDevice(model, device)
 
 
-
 def evaluate_rows(model: nn.Module, data: ContextData, length: int, *, windows: int, depths: int, samples: int,
                   seed: int, digits: int, passkey: bool = True) -> list[tuple[str, float, float | None]]:
     """``(metric, depth, value)`` of one model at one length: perplexity, passkey per depth and mean."""
+    grid = (passkey_grid(model, data.stoi, length, depth_grid(depths), samples=samples, seed=seed, digits=digits)
+            if passkey and length >= min_length(digits) else {})
     rows = [("perplexity", NO_DEPTH, lm_perplexity(model, data.val, length, windows=windows))]
-    if passkey and length >= min_length(digits):
-        grid = passkey_grid(model, data.stoi, length, depth_grid(depths), samples=samples, seed=seed, digits=digits)
-        rows += [("passkey", depth, value) for depth, value in grid.items()]
-        rows.append(("passkey_mean", NO_DEPTH, sum(grid.values()) / len(grid)))
+    rows += [("passkey", depth, value) for depth, value in grid.items()]
+    return rows + ([("passkey_mean", NO_DEPTH, sum(grid.values()) / len(grid))] if grid else [])
+
+
+def evaluate_at(cfg: ContextConfig, data: ContextData, name: str, method: str, model: nn.Module,
+                length: int) -> list[tuple[str, float, float | None]]:
+    """:func:`evaluate_rows` of the model ``name`` with ``method`` at ``length``, as the study ``cfg``
+    sets it (the same held-out characters at every length: more windows at shorter lengths)."""
+    windows = cfg.lm_windows * max(cfg.lengths) // length
+    rows = evaluate_rows(on_device(model), data, length, windows=windows, depths=cfg.depths,
+                         samples=cfg.passkey_samples, seed=cfg.seed, digits=cfg.digits)
+    logger.info("context %s seed %d: %s / %s at %d: %s", cfg.name, cfg.seed, name, method, length,
+                ", ".join(f"{m}={v:.3g}" for m, d, v in rows if d == NO_DEPTH and v is not None))
     return rows
-
-
-def evaluate_into(cfg: ContextConfig, store: ContextStore, data: ContextData, name: str, method: str,
-                  model_at: Callable[[int], nn.Module]) -> None:
-    """Evaluate the model ``name`` (``model_at(length)``) with ``method`` at each of the study's
-    lengths not stored yet, and store its rows (one transaction per length)."""
-    for length in cfg.lengths:
-        if store.has(cfg.config_id, name, method, length):
-            continue
-        windows = cfg.lm_windows * max(cfg.lengths) // length  # the same held-out characters at every length
-        rows = evaluate_rows(on_device(model_at(length)), data, length, windows=windows, depths=cfg.depths,
-                             samples=cfg.passkey_samples, seed=cfg.seed, digits=cfg.digits)
-        store.put(cfg.config_id, name, method, length, rows)
-        logger.info("context %s seed %d: %s / %s at %d: %s", cfg.name, cfg.seed, name, method, length,
-                    ", ".join(f"{m}={v:.3g}" for m, d, v in rows if d == NO_DEPTH and v is not None))
-
-

@@ -13,10 +13,9 @@ from posembed.devices import resolve_device
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_rows, on_device
-from posembed.lab.context.methods import method_scheme
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.context.swap import rope_base, rotary_head_dim, swap_scheme
+from posembed.lab.context.swap import extended
 from posembed.lab.context.train import TASK, train_steps
 from posembed.schemes.rotary import MIN_FACTOR
 
@@ -62,9 +61,7 @@ def reevaluate_checkpoint(
         raise ValueError(f"checkpoint {str(folder)!r} records no training context (meta['config']['context'])")
     data, passkey = _checkpoint_data(meta)
     context, target = config["context"], round(config["context"] * factor)
-    scheme = method_scheme(method, head_dim=rotary_head_dim(model), factor=float(factor), original_len=context,
-                           base=rope_base(model))
-    model = swap_scheme(model, scheme)
+    model = extended(model, method, float(factor), context)
     lengths = sorted({context, target})
     with Progress(len(lengths) + bool(finetune_steps), mode=progress_mode(progress), desc="lab extend",
                   unit="step") as steps:

@@ -1,14 +1,15 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
-Each seed's run trains (or reloads) the models at ``L`` (:mod:`~posembed.lab.context.train`),
-evaluates every (model, method, length) (:mod:`~posembed.lab.context.evaluate`), fine-tunes, and
-stores each evaluation in ``<out>/context.sqlite``
-(:class:`~posembed.lab.context.store.ContextStore`); trained models are lab checkpoints under
-``<out>/models/<train id>/<model>/`` (keyed by the training fields only, so a study that
-changes only its evaluation reuses them). A second run of the same config skips what is stored,
+Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``,
+then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`, which keeps each model as a lab
+checkpoint under ``<out>/models/<train id>/<model>/`` and its facts in the store), then evaluate
+every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which only measures) and
+store each evaluation in ``<out>/context.sqlite`` (:class:`~posembed.lab.context.store.ContextStore`,
+one transaction per length). Models are keyed by the training fields only, so a study that
+changes only its evaluation reuses them. A second run of the same config skips what is stored,
 so an interrupted study resumes; a stored model whose build differs from what this code builds
-(a reference's settings changed) is retrained, with a warning. The report
-(:func:`posembed.lab.report.context.write_context_report`) reads the store afterwards.
+(a reference's settings changed) is retrained, with a warning, and its rows evaluated again.
+The report (:mod:`posembed.lab.report.context`) reads the store afterwards.
 
 Models train and evaluate on ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` =
 CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed.lab.train.autocast`),
@@ -27,14 +28,13 @@ import torch
 from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.evaluate import evaluate_into
-from posembed.lab.context.methods import method_scheme
+from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import ContextStore
-from posembed.lab.context.swap import rope_base, swap_scheme
+from posembed.lab.context.swap import extended
 from posembed.lab.context.train import build_context_model, trained_model
 
-__all__ = ["run_context", "study_steps", "STORE_NAME", "finetuned_name"]
+__all__ = ["run_context", "run_study", "study_steps", "STORE_NAME", "finetuned_name"]
 
 STORE_NAME = "context.sqlite"
 
@@ -45,8 +45,8 @@ def finetuned_name(method: str, scale: int) -> str:
 
 
 def study_steps(cfg: ContextConfig) -> int:
-    """The progress steps of one seed's run: each model trained, each (model, method) evaluated,
-    each fine-tune and its evaluation."""
+    """The progress steps of one seed's run: each model trained and fine-tuned, each (model, method)
+    evaluated."""
     models = 1 + len(cfg.references)
     tunes = len(cfg.finetune_methods) if cfg.finetune_steps else 0
     return models + len(cfg.methods) + len(cfg.references) + 2 * tunes
@@ -61,53 +61,57 @@ def run_context(
     store's path. ``progress``: ``False`` (default) none; ``None`` a bar on a terminal and a line
     per finished step otherwise (INFO records of :data:`~posembed._progress.LAB_LOGGER`);
     ``"bar"`` / ``"lines"`` that style."""
-    device = resolve_device(device)
-    runs = cfg.per_seed()
-    with Progress(study_steps(cfg) * len(runs), mode=progress_mode(progress), desc="context study",
-                  unit="step") as steps:
-        for run in runs:
-            for finished, label in _seed_steps(run, Path(out), device):
-                if finished:
-                    steps.advance(label)
-                else:
-                    steps.working_on(label)
-    return Path(out) / STORE_NAME
+    return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress)
+
+
+def run_study(runs: list[ContextConfig], out: Path, device: torch.device, progress: bool | str | None = False) -> Path:
+    """:func:`run_context` of a study's runs (one config per seed) on a resolved ``device``."""
+    total = study_steps(runs[0]) * len(runs)
+    events = (event for run in runs for event in _seed_steps(run, out, device))
+    with Progress(total, mode=progress_mode(progress), desc="context study", unit="step") as steps:
+        for finished, label in events:
+            if finished:
+                steps.advance(label)
+            else:
+                steps.working_on(label)
+    return out / STORE_NAME
 
 
 def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
-    """One seed's run of the study: train, evaluate, fine-tune, each step skipped when stored.
+    """One seed's run of the study, each step skipped when stored: train RoPE and the references at
+    L, fine-tune RoPE, then evaluate RoPE with each method swapped in, the references as they are
+    and the fine-tunes.
 
     Yields ``(False, what starts)`` before each step and ``(True, what finished)`` after it (what
     the progress bar shows); the steps know nothing of the bar.
     """
+    seed, scale = f"seed {cfg.seed}", cfg.finetune_scale
+    tunes = {finetuned_name(method, scale): method for method in cfg.finetune_methods if cfg.finetune_steps}
+    tune = cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
+                        seed=cfg.seed + 1) if tunes else None
+    data = ContextData.load(cfg.text)
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
-    data = ContextData.load(cfg.text)
-    models = out / "models" / cfg.train_id
-    seed = f"seed {cfg.seed}"
-    trained = {}
-    for scheme in ("rope", *cfg.references):
-        yield False, f"{seed}: train {scheme}"
-        trained[scheme] = trained_model(cfg, scheme, store, models / scheme, data,
-                                        lambda s=scheme: build_context_model(cfg, s, data.vocab_size), cfg, device)
-        yield True, f"{seed}: trained {scheme}"
-    rope, head_dim, theta = trained["rope"], cfg.dim // cfg.heads, rope_base(trained["rope"])
-    # (label, model name, method, the model at a length): RoPE with each method, then the references as they are
-    evaluations = [(f"rope / {method}", "rope", method, lambda n, m=method: swap_scheme(rope, method_scheme(
-        m, head_dim=head_dim, factor=n / cfg.context, original_len=cfg.context, base=theta))) for method in cfg.methods]
-    evaluations += [(scheme, scheme, "none", lambda n, s=scheme: trained[s]) for scheme in cfg.references]
+    folder, trained = out / "models" / cfg.train_id, {}
+    # (name, how a fresh one is built, how it trains, its folder): the models at L, then the fine-tunes of RoPE
+    plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), cfg, folder / name)
+            for name in ("rope", *cfg.references)]
+    plan += [(name, lambda m=method: extended(trained["rope"], m, float(scale), cfg.context), tune,
+              folder / name.replace("@", "_")) for name, method in tunes.items()]
+    for name, make, training, where in plan:
+        yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
+        trained[name] = trained_model(cfg, name, store, where, data, make, training, device)
+        yield True, f"{seed}: {'fine-tuned' if name in tunes else 'trained'} {name}"
+    stored = store.evaluated(cfg.config_id)  # after training: a model retrained here has dropped its rows
+    # (label, model name, method, the model at a length)
+    evaluations = [(f"rope / {method}", "rope", method,
+                    lambda n, m=method: extended(trained["rope"], m, n / cfg.context, cfg.context)) for method in cfg.methods]
+    evaluations += [(name, name, "none", lambda n, s=name: trained[s]) for name in cfg.references]
+    evaluations += [(name, name, method, lambda n, s=name: trained[s]) for name, method in tunes.items()]
     for label, name, method, model_at in evaluations:
         yield False, f"{seed}: {label}"
-        evaluate_into(cfg, store, data, name, method, model_at)
+        for length in cfg.lengths:
+            if (name, method, length) not in stored:  # one transaction per length
+                rows = evaluate_at(cfg, data, name, method, model_at(length), length)
+                store.put(cfg.config_id, name, method, length, rows)
         yield True, f"{seed}: evaluated {label}"
-    scale = cfg.finetune_scale
-    for method in cfg.finetune_methods if cfg.finetune_steps else ():
-        name = finetuned_name(method, scale)
-        scheme = method_scheme(method, head_dim=head_dim, factor=float(scale), original_len=cfg.context, base=theta)
-        yield False, f"{seed}: fine-tune {name}"
-        tune = cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr, seed=cfg.seed + 1)
-        tuned = trained_model(cfg, name, store, models / name.replace("@", "_"), data,
-                              lambda s=scheme: swap_scheme(rope, s), tune, device)
-        yield True, f"{seed}: fine-tuned {name}"
-        evaluate_into(cfg, store, data, name, method, lambda n, t=tuned: t)
-        yield True, f"{seed}: evaluated {name}"

@@ -19,11 +19,11 @@ value        the number (NULL: not measurable, e.g. validation split too short)
 
 >>> import tempfile, pathlib
 >>> store = ContextStore(pathlib.Path(tempfile.mkdtemp()) / "c.sqlite")
->>> store.has("abc", "rope", "yarn", 256)
-False
+>>> store.evaluated("abc")
+set()
 >>> store.put("abc", "rope", "yarn", 256, [("perplexity", -1.0, 5.5), ("passkey", 0.5, 1.0)])
->>> store.has("abc", "rope", "yarn", 256), [r["value"] for r in store.rows("abc")]
-(True, [1.0, 5.5])
+>>> store.evaluated("abc"), [r["value"] for r in store.rows("abc")]
+({('rope', 'yarn', 256)}, [1.0, 5.5])
 """
 
 from __future__ import annotations
@@ -65,14 +65,12 @@ class ContextStore:
         conn.row_factory = sqlite3.Row
         return conn
 
-    def has(self, config: str, model: str, method: str, length: int) -> bool:
-        """Whether that evaluation is stored (all its metrics were written together)."""
+    def evaluated(self, config: str) -> set[tuple[str, str, int]]:
+        """The ``(model, method, length)`` evaluations of ``config`` stored (each with all its metrics:
+        they were written together)."""
         with closing(self._connect()) as conn:
-            row = conn.execute(
-                "SELECT 1 FROM context_rows WHERE config=? AND model=? AND method=? AND length=? LIMIT 1",
-                (config, model, method, length),
-            ).fetchone()
-        return row is not None
+            found = conn.execute("SELECT DISTINCT model, method, length FROM context_rows WHERE config=?", (config,))
+            return {(row["model"], row["method"], row["length"]) for row in found.fetchall()}
 
     def put(self, config: str, model: str, method: str, length: int, values: list[tuple[str, float, float | None]]) -> None:
         """Store one evaluation's ``(metric, depth, value)`` s in one transaction (replacing any)."""

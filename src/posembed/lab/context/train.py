@@ -79,8 +79,9 @@ def build_context_model(cfg: ContextConfig, scheme: str, vocab_size: int) -> nn.
 
     if scheme not in STUDY_SCHEMES:
         raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(STUDY_SCHEMES)}")
-    torch.manual_seed(cfg.seed)
-    return Decoder(vocab_size, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=study_scheme(cfg, scheme))
+    torch.manual_seed(cfg.seed)  # before the scheme: FIRE's and KERPLE's parameters draw from it too
+    position = study_scheme(cfg, scheme)
+    return Decoder(vocab_size, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=position)
 
 
 def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, step: int) -> tuple[Tensor, Tensor]:
@@ -89,8 +90,8 @@ def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, st
     ``passkey_adjacent_steps``), then a ``passkey_fraction`` of them after char-LM windows."""
     keys = cfg.batch if step < cfg.passkey_only_steps else round(cfg.batch * cfg.passkey_fraction)
     starts = torch.randint(0, len(data.train) - cfg.context - 1, (cfg.batch - keys,), generator=generator)
-    windows = torch.stack([data.train[i : i + cfg.context + 1] for i in starts.tolist()]) if len(starts) else \
-        torch.empty(0, cfg.context + 1, dtype=torch.long)  # (B, T + 1)
+    windows = (torch.stack([data.train[i : i + cfg.context + 1] for i in starts.tolist()]) if len(starts) else
+               torch.empty(0, cfg.context + 1, dtype=torch.long))  # (B, T + 1)
     inputs, targets = windows[:, :-1], windows[:, 1:]
     adjacent = keys // 2 if step < cfg.passkey_adjacent_steps else 0
     for count, near in ((adjacent, True), (keys - adjacent, False)):

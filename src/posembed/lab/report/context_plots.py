@@ -2,7 +2,7 @@
 one line per (model, method), and passkey heatmaps (length x depth), one panel per line that
 retrieved anything. Numbers are means over the study's seeds. Matplotlib is imported lazily.
 
-Both take the report's :class:`~posembed.lab.report.context.Results` (its ``lines``, ``lengths``,
+Both take the report's :class:`~posembed.lab.report.context_results.Results` (its ``lines``, ``lengths``,
 ``value``, ``label``, ...); this module does not import it, so the report imports its figures and
 not the other way round.
 """

@@ -1,9 +1,13 @@
-"""A context study's stored rows over its seeds, indexed for the report (:mod:`posembed.lab.report.context`).
+"""A context study's stored rows over its seeds, indexed for the report (:mod:`posembed.lab.report.context`),
+and the exploratory numbers the report states from them.
 
 :class:`Results` keeps every value per seed, so a comparison can pair two arms on the seeds they
 share (the RoPE methods are one trained model per seed; the references train on the same seed and
 the same data stream), and :func:`display_name` names a model or method by what the study stores
 and the paper of its scheme in :data:`posembed.schemes.factory.FACTORY` (no name table here).
+Exploratory (means over the seeds, no test, no winner): :meth:`Results.table` (a metric per line
+and length), :func:`reference_rows` and :func:`reference_note` (the references past L) and
+:func:`empty_heatmaps` (the lines that never retrieved the key).
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from collections.abc import Sequence
 
 from posembed.lab.context.store import NO_DEPTH, ContextStore
 
-__all__ = ["Results", "display_name", "paper_of", "group_text", "INTERVAL_NOTE"]
+__all__ = ["Results", "display_name", "paper_of", "group_text", "INTERVAL_NOTE", "FLAT", "RETRIEVES", "reference_rows",
+           "reference_note", "empty_heatmaps"]
 
 #: what a table cell's brackets are (:func:`posembed.stats.describe`)
 INTERVAL_NOTE = ("a cell is the mean over the seeds and, in brackets, a 95 % t interval of that mean (with 2 seeds: "
                  "the seeds' range; for accuracies cut to [0, 1]); perplexity cells are geometric means with the "
                  "interval taken on log perplexity")
+#: relative perplexity change (longest length against L, means) within which a reference is described as flat
+FLAT = 0.05
+#: passkey accuracy at L from which one seed's model counts as having learned retrieval
+RETRIEVES = 0.8
 
 
 def paper_of(model: str, method: str = "none") -> str:
@@ -55,8 +64,8 @@ def group_text(values: Sequence[float], log_scale: bool = False, digits: int = 3
         mean, low, high, _ = describe(values)
     if not log_scale:  # accuracies: an interval past [0, 1] says nothing more than the bound
         low, high = max(low, 0.0), min(high, 1.0)
-    return f"{format_cell(float(f'{mean:.{digits}g}'))} [{format_cell(float(f'{low:.{digits}g}'))}, " \
-           f"{format_cell(float(f'{high:.{digits}g}'))}]"
+    return (f"{format_cell(float(f'{mean:.{digits}g}'))} [{format_cell(float(f'{low:.{digits}g}'))}, "
+            f"{format_cell(float(f'{high:.{digits}g}'))}]")
 
 
 class Results:
@@ -124,6 +133,86 @@ class Results:
 
     def label(self, line: tuple[str, str]) -> str:
         return display_name(*line)
+
+    def table(self, metric: str) -> tuple[list[str], list[list]]:
+        """``(header, rows)``: ``metric`` per line (a row) and length (a column), as :meth:`cell` s."""
+        header = ["model / method", *[f"{n // self.context}x ({n})" for n in self.lengths]]
+        return header, [[self.label(line), *[self.cell(*line, n, metric) for n in self.lengths]] for line in self.lines]
+
+
+def empty_heatmaps(results: Results) -> list[str]:
+    """Labels of the lines whose passkey accuracy is 0 at every length and depth."""
+    return [results.label(line) for line in results.lines
+            if (values := [results.value(*line, n, "passkey", d) for n in results.lengths for d in results.depths])
+            and all(v is not None for v in values) and max(values) == 0.0]
+
+
+def _references(results: Results) -> list[str]:
+    return [model for model, method in results.lines if method == "none"]
+
+
+def _perplexity_word(at_l: float | None, longest: float | None) -> str:
+    """A description of one reference's mean ratio (no test): within :data:`FLAT`, falls or rises."""
+    from posembed.lab.verdicts import FAIL_RATIO
+
+    if at_l is None or longest is None:
+        return "not measured"
+    ratio = longest / at_l
+    if abs(ratio - 1.0) <= FLAT:
+        return f"flat (within {FLAT:.0%})"
+    if ratio < 1.0:
+        return "falls"
+    return f"fails (>= {FAIL_RATIO:g}x)" if ratio >= FAIL_RATIO else "rises"
+
+
+def reference_rows(results: Results) -> list[dict]:
+    """One row per reference (exploratory, means over the seeds): perplexity at L and at the longest
+    length, their ratio and its description, passkey accuracy at L and the best past L."""
+    context, longest = results.context, max(results.lengths, default=0)
+    rows = []
+    for model in _references(results):
+        at_l = results.value(model, "none", context, "perplexity")
+        at_max = results.value(model, "none", longest, "perplexity")
+        past = [(n, results.value(model, "none", n, "passkey_mean")) for n in results.lengths if n > context]
+        past = [(n, v) for n, v in past if v is not None]
+        best = max(past, key=lambda item: item[1], default=None)
+        rows.append({
+            "reference": model, "paper": paper_of(model), "perplexity at L": at_l, f"at {longest // context}x": at_max,
+            "ratio": None if at_l is None or at_max is None else at_max / at_l,
+            "perplexity past L": _perplexity_word(at_l, at_max),
+            "passkey at L": results.value(model, "none", context, "passkey_mean"),
+            "max passkey past L": "not measured" if best is None else (
+                "0" if best[1] == 0 else f"{best[1]:.2f} at {best[0] // context}x"),
+        })
+    return rows
+
+
+def reference_note(results: Results, rows: list[dict]) -> str:
+    """The references (their :func:`reference_rows`) in words, exploratory (means, no test): which stay
+    within :data:`FLAT` of their perplexity at L, the range of the references and of RoPE's methods at
+    the longest length, and which reach :data:`RETRIEVES` passkey accuracy past L."""
+    if not rows:
+        return "No reference was trained in this study."
+    models, context, longest = _references(results), results.context, max(results.lengths)
+    scale = f"{longest // context}x"
+    flat = [row["reference"] for row in rows if row["perplexity past L"].startswith("flat")]
+    parts = [f"Exploratory (means over the seeds, no test): references whose mean perplexity at {scale} is within "
+             f"{FLAT:.0%} of their mean at L: {', '.join(flat) or 'none'}."]
+    at_max = [v for m in models if (v := results.value(m, "none", longest, "perplexity")) is not None]
+    rope = [v for model, method in results.lines if model == "rope"
+            if (v := results.value("rope", method, longest, "perplexity")) is not None]
+    if at_max:
+        text = f"Mean perplexity at {scale}: references {min(at_max):.3g} to {max(at_max):.3g}"
+        if rope:
+            text += f"; RoPE's methods without fine-tuning {min(rope):.3g} to {max(rope):.3g}"
+        parts.append(text + " (which of them differ is not tested here).")
+    past = {model: max((results.value(model, "none", n, "passkey_mean") or 0.0) for n in results.lengths if n > context)
+            for model in models if any(n > context for n in results.lengths)}
+    retrieving = [f"{m} {v:.2f}" for m, v in past.items() if v >= RETRIEVES]
+    above = [f"{m} {v:.2f}" for m, v in past.items() if 0 < v < RETRIEVES]
+    parts.append(f"Passkey past L (each reference's highest mean accuracy over the longer lengths): >= {RETRIEVES:.0%} for "
+                 f"{', '.join(retrieving) or 'no reference'}" + (f"; above 0 for {', '.join(above)}" if above else "") + ".")
+    return " ".join(parts)
 
 
 def _study_key(body: dict) -> str:

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from posembed.lab.context.published import CLAIMS, Claim
-from posembed.lab.report.context_results import Results, display_name, group_text
+from posembed.lab.report.context_results import RETRIEVES, Results, display_name, group_text
 
 __all__ = ["Primary", "PRIMARY", "PERPLEXITY_MARGIN", "PASSKEY_MARGIN", "RETRIEVES", "ONE_SEED", "comparisons",
            "verdicts", "retrieval_counts", "claim_length", "study_model"]
@@ -33,8 +33,6 @@ __all__ = ["Primary", "PRIMARY", "PERPLEXITY_MARGIN", "PASSKEY_MARGIN", "RETRIEV
 PERPLEXITY_MARGIN = math.log(1.02)
 #: equivalence margin of a passkey comparison: 0.05 of accuracy (4 of 80 documents)
 PASSKEY_MARGIN = 0.05
-#: passkey accuracy at L from which one seed's model counts as having learned retrieval
-RETRIEVES = 0.8
 ONE_SEED = "cannot tell (1 seed)"
 
 
