@@ -31,23 +31,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
+from posembed.lab.task_registry import metric_label, task_entry
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
-    "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "PRIMARY_METRIC",
-    "HIGHER_IS_BETTER", "METRIC_NAMES", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
+    "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
     "scheme_family", "by_family",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: the metric each task is judged by (charlm: perplexity in tables, val_loss for comparisons)
-PRIMARY_METRIC = {"order": "accuracy", "charlm": "perplexity"}
-#: metric names as the report's tables print them
-METRIC_NAMES = {"accuracy": "accuracy", "exact_match": "exact match", "val_loss": "validation loss",
-                "perplexity": "perplexity"}
-#: metrics where larger is better
-HIGHER_IS_BETTER = {"accuracy": True, "exact_match": True, "val_loss": False, "perplexity": False}
 
 GroupKey = tuple[str, str, str]  # (task, scheme, variant)
 
@@ -231,8 +223,9 @@ def group_trials(trials: Iterable[TrialRecord]) -> dict[GroupKey, list[TrialReco
 
 
 def primary_metric(task: str) -> str:
-    """``accuracy`` (order), ``perplexity`` (charlm) or ``exact_match`` (algorithmic)."""
-    return PRIMARY_METRIC.get(task, "exact_match")
+    """The metric the task's tables and figures show (its registry entry's ``shown``: ``accuracy``
+    for order, ``perplexity`` for charlm, ``exact_match`` for the algorithmic tasks)."""
+    return task_entry(task).shown
 
 
 def train_length(trials: Sequence[TrialRecord]) -> int:
@@ -265,7 +258,7 @@ def results_table(data: LabData, task: str) -> tuple[list[str], list[list[Any]]]
     metric = primary_metric(task)
     lengths = metric_lengths((t for group in groups.values() for t in group), metric)
     context = train_length(next(iter(groups.values())))
-    name = METRIC_NAMES.get(metric, metric)
+    name = metric_label(metric)
     header = ["family", "scheme", "variant", "seeds", *[f"{name} at {_length_label(n, context)}" for n in lengths],
               "final train loss", "ms per step", "parameters"]
     rows = []
