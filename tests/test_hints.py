@@ -112,25 +112,14 @@ def test_the_encoders_default_model_hint_keeps_torch(monkeypatch):
 SRC = ROOT / "src" / "posembed"
 
 
-def _docstrings(tree) -> set[int]:
-    """``id`` of each docstring node (prose may show an install line; code may not build one)."""
-    import ast
-
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
 def install_lines(path: Path) -> list[str]:
     """``file:line`` of each string (or f-string part) in code, not docstrings, holding ``pip install``."""
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _docstrings(tree)
+    skip = {id(node.body[0].value) for node in ast.walk(tree)  # docstrings: prose may show an install line
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and ast.get_docstring(node, clean=False) is not None}
     return [f"{path.relative_to(SRC).as_posix()}:{node.lineno}" for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and "pip install" in node.value
             and id(node) not in skip]
