@@ -62,7 +62,7 @@ from posembed.lab.report.plots import length_figure, loss_figure
 from posembed.lab.report.questions import (
     Section, exploratory, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, variant_question,
 )
-from posembed.lab.report.tables import LabData, drift_table, load_lab, primary_metric, results_table
+from posembed.lab.report.tables import LabData, drift_table, load_lab_data, primary_metric, results_table
 from posembed.report import HtmlReport, format_cell
 
 __all__ = ["write_report", "build_sections", "too_small", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
@@ -204,7 +204,7 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     Raises:
         ValueError: no folder, no store, or no readable trial in it.
     """
-    data = load_lab(out_dir)
+    data = load_lab_data(out_dir)
     doc = _Document(f"posembed lab report: {data.name}")
     sections = build_sections(data)
     warning = too_small(data, sections)

@@ -172,11 +172,6 @@ def load_lab_data(out_dir: str | Path) -> LabData:
     return LabData(out, results.experiment, trials, skipped)
 
 
-#: the former name of :func:`load_lab_data`, kept while ``lab/report/__init__.py`` and its tests still use it
-#: (``posembed.analysis.lab_source.load_lab_checkpoint`` reads a checkpoint, not a results store)
-load_lab = load_lab_data
-
-
 def _reason(trial_id: str, messages: list[str]) -> str:
     """The store's reason for skipping ``trial_id`` (the text after ``'<id>': ``)."""
     marker = f"{trial_id!r}: "
