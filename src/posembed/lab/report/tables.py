@@ -25,10 +25,9 @@ import logging
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
 from posembed.lab.task_registry import metric_label, task_entry
@@ -121,28 +120,6 @@ class LabData:
         return group_trials(t for t in self.trials if task is None or t.config.task == task)
 
 
-class _Collect(logging.Handler):
-    """Collects the store's 'skipping corrupt trial row' warnings (their reasons)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@contextmanager
-def _store_warnings() -> Iterator[_Collect]:
-    handler = _Collect()
-    store_logger = logging.getLogger("posembed.lab.sweep.store")
-    store_logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        store_logger.removeHandler(handler)
-
-
 def load_lab_data(out_dir: str | Path) -> LabData:
     """Read and check the results store of ``out_dir`` (the report's input).
 
@@ -155,9 +132,9 @@ def load_lab_data(out_dir: str | Path) -> LabData:
         raise ValueError(f"{str(out)!r} is not a folder; give the --out folder of `posembed lab run`")
     if not (out / STORE_NAME).is_file():
         raise ValueError(f"{str(out)!r} holds no {STORE_NAME}; run `posembed lab run --preset NAME --out {out}` first")
-    with _store_warnings() as warnings, ResultsStore(out) as store:
+    with ResultsStore(out) as store:
         results = store.results()
-    skipped = [(tid, _reason(tid, warnings.messages)) for tid in results.skipped]
+    skipped = list(results.reasons.items())
     trials = []
     for record in results.trials:
         problem = _number_problem(record)
@@ -170,13 +147,6 @@ def load_lab_data(out_dir: str | Path) -> LabData:
         detail = f" ({len(skipped)} corrupt rows skipped: {', '.join(t for t, _ in skipped)})" if skipped else ""
         raise ValueError(f"the results store in {str(out)!r} holds no finished trials{detail}; nothing to report")
     return LabData(out, results.experiment, trials, skipped)
-
-
-def _reason(trial_id: str, messages: list[str]) -> str:
-    """The store's reason for skipping ``trial_id`` (the text after ``'<id>': ``)."""
-    marker = f"{trial_id!r}: "
-    found = next((m for m in messages if marker in m), None)
-    return "row does not decode" if found is None else found.split(marker, 1)[1]
 
 
 def _is_number(value: Any) -> bool:
