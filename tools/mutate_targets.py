@@ -64,7 +64,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
     "retrieval": (
         "interop/extend/retrieval_embed.py",
-        ("rank_scores", "_windows"),
+        ("rank_scores", "_windows", "normalise"),
         ("tests/interop/test_retrieval.py", "-k", "rank_scores or pcw_windows or encoder_encodes or normalised"),
     ),
     "retrieval_report": (

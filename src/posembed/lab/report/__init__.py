@@ -17,11 +17,6 @@ markdown links). The report leads with the answer:
   context 1x, 2x, 4x, 8x for the char LM) and the training loss curves;
 - the run (experiment, trials, seeds, corrupt rows skipped and why).
 
-The folder's files: ``tables.py`` (the store read and summarised), ``decisions.py`` (the family
-of tested comparisons), ``questions.py`` (Q1-Q5), ``calibration.py`` (Q6), ``plots.py`` (the
-figures), ``context.py``, ``context_results.py``, ``context_verdicts.py`` and ``context_plots.py`` (the
-context-extension study's report).
-
 A corrupt row in the store is listed and skipped; a folder without a store, or a store without
 any readable trial, raises ``ValueError``.
 
@@ -31,7 +26,8 @@ Files (:func:`write_report` is here):
 file              what
 ================= ==============================================================================
 ``tables``        what the report reads and how it summarises it: trials over seeds, mean +/- std
-``questions``     one :class:`Section` per seed question, computed from the stored trials
+``decisions``     the family of tested comparisons (primaries and paper checks), decided once
+``questions``     one :class:`Section` per seed question (Q1-Q5), computed from the stored trials
 ``calibration``   question 6: calibration against published numbers
 ``plots``         the figures: a metric against test length per scheme, training loss curves
 ``context``       the context study's section "Which context extension works?"
