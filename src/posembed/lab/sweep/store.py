@@ -111,13 +111,17 @@ class TrialRecord(TrialResult):
 
 @dataclass
 class Results:
-    """What :func:`load_results` reads: the experiment, its valid trials, the skipped rows (their
-    ids, and ``reasons``: id -> why the row did not decode)."""
+    """What :func:`load_results` reads: the experiment, its valid trials, the skipped rows
+    (``reasons``: id -> why the row did not decode)."""
 
     experiment: dict[str, Any]
     trials: list[TrialRecord]
-    skipped: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> list[str]:
+        """The ids of the rows that did not decode, in the store's order."""
+        return list(self.reasons)
 
 
 class ResultsStore:
@@ -303,7 +307,7 @@ class ResultsStore:
     def results(self) -> Results:
         experiment = self.meta().get("experiment", "{}")
         records, skipped = self._read()
-        return Results(json.loads(experiment) if _is_json(experiment) else {}, records, list(skipped), skipped)
+        return Results(json.loads(experiment) if _is_json(experiment) else {}, records, skipped)
 
     def close(self) -> None:
         self.conn.close()
