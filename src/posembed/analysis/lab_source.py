@@ -44,7 +44,7 @@ def training_length(meta: dict) -> tuple[int | None, str]:
 
     try:  # an algorithmic task (by its registry entry's class): context counts operand tokens
         length = sequence_length(task, context)
-    except ValueError:
+    except (ValueError, TypeError):  # not an algorithmic task (or not a name at all)
         return context, f"{task} trains on sequences of context={context} tokens"
     return length, f"{task} operands of up to context={context} tokens make inputs of {length} tokens"
 
