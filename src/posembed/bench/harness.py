@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 
 from posembed._hints import extra_hint
+from posembed._io import atomic_write_text
 from posembed._memory import transparent_huge_pages
 
 __all__ = [
@@ -289,13 +290,11 @@ def missed_explanations(targets: list[dict], machine: dict, load_now: list[float
 
 
 def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: Path, quick: bool) -> tuple[Path, Path]:
-    """Write ``results.json`` and ``results.md`` into ``out_dir``; return both paths."""
+    """Write ``results.json`` and ``results.md`` into ``out_dir``, each atomically; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     payload = {"machine": machine, "quick": quick, "rows": [asdict(r) for r in rows], "targets": targets}
-    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
-    json_path.write_text(json.dumps(payload, indent=2))
-    md_path.write_text(markdown(rows, targets, machine, quick))
-    return json_path, md_path
+    return (atomic_write_text(out_dir / "results.json", json.dumps(payload, indent=2)),
+            atomic_write_text(out_dir / "results.md", markdown(rows, targets, machine, quick)))
 
 
 def _device_words(machine: dict) -> str:
