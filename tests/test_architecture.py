@@ -228,8 +228,8 @@ def test_a_new_lab_task_is_a_file_and_a_registry_entry(copy):
     (copy / "lab" / "tasks" / "toy_echo.py").write_text(TASK_FILE, encoding="utf-8")
     unregistered = _run(copy, TASK_CHECK)
     assert "task='echo' is not one of order, copy" in unregistered.stderr, unregistered.stderr
-    charlm = 'TaskEntry("charlm", "decoder", "charlm:CharLMTask", metric="val_loss"),'
-    _add_line(copy / "lab" / "task_registry.py", charlm, 'TaskEntry("echo", "decoder", "toy_echo:EchoTask"),')
+    addition = 'TaskEntry("addition", "decoder", "algorithmic:AdditionTask"),'
+    _add_line(copy / "lab" / "task_registry.py", addition, 'TaskEntry("echo", "decoder", "toy_echo:EchoTask"),')
     done = _run(copy, TASK_CHECK)
     assert done.returncode == 0 and done.stdout.strip() == "picked up", done.stderr
 

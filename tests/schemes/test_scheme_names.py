@@ -67,15 +67,15 @@ def _data(value: ast.AST) -> bool:
     return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
 
 
-def name_tables(path: Path) -> list[str]:
-    """``file:line`` of each dict literal in ``path`` with two or more keys that are scheme names (a name's
-    number or numbers, as published results, do not count)."""
+def name_tables(path: Path, names: frozenset[str] = NAMES) -> list[str]:
+    """``file:line`` of each dict literal in ``path`` with two or more keys that are scheme names (or
+    ``names``; a name's number or numbers, as published results, do not count)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
             named = sorted({key.value for key, value in zip(node.keys, node.values) if isinstance(key, ast.Constant)
-                            and key.value in NAMES and not _data(value)})  # fmt: skip
+                            and key.value in names and not _data(value)})  # fmt: skip
             if len(named) >= 2:
                 found.append(f"{path.relative_to(SRC).as_posix()}:{node.lineno} keys {', '.join(named)}")
     return found

@@ -40,12 +40,13 @@ def training_length(meta: dict) -> tuple[int | None, str]:
     context, task = config.get("context"), config.get("task", meta.get("task"))
     if not isinstance(context, int) or context <= 0:
         return None, "the checkpoint records no training config"
-    if task in ("copy", "reverse", "sort", "addition"):
-        from posembed.lab.tasks.algorithmic import sequence_length
+    from posembed.lab.tasks.algorithmic import sequence_length
 
+    try:  # an algorithmic task (by its registry entry's class): context counts operand tokens
         length = sequence_length(task, context)
-        return length, f"{task} operands of up to context={context} tokens make inputs of {length} tokens"
-    return context, f"{task} trains on sequences of context={context} tokens"
+    except (ValueError, TypeError):  # not an algorithmic task (or not a name at all)
+        return context, f"{task} trains on sequences of context={context} tokens"
+    return length, f"{task} operands of up to context={context} tokens make inputs of {length} tokens"
 
 
 def analysed_length(model, meta: dict) -> tuple[int, str]:

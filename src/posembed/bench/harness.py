@@ -33,30 +33,38 @@ from typing import Callable
 
 import torch
 
+from posembed._hints import extra_hint
+from posembed._io import atomic_write_text
 from posembed._memory import transparent_huge_pages
 
 __all__ = [
     "Row", "as_device", "compare", "copy_bandwidth", "device_name", "failure_note", "machine_info", "notes_text",
     "peak_memory_mb", "peak_rss_mb", "run_worker", "start_memory", "synchronize", "time_ms", "write_report",
-    "BENCH_EXTRA", "oversubscribed", "missed_explanations",
+    "skipped_note", "oversubscribed", "missed_explanations",
 ]  # fmt: skip
 
 
-#: what installs the comparison libraries (a missing one is a skipped row, never a failed one)
-BENCH_EXTRA = "pip install 'posembed[bench]'"
+def skipped_note(library: str) -> str:
+    """The note of a row whose comparison ``library`` is not installed (a skipped row, never a failed
+    one): the ``[bench]`` extra that installs the comparison libraries, the installed torch kept.
+
+    >>> skipped_note("x_transformers")  # doctest: +ELLIPSIS
+    "skipped: pip install 'posembed[bench]' 'torch==...' (x_transformers is not installed)"
+    """
+    return f"skipped: {extra_hint('bench', explain=False)} ({library} is not installed)"
 
 
 def failure_note(error: BaseException) -> str:
     """The note of a case that could not run: ``skipped: pip install ...`` when a comparison library
     is not installed, else ``failed: <error>``.
 
-    >>> failure_note(ModuleNotFoundError("No module named 'x_transformers'", name="x_transformers"))
-    "skipped: pip install 'posembed[bench]' (x_transformers is not installed)"
+    >>> failure_note(ModuleNotFoundError("No module named 'x_transformers'", name="x_transformers"))  # doctest: +ELLIPSIS
+    "skipped: pip install 'posembed[bench]' 'torch==...' (x_transformers is not installed)"
     >>> failure_note(RuntimeError("boom"))
     'failed: RuntimeError: boom'
     """
     if isinstance(error, ModuleNotFoundError) and error.name and error.name.split(".")[0] != "posembed":
-        return f"skipped: {BENCH_EXTRA} ({error.name.split('.')[0]} is not installed)"
+        return skipped_note(error.name.split(".")[0])
     return f"failed: {type(error).__name__}: {error}"[:200]
 
 
@@ -198,7 +206,7 @@ def run_worker(module: str, spec: dict, timeout: float = 900) -> dict:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         missing = _missing_module(tail)
         if missing:
-            return {"skipped": f"skipped: {BENCH_EXTRA} ({missing} is not installed)"}
+            return {"skipped": skipped_note(missing)}
         return {"error": f"exit {done.returncode}: {tail[:200]}"}
     return json.loads(lines[-1])
 
@@ -282,13 +290,11 @@ def missed_explanations(targets: list[dict], machine: dict, load_now: list[float
 
 
 def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: Path, quick: bool) -> tuple[Path, Path]:
-    """Write ``results.json`` and ``results.md`` into ``out_dir``; return both paths."""
+    """Write ``results.json`` and ``results.md`` into ``out_dir``, each atomically; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     payload = {"machine": machine, "quick": quick, "rows": [asdict(r) for r in rows], "targets": targets}
-    json_path, md_path = out_dir / "results.json", out_dir / "results.md"
-    json_path.write_text(json.dumps(payload, indent=2))
-    md_path.write_text(markdown(rows, targets, machine, quick))
-    return json_path, md_path
+    return (atomic_write_text(out_dir / "results.json", json.dumps(payload, indent=2)),
+            atomic_write_text(out_dir / "results.md", markdown(rows, targets, machine, quick)))
 
 
 def _device_words(machine: dict) -> str:

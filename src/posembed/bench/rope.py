@@ -23,6 +23,7 @@ import logging
 
 import torch
 
+from posembed._hints import package_hint
 from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, failure_note, rows_from_times
 from posembed.devices import cpu_tuned
 
@@ -39,7 +40,6 @@ POSEMBED = "posembed RotaryEmbedding"
 FUSED = "posembed RotaryEmbedding (compiled=True)"
 EAGER = "posembed RotaryEmbedding (compiled=False, eager)"
 LIGER = "Liger-Kernel liger_rotary_pos_emb (Triton)"
-LIGER_INSTALL = "pip install liger-kernel"
 FULL = (4, 16, 2048, 64)
 QUICK = (2, 8, 512, 64)
 #: issue 23's shapes on CUDA (B, H, T, D), each in every dtype of CUDA_DTYPES
@@ -123,7 +123,7 @@ def liger_skip_reason(device: str | torch.device) -> str | None:
     if device.type != "cuda":
         return f"Liger-Kernel's RoPE is a Triton kernel for CUDA; this run is on {device}"
     if importlib.util.find_spec("liger_kernel") is None:
-        return "liger-kernel is not installed (pip install liger-kernel)"
+        return f"liger-kernel is not installed ({package_hint('liger-kernel', explain=False)})"
     return None
 
 
@@ -163,7 +163,7 @@ def _build(length: int, dim: int, compiled: bool, device: torch.device, dtype=to
         except Exception as error:
             note = failure_note(error)
             if name == LIGER and note.startswith("skipped:"):
-                note = f"skipped: {LIGER_INSTALL} (liger_kernel is not installed)"
+                note = f"skipped: {package_hint('liger-kernel', explain=False)} (liger_kernel is not installed)"
             failed.append(Row(SECTION, "setup", name, note=note))
     return impls, failed
 

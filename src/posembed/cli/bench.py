@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+from posembed._hints import extra_hint
 from posembed._times import quote
 from posembed.cli import UserError, add_run_options
 from posembed.devices import DEVICE_HELP
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
         "bench",
         help="time posembed against transformers, x-transformers and rotary-embedding-torch",
         description="Run the benchmarks side by side in one process and write results.json + results.md. "
-                    "A comparison library that is not installed is a skipped row (pip install 'posembed[bench]').",
+                    f"A comparison library that is not installed is a skipped row ({extra_hint('bench', explain=False)}).",
     )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
     parser.add_argument("--only", action="append", choices=SUITES, metavar="NAME",

@@ -29,7 +29,7 @@ module              what
 ``context/``        the context-extension study: ``presets``, ``corpus``, ``methods``, ``swap``,
                     ``train``, ``evaluate``, ``store``, ``run``, ``extend``, ``published`` figures
 ``lengthgen/``      the length-generalisation preset and its ranking (mean reciprocal rank)
-``report/``         ``posembed lab report`` (``__init__``) and its parts: ``tables``,
+``report/``         ``posembed lab report`` (``write``) and its parts: ``tables``,
                     ``questions``, ``plots``, ``calibration``; the context study's ``context`` and
                     ``context_plots``
 =================== =====================================================================

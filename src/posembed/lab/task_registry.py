@@ -2,41 +2,75 @@
 
 Each :class:`TaskEntry` names a task, the model it trains (``"decoder"``: a causal LM scored on
 its answer tokens; ``"encoder"``: a classifier), where its class is (``"module:Class"``, a file
-of :mod:`posembed.lab.tasks`) and its main metric. Everything else derives from this table:
+of :mod:`posembed.lab.tasks`), its main metric, the metric its report tables show and what its
+lengths count. Each :class:`Metric` a task records says its display name and its direction
+(:data:`METRICS`). Everything else derives from these tables:
 :data:`posembed.lab.config.TASKS` (the names a config accepts and the model each builds),
 :func:`posembed.lab.tasks.make_task` (the task object of a config), the algorithmic tasks'
 :func:`~posembed.lab.tasks.algorithmic.make_example` / ``sequence_length``, a trial's time
-estimate (:mod:`posembed.lab.trial_cost`) and the metric ``posembed lab list`` shows
-(:data:`posembed.lab.sweep.listing.MAIN_METRIC`).
+estimate (:mod:`posembed.lab.trial_cost`), the metric ``posembed lab list`` shows
+(:data:`posembed.lab.sweep.listing.MAIN_METRIC`), the lab report's metrics, their names, directions
+and axes (:mod:`posembed.lab.report`) and the inspector's training length of a lab checkpoint.
+A stored task the registry no longer has reads as an exact-match decoder task (:func:`task_entry`).
 
 The table imports nothing (the configs below the tasks read it); the classes are loaded by
 :func:`posembed.lab.tasks.make_task` when a trial is built.
 
 >>> TASKS["copy"], TASKS["order"], TASK_ENTRIES["sort"].where
 ('decoder', 'encoder', 'algorithmic:SortTask')
+>>> charlm = task_entry("charlm")
+>>> charlm.metric, charlm.shown, METRICS[charlm.shown].label, METRICS[charlm.metric].higher_is_better
+('val_loss', 'perplexity', 'perplexity', False)
+>>> task_entry("retired").metric, metric_label("exact_match"), metric_label("bleu")
+('exact_match', 'exact match', 'bleu')
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TaskEntry", "ENTRIES", "TASK_ENTRIES", "TASKS", "MODELS"]
+__all__ = ["TaskEntry", "ENTRIES", "TASK_ENTRIES", "TASKS", "MODELS", "Metric", "METRICS", "task_entry",
+           "metric_label"]
 
 #: the models a task trains: a causal decoder LM or a bidirectional encoder classifier
 MODELS = ("decoder", "encoder")
 
 
 @dataclass(frozen=True)
+class Metric:
+    """A metric a task records: its ``name`` (``EvalPoint.metric``), the ``label`` reports print,
+    whether larger is better and whether it is a ``fraction`` (a value in [0, 1])."""
+
+    name: str
+    label: str
+    higher_is_better: bool
+    fraction: bool = False
+
+
+#: metric name -> what it is
+METRICS: dict[str, Metric] = {metric.name: metric for metric in (
+    Metric("accuracy", "accuracy", higher_is_better=True, fraction=True),
+    Metric("exact_match", "exact match", higher_is_better=True, fraction=True),
+    Metric("val_loss", "validation loss", higher_is_better=False),
+    Metric("perplexity", "perplexity", higher_is_better=False),
+)}
+
+
+@dataclass(frozen=True)
 class TaskEntry:
     """One lab task: its ``name`` (``TrialConfig.task``), the ``model`` it trains (one of
     :data:`MODELS`), ``where`` its class is, ``"module:Class"`` in :mod:`posembed.lab.tasks`
-    (the class takes the :class:`~posembed.lab.config.TrialConfig`), and its main ``metric``
-    (one its ``evaluate`` records)."""
+    (the class takes the :class:`~posembed.lab.config.TrialConfig`), its main ``metric`` (one its
+    ``evaluate`` records, the one compared and listed), the metric its report tables and figures
+    show (``shown``; ``None``: the main one) and what an evaluated length counts (``lengths``,
+    the figures' axis)."""
 
     name: str
     model: str
     where: str
     metric: str = "exact_match"
+    shown: str | None = None
+    lengths: str = "operand length"
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -46,18 +80,35 @@ class TaskEntry:
             raise ValueError(
                 f"task {self.name!r}: where must be 'module:Class' in posembed.lab.tasks, got {self.where!r}"
             )
+        for metric in (self.metric, self.shown or self.metric):
+            if metric not in METRICS:
+                raise ValueError(f"task {self.name!r}: metric {metric!r} is not one of {', '.join(METRICS)}")
+        if self.shown is None:
+            object.__setattr__(self, "shown", self.metric)
 
 
 ENTRIES: tuple[TaskEntry, ...] = (
-    TaskEntry("order", "encoder", "order:OrderTask", metric="accuracy"),
+    TaskEntry("order", "encoder", "order:OrderTask", metric="accuracy", lengths="sequence length"),
     TaskEntry("copy", "decoder", "algorithmic:CopyTask"),
     TaskEntry("reverse", "decoder", "algorithmic:ReverseTask"),
     TaskEntry("sort", "decoder", "algorithmic:SortTask"),
     TaskEntry("addition", "decoder", "algorithmic:AdditionTask"),
-    TaskEntry("charlm", "decoder", "charlm:CharLMTask", metric="val_loss"),
+    TaskEntry("charlm", "decoder", "charlm:CharLMTask", metric="val_loss", shown="perplexity",
+              lengths="evaluated context (characters)"),
 )
 
 #: task name -> its entry
 TASK_ENTRIES: dict[str, TaskEntry] = {entry.name: entry for entry in ENTRIES}
 #: task name -> model kind it trains ("decoder" causal LM, "encoder" classifier)
 TASKS: dict[str, str] = {entry.name: entry.model for entry in ENTRIES}
+
+
+def task_entry(name: str) -> TaskEntry:
+    """The entry of task ``name``; a name the registry lacks (a stored trial of a task since
+    removed) reads as an exact-match decoder task."""
+    return TASK_ENTRIES.get(name) or TaskEntry(name, "decoder", "algorithmic:AlgorithmicTask")
+
+
+def metric_label(name: str) -> str:
+    """How reports print metric ``name`` (an unknown name as it is)."""
+    return METRICS[name].label if name in METRICS else name

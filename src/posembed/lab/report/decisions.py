@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posembed.lab.presets import MARGINS, Primary, primary_comparisons
-from posembed.lab.report.tables import HIGHER_IS_BETTER, LabData, metric_lengths, train_length
+from posembed.lab.report.tables import LabData, metric_lengths, train_length
 from posembed.lab.sweep.store import TrialRecord
+from posembed.lab.task_registry import METRICS, task_entry
 from posembed.lab.verdicts import FAIL_RATIO, KAZEMNEJAD_FAVOURED, PRESS_SCHEMES
 from posembed.stats import Comparison, Decision, decide
 
@@ -34,8 +35,8 @@ THRESHOLD = f"threshold {FAIL_RATIO}"
 
 
 def judged_metric(task: str) -> str:
-    """The metric compared at the training length (charlm: validation loss, in nats)."""
-    return {"order": "accuracy", "charlm": "val_loss"}.get(task, "exact_match")
+    """The metric compared at the training length: the task's main one (charlm: validation loss, in nats)."""
+    return task_entry(task).metric
 
 
 def seed_values(trials: Sequence[TrialRecord], metric: str, length: int) -> dict[int, float]:
@@ -99,12 +100,12 @@ def group_comparison(data: LabData, name: str, task: str, a: tuple[str, str], b:
     elif measure == "beyond":
         metric = judged_metric(task)
         values_a, values_b = beyond_values(trials_a, metric), beyond_values(trials_b, metric)
-        higher, margin, log = HIGHER_IS_BETTER[metric], MARGINS.get(metric, 0.05), False
+        higher, margin, log = METRICS[metric].higher_is_better, MARGINS.get(metric, 0.05), False
     else:
         metric = judged_metric(task)
         length = train_length(trials_a)
         values_a, values_b = seed_values(trials_a, metric, length), seed_values(trials_b, metric, length)
-        higher, margin, log = HIGHER_IS_BETTER[metric], MARGINS[metric], False
+        higher, margin, log = METRICS[metric].higher_is_better, MARGINS[metric], False
     if not values_a or not values_b:
         return None
     xs, ys, test = _paired(values_a, values_b)

@@ -21,17 +21,15 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from posembed.lab.report.tables import GroupKey, LabData, Stat, metric_lengths, metric_stat, train_length
+from posembed.lab.report.tables import GroupKey, LabData, Stat, metric_lengths, metric_stat, scheme_family, train_length
 from posembed.lab.sweep.store import TrialRecord
+from posembed.lab.task_registry import METRICS, metric_label, task_entry
 from posembed.report import new_figure
-from posembed.schemes.factory import scheme_entry
 
 __all__ = ["length_figure", "loss_figure", "facets", "scheme_family", "MAX_LINES"]
 
 #: most lines in one panel
 MAX_LINES = 6
-
-_LABELS = {"accuracy": "accuracy", "exact_match": "exact match", "perplexity": "perplexity", "val_loss": "validation loss"}
 
 
 def _band(stat: Stat) -> tuple[float, float]:
@@ -41,15 +39,6 @@ def _band(stat: Stat) -> tuple[float, float]:
 
 def _style(variant: str) -> str:
     return "-" if variant == "base" else "--"
-
-
-def scheme_family(scheme: str) -> str:
-    """``absolute``, ``rotary``, ``bias`` or ``NoPE`` for a scheme name (``other`` when unknown)."""
-    try:
-        cls = scheme_entry(scheme).cls
-    except (KeyError, ValueError):
-        return "other"
-    return "NoPE" if cls.name == "nope" else cls.kind.value
 
 
 def facets(keys: Sequence[GroupKey]) -> list[tuple[str, list[GroupKey]]]:
@@ -124,17 +113,16 @@ def length_figure(data: LabData, task: str, metric: str, *, log_y: bool = False)
         axes.axvline(context, color="grey", linestyle=":", linewidth=1, label=f"training length L = {context}")
         if log_y:
             _log_axes(axes, lengths, context)
-        if metric in ("accuracy", "exact_match"):
+        if metric in METRICS and METRICS[metric].fraction:
             axes.set_ylim(-0.03, 1.03)
-        axes.set_ylabel(_LABELS.get(metric, metric))
+        axes.set_ylabel(metric_label(metric))
         axes.set_title(family, fontsize=9, loc="left")
         axes.grid(alpha=0.3)
         _legend_outside(axes)
     if not drawn:
         return None
-    axes_list[-1].set_xlabel({"perplexity": "evaluated context (characters)", "accuracy": "sequence length"}.get(
-        metric, "operand length"))
-    figure.suptitle(f"{task}: {_LABELS.get(metric, metric)} against length (mean ± std over seeds)", fontsize=10)
+    axes_list[-1].set_xlabel(task_entry(task).lengths)
+    figure.suptitle(f"{task}: {metric_label(metric)} against length (mean ± std over seeds)", fontsize=10)
     return figure
 
 

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posembed.lab.report.decisions import LabDecisions, group_comparison, judged_metric
-from posembed.lab.report.tables import (
-    HIGHER_IS_BETTER, METRIC_NAMES, LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length,
-)
+from posembed.lab.report.tables import LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length
+from posembed.lab.task_registry import METRICS, metric_label
 from posembed.stats import Comparison, Decision, describe
 
 __all__ = [
@@ -237,7 +236,7 @@ def ranking_scores(data: LabData, task: str, metric: str | None = None) -> list[
         at_train = _mean_or_none(metric_stat(trials, metric, context))
         rows.append(ScoreRow(scheme, at_train, score, tuple(zip(lengths, beyond, strict=True)),
                              seeds=_seed_scores(trials, metric, lengths) if score is not None else ()))
-    sign = -1.0 if HIGHER_IS_BETTER[metric] else 1.0
+    sign = -1.0 if METRICS[metric].higher_is_better else 1.0
     key = [math.inf if r.beyond is None else sign * r.beyond for r in rows]
     return sorted((ScoreRow(**{**r.__dict__, "rank": 1 + sum(k < key[i] for k in key)}) for i, r in enumerate(rows)),
                   key=lambda r: r.rank)
@@ -248,7 +247,7 @@ def _fmt(value: float | None) -> str:
 
 
 def _ranking_table(task: str, scores: list[ScoreRow], context: int) -> Table:
-    metric = METRIC_NAMES.get(judged_metric(task), judged_metric(task))
+    metric = metric_label(judged_metric(task))
     lengths = [n for n, _ in scores[0].per_length]
     header = [f"{task}: order of the means", "scheme", "family", f"{metric} at L = {context}",
               *[f"at {n} ({n / context:.3g}x)" for n in lengths], "mean beyond L [interval]"]

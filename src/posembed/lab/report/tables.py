@@ -25,29 +25,20 @@ import logging
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
+from posembed.lab.task_registry import metric_label, task_entry
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
-    "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "PRIMARY_METRIC",
-    "HIGHER_IS_BETTER", "METRIC_NAMES", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
+    "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
     "scheme_family", "by_family",
 ]
 
 logger = logging.getLogger(__name__)
-
-#: the metric each task is judged by (charlm: perplexity in tables, val_loss for comparisons)
-PRIMARY_METRIC = {"order": "accuracy", "charlm": "perplexity"}
-#: metric names as the report's tables print them
-METRIC_NAMES = {"accuracy": "accuracy", "exact_match": "exact match", "val_loss": "validation loss",
-                "perplexity": "perplexity"}
-#: metrics where larger is better
-HIGHER_IS_BETTER = {"accuracy": True, "exact_match": True, "val_loss": False, "perplexity": False}
 
 GroupKey = tuple[str, str, str]  # (task, scheme, variant)
 
@@ -129,28 +120,6 @@ class LabData:
         return group_trials(t for t in self.trials if task is None or t.config.task == task)
 
 
-class _Collect(logging.Handler):
-    """Collects the store's 'skipping corrupt trial row' warnings (their reasons)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@contextmanager
-def _store_warnings() -> Iterator[_Collect]:
-    handler = _Collect()
-    store_logger = logging.getLogger("posembed.lab.sweep.store")
-    store_logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        store_logger.removeHandler(handler)
-
-
 def load_lab_data(out_dir: str | Path) -> LabData:
     """Read and check the results store of ``out_dir`` (the report's input).
 
@@ -163,9 +132,9 @@ def load_lab_data(out_dir: str | Path) -> LabData:
         raise ValueError(f"{str(out)!r} is not a folder; give the --out folder of `posembed lab run`")
     if not (out / STORE_NAME).is_file():
         raise ValueError(f"{str(out)!r} holds no {STORE_NAME}; run `posembed lab run --preset NAME --out {out}` first")
-    with _store_warnings() as warnings, ResultsStore(out) as store:
+    with ResultsStore(out) as store:
         results = store.results()
-    skipped = [(tid, _reason(tid, warnings.messages)) for tid in results.skipped]
+    skipped = list(results.reasons.items())
     trials = []
     for record in results.trials:
         problem = _number_problem(record)
@@ -178,18 +147,6 @@ def load_lab_data(out_dir: str | Path) -> LabData:
         detail = f" ({len(skipped)} corrupt rows skipped: {', '.join(t for t, _ in skipped)})" if skipped else ""
         raise ValueError(f"the results store in {str(out)!r} holds no finished trials{detail}; nothing to report")
     return LabData(out, results.experiment, trials, skipped)
-
-
-#: the former name of :func:`load_lab_data`, kept while ``lab/report/__init__.py`` and its tests still use it
-#: (``posembed.analysis.lab_source.load_lab_checkpoint`` reads a checkpoint, not a results store)
-load_lab = load_lab_data
-
-
-def _reason(trial_id: str, messages: list[str]) -> str:
-    """The store's reason for skipping ``trial_id`` (the text after ``'<id>': ``)."""
-    marker = f"{trial_id!r}: "
-    found = next((m for m in messages if marker in m), None)
-    return "row does not decode" if found is None else found.split(marker, 1)[1]
 
 
 def _is_number(value: Any) -> bool:
@@ -231,8 +188,9 @@ def group_trials(trials: Iterable[TrialRecord]) -> dict[GroupKey, list[TrialReco
 
 
 def primary_metric(task: str) -> str:
-    """``accuracy`` (order), ``perplexity`` (charlm) or ``exact_match`` (algorithmic)."""
-    return PRIMARY_METRIC.get(task, "exact_match")
+    """The metric the task's tables and figures show (its registry entry's ``shown``: ``accuracy``
+    for order, ``perplexity`` for charlm, ``exact_match`` for the algorithmic tasks)."""
+    return task_entry(task).shown
 
 
 def train_length(trials: Sequence[TrialRecord]) -> int:
@@ -265,7 +223,7 @@ def results_table(data: LabData, task: str) -> tuple[list[str], list[list[Any]]]
     metric = primary_metric(task)
     lengths = metric_lengths((t for group in groups.values() for t in group), metric)
     context = train_length(next(iter(groups.values())))
-    name = METRIC_NAMES.get(metric, metric)
+    name = metric_label(metric)
     header = ["family", "scheme", "variant", "seeds", *[f"{name} at {_length_label(n, context)}" for n in lengths],
               "final train loss", "ms per step", "parameters"]
     rows = []

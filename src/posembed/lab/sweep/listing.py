@@ -18,14 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord, load_results
-from posembed.lab.task_registry import ENTRIES
+from posembed.lab.task_registry import ENTRIES, task_entry
 
 __all__ = ["TrialRow", "list_trials", "format_table", "to_json", "store_rows", "MAIN_METRIC"]
 
 #: task -> the metric the table shows (its registry entry's); a stored task the registry does not
-#: know shows exact match
+#: know shows exact match (:func:`~posembed.lab.task_registry.task_entry`)
 MAIN_METRIC = {entry.name: entry.metric for entry in ENTRIES}
-_DEFAULT_METRIC = "exact_match"
 
 
 @dataclass
@@ -78,7 +77,7 @@ def _only(records: list[TrialRecord], key: str, wanted: list[str] | None) -> lis
 
 def _row(record: TrialRecord, out: Path) -> TrialRow:
     cfg = record.config
-    metric = MAIN_METRIC.get(cfg.task, _DEFAULT_METRIC)
+    metric = task_entry(cfg.task).metric
     values = record.metric(metric)
     longest = max(values) if values else None
     evals: dict[str, dict[int, float | None]] = {}

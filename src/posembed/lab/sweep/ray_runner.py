@@ -33,26 +33,26 @@ from typing import Callable, Iterator
 
 from torch import nn
 
+from posembed._hints import install_hint
 from posembed.lab.config import TrialConfig
 from posembed.lab.train import TrialResult
 from posembed.lab.sweep.workers import WorkerError, available_cores, train_packed, unpack_model
 
-__all__ = ["RayTrialPool", "require_ray", "check_address", "INSTALL_HINT", "MAX_RETRIES"]
+__all__ = ["RayTrialPool", "require_ray", "check_address", "MAX_RETRIES"]
 
 logger = logging.getLogger(__name__)
-
-INSTALL_HINT = "pip install 'posembed[ray]'"
 
 #: times a task is run again after its worker or node died
 MAX_RETRIES = 2
 
 
 def require_ray():
-    """The ``ray`` module, or an ``ImportError`` whose message is the one line to install it."""
+    """The ``ray`` module, or an ``ImportError`` whose message is the one line to install it
+    (:func:`posembed._hints.install_hint`: the ``[ray]`` extra, the installed torch kept)."""
     try:
         import ray
     except ImportError:
-        raise ImportError(f"--ray needs Ray: {INSTALL_HINT}") from None
+        raise ImportError(f"--ray needs Ray: {install_hint('ray')}") from None
     return ray
 
 

@@ -111,11 +111,17 @@ class TrialRecord(TrialResult):
 
 @dataclass
 class Results:
-    """What :func:`load_results` reads: the experiment, its valid trials, the skipped rows."""
+    """What :func:`load_results` reads: the experiment, its valid trials, the skipped rows
+    (``reasons``: id -> why the row did not decode)."""
 
     experiment: dict[str, Any]
     trials: list[TrialRecord]
-    skipped: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def skipped(self) -> list[str]:
+        """The ids of the rows that did not decode, in the store's order."""
+        return list(self.reasons)
 
 
 class ResultsStore:
@@ -275,26 +281,27 @@ class ResultsStore:
         """Every readable trial, in insertion order; corrupt rows are logged and skipped."""
         return self._read()[0]
 
-    def _read(self) -> tuple[list[TrialRecord], list[str]]:
+    def _read(self) -> tuple[list[TrialRecord], dict[str, str]]:
         try:
             return self._read_rows()
         except sqlite3.Error as error:
             raise store_error(self.path, error, "read") from None
 
-    def _read_rows(self) -> tuple[list[TrialRecord], list[str]]:
+    def _read_rows(self) -> tuple[list[TrialRecord], dict[str, str]]:
+        """The decoded trials and ``{trial id: why not}`` of the rows that do not decode."""
         evals: dict[str, list[EvalPoint]] = {}
         for trial_id, metric, length, value, note in self.conn.execute("SELECT * FROM evals ORDER BY metric, length"):
             evals.setdefault(trial_id, []).append(EvalPoint(metric, length, value, note or ""))
         curves: dict[str, list[tuple[int, float]]] = {}
         for trial_id, step, loss in self.conn.execute("SELECT * FROM curves ORDER BY step"):
             curves.setdefault(trial_id, []).append((step, loss))
-        records, skipped = [], []
+        records, skipped = [], {}
         for row in self.conn.execute("SELECT * FROM trials ORDER BY rowid"):
             try:
                 records.append(_decode(row, evals.get(row[0], []), curves.get(row[0], [])))
             except (ValueError, TypeError, KeyError, json.JSONDecodeError) as error:
                 logger.warning("results store %s: skipping corrupt trial row %r: %s", self.path, row[0], error)
-                skipped.append(str(row[0]))
+                skipped[str(row[0])] = str(error)
         return records, skipped
 
     def results(self) -> Results:

@@ -33,7 +33,7 @@ file            what
 
 A new task is one file here with a class on the types of ``base`` (taking the
 :class:`~posembed.lab.config.TrialConfig`) and one :class:`~posembed.lab.task_registry.TaskEntry`
-in :mod:`posembed.lab.task_registry`.
+in :mod:`posembed.lab.task_registry` (which also says each metric's display name and direction).
 """
 
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, Task, eval_lengths, loss_fn

@@ -39,11 +39,10 @@ def load_corpus(text: str, context: int) -> CharCorpus:
 class CharLMTask:
     """Next-character prediction with a decoder."""
 
-    name = "charlm"
     num_classes = None
 
     def __init__(self, cfg: TrialConfig) -> None:
-        self.cfg = cfg
+        self.cfg, self.name = cfg, cfg.task  # the name is the registry's
         self.corpus = load_corpus(cfg.text, cfg.context)
         self.vocab_size = self.corpus.vocab_size
         self.lengths = eval_lengths(cfg)

@@ -43,11 +43,10 @@ def order_batch(generator: torch.Generator, batch_size: int, length: int, vocab:
 class OrderTask:
     """The order task for one trial config (encoder with 2 classes)."""
 
-    name = "order"
     num_classes = 2
 
     def __init__(self, cfg: TrialConfig) -> None:
-        self.cfg = cfg
+        self.cfg, self.name = cfg, cfg.task  # the name is the registry's
         self.vocab_size = cfg.vocab + 2
         self.lengths = [max(2, n) for n in eval_lengths(cfg)]
 
