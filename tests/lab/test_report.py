@@ -141,8 +141,8 @@ def test_question_answers_use_the_stored_numbers(report, lab_dir):
                 lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? AND t.scheme=? "
                          "AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed", task, scheme, variant,
                          metric, length)] for variant in ("base", "concat"))
-            row = q2[f"{task}: {scheme} concat vs {scheme}, {metric} at L"]
-            assert row["A"] == f"{scheme}: {expected_interval(add)}"
+            row = q2[f"{task}: {scheme} concat vs {scheme} add, {metric} at L"]
+            assert row["A"] == f"{scheme} add: {expected_interval(add)}"
             assert row["B"] == f"{scheme} concat: {expected_interval(concat)}"
             delta = statistics.fmean(concat) - statistics.fmean(add)
             assert float(row["Δ = B − A [95 % interval]"].split(" ")[0]) == pytest.approx(delta, abs=1e-3)

@@ -191,8 +191,8 @@ def test_variant_question_words_only_the_primary_comparison():
     section = variant_question(data, lab_decisions(data, exploratory(data)), "Q3", "Q3", "every_layer", "x")
     header, rows = section.tables[0]
     words = {row[0]: row[header.index("verdict")] for row in rows}
-    assert words["charlm: sinusoidal every_layer vs sinusoidal, val_loss at L"] == "sinusoidal better"
-    assert words["copy: sinusoidal every_layer vs sinusoidal, exact_match at L"] == "exploratory"
+    assert words["charlm: sinusoidal every_layer vs sinusoidal once, val_loss at L"] == "sinusoidal once better"
+    assert words["copy: sinusoidal every_layer vs sinusoidal once, exact_match at L"] == "exploratory"
     assert section.decided and "1 further comparison exploratory" in section.answer
 
 

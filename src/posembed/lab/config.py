@@ -39,7 +39,7 @@ from posembed._checks import closest, did_you_mean
 from posembed.lab.task_registry import TASKS
 
 #: ``TASKS`` (task name -> the model it trains) is the task registry's (:mod:`posembed.lab.task_registry`)
-__all__ = ["TASKS", "VARIANTS", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "check_fields",
+__all__ = ["TASKS", "VARIANTS", "BASE_BESIDE", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "check_fields",
            "config_hash", "parse_value"]
 
 #: variant name -> the TrialConfig fields it sets (applied on top of a task's base)
@@ -50,6 +50,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "frozen": {"freeze_positions": True},
     "untied": {"untied": True},
     "randomized": {"randomized_positions": True},
+}
+
+#: variant name -> what the base variant is called beside it ("sinusoidal once" against
+#: "sinusoidal every_layer"), so a verdict between two variants of one scheme names the winner
+BASE_BESIDE: dict[str, str] = {
+    "concat": "add", "every_layer": "once", "frozen": "trained", "untied": "tied", "randomized": "in order",
 }
 
 #: optimizer name -> the AdamW implementation (see :func:`posembed.lab.train.make_optimizer`)

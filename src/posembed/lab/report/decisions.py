@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from posembed.lab.config import BASE_BESIDE
 from posembed.lab.presets import MARGINS, Primary, primary_comparisons
 from posembed.lab.report.tables import LabData, metric_lengths, train_length
 from posembed.lab.sweep.store import TrialRecord
@@ -27,7 +28,7 @@ from posembed.lab.task_registry import METRICS, task_entry
 from posembed.lab.verdicts import FAIL_RATIO, KAZEMNEJAD_FAVOURED, PRESS_SCHEMES
 from posembed.stats import Comparison, Decision, decide
 
-__all__ = ["LabDecisions", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "ratio_values",
+__all__ = ["LabDecisions", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "group_labels", "ratio_values",
            "beyond_values", "THRESHOLD"]
 
 #: the name of the constant arm of a threshold test (Press's "fails": ratio >= 1.5)
@@ -114,13 +115,29 @@ def group_comparison(data: LabData, name: str, task: str, a: tuple[str, str], b:
 
 def _primary(data: LabData, p: Primary) -> Comparison | None:
     what = "8x/1x perplexity ratio" if p.measure == "ratio" else f"{judged_metric(p.task)} at L"
-    names = (_label(p.a), _label(p.b))
+    names = group_labels(p.a, p.b)
     return group_comparison(data, f"{p.question} {p.task}: {names[1]} vs {names[0]}, {what}", p.task, p.a, p.b,
                             names, p.measure)
 
 
-def _label(group: tuple[str, str]) -> str:
-    return group[0] if group[1] == "base" else f"{group[0]} {group[1]}"
+def group_labels(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
+    """How the report names two ``(scheme, variant)`` groups: the scheme, and the variant unless it
+    is ``base``; beside another variant of the same scheme, the base says what it is instead
+    (``("sinusoidal once", "sinusoidal every_layer")``), so the verdict word names the winner.
+
+    >>> group_labels(("learned", "base"), ("sinusoidal", "base"))
+    ('learned', 'sinusoidal')
+    >>> group_labels(("sinusoidal", "base"), ("sinusoidal", "every_layer"))
+    ('sinusoidal once', 'sinusoidal every_layer')
+    """
+
+    def label(group: tuple[str, str], other: tuple[str, str]) -> str:
+        scheme, variant = group
+        if variant != "base":
+            return f"{scheme} {variant}"
+        return f"{scheme} {BASE_BESIDE[other[1]]}" if other[0] == scheme and other[1] in BASE_BESIDE else scheme
+
+    return label(a, b), label(b, a)
 
 
 def _press(data: LabData) -> list[Comparison]:

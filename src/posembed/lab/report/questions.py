@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from posembed.lab.report.decisions import LabDecisions, group_comparison, judged_metric
+from posembed.lab.report.decisions import LabDecisions, group_comparison, group_labels, judged_metric
 from posembed.lab.report.tables import LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length
 from posembed.lab.task_registry import METRICS, metric_label
 from posembed.stats import Comparison, Decision, describe
@@ -135,9 +135,9 @@ def exploratory(data: LabData) -> list[Comparison]:
         found.append(c) if c is not None else None
         for question, variant in (("Q2", "concat"), ("Q3", "every_layer"), ("Q5", "frozen")):
             for scheme in ordered(s for (_, s, v) in data.groups(task) if v == variant):
-                c = group_comparison(data, f"{question} {task}: {scheme} {variant} vs {scheme}, "
-                                           f"{judged_metric(task)} at L", task, (scheme, "base"), (scheme, variant),
-                                     (scheme, f"{scheme} {variant}"), primary=False)
+                names = group_labels((scheme, "base"), (scheme, variant))
+                c = group_comparison(data, f"{question} {task}: {names[1]} vs {names[0]}, {judged_metric(task)} at L",
+                                     task, (scheme, "base"), (scheme, variant), names, primary=False)
                 found.append(c) if c is not None else None
     return found
 
