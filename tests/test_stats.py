@@ -9,6 +9,7 @@ count; the rate itself is printed by ``-s``). Power is checked at a stated true 
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -259,3 +260,30 @@ def test_power_at_a_stated_difference():
     predicted = stats.min_detectable_difference(math.sqrt(2 / n), 8.0, 0.05)  # df at equal variances
     print(f"power at {delta} sd with {n} seeds: {found:.1%} (MDD at 80 %: {predicted:.2f} sd)")
     assert 0.70 <= found <= 0.90 and abs(predicted - delta) < 0.1
+
+
+def test_seeds_to_detect_is_the_first_count_whose_test_has_the_power():
+    """At the count it names, simulated seed-paired t tests of a true difference reject about 80 % of
+    the time; one seed fewer falls short of what the power function says."""
+    from posembed.power import min_detectable_difference, seeds_to_detect
+
+    sigma, difference, units = 1.0, 0.9, 4
+    n = seeds_to_detect(difference, se=sigma / math.sqrt(units), df=units - 1, units=units, test="paired", alpha=0.05)
+    assert n is not None and n > units
+    assert min_detectable_difference(sigma / math.sqrt(n), n - 1, 0.05) <= difference
+    assert min_detectable_difference(sigma / math.sqrt(n - 1), n - 2, 0.05) > difference
+    rng = random.Random(7)
+    runs = 2000
+    hits = sum(stats.paired_t([0.0] * n, [rng.gauss(difference, sigma) for _ in range(n)]).p < 0.05 for _ in range(runs))
+    assert abs(hits / runs - 0.80) < 3 * math.sqrt(0.8 * 0.2 / runs) + 0.02, hits / runs
+
+
+def test_seeds_to_detect_says_nothing_it_cannot_say():
+    from posembed.power import MAX_SEEDS, seeds_to_detect
+
+    assert seeds_to_detect(0.0, se=1.0, df=2.0, units=3, test="paired", alpha=0.05) is None  # no difference
+    assert seeds_to_detect(0.5, se=1.0, df=2.0, units=3, test="mcnemar", alpha=0.05) is None  # a query is the unit
+    assert seeds_to_detect(0.5, se=0.0, df=2.0, units=3, test="paired", alpha=0.05) is None  # no noise estimate
+    assert seeds_to_detect(1e-6, se=1.0, df=2.0, units=3, test="welch", alpha=0.05) is None  # past MAX_SEEDS
+    assert seeds_to_detect(100.0, se=1.0, df=2.0, units=3, test="welch", alpha=0.05) == 3  # already detectable
+    assert MAX_SEEDS == 1000

@@ -20,7 +20,8 @@ comparisons together:
 interval from three values on, "the seeds' range" for two (a range of two seeds is not a 95 %
 interval of anything). :func:`distinguishing` prints a value with the digits a threshold needs.
 
-Distribution functions come from :mod:`scipy.special`, imported lazily (the ``lab`` extra).
+The t distribution and the power side (the MDD, the seeds a "cannot tell" would need) live in
+:mod:`posembed.power`; :mod:`scipy.special` is imported lazily (the ``lab`` extra).
 
 >>> a = Comparison("loss at L", "learned", "sinusoidal", (1.00, 1.02, 1.01, 0.99), (1.20, 1.22, 1.19, 1.21),
 ...                higher_is_better=False, margin=0.05)
@@ -38,16 +39,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from posembed.power import POWER, min_detectable_difference, seeds_to_detect, t_cdf, t_quantile
+
 __all__ = [
     "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate",
-    "tost", "min_detectable_difference", "describe", "distinguishing", "TESTS", "POWER", "ALPHA",
+    "tost", "min_detectable_difference", "seeds_to_detect", "seeds_clause", "describe", "distinguishing", "TESTS", "POWER", "ALPHA",
     "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL",
 ]
 
 #: the family-wise error rate every report holds
 ALPHA = 0.05
-#: the power at which a minimum detectable difference is stated
-POWER = 0.80
 #: the tests a comparison may name
 TESTS = ("welch", "paired", "mcnemar")
 CANNOT_TELL, ALIKE = "cannot tell", "alike"
@@ -112,6 +113,15 @@ class Decision:
     p_equivalence_adjusted: float
     mdd: float
     note: str = field(default="")
+    #: the level the MDD is stated at (the family's first Holm level for a primary comparison)
+    level: float = ALPHA
+
+    def seeds_needed(self) -> int | None:
+        """Seeds per arm that would detect a true difference of the size seen, at :attr:`level`
+        with 80 % power (:func:`~posembed.power.seeds_to_detect`); ``None`` where it cannot be said."""
+        est = estimate(self.comparison)
+        return seeds_to_detect(self.difference, se=est.se, df=est.df, units=len(self.comparison.values_a),
+                               test=self.comparison.test, alpha=self.level)
 
     def text(self, digits: int = 3) -> str:
         """``word (b - a = d [lo, hi], Holm p = ...; MDD ...)`` for a report's line."""
@@ -124,8 +134,14 @@ class Decision:
             body += f", Holm p = {self.p_adjusted:.2g}, equivalence (|d| < {c.margin:g}) Holm p = " \
                     f"{self.p_equivalence_adjusted:.2g}"
         if self.word == CANNOT_TELL:
-            body += f"; could detect {self.mdd:.{digits}g}"
+            body += f"; could detect {self.mdd:.{digits}g}{seeds_clause(self)}"
         return f"{head} ({body}{'; ' + self.note if self.note else ''})"
+
+
+def seeds_clause(decision: Decision) -> str:
+    """``"; about N seeds per arm would detect the difference seen"`` for a "cannot tell", or ``""``."""
+    needed = decision.seeds_needed() if decision.word == CANNOT_TELL else None
+    return f"; about {needed} seeds per arm would detect the difference seen" if needed else ""
 
 
 class Estimate(NamedTuple):
@@ -140,26 +156,12 @@ class Estimate(NamedTuple):
     label: str
 
 
-def _special():
-    import scipy.special  # lazy: the lab extra
-
-    return scipy.special
-
-
-def _t_cdf(df: float, x: float) -> float:
-    return float(_special().ndtr(x) if math.isinf(df) else _special().stdtr(df, x))
-
-
-def _t_quantile(df: float, q: float) -> float:
-    return float(_special().ndtri(q) if math.isinf(df) else _special().stdtrit(df, q))
-
-
 def _from_t(difference: float, se: float, df: float, label: str) -> Estimate:
     """Interval and p of a t (or z, ``df = inf``) statistic; NaN when there is no noise estimate."""
     if not (se > 0 and df > 0) or math.isnan(se):
         return Estimate(difference, (math.nan, math.nan), math.nan, se, df, label)
-    half = _t_quantile(df, 0.975) * se
-    p = 2.0 * _t_cdf(df, -abs(difference) / se)
+    half = t_quantile(df, 0.975) * se
+    p = 2.0 * t_cdf(df, -abs(difference) / se)
     return Estimate(difference, (difference - half, difference + half), min(1.0, p), se, df, label)
 
 
@@ -225,7 +227,7 @@ def mcnemar(a: Sequence[float], b: Sequence[float]) -> Estimate:
     m, difference = only_a + only_b, (only_b - only_a) / n
     p = min(1.0, 2.0 * sum(math.comb(m, k) for k in range(min(only_a, only_b) + 1)) / 2.0**m)
     se = math.sqrt(max(0.0, (only_a + only_b) / n - difference**2) / n)
-    half = _t_quantile(math.inf, 0.975) * se
+    half = t_quantile(math.inf, 0.975) * se
     return Estimate(difference, (difference - half, difference + half), p, se, math.inf,
                     "95 % Wald interval (paired hits)")
 
@@ -248,42 +250,9 @@ def tost(est: Estimate, margin: float) -> float:
         raise ValueError(f"the equivalence margin must be > 0, got {margin}")
     if not (est.se > 0 and est.df > 0):
         return math.nan
-    lower = 1.0 - _t_cdf(est.df, (est.difference + margin) / est.se)
-    upper = _t_cdf(est.df, (est.difference - margin) / est.se)
+    lower = 1.0 - t_cdf(est.df, (est.difference + margin) / est.se)
+    upper = t_cdf(est.df, (est.difference - margin) / est.se)
     return max(lower, upper)
-
-
-def _power(shift: float, df: float, critical: float) -> float:
-    """Power of the two-sided test with this critical value at a true ``difference / se`` of ``shift``."""
-    if math.isinf(df):
-        return float(_special().ndtr(shift - critical) + _special().ndtr(-critical - shift))
-    upper = 1.0 - float(_special().nctdtr(df, shift, critical))
-    lower = float(_special().nctdtr(df, shift, -critical))  # NaN far out in the tail, where it is ~0
-    if math.isnan(upper):
-        raise ArithmeticError(f"the noncentral t gave no power at df={df}, shift={shift}")
-    return upper + (0.0 if math.isnan(lower) else lower)
-
-
-def min_detectable_difference(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Smallest true difference a two-sided level-``alpha`` t test with this standard error and
-    degrees of freedom detects with probability ``power`` (the noncentral t, solved by bisection;
-    the normal for ``df = inf``); ``inf`` when there is nothing to test.
-
-    >>> round(min_detectable_difference(1.0, math.inf), 3), round(min_detectable_difference(1.0, 4.0), 3)
-    (2.802, 3.761)
-    """
-    if not (0 < alpha < 1 and 0 < power < 1):
-        raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
-    if not (se >= 0 and df > 0):
-        return math.inf
-    critical = _t_quantile(df, 1.0 - alpha / 2)
-    low, high = 0.0, critical + _t_quantile(math.inf, power) + 1.0
-    while _power(high, df, critical) < power:
-        high *= 2.0
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (middle, high) if _power(middle, df, critical) < power else (low, middle)
-    return high * se
 
 
 def holm(p_values: Sequence[float], max_true: int | None = None) -> list[float]:
@@ -356,7 +325,7 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
             word, level = None, alpha
         note = "" if e.se > 0 else "no spread to test" if e.se == 0 else "fewer than two values per arm"
         decisions.append(Decision(c, word, e.difference, e.interval, e.label, e.p, p_adj, p_eq, p_eq_adj,
-                                  min_detectable_difference(e.se, e.df, level), note))
+                                  min_detectable_difference(e.se, e.df, level), note, level))
     return decisions
 
 
@@ -375,7 +344,7 @@ def describe(values: Sequence[float]) -> tuple[float, float, float, str]:
         return mean, mean, mean, ONE_VALUE
     if n == 2:
         return mean, min(values), max(values), SEEDS_RANGE
-    half = _t_quantile(n - 1.0, 0.975) * math.sqrt(_variance(values) / n)
+    half = t_quantile(n - 1.0, 0.975) * math.sqrt(_variance(values) / n)
     return mean, mean - half, mean + half, T_INTERVAL
 
 

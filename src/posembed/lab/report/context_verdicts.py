@@ -118,7 +118,9 @@ def _word(claim: Claim, decision) -> str:
     a, b = c.tested()
     if len({round(y - x, 12) for x, y in zip(a, b)}) == 1:  # every seed pair differs alike: no spread, no test
         return "cannot tell (no spread over the seed pairs to test)"
-    return f"cannot tell (could detect {_size_text(c, decision.mdd)})"
+    from posembed.stats import seeds_clause
+
+    return f"cannot tell (could detect {_size_text(c, decision.mdd)}{seeds_clause(decision)})"
 
 
 def _margin_text(c) -> str:
