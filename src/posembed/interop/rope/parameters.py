@@ -170,7 +170,8 @@ def _object_parameters(hf: Any) -> dict[str, dict] | None:
     nests = getattr(config, "_rope_type_labels", None) or declares(config, "layer_types")  # as at construction
     keys = config.nested_rope_parameter_keys(params) if nests else []
     layers = {key: params[key] for key in keys if isinstance(params[key], dict)} if keys else {ALL_LAYERS: params}
-    default = getattr(config, "default_theta", DEFAULT_THETA)
+    default = getattr(config, "default_theta", None)
+    default = default if isinstance(default, (int, float)) else DEFAULT_THETA  # per layer type: the class fills it in
     found = {}
     for layer, given in layers.items():
         given = copy.deepcopy(given)
