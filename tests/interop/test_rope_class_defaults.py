@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_settings, read_rope_settings
+from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_parameters, layer_settings, read_rope_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
@@ -98,6 +98,25 @@ def test_theta_missing_names_what_transformers_fills_in():
     assert "the default 10000 applies" in remote.message
     for trap in (phimoe, llama, qwen, bare, remote):
         assert "fall back" not in trap.message
+
+
+def test_the_parameters_are_the_config_objects_for_every_class():
+    """Every config class of transformers that holds RoPE parameters when built bare: posembed's parameters per layer
+    type are that object's (its rope_type and the theta it fills in), for each layer type posembed reads."""
+    checked = 0
+    for model_type, config_class in transformers.CONFIG_MAPPING.items():
+        try:
+            made = config_class()
+        except Exception:  # noqa: BLE001 - classes that need arguments are not asked
+            continue
+        params = getattr(made, "rope_parameters", None)
+        if not isinstance(params, dict) or not params:
+            continue
+        for layer, ours in layer_parameters({"model_type": model_type}).items():
+            theirs = params if layer == ALL_LAYERS else params[layer]
+            assert (ours["rope_type"], ours["rope_theta"]) == (theirs["rope_type"], theirs["rope_theta"]), (model_type, layer)
+        checked += 1
+    assert checked > 200
 
 
 def test_without_transformers_the_dict_is_read_as_written(monkeypatch):

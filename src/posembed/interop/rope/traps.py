@@ -227,7 +227,7 @@ def _check_renamed(raw: dict, s: RopeSettings) -> list[Trap]:
                  f"reads it so")]  # fmt: skip
 
 
-def _check_refused(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+def _check_refused(raw: dict) -> list[Trap]:
     """A config transformers' own config class refuses: it cannot be loaded as written."""
     reason = refusal(raw)
     if reason is None:
@@ -307,6 +307,6 @@ def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
     traps = _check_numbers(raw)
     raw = as_numbers(raw)
     traps += [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
-    traps += _check_layers(raw, settings) + _check_ignored(raw, settings) + _check_refused(raw, settings)
+    traps += _check_layers(raw, settings) + _check_ignored(raw, settings) + _check_refused(raw)
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(traps, key=lambda trap: order[trap.severity])
