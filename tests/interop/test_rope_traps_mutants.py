@@ -247,6 +247,7 @@ def test_old_longrope_names_on_phi3():
         "(short_factor / long_factor); posembed reads it so")]
     assert not found(su, "type_ignored")  # the old name is the rename's, not an ignored type
     assert not found(longrope(8, 8), "renamed_longrope")  # already longrope
+    assert not found(yarn(), "renamed_longrope")  # YaRN of a class that does not rename it stays YaRN
 
 
 def test_phimoe_scales_cos_and_sin_by_its_mscales_in_forward():
