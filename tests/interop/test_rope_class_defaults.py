@@ -11,10 +11,8 @@ import sys
 
 import pytest
 
-from posembed.interop.rope import classes as rope_classes
 from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.classes import PER_LAYER_CLASSES, class_partial, class_theta, rotary_class
-from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_settings, read_rope_settings
+from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_parameters, layer_settings, read_rope_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
@@ -48,7 +46,6 @@ def test_an_omitted_partial_rotary_factor_is_the_class_default(model_type, parti
     raw = {"model_type": model_type, **SHAPE, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
     (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.partial_rotary_factor, settings.rotary_dim) == (partial, int(16 * partial))
-    assert class_partial(model_type) == partial and class_partial("llama") is None
 
 
 #: model type -> {layer type: rope_type} its class gives a config with no RoPE field (and the theta of one)
@@ -66,7 +63,7 @@ def test_a_config_without_rope_fields_has_its_class_rope(model_type):
     raw = {"model_type": model_type, **SHAPE}
     if model_type == "laguna":  # both layer types in use (posembed does not know Laguna's default layer_types)
         raw["layer_types"] = ["full_attention", "sliding_attention", "sliding_attention"]
-    assert has_rope(raw) and rotary_class(model_type)
+    assert has_rope(raw)
     settings = assert_posembed_is_the_model(raw)
     types, theta = BARE[model_type]
     assert {s.layer_type: s.rope_type for s in settings} == types
@@ -103,32 +100,29 @@ def test_theta_missing_names_what_transformers_fills_in():
         assert "fall back" not in trap.message
 
 
-def test_class_theta_is_what_every_class_fills_in():
-    """The class attribute read (the ``rope_theta`` field, else ``default_theta``) is what each rotary class
-    with flat parameters fills in when built; the fallback table holds transformers' values."""
+def test_the_parameters_are_the_config_objects_for_every_class():
+    """Every config class of transformers that holds RoPE parameters when built bare: posembed's parameters per layer
+    type are that object's (its rope_type and the theta it fills in), for each layer type posembed reads."""
     checked = 0
     for model_type, config_class in transformers.CONFIG_MAPPING.items():
-        if not rotary_class(model_type) or model_type in PER_LAYER_CLASSES:
-            continue
         try:
-            made = config_class(rope_parameters={"rope_type": "default"}).rope_parameters
+            made = config_class()
         except Exception:  # noqa: BLE001 - classes that need arguments are not asked
             continue
-        if isinstance(made, dict) and made.get("rope_theta") is not None:
-            assert class_theta(model_type) == made["rope_theta"], model_type
-            checked += 1
-    assert checked > 100
+        params = getattr(made, "rope_parameters", None)
+        if not isinstance(params, dict) or not params:
+            continue
+        for layer, ours in layer_parameters({"model_type": model_type}).items():
+            theirs = params if layer == ALL_LAYERS else params[layer]
+            assert (ours["rope_type"], ours["rope_theta"]) == (theirs["rope_type"], theirs["rope_theta"]), (model_type, layer)
+        checked += 1
+    assert checked > 200
 
 
 def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
     phimoe = {"model_type": "phimoe", **SHAPE, **SPELLINGS["v5"]}
-    rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    try:
-        assert class_theta("phimoe") is None and class_theta("llama") is None and class_partial("phi") is None
-        assert layer_settings(copy.deepcopy(phimoe)).theta == 1e4  # no class to fill in its 1e6
-        assert layer_settings({"model_type": "llama", **SHAPE, **SPELLINGS["v5"]}).theta == 1e4
-        assert not has_rope({"model_type": "llama", **SHAPE})  # a bare config: no class to ask
-        assert "the default 10000 applies" in _missing({"model_type": "llama", **SHAPE, **SPELLINGS["v5"]})[0].message
-    finally:
-        rope_classes.clear_caches()
+    assert layer_settings(copy.deepcopy(phimoe)).theta == 1e4  # no class to fill in its 1e6
+    assert layer_settings({"model_type": "llama", **SHAPE, **SPELLINGS["v5"]}).theta == 1e4
+    assert not has_rope({"model_type": "llama", **SHAPE})  # a bare config: no class to ask
+    assert "the default 10000 applies" in _missing({"model_type": "llama", **SHAPE, **SPELLINGS["v5"]})[0].message

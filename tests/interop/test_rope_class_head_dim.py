@@ -14,7 +14,6 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope import classes as rope_classes
 from posembed.interop.rope.check import check_rope_config
 from posembed.interop.rope.model import transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
@@ -66,13 +65,9 @@ def test_head_width_and_length_through_the_config_classes_aliases(model_type):
 
 
 def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
-    rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    try:
-        assert layer_settings({"model_type": "gpt_oss", **SHAPE, "rope_theta": 1.5e5}).head_dim == 16  # derived
-        assert layer_settings({"model_type": "gpt_oss", **SHAPE, "head_dim": 64, "rope_theta": 1.5e5}).head_dim == 64
-    finally:
-        rope_classes.clear_caches()
+    assert layer_settings({"model_type": "gpt_oss", **SHAPE, "rope_theta": 1.5e5}).head_dim == 16  # derived
+    assert layer_settings({"model_type": "gpt_oss", **SHAPE, "head_dim": 64, "rope_theta": 1.5e5}).head_dim == 64
 
 
 #: model type -> (rope_type, the pre-training length) its class's own parameters hold

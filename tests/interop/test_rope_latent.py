@@ -9,15 +9,12 @@ embedding, and ``rope check`` finds every comparison equal.
 """
 
 import copy
-import inspect
 import sys
 
 import pytest
 import torch
 
-from posembed.interop.rope import classes as rope_classes
 from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.classes import LatentClass, latent_class
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.settings import layer_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
@@ -102,29 +99,23 @@ def test_an_absent_qk_rope_head_dim_is_the_class_default():
     assert (settings.head_dim, settings.head_dim_given) == (64, False)
 
 
-def test_latent_class_is_asked_of_every_class():
-    """Every class declaring qk_rope_head_dim that can be built so is a latent class, except LongCat (its own head_dim
-    field)."""
-    declaring = [m for m, c in transformers.CONFIG_MAPPING.items() if "qk_rope_head_dim" in inspect.signature(c.__init__).parameters]
-    found = {m for m in declaring if latent_class(m) is not None}
-    assert {"deepseek_v2", "deepseek_v3", "minicpm3", "glm4_moe_lite", "mistral4"} <= found
-    assert "longcat_flash" not in found and latent_class("llama") is None
-    assert latent_class("deepseek_v3") == LatentClass("qk_rope_head_dim", 64, 128)
-    assert latent_class("mistral4") == LatentClass("qk_head_dim", 64, 64)
+def test_latent_is_read_from_the_config_object():
+    """The field a class sets head_dim from, read from the object transformers builds: DeepSeek-V3 qk_rope_head_dim,
+    Mistral 4 qk_nope_head_dim + qk_rope_head_dim; LongCat's own head_dim field and Llama are not latent."""
+    assert layer_settings(copy.deepcopy(deepseek_v3())).latent == "qk_rope_head_dim"
+    assert layer_settings({"model_type": "mistral4", **SHAPE}).latent == "qk_head_dim"
+    assert layer_settings({"model_type": "longcat_flash", **SHAPE, "head_dim": 32}).latent is None
+    assert layer_settings({"model_type": "llama", **SHAPE, "rope_theta": 1e4}).latent is None
 
 
 def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
     """No class to ask: a stated qk_rope_head_dim is the rotary head, rope_interleave the layout (else halves)."""
     expected = layer_settings(copy.deepcopy(deepseek_v3()))
-    rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    try:
-        settings = layer_settings({**copy.deepcopy(deepseek_v3()), "rope_interleave": True})
-        assert (settings.head_dim, settings.rotary_dim, settings.layout) == (expected.head_dim, 8, "interleaved")
-        assert layer_settings(copy.deepcopy(deepseek_v3())).layout == "half"
-        assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 16
-    finally:
-        rope_classes.clear_caches()
+    settings = layer_settings({**copy.deepcopy(deepseek_v3()), "rope_interleave": True})
+    assert (settings.head_dim, settings.rotary_dim, settings.layout) == (expected.head_dim, 8, "interleaved")
+    assert layer_settings(copy.deepcopy(deepseek_v3())).layout == "half"
+    assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 16
 
 
 def test_glm4_moe_lite_reads_a_stated_head_dim_as_qk_rope_head_dim():

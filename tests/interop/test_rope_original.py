@@ -15,18 +15,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
-import re
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from posembed.interop.rope import classes as rope_classes
-from posembed.interop.rope import settings as rope_settings
 from posembed.interop.rope.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_settings
-from posembed.interop.rope.settings import ALL_LAYERS, declared_original, read_rope_settings
+from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
 
 transformers = pytest.importorskip("transformers")
 
@@ -197,24 +193,12 @@ def test_traps_name_the_length_transformers_uses():
     assert f"at most {TOP} " in switch.message
 
 
-def test_declared_original_matches_the_config_classes_and_the_fallback(monkeypatch):
-    """The config classes that declare the field are asked; without transformers none is known to."""
-    models = Path(transformers.__file__).parent / "models"
-    declaring = {}
-    for file in models.glob("*/configuration_*.py"):
-        text = file.read_text(encoding="utf-8")
-        if re.search(r"^\s+original_max_position_embeddings\s*:", text, re.MULTILINE):
-            for model_type in re.findall(r'^\s+model_type = "([^"]+)"', text, re.MULTILINE):
-                declared, default = declared_original(model_type)
-                if declared:
-                    declaring[model_type] = default
-    assert declaring == {"phi3": 4096, "phi4_multimodal": 4096}
-    assert declared_original("llama") == (False, None) and declared_original("phimoe") == (False, None)
-    rope_classes.clear_caches()
+def test_without_transformers_no_class_default_is_known(monkeypatch):
+    """Without transformers the dict is read as written: Phi-3's declared default 4096 is not known, the top-level
+    length wins on flat parameters, else the parameters', else max_position_embeddings."""
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    try:
-        assert declared_original("phi3") == (False, None) and declared_original("llama") == (False, None)
-        raw = _config("phi3_longrope", "neither")
-        assert _settings(raw, ALL_LAYERS).original_source != "class default"
-    finally:
-        rope_classes.clear_caches()
+    expected = {"params": (STATED, "parameters"), "top": (TOP, "top level"), "both": (TOP, "top level"),
+                "neither": (MAX_POS, "max_position_embeddings")}  # fmt: skip
+    for place, found in expected.items():
+        s = _settings(_config("phi3_longrope", place), ALL_LAYERS)
+        assert (s.original_max_len, s.original_source, s.known) == (*found, False), place

@@ -19,8 +19,7 @@ import copy
 import pytest
 
 from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.classes import default_layer_types
-from posembed.interop.rope.settings import read_rope_settings
+from posembed.interop.rope.settings import layer_pattern, read_rope_settings
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
@@ -84,7 +83,7 @@ def test_neomme_fills_in_a_partial_factor_per_layer_type():
 def test_default_layer_types_are_the_classes(model_type):
     for layers in (6, 11):
         raw = {**_raw(model_type, "bare"), "num_hidden_layers": layers}
-        assert default_layer_types(raw) == built(raw)[0].layer_types, (model_type, layers)
+        assert layer_pattern(raw, layers) == built(raw)[0].layer_types, (model_type, layers)
 
 
 @pytest.mark.parametrize(("model_type", "head_dim"), [("gemma3n_text", 256), ("t5gemma2_text", 256), ("neomme", 64)])

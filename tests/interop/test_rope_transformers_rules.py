@@ -18,16 +18,11 @@ settings and scheme:
 from __future__ import annotations
 
 import copy
-import inspect
-import re
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from posembed.interop.rope import classes as rope_classes
-from posembed.interop.rope import settings as rope_settings
 from posembed.interop.rope.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, ignored_parameters, read_rope_settings
@@ -115,30 +110,6 @@ def test_per_layer_class_traps():
     assert "type_ignored" not in traps("modernbert_v4_scaling_both_layers")
 
 
-#: transformers' names of the layer types in a ``default_theta`` dict (Gemma 3's family: global / local)
-_THETA_KEYS = {"full_attention": ("full_attention", "global"), "sliding_attention": ("sliding_attention", "local")}
-#: what a class needs beside the number of layers to be built (Gemma 3n shares the KV of its last 15 layers)
-_BUILD = {"gemma3n_text": {"num_kv_shared_layers": 0}}
-
-
-def _class_default_theta(config_class, layer: str) -> float:
-    default = config_class.default_theta
-    return default if not isinstance(default, dict) else next(default[k] for k in _THETA_KEYS[layer] if k in default)
-
-
-def test_per_layer_class_defaults_are_the_classes():
-    """PER_LAYER_CLASSES holds the class defaults and default layer_types transformers 5.23 uses."""
-    for model_type, spec in rope_settings.PER_LAYER_CLASSES.items():
-        config_class = transformers.CONFIG_MAPPING[model_type]
-        for layer, _, theta in spec.thetas:
-            assert theta == _class_default_theta(config_class, layer), (model_type, layer)
-        assert dict(spec.partials) == getattr(config_class, "default_partial_rotary_factor", {}), model_type
-        for layers, every in ((7, None), (13, 4)):
-            fields = {"num_hidden_layers": layers, **({spec.pattern_field: every} if every and spec.pattern_field else {})}
-            made = config_class(**fields, **_BUILD.get(model_type, {}))
-            assert rope_settings.default_layer_types({"model_type": model_type, **fields}) == made.layer_types, model_type
-
-
 #: Phi-3's old rope type names -> longrope; each case: (rope parameters, where they sit)
 PHI3_OLD = {
     "type_yarn": ({"type": "yarn", **LONGROPE, "factor": 32.0}, "rope_scaling"),
@@ -165,15 +136,18 @@ def test_phi3_old_rope_types_are_longrope(name):
 
 
 def test_phi3_su_without_original_cannot_be_loaded():
-    """Phi3Config renames 'su' after standardising, which fills in the length for yarn/llama3/longrope only."""
+    """Phi3Config renames 'su' after standardising, which fills in the length for yarn/llama3/longrope only: the class
+    refuses the config, so the check says transformers cannot load it and posembed reads the dict as written."""
     raw = {**PHI3, "original_max_position_embeddings": 4096, "rope_scaling": {"type": "su", **LONGROPE}}
     with pytest.raises(KeyError, match="original_max_position_embeddings"):
         built(raw)
     report = check_rope_config(raw)
-    (trap,) = [t for t in report.traps if t.code == "renamed_longrope"]
-    assert trap.severity == "error" and "cannot load this config" in trap.message and "trained at 4096" in trap.message
-    assert report.layers[0].scheme == "LongRoPERotary" and "cannot build this config" in report.layers[0].comparison_note
-    assert rotary_from_hf_config(raw).original_max_len == 4096
+    (trap,) = [t for t in report.traps if t.code == "config_refused"]
+    assert trap.severity == "error" and "phi3 config class refuses this config (KeyError" in trap.message
+    assert report.layers[0].settings.rope_type == "su" and not report.layers[0].settings.known
+    assert report.layers[0].scheme is None and not report.ok
+    with pytest.raises(ValueError, match="unknown rope_type 'su'"):
+        rotary_from_hf_config(raw)
 
 
 def test_phi4_multimodal_renames_too():
@@ -183,19 +157,6 @@ def test_phi4_multimodal_renames_too():
     assert s.rope_type == config.rope_parameters["rope_type"] == "longrope"
     llama = {**LLAMA, "rope_scaling": {"type": "yarn", "factor": 4.0}}  # other families keep YaRN
     assert read_rope_settings(llama)[0].rope_type == "yarn" == built(llama)[0].rope_parameters["rope_type"]
-
-
-def test_renamed_to_longrope_lists_every_config_class_that_renames():
-    models = Path(transformers.__file__).parent / "models"
-    renaming = set()
-    for file in models.glob("*/configuration_*.py"):
-        text = file.read_text(encoding="utf-8")
-        if re.search(r'in \["su", "yarn"\]', text):
-            for model_type in re.findall(r'^\s+model_type = "([^"]+)"', text, re.MULTILINE):
-                convert = transformers.CONFIG_MAPPING[model_type].convert_rope_params_to_dict
-                if '["su", "yarn"]' in inspect.getsource(convert):
-                    renaming.add(model_type)
-    assert renaming == rope_settings.RENAMED_TO_LONGROPE
 
 
 #: which keys are per layer type; each case: (config, the layer types the model builds, the keys transformers ignores)
@@ -244,18 +205,8 @@ def test_unknown_model_types_take_every_dict_as_a_layer_type():
         read_rope_settings({**raw, "rope_parameters": {**nested, "rope_theta": 1e4}})
 
 
-def test_rope_type_labels_list_every_config_class_that_has_them():
-    """Every class's ``_rope_type_labels`` is asked of it, and they win."""
-    models = Path(transformers.__file__).parent / "models"
-    labelled = {}
-    for file in models.glob("*/configuration_*.py"):
-        text = file.read_text(encoding="utf-8")
-        if "_rope_type_labels = (" in text:
-            for model_type in re.findall(r'^\s+model_type = "([^"]+)"', text, re.MULTILINE):
-                labels = getattr(transformers.CONFIG_MAPPING[model_type], "_rope_type_labels", None)
-                if labels:
-                    labelled[model_type] = tuple(labels)
-    assert labelled and {m: rope_classes.class_facts(m).labels for m in labelled} == labelled
+def test_rope_type_labels_win():
+    """A class's ``_rope_type_labels`` (LFM3) name its layer types, whatever ``layer_types`` says."""
     raw = {"model_type": "lfm3", **SHAPE, "layer_types": ["full_attention"] * 3,
            "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}}  # fmt: skip
     config = transformers.CONFIG_MAPPING["lfm3"].from_dict(copy.deepcopy(raw))
@@ -313,20 +264,15 @@ def test_phimoe_default_rope_has_no_trap():
     assert report.layers[0].comparisons[0].equal
 
 
-def test_without_transformers_the_tables_stand_in(monkeypatch):
-    """Without transformers: the per-layer classes and the renames from their tables (no class defaults); a model
-    type the tables do not know takes its dicts as layer types."""
-    raws = {name: PER_LAYER[name][0] for name in ("modernbert_v4_scaling_both_layers", "gemma3_default_layer_types_pattern")}
+def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
+    """Without transformers no class is asked: ModernBERT's 4.x theta fields are still per layer type as written,
+    Phi-3's old name stays (no class renames it), and every dict of a nested config is a layer type."""
+    modernbert = PER_LAYER["modernbert_v4_scaling_both_layers"][0]
     phi3 = {**PHI3, "rope_scaling": {"type": "yarn", **LONGROPE}}
-    with_transformers = {name: read_rope_settings(copy.deepcopy(raw)) for name, raw in {**raws, "phi3": phi3}.items()}
     nested = {**LLAMA, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}
-    rope_classes.clear_caches()
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    try:
-        for name, raw in raws.items():
-            assert read_rope_settings(copy.deepcopy(raw)) == with_transformers[name], name
-        (s,) = read_rope_settings(copy.deepcopy(phi3))  # renamed; Phi3Config's default length is not known without it
-        assert s.rope_type == "longrope" and (s.original_max_len, s.original_source) == (131072, "max_position_embeddings")
-        assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]
-    finally:
-        rope_classes.clear_caches()
+    settings = {s.layer_type: (s.rope_type, s.theta, s.known) for s in read_rope_settings(copy.deepcopy(modernbert))}
+    assert settings == {"full_attention": ("linear", 160000.0, False), "sliding_attention": ("linear", 10000.0, False)}
+    (s,) = read_rope_settings(copy.deepcopy(phi3))
+    assert s.rope_type == "yarn" and (s.original_max_len, s.original_source) == (131072, "max_position_embeddings")
+    assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]

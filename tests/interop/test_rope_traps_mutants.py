@@ -235,10 +235,11 @@ def test_the_old_type_key_beside_rope_type():
 def test_old_longrope_names_on_phi3():
     su = longrope(8, 8)
     su["rope_scaling"]["type"] = "su"
-    (trap,) = found(su, "renamed_longrope")
-    assert trap[:3] == ("renamed_longrope", "error", "all") and trap[3].startswith(
-        "rope type 'su' is an old name of LongRoPE: transformers' phi3 config class renames it longrope "
-        "(short_factor / long_factor), but only after standardising the parameters")
+    (trap,) = found(su, "config_refused")  # renamed only after standardising, which fills in no length for 'su'
+    assert trap[:3] == ("config_refused", "error", "*") and trap[3].startswith(
+        "transformers' phi3 config class refuses this config (KeyError: ")
+    assert not found(su, "renamed_longrope")  # read as written: 'su', which posembed does not build
+    assert found(su, "unbuildable")[0][3].startswith("posembed cannot build this RoPE: unknown rope_type 'su'")
     su["rope_scaling"]["original_max_position_embeddings"] = 1024
     assert found(su, "renamed_longrope") == [(
         "renamed_longrope", "note", "all",
@@ -246,6 +247,7 @@ def test_old_longrope_names_on_phi3():
         "(short_factor / long_factor); posembed reads it so")]
     assert not found(su, "type_ignored")  # the old name is the rename's, not an ignored type
     assert not found(longrope(8, 8), "renamed_longrope")  # already longrope
+    assert not found(yarn(), "renamed_longrope")  # YaRN of a class that does not rename it stays YaRN
 
 
 def test_phimoe_scales_cos_and_sin_by_its_mscales_in_forward():
@@ -498,6 +500,7 @@ def test_a_missing_theta_beside_stated_rope_fields_or_per_layer_types():
 
 def test_a_top_level_original_that_transformers_ignores_for_the_rope_parameters():
     phimoe = longrope(8, 8) | {"model_type": "phimoe"}
+    phimoe["rope_scaling"] |= {"short_mscale": 1.0, "long_mscale": 1.0}  # what PhiMoE's class needs to build it
     assert messages(phimoe, "original_missing") == [
         "rope_type 'longrope' has no original_max_position_embeddings in its RoPE parameters, and transformers ignores "
         "the top-level 1024 for phimoe configs: loaders take max_position_embeddings=4096 as the trained length"]

@@ -1,12 +1,13 @@
 """A transformers config's RoPE, read once into settings, built through the scheme factory, and checked.
 
-Where transformers is installed, the settings are what the model's own code decides (its config object, its rotary
-embedding's widths, its attention's rotation function); without it, what the config dict states. Files:
+Where transformers is installed, the settings are what the model's own code decides (its config object's
+standardized ``rope_parameters``, aliases and per-layer sizes, its rotary embedding's widths, its attention's rotation
+function); without it, what the config dict states. Files:
 
-- ``settings.py``: :class:`~posembed.interop.rope.settings.RopeSettings` per layer type, the one reader's entry points;
-- ``parameters.py``: the RoPE parameters per layer type, in either spelling, with the keys transformers ignores;
-- ``classes.py``: what transformers' config class of a model type declares (default theta, layer-type labels,
-  per-layer nesting, pre-training length, latent attention);
+- ``settings.py``: :class:`~posembed.interop.rope.settings.RopeSettings` per layer type, the one reader's entry points,
+  read from transformers' config object;
+- ``parameters.py``: the RoPE parameters per layer type, from transformers' config object (standardized) or the dict
+  as written, and the keys transformers ignores;
 - ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout;
 - ``sections.py``: M-RoPE's sections, arrangement and section order, read from what the model's rotary module does;
 - ``axial.py``: a vision tower's axial RoPE (``rope_type == "axial"``): its axes, layout and placement, read from what

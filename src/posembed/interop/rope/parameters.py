@@ -1,81 +1,105 @@
-"""The RoPE parameters a config states, per layer type, completed as its transformers config class completes them.
+"""The RoPE parameters per layer type: asked of transformers' config object, else read from the dict as written.
 
-:func:`read_parameters` is the reading behind :mod:`posembed.interop.rope.settings`: ``rope_parameters`` (flat, or
-nested by the layer types the class takes: :func:`~posembed.interop.rope.classes.config_facts`), else the 4.x
-``rope_scaling`` with a top-level ``rope_theta`` (and Gemma 3's / ModernBERT's per-layer-type theta fields for a
-model type transformers does not know), the per-layer classes' own nesting (:data:`~posembed.interop.rope.classes.PER_LAYER_CLASSES`),
-a bare rotary class's own parameters, and each layer type's theta (the parameters', the top-level one, else the
-class's default). The keys transformers ignores are returned beside them, for the traps and the builder's refusal.
+:func:`read_parameters` is the reading behind :mod:`posembed.interop.rope.settings`. Where transformers' config
+class of the model type builds the config (:func:`~posembed.interop.rope.model.transformers_config`), the parameters
+are the object's ``rope_parameters``, standardized again as the rope init functions do once the model is built
+(legacy ``rope_scaling`` / ``rope_theta`` / ``partial_rotary_factor`` moved in, a top-level
+``original_max_position_embeddings`` winning on flat parameters, Phi-3's old rope type names renamed), one set per
+layer type the object nests them by. Otherwise (no transformers, a model type it does not know, a config its class
+refuses, GPT-J's class without ``rope_parameters``) :func:`dict_parameters` reads the dict as written:
+``rope_parameters`` (flat, or nested: every dict a layer type, unless the config's ``layer_types`` says otherwise),
+else the 4.x ``rope_scaling`` with a top-level ``rope_theta`` and Gemma 3's / ModernBERT's 4.x per-layer-type theta
+fields; a layer type without a theta takes the top-level one, else :data:`DEFAULT_THETA`.
+
+What the config wrote is read beside it only to compare with what transformers made of it, for the traps
+(:func:`stated`, :func:`stated_layer`, :func:`theta_fields`, :func:`ignored_keys`).
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, Mapping
 
-from posembed.interop.rope.classes import (
-    DEFAULT_THETA, FULL, OLD_LONGROPE, RENAMED_TO_LONGROPE, SLIDING, ClassFacts,
-)  # fmt: skip
-from posembed.interop.rope.model import ALL_LAYERS
+from posembed.interop.rope.model import model_part, transformers_config
 
-__all__ = ["ROPE_FIELDS", "states_rope", "stated", "read_parameters"]
+__all__ = [
+    "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "THETA_FIELDS", "states_rope", "stated", "stated_layer",
+    "stated_thetas", "dict_parameters", "as_theta", "refusal", "declares", "read_parameters", "theta_fields",
+    "ignored_keys", "why_ignored", "ignored_parameters", "layer_parameters",
+]  # fmt: skip
 
 #: fields that mean a config uses RoPE
 ROPE_FIELDS = (
     "rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
     "rope_local_base_freq", "global_rope_theta", "local_rope_theta",
 )  # fmt: skip
+#: the theta of transformers' ``RotaryEmbeddingConfigMixin``: what the dict reading takes when the config names none
+DEFAULT_THETA = 10000.0
+#: transformers' name of the pre-training length
+ORIGINAL = "original_max_position_embeddings"
+#: layer-type name of a config with one set of RoPE parameters for every layer
+ALL_LAYERS = "all"
+FULL, SLIDING = "full_attention", "sliding_attention"
+#: the top-level fields that hold a theta
+THETA_FIELDS = ("rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta", "local_rope_theta")
+#: the top-level theta fields a layer type may read, as written (4.x Gemma 3 and ModernBERT per layer type)
+_TOP_THETAS = {FULL: ("global_rope_theta",), SLIDING: ("rope_local_base_freq", "local_rope_theta")}
 
-def states_rope(raw: dict) -> bool:
+
+def states_rope(raw: Mapping) -> bool:
     """Whether the config states a RoPE field (any of ``rope_parameters``, ``rope_scaling``, ``rope_theta``, ...)."""
     return any(raw.get(name) not in (None, {}) for name in ROPE_FIELDS)
 
 
-
-def stated(raw: dict) -> tuple[str, Mapping]:
+def stated(raw: Mapping) -> tuple[str, Mapping]:
     """``(field name, its dict)`` of the RoPE parameters as written: ``rope_parameters``, else ``rope_scaling``."""
     name = "rope_parameters" if raw.get("rope_parameters") else "rope_scaling"
-    return name, _mapping(raw, name)
+    value = raw.get(name) or {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"config.{name} must be a dict, got {type(value).__name__}")
+    return name, value
 
 
-def _mapping(raw: dict, name: str) -> Mapping:
-    stated = raw.get(name) or {}
-    if not isinstance(stated, Mapping):
-        raise ValueError(f"config.{name} must be a dict, got {type(stated).__name__}")
-    return stated
+def stated_layer(raw: Mapping, layer: str) -> Mapping:
+    """The parameters the config writes for ``layer``: its nested dict, else the flat fields."""
+    given = stated(raw)[1]
+    nested = given.get(layer)
+    return nested if isinstance(nested, Mapping) else {k: v for k, v in given.items() if not isinstance(v, Mapping)}
 
 
-def _nested(name: str, stated: Mapping) -> dict[str, Mapping] | None:
-    """The dicts of nested parameters of a config whose layer types are unknown, ``None`` for flat ones; mixed ones are an error."""
-    layers = {key: value for key, value in stated.items() if isinstance(value, Mapping)}
-    if not layers:
-        return None
-    flat = [key for key, value in stated.items() if key not in layers and value is not None]
-    if flat:
+def stated_thetas(raw: Mapping, layer: str) -> list[Any]:
+    """The thetas the config writes that ``layer`` may read: its parameters', the top-level ones."""
+    names = ("rope_theta", "rotary_emb_base", *_TOP_THETAS.get(layer, ()))
+    return [value for value in (stated_layer(raw, layer).get("rope_theta"), *map(raw.get, names)) if value is not None]
+
+
+def as_theta(where: str, value: Any) -> float:
+    """``value`` as a float theta; ``ValueError`` naming ``where`` when it is not a number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the rope_theta of {where} must be a number, got {value!r}") from None
+
+
+def _nested(name: str, given: Mapping, layer_types: Any) -> tuple[dict[str, dict], tuple[str, ...]]:
+    """``({layer type: its dict}, ignored keys)``: every dict a layer type unless ``layer_types`` names others;
+    dicts mixed with flat fields are an error when no ``layer_types`` decides."""
+    dicts = {key: dict(value) for key, value in given.items() if isinstance(value, Mapping)}
+    if isinstance(layer_types, (list, tuple)):
+        keep = {key: value for key, value in dicts.items() if key in layer_types}
+        return keep, tuple(key for key, value in given.items() if key not in keep and value is not None) if keep else ()
+    flat = [key for key, value in given.items() if key not in dicts and value is not None]
+    if dicts and flat:
         raise ValueError(
-            f"config.{name} mixes per-layer-type dicts ({', '.join(layers)}) with flat fields ({', '.join(flat)}): "
+            f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields ({', '.join(flat)}): "
             "give every field inside a layer type's dict, or none nested"
         )
-    return layers
+    return dicts, ()
 
 
-def _layer_keys(facts: ClassFacts, name: str, stated: Mapping) -> list[str]:
-    """The keys of ``stated`` that transformers takes as layer types: those the class's own labels name, else
-    the config's ``layer_types`` (none for a class without that field); every dict when neither is known."""
-    if facts.labels:
-        names = set(facts.labels)
-    elif facts.known and facts.labels is None:  # the class has no layer_types: flat parameters
-        return []
-    elif facts.layer_types is not None:
-        names = set(facts.layer_types)
-    else:  # an unknown class, or one that fills in default layer types: the dicts stand for them
-        return list(_nested(name, stated) or ())
-    return [key for key, value in stated.items() if key in names and isinstance(value, Mapping)]
-
-
-def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
-    """For a model type transformers does not know: Gemma 3's and ModernBERT's 4.x per-layer-type theta fields,
-    ``{ALL_LAYERS: params}`` without them."""
+def _per_layer_v4(raw: Mapping, params: dict) -> dict[str, dict]:
+    """Gemma 3's and ModernBERT's 4.x per-layer-type theta fields, ``{ALL_LAYERS: params}`` without them."""
     if raw.get("rope_local_base_freq") is not None:  # Gemma 3: scaling on full attention only
         return {FULL: params, SLIDING: {"rope_theta": raw["rope_local_base_freq"]}}
     if raw.get("global_rope_theta") is not None or raw.get("local_rope_theta") is not None:  # ModernBERT
@@ -84,99 +108,154 @@ def _per_layer_v4(raw: dict, params: dict) -> dict[str, dict]:
     return {ALL_LAYERS: params}
 
 
-def _theta(where: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"the rope_theta of {where} must be a number, got {value!r}") from None
-
-
-def _rename_type(params: dict) -> dict:
-    """The 4.x ``type`` renamed ``rope_type`` (unless both are there)."""
-    if "type" in params and "rope_type" not in params:
-        params["rope_type"] = params.pop("type")
-    return params
-
-
-def _complete(layer: str, params: dict, top_theta: Any, default: float = DEFAULT_THETA) -> tuple[dict, bool]:
-    """``(params, theta given)``: ``rope_type`` (``default`` when unnamed) and a float ``rope_theta`` (the class's
-    ``default`` when neither the parameters nor the config name one)."""
-    _rename_type(params).setdefault("rope_type", "default")
-    where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-    if params.get("rope_theta") is not None:
-        params["rope_theta"] = _theta(where, params["rope_theta"])
-    elif top_theta is not None:
-        params["rope_theta"] = _theta("the config", top_theta)
-    else:
-        params["rope_theta"] = default
-        return params, False
-    return params, True
-
-
-def _per_layer_class(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The nested parameters a :class:`~posembed.interop.rope.classes.PerLayerClass` config class builds from the
-    config's ``rope_parameters`` and 4.x ``rope_scaling``, with the stated keys it ignores; only the config's
-    layer types are kept."""
-    spec, stated = facts.per_layer, _mapping(raw, "rope_parameters")
-    scaling = _mapping(raw, "rope_scaling") if raw.get("rope_scaling") is not None else None
-    nested = {key: dict(value) if isinstance(value, Mapping) else value for key, value in stated.items()}
-    if raw.get("rope_parameters") is None:
-        nested = {SLIDING: {"rope_type": "default"}, FULL: {"rope_type": "default"}}
-    for layer in spec.scaled if scaling is not None else ():
-        nested.setdefault(layer, {"rope_type": "default"}).update(scaling)
-    given = {}
-    for layer, name, default in spec.thetas:
-        if not isinstance(nested.get(layer), Mapping):
-            nested[layer] = {"rope_type": "default"}
-        top = raw.get(name) if name else None
-        given[layer] = nested[layer].get("rope_theta") is not None or top is not None
-        if nested[layer].get("rope_theta") is None:
-            nested[layer]["rope_theta"] = top if top is not None else default
-    for layer, factor in spec.partials:
-        nested[layer].setdefault("partial_rotary_factor", factor)
-    names = set(facts.layer_types or ())
-    keys = [key for key, value in nested.items() if key in names and isinstance(value, Mapping)]
-    own = {layer for layer, _, _ in spec.thetas}  # the class fills these in itself, whether its layers use them or not
-    ignored = tuple(key for key in stated if key not in keys and key not in own)
-    return {key: (_complete(key, nested[key], None)[0], given.get(key, True)) for key in keys}, ignored
-
-
-def read_parameters(raw: dict, facts: ClassFacts) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """``({layer type: (flat params, theta given)}, the stated keys transformers ignores)``: the one interpretation.
-
-    Per-layer classes build their own nested parameters; a config that states no RoPE field takes its class's
-    parameters (none given; a top-level ``partial_rotary_factor`` replaces the class's); others are read as stated."""
-    if facts.per_layer is not None:
-        return _per_layer_class(raw, facts)
-    defaults = None if states_rope(raw) else copy.deepcopy(facts.parameters)  # None unless the class is rotary
-    if defaults and raw.get("partial_rotary_factor") is not None:
-        defaults.pop("partial_rotary_factor", None)  # the config's own, read beside the parameters
-    if defaults:  # the class's own parameters, which the config did not state
-        layers, ignored = _read_stated(raw, facts, "rope_parameters", defaults)
-        return {layer: (params, False) for layer, (params, _) in layers.items()}, ignored
-    return _read_stated(raw, facts, *stated(raw))
-
-
-def _read_stated(raw: dict, facts: ClassFacts, name: str, stated: Mapping) -> tuple[dict[str, tuple[dict, bool]], tuple[str, ...]]:
-    """The parameters ``stated`` under the field ``name``, completed as the config's class completes them."""
-    default = DEFAULT_THETA if facts.theta is None else facts.theta
-    top_theta = raw.get("rope_theta", raw.get("rotary_emb_base"))
-    keys = _layer_keys(facts, name, stated)
-    if keys:
-        layers = {key: dict(stated[key]) for key in keys}
-        ignored = tuple(key for key, value in stated.items() if key not in keys and value is not None)
-    else:  # flat: dicts among the fields are not layer types here, and transformers ignores them
-        params = {key: value for key, value in stated.items() if not isinstance(value, Mapping)}
-        ignored = tuple(key for key in stated if key not in params)
-        if name == "rope_parameters":
+def dict_parameters(raw: Mapping) -> tuple[dict[str, dict], tuple[str, ...]]:
+    """``({layer type: flat params}, stated keys ignored)`` of the dict as written; each params holds ``rope_type``
+    and a float ``rope_theta``. Raises ``ValueError`` for parameters that are not a dict, mixed ones, a theta that
+    is not a number."""
+    name, given = stated(raw)
+    top = raw.get("rope_theta", raw.get("rotary_emb_base"))
+    layers, ignored = _nested(name, given, raw.get("layer_types"))
+    if not layers:
+        params = {key: value for key, value in given.items() if not isinstance(value, Mapping)}
+        ignored = tuple(key for key in given if key not in params)
+        if "type" in params and "rope_type" not in params:
+            params["rope_type"] = params.pop("type")
+        if name == "rope_scaling":  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
+            if params.get("rope_theta") is None and top is not None:
+                params["rope_theta"] = top
+            layers, top = _per_layer_v4(raw, params), None
+        else:
             layers = {ALL_LAYERS: params}
-        else:  # 4.x: the top-level theta joins rope_scaling before the per-layer-type split
-            params = _rename_type(params)
-            if params.get("rope_theta") is None and top_theta is not None:
-                params["rope_theta"] = top_theta
-            layers, top_theta = (_per_layer_v4(raw, params) if not facts.known else {ALL_LAYERS: params}), None
-    completed = {layer: _complete(layer, params, top_theta, default) for layer, params in layers.items()}
-    if facts.model_type in RENAMED_TO_LONGROPE and ALL_LAYERS in completed:
-        params = completed[ALL_LAYERS][0]
-        params["rope_type"] = "longrope" if params["rope_type"] in OLD_LONGROPE else params["rope_type"]
-    return completed, ignored
+    for layer, params in layers.items():
+        if "rope_type" not in params:
+            params["rope_type"] = params.pop("type", "default")
+        theta = params.get("rope_theta") if params.get("rope_theta") is not None else top
+        where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
+        params["rope_theta"] = DEFAULT_THETA if theta is None else as_theta(where, theta)
+    return layers, ignored
+
+
+def refusal(raw: Mapping) -> str | None:
+    """Why transformers' config class of the model type refuses the config (``"KeyError: ..."``), ``None`` when it
+    builds it, or without transformers / a class to ask."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return None
+    if raw.get("model_type") not in CONFIG_MAPPING:
+        return None
+    try:
+        CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(dict(raw)))
+    except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
+        return f"{type(error).__name__}: {' '.join(line.strip() for line in str(error).splitlines())}"
+    return None
+
+
+def declares(hf: Any, name: str) -> bool:
+    """Whether the config object's class takes ``name`` as an ``__init__`` argument (a field of its dataclass)."""
+    return hf is not None and name in inspect.signature(type(hf).__init__).parameters
+
+
+def _object_parameters(hf: Any) -> dict[str, dict] | None:
+    """``{layer type: flat params}`` of transformers' config object, standardized again as the rope init functions
+    do once the config's attributes are set; ``None`` when it holds none."""
+    config = copy.deepcopy(hf)
+    try:
+        config.standardize_rope_params()
+    except Exception:  # noqa: BLE001 - a heterogeneous config standardizes per layer: its parameters as they are
+        config = hf
+    params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict) or not params:
+        return None
+    nests = getattr(config, "_rope_type_labels", None) or declares(config, "layer_types")  # as at construction
+    keys = config.nested_rope_parameter_keys(params) if nests else []
+    layers = {key: params[key] for key in keys if isinstance(params[key], dict)} if keys else {ALL_LAYERS: params}
+    default = getattr(config, "default_theta", None)
+    default = default if isinstance(default, (int, float)) else DEFAULT_THETA  # per layer type: the class fills it in
+    found = {}
+    for layer, given in layers.items():
+        given = copy.deepcopy(given)
+        where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
+        given["rope_theta"] = as_theta(where, default if given.get("rope_theta") is None else given["rope_theta"])
+        found[layer] = given
+    return found
+
+
+def read_parameters(raw: dict) -> tuple[dict[str, dict], Any]:
+    """``({layer type: flat params}, transformers' config object or None)``."""
+    hf = transformers_config(raw)
+    layers = _object_parameters(hf) if hf is not None else None
+    if layers is None:
+        return dict_parameters(raw)[0], None
+    for params in layers.values():  # the old key 'type' that named the type (or Phi-3's renamed one) is gone
+        if params.get("type") in (params["rope_type"], "su", "yarn") and params["rope_type"] in (params.get("type"), "longrope"):
+            params.pop("type")
+    return layers, hf
+
+
+def theta_fields(raw: dict) -> dict[str, str | None]:
+    """``{layer type: the field its theta is read from}``, asked of transformers: every theta field (top-level, and
+    the parameters' where written) set to a marker of its own, the marker each layer type's object reads."""
+    probe, markers = copy.deepcopy(raw), {}
+    for name in THETA_FIELDS:
+        probe[name] = 1e9 + len(markers)
+        markers[probe[name]] = name
+    for name in ("rope_parameters", "rope_scaling"):
+        given = probe.get(name) if isinstance(probe.get(name), dict) else {}
+        for holder in [given, *(v for v in given.values() if isinstance(v, dict))]:
+            if holder.get("rope_theta") is not None:
+                holder["rope_theta"] = 2e9 + len(markers)
+                markers[holder["rope_theta"]] = "parameters"
+    hf = transformers_config(probe)
+    layers = (_object_parameters(hf) if hf is not None else None) or {}
+    return {layer: markers.get(params["rope_theta"]) for layer, params in layers.items()}
+
+
+def ignored_keys(raw: dict, layers: dict[str, dict], hf: Any) -> tuple[str, ...]:
+    """The stated keys transformers' object ``hf`` (``None``: the dict reading) does not read into ``layers``: dicts
+    beside flat parameters; beside parameters nested by layer type, the other keys of ``rope_parameters`` but the
+    layer types its class fills in itself."""
+    if hf is None:
+        return dict_parameters(raw)[1]
+    if list(layers) == [ALL_LAYERS]:
+        return tuple(key for key, value in stated(raw)[1].items() if isinstance(value, Mapping))
+    given = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), Mapping) else {}
+    bare = transformers_config({k: v for k, v in raw.items() if k not in ("rope_parameters", "rope_scaling")})
+    own = {k for k, v in (getattr(bare, "rope_parameters", None) or {}).items() if isinstance(v, Mapping)}
+    return tuple(key for key, value in given.items() if value is not None and key not in layers and key not in own)
+
+
+def why_ignored(raw: Mapping) -> str:
+    """Why transformers does not take the config's other keys as layer types, in words."""
+    hf = transformers_config(model_part(raw))
+    if hf is not None and getattr(hf, "_rope_type_labels", None):
+        return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(hf._rope_type_labels)}"
+    if hf is not None and getattr(hf, "layer_types", None) is None:
+        return f"transformers' {raw.get('model_type')} config class has no layer_types"
+    return "the config's layer_types does not name them"
+
+
+def ignored_parameters(raw: dict) -> tuple[str, ...]:
+    """The keys of the stated RoPE parameters that transformers ignores: dicts under a key that is not one of the
+    config's layer types, and flat fields beside parameters nested by layer type.
+
+    >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
+    ('full_attention',)
+    """
+    raw = model_part(raw)
+    return ignored_keys(raw, *read_parameters(raw))
+
+
+def layer_parameters(raw: dict) -> dict[str, dict]:
+    """The flat 5.x parameters per layer type (``{"all": ...}`` for one set), in either spelling.
+
+    Each holds ``rope_type`` and a float ``rope_theta``. Raises ``ValueError`` for a malformed config: parameters
+    that are not a dict, a dict that mixes layer types with flat fields (where the layer types are unknown), a
+    ``rope_theta`` that is not a number.
+
+    >>> layer_parameters({"rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2.0}})
+    {'all': {'factor': 2.0, 'rope_type': 'linear', 'rope_theta': 500000.0}}
+    >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
+    {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
+    """
+    return read_parameters(model_part(raw))[0]

@@ -1,38 +1,15 @@
-"""Read the RoPE settings of a transformers config, in either spelling: the one reader.
+"""Read the RoPE settings of a transformers config: the one reader, asking transformers where it can.
 
-Everything posembed knows about how a config states RoPE is here; both consumers read the :class:`RopeSettings`
-it returns and nothing else: the scheme builder (:func:`posembed.interop.rope.config.rotary_from_settings`, behind
-``rotary_from_hf_config`` and the zoo) and the check (:mod:`posembed.interop.rope.check` with its traps).
+Both consumers read the :class:`RopeSettings` it returns and nothing else: the scheme builder
+(:func:`posembed.interop.rope.config.rotary_from_settings`, behind ``rotary_from_hf_config`` and the zoo) and the
+check (:mod:`posembed.interop.rope.check` with its traps). A config arrives as a transformers config object, a
+``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
 
-A config arrives as a transformers config object, a ``config.json`` dict, a checkpoint folder
-or the path of its ``config.json``. Its RoPE fields are read as written (not as a loader would
-repair them), so that the traps can see what is missing:
-
-- transformers 5.x: ``rope_parameters`` (flat, or nested by the config's layer types: ModernBERT, Gemma 3)
-  holding ``rope_type``, ``rope_theta`` and the type's fields; ``config.to_dict()`` holds it so;
-- transformers 4.x: ``rope_scaling`` (``rope_type`` or the older ``type``) plus a top-level
-  ``rope_theta``; per layer type Gemma 3's ``rope_local_base_freq`` and ModernBERT's
-  ``global_rope_theta`` / ``local_rope_theta``; GPT-NeoX's ``rotary_emb_base`` / ``rotary_pct``
-  and GPT-J's ``rotary_dim``.
-
-What transformers 5.23's config classes do to those fields (layer types, nesting, renames, class defaults) is
-:mod:`~posembed.interop.rope.classes`; this module reads a config as they do, in one line: the dict, its class's
-facts asked once (:func:`~posembed.interop.rope.classes.config_facts`), the parameters per layer type read
-against them, the rotary width and layout (:func:`~posembed.interop.rope.width.rotary_width`), one :class:`RopeSettings`.
-Dicts under a key that is not a layer type are ignored (:func:`ignored_parameters`); for a model type transformers
-does not know, any dict is a layer type unless the config's ``layer_types`` says otherwise.
-
-A layer type that names no ``rope_theta`` takes the top-level one, as transformers'
-``standardize_rope_params`` does, else its config class's default (:attr:`ClassFacts.theta <posembed.interop.rope.classes.ClassFacts>`:
-Cohere 5e5, GPT-OSS 1.5e5, :data:`DEFAULT_THETA` for most); a config that states no RoPE field at all but whose
-class always has RoPE (a bare Llama or Qwen2 config) takes the parameters that class holds. The pre-training length of yarn,
-llama3 and longrope (``original_max_position_embeddings``) is the one transformers 5.23 builds the
-model with: on flat parameters a top-level value wins over the parameters' one (the config keeps it
-as an attribute, and the rope init functions standardise again), and Phi-3's class default when the
-config has none (:func:`declared_original`); PhiMoE and parameters per layer type ignore a top-level
-value. :func:`layer_parameters` gives the flat parameters per layer type, :func:`read_rope_settings`
-one :class:`RopeSettings` per layer type, :func:`layer_settings` the one of a chosen layer type
-(:func:`select_layer`).
+The parameters per layer type are transformers' config object's where its class builds the config, else the dict's
+as written (:func:`~posembed.interop.rope.parameters.read_parameters`); the head width, rotary widths and layout are
+the model's own code's (:func:`~posembed.interop.rope.width.rotary_width`). What the config itself wrote is compared
+with them only to say whether the value used was given (``theta_given``, ``original_given``, ``original_source``),
+for the traps.
 
 Example:
     >>> s = layer_settings({"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096,
@@ -47,22 +24,19 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, TypeVar
 
 from posembed.interop.hf.config import config_dict, load_config_dict
-from posembed.interop.rope.classes import (
-    DEFAULT_THETA, ORIGINAL, ORIGINAL_FROM_PARAMETERS, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, ClassFacts, PerLayerClass,
-    class_facts, config_facts, declared_original, default_layer_types, model_type_of, why_ignored,
-)  # fmt: skip
 from posembed.interop.rope.axial import AxialSettings
+from posembed.interop.rope.model import config_value, model_part, transformers_config
+from posembed.interop.rope.parameters import (
+    ALL_LAYERS, DEFAULT_THETA, ORIGINAL, ROPE_FIELDS, declares, ignored_keys, ignored_parameters, layer_parameters,
+    read_parameters, refusal, stated, stated_layer, stated_thetas, states_rope, theta_fields, why_ignored,
+)  # fmt: skip
 from posembed.interop.rope.sections import MRopeSections
 from posembed.interop.rope.width import RotaryWidth, rotary_width
-from posembed.interop.rope.model import ALL_LAYERS, model_part
-from posembed.interop.rope.parameters import ROPE_FIELDS, read_parameters, stated, states_rope
 
-#: declared_original, default_layer_types and the tables of rope_classes stay importable from here
 __all__ = [
     "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling", "layer_parameters",
-    "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "declared_original", "ignored_parameters", "why_ignored",
-    "default_layer_types", "DEFAULT_THETA", "ALL_LAYERS", "PER_LAYER_CLASSES", "PerLayerClass", "RENAMED_TO_LONGROPE",
-    "ORIGINAL_USERS",
+    "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "ignored_parameters", "why_ignored",
+    "refusal", "DEFAULT_THETA", "ALL_LAYERS", "ORIGINAL_USERS",
 ]  # fmt: skip
 
 #: model types that use RoPE although their configs state no RoPE field (GPT-J, CodeGen)
@@ -74,17 +48,20 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class RopeSettings:
-    """The RoPE settings of one layer type, as the config states them.
+    """The RoPE settings of one layer type.
 
-    ``params`` is the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields);
-    ``theta_given`` / ``original_given`` say whether the config states the value used.
-    ``original_max_len`` is the pre-training length transformers builds the model with, and
-    ``original_source`` where it comes from: ``"parameters"``, ``"top level"``, ``"class default"``
-    or ``"max_position_embeddings"``; rope types that do not read it (linear, dynamic) report the
-    parameters' value, else the top-level one. ``head_dim`` / ``rotary_dim`` / ``layout`` / ``direction`` /
-    ``channels`` are the model's own code's where transformers knows it (:mod:`posembed.interop.rope.width`), and so
-    are ``mrope``, the M-RoPE sections, arrangement and section order of its rotary embedding (``None``: not M-RoPE),
-    and ``axial``, a vision tower's axes and their placement (``None``: not axial).
+    ``params`` is the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields); ``theta_given`` /
+    ``original_given`` say whether the config states the value used. ``original_max_len`` is the pre-training
+    length transformers builds the model with, and ``original_source`` where it comes from: ``"parameters"``,
+    ``"top level"``, ``"class default"`` or ``"max_position_embeddings"``; rope types that do not read it (linear,
+    dynamic) report the parameters' value, else the top-level one. ``head_dim`` / ``rotary_dim`` / ``layout`` /
+    ``direction`` / ``channels`` are the model's own code's where transformers knows it
+    (:mod:`posembed.interop.rope.width`), and so are ``mrope`` (M-RoPE sections; ``None``: not M-RoPE) and ``axial``
+    (a vision tower's axes; ``None``: not axial). ``known``: read through transformers' config object, and
+    ``theta_field`` the field its theta is read from there (``"parameters"``, ``"rope_theta"``, ``"rope_local_base_freq"``,
+    ...; ``None``: the class's own, whatever the config writes); ``latent``:
+    the field a multi-head latent attention class sets ``head_dim`` from (``"qk_rope_head_dim"``, or
+    ``"qk_head_dim"``: ``qk_nope_head_dim + qk_rope_head_dim``), ``None`` for other classes.
     """
 
     layer_type: str
@@ -107,6 +84,9 @@ class RopeSettings:
     channels: str = "first"
     mrope: MRopeSections | None = None
     axial: AxialSettings | None = None
+    known: bool = False
+    latent: str | None = None
+    theta_field: str | None = field(default=None, compare=False)
 
     @property
     def factor(self) -> float:
@@ -114,13 +94,19 @@ class RopeSettings:
         return 1.0 if value is None else float(value)
 
 
+def _rotary(hf: Any) -> bool:
+    params = getattr(hf, "rope_parameters", None)
+    return isinstance(params, dict) and bool(params)
+
+
 def has_rope(raw: dict) -> bool:
     """Whether the config (its language model's part: :func:`~posembed.interop.rope.model.model_part`) describes
-    rotary position embeddings: it states a RoPE field, or its model type is rotary without one (GPT-J, the
-    per-layer classes, a :func:`~posembed.interop.rope.classes.rotary_class`: a bare Llama config builds Llama's RoPE)."""
+    rotary position embeddings: it states a RoPE field, its model type is rotary without one (GPT-J), or
+    transformers' config object of it holds RoPE parameters (a bare Llama config builds Llama's RoPE)."""
     raw = model_part(raw)
-    model_type = model_type_of(raw)
-    return states_rope(raw) or model_type in _ROTARY_WITHOUT_FIELDS or model_type in PER_LAYER_CLASSES or class_facts(model_type).rotary
+    if states_rope(raw) or raw.get("model_type") in _ROTARY_WITHOUT_FIELDS:
+        return True
+    return _rotary(transformers_config(raw))
 
 
 def rope_spelling(raw: dict) -> str:
@@ -128,34 +114,6 @@ def rope_spelling(raw: dict) -> str:
     if raw.get("rope_parameters"):
         return "rope_parameters (transformers 5.x)"
     return "rope_scaling + rope_theta (transformers 4.x)"
-
-
-def ignored_parameters(raw: dict) -> tuple[str, ...]:
-    """The keys of the stated RoPE parameters that transformers ignores: dicts under a key that is not
-    one of the config's layer types, and flat fields beside parameters nested by layer type.
-
-    >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
-    ('full_attention',)
-    """
-    raw = model_part(raw)
-    return read_parameters(raw, config_facts(raw))[1]
-
-
-def layer_parameters(raw: dict) -> dict[str, dict]:
-    """The flat 5.x parameters per layer type (``{"all": ...}`` for one set), in either spelling.
-
-    Each holds ``rope_type`` and a float ``rope_theta`` (a layer type without one takes the
-    top-level ``rope_theta``, else its config class's default). Raises ``ValueError`` for a malformed
-    config: parameters that are not a dict, a dict that mixes layer types with flat fields (where
-    the layer types are unknown), a ``rope_theta`` that is not a number.
-
-    >>> layer_parameters({"rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2.0}})
-    {'all': {'factor': 2.0, 'rope_type': 'linear', 'rope_theta': 500000.0}}
-    >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
-    {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
-    """
-    raw = model_part(raw)
-    return {layer: params for layer, (params, _) in read_parameters(raw, config_facts(raw))[0].items()}
 
 
 def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
@@ -180,44 +138,65 @@ def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
     return layers[layer_type]
 
 
-def _partial(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, params: dict) -> float:
-    """The rotary share of the head: the parameters', the config's (three spellings), else its flat class's default;
-    a per-layer class reads only its nested parameters (which hold its own defaults: NeoMME)."""
-    if facts.per_layer is not None:
+def _given(value: Any, used: Any) -> bool:
+    try:
+        return value is not None and float(value) == float(used)
+    except (TypeError, ValueError):
+        return False
+
+
+def _theta_given(raw: dict, hf: Any, layer: str, theta: float, field: str | None) -> bool:
+    """Whether the config writes the theta used: the field transformers' object reads it from is one the config
+    writes; reading the dict, one of the thetas the layer may read is the value used."""
+    if hf is not None:
+        return field is not None and (field == "parameters" or raw.get(field) is not None)
+    return any(_given(value, theta) for value in stated_thetas(raw, layer))
+
+
+def _original(raw: dict, hf: Any, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
+    """``(pre-training length, where from)``: the standardized parameters' (transformers'), else, reading the dict,
+    the top-level one on flat parameters, the parameters' one; then where the value was written."""
+    mine, top = stated_layer(raw, layer).get(ORIGINAL), raw.get(ORIGINAL)
+    if params["rope_type"] not in ORIGINAL_USERS:  # not read: what the config says, for the traps
+        if mine is not None or top is not None:
+            return int(mine if mine is not None else top), "parameters" if mine is not None else "top level"
+        return max_pos, "max_position_embeddings"
+    value = params.get(ORIGINAL) if hf is not None else top if layer == ALL_LAYERS and top is not None else mine
+    if value is None:
+        return max_pos, "max_position_embeddings"
+    value = int(value)
+    if _given(mine, value):
+        return value, "parameters"
+    if layer == ALL_LAYERS and _given(top, value):
+        return value, "top level"
+    if (top is None and declares(hf, ORIGINAL) and config_value(hf, ORIGINAL) == value) or not states_rope(raw):
+        return value, "class default"  # a class that declares the field, or a bare config's class parameters
+    return value, "max_position_embeddings" if value == max_pos else "class default"
+
+
+def _partial(raw: dict, hf: Any, width: RotaryWidth, params: dict) -> float:
+    """The rotary share of the head: the parameters' (the object's hold the class's own), else, reading the dict,
+    the config's in its three spellings."""
+    if params.get("partial_rotary_factor") is not None or hf is not None:
         return float(params.get("partial_rotary_factor", 1.0))
-    for value in (params.get("partial_rotary_factor"), raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
+    for value in (raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
         if value is not None:
             return float(value)
-    if raw.get("rotary_dim"):
-        return int(raw["rotary_dim"]) / width.head_dim
-    default = facts.partial if layer == ALL_LAYERS else None
-    return 1.0 if default is None else default
+    return int(raw["rotary_dim"]) / width.head_dim if raw.get("rotary_dim") else 1.0
 
 
-def _original(raw: dict, facts: ClassFacts, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
-    """``(pre-training length, where from)`` as transformers' ``standardize_rope_params`` resolves it
-    when the model is built (the rope init functions run it again, with the config's attributes set)."""
-    stated, top = params.get(ORIGINAL), raw.get(ORIGINAL)
-    if params["rope_type"] not in ORIGINAL_USERS:  # not read: what the config says, for the traps
-        if stated is not None or top is not None:
-            return int(stated if stated is not None else top), "parameters" if stated is not None else "top level"
-        return max_pos, "max_position_embeddings"
-    model_type = raw.get("model_type")
-    if layer == ALL_LAYERS and model_type not in ORIGINAL_FROM_PARAMETERS:  # nested: setdefault only
-        if top is not None:
-            return int(top), "top level"
-        declared, default = facts.original
-        if declared and default is not None:
-            return default, "class default"
-    if stated is not None:  # a config with no RoPE field holds its class's parameters
-        return int(stated), "parameters" if states_rope(raw) else "class default"
-    return max_pos, "max_position_embeddings"
+def _latent(hf: Any) -> str | None:
+    """The field a latent attention class sets ``head_dim`` from, read from what its object holds."""
+    rope, nope, head = (config_value(hf, name) for name in ("qk_rope_head_dim", "qk_nope_head_dim", "head_dim"))
+    if not isinstance(rope, int) or not isinstance(head, int):
+        return None
+    return "qk_rope_head_dim" if head == rope else "qk_head_dim" if head == rope + (nope or 0) else None
 
 
-def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, params: dict, theta_given: bool) -> RopeSettings:
+def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict, fields: dict) -> RopeSettings:
     max_pos = width.max_position_embeddings
-    original, source = _original(raw, facts, layer, params, max_pos)
-    partial = _partial(raw, facts, width, layer, params)
+    original, source = _original(raw, hf, layer, params, max_pos)
+    partial = _partial(raw, hf, width, params)
     head_dim, rotary_dim = width.head_dim, int(width.head_dim * partial)
     model = width.of(layer)  # the widths the model's own rotary embedding builds
     if model is not None:  # proportional RoPE spreads its frequencies over the head: its rotary share is the factor's
@@ -225,13 +204,14 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
         odd = int(head_dim * partial) == rotary_dim - 1  # an odd width: transformers rounds its frequencies up
         partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
-        layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"], theta_given=theta_given,
+        layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"],
+        theta_given=_theta_given(raw, hf, layer, params["rope_theta"], fields.get(layer)),
         head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
         rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,
-        max_position_embeddings=max_pos, original_max_len=original,
-        original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
+        max_position_embeddings=max_pos, original_max_len=original, original_given=source in ("parameters", "top level"),
         params=params, original_source=source, direction=width.direction, channels=width.channels,
-        mrope=width.mrope if layer == ALL_LAYERS else None, axial=width.axial,
+        mrope=width.mrope if layer == ALL_LAYERS else None, axial=width.axial, known=hf is not None,
+        latent=None if hf is None else _latent(hf), theta_field=fields.get(layer),
     )  # fmt: skip
 
 
@@ -248,10 +228,10 @@ def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
         raise ValueError(
             f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set"
         )
-    facts = config_facts(raw)
-    layers = read_parameters(raw, facts)[0]
-    width = rotary_width(raw, facts) if layers else None
-    return [_settings(raw, facts, width, layer, params, given) for layer, (params, given) in layers.items()]
+    layers, hf = read_parameters(raw)
+    width = rotary_width(raw, hf is not None and _latent(hf) is not None) if layers else None
+    fields = theta_fields(raw) if hf is not None else {}
+    return [_settings(raw, hf, width, layer, params, fields) for layer, params in layers.items()]
 
 
 def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
@@ -261,38 +241,35 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
     ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
     """
     raw = model_part(config_dict(config), part)
-    facts = config_facts(raw)
-    layers, ignored = read_parameters(raw, facts)
-    _refuse_ignored_layers(raw, facts, layers, ignored)
-    params, given = select_layer(layers, layer_type)
-    return _settings(raw, facts, rotary_width(raw, facts), layer_type or ALL_LAYERS, params, given)
-
-
-def _refuse_ignored_layers(raw: dict, facts: ClassFacts, layers: Mapping[str, Any], ignored: tuple[str, ...]) -> None:
-    """Flat parameters beside dicts that transformers ignores: the builder refuses them rather than build the flat ones."""
-    _, given = stated(raw)
-    dicts = [key for key in ignored if isinstance(given.get(key), Mapping)]
-    if list(layers) != [ALL_LAYERS] or not dicts:
-        return
-    raise ValueError(
-        f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {facts.why_ignored}: transformers "
-        "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
-    )
+    layers, hf = read_parameters(raw)
+    ignored = ignored_keys(raw, layers, hf) if list(layers) == [ALL_LAYERS] else ()
+    dicts = [key for key in ignored if isinstance(stated(raw)[1].get(key), Mapping)]
+    if list(layers) == [ALL_LAYERS] and dicts:  # the builder refuses rather than build the flat parameters alone
+        raise ValueError(
+            f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
+            "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
+        )
+    params = select_layer(layers, layer_type)
+    width = rotary_width(raw, hf is not None and _latent(hf) is not None)
+    fields = theta_fields(raw) if hf is not None else {}
+    return _settings(raw, hf, width, layer_type or ALL_LAYERS, params, fields)
 
 
 def layer_pattern(raw: dict, layers: int) -> list[str | None]:
-    """Each of ``layers`` layers' type: ``layer_types`` (else the default of its per-layer config class),
-    else Gemma 3's / ModernBERT's 4.x pattern fields, else :data:`ALL_LAYERS` for every layer; ``None`` for a
-    layer without RoPE (Llama 4's ``no_rope_layers``: 0 there).
+    """Each of ``layers`` layers' type: transformers' config object's ``layer_types`` (the config's, else its class's
+    default), else Gemma 3's / ModernBERT's 4.x pattern fields as written, else :data:`ALL_LAYERS` for every layer;
+    ``None`` for a layer without RoPE (Llama 4's ``no_rope_layers``: 0 there).
 
     >>> layer_pattern({"model_type": "gemma3_text", "sliding_window_pattern": 3}, 4)[:3]
     ['sliding_attention', 'sliding_attention', 'full_attention']
     >>> layer_pattern({"model_type": "llama4_text", "no_rope_layers": [1, 0]}, 2)
-    ['all', None]
+    ['chunked_attention', None]
     """
     raw = model_part(raw)
-    if raw.get("layer_types") or raw.get("model_type") in PER_LAYER_CLASSES:
-        found = list(default_layer_types({**raw, "num_hidden_layers": layers}) or ())
+    hf = transformers_config({**raw, "num_hidden_layers": layers})
+    found = config_value(hf, "layer_types") if hf is not None else raw.get("layer_types")
+    if isinstance(found, (list, tuple)) and len(found) == layers:
+        found = list(found)
     elif raw.get("sliding_window_pattern"):  # Gemma 3: every Nth layer is full
         every = int(raw["sliding_window_pattern"])
         found = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]

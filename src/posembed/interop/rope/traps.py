@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import math
 
-from posembed.interop.rope.classes import (
-    DEFAULT_THETA, OLD_LONGROPE, ORIGINAL, PER_LAYER_CLASSES, RENAMED_TO_LONGROPE, class_theta, latent_class, model_type_of,
-    why_ignored,
-)  # fmt: skip
 from posembed.interop.rope.numbers import as_numbers, non_numbers
-from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings, ignored_parameters, states_rope
+from posembed.interop.rope.parameters import (
+    DEFAULT_THETA, ignored_parameters, refusal, stated_layer, states_rope, why_ignored,
+)  # fmt: skip
+from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings
 from posembed.interop.rope.traps_scaling import MSCALE_FORWARD, Trap, check_mscale_forward, check_of_type, yarn_default_attention
 
 __all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
@@ -42,6 +41,8 @@ LLAMA3_VOCAB = 128256
 #: scaled rope types whose factor stretches the pre-training length they are given (a stated one for linear);
 #: dynamic NTK is the one that scales from max_position_embeddings itself
 SCALED_FROM_ORIGINAL = ORIGINAL_USERS | {"linear"}
+#: the old names of LongRoPE that Phi-3's config classes rename
+OLD_LONGROPE = ("su", "yarn")
 
 
 def _family(raw: dict, s: RopeSettings) -> str | None:
@@ -70,15 +71,14 @@ def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
 
 def _theta_missing(raw: dict, s: RopeSettings) -> str:
     """What fills in the theta of a config that names none: the value the reader took, from the model's config class."""
-    model_type = model_type_of(raw)
+    model_type, top = raw.get("model_type"), raw.get("rope_theta")
     where = f" for {s.layer_type}" if s.layer_type != ALL_LAYERS else ""
-    spec, top = PER_LAYER_CLASSES.get(model_type), raw.get("rope_theta")
-    if spec is not None and top is not None and (s.layer_type, None, s.theta) in spec.thetas:
+    if not s.known:
+        return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
+    if top is not None and s.theta_field is None:
         return (f"rope_theta={float(top):g} is not read{where}: transformers' {model_type} config class gives it to the "
                 f"other layer type and fills in its default {s.theta:g} here")  # fmt: skip
-    if model_type not in PER_LAYER_CLASSES and class_theta(model_type) is None:
-        return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
-    if states_rope(raw) or model_type in PER_LAYER_CLASSES:
+    if states_rope(raw) or s.layer_type != ALL_LAYERS:
         text = f"rope_theta is absent: transformers' {model_type} config class fills in {s.theta:g}{where}"
     else:
         text = (f"the config states no RoPE field: transformers' {model_type} config class fills in its own{where}, "
@@ -118,7 +118,7 @@ def _original_missing(raw: dict, s: RopeSettings) -> str:
 
 def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
     traps, top = [], raw.get("original_max_position_embeddings")
-    stated = s.params.get("original_max_position_embeddings")
+    stated = stated_layer(raw, s.layer_type).get("original_max_position_embeddings")  # as written
     max_pos, factor = s.max_position_embeddings, s.factor
     resolved = s.original_source != "max_position_embeddings"  # the config or its class names a length
     if stated and top and int(stated) != int(top):
@@ -169,8 +169,8 @@ def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
 
 def _latent_note(raw: dict, s: RopeSettings) -> Trap:
     """Multi-head latent attention: the rotary channels are ``qk_rope_head_dim`` per head, whatever head_dim says."""
-    spec, derived = latent_class(model_type_of(raw)), (s.hidden_size // s.num_heads if s.hidden_size and s.num_heads else None)
-    width = "qk_nope_head_dim + qk_rope_head_dim" if spec.width == "qk_head_dim" else "qk_rope_head_dim"
+    derived = s.hidden_size // s.num_heads if s.hidden_size and s.num_heads else None
+    width = "qk_nope_head_dim + qk_rope_head_dim" if s.latent == "qk_head_dim" else "qk_rope_head_dim"
     stated = "" if s.head_dim_given else " (absent: its class default)"
     return Trap("head_dim", "note", s.layer_type,
                 f"multi-head latent attention: transformers' {raw.get('model_type')} config class sets head_dim = {width} = "
@@ -180,7 +180,7 @@ def _latent_note(raw: dict, s: RopeSettings) -> Trap:
 
 def _check_shape(raw: dict, s: RopeSettings) -> list[Trap]:
     traps = []
-    if latent_class(model_type_of(raw)) is not None:
+    if s.latent is not None:
         traps.append(_latent_note(raw, s))
     elif s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
         traps.append(Trap("head_dim", "note", s.layer_type,
@@ -219,25 +219,30 @@ def _stated_type(raw: dict) -> object:
 
 def _check_renamed(raw: dict, s: RopeSettings) -> list[Trap]:
     old = _stated_type(raw)
-    if raw.get("model_type") not in RENAMED_TO_LONGROPE or s.layer_type != ALL_LAYERS or old not in OLD_LONGROPE:
+    if s.layer_type != ALL_LAYERS or old not in OLD_LONGROPE or s.rope_type != "longrope":
         return []
-    head = (f"rope type {old!r} is an old name of LongRoPE: transformers' {raw.get('model_type')} config class renames it "
-            f"longrope (short_factor / long_factor{', not YaRN' if old == 'yarn' else ''})")  # fmt: skip
-    if old == "su" and s.params.get(ORIGINAL) is None:
-        return [Trap("renamed_longrope", "error", s.layer_type,
-                     f"{head}, but only after standardising the parameters, which fills in {ORIGINAL} for yarn, llama3 and "
-                     f"longrope alone: transformers 5.23 cannot load this config (KeyError: missing {ORIGINAL}) unless its "
-                     f"RoPE parameters state it; posembed reads it as longrope trained at {s.original_max_len} "
-                     f"({s.original_source})")]  # fmt: skip
-    return [Trap("renamed_longrope", "note", s.layer_type, f"{head}; posembed reads it so")]
+    return [Trap("renamed_longrope", "note", s.layer_type,
+                 f"rope type {old!r} is an old name of LongRoPE: transformers' {raw.get('model_type')} config class "
+                 f"renames it longrope (short_factor / long_factor{', not YaRN' if old == 'yarn' else ''}); posembed "
+                 f"reads it so")]  # fmt: skip
+
+
+def _check_refused(raw: dict) -> list[Trap]:
+    """A config transformers' own config class refuses: it cannot be loaded as written."""
+    reason = refusal(raw)
+    if reason is None:
+        return []
+    return [Trap("config_refused", "error", "*",
+                 f"transformers' {raw.get('model_type')} config class refuses this config ({reason}): transformers "
+                 f"cannot load it as written; posembed reads the dict as written, without the class's defaults")]  # fmt: skip
 
 
 def _check_type_key(raw: dict, s: RopeSettings) -> list[Trap]:
     old = s.params.get("type")
-    if old is None or old == s.rope_type or (raw.get("model_type") in RENAMED_TO_LONGROPE and old in OLD_LONGROPE):
+    if old is None or old == s.rope_type or (old in OLD_LONGROPE and s.rope_type == "longrope"):
         return []
     why = ""
-    if raw.get("model_type") in PER_LAYER_CLASSES and raw.get("rope_scaling") is not None:
+    if s.layer_type != ALL_LAYERS and raw.get("rope_scaling") is not None:
         why = (f" (transformers' {raw['model_type']} config class merges a 4.x rope_scaling into parameters whose "
                f"rope_type is already 'default')")  # fmt: skip
     return [Trap("type_ignored", "warning", s.layer_type,
@@ -302,6 +307,6 @@ def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
     traps = _check_numbers(raw)
     raw = as_numbers(raw)
     traps += [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
-    traps += _check_layers(raw, settings) + _check_ignored(raw, settings)
+    traps += _check_layers(raw, settings) + _check_ignored(raw, settings) + _check_refused(raw)
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(traps, key=lambda trap: order[trap.severity])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from posembed.interop.rope.classes import ORIGINAL
+from posembed.interop.rope.parameters import ORIGINAL
 from posembed.interop.rope.settings import ORIGINAL_USERS, RopeSettings
 
 __all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "yarn_default_attention_m", "check_of_type", "check_mscale_forward"]

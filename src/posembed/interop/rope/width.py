@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from posembed.interop.rope.classes import ClassFacts
 from posembed.interop.rope.model import config_value, model_rotation, model_widths, transformers_config
 from posembed.interop.rope.axial import AxialSettings, model_axial
 from posembed.interop.rope.sections import MRopeSections, model_sections
@@ -53,15 +52,14 @@ class RotaryWidth:
         return widths.pop() if len(widths) == 1 else None
 
 
-def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
-    """The :class:`RotaryWidth` of a config dict whose class's facts are ``facts``.
+def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
+    """The :class:`RotaryWidth` of a config dict (``latent``: its class is multi-head latent attention).
 
     Raises ``ValueError`` when the head size cannot be placed (no ``head_dim``, ``hidden_size`` or
     ``num_attention_heads``, and no model code that says it).
 
-    >>> from posembed.interop.rope.classes import config_facts
     >>> raw = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128}
-    >>> width = rotary_width(raw, config_facts(raw))
+    >>> width = rotary_width(raw, latent=True)
     >>> width.head_dim, width.layout, width.model
     (64, 'interleaved', {'all': (64, 64)})
     """
@@ -69,7 +67,7 @@ def rotary_width(raw: Mapping, facts: ClassFacts) -> RotaryWidth:
     heads = raw.get("num_attention_heads", raw.get("n_head"))
     max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
     hf = transformers_config(raw)
-    key = "qk_rope_head_dim" if facts.latent is not None or raw.get("head_dim") is None else "head_dim"
+    key = "qk_rope_head_dim" if latent or raw.get("head_dim") is None else "head_dim"
     given = raw.get(key) is not None
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
