@@ -7,7 +7,8 @@ embedding's widths, its attention's rotation function); without it, what the con
 - ``parameters.py``: the RoPE parameters per layer type, in either spelling, with the keys transformers ignores;
 - ``classes.py``: what transformers' config class of a model type declares (default theta, layer-type labels,
   per-layer nesting, pre-training length, latent attention);
-- ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout;
+- ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout,
+  the factors its rotary embedding's forward folds into cos / sin (PhiMoE's mscales);
 - ``sections.py``: M-RoPE's sections, arrangement and section order, read from what the model's rotary module does;
 - ``axial.py``: a vision tower's axial RoPE (``rope_type == "axial"``): its axes, layout and placement, read from what
   the model's rotary module does;

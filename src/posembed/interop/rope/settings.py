@@ -107,6 +107,7 @@ class RopeSettings:
     channels: str = "first"
     mrope: MRopeSections | None = None
     axial: AxialSettings | None = None
+    forward_mscale: tuple[float, float, int] | None = None  # the model's forward's factors (width.RotaryWidth)
 
     @property
     def factor(self) -> float:
@@ -232,6 +233,7 @@ def _settings(raw: dict, facts: ClassFacts, width: RotaryWidth, layer: str, para
         original_given=source in ("parameters", "top level") or (params.get(ORIGINAL) == original and states_rope(raw)),
         params=params, original_source=source, direction=width.direction, channels=width.channels,
         mrope=width.mrope if layer == ALL_LAYERS else None, axial=width.axial,
+        forward_mscale=width.forward_mscale if layer == ALL_LAYERS else None,
     )  # fmt: skip
 
 
