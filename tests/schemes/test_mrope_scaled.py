@@ -44,3 +44,11 @@ def test_deal_refuses_what_is_not_a_rotary_of_its_width():
         MRoPE(D).deal(MRoPE(D))
     with pytest.raises(ValueError, match="frequencies rotate 8 channels, the sections 16"):
         MRoPE(D).deal(RotaryEmbedding(D, rotary_dim=8))
+
+
+def test_a_dealt_mrope_is_not_saved_as_a_plain_one():
+    from posembed.schemes.config import scheme_config
+
+    with pytest.raises(ValueError, match="cannot save MRoPE dealing YaRNRotary's frequencies in a config"):
+        scheme_config(MRoPE(D).deal(YaRNRotary(D, factor=4.0, original_max_len=8)))
+    assert scheme_config(MRoPE(D))["name"] == "mrope"

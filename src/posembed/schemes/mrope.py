@@ -22,7 +22,7 @@ Settings beyond Qwen2-VL's (all found in transformers 5.24's M-RoPE classes):
   ``rotary_dim``-wide RoPE and the last ``head_dim - rotary_dim`` channels pass through;
 - ``frequencies``: a scaled rope type (linear, dynamic, yarn, llama3, longrope): transformers' M-RoPE classes take
   their frequencies and attention factor from the type's init function (and its length switch) and deal those to the
-  sections; ``frequencies`` is that type's one-axis :class:`~posembed.schemes.rotary.RotaryEmbedding`, asked per
+  sections; :meth:`MRoPE.deal` takes that type's one-axis :class:`~posembed.schemes.rotary.RotaryEmbedding`, asked per
   call for the frequencies and factor of the call's length (largest coordinate + 1).
 
 Positions are ``(T, 3)`` or ``(B, T, 3)`` ``(t, h, w)`` coordinates, or a text sequence ``(T,)``;
@@ -180,7 +180,7 @@ class MRoPE(SectionedRotary):
         self.arrangement, self.section_axes = arrangement, tuple(section_axes)
         self.base = check_base(base)
         super().__init__(layout=layout, angles=angles, device=device)
-        self.frequencies: RotaryEmbedding | None = None
+        self.dealt: RotaryEmbedding | None = None
 
     def deal(self, frequencies: RotaryEmbedding) -> MRoPE:
         """This M-RoPE, its sections dealing the frequencies and factor of ``frequencies`` (a scaled one-axis rotary
@@ -196,16 +196,16 @@ class MRoPE(SectionedRotary):
             raise TypeError(f"frequencies must be a RotaryEmbedding (a scaled rope type), got {type(frequencies).__name__}")
         if frequencies.rotary_dim != self.rotary_dim:
             raise ValueError(f"frequencies rotate {frequencies.rotary_dim} channels, the sections {self.rotary_dim}")
-        self.frequencies = frequencies
+        self.dealt = frequencies
         return self
 
     def cos_sin(self, coords: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin (float32, the scaled type's factor folded in) of coordinates ``(..., 3)`` -> ``(..., rotary_dim / 2)``."""
-        if self.frequencies is None:
+        if self.dealt is None:
             return super().cos_sin(coords)
-        inv_freq, scaling = self.frequencies.inv_freq, self.frequencies.attention_scaling
-        if self.frequencies.dynamic and coords.numel():
-            inv_freq, scaling = self.frequencies._call_frequencies(coords.max() + 1)
+        inv_freq, scaling = self.dealt.inv_freq, self.dealt.attention_scaling
+        if self.dealt.dynamic and coords.numel():
+            inv_freq, scaling = self.dealt._call_frequencies(coords.max() + 1)
         index = mrope_pairs(self.mrope_section, self.arrangement, self.section_axes)[0]
         cos, sin = axial_cos_sin(coords, inv_freq[torch.tensor(index, device=inv_freq.device)], self.axis_of, self.angles)
         return (cos, sin) if scaling == 1.0 else (cos * scaling, sin * scaling)
@@ -224,6 +224,6 @@ class MRoPE(SectionedRotary):
             parts.append(f"section_axes={self.section_axes}")
         if self.angles != "exact":
             parts.append(f"angles={self.angles!r}")
-        if self.frequencies is not None:
-            parts.append(f"frequencies={type(self.frequencies).__name__}")
+        if self.dealt is not None:
+            parts.append(f"dealt={type(self.dealt).__name__}")
         return ", ".join(parts)
