@@ -284,9 +284,24 @@ def _their_call(rotary, variant: str, layer: str | None, sub):
     rows = 3 if variant == "mrope3" or (variant in SCALED and is_mrope(rotary, sub)) else 0  # scaled M-RoPE too
     positions = text_positions(_length(sub), variant, rows)
     extra = () if layer is None else (layer,)
-    out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
+    try:
+        out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
+    except IndexError:  # a table of max_position_embeddings rows (GPT-J, CodeGen): the positions it holds
+        positions = positions.clamp_max(_length(sub) - 1)
+        out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
     ours = positions.permute(1, 2, 0) if rows else positions
-    return out, positions, ours
+    return _cos_first(out), positions, ours
+
+
+def _cos_first(out):
+    """The module's ``(cos, sin)``, also where its forward returns ``(sin, cos)`` (GPT-J, CodeGen): the one that is
+    zero at position 0 (the first position given) is the sine."""
+    if isinstance(out, torch.Tensor) or len(out) != 2:
+        return out
+    if not all(isinstance(part, torch.Tensor) and part.dim() for part in out):
+        return out
+    first, second = (part.reshape(-1, part.shape[-1])[0] for part in out)
+    return (out[1], out[0]) if bool((first == 0).all()) and not bool((second == 0).all()) else out
 
 
 def model_head_dim(config) -> int | None:
