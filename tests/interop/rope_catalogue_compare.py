@@ -304,6 +304,12 @@ def _cos_first(out):
     return (out[1], out[0]) if bool((first == 0).all()) and not bool((second == 0).all()) else out
 
 
+def sliced_width(config, cos: torch.Tensor, out) -> int:
+    """The channels an attention that slices q / k before rotating hands its rotation function: the config's
+    ``rotary_dim`` (GPT-J, CodeGen), else as many as cos/sin are wide (twice for complex frequencies)."""
+    return int(getattr(config, "rotary_dim", None) or cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1))
+
+
 def model_head_dim(config) -> int | None:
     """The head width the attention reads, as transformers' attention classes do (``None``: the config gives none)."""
     try:
@@ -321,7 +327,7 @@ def _unless_unrunnable(fn, out, positions, sub, verdict: str, why: str) -> tuple
         return verdict, why
     q = torch.randn(_HEADS, cos.shape[0], head)
     try:
-        their_rotation(fn, q, q, out, positions, cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1))
+        their_rotation(fn, q, q, out, positions, sliced_width(sub, cos, out))
     except ValueError:
         return NO_REFERENCE, f"transformers: its {fn.__name__} cannot rotate its {head}-channel heads with cos/sin {cos.shape[-1]} wide"
     return verdict, why
@@ -361,7 +367,7 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
             at = at[..., None].expand(*at.shape, scheme.num_axes)
         our_cos, our_sin = scheme.cos_sin(at)
         values = values_match(cos, our_cos) and values_match(sin, our_sin)
-        width = cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1)
+        width = sliced_width(sub, cos, out)
         q, k = (torch.randn(_HEADS, cos.shape[0], scheme.head_dim) for _ in range(2))
         tq, tk = their_rotation(fn, q, k, out, positions, width)
         oq, ok = scheme(q[None], k[None], position_ids=ours_at)

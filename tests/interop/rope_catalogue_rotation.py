@@ -70,8 +70,8 @@ _FORMS = ((lambda x: x[None], lambda y: y[0]),
 
 
 def their_rotation(fn, q, k, out, positions, width: int):
-    """q and k ``(H, T, D)`` rotated by ``fn`` (first the whole head, else its first ``width`` or ``2 width`` channels)."""
-    for head in dict.fromkeys((q.shape[-1], width, 2 * width)):  # the head, or rotary channels (cos/sin per channel or per pair)
+    """q and k ``(H, T, D)`` rotated by ``fn`` (first the whole head, else its first ``width`` channels)."""
+    for head in (q.shape[-1], width):
         for to, back in _FORMS:
             try:
                 rq, rk = _call_apply(fn, to(q[..., :head]), to(k[..., :head]), out, positions)
