@@ -9,8 +9,9 @@ attention calls. Nothing here lists families by hand:
 - the rotary classes are the ``class *RotaryEmbedding*(`` lines of ``models/<module>/modeling_<module>.py``;
 - the sub-config is read from the source: the class ``C`` whose ``__init__`` builds the rotary
   class, ``C``'s config class (its ``config: XConfig`` annotation, or the argument its own builder
-  passes, followed up to three builders up), then where an instance of that config class sits in the
-  model type's default config (found by walking its sub-configs);
+  passes, ``config.<x>_config`` or ``config.encoder`` / ``.decoder``, followed up to three builders up),
+  then where an instance of that config class sits in the model type's default config (found by walking
+  its sub-configs);
 - the rotation function is the module-level function that the attention classes of the same tower
   (vision / audio / text, by class name) call, choosing the interleaved one where the attention
   switches on ``config.rope_interleave`` (a config field; see :func:`apply_name`).
@@ -84,7 +85,7 @@ def _config_class_of(name: str, bodies: dict[str, str], depth: int = 0) -> tuple
         return annotated.group(1), ""
     if depth < 3:
         for other, other_body in bodies.items():
-            call = re.search(rf"\b{name}\((?:[^()]*?\bconfig=|\s*)(self\.)?config((?:\.\w+_config)*)[,)]", other_body)
+            call = re.search(rf"\b{name}\((?:[^()]*?\bconfig=|\s*)(self\.)?config((?:\.\w+_config|\.encoder|\.decoder)*)[,)]", other_body)
             if call and other != name:
                 owner, path = _config_class_of(other, bodies, depth + 1)
                 if owner is not None:

@@ -2,19 +2,25 @@
 
 For a :class:`~tests.interop.rope_catalogue.Pair` and a variant (``default``, ``linear``, ``dynamic``,
 ``yarn``, ``llama3``, ``longrope``, ``partial``, ``mrope3``, ``top-level``) :func:`verdict` builds the
-model type's default config, edits the sub-config's ``rope_parameters`` for the variant, builds the rotary
-class from it as its model does (``Cls(config)``), and for each layer type it builds:
+model type's default config, edits the sub-config's ``rope_parameters`` for the variant (with the fields a
+scaled type's forward may read: :data:`FORWARD_FIELDS`), builds that sub-config again through its class as a
+``config.json`` is loaded (so the class's renames and checks run), builds the rotary class from it as its model
+does (``Cls(config)``), and for each layer type it builds:
 
 - cos/sin: the module's forward at text positions ``(1, T)`` (``0..47`` and 16 positions up to twice the
-  length the model was trained to), M-RoPE positions ``(3, 1, T)`` (``mrope3``), or axial coordinates
+  length the model was trained to), M-RoPE positions ``(3, 1, T)`` (``mrope3``, and every scaled variant of an
+  M-RoPE module), or axial coordinates
   (``rope_type == "axial"``: rows ``(h, w[, t])`` in the form its forward reads) against
   ``rotary_from_hf_config(config, angles="fp32").cos_sin``, compared as the sorted values of each
-  position (the layout is left to the next check), within :data:`COS_TOL`;
+  position (the layout is left to the next check), within :data:`~tests.interop.rope_catalogue_rotation.COS_TOL`;
 - q·kᵀ: random q and k rotated by the module's own rotation function (the one its attention calls)
   against posembed's ``scheme(q, k, position_ids=...)``, within :data:`QK_TOL` of the largest score.
 
 A variant the config class or the module does not take (its init fails, or it builds the default
-frequencies) is not applicable (:func:`verdict` returns ``None``). Verdicts: :data:`VERDICTS`.
+frequencies) is not applicable (:func:`verdict` returns ``None``); so is one where the model's own rotation cannot
+rotate a head of the model's width with the module's cos/sin (its forward fails there: no reference). The
+``top-level`` variant reads the root config for the pair whose sub-config is the language model's
+(:func:`language_model_path`). Verdicts: :data:`VERDICTS`.
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ import re
 import torch
 
 from tests.interop.rope_catalogue import Pair
+from tests.interop.rope_catalogue_rotation import scores, their_cos_sin, their_rotation, values_match
 
 EXACT, LAYOUT, VALUES, REFUSED, NO_REFERENCE = "exact", "layout wrong", "values wrong", "refused", "no reference"
 #: every verdict, best first (a pair's verdict over its layer types is the worst one)
 VERDICTS = (EXACT, LAYOUT, VALUES, REFUSED, NO_REFERENCE)
-#: the targets: cos/sin absolute, q·k relative to the largest score
-COS_TOL, QK_TOL = 1e-6, 1e-5
+#: the q·k target, relative to the largest score (cos/sin: :data:`~tests.interop.rope_catalogue_rotation.COS_TOL`)
+QK_TOL = 1e-5
 SCALED = {
     "linear": {"rope_type": "linear", "factor": 4.0},
     "dynamic": {"rope_type": "dynamic", "factor": 4.0},
@@ -42,6 +49,9 @@ SCALED = {
     "partial": {"partial_rotary_factor": 0.5},
 }
 VARIANTS = ("default", *SCALED, "mrope3", "top-level")
+#: fields a scaled type's forward may read beside its init's (PhiMoE folds these into cos / sin instead of the
+#: attention factor); every scaled variant states them, and the classes that do not read them ignore them
+FORWARD_FIELDS = {"short_mscale": 1.25, "long_mscale": 1.5}
 _HEADS = 3
 
 
@@ -52,7 +62,7 @@ def sub_config(root, path: str):
 
 
 def _edit(params: dict, variant: str, freqs: int, length: int) -> dict:
-    fields = dict(SCALED[variant])
+    fields = dict(SCALED[variant]) if variant == "partial" else {**SCALED[variant], **FORWARD_FIELDS}
     if variant in ("yarn", "llama3", "longrope"):
         fields["original_max_position_embeddings"] = max(length // 4, 8)
     if variant == "longrope":
@@ -88,7 +98,18 @@ def build_config(pair: Pair, variant: str, freqs: int):
         sub.rope_parameters = _edit(params, variant, freqs, length)
     if variant == "longrope":
         sub.max_position_embeddings = length
-    return root, sub
+    return _reloaded(root, pair.config_path, sub)
+
+
+def _reloaded(root, path: str, sub):
+    """``(root, sub)`` with the edited sub-config built again by its class from its dict, as a ``config.json`` is
+    loaded (the class's own renames and checks run: Phi-3 reads ``yarn`` as ``longrope``), put back in place."""
+    fresh = type(sub).from_dict(sub.to_dict())
+    if not path:
+        return fresh, fresh
+    *parents, last = path.split(".")
+    setattr(sub_config(root, ".".join(parents)), last, fresh)
+    return root, fresh
 
 
 def rotary_module(pair: Pair, config):
@@ -142,78 +163,6 @@ def axial_call(rotary, axes: int = 0):
     raise ValueError("its forward reads none of the coordinate forms (A, N), (N, A), (1, N, A), (A, 1, N)")
 
 
-def two_d(t: torch.Tensor) -> torch.Tensor:
-    """A ``(..., T, W)`` cos / sin without its leading ones, as ``(T, W)``."""
-    while t.dim() > 2:
-        if t.shape[0] != 1:
-            raise ValueError(f"cos/sin of shape {tuple(t.shape)}")
-        t = t[0]
-    return t
-
-
-def their_cos_sin(out) -> tuple[torch.Tensor, torch.Tensor]:
-    if isinstance(out, torch.Tensor) and out.is_complex():
-        return two_d(out.real).float(), two_d(out.imag).float()
-    cos, sin = out[0], out[1]
-    return two_d(cos).float(), two_d(sin).float()
-
-
-def values_match(theirs: torch.Tensor, ours: torch.Tensor) -> bool:
-    """The same values at every position, in any channel order (each of ours used twice when theirs is twice as wide)."""
-    ours = two_d(ours).float()
-    if theirs.shape[-1] == 2 * ours.shape[-1]:
-        ours = torch.cat([ours, ours], -1)
-    if theirs.shape != ours.shape:
-        return False
-    return bool(((theirs.sort(-1).values - ours.sort(-1).values).abs().max() <= COS_TOL).item())
-
-
-def _call_apply(fn, q, k, out, positions):
-    names = [n for n, p in inspect.signature(fn).parameters.items()
-             if p.default is inspect.Parameter.empty or n in ("k", "cos", "sin")]  # Qwen4-Exp's k=None, cos=None, ...
-    cos_sin = (out,) if isinstance(out, torch.Tensor) else tuple(out)
-    pair = len(names) > 1 and names[1].lower().lstrip("x").startswith("k")
-    rest = names[2:] if pair else names[1:]
-    args = []
-    for name in rest:
-        if name.startswith("cos") or name.startswith("freqs"):
-            args.append(cos_sin[0])
-        elif name.startswith("sin"):
-            args.append(cos_sin[1])
-        elif name == "position_ids":
-            args.append(positions)
-        else:
-            raise ValueError(f"{fn.__name__} needs {name}")
-    if pair:
-        return fn(q, k, *args)
-    return fn(q, *args), fn(k, *args)
-
-
-#: the q / k forms a rotation function may read, as permutations of (H, T, D)
-_FORMS = ((lambda x: x[None], lambda y: y[0]),
-          (lambda x: x.transpose(0, 1)[None], lambda y: y[0].transpose(0, 1)),
-          (lambda x: x.transpose(0, 1), lambda y: y.transpose(0, 1)),
-          (lambda x: x, lambda y: y))  # fmt: skip
-
-
-def their_rotation(fn, q, k, out, positions, width: int):
-    """q and k ``(H, T, D)`` rotated by ``fn`` (first the whole head, else its first ``width`` channels)."""
-    for head in (q.shape[-1], width):
-        for to, back in _FORMS:
-            try:
-                rq, rk = _call_apply(fn, to(q[..., :head]), to(k[..., :head]), out, positions)
-                rq, rk = back(rq), back(rk)
-            except (RuntimeError, ValueError, IndexError):
-                continue
-            if rq.shape == q[..., :head].shape:
-                return torch.cat([rq, q[..., head:]], -1), torch.cat([rk, k[..., head:]], -1)
-    raise ValueError(f"{fn.__name__} takes none of the q/k forms tried")
-
-
-def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return q.double() @ k.double().transpose(-1, -2)
-
-
 def reason(error: Exception) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return re.sub(r"\s+", " ", text)[:200]
@@ -256,11 +205,24 @@ def _variant_reference(pair: Pair, variant: str, base):
     return root, sub, rotary_module(pair, sub)[1]
 
 
-def applicable(pair: Pair, variant: str, base, sub) -> bool:
+def language_model_path(root) -> str | None:
+    """The path of the ``text_config`` a top-level config's reader takes for the language model: its own, else the
+    first sub-config's that holds one (Qwen3-Omni's thinker, not its talker); ``None``: none."""
+    from transformers import PreTrainedConfig
+
+    if isinstance(getattr(root, "text_config", None), PreTrainedConfig):
+        return "text_config"
+    for name, value in root.to_dict().items():
+        if isinstance(value, dict) and isinstance(value.get("text_config"), dict):
+            return f"{name}.text_config"
+    return None
+
+
+def applicable(pair: Pair, variant: str, base, sub, root=None) -> bool:
     if variant == "mrope3":
         return is_mrope(base, sub)
     if variant == "top-level":
-        return pair.config_path.endswith("text_config")
+        return root is not None and pair.config_path == language_model_path(root)
     return variant == "default" or not is_axial(base)
 
 
@@ -271,7 +233,7 @@ def verdict(pair: Pair, variant: str) -> tuple[str, str] | None:
         module, root, sub, base = default_reference(pair)
     except Exception as error:  # noqa: BLE001 - transformers' own init failed
         return (NO_REFERENCE, f"transformers: {reason(error)}") if variant == "default" else None
-    if not applicable(pair, variant, base, sub):
+    if not applicable(pair, variant, base, sub, root):
         return None
     rotary = base
     if variant in SCALED:
@@ -319,12 +281,56 @@ def _their_call(rotary, variant: str, layer: str | None, sub):
     if is_axial(rotary):
         out, form, coords = axial_call(rotary)
         return out, form, coords
-    rows = 3 if variant == "mrope3" else 0
+    rows = 3 if variant == "mrope3" or (variant in SCALED and is_mrope(rotary, sub)) else 0  # scaled M-RoPE too
     positions = text_positions(_length(sub), variant, rows)
     extra = () if layer is None else (layer,)
-    out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
+    try:
+        out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
+    except IndexError:  # a table of max_position_embeddings rows (GPT-J, CodeGen): the positions it holds
+        positions = positions.clamp_max(_length(sub) - 1)
+        out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
     ours = positions.permute(1, 2, 0) if rows else positions
-    return out, positions, ours
+    return _cos_first(out), positions, ours
+
+
+def _cos_first(out):
+    """The module's ``(cos, sin)``, also where its forward returns ``(sin, cos)`` (GPT-J, CodeGen): the one that is
+    zero at position 0 (the first position given) is the sine."""
+    if isinstance(out, torch.Tensor) or len(out) != 2:
+        return out
+    if not all(isinstance(part, torch.Tensor) and part.dim() for part in out):
+        return out
+    first, second = (part.reshape(-1, part.shape[-1])[0] for part in out)
+    return (out[1], out[0]) if bool((first == 0).all()) and not bool((second == 0).all()) else out
+
+
+def sliced_width(config, cos: torch.Tensor, out) -> int:
+    """The channels an attention that slices q / k before rotating hands its rotation function: the config's
+    ``rotary_dim`` (GPT-J, CodeGen), else as many as cos/sin are wide (twice for complex frequencies)."""
+    return int(getattr(config, "rotary_dim", None) or cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1))
+
+
+def model_head_dim(config) -> int | None:
+    """The head width the attention reads, as transformers' attention classes do (``None``: the config gives none)."""
+    try:
+        return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    except Exception:  # noqa: BLE001 - a config without these fields
+        return None
+
+
+def _unless_unrunnable(fn, out, positions, sub, verdict: str, why: str) -> tuple[str, str]:
+    """``(verdict, why)``, or no reference when the model's own rotation cannot rotate a head of its own width with
+    its own cos / sin (Qwen3-Omni's default head_dim 73 against cos / sin 74 wide; GPT-OSS's whole-head halves
+    against a partial rotary's narrower cos / sin): transformers' model fails there too."""
+    head, cos = model_head_dim(sub), their_cos_sin(out)[0]
+    if head is None:
+        return verdict, why
+    q = torch.randn(_HEADS, cos.shape[0], head)
+    try:
+        their_rotation(fn, q, q, out, positions, sliced_width(sub, cos, out))
+    except ValueError:
+        return NO_REFERENCE, f"transformers: its {fn.__name__} cannot rotate its {head}-channel heads with cos/sin {cos.shape[-1]} wide"
+    return verdict, why
 
 
 def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: str | None) -> tuple[str, str]:
@@ -345,7 +351,7 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
     try:
         scheme = rotary_from_hf_config(root if variant == "top-level" else sub, layer_type=layer, angles="fp32")
     except Exception as error:  # noqa: BLE001 - posembed refused, with its reason
-        return REFUSED, reason(error)
+        return _unless_unrunnable(fn, out, positions, sub, REFUSED, reason(error))
     axes = getattr(scheme, "num_axes", 0)
     if is_axial(rotary) and axes > 1 and ours_at.shape[-1] != axes:  # a module that reads any number of axes
         try:
@@ -361,12 +367,12 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
             at = at[..., None].expand(*at.shape, scheme.num_axes)
         our_cos, our_sin = scheme.cos_sin(at)
         values = values_match(cos, our_cos) and values_match(sin, our_sin)
-        width = cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1)
+        width = sliced_width(sub, cos, out)
         q, k = (torch.randn(_HEADS, cos.shape[0], scheme.head_dim) for _ in range(2))
         tq, tk = their_rotation(fn, q, k, out, positions, width)
         oq, ok = scheme(q[None], k[None], position_ids=ours_at)
-    except Exception as error:  # noqa: BLE001 - shapes that cannot meet: the width is wrong
-        return VALUES, f"width: {reason(error)}"
+    except Exception as error:  # noqa: BLE001 - shapes that cannot meet: the width is wrong, or the model's own
+        return _unless_unrunnable(fn, out, positions, sub, VALUES, f"width: {reason(error)}")
     theirs = scores(tq, tk)
     error = float((scores(oq[0], ok[0]) - theirs).abs().max() / theirs.abs().max().clamp_min(1e-30))
     if values and error <= QK_TOL:

@@ -100,3 +100,24 @@ def test_the_harness_reports_a_refusal_with_its_reason(monkeypatch):
 def test_an_exact_pair_is_exact():
     assert compare.verdict(_llama(), "default") == (compare.EXACT, "")
     assert compare.verdict(_llama(), "mrope3") is None  # not an M-RoPE family
+
+
+def test_an_odd_default_head_has_no_reference_and_the_checkpoints_head_is_exact():
+    """Qwen3-Omni's thinker: its config class's defaults give head_dim 2048 // 28 = 73; transformers builds 37
+    frequencies (cos/sin 74 wide) and its attention's ``q * cos`` fails on 73 channels, so the default config has no
+    reference (posembed refuses the odd width). Its checkpoints state head_dim 128, which posembed reads exactly."""
+    pair = next(p for p in catalogue.catalogue() if p.key == "qwen3_omni_moe_text/Qwen3OmniMoeThinkerTextRotaryEmbedding")
+    found, why = compare.verdict(pair, "default")
+    assert found == compare.NO_REFERENCE and "73-channel heads with cos/sin 74 wide" in why
+    config = transformers.CONFIG_MAPPING["qwen3_omni_moe_text"](head_dim=128)
+    module, rotary = compare.rotary_module(pair, config)
+    for variant in ("default", "mrope3"):
+        assert compare.compare_layer(pair, module, config, config, rotary, variant, None) == (compare.EXACT, "")
+
+
+def test_phimoe_is_checked_where_its_forward_scales():
+    """PhiMoE's forward folds short_mscale / long_mscale into cos / sin (the variants state them), so its scaled rows
+    test posembed's ``forward_mscale``; without it they would differ (``test_rope_transformers_rules``)."""
+    pair = next(p for p in catalogue.catalogue() if p.key == "phimoe/PhimoeRotaryEmbedding")
+    for variant in ("yarn", "llama3", "longrope"):
+        assert compare.verdict(pair, variant) == (compare.EXACT, ""), variant

@@ -129,9 +129,7 @@ def test_check_agrees_with_transformers(family, place):
         if family == "phimoe_longrope":  # the check compares with PhiMoE's forward: short_factor at every length
             assert [c.seq_len for c in layer.comparisons][0] == layer.settings.original_max_len
             assert [c.transformers_attention_factor for c in layer.comparisons] == pytest.approx([1.0, 1.0])  # the mscales
-            assert [c.max_inv_freq_rel_diff < 1e-6 for c in layer.comparisons] == [True, False], format_report(report)
-            assert "mscale_forward" in {t.code for t in report.traps}
-            continue
+            assert "mscale_forward" in {t.code for t in report.traps}  # posembed reads that forward: equal below
         assert all(c.equal for c in layer.comparisons), format_report(report)
     if family in SAME_COS_SIN:  # the model's own cos/sin at a length past every switch point
         scheme = rotary_from_settings(_settings(raw, ALL_LAYERS), angles="fp32")

@@ -213,13 +213,14 @@ def test_rope_type_labels_win():
     assert config.nested_rope_parameter_keys(config.rope_parameters) == [s.layer_type for s in read_rope_settings(raw)]
 
 
-#: PhiMoE: (short_mscale, long_mscale, long_factor) -> whether posembed's LongRoPE equals the model at (short, long)
+#: PhiMoE: (short_mscale, long_mscale, long_factor) -> whether posembed equals the model at (short, long): its forward
+#: folds in the mscales and keeps short_factor, which posembed reads from it (forward_mscale), so at both lengths
 PHIMOE_SHORT = LONGROPE["short_factor"]
 PHIMOE = {
-    "phi35_moe_like": (1.2431631, 1.2431631, LONGROPE["long_factor"], (False, False)),
-    "mscale_is_the_attention_factor_but_long_factors": (1.1902380714238083, 1.1902380714238083, LONGROPE["long_factor"], (True, False)),
+    "phi35_moe_like": (1.2431631, 1.2431631, LONGROPE["long_factor"], (True, True)),
+    "mscale_is_the_attention_factor_but_long_factors": (1.1902380714238083, 1.1902380714238083, LONGROPE["long_factor"], (True, True)),
     "no_difference": (1.1902380714238083, 1.1902380714238083, PHIMOE_SHORT, (True, True)),
-    "mscales_differ": (1.1902380714238083, 1.3, PHIMOE_SHORT, (True, False)),
+    "mscales_differ": (1.1902380714238083, 1.3, PHIMOE_SHORT, (True, True)),
 }  # fmt: skip
 
 

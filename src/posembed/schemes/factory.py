@@ -62,7 +62,7 @@ __all__ = [
 
 
 #: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
-_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim")
+_PLACEMENT = ("compiled", "direction", "channels", "frequency_dim", "forward_mscale", "mscale_switch")
 
 
 def _size(name: str, field: str, kind: str = "int", *, required: bool = True) -> Arg:
@@ -86,6 +86,8 @@ _ROPE_OPTIONS = (
     _opt("max_len", "int", nullable=True), _opt("compiled", "bool", nullable=True), _opt("angles", "str"),
     _opt("direction", "str", rope="direction"), _opt("channels", "str", rope="channels"),
     _opt("frequency_dim", "int", nullable=True, rope="frequency_dim"),
+    _opt("forward_mscale", "floats", nullable=True, rope="forward_mscale"),
+    _opt("mscale_switch", "int", nullable=True, rope="mscale_switch"),
 )  # fmt: skip
 _HEAD_DIM = Arg("head_dim", "int", size="head_dim", required=True, rope=("head_dim",))
 _TABLE = (_size("max_len", "max_len"), _size("dim", "dim"), _opt("init_std", "float"))

@@ -19,7 +19,11 @@ Settings beyond Qwen2-VL's (all found in transformers 5.24's M-RoPE classes):
 - ``section_axes``: the coordinate each section follows (ERNIE 4.5-VL's sections are height, width,
   time: ``(1, 2, 0)``);
 - ``rotary_dim``: partial M-RoPE (Qwen3.5): the sections cover ``rotary_dim / 2`` frequencies of a
-  ``rotary_dim``-wide RoPE and the last ``head_dim - rotary_dim`` channels pass through.
+  ``rotary_dim``-wide RoPE and the last ``head_dim - rotary_dim`` channels pass through;
+- ``frequencies``: a scaled rope type (linear, dynamic, yarn, llama3, longrope): transformers' M-RoPE classes take
+  their frequencies and attention factor from the type's init function (and its length switch) and deal those to the
+  sections; :meth:`MRoPE.deal` takes that type's one-axis :class:`~posembed.schemes.rotary.RotaryEmbedding`, asked per
+  call for the frequencies and factor of the call's length (largest coordinate + 1).
 
 Positions are ``(T, 3)`` or ``(B, T, 3)`` ``(t, h, w)`` coordinates, or a text sequence ``(T,)``;
 :func:`posembed.schemes.mrope_positions.mrope_position_ids` builds them for interleaved text,
@@ -32,7 +36,8 @@ import torch
 from torch import Tensor
 
 from posembed.schemes.axial_rope import SectionedRotary
-from posembed.schemes.rotary import rope_inv_freq
+from posembed.schemes.axial_rope import axial_cos_sin
+from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 from posembed.schemes.rotary_checks import check_base, check_head_dim, resolve_frequency_dim
 
 __all__ = ["MROPE_ARRANGEMENTS", "MRoPE", "default_mrope_section", "mrope_frequencies", "mrope_pairs"]
@@ -175,6 +180,35 @@ class MRoPE(SectionedRotary):
         self.arrangement, self.section_axes = arrangement, tuple(section_axes)
         self.base = check_base(base)
         super().__init__(layout=layout, angles=angles, device=device)
+        self.dealt: RotaryEmbedding | None = None
+
+    def deal(self, frequencies: RotaryEmbedding) -> MRoPE:
+        """This M-RoPE, its sections dealing the frequencies and factor of ``frequencies`` (a scaled one-axis rotary
+        scheme of the same ``rotary_dim``: transformers' M-RoPE with a scaled rope type) instead of ``base``'s;
+        returns ``self``.
+
+        >>> from posembed.schemes.rotary_scaling import LinearScalingRotary
+        >>> mrope = MRoPE(8, mrope_section=(2, 1, 1)).deal(LinearScalingRotary(8, factor=4.0))
+        >>> torch.allclose(mrope.cos_sin(torch.tensor([[8, 8, 8]]))[0], LinearScalingRotary(8, factor=4.0).cos_sin(torch.tensor([8]))[0])
+        True
+        """
+        if not isinstance(frequencies, RotaryEmbedding):
+            raise TypeError(f"frequencies must be a RotaryEmbedding (a scaled rope type), got {type(frequencies).__name__}")
+        if frequencies.rotary_dim != self.rotary_dim:
+            raise ValueError(f"frequencies rotate {frequencies.rotary_dim} channels, the sections {self.rotary_dim}")
+        self.dealt = frequencies
+        return self
+
+    def cos_sin(self, coords: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin (float32, the scaled type's factor folded in) of coordinates ``(..., 3)`` -> ``(..., rotary_dim / 2)``."""
+        if self.dealt is None:
+            return super().cos_sin(coords)
+        inv_freq, scaling = self.dealt.inv_freq, self.dealt.attention_scaling
+        if self.dealt.dynamic and coords.numel():
+            inv_freq, scaling = self.dealt._call_frequencies(coords.max() + 1)
+        index = mrope_pairs(self.mrope_section, self.arrangement, self.section_axes)[0]
+        cos, sin = axial_cos_sin(coords, inv_freq[torch.tensor(index, device=inv_freq.device)], self.axis_of, self.angles)
+        return (cos, sin) if scaling == 1.0 else (cos * scaling, sin * scaling)
 
     def _frequencies(self) -> tuple[Tensor, Tensor]:
         return mrope_frequencies(self.frequency_dim, self.mrope_section, self.base, arrangement=self.arrangement,
@@ -190,4 +224,6 @@ class MRoPE(SectionedRotary):
             parts.append(f"section_axes={self.section_axes}")
         if self.angles != "exact":
             parts.append(f"angles={self.angles!r}")
+        if self.dealt is not None:
+            parts.append(f"dealt={type(self.dealt).__name__}")
         return ", ".join(parts)

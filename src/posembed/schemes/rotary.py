@@ -38,7 +38,8 @@ from posembed._checks import check_positive_int
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary_checks import (
-    check_base, check_cache_range, check_head_dim, past_cache_message, resolve_frequency_dim, resolve_qk_positions,
+    check_base, check_cache_range, check_forward_mscale, check_head_dim, past_cache_message, resolve_frequency_dim,
+    resolve_qk_positions,
 )  # fmt: skip
 from posembed.schemes.rotation import ROPE_LAYOUTS, apply_rotary, apply_rotary_placed, check_placement
 
@@ -102,6 +103,13 @@ class RotaryEmbedding(RotaryScheme):
             as transformers' init functions do (GLM-4-MoE); the other variants refuse it.
         channels: ``"first"`` (default): partial rotary rotates the first ``rotary_dim`` channels
             (GPT-NeoX, Phi); ``"last"``: the last ``rotary_dim`` (DeepSeek-V4's ``[nope | rope]``).
+        forward_mscale: ``(short, long)``: the factor a call folds into cos and sin instead of the attention factor,
+            ``short`` for a call whose length (largest position + 1) is at most ``mscale_switch``, ``long`` for a longer
+            one, with the frequencies built at init at every length (PhiMoE's forward: ``short_mscale`` /
+            ``long_mscale``, its rope init function called again without the length). ``None`` (default): the
+            attention factor, and the variant's own frequencies per length. No cos/sin cache is built with it.
+        mscale_switch: the longest call that takes ``forward_mscale[0]`` (PhiMoE's ``original_max_position_embeddings``);
+            needed with ``forward_mscale``.
         max_len: size of the cos/sin cache built at init (non-persistent buffers) for
             default positions ``arange(T)`` (:meth:`cached_cos_sin`); ``None`` builds none and
             computes every call on the fly. With a cache, a call with default positions longer
@@ -163,10 +171,15 @@ class RotaryEmbedding(RotaryScheme):
         direction: str = "forward",
         channels: str = "first",
         frequency_dim: int | None = None,
+        forward_mscale: tuple[float, float] | None = None,
+        mscale_switch: int | None = None,
         device=None,
     ) -> None:
         super().__init__()
         self.direction, self.channels = check_placement(direction, channels)
+        self.forward_mscale, self.mscale_switch = check_forward_mscale(forward_mscale, mscale_switch)
+        if self.forward_mscale is not None:
+            self.dynamic = True  # the factor depends on the call's length: no cache
         self.compiled = None if compiled is None else bool(compiled)
         self.angles = check_angles(angles)
         self.head_dim = check_head_dim(head_dim)
@@ -197,6 +210,12 @@ class RotaryEmbedding(RotaryScheme):
         """Frequencies for a call whose largest position is ``length - 1`` (dynamic variants)."""
         return self.inv_freq
 
+    def _call_frequencies(self, length: Tensor) -> tuple[Tensor, float]:
+        """``(inv_freq, factor folded into cos / sin)`` of a call whose largest position is ``length - 1``."""
+        if self.forward_mscale is not None:
+            return self.inv_freq, self.forward_mscale[int(length) > self.mscale_switch]
+        return self._inv_freq_for(length), self.attention_scaling
+
     def reset_parameters(self) -> None:
         """(Re)build ``inv_freq`` and the cos/sin cache, e.g. after ``to_empty`` from the meta device."""
         with torch.no_grad():
@@ -224,8 +243,10 @@ class RotaryEmbedding(RotaryScheme):
 
         Shape: ``(T,)`` or ``(B, T)`` -> two tensors ``(*position_ids.shape, rotary_dim / 2)``.
         """
-        inv_freq = self._inv_freq_for(position_ids.max() + 1) if self.dynamic else self.inv_freq
-        return rope_cos_sin(position_ids, inv_freq, self.attention_scaling, angles=self.angles)
+        inv_freq, scaling = self.inv_freq, self.attention_scaling
+        if self.dynamic:
+            inv_freq, scaling = self._call_frequencies(position_ids.max() + 1)
+        return rope_cos_sin(position_ids, inv_freq, scaling, angles=self.angles)
 
     @property
     def cache_size(self) -> int:
@@ -288,11 +309,11 @@ class RotaryEmbedding(RotaryScheme):
 
     def _qk_cos_sin(self, q_pos: Tensor, k_pos: Tensor) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
         """cos/sin of queries and keys, with one set of frequencies for both (dynamic variants)."""
-        inv_freq = self.inv_freq
+        inv_freq, scaling = self.inv_freq, self.attention_scaling
         if self.dynamic:
-            inv_freq = self._inv_freq_for(torch.maximum(q_pos.max(), k_pos.max()) + 1)
-        q_cs = rope_cos_sin(q_pos, inv_freq, self.attention_scaling, angles=self.angles)
-        k_cs = q_cs if k_pos is q_pos else rope_cos_sin(k_pos, inv_freq, self.attention_scaling, angles=self.angles)
+            inv_freq, scaling = self._call_frequencies(torch.maximum(q_pos.max(), k_pos.max()) + 1)
+        q_cs = rope_cos_sin(q_pos, inv_freq, scaling, angles=self.angles)
+        k_cs = q_cs if k_pos is q_pos else rope_cos_sin(k_pos, inv_freq, scaling, angles=self.angles)
         return q_cs, k_cs
 
     def _rotate_one(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -321,4 +342,6 @@ class RotaryEmbedding(RotaryScheme):
             parts.append(f"angles={self.angles!r}")
         if self.attention_scaling != 1.0:
             parts.append(f"attention_scaling={self.attention_scaling:.6g}")
+        if self.forward_mscale is not None:
+            parts.append(f"forward_mscale={self.forward_mscale}, mscale_switch={self.mscale_switch}")
         return ", ".join(parts)

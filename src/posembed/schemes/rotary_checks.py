@@ -11,11 +11,11 @@ import math
 import torch
 from torch import Tensor
 
-from posembed._checks import check_positive_int
+from posembed._checks import check_number, check_positive_int
 from posembed.positions import resolve_positions
 
 __all__ = [
-    "check_head_dim", "check_rotary_dim", "check_base", "check_qk", "check_cache_range", "past_cache_message",
+    "check_head_dim", "check_rotary_dim", "check_base", "check_forward_mscale", "check_qk", "check_cache_range", "past_cache_message",
     "resolve_qk_positions",
 ]  # fmt: skip
 
@@ -38,6 +38,22 @@ def check_rotary_dim(rotary_dim: object, head_dim: int) -> int:
     if rotary_dim % 2:
         raise ValueError(f"RoPE rotates channel pairs, so rotary_dim must be even; got rotary_dim={rotary_dim}")
     return rotary_dim
+
+
+def check_forward_mscale(scales: object, switch: object) -> tuple[tuple[float, float] | None, int | None]:
+    """``(forward_mscale, mscale_switch)`` checked: two positive numbers and a positive length, or neither."""
+    if scales is None:
+        if switch is not None:
+            raise ValueError(f"mscale_switch={switch!r} is given without forward_mscale")
+        return None, None
+    if not isinstance(scales, (tuple, list)) or len(scales) != 2:
+        raise ValueError(f"forward_mscale must be (short, long), two numbers; got {scales!r}")
+    if switch is None:
+        raise ValueError("forward_mscale needs mscale_switch, the longest call that takes its short factor")
+    short, long = (check_number(value, "forward_mscale", 0.0) for value in scales)
+    if min(short, long) <= 0:
+        raise ValueError(f"forward_mscale must be positive, got {tuple(scales)!r}")
+    return (short, long), check_positive_int(switch, "mscale_switch")
 
 
 def check_base(base: object) -> float:

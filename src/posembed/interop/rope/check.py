@@ -114,6 +114,7 @@ class RopeReport:
 
 def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     """``(inv_freq, attention factor)`` the scheme uses for a call of ``length`` positions."""
+    scheme = getattr(scheme, "dealt", None) or scheme  # a scaled M-RoPE: the scaled type's, dealt to its sections
     if not getattr(scheme, "dynamic", False):
         return scheme.inv_freq, float(getattr(scheme, "attention_scaling", 1.0))
     cos, sin = scheme.cos_sin(torch.tensor([1, max(length, 2) - 1]))

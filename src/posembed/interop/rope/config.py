@@ -29,7 +29,7 @@ from posembed._checks import did_you_mean
 from posembed.interop.hf.config import config_dict, read_config
 from posembed.interop.rope.settings import RopeSettings, layer_parameters, layer_settings, select_layer
 from posembed.schemes.base import PositionScheme
-from posembed.schemes.factory import ROPE_TYPE_SCHEMES, build_from_kwargs, rope_entry, rope_kwargs
+from posembed.schemes.factory import FACTORY, ROPE_TYPE_SCHEMES, build_from_kwargs, rope_entry, rope_kwargs
 
 __all__ = ["rotary_from_hf_config", "rotary_from_settings", "rope_parameters", "read_config", "ROPE_TYPES"]
 
@@ -118,7 +118,12 @@ def rotary_from_settings(
     if any(arg.required and arg.name not in kwargs for arg in entry.args):
         raise ValueError("this rope type needs config.max_position_embeddings")
     common = {"base": float(settings.theta), "layout": layout or settings.layout, "max_len": max_len, "angles": angles}
-    return build_from_kwargs(entry.name, {**kwargs, **{k: v for k, v in common.items() if k in entry.accepted}})
+    scheme = build_from_kwargs(entry.name, {**kwargs, **{k: v for k, v in common.items() if k in entry.accepted}})
+    if settings.mrope is not None and entry.rope_type not in (None, "default"):  # a scaled type dealt to M-RoPE's sections
+        sections = FACTORY["mrope"]
+        kwargs = {**rope_kwargs(sections, values), **{k: v for k, v in common.items() if k in sections.accepted}}
+        return build_from_kwargs(sections.name, kwargs).deal(scheme)
+    return scheme
 
 
 def _values(s: RopeSettings) -> dict[str, Any]:
@@ -132,4 +137,5 @@ def _values(s: RopeSettings) -> dict[str, Any]:
                                         "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None}
     return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
             "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
-            "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd}  # fmt: skip
+            "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd,
+            "forward_mscale": s.forward_mscale and list(s.forward_mscale[:2]), "mscale_switch": s.forward_mscale and s.forward_mscale[2]}  # fmt: skip

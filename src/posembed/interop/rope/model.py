@@ -10,7 +10,10 @@ Where transformers is installed and knows the model type, the reader asks it ins
   ``rotary_dim``), the head width from the config object (per layer type where the config is heterogeneous);
 - :func:`model_layout`: ``"half"`` or ``"interleaved"``, from the rotation function the model's attention calls
   (found in its modeling module; the one it picks by ``config.rope_interleave`` where it switches), probed on
-  one-hot vectors: a function pairs channel 0 with channel 1 (interleaved) or with channel ``D / 2`` (half).
+  one-hot vectors: a function pairs channel 0 with channel 1 (interleaved) or with channel ``D / 2`` (half);
+- :func:`model_forward_mscale`: the factor the rotary embedding's ``forward`` folds into cos / sin for a short and a
+  long call, where it is not the attention factor its rope init function returned (PhiMoE's ``short_mscale`` /
+  ``long_mscale``), read off the cos at position 0.
 
 Example:
     >>> config = transformers_config({"model_type": "cohere", "hidden_size": 64, "num_attention_heads": 4})
@@ -33,13 +36,14 @@ import torch
 
 __all__ = [
     "ALL_LAYERS", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
-    "model_part", "config_value",
+    "model_part", "config_value", "model_forward_mscale",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 #: layer-type name of a config with one set of RoPE parameters for every layer
 ALL_LAYERS = "all"
+ORIGINAL = "original_max_position_embeddings"
 #: the name of a module-level rotation function (``apply_rotary_pos_emb``, ``apply_rotary_emb``, ...)
 _APPLY = re.compile(r"(rotary|rope|pos_emb)", re.I)
 #: words that name a tower other than the language model in a class name
@@ -107,13 +111,25 @@ def _tower(name: str) -> str:
     return next((tower for tower in _TOWERS if tower in name), "")
 
 
+def _takes(cls: type, config: Any) -> bool:
+    """Whether ``cls.__init__`` annotates its ``config`` as the config's class (or one of its bases)."""
+    try:
+        annotation = inspect.signature(cls.__init__).parameters["config"].annotation
+    except (KeyError, TypeError, ValueError):
+        return False
+    name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return name in {base.__name__ for base in type(config).__mro__}
+
+
 def rotary_classes(config: Any, builder: str = "compute_default_rope_parameters") -> list[type]:
     """The ``*RotaryEmbedding`` classes of the config's modeling module that define ``builder`` (the frequency
-    function transformers calls), those of the config's tower first (a ``...AudioConfig``: the audio ones)."""
+    function transformers calls), those of the config's tower first (a ``...AudioConfig``: the audio ones), and
+    within it those whose ``__init__`` takes the config's class (Qwen3-Omni's thinker text before its code predictor)."""
     module = _modeling(config)
     found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
     found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, builder)]
-    found.sort(key=lambda cls: _tower(cls.__name__) != _tower(type(config).__name__))  # the config's tower's first
+    tower = _tower(type(config).__name__)
+    found.sort(key=lambda cls: (_tower(cls.__name__) != tower, not _takes(cls, config)))  # the config's tower's first
     return found
 
 
@@ -165,6 +181,34 @@ def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
         if name.endswith("_inv_freq") and not name.endswith("original_inv_freq"):
             widths[layer] = (_head_dim(per_layer(config, layer)), 2 * buffer.shape[-1])
     return widths or None
+
+
+def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
+    """``(short, long, switch)``: the factor the forward of the model's rotary embedding (one set of frequencies) folds
+    into cos / sin for a call of at most ``switch`` positions and for a longer one (``switch``: the parameters'
+    ``original_max_position_embeddings``, else ``max_position_embeddings``), where that forward departs from its rope
+    init function: a factor other than the attention factor the init computed, or (dynamic, longrope) the init's
+    frequencies kept past every switch (PhiMoE calls the init again without the length and folds in ``short_mscale`` /
+    ``long_mscale``); ``None``: it does neither, or cannot be probed. The cos at position 0 is the factor itself."""
+    try:
+        embedding = rotary_class(config)(copy.deepcopy(config))
+        params, first = config.rope_parameters, embedding.inv_freq.clone()
+        switch = int(params.get(ORIGINAL) or config.max_position_embeddings)
+        far = max(switch, int(config.max_position_embeddings)) + 1  # past the switch of longrope and dynamic NTK
+        factor, x = float(embedding.attention_scaling), torch.zeros(1, 1, 8)
+        with torch.no_grad():
+            short, (cos, sin) = embedding(x, torch.tensor([[0]]))[0], embedding(x, torch.tensor([[0, 1, far]]))
+        angles = torch.atan2(sin.flatten(0, -2)[1].double(), cos.flatten(0, -2)[1].double())[: first.numel()]
+    except Exception as error:  # noqa: BLE001 - per-layer, axial or complex modules: the attention factor
+        logger.debug("the forward of %s's rotary embedding cannot be probed: %s", type(config).__name__, error)
+        return None
+    named = [float(v) for v in (params.get("short_mscale"), params.get("long_mscale"), factor) if isinstance(v, (int, float))]
+    scales = tuple(next((v for v in named if abs(v - probed) <= 1e-6 * abs(v)), probed)  # the config's, not its float32
+                   for probed in (float(short.flatten()[0]), float(cos.flatten(0, -2)[0, 0])))
+    kept = params.get("rope_type") in ("dynamic", "longrope") and torch.allclose(angles, first.double(), rtol=1e-6, atol=0)
+    if all(abs(scale - factor) <= 1e-6 * factor for scale in scales) and not kept:
+        return None
+    return *scales, switch
 
 
 def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:

@@ -87,6 +87,7 @@ class RopeSettings:
     known: bool = False
     latent: str | None = None
     theta_field: str | None = field(default=None, compare=False)
+    forward_mscale: tuple[float, float, int] | None = None  # the model's forward's factors (width.RotaryWidth)
 
     @property
     def factor(self) -> float:
@@ -212,6 +213,7 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict, 
         params=params, original_source=source, direction=width.direction, channels=width.channels,
         mrope=width.mrope if layer == ALL_LAYERS else None, axial=width.axial, known=hf is not None,
         latent=None if hf is None else _latent(hf), theta_field=fields.get(layer),
+        forward_mscale=width.forward_mscale if layer == ALL_LAYERS else None,
     )  # fmt: skip
 
 

@@ -119,7 +119,7 @@ def check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
                  f"at each length: its forward calls that function again without the sequence length, {frequencies}, "
                  f"and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
                  f"{original}) or long_mscale={long} (longer) instead of the attention factor; posembed's "
-                 f"scheme follows the rope init functions, so it differs from that model wherever these differ")]  # fmt: skip
+                 f"scheme reads that forward and does the same (forward_mscale)")]  # fmt: skip
 
 
 #: the checks of one scaling type, each run only for a layer of the ``rope_type`` its name ends with

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from posembed.interop.rope.model import config_value, model_rotation, model_widths, transformers_config
+from posembed.interop.rope.model import config_value, model_forward_mscale, model_rotation, model_widths, transformers_config
 from posembed.interop.rope.axial import AxialSettings, model_axial
 from posembed.interop.rope.sections import MRopeSections, model_sections
 
@@ -28,7 +28,9 @@ class RotaryWidth:
     (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
     ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``); ``mrope``: the M-RoPE sections its
     rotary embedding deals to the axes (:func:`~posembed.interop.rope.sections.model_sections`; ``None``: not M-RoPE);
-    ``axial``: a vision tower's axial settings (:func:`~posembed.interop.rope.axial.model_axial`; ``None``: not axial)."""
+    ``axial``: a vision tower's axial settings (:func:`~posembed.interop.rope.axial.model_axial`; ``None``: not axial);
+    ``forward_mscale``: ``(short, long, switch)``, the factors its rotary embedding's forward folds into cos / sin instead
+    of its init's (:func:`~posembed.interop.rope.model.model_forward_mscale`; ``None``: the init's)."""
 
     head_dim: int
     head_dim_given: bool
@@ -41,6 +43,7 @@ class RotaryWidth:
     channels: str = "first"
     mrope: MRopeSections | None = None
     axial: AxialSettings | None = None
+    forward_mscale: tuple[float, float, int] | None = None
 
     def of(self, layer: str) -> tuple[int, int] | None:
         """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
@@ -72,12 +75,13 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
-        model, mrope, axial = None, None, None
+        model, mrope, axial, mscale = None, None, None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
         hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
         max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
         rotation = model_rotation(hf) or ("half", "forward", "first")
         head_dim, mrope, axial = config_value(hf, "head_dim"), model_sections(hf), model_axial(hf)
+        mscale = model_forward_mscale(hf) if axial is None and mrope is None else None
         if axial is not None:  # the pairs its forward lays out (the rotation function takes its cos / sin as given)
             rotation = (axial.layout, "forward", "first")
             head_dim = axial.head_dim  # Qwen2-VL's vision embed_dim / heads; SAM 2 video's memory attention
@@ -87,4 +91,4 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
         if not hidden or not heads:
             raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
         head_dim = int(hidden) // int(heads)
-    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial)
+    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial, mscale)
