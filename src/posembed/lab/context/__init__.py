@@ -1,8 +1,9 @@
 """The context-extension study: train at L, store, evaluate at 1x-8x L, report; and ``lab extend``.
 
-One direction of flow, one file per step: ``run`` calls ``train`` (which keeps each model as a
-checkpoint and returns its facts), then ``evaluate`` (which only measures), and writes both to
-``store``; the report, :mod:`posembed.lab.report.context`, reads the store afterwards.
+One direction of flow, one file per step: ``run`` builds each model (``models``), calls ``train``
+(which keeps each model as a checkpoint and returns its facts), then ``evaluate`` (which only
+measures), and writes both to ``store``; the report, :mod:`posembed.lab.report.context`, reads
+the store afterwards.
 
 =============== =====================================================================
 file            what
@@ -14,8 +15,9 @@ file            what
                 :func:`extended` (a RoPE model with a method's scheme swapped in)
 ``swap``        :func:`swap_scheme` (a model with other schemes, same weights),
                 :func:`rope_base`, :func:`rotary_head_dim`
-``train``       the models a study trains (RoPE and the factory's references), the
-                passkey curriculum, a model trained or reloaded, its checkpoint and facts
+``models``      the models a study trains (RoPE and the factory's references), each built fresh
+``train``       how they train (the passkey curriculum, a fine-tune's config), a model
+                trained or reloaded from its checkpoint, with its facts for the run to store
 ``evaluate``    the scores of one model at one length (perplexity, passkey per depth);
                 it reads and writes nothing
 ``store``       :class:`ContextStore`: the study's SQLite rows, resumable

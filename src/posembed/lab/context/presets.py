@@ -10,7 +10,7 @@ evaluates those too.
 The references (:data:`REFERENCES`) are the schemes published as length-robust, trained at L and
 never extended: ALiBi, NoPE, FIRE, KERPLE (its logarithmic kernel, the paper's best), Sandwich
 and CoPE; how each is built is its factory entry's
-:class:`~posembed.schemes.factory.StudyReference` (:func:`posembed.lab.context.train.study_scheme`). The full
+:class:`~posembed.schemes.factory.StudyReference` (:func:`posembed.lab.context.models.study_scheme`). The full
 study (``context``) trains all of them; ``context-smoke`` trains ALiBi, NoPE and FIRE.
 
 >>> sorted(CONTEXT_PRESETS)

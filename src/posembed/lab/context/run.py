@@ -1,7 +1,8 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
-Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``,
-then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`, which keeps each model as a lab
+Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``
+(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes
+(:mod:`~posembed.lab.context.train`, which keeps each model as a lab
 checkpoint under ``<out>/models/<train id>/<model>/``; the run stores its facts), then evaluate
 every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which only measures) and
 store each evaluation in ``<out>/context.sqlite`` (:class:`~posembed.lab.context.store.ContextStore`,
@@ -33,7 +34,8 @@ from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.methods import extended
 from posembed.lab.context.presets import ContextConfig, train_id_of
 from posembed.lab.context.store import ContextStore
-from posembed.lab.context.train import build_context_model, finetune_config, trained_model
+from posembed.lab.context.models import build_context_model
+from posembed.lab.context.train import finetune_config, trained_model
 
 __all__ = ["run_context", "run_study", "study_steps", "STORE_NAME", "finetuned_name"]
 
@@ -96,16 +98,17 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
     known = store.models(cfg.train_id)
     # the stored studies that train under this id: a model retrained here drops its rows in each
     mates = [config for config, (_, body) in store.configs().items() if train_id_of(body) == cfg.train_id]
+    folder, trained = out / "models" / cfg.train_id, {}
+    # (name, how a fresh one is built, its folder): the models at L, then the fine-tunes of RoPE
+    plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), folder / name)
+            for name in ("rope", *cfg.references)]
+    plan += [(name, lambda m=method: extended(trained["rope"], m, float(cfg.finetune_scale), cfg.context),
+              folder / name.replace("@", "_")) for name, method in tunes.items()]
     tune = finetune_config(cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
                            seed=cfg.seed + 1) if tunes else None
-    folder, trained = out / "models" / cfg.train_id, {}
-    # (name, how a fresh one is built, how it trains, its folder): the models at L, then the fine-tunes of RoPE
-    plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), cfg, folder / name)
-            for name in ("rope", *cfg.references)]
-    plan += [(name, lambda m=method: extended(trained["rope"], m, float(scale), cfg.context), tune,
-              folder / name.replace("@", "_")) for name, method in tunes.items()]
-    for name, make, training, where in plan:
+    for name, make, where in plan:
         yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
+        training = tune if name in tunes else cfg
         trained[name], facts, stale = trained_model(cfg, name, name in known, where, data, make, training, device)
         if stale:  # built differently from what this code builds: its rows were measured on the replaced weights
             gone = store.forget(cfg.train_id, name, mates)
