@@ -56,9 +56,10 @@ class ContextConfig(TrainingConfig):
 
     The training fields are :class:`~posembed.lab.config.TrainingConfig`'s, read by
     :func:`~posembed.lab.context.train.train_steps` (with its passkey curriculum); a fine-tune
-    trains by :func:`~posembed.lab.context.train.finetune_config` of it. The curriculum: ``passkey_only_steps`` of passkey
-    rows alone, in the first ``passkey_adjacent_steps`` of which half the rows put the key sentence
-    right before the question; then ``passkey_fraction`` of each batch.
+    trains by :func:`~posembed.lab.context.train.finetune_config` of it. The curriculum:
+    ``passkey_only_steps`` of passkey rows alone, in the first ``passkey_adjacent_steps`` of which
+    half the rows put the key sentence right before the question; then ``passkey_fraction`` of each
+    batch.
 
     ``lm_windows`` counts held-out windows at the longest length; shorter lengths score more
     windows over the same characters, so every length is scored on the same text. ``seeds``: the

@@ -1,9 +1,9 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
 Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``
-(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes
-(:mod:`~posembed.lab.context.train`, which keeps each model as a lab
-checkpoint under ``<out>/models/<train id>/<model>/``; the run stores its facts), then evaluate
+(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`,
+which keeps each model as a lab checkpoint under ``<out>/models/<train id>/<model>/``; the run
+stores its facts and, for a model retrained, drops the rows measured on the old one), then evaluate
 every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which only measures) and
 store each evaluation in ``<out>/context.sqlite`` (:class:`~posembed.lab.context.store.ContextStore`,
 one transaction per length). Models are keyed by the training fields only, so a study that
@@ -32,9 +32,9 @@ from posembed.devices import resolve_device
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.methods import extended
+from posembed.lab.context.models import build_context_model
 from posembed.lab.context.presets import ContextConfig, train_id_of
 from posembed.lab.context.store import ContextStore
-from posembed.lab.context.models import build_context_model
 from posembed.lab.context.train import finetune_config, trained_model
 
 __all__ = ["run_context", "run_study", "study_steps", "STORE_NAME", "finetuned_name"]
@@ -108,8 +108,8 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
                            seed=cfg.seed + 1) if tunes else None
     for name, make, where in plan:
         yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
-        training = tune if name in tunes else cfg
-        trained[name], facts, stale = trained_model(cfg, name, name in known, where, data, make, training, device)
+        trained[name], facts, stale = trained_model(cfg, name, name in known, where, data, make,
+                                                    tune if name in tunes else cfg, device)
         if stale:  # built differently from what this code builds: its rows were measured on the replaced weights
             gone = store.forget(cfg.train_id, name, mates)
             logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
