@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.train import IGNORE, _batch
+from posembed.lab.context.train import IGNORE, _batch, finetune_config
 from posembed.lab.context.presets import ContextConfig, get_context_preset, train_id_of
 from posembed.lab.tasks.passkey import KEY_PREFIX, QUESTION, min_length
 
@@ -84,11 +84,11 @@ def test_adjacent_steps_are_checked_and_hashed_only_when_set():
 
 def test_a_finetune_trains_the_study_longer_without_its_curriculum():
     study = get_context_preset("context")
-    tune = study.finetune(steps=100, context=384, lr=1e-3, seed=1)
+    tune = finetune_config(study, steps=100, context=384, lr=1e-3, seed=1)
     assert (tune.steps, tune.context, tune.lr, tune.seed, tune.warmup) == (100, 384, 1e-3, 1, 10)
     assert (tune.passkey_only_steps, tune.passkey_adjacent_steps) == (0, 0)  # passkey rows mixed in from the first step
     assert (tune.passkey_fraction, tune.digits, tune.batch) == (study.passkey_fraction, study.digits, study.batch)
-    assert study.finetune(steps=1000, context=384, lr=1e-3, seed=1).warmup == 20
+    assert finetune_config(study, steps=1000, context=384, lr=1e-3, seed=1).warmup == 20
 
 
 def test_the_passkey_length_is_checked_only_where_passkey_rows_are_drawn():

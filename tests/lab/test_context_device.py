@@ -18,7 +18,8 @@ from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.extend import reevaluate_checkpoint
 from posembed.lab.context.run import run_context
-from posembed.lab.context.train import build_context_model, train_steps
+from posembed.lab.context.models import build_context_model
+from posembed.lab.context.train import train_steps
 from posembed.lab.train import OnDevice
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

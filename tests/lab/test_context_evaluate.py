@@ -15,7 +15,7 @@ from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import on_device, passkey_grid
 from posembed.lab.context.train import model_device, train_steps
 from posembed.lab.context.presets import ContextConfig
-from posembed.lab.context.train import build_context_model
+from posembed.lab.context.models import build_context_model
 from posembed.lab.tasks.passkey import DIGITS, FILLER_SENTENCES, QUESTION, key_sentence, passkey_accuracy
 from posembed.lab.train import OnDevice
 

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 import posembed.lab.context.evaluate as context_evaluate
+import posembed.lab.context.models as context_models
 import posembed.lab.context.train as context_train
 from posembed.lab.context.presets import (
     REFERENCES, SMOKE_REFERENCES, ContextConfig, get_context_preset, with_overrides,
 )
 from posembed.lab.context.run import run_context
-from posembed.lab.context.train import STUDY_SCHEMES, build_context_model
+from posembed.lab.context.models import STUDY_SCHEMES, build_context_model
 from posembed.schemes.factory import FACTORY, REFERENCE_SCHEMES, ModelSizes, build_from_sizes
 from posembed.lab.context.store import ContextStore
 from posembed.model import Decoder
@@ -109,7 +110,7 @@ def test_a_stored_model_built_differently_is_retrained_and_its_rows_dropped(fire
     shutil.copytree(source, out)
     store = ContextStore(out / "context.sqlite")
     before = {(r["model"], r["length"], r["metric"], r["depth"]): r["value"] for r in store.rows(cfg.config_id)}
-    real_scheme = context_train.study_scheme
+    real_scheme = context_models.study_scheme
 
     def fire_at_7(c, scheme):  # FIRE built with another threshold than the stored model's
         if scheme != "fire":
@@ -117,7 +118,7 @@ def test_a_stored_model_built_differently_is_retrained_and_its_rows_dropped(fire
         sizes = ModelSizes(dim=c.dim, num_heads=c.heads, head_dim=c.dim // c.heads, max_len=c.context, causal=True)
         return build_from_sizes("fire", sizes, {**FACTORY["fire"].reference.args(c.context), "threshold": 7.0})
 
-    monkeypatch.setattr(context_train, "study_scheme", fire_at_7)
+    monkeypatch.setattr(context_models, "study_scheme", fire_at_7)
     retrained, real = [], context_train.train_steps
     monkeypatch.setattr(context_train, "train_steps", lambda model, *a: retrained.append(model) or real(model, *a))
     evaluated, evaluate = [], context_evaluate.evaluate_rows

@@ -1,4 +1,4 @@
-"""Step 2 of the study: what it measures (the run stores what it returns; nothing here reads or
+"""Step 3 of the study: what it measures (the run stores what it returns; nothing here reads or
 writes the store).
 
 - :func:`evaluate_rows`: one model at one length: char-LM perplexity on consecutive held-out

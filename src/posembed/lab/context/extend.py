@@ -13,10 +13,10 @@ from posembed.devices import resolve_device
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_rows, on_device
+from posembed.lab.context.methods import extended
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.context.swap import extended
-from posembed.lab.context.train import TASK, train_steps
+from posembed.lab.context.train import TASK, finetune_config, train_steps
 from posembed.schemes.rotary import MIN_FACTOR
 
 __all__ = ["reevaluate_checkpoint"]
@@ -68,7 +68,7 @@ def reevaluate_checkpoint(
         if finetune_steps:
             steps.working_on(f"fine-tune {finetune_steps} steps at {target}")
             study = ContextConfig(name="lab extend", batch=batch, passkey_fraction=0.25 if passkey else 0.0)
-            train_steps(model, data, study.finetune(steps=finetune_steps, context=target, lr=lr, seed=seed))
+            train_steps(model, data, finetune_config(study, steps=finetune_steps, context=target, lr=lr, seed=seed))
             if save_to is not None:
                 save_checkpoint(model, save_to, {**meta, "config": {**config, "context": target},
                                                  "extended": {"method": method, "factor": factor, "steps": finetune_steps}})

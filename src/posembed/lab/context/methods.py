@@ -24,6 +24,8 @@ is out of reach here; :func:`longrope_factors` sets them from YaRN's per-pair in
 ramp between) and ``short_factor = 1``, so it differs from YaRN by its attention factor
 ``sqrt(1 + ln s / ln L)`` and by keeping plain RoPE for calls no longer than L.
 
+:func:`extended` is a RoPE model with a method's scheme swapped in (same weights).
+
 >>> scheme = method_scheme("yarn", head_dim=16, factor=4.0, original_len=64)
 >>> type(scheme).__name__, scheme.factor, scheme.original_max_len
 ('YaRNRotary', 4.0, 64)
@@ -32,12 +34,14 @@ ramp between) and ``short_factor = 1``, so it differs from YaRN by its attention
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from posembed._checks import did_you_mean
+from posembed.lab.context.swap import rope_base, rotary_head_dim, swap_scheme
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, build_from_kwargs
 
-__all__ = ["METHODS", "method_scheme", "longrope_factors"]
+__all__ = ["METHODS", "method_scheme", "longrope_factors", "extended"]
 
 #: every extension method, in the order tables and plots list them: the factory entries' method
 #: names (:data:`posembed.schemes.factory.METHOD_SCHEMES`), the one table of them
@@ -55,7 +59,6 @@ def longrope_factors(head_dim: int, base: float, factor: float, original_len: in
     yarn_kwargs = dict(head_dim=head_dim, factor=factor, original_max_len=original_len, base=base)
     yarn = build_from_kwargs(METHOD_SCHEMES["yarn"], yarn_kwargs).inv_freq.double()
     return [float(x) for x in (plain / yarn)]
-
 
 
 def method_scheme(method: str, *, head_dim: int, factor: float, original_len: int, base: float = 10000.0) -> PositionScheme:
@@ -79,3 +82,11 @@ def method_scheme(method: str, *, head_dim: int, factor: float, original_len: in
         long = longrope_factors(head_dim, base, scaled, original_len)
         given.update(short_factor=[1.0] * len(long), long_factor=long)
     return build_from_kwargs(name, {key: value for key, value in given.items() if key in FACTORY[name].accepted})
+
+
+def extended(model: nn.Module, method: str, factor: float, original_len: int) -> nn.Module:
+    """A copy of the RoPE ``model`` with ``method``'s scheme for ``factor`` (:func:`method_scheme`, at
+    the head dim and base of its rotary layers) swapped in (:func:`~posembed.lab.context.swap.swap_scheme`)."""
+    head_dim, base = rotary_head_dim(model), rope_base(model)
+    scheme = method_scheme(method, head_dim=head_dim, factor=factor, original_len=original_len, base=base)
+    return swap_scheme(model, scheme)

@@ -10,7 +10,7 @@ evaluates those too.
 The references (:data:`REFERENCES`) are the schemes published as length-robust, trained at L and
 never extended: ALiBi, NoPE, FIRE, KERPLE (its logarithmic kernel, the paper's best), Sandwich
 and CoPE; how each is built is its factory entry's
-:class:`~posembed.schemes.factory.StudyReference` (:func:`posembed.lab.context.train.study_scheme`). The full
+:class:`~posembed.schemes.factory.StudyReference` (:func:`posembed.lab.context.models.study_scheme`). The full
 study (``context``) trains all of them; ``context-smoke`` trains ALiBi, NoPE and FIRE.
 
 >>> sorted(CONTEXT_PRESETS)
@@ -56,9 +56,10 @@ class ContextConfig(TrainingConfig):
 
     The training fields are :class:`~posembed.lab.config.TrainingConfig`'s, read by
     :func:`~posembed.lab.context.train.train_steps` (with its passkey curriculum); a fine-tune
-    trains by the config's :meth:`finetune`. The curriculum: ``passkey_only_steps`` of passkey
-    rows alone, in the first ``passkey_adjacent_steps`` of which half the rows put the key sentence
-    right before the question; then ``passkey_fraction`` of each batch.
+    trains by :func:`~posembed.lab.context.train.finetune_config` of it. The curriculum:
+    ``passkey_only_steps`` of passkey rows alone, in the first ``passkey_adjacent_steps`` of which
+    half the rows put the key sentence right before the question; then ``passkey_fraction`` of each
+    batch.
 
     ``lm_windows`` counts held-out windows at the longest length; shorter lengths score more
     windows over the same characters, so every length is scored on the same text. ``seeds``: the
@@ -122,12 +123,6 @@ class ContextConfig(TrainingConfig):
         [0, 2]
         """
         return [dataclasses.replace(self, seed=seed) for seed in self.seeds]
-
-    def finetune(self, *, steps: int, context: int, lr: float, seed: int) -> "ContextConfig":
-        """The training config of a fine-tune: ``steps`` at ``context`` from ``lr`` (warmup a tenth
-        of the steps, 20 at most), passkey rows at ``passkey_fraction`` from the first step."""
-        return dataclasses.replace(self, steps=steps, context=context, lr=lr, seed=seed, warmup=min(20, steps // 10),
-                                   passkey_only_steps=0, passkey_adjacent_steps=0)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)

@@ -1,8 +1,9 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
-Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``,
-then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`, which keeps each model as a lab
-checkpoint under ``<out>/models/<train id>/<model>/`` and its facts in the store), then evaluate
+Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``
+(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`,
+which keeps each model as a lab checkpoint under ``<out>/models/<train id>/<model>/``; the run
+stores its facts and, for a model retrained, drops the rows measured on the old one), then evaluate
 every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which only measures) and
 store each evaluation in ``<out>/context.sqlite`` (:class:`~posembed.lab.context.store.ContextStore`,
 one transaction per length). Models are keyed by the training fields only, so a study that
@@ -19,6 +20,7 @@ while batches are drawn and every score is computed on the CPU from fp32 logits 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,14 +31,17 @@ from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_at
-from posembed.lab.context.presets import ContextConfig
+from posembed.lab.context.methods import extended
+from posembed.lab.context.models import build_context_model
+from posembed.lab.context.presets import ContextConfig, train_id_of
 from posembed.lab.context.store import ContextStore
-from posembed.lab.context.swap import extended
-from posembed.lab.context.train import build_context_model, trained_model
+from posembed.lab.context.train import finetune_config, trained_model
 
 __all__ = ["run_context", "run_study", "study_steps", "STORE_NAME", "finetuned_name"]
 
 STORE_NAME = "context.sqlite"
+
+logger = logging.getLogger(__name__)
 
 
 def finetuned_name(method: str, scale: int) -> str:
@@ -87,20 +92,30 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
     """
     seed, scale = f"seed {cfg.seed}", cfg.finetune_scale
     tunes = {finetuned_name(method, scale): method for method in cfg.finetune_methods if cfg.finetune_steps}
-    tune = cfg.finetune(steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
-                        seed=cfg.seed + 1) if tunes else None
     data = ContextData.load(cfg.text)
     store = ContextStore(out / STORE_NAME)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
+    known = store.models(cfg.train_id)
+    # the stored studies that train under this id: a model retrained here drops its rows in each
+    mates = [config for config, (_, body) in store.configs().items() if train_id_of(body) == cfg.train_id]
     folder, trained = out / "models" / cfg.train_id, {}
-    # (name, how a fresh one is built, how it trains, its folder): the models at L, then the fine-tunes of RoPE
-    plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), cfg, folder / name)
+    # (name, how a fresh one is built, its folder): the models at L, then the fine-tunes of RoPE
+    plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), folder / name)
             for name in ("rope", *cfg.references)]
-    plan += [(name, lambda m=method: extended(trained["rope"], m, float(scale), cfg.context), tune,
+    plan += [(name, lambda m=method: extended(trained["rope"], m, float(cfg.finetune_scale), cfg.context),
               folder / name.replace("@", "_")) for name, method in tunes.items()]
-    for name, make, training, where in plan:
+    tune = finetune_config(cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
+                           seed=cfg.seed + 1) if tunes else None
+    for name, make, where in plan:
         yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
-        trained[name] = trained_model(cfg, name, store, where, data, make, training, device)
+        trained[name], facts, stale = trained_model(cfg, name, name in known, where, data, make,
+                                                    tune if name in tunes else cfg, device)
+        if stale:  # built differently from what this code builds: its rows were measured on the replaced weights
+            gone = store.forget(cfg.train_id, name, mates)
+            logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
+                           "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, where, gone)
+        if facts is not None:
+            store.put_model(cfg.train_id, name, facts)
         yield True, f"{seed}: {'fine-tuned' if name in tunes else 'trained'} {name}"
     stored = store.evaluated(cfg.config_id)  # after training: a model retrained here has dropped its rows
     # (label, model name, method, the model at a length)
@@ -115,3 +130,4 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
                 rows = evaluate_at(cfg, data, name, method, model_at(length), length)
                 store.put(cfg.config_id, name, method, length, rows)
         yield True, f"{seed}: evaluated {label}"
+

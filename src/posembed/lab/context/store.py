@@ -86,13 +86,10 @@ class ContextStore:
             ).fetchall()
         return [dict(row) for row in found]
 
-    def forget(self, train_id: str, model: str) -> int:
-        """Drop the trained ``model`` of ``train_id`` and, in one transaction, its evaluations in every
-        stored study whose config trains under that id (they were measured on the dropped weights);
-        returns how many rows went."""
-        from posembed.lab.context.presets import train_id_of
-
-        configs = [config for config, (_, body) in self.configs().items() if train_id_of(body) == train_id]
+    def forget(self, train_id: str, model: str, configs: list[str]) -> int:
+        """Drop the trained ``model`` of ``train_id`` and, in one transaction, its evaluations in the
+        stored studies ``configs`` (those that train under that id: they were measured on the
+        dropped weights); returns how many rows went."""
         with closing(self._connect()) as conn, conn:
             conn.execute("DELETE FROM context_models WHERE config=? AND model=?", (train_id, model))
             gone = sum(conn.execute("DELETE FROM context_rows WHERE config=? AND model=?", (config, model)).rowcount

@@ -15,20 +15,11 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from posembed.lab.context.methods import method_scheme
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.config import scheme_config
 from posembed.schemes.rotary import RotaryEmbedding
 
-__all__ = ["swap_scheme", "extended", "rope_base", "rotary_head_dim"]
-
-
-def extended(model: nn.Module, method: str, factor: float, original_len: int) -> nn.Module:
-    """A copy of the RoPE ``model`` with ``method``'s scheme for ``factor`` (:func:`method_scheme`, at
-    the head dim and base of its rotary layers) swapped in (:func:`swap_scheme`)."""
-    head_dim, base = rotary_head_dim(model), rope_base(model)
-    scheme = method_scheme(method, head_dim=head_dim, factor=factor, original_len=original_len, base=base)
-    return swap_scheme(model, scheme)
+__all__ = ["swap_scheme", "rope_base", "rotary_head_dim"]
 
 
 def rope_base(model: nn.Module) -> float:

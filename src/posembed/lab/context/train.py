@@ -1,34 +1,19 @@
-"""Step 1 of the study: the models it trains, how they train, and a model trained or reloaded.
+"""Step 2 of the study: how its models train, and a model trained or reloaded.
 
-- :data:`STUDY_SCHEMES`: RoPE (the factory's plain rotary scheme, what every method extends) and
-  the references (:data:`~posembed.lab.context.presets.REFERENCES`: the factory entries with a
-  ``reference``, each built by :func:`posembed.schemes.factory.build_from_sizes` with the
-  arguments its :class:`~posembed.schemes.factory.StudyReference` takes from L):
-
-  ========= =================================================================================
-  alibi     ALiBi, causal slopes (Press et al. 2022)
-  nope      no positions (Kazemnejad et al. 2023): a model without a scheme
-  fire      FIRE with the paper's reference-code init ``c = 0.1`` and the threshold ``L0 = L / 4``
-            (the paper's 512 at its training length 2048): the normaliser ``psi(max(L0, i))``
-            follows the query position ``i`` over most of the training window and at every
-            longer length, which is the progressive interpolation FIRE evaluates with
-  kerple    KERPLE, logarithmic kernel (the paper's best variant)
-  sandwich  Sandwich with ``d'`` = the model width
-  cope      CoPE with ``npos_max = L`` (every count reached in training has its embedding;
-            longer counts clamp to ``L - 1``)
-  ========= =================================================================================
-
+- :func:`finetune_config`: how a fine-tune trains (no curriculum: passkey rows mixed in from the start).
 - :func:`train_steps`: a model trained as its :class:`~posembed.lab.context.presets.ContextConfig`
   says by the lab's one loop (:func:`posembed.lab.train.train_model`), on batches mixing char-LM
   windows with passkey documents after a passkey-only curriculum (:func:`_batch`). The model trains
   where its parameters are: batches are drawn on the CPU and moved there, the forward runs under
   :func:`posembed.lab.train.autocast` (bf16 on CUDA).
 - :func:`trained_model`: a model from its checkpoint when stored and built as this code builds it,
-  else trained, saved (:func:`~posembed.lab.checkpoint.save_checkpoint`) and its facts stored.
+  else trained and saved (:func:`~posembed.lab.checkpoint.save_checkpoint`), with its facts for the
+  run to store (this file reads and writes no store).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -39,49 +24,24 @@ from torch import Tensor, nn
 
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.presets import REFERENCES, ContextConfig
-from posembed.lab.context.store import ContextStore
+from posembed.lab.context.presets import ContextConfig
 from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
 from posembed.lab.tasks.passkey import training_rows
 from posembed.lab.train import train_model
-from posembed.schemes.base import PositionScheme
-from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, ModelSizes, build_from_sizes
-from posembed.schemes.nope import NoPE
 
-__all__ = ["TASK", "STUDY_SCHEMES", "study_scheme", "build_context_model", "train_steps", "model_device",
-           "trained_model"]
+__all__ = ["TASK", "finetune_config", "train_steps", "model_device", "trained_model"]
 
 logger = logging.getLogger(__name__)
 
 #: the task a study's checkpoints record
 TASK = "charlm+passkey"
-#: every model a study trains from scratch: RoPE and the references
-STUDY_SCHEMES = (METHOD_SCHEMES["extrapolate"], *REFERENCES)
 
 
-def study_scheme(cfg: ContextConfig, scheme: str) -> PositionScheme | None:
-    """The scheme of the study's model ``scheme`` (``None``: NoPE, a model without one)."""
-    if scheme not in STUDY_SCHEMES:
-        raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(STUDY_SCHEMES)}")
-    entry = FACTORY[scheme]
-    if entry.cls is NoPE:  # as the stored NoPE models were built
-        return None
-    # RoPE (no reference): plain, without a cos/sin cache, as every method builds it, so any length runs
-    args = {"max_len": None} if entry.reference is None else entry.reference.args(cfg.context)
-    sizes = ModelSizes(dim=cfg.dim, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=cfg.context, causal=True)
-    return build_from_sizes(scheme, sizes, args)
-
-
-def build_context_model(cfg: ContextConfig, scheme: str, vocab_size: int) -> nn.Module:
-    """A fresh decoder (on the CPU) of the study's size with ``scheme`` (one of :data:`STUDY_SCHEMES`,
-    built by :func:`study_scheme`); the same seed gives the same weights."""
-    from posembed.model import Decoder
-
-    if scheme not in STUDY_SCHEMES:
-        raise ValueError(f"unknown study scheme {scheme!r}; known: {', '.join(STUDY_SCHEMES)}")
-    torch.manual_seed(cfg.seed)  # before the scheme: FIRE's and KERPLE's parameters draw from it too
-    position = study_scheme(cfg, scheme)
-    return Decoder(vocab_size, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=position)
+def finetune_config(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: int) -> ContextConfig:
+    """The training config of a fine-tune of ``cfg``'s model: ``steps`` at ``context`` from ``lr``
+    (warmup a tenth of the steps, 20 at most), passkey rows at ``passkey_fraction`` from the first step."""
+    return dataclasses.replace(cfg, steps=steps, context=context, lr=lr, seed=seed, warmup=min(20, steps // 10),
+                               passkey_only_steps=0, passkey_adjacent_steps=0)
 
 
 def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, step: int) -> tuple[Tensor, Tensor]:
@@ -150,19 +110,22 @@ def train_steps(model: nn.Module, data: ContextData, cfg: ContextConfig) -> floa
     return sum(losses[-tail:]) / tail
 
 
-def trained_model(cfg: ContextConfig, name: str, store: ContextStore, folder: Path, data: ContextData,
-                  make: Callable[[], nn.Module], training: ContextConfig, device: torch.device) -> nn.Module:
-    """The model ``name`` (on ``device``) from its checkpoint if stored and built as ``make()`` builds
-    it, else ``make()`` trained as ``training`` (``cfg`` or its fine-tune) says, and saved."""
-    fresh = make()
-    if name in store.models(cfg.train_id) and is_checkpoint(folder):
+def trained_model(cfg: ContextConfig, name: str, stored: bool, folder: Path, data: ContextData,
+                  make: Callable[[], nn.Module], training: ContextConfig,
+                  device: torch.device) -> tuple[nn.Module, dict | None, bool]:
+    """The model ``name`` (on ``device``) from its checkpoint if ``stored`` and built as ``make()``
+    builds it, else ``make()`` trained as ``training`` (``cfg`` or its fine-tune) says, and saved.
+
+    Returns ``(model, facts, stale)``: ``facts`` (seconds, final loss, parameters, checkpoint folder)
+    when it was trained here, ``None`` when loaded; ``stale``: a stored checkpoint was built
+    differently and replaced (the rows measured on it are void)."""
+    fresh, stale = make(), False
+    if stored and is_checkpoint(folder):
         model = load_checkpoint(folder, device=device)[0]
         if model.config_dict() == fresh.config_dict():
             logger.info("context %s seed %d: %s loaded from %s", cfg.name, cfg.seed, name, folder)
-            return model
-        gone = store.forget(cfg.train_id, name)
-        logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
-                       "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, folder, gone)
+            return model, None, False
+        stale = True
     model = fresh.to(device)
     start = time.perf_counter()
     final_loss = train_steps(model, data, training)
@@ -172,9 +135,6 @@ def trained_model(cfg: ContextConfig, name: str, store: ContextStore, folder: Pa
     save_checkpoint(model, folder, meta)
     facts = {"seconds": seconds, "final_loss": final_loss, "steps": training.steps, "context": training.context,
              "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder), "device": str(device)}
-    store.put_model(cfg.train_id, name, facts)
     logger.info("context %s seed %d: trained %s on %s in %.1f s (final loss %.3f)", cfg.name, cfg.seed, name, device,
                 seconds, final_loss)
-    return model
-
-
+    return model, facts, stale
