@@ -77,29 +77,44 @@ def _class_bodies(source: str) -> dict[str, str]:
     return bodies
 
 
-def _config_class_of(name: str, bodies: dict[str, str], depth: int = 0) -> tuple[str | None, str]:
-    """``(config class name, attribute path below it)`` that class ``name`` is built with."""
+def _init_config(body: str) -> str | None:
+    """The config class a class's ``__init__(self, config: XConfig)`` names."""
+    init = re.search(r"def __init__\(self, config: (\w+Config)", body)
+    return init.group(1) if init else None
+
+
+def _config_class_of(name: str, bodies: dict[str, str], depth: int = 0, hint: str | None = None) -> tuple[str | None, str]:
+    """``(config class name, attribute path below it)`` that class ``name`` is built with. Where several builders
+    build it with different config classes, the one ``hint`` names (the rotary class's own ``__init__``
+    annotation) wins: Moshi's depth decoder builds its layers with ``MoshiDepthConfig`` and ``use_rope=False``, its
+    language model with ``MoshiConfig``, the config ``MoshiRotaryEmbedding.__init__`` names."""
     body = bodies.get(name, "")
     annotated = re.search(r"^    config(?:_class)?\s*[:=]\s*(\w+Config)\b", body, re.M)
     if annotated:
         return annotated.group(1), ""
     if depth < 3:
+        found = []
         for other, other_body in bodies.items():
             call = re.search(rf"\b{name}\((?:[^()]*?\bconfig=|\s*)(self\.)?config((?:\.\w+_config|\.encoder|\.decoder)*)[,)]", other_body)
             if call and other != name:
-                owner, path = _config_class_of(other, bodies, depth + 1)
+                owner, path = _config_class_of(other, bodies, depth + 1, hint)
                 if owner is not None:
-                    return owner, ".".join(p for p in (path, call.group(2).strip(".")) if p)
-    init = re.search(r"def __init__\(self, config: (\w+Config)", body)
-    return (init.group(1) if init else None), ""
+                    found.append((owner, ".".join(p for p in (path, call.group(2).strip(".")) if p)))
+        if found:
+            return next((f for f in found if f[0] == hint), found[0])
+    return _init_config(body), ""
 
 
 def _builder_of(rotary: str, bodies: dict[str, str]) -> tuple[str | None, str]:
     """``(config class name, attribute path)`` of the config the rotary class is built with."""
+    named = re.search(r"def __init__\(self, \w*config: (\w+Config)", bodies.get(rotary, ""))
+    hint = named.group(1) if named else None
     for name, body in bodies.items():
         call = re.search(rf"\b{rotary}\(\s*(?:config=)?(self\.)?(\w*config)((?:\.\w+_config)*)", body)
         if call and name != rotary:
-            owner, path = _config_class_of(name, bodies)
+            if call.group(2) != "config" and hint:  # another config its builder holds (ESMFold2's ``atom_config``)
+                return hint, ""
+            owner, path = _config_class_of(name, bodies, hint=hint)
             return owner, ".".join(p for p in (path, call.group(3).strip(".")) if p)
     return None, ""
 

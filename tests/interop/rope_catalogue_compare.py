@@ -5,12 +5,12 @@ For a :class:`~tests.interop.rope_catalogue.Pair` and a variant (``default``, ``
 model type's default config, edits the sub-config's ``rope_parameters`` for the variant (with the fields a
 scaled type's forward may read: :data:`FORWARD_FIELDS`), builds that sub-config again through its class as a
 ``config.json`` is loaded (so the class's renames and checks run), builds the rotary class from it as its model
-does (``Cls(config)``), and for each layer type it builds:
+does (``Cls(config)``; M-RoPE sections its model cannot rotate the config's head with get the head they fill:
+:func:`fitted`), and for each layer type it builds:
 
 - cos/sin: the module's forward at text positions ``(1, T)`` (``0..47`` and 16 positions up to twice the
   length the model was trained to), M-RoPE positions ``(3, 1, T)`` (``mrope3``, and every scaled variant of an
-  M-RoPE module), or axial coordinates
-  (``rope_type == "axial"``: rows ``(h, w[, t])`` in the form its forward reads) against
+  M-RoPE module), or axial coordinates (``rope_type == "axial"``: rows ``(h, w[, t])`` in the form its forward reads) against
   ``rotary_from_hf_config(config, angles="fp32").cos_sin``, compared as the sorted values of each
   position (the layout is left to the next check), within :data:`~tests.interop.rope_catalogue_rotation.COS_TOL`;
 - q·kᵀ: random q and k rotated by the module's own rotation function (the one its attention calls)
@@ -33,7 +33,8 @@ import re
 import torch
 
 from tests.interop.rope_catalogue import Pair
-from tests.interop.rope_catalogue_rotation import scores, their_cos_sin, their_rotation, values_match
+from tests.interop.rope_catalogue_rotation import (axial_call, cos_first, model_head_dim, scores, sliced_width,
+                                                   their_cos_sin, their_rotation, values_match)
 
 EXACT, LAYOUT, VALUES, REFUSED, NO_REFERENCE = "exact", "layout wrong", "values wrong", "refused", "no reference"
 #: every verdict, best first (a pair's verdict over its layer types is the worst one)
@@ -143,28 +144,11 @@ def text_positions(length: int, variant: str, rows: int = 0) -> torch.Tensor:
     return positions
 
 
-def axial_call(rotary, axes: int = 0):
-    """``(output, coordinates given, coords (N, A))`` of the module at a grid, in the form its forward reads."""
-    h, w = torch.meshgrid(torch.arange(4), torch.arange(5), indexing="ij")
-    for count in (axes,) if axes else (2, 3):
-        rows = [h.flatten(), w.flatten(), (h + 2 * w).flatten()][:count]
-        coords = torch.stack(rows, -1)  # (N, A)
-        for form in (coords.T, coords, coords[None], coords.T[:, None]):
-            try:
-                out = rotary(torch.zeros(1, 20, 8), form)
-            except Exception:  # noqa: BLE001 - the wrong form: try the next
-                continue
-            cos = out[0]
-            while cos.dim() > 2 and cos.shape[0] == 1:
-                cos = cos[0]
-            widths = (2 * rotary.inv_freq.numel(), 2 * count * rotary.inv_freq.numel())  # one set of pairs, or one per axis
-            if cos.dim() == 2 and cos.shape[0] == 20 and cos.shape[1] in widths:
-                return out, form, coords
-    raise ValueError("its forward reads none of the coordinate forms (A, N), (N, A), (1, N, A), (A, 1, N)")
-
-
 def reason(error: Exception) -> str:
+    """The error's first line (a ``KeyError``'s bare key named as one: ``KeyError: 'full_attention'``)."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, KeyError):
+        text = f"KeyError: {text}"
     return re.sub(r"\s+", " ", text)[:200]
 
 
@@ -178,21 +162,59 @@ def _rope_types(rotary) -> set:
     return set(kinds.values()) if isinstance(kinds, dict) else {kinds}
 
 
-def accepted(base, rotary, variant: str) -> bool:
-    """Whether the module built the variant (not the default frequencies again)."""
+def accepted(base, rotary, variant: str, default_width: int | None = None) -> bool:
+    """Whether the module built the variant (not the default frequencies again); ``default_width``: the number of
+    frequencies of the config class's own defaults (the base's head may be :func:`fitted`)."""
     layer = layer_types(base)[0]
     before, after = frequencies(base, layer), frequencies(rotary, layer)
     if variant == "partial":
-        return before is not None and after is not None and after.numel() != before.numel()
+        width = default_width if default_width is not None else None if before is None else before.numel()
+        return width is not None and after is not None and after.numel() != width
     return SCALED[variant]["rope_type"] in _rope_types(rotary)
+
+
+def _runs(pair: Pair, module, rotary, sub) -> bool:
+    """Whether the model's own rotation rotates a head of the config's width with the module's cos / sin."""
+    try:
+        positions = torch.arange(4)[None].expand(3, 1, 4)
+        out, q = cos_first(rotary(torch.zeros(1, 4, 8), positions)), torch.randn(1, 4, model_head_dim(sub))
+        their_rotation(getattr(module, pair.apply or ""), q, q, out, positions, sliced_width(sub, their_cos_sin(out)[0], out))
+    except Exception:  # noqa: BLE001 - its forward or its rotation fails on this head
+        return False
+    return True
+
+
+def fitted(pair: Pair, sub):
+    """``(modeling module, rotary module)`` of ``sub``; where the module's M-RoPE sections do not fit the config's head
+    (the model's own forward or rotation fails on it), ``sub`` is first given the head the sections fill:
+    ``2 * sum(sections) / partial_rotary_factor``, as the checkpoints state it. GLM-4.1V's and GLM-4.5V's config
+    classes default to heads (128 at full width, 42 at half) whose frequencies the module's default sections
+    ``[8, 12, 12]`` cannot split; Qwen3-Omni's thinker to a 73-channel head (``[24, 20, 20]``: 128)."""
+    module, rotary = rotary_module(pair, sub)
+    sections = getattr(rotary, "mrope_section", None)
+    if not isinstance(sections, (list, tuple)) or model_head_dim(sub) is None or _runs(pair, module, rotary, sub):
+        return module, rotary
+    factor = (getattr(sub, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
+    head = 2 * sum(sections) / factor
+    if head != int(head):
+        return module, rotary
+    sub.head_dim = int(head)
+    return rotary_module(pair, sub)
 
 
 @functools.lru_cache(maxsize=None)
 def default_reference(pair: Pair):
     """``(modeling module, root config, sub-config, rotary module)`` of the default config (built once per pair)."""
     root, sub = build_config(pair, "default", 0)
-    module, rotary = rotary_module(pair, sub)
+    module, rotary = fitted(pair, sub)
     return module, root, sub, rotary
+
+
+@functools.lru_cache(maxsize=None)
+def _default_width(pair: Pair) -> int | None:
+    """The number of frequencies the module builds from the config class's defaults, before :func:`fitted`."""
+    first = frequencies(rotary_module(pair, build_config(pair, "default", 0)[1])[1], None)
+    return None if first is None else first.numel()
 
 
 def _variant_reference(pair: Pair, variant: str, base):
@@ -202,7 +224,7 @@ def _variant_reference(pair: Pair, variant: str, base):
     if built is None:
         raise LookupError("no rope parameters")
     root, sub = built
-    return root, sub, rotary_module(pair, sub)[1]
+    return root, sub, (rotary_module if variant == "partial" else fitted)(pair, sub)[1]  # partial: as the class reads it
 
 
 def language_model_path(root) -> str | None:
@@ -241,7 +263,7 @@ def verdict(pair: Pair, variant: str) -> tuple[str, str] | None:
             root, sub, rotary = _variant_reference(pair, variant, base)
         except Exception:  # noqa: BLE001 - the class does not take the variant
             return None
-        if not accepted(base, rotary, variant):
+        if not accepted(base, rotary, variant, _default_width(pair) if layer_types(base) == [None] else None):
             return None
     results = [compare_layer(pair, module, root, sub, rotary, variant, layer) for layer in layer_types(rotary)]
     worst = max(results, key=lambda r: VERDICTS.index(r[0]))
@@ -273,11 +295,28 @@ def run(pairs, variants=VARIANTS) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+class OwnPositions(LookupError):
+    """The module's forward computes its own positions (it takes no ``position_ids``): the harness cannot place them."""
+
+
+def _no_reference(config, layer: str | None, error: Exception) -> tuple[str, str]:
+    """No reference; where the module computes its own positions and posembed refuses the (default) config, the
+    refusal and its one-line reason (a family posembed does not model, rather than one it reads without a check)."""
+    from posembed.interop.rope.config import rotary_from_hf_config
+
+    if isinstance(error, OwnPositions) and config is not None:
+        try:
+            rotary_from_hf_config(config, layer_type=layer, angles="fp32")
+        except Exception as refusal:  # noqa: BLE001 - posembed's reason
+            return REFUSED, reason(refusal)
+    return NO_REFERENCE, f"transformers: {reason(error)}"
+
+
 def _their_call(rotary, variant: str, layer: str | None, sub):
     """``(module output, positions given, our positions)``."""
     names = list(inspect.signature(rotary.forward).parameters)
     if "position_ids" not in names:
-        raise LookupError(f"forward({', '.join(names)}) takes no position ids")
+        raise OwnPositions(f"forward({', '.join(names)}) takes no position ids")
     if is_axial(rotary):
         out, form, coords = axial_call(rotary)
         return out, form, coords
@@ -290,32 +329,7 @@ def _their_call(rotary, variant: str, layer: str | None, sub):
         positions = positions.clamp_max(_length(sub) - 1)
         out = rotary(torch.zeros(1, positions.shape[-1], 8), positions, *extra)
     ours = positions.permute(1, 2, 0) if rows else positions
-    return _cos_first(out), positions, ours
-
-
-def _cos_first(out):
-    """The module's ``(cos, sin)``, also where its forward returns ``(sin, cos)`` (GPT-J, CodeGen): the one that is
-    zero at position 0 (the first position given) is the sine."""
-    if isinstance(out, torch.Tensor) or len(out) != 2:
-        return out
-    if not all(isinstance(part, torch.Tensor) and part.dim() for part in out):
-        return out
-    first, second = (part.reshape(-1, part.shape[-1])[0] for part in out)
-    return (out[1], out[0]) if bool((first == 0).all()) and not bool((second == 0).all()) else out
-
-
-def sliced_width(config, cos: torch.Tensor, out) -> int:
-    """The channels an attention that slices q / k before rotating hands its rotation function: the config's
-    ``rotary_dim`` (GPT-J, CodeGen), else as many as cos/sin are wide (twice for complex frequencies)."""
-    return int(getattr(config, "rotary_dim", None) or cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1))
-
-
-def model_head_dim(config) -> int | None:
-    """The head width the attention reads, as transformers' attention classes do (``None``: the config gives none)."""
-    try:
-        return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
-    except Exception:  # noqa: BLE001 - a config without these fields
-        return None
+    return cos_first(out), positions, ours
 
 
 def _unless_unrunnable(fn, out, positions, sub, verdict: str, why: str) -> tuple[str, str]:
@@ -347,7 +361,7 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
         if fn is None:
             raise LookupError("no rotation function found")
     except Exception as error:  # noqa: BLE001 - no reference to compare with
-        return NO_REFERENCE, f"transformers: {reason(error)}"
+        return _no_reference(sub if variant == "default" else None, layer, error)
     try:
         scheme = rotary_from_hf_config(root if variant == "top-level" else sub, layer_type=layer, angles="fp32")
     except Exception as error:  # noqa: BLE001 - posembed refused, with its reason

@@ -1,8 +1,9 @@
 """The catalogue's comparison arithmetic: cos/sin as ``(T, W)``, values in any channel order, q/k rotated by a
 model's own rotation function in whichever of the usual forms it reads, and q·kᵀ scores.
 
-Used by :mod:`tests.interop.rope_catalogue_compare` (which re-exports these names); nothing here imports
-transformers or posembed.
+Also an axial module's call at a grid, which of a module's two outputs is the cosine, the width an attention hands its rotation function and the
+head width a config gives. Used by :mod:`tests.interop.rope_catalogue_compare` (which re-exports these names);
+nothing here imports transformers or posembed.
 """
 
 from __future__ import annotations
@@ -81,6 +82,51 @@ def their_rotation(fn, q, k, out, positions, width: int):
             if rq.shape == q[..., :head].shape:
                 return torch.cat([rq, q[..., head:]], -1), torch.cat([rk, k[..., head:]], -1)
     raise ValueError(f"{fn.__name__} takes none of the q/k forms tried")
+
+
+def cos_first(out):
+    """The module's ``(cos, sin)``, also where its forward returns ``(sin, cos)`` (GPT-J, CodeGen): the one that is
+    zero at position 0 (the first position given) is the sine."""
+    if isinstance(out, torch.Tensor) or len(out) != 2:
+        return out
+    if not all(isinstance(part, torch.Tensor) and part.dim() for part in out):
+        return out
+    first, second = (part.reshape(-1, part.shape[-1])[0] for part in out)
+    return (out[1], out[0]) if bool((first == 0).all()) and not bool((second == 0).all()) else out
+
+
+def sliced_width(config, cos: torch.Tensor, out) -> int:
+    """The channels an attention that slices q / k before rotating hands its rotation function: the config's
+    ``rotary_dim`` (GPT-J, CodeGen), else as many as cos/sin are wide (twice for complex frequencies)."""
+    return int(getattr(config, "rotary_dim", None) or cos.shape[-1] * (2 if isinstance(out, torch.Tensor) else 1))
+
+
+def model_head_dim(config) -> int | None:
+    """The head width the attention reads, as transformers' attention classes do (``None``: the config gives none)."""
+    try:
+        return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+    except Exception:  # noqa: BLE001 - a config without these fields
+        return None
+
+
+def axial_call(rotary, axes: int = 0):
+    """``(output, coordinates given, coords (N, A))`` of the module at a grid, in the form its forward reads."""
+    h, w = torch.meshgrid(torch.arange(4), torch.arange(5), indexing="ij")
+    for count in (axes,) if axes else (2, 3):
+        rows = [h.flatten(), w.flatten(), (h + 2 * w).flatten()][:count]
+        coords = torch.stack(rows, -1)  # (N, A)
+        for form in (coords.T, coords, coords[None], coords.T[:, None]):
+            try:
+                out = rotary(torch.zeros(1, 20, 8), form)
+            except Exception:  # noqa: BLE001 - the wrong form: try the next
+                continue
+            cos = out[0]
+            while cos.dim() > 2 and cos.shape[0] == 1:
+                cos = cos[0]
+            widths = (2 * rotary.inv_freq.numel(), 2 * count * rotary.inv_freq.numel())  # one set of pairs, or one per axis
+            if cos.dim() == 2 and cos.shape[0] == 20 and cos.shape[1] in widths:
+                return out, form, coords
+    raise ValueError("its forward reads none of the coordinate forms (A, N), (N, A), (1, N, A), (A, 1, N)")
 
 
 def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

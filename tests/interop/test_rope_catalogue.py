@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 transformers = pytest.importorskip("transformers")
 
@@ -102,13 +103,17 @@ def test_an_exact_pair_is_exact():
     assert compare.verdict(_llama(), "mrope3") is None  # not an M-RoPE family
 
 
-def test_an_odd_default_head_has_no_reference_and_the_checkpoints_head_is_exact():
+def test_an_odd_default_head_is_fitted_to_its_sections_and_read_exactly():
     """Qwen3-Omni's thinker: its config class's defaults give head_dim 2048 // 28 = 73; transformers builds 37
-    frequencies (cos/sin 74 wide) and its attention's ``q * cos`` fails on 73 channels, so the default config has no
-    reference (posembed refuses the odd width). Its checkpoints state head_dim 128, which posembed reads exactly."""
+    frequencies, which its sections [24, 20, 20] do not fill (its attention's ``q * cos`` fails on 73 channels). The
+    harness fits the head to the sections (128, as its checkpoints state it), which posembed reads exactly; a config
+    stating head_dim 128 is read exactly too."""
     pair = next(p for p in catalogue.catalogue() if p.key == "qwen3_omni_moe_text/Qwen3OmniMoeThinkerTextRotaryEmbedding")
-    found, why = compare.verdict(pair, "default")
-    assert found == compare.NO_REFERENCE and "73-channel heads with cos/sin 74 wide" in why
+    root, sub = compare.build_config(pair, "default", 0)
+    assert compare.rotary_module(pair, sub)[1].inv_freq.numel() == 37
+    assert compare.fitted(pair, sub)[1].inv_freq.numel() == 64 and sub.head_dim == 128
+    for variant in ("default", "mrope3"):
+        assert compare.verdict(pair, variant) == (compare.EXACT, ""), variant
     config = transformers.CONFIG_MAPPING["qwen3_omni_moe_text"](head_dim=128)
     module, rotary = compare.rotary_module(pair, config)
     for variant in ("default", "mrope3"):
@@ -121,3 +126,38 @@ def test_phimoe_is_checked_where_its_forward_scales():
     pair = next(p for p in catalogue.catalogue() if p.key == "phimoe/PhimoeRotaryEmbedding")
     for variant in ("yarn", "llama3", "longrope"):
         assert compare.verdict(pair, variant) == (compare.EXACT, ""), variant
+
+
+def _pair(key: str):
+    return next(p for p in catalogue.catalogue() if p.key == key)
+
+
+def test_mrope_sections_that_do_not_fill_the_default_head_are_fitted():
+    """GLM-4.5V's config class defaults to a 42-channel head (4096 / 96, 11 frequencies at its partial factor 0.5)
+    that the module's default sections [8, 12, 12] do not fill, so its own forward fails; the harness gives it the
+    head the sections fit (2 * 32 / 0.5 = 128, its checkpoints'), where posembed reads it exactly, 3-row positions
+    included."""
+    pair = _pair("glm4v_moe/Glm4vMoeTextRotaryEmbedding")
+    root, sub = compare.build_config(pair, "default", 0)
+    raw = compare.rotary_module(pair, sub)[1]
+    with pytest.raises(RuntimeError, match="split_with_sizes"):
+        raw(torch.zeros(1, 4, 8), torch.arange(4)[None])
+    module, rotary = compare.fitted(pair, sub)
+    assert sub.head_dim == 128 and rotary.inv_freq.numel() == 32
+    for variant in ("default", "mrope3", "top-level"):
+        assert compare.verdict(pair, variant) == (compare.EXACT, ""), variant
+
+
+def test_a_rotary_class_is_paired_with_the_config_its_init_names():
+    """Moshi builds its decoder layers for the depth decoder (``MoshiDepthConfig``, ``use_rope=False``) and the
+    language model (``MoshiConfig``, the one ``MoshiRotaryEmbedding.__init__`` names); ESMFold2 builds its rotary
+    from the ``atom_config`` its atom encoder holds."""
+    pairs = {p.key: p for p in catalogue.catalogue()}
+    assert pairs["moshi/MoshiRotaryEmbedding"].config_path == ""
+    assert "moshi_depth/MoshiRotaryEmbedding" not in pairs  # its model builds no rotary
+    assert compare.verdict(pairs["moshi/MoshiRotaryEmbedding"], "default") == (compare.EXACT, "")
+    assert pairs["esmfold2/EsmFold2RotaryEmbedding"].config_path == "atom_encoder"
+
+
+def test_a_key_error_is_named():
+    assert compare.reason(KeyError("full_attention")) == "KeyError: 'full_attention'"

@@ -16,7 +16,7 @@ import torch
 
 from posembed.interop.rope.check import check_rope_config
 from posembed.interop.rope.config import rotary_from_hf_config
-from posembed.interop.rope.model import model_part, model_rotation, transformers_config
+from posembed.interop.rope.model import model_own_positions, model_part, model_rotation, transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
 
 transformers = pytest.importorskip("transformers")
@@ -97,3 +97,25 @@ def test_without_transformers_a_multimodal_config_still_descends(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "transformers", None)  # import transformers now raises ImportError
     raw = {"model_type": "qwen2_vl", "text_config": {**SHAPE, "rope_theta": 1e6}}
     assert layer_settings(raw).theta == 1e6 and model_part(raw) == {**SHAPE, "rope_theta": 1e6}
+
+
+@pytest.mark.parametrize(("model_type", "cls", "args"), [
+    ("llama4_vision_model", "Llama4VisionRotaryEmbedding", "hidden_states"),
+    ("efficientloftr", "EfficientLoFTRRotaryEmbedding", "x"),
+    ("eomt_dinov3", "EomtDinov3RotaryEmbedding", "pixel_values"),
+])  # fmt: skip
+def test_a_rotary_that_computes_its_own_positions_is_refused_with_its_family(model_type, cls, args):
+    """Their forwards take no positions (a patch grid, a feature map, pixels): posembed refuses rather than read a 1-D
+    RoPE (it read Llama 4's vision tower as a 48-wide 1-D rotary before)."""
+    config = transformers.CONFIG_MAPPING[model_type]()
+    with pytest.raises(ValueError, match=rf"its rotary embedding computes its own positions \({cls}\.forward\({args}\)\)"):
+        rotary_from_hf_config(config)
+    assert model_own_positions(config) == f"{cls}.forward({args})"
+
+
+def test_a_rotary_that_takes_positions_is_read():
+    llama4 = transformers.CONFIG_MAPPING["llama4"]()
+    assert model_own_positions(llama4.text_config) is None and model_own_positions(transformers.LlamaConfig()) is None
+    assert rotary_from_hf_config(llama4).head_dim == 128  # the top-level config: its language model's
+    with pytest.raises(ValueError, match="Llama4VisionRotaryEmbedding"):
+        rotary_from_hf_config(llama4, part="vision")

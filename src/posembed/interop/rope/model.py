@@ -36,7 +36,7 @@ import torch
 
 __all__ = [
     "ALL_LAYERS", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
-    "model_part", "config_value", "model_forward_mscale",
+    "model_part", "config_value", "model_forward_mscale", "model_own_positions",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -141,6 +141,19 @@ def rotary_class(config: Any) -> type:
         module = _modeling(config)
         raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
     return found[0]
+
+
+def model_own_positions(config: Any) -> str | None:
+    """``"Cls.forward(args)"`` where every ``*RotaryEmbedding`` class of the config's modeling module whose
+    ``__init__`` takes the config's class computes its own positions (its forward takes no ``position_ids``: Llama 4's
+    vision tower's patch grid, EfficientLoFTR's feature map, EoMT-DINOv3's pixels); ``None``: none does, or none takes it."""
+    module = _modeling(config)
+    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
+    found = [cls for cls in found if isinstance(cls, type) and _takes(cls, config)]
+    own = [(cls, list(inspect.signature(cls.forward).parameters)[1:]) for cls in found]
+    if not own or any("position_ids" in args for _, args in own):
+        return None
+    return f"{own[0][0].__name__}.forward({', '.join(own[0][1])})"
 
 
 def per_layer(config: Any, layer_type: str) -> Any:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from posembed.interop.rope.model import config_value, model_forward_mscale, model_rotation, model_widths, transformers_config
+from posembed.interop.rope.model import (config_value, model_forward_mscale, model_own_positions, model_rotation, model_widths,
+                                         transformers_config)
 from posembed.interop.rope.axial import AxialSettings, model_axial
 from posembed.interop.rope.sections import MRopeSections, model_sections
 
@@ -77,6 +78,10 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
         model, mrope, axial, mscale = None, None, None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
+        own = model_own_positions(hf)
+        if own is not None:
+            raise ValueError(f"{type(hf).__name__}: its rotary embedding computes its own positions ({own}); "
+                             "posembed does not model it")  # fmt: skip
         hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
         max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
         rotation = model_rotation(hf) or ("half", "forward", "first")
