@@ -147,7 +147,10 @@ def model_own_positions(config: Any) -> str | None:
     """``"Cls.forward(args)"`` where every ``*RotaryEmbedding`` class of the config's modeling module whose
     ``__init__`` takes the config's class computes its own positions (its forward takes no ``position_ids``: Llama 4's
     vision tower's patch grid, EfficientLoFTR's feature map, EoMT-DINOv3's pixels); ``None``: none does, or none takes it."""
-    module = _modeling(config)
+    try:
+        module = _modeling(config)
+    except ImportError:  # a config class without a modeling module
+        return None
     found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
     found = [cls for cls in found if isinstance(cls, type) and _takes(cls, config)]
     own = [(cls, list(inspect.signature(cls.forward).parameters)[1:]) for cls in found]
