@@ -9,7 +9,9 @@ attention calls. Nothing here lists families by hand:
 - the rotary classes are the ``class *RotaryEmbedding*(`` lines of ``models/<module>/modeling_<module>.py``;
 - the sub-config is read from the source: the class ``C`` whose ``__init__`` builds the rotary
   class, ``C``'s config class (its ``config: XConfig`` annotation, or the argument its own builder
-  passes, ``config.<x>_config`` or ``config.encoder`` / ``.decoder``, followed up to three builders up),
+  passes, ``config.<x>_config`` or ``config.encoder`` / ``.decoder``, followed up to three builders up; where
+  builders use different config classes, or pass another config they hold, the one the rotary class's own
+  ``__init__`` names),
   then where an instance of that config class sits in the model type's default config (found by walking
   its sub-configs);
 - the rotation function is the module-level function that the attention classes of the same tower

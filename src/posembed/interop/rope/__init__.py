@@ -9,7 +9,8 @@ function); without it, what the config dict states. Files:
 - ``parameters.py``: the RoPE parameters per layer type, from transformers' config object (standardized) or the dict
   as written, and the keys transformers ignores;
 - ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout,
-  the factors its rotary embedding's forward folds into cos / sin (PhiMoE's mscales);
+  the factors its rotary embedding's forward folds into cos / sin (PhiMoE's mscales), and whether that forward
+  computes its own positions (Llama 4's vision tower: refused);
 - ``sections.py``: M-RoPE's sections, arrangement and section order, read from what the model's rotary module does;
 - ``axial.py``: a vision tower's axial RoPE (``rope_type == "axial"``): its axes, layout and placement, read from what
   the model's rotary module does;

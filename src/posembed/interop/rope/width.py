@@ -3,7 +3,8 @@
 Where transformers knows the model type, its own code answers (:mod:`posembed.interop.rope.model`): the head
 width of its config object (``head_dim`` through the class's ``attribute_map`` aliases and field defaults, else
 ``hidden_size // num_attention_heads``), the widths its rotary embedding builds per layer type, and the pairs its
-attention's rotation function rotates. Without transformers (or for a model type or config it refuses) the dict
+attention's rotation function rotates; a config whose rotary embedding computes its own positions (its forward takes
+no ``position_ids``: Llama 4's vision tower, EfficientLoFTR, EoMT-DINOv3) is refused. Without transformers (or for a model type or config it refuses) the dict
 is read as written: ``head_dim``, else multi-head latent attention's ``qk_rope_head_dim``, else
 ``hidden_size // num_attention_heads``; interleaved pairs where ``rope_interleave`` is true, NeoX halves otherwise.
 """
