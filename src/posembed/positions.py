@@ -1,7 +1,7 @@
 """Position ids, explicit everywhere: shape ``(T,)`` or ``(B, T)``.
 
 Helpers derive them from a padding mask, from document boundaries in packed sequences and
-from a cache offset. Every default equals ``arange(T)``. They take tensors or nested Python
+from a cache offset, and build the ``(row, column)`` coordinates of a patch grid (:func:`patch_grid_positions`). Every default equals ``arange(T)``. They take tensors or nested Python
 lists of integers (converted with ``torch.as_tensor``), and build on the device of the tensor
 they are given.
 
@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from posembed._checks import values_readable
+from posembed._checks import check_positive_int, values_readable
 from posembed.devices import host_checks
 
 __all__ = [
@@ -29,11 +29,15 @@ __all__ = [
     "positions_from_documents",
     "positions_with_offset",
     "resolve_positions",
+    "patch_grid_positions",
     "MAX_POSITION",
+    "CLS_PLACES",
 ]
 
 #: the largest position a ``torch.long`` holds
 MAX_POSITION = torch.iinfo(torch.int64).max
+#: where :func:`patch_grid_positions` puts a class token: before the patches or after them
+CLS_PLACES = ("first", "last")
 
 
 def _as_tensor(value: Tensor | Sequence, name: str) -> Tensor:
@@ -215,3 +219,33 @@ def resolve_positions(
     if device is not None and position_ids.device != torch.device(device):
         position_ids = position_ids.to(device)  # a CPU tensor for a CUDA forward: one copy, never an index error
     return position_ids
+
+
+def patch_grid_positions(
+    height: int, width: int, *, offset: int = 0, cls_token: str | None = None, device: torch.device | str | None = None
+) -> Tensor:
+    """``(row + offset, column + offset)`` of every patch of a ``height x width`` grid, row-major, with a class token
+    at ``(0, 0)`` before the patches (``cls_token="first"``) or after them (``"last"``); ``None``: no class token.
+
+    Llama 4's vision tower rotates its patches at ``offset=1`` and its CLS token, appended last, at ``(0, 0)``
+    (``Llama4VisionRotaryEmbedding``; the reader states it: ``AxialSettings.positions()``).
+
+    Shape: ``(height * width [+ 1], 2)``, long.
+
+    >>> patch_grid_positions(2, 2, offset=1, cls_token="last").tolist()
+    [[1, 1], [1, 2], [2, 1], [2, 2], [0, 0]]
+    """
+    check_positive_int(height, "height")
+    check_positive_int(width, "width")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int, got {offset!r}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    if cls_token is not None and cls_token not in CLS_PLACES:
+        raise ValueError(f"cls_token must be one of {CLS_PLACES} or None, got {cls_token!r}")
+    rows, columns = torch.meshgrid(default_positions(height, device), default_positions(width, device), indexing="ij")
+    grid = torch.stack([rows.flatten(), columns.flatten()], dim=-1) + offset  # (H W, 2)
+    if cls_token is None:
+        return grid
+    origin = grid.new_zeros(1, 2)
+    return torch.cat([origin, grid] if cls_token == "first" else [grid, origin])

@@ -10,7 +10,9 @@ does (``Cls(config)``; M-RoPE sections its model cannot rotate the config's head
 
 - cos/sin: the module's forward at text positions ``(1, T)`` (``0..47`` and 16 positions up to twice the
   length the model was trained to), M-RoPE positions ``(3, 1, T)`` (``mrope3``, and every scaled variant of an
-  M-RoPE module), or axial coordinates (``rope_type == "axial"``: rows ``(h, w[, t])`` in the form its forward reads) against
+  M-RoPE module), axial coordinates (``rope_type == "axial"``: rows ``(h, w[, t])`` in the form its forward reads), or,
+  for a module that computes its own positions, its forward as its model calls it (Llama 4's vision tower: one image's
+  pixels) at the coordinates posembed says it rotates at (:mod:`tests.interop.rope_catalogue_grid`), against
   ``rotary_from_hf_config(config, angles="fp32").cos_sin``, compared as the sorted values of each
   position (the layout is left to the next check), within :data:`~tests.interop.rope_catalogue_rotation.COS_TOL`;
 - q·kᵀ: random q and k rotated by the module's own rotation function (the one its attention calls)
@@ -33,6 +35,7 @@ import re
 import torch
 
 from tests.interop.rope_catalogue import Pair
+from tests.interop.rope_catalogue_grid import OwnPositions, own_grid_call
 from tests.interop.rope_catalogue_rotation import (axial_call, cos_first, model_head_dim, scores, sliced_width,
                                                    their_cos_sin, their_rotation, values_match)
 
@@ -295,10 +298,6 @@ def run(pairs, variants=VARIANTS) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-class OwnPositions(LookupError):
-    """The module's forward computes its own positions (it takes no ``position_ids``): the harness cannot place them."""
-
-
 def _no_reference(config, layer: str | None, error: Exception) -> tuple[str, str]:
     """No reference; where the module computes its own positions and posembed refuses the (default) config, the
     refusal and its one-line reason (a family posembed does not model, rather than one it reads without a check)."""
@@ -316,7 +315,7 @@ def _their_call(rotary, variant: str, layer: str | None, sub):
     """``(module output, positions given, our positions)``."""
     names = list(inspect.signature(rotary.forward).parameters)
     if "position_ids" not in names:
-        raise OwnPositions(f"forward({', '.join(names)}) takes no position ids")
+        return own_grid_call(rotary, sub, names)
     if is_axial(rotary):
         out, form, coords = axial_call(rotary)
         return out, form, coords

@@ -17,11 +17,15 @@ COS_TOL = 1e-6
 
 
 def two_d(t: torch.Tensor) -> torch.Tensor:
-    """A ``(..., T, W)`` cos / sin without its leading ones, as ``(T, W)``."""
+    """A ``(..., T, W)`` cos / sin without its leading ones (or a ``(T, 1, W)`` table's one: Llama 4's vision
+    tower), as ``(T, W)``."""
     while t.dim() > 2:
-        if t.shape[0] != 1:
+        if t.shape[0] == 1:
+            t = t[0]
+        elif t.dim() == 3 and t.shape[1] == 1:
+            t = t[:, 0]
+        else:
             raise ValueError(f"cos/sin of shape {tuple(t.shape)}")
-        t = t[0]
     return t
 
 

@@ -100,13 +100,12 @@ def test_without_transformers_a_multimodal_config_still_descends(monkeypatch):
 
 
 @pytest.mark.parametrize(("model_type", "cls", "args"), [
-    ("llama4_vision_model", "Llama4VisionRotaryEmbedding", "hidden_states"),
     ("efficientloftr", "EfficientLoFTRRotaryEmbedding", "x"),
     ("eomt_dinov3", "EomtDinov3RotaryEmbedding", "pixel_values"),
 ])  # fmt: skip
 def test_a_rotary_that_computes_its_own_positions_is_refused_with_its_family(model_type, cls, args):
-    """Their forwards take no positions (a patch grid, a feature map, pixels): posembed refuses rather than read a 1-D
-    RoPE (it read Llama 4's vision tower as a 48-wide 1-D rotary before)."""
+    """Their forwards take no positions (a feature map, pixels) and give no fixed grid: posembed refuses rather than
+    read a 1-D RoPE (Llama 4's vision tower, whose table is its patch grid's, is read: test_rope_axial_grid.py)."""
     config = transformers.CONFIG_MAPPING[model_type]()
     with pytest.raises(ValueError, match=rf"its rotary embedding computes its own positions \({cls}\.forward\({args}\)\)"):
         rotary_from_hf_config(config)
@@ -117,5 +116,6 @@ def test_a_rotary_that_takes_positions_is_read():
     llama4 = transformers.CONFIG_MAPPING["llama4"]()
     assert model_own_positions(llama4.text_config) is None and model_own_positions(transformers.LlamaConfig()) is None
     assert rotary_from_hf_config(llama4).head_dim == 128  # the top-level config: its language model's
-    with pytest.raises(ValueError, match="Llama4VisionRotaryEmbedding"):
-        rotary_from_hf_config(llama4, part="vision")
+    assert model_own_positions(llama4.vision_config) == "Llama4VisionRotaryEmbedding.forward(hidden_states)"
+    vision = rotary_from_hf_config(llama4, part="vision")  # its own patch grid's axial RoPE (test_rope_axial_grid.py)
+    assert (type(vision).__name__, vision.head_dim, vision.axis_order) == ("AxialRotary", 48, (1, 0))

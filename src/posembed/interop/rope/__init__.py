@@ -10,10 +10,11 @@ function); without it, what the config dict states. Files:
   as written, and the keys transformers ignores;
 - ``model.py``: the model's own code: its config object, the part of a multimodal config, rotary widths, layout,
   the factors its rotary embedding's forward folds into cos / sin (PhiMoE's mscales), and whether that forward
-  computes its own positions (Llama 4's vision tower: refused);
+  computes its own positions (EfficientLoFTR, EoMT-DINOv3: refused);
 - ``sections.py``: M-RoPE's sections, arrangement and section order, read from what the model's rotary module does;
-- ``axial.py``: a vision tower's axial RoPE (``rope_type == "axial"``): its axes, layout and placement, read from what
-  the model's rotary module does;
+- ``axial.py``: a vision tower's axial RoPE (``rope_type == "axial"``, or a table of its own patch grid: Llama 4's):
+  its axes, layout and placement, read from what the model's rotary module does, and the coordinates a grid's module
+  rotates at;
 - ``width.py``: the head width, rotary widths and layout of a config, from ``model.py`` or the dict;
 - ``numbers.py``: numeric fields a config writes as strings;
 - ``config.py``: :func:`~posembed.interop.rope.config.rotary_from_hf_config` / ``rotary_from_settings``: the

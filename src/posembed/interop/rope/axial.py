@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posembed.interop.rope.model import config_value, rotary_class, rotary_classes
+from posembed.interop.rope.model import config_value, model_rotation, own_position_class, rotary_class, rotary_classes
+from posembed.positions import CLS_PLACES, patch_grid_positions
 
-__all__ = ["AxialSettings", "axial_class", "model_axial", "pair_form"]
+__all__ = ["AxialSettings", "axial_class", "model_axial", "model_grid_axial", "pair_form"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,17 @@ class AxialSettings(NamedTuple):
     frequency_order: str
     layout_span: str
     head_dim: int  # the head width its frequencies are computed from
+    grid: tuple[int, int] | None = None  # a module that rotates its own patch grid (Llama 4's vision tower): its size,
+    grid_offset: int = 0  # the offset of its patch coordinates,
+    cls_token: str | None = None  # and where its class token, at (0, 0), sits: "first", "last" (None: none)
     scheme: str = "rope_axial"  # Pixtral's even / odd frequencies: "rope_pixtral"
+
+    def positions(self, device: torch.device | str | None = None) -> torch.Tensor | None:
+        """``(T, 2)``: the ``(row, column)`` coordinates the model rotates its tokens at, where its module computes
+        them (:func:`~posembed.positions.patch_grid_positions` of its grid); ``None``: the caller passes them."""
+        if self.grid is None:
+            return None
+        return patch_grid_positions(*self.grid, offset=self.grid_offset, cls_token=self.cls_token, device=device)
 
 
 def _squeeze(t: torch.Tensor) -> torch.Tensor:
@@ -153,4 +164,58 @@ def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | N
     ours = PixtralRotary(head, base=base, angles="fp32").cos_sin(coords)[1]
     if ours.shape != form[0].shape or not torch.allclose(ours, form[0], rtol=0, atol=1e-6):
         return None
-    return AxialSettings(2, head // 2, form[1], (0, 1), "blocks", form[2], head, "rope_pixtral")
+    return AxialSettings(2, head // 2, form[1], (0, 1), "blocks", form[2], head, scheme="rope_pixtral")
+
+
+def _own_table(embedding: Any, config: Any) -> torch.Tensor | None:
+    """The ``(T, P)`` complex table (``cos + i sin``, one entry per pair) a module returns for the pixels its model
+    gives it, where it returns the same for other pixels (a grid fixed by its config); ``None`` otherwise."""
+    size, channels = int(config_value(config, "image_size")), int(config_value(config, "num_channels", 3) or 3)
+    with torch.no_grad():
+        out, other = (embedding(torch.zeros(1, channels, s, s)) for s in (size, size // 2))
+    if not isinstance(out, torch.Tensor) or not out.is_complex() or not torch.equal(out, other):
+        return None
+    return out.reshape(-1, out.shape[-1])  # Llama 4's (T, 1, P)
+
+
+def _grids(tokens: int) -> list[tuple[int, str | None]]:
+    """``(side, class token place)`` of the square grids ``tokens`` can be: with one class token, or none."""
+    found = []
+    for place, patches in [*((place, tokens - 1) for place in CLS_PLACES), (None, tokens)]:
+        side = int(round(patches**0.5)) if patches > 0 else 0
+        if side and side * side == patches:
+            found.append((side, place))
+    return found
+
+
+def model_grid_axial(config: Any) -> AxialSettings | None:
+    """The :class:`AxialSettings` of a rotary module that computes its own positions (its forward takes none and
+    returns one complex table whatever pixels it gets: Llama 4's vision tower), with the coordinates it rotates its
+    tokens at: a square grid of patches at ``(row + offset, column + offset)``, row-major, a class token at ``(0, 0)``
+    before or after them (:meth:`AxialSettings.positions`). Read from the table itself: the two axes, their order and
+    the offset and class-token place whose :class:`~posembed.schemes.axial_rope.AxialRotary` sines are the table's;
+    ``None``: no such module, or a table no grid gives (EfficientLoFTR's feature map, EoMT-DINOv3's pixel centres)."""
+    from posembed.schemes.axial_rope import AxialRotary
+
+    cls = own_position_class(config)
+    rotation = model_rotation(config)
+    if cls is None or rotation is None:
+        return None
+    try:
+        table = _own_table(cls(copy.deepcopy(config)), config)
+        base = float((getattr(config, "rope_parameters", None) or {}).get("rope_theta", 10000.0))
+    except Exception as error:  # noqa: BLE001 - a module that cannot be built or called is not read
+        logger.debug("the rotary module of %s cannot be read at its own grid: %s", type(config).__name__, error)
+        return None
+    if table is None or table.shape[-1] % 2:
+        return None
+    sin, pairs = table.imag.float(), table.shape[-1]  # (T, P): two axes of P / 2 frequencies each
+    for (side, place), offset in itertools.product(_grids(table.shape[0]), (0, 1)):
+        coords = patch_grid_positions(side, side, offset=offset, cls_token=place)
+        for order, frequencies in itertools.product(itertools.permutations(range(2)), ("blocks", "interleaved")):
+            ours = AxialRotary(2 * pairs, num_axes=2, axis_dim=pairs, base=base, angles="fp32",
+                               axis_order=order, frequency_order=frequencies)  # fmt: skip
+            if torch.allclose(ours.cos_sin(coords)[1], sin, rtol=0, atol=1e-6):
+                return AxialSettings(2, pairs, rotation[0], order, frequencies, "head", 2 * pairs, (side, side), offset, place)
+    logger.debug("the table of %s's rotary module is no grid's AxialRotary", type(config).__name__)
+    return None

@@ -36,7 +36,7 @@ import torch
 
 __all__ = [
     "ALL_LAYERS", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
-    "model_part", "config_value", "model_forward_mscale", "model_own_positions",
+    "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -143,20 +143,28 @@ def rotary_class(config: Any) -> type:
     return found[0]
 
 
-def model_own_positions(config: Any) -> str | None:
-    """``"Cls.forward(args)"`` where every ``*RotaryEmbedding`` class of the config's modeling module whose
-    ``__init__`` takes the config's class computes its own positions (its forward takes no ``position_ids``: Llama 4's
-    vision tower's patch grid, EfficientLoFTR's feature map, EoMT-DINOv3's pixels); ``None``: none does, or none takes it."""
+def own_position_class(config: Any) -> type | None:
+    """The ``*RotaryEmbedding`` class of the config's modeling module whose ``__init__`` takes the config's class, where
+    every such class computes its own positions (its forward takes no ``position_ids``: Llama 4's vision tower's patch
+    grid, EfficientLoFTR's feature map, EoMT-DINOv3's pixels); ``None``: none does, or none takes it."""
     try:
         module = _modeling(config)
     except ImportError:  # a config class without a modeling module
         return None
     found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
     found = [cls for cls in found if isinstance(cls, type) and _takes(cls, config)]
-    own = [(cls, list(inspect.signature(cls.forward).parameters)[1:]) for cls in found]
-    if not own or any("position_ids" in args for _, args in own):
+    if not found or any("position_ids" in inspect.signature(cls.forward).parameters for cls in found):
         return None
-    return f"{own[0][0].__name__}.forward({', '.join(own[0][1])})"
+    return found[0]
+
+
+def model_own_positions(config: Any) -> str | None:
+    """``"Cls.forward(args)"`` of :func:`own_position_class` (the rotary that computes its own positions); ``None``:
+    none does."""
+    cls = own_position_class(config)
+    if cls is None:
+        return None
+    return f"{cls.__name__}.forward({', '.join(list(inspect.signature(cls.forward).parameters)[1:])})"
 
 
 def per_layer(config: Any, layer_type: str) -> Any:
@@ -312,8 +320,9 @@ def model_rotation(config: Any) -> tuple[str, str, str] | None:
         module = _modeling(config)
     except ImportError:
         return None
+    own = own_position_class(config)  # Llama 4's vision tower: its own attention's rotation, not the text model's
     try:
-        tower = _tower(rotary_class(config).__name__)
+        tower = _tower((own or rotary_class(config)).__name__)
     except LookupError:  # GPT-J, CodeGen: sinusoidal positions without a rotary class, in the language model
         tower = ""
     return _module_rotation(module.__name__, bool(config_value(config, "rope_interleave", False)), tower)

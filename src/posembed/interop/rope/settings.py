@@ -205,7 +205,7 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict, 
         odd = int(head_dim * partial) == rotary_dim - 1  # an odd width: transformers rounds its frequencies up
         partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
-        layer_type=layer, rope_type=params["rope_type"], theta=params["rope_theta"],
+        layer_type=layer, rope_type="axial" if width.axial is not None else params["rope_type"], theta=params["rope_theta"],
         theta_given=_theta_given(raw, hf, layer, params["rope_theta"], fields.get(layer)),
         head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
         rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,

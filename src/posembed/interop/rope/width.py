@@ -4,7 +4,9 @@ Where transformers knows the model type, its own code answers (:mod:`posembed.in
 width of its config object (``head_dim`` through the class's ``attribute_map`` aliases and field defaults, else
 ``hidden_size // num_attention_heads``), the widths its rotary embedding builds per layer type, and the pairs its
 attention's rotation function rotates; a config whose rotary embedding computes its own positions (its forward takes
-no ``position_ids``: Llama 4's vision tower, EfficientLoFTR, EoMT-DINOv3) is refused. Without transformers (or for a model type or config it refuses) the dict
+no ``position_ids``) is read as the axial RoPE of its own patch grid where its table is one (Llama 4's vision tower:
+:func:`~posembed.interop.rope.axial.model_grid_axial`, the coordinates it rotates at in ``axial.positions()``), and
+refused otherwise (EfficientLoFTR, EoMT-DINOv3). Without transformers (or for a model type or config it refuses) the dict
 is read as written: ``head_dim``, else multi-head latent attention's ``qk_rope_head_dim``, else
 ``hidden_size // num_attention_heads``; interleaved pairs where ``rope_interleave`` is true, NeoX halves otherwise.
 """
@@ -16,7 +18,7 @@ from typing import Mapping
 
 from posembed.interop.rope.model import (config_value, model_forward_mscale, model_own_positions, model_rotation, model_widths,
                                          transformers_config)
-from posembed.interop.rope.axial import AxialSettings, model_axial
+from posembed.interop.rope.axial import AxialSettings, model_axial, model_grid_axial
 from posembed.interop.rope.sections import MRopeSections, model_sections
 
 __all__ = ["RotaryWidth", "rotary_width"]
@@ -79,14 +81,14 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
         model, mrope, axial, mscale = None, None, None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
-        own = model_own_positions(hf)
-        if own is not None:
+        own, grid = model_own_positions(hf), None
+        if own is not None and (grid := model_grid_axial(hf)) is None:
             raise ValueError(f"{type(hf).__name__}: its rotary embedding computes its own positions ({own}); "
                              "posembed does not model it")  # fmt: skip
         hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
         max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
         rotation = model_rotation(hf) or ("half", "forward", "first")
-        head_dim, mrope, axial = config_value(hf, "head_dim"), model_sections(hf), model_axial(hf)
+        head_dim, mrope, axial = config_value(hf, "head_dim"), model_sections(hf), grid or model_axial(hf)
         mscale = model_forward_mscale(hf) if axial is None and mrope is None else None
         if axial is not None:  # the pairs its forward lays out (the rotation function takes its cos / sin as given)
             rotation = (axial.layout, "forward", "first")
