@@ -22,7 +22,7 @@ import torch
 from posembed.interop.rope.model import config_value, model_rotation, own_position_class, rotary_class, rotary_classes
 from posembed.positions import CLS_PLACES, patch_grid_positions
 
-__all__ = ["AxialSettings", "axial_class", "model_axial", "model_grid_axial", "pair_form"]
+__all__ = ["AxialSettings", "axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,13 @@ def _own_table(embedding: Any, config: Any) -> torch.Tensor | None:
     if not isinstance(out, torch.Tensor) or not out.is_complex() or not torch.equal(out, other):
         return None
     return out.reshape(-1, out.shape[-1])  # Llama 4's (T, 1, P)
+
+
+def own_grid_table(config: Any) -> torch.Tensor | None:
+    """The ``(T, P)`` complex table of the config's rotary module that computes its own positions (what
+    :func:`model_grid_axial` reads), or ``None``."""
+    cls = own_position_class(config)
+    return None if cls is None else _own_table(cls(copy.deepcopy(config)), config)
 
 
 def _grids(tokens: int) -> list[tuple[int, str | None]]:

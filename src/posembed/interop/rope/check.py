@@ -185,7 +185,9 @@ def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[T
 def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None) -> tuple[Tensor, float]:
     layer = None if s.layer_type == ALL_LAYERS else s.layer_type
     config = copy.deepcopy(hf_config)  # the init functions standardise the config in place
-    if s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
+    if s.axial is not None and s.axial.grid is not None:  # a module that rotates at its own grid: its table's angles
+        inv_freq, factor = _grid_frequencies(config, s)
+    elif s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
         from posembed.interop.rope.axial import axial_class
 
         inv_freq, factor = axial_class(config).compute_axial_rope_parameters(config)
@@ -197,6 +199,16 @@ def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | No
 
         inv_freq, factor = ROPE_INIT_FUNCTIONS[s.rope_type](config, None, seq_len=seq_len, layer_type=layer)
     return inv_freq.float(), float(factor)
+
+
+def _grid_frequencies(hf_config: Any, s: RopeSettings) -> tuple[Tensor, float]:
+    """The frequencies of a module that rotates at its own patch grid (Llama 4's vision tower): the angles of its own
+    table at the token its grid places at ``(1, 1)``, where every pair turns by its frequency once."""
+    from posembed.interop.rope.axial import own_grid_table
+
+    table, coords = own_grid_table(hf_config), s.axial.positions()
+    row = table[int((coords == 1).all(-1).nonzero()[0])]
+    return torch.angle(row).float(), float(row.abs().double().mean())
 
 
 def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[tuple[Comparison, ...], str]:
