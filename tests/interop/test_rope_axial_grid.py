@@ -46,12 +46,13 @@ def test_llama4_vision_is_read_as_its_axial_rope_at_its_own_grid():
 def test_rope_check_compares_it_with_its_own_table():
     """``rope check`` reads the frequencies off the module's own table (its forward takes no positions, and the
     tower has no init function to call), and a wrong reading would show."""
-    from posembed.interop.rope.check import check_rope_config
+    from posembed.interop.rope.check import check_rope_config, format_report
 
     report = check_rope_config(transformers.Llama4VisionConfig(**SMALL).to_dict())
     (layer,) = report.layers
     assert layer.comparisons and all(c.equal for c in layer.comparisons), layer.comparison_note
     assert layer.settings.axial.grid is not None
+    assert "rotates a 4 x 4 patch grid at (row + 1, column + 1), the class token at (0, 0), last" in format_report(report)
 
 
 def test_the_small_tower_is_exact_in_full_tensors():

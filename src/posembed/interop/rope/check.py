@@ -329,6 +329,10 @@ def _layer_lines(layer: LayerReport) -> list[str]:
                  f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
     if layer.switch_at:
         lines.append(f"  switches at sequence length > {layer.switch_at}")
+    if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at
+        cls = f"the class token at (0, 0), {s.axial.cls_token}" if s.axial.cls_token else "no class token"
+        lines.append(f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
+                     f"{s.axial.grid_offset}), {cls} (posembed.positions.patch_grid_positions)")  # fmt: skip
     for c in layer.comparisons:
         mark = "equal" if c.equal else "DIFFERENT"
         lines.append(f"  vs transformers (seq_len {c.seq_len}): {mark}, inv_freq max rel diff {c.max_inv_freq_rel_diff:.2e}, "
