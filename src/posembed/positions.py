@@ -1,7 +1,8 @@
 """Position ids, explicit everywhere: shape ``(T,)`` or ``(B, T)``.
 
 Helpers derive them from a padding mask, from document boundaries in packed sequences and
-from a cache offset, and build the ``(row, column)`` coordinates of a patch grid (:func:`patch_grid_positions`). Every default equals ``arange(T)``. They take tensors or nested Python
+from a cache offset, and build the coordinates of a grid (:func:`grid_coordinates`,
+:func:`patch_grid_positions`). Every default equals ``arange(T)``. They take tensors or nested Python
 lists of integers (converted with ``torch.as_tensor``), and build on the device of the tensor
 they are given.
 
@@ -29,6 +30,7 @@ __all__ = [
     "positions_from_documents",
     "positions_with_offset",
     "resolve_positions",
+    "grid_coordinates",
     "patch_grid_positions",
     "MAX_POSITION",
     "CLS_PLACES",
@@ -221,6 +223,29 @@ def resolve_positions(
     return position_ids
 
 
+def grid_coordinates(*sizes: int, device: torch.device | str | None = None) -> Tensor:
+    """Integer coordinates of every cell of a grid, in row-major order.
+
+    Shape:
+        sizes ``(h, w)`` -> ``(h * w, 2)``; ``(h, w, d)`` -> ``(h * w * d, 3)``; long.
+
+    Example:
+        >>> grid_coordinates(2, 3)
+        tensor([[0, 0],
+                [0, 1],
+                [0, 2],
+                [1, 0],
+                [1, 1],
+                [1, 2]])
+    """
+    if not sizes:
+        raise ValueError("grid_coordinates needs at least one size")
+    for axis, size in enumerate(sizes):
+        check_positive_int(size, f"size of axis {axis}")
+    axes = [torch.arange(size, device=device) for size in sizes]
+    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(sizes))  # (T, n)
+
+
 def patch_grid_positions(
     height: int, width: int, *, offset: int = 0, cls_token: str | None = None, device: torch.device | str | None = None
 ) -> Tensor:
@@ -243,8 +268,7 @@ def patch_grid_positions(
         raise ValueError(f"offset must be >= 0, got {offset}")
     if cls_token is not None and cls_token not in CLS_PLACES:
         raise ValueError(f"cls_token must be one of {CLS_PLACES} or None, got {cls_token!r}")
-    rows, columns = torch.meshgrid(default_positions(height, device), default_positions(width, device), indexing="ij")
-    grid = torch.stack([rows.flatten(), columns.flatten()], dim=-1) + offset  # (H W, 2)
+    grid = grid_coordinates(height, width, device=device) + offset  # (H W, 2)
     if cls_token is None:
         return grid
     origin = grid.new_zeros(1, 2)

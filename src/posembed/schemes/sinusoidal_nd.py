@@ -33,7 +33,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from posembed._checks import check_index_tensor, check_positive_int
+from posembed._checks import check_index_tensor
+from posembed.positions import grid_coordinates  # re-exported: a grid's coordinates are position ids
 from posembed.schemes.base import AbsoluteScheme
 from posembed.schemes.sinusoidal import Layout, Sinusoidal, check_sinusoid_args, sinusoidal_table
 
@@ -79,29 +80,6 @@ def check_axis_channels(dim: int, num_axes: int, name: str = "the grid sinusoid"
         f"{' + '.join(map(str, blocks))}); the smallest width that gives every axis channels is {2 * num_axes}, "
         f"the next one above {dim} is {above}"
     )
-
-
-def grid_coordinates(*sizes: int, device: torch.device | str | None = None) -> Tensor:
-    """Integer coordinates of every cell of a grid, in row-major order.
-
-    Shape:
-        sizes ``(h, w)`` -> ``(h * w, 2)``; ``(h, w, d)`` -> ``(h * w * d, 3)``; long.
-
-    Example:
-        >>> grid_coordinates(2, 3)
-        tensor([[0, 0],
-                [0, 1],
-                [0, 2],
-                [1, 0],
-                [1, 1],
-                [1, 2]])
-    """
-    if not sizes:
-        raise ValueError("grid_coordinates needs at least one size")
-    for axis, size in enumerate(sizes):
-        check_positive_int(size, f"size of axis {axis}")
-    axes = [torch.arange(size, device=device) for size in sizes]
-    return torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(sizes))  # (T, n)
 
 
 def sinusoidal_nd_table(

@@ -204,17 +204,14 @@ def model_grid_axial(config: Any) -> AxialSettings | None:
     ``None``: no such module, or a table no grid gives (EfficientLoFTR's feature map, EoMT-DINOv3's pixel centres)."""
     from posembed.schemes.axial_rope import AxialRotary
 
-    cls = own_position_class(config)
-    rotation = model_rotation(config)
-    if cls is None or rotation is None:
-        return None
     try:
-        table = _own_table(cls(copy.deepcopy(config)), config)
+        table = own_grid_table(config)
         base = float((getattr(config, "rope_parameters", None) or {}).get("rope_theta", 10000.0))
     except Exception as error:  # noqa: BLE001 - a module that cannot be built or called is not read
         logger.debug("the rotary module of %s cannot be read at its own grid: %s", type(config).__name__, error)
         return None
-    if table is None or table.shape[-1] % 2:
+    rotation = None if table is None or table.shape[-1] % 2 else model_rotation(config)
+    if rotation is None:
         return None
     sin, pairs = table.imag.float(), table.shape[-1]  # (T, P): two axes of P / 2 frequencies each
     for (side, place), offset in itertools.product(_grids(table.shape[0]), (0, 1)):
