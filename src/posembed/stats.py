@@ -113,15 +113,10 @@ class Decision:
     p_equivalence_adjusted: float
     mdd: float
     note: str = field(default="")
-    #: the level the MDD is stated at (the family's first Holm level for a primary comparison)
-    level: float = ALPHA
-
-    def seeds_needed(self) -> int | None:
-        """Seeds per arm that would detect a true difference of the size seen, at :attr:`level`
-        with 80 % power (:func:`~posembed.power.seeds_to_detect`); ``None`` where it cannot be said."""
-        est = estimate(self.comparison)
-        return seeds_to_detect(self.difference, se=est.se, df=est.df, units=len(self.comparison.values_a),
-                               test=self.comparison.test, alpha=self.level)
+    #: for a "cannot tell": the seeds per arm that would detect a true difference of the size seen at
+    #: the MDD's level with 80 % power (:func:`~posembed.power.seeds_to_detect`); ``None`` otherwise
+    #: or where it cannot be said
+    seeds_needed: int | None = None
 
     def text(self, digits: int = 3) -> str:
         """``word (b - a = d [lo, hi], Holm p = ...; MDD ...)`` for a report's line."""
@@ -140,7 +135,7 @@ class Decision:
 
 def seeds_clause(decision: Decision) -> str:
     """``"; about N seeds per arm would detect the difference seen"`` for a "cannot tell", or ``""``."""
-    needed = decision.seeds_needed() if decision.word == CANNOT_TELL else None
+    needed = decision.seeds_needed if decision.word == CANNOT_TELL else None
     return f"; about {needed} seeds per arm would detect the difference seen" if needed else ""
 
 
@@ -324,8 +319,10 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
             p_adj = p_eq_adj = math.nan
             word, level = None, alpha
         note = "" if e.se > 0 else "no spread to test" if e.se == 0 else "fewer than two values per arm"
+        seeds = None if word != CANNOT_TELL else seeds_to_detect(e.difference, se=e.se, df=e.df, units=len(c.values_a),
+                                                                  test=c.test, alpha=level)
         decisions.append(Decision(c, word, e.difference, e.interval, e.label, e.p, p_adj, p_eq, p_eq_adj,
-                                  min_detectable_difference(e.se, e.df, level), note, level))
+                                  min_detectable_difference(e.se, e.df, level), note, seeds))
     return decisions
 
 
