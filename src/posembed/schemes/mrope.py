@@ -35,8 +35,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from posembed.schemes.axial_rope import SectionedRotary
-from posembed.schemes.axial_rope import axial_cos_sin
+from posembed.schemes.axial_rope import SectionedRotary, axial_cos_sin
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 from posembed.schemes.rotary_checks import check_base, check_head_dim, resolve_frequency_dim
 
