@@ -262,11 +262,11 @@ sys.exit(main(sys.argv[1:]))
 
 def test_a_new_subcommand_is_a_module_and_its_name(copy):
     """ARCHITECTURE.md: one module in ``cli/`` with ``register(subparsers)`` and its name in
-    ``cli.COMMANDS``; then ``posembed NAME`` runs it."""
+    ``cli.command.COMMANDS``; then ``posembed NAME`` runs it."""
     (copy / "cli" / "toy.py").write_text(COMMAND_FILE, encoding="utf-8")
     unnamed = _run(copy, COMMAND_CHECK, "toy", "3")
     assert unnamed.returncode == 2 and "invalid choice: 'toy'" in unnamed.stderr, unnamed.stderr
-    init = copy / "cli" / "__init__.py"
+    init = copy / "cli" / "command.py"
     text = init.read_text(encoding="utf-8")
     assert text.count('COMMANDS = ("encode", ') == 1
     init.write_text(text.replace('COMMANDS = ("encode", ', 'COMMANDS = ("toy", "encode", '), encoding="utf-8")

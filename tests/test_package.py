@@ -131,6 +131,6 @@ def test_version_answers_without_importing_torch():
 @pytest.mark.parametrize("argv, asks", [(["--version"], True), (["-v", "--version"], True),
                                         (["encode", "--version"], False), (["--help", "--version"], False), ([], False)])
 def test_only_a_top_level_version_option_is_answered_early(argv, asks):
-    from posembed.cli import _asks_version
+    from posembed.cli.command import _asks_version
 
     assert _asks_version(argv) is asks

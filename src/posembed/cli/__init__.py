@@ -1,10 +1,11 @@
 """The ``posembed`` command: a thin layer over importable functions.
 
 Each subcommand lives in its own module here with ``register(subparsers)``, which adds its
-parser and sets ``func(args) -> int``. Errors a user can fix (bad values, missing files,
-missing optional packages) end in one clear line on stderr and exit code 2, no traceback.
+parser and sets ``func(args) -> int``, and its name in ``command.COMMANDS``. Errors a user can fix
+(bad values, missing files, missing optional packages) end in one clear line on stderr and exit
+code 2, no traceback.
 
-Files (one module per subcommand):
+Files (one module per subcommand, and the two they share):
 
 =================== ============================================================================
 file                what
@@ -19,149 +20,13 @@ file                what
 ``lab``             ``posembed lab``: run, report and list a sweep
 ``lab_context``     ``posembed lab context`` and ``lab extend``: the context-extension study
 ``bench``           ``posembed bench``: the benchmark suites
+``command``         ``posembed`` itself: ``main``, the parser, ``COMMANDS``, how errors end
+``shared``          ``UserError``, the bundled default model, ``--device`` / ``--quiet``
 ``__main__``        ``python -m posembed.cli``, the same as ``posembed``
 =================== ============================================================================
 """
 
-from __future__ import annotations
+from posembed.cli.command import build_parser, main
+from posembed.cli.shared import DEFAULT_MODEL, DEFAULT_MODEL_HELP, UserError, add_run_options, model_folder
 
-import argparse
-import importlib
-import logging
-import os
-import sys
-
-__all__ = ["main", "UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
-
-#: subcommand modules, in the order ``posembed --help`` lists them
-COMMANDS = ("encode", "schemes", "inspect", "lab", "bench", "extend", "rope", "check_positions", "models")
-
-#: the bundled model every model-taking command falls back to (``posembed models`` says where it is)
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
-#: how a model-taking command's help names its default
-DEFAULT_MODEL_HELP = f"default: {DEFAULT_MODEL}, the bundled model; `posembed models` prints its folder"
-
-
-def package_version() -> str:
-    """The installed distribution's version (from its metadata), or ``"unknown"`` outside one."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("posembed")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def add_run_options(parser: argparse.ArgumentParser, device_help: str, finished: str) -> None:
-    """``--device`` (default ``auto``) and ``-q/--quiet`` for a command that runs on a device and
-    reports progress (a bar on a terminal, else one line per ``finished`` unit on stderr)."""
-    parser.add_argument("--device", default="auto", help=device_help)
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help=f"no progress (default: a bar on a terminal, else one line per finished {finished} on stderr)")
-
-
-class UserError(Exception):
-    """An error the user can fix; the CLI prints its message without a traceback."""
-
-
-def model_folder(model, argument: str):
-    """``model`` as a ``Path``, or the bundled model's folder (:data:`DEFAULT_MODEL`) when it is ``None``."""
-    from pathlib import Path
-
-    from posembed._hints import package_hint
-    from posembed.encode_report import MODEL_PACKAGE, default_model_path
-
-    if model is not None:
-        return Path(model)
-    try:
-        return default_model_path()
-    except ModuleNotFoundError as error:
-        raise UserError(
-            f"no {argument} given and the default model's package is not installed: {package_hint(MODEL_PACKAGE)}"
-        ) from error
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with the closest choice suggested for a mistyped one (``posembed inspct``,
-    ``--method interpolat``); subcommand parsers inherit it."""
-
-    def _check_value(self, action: argparse.Action, value) -> None:
-        if action.choices is not None and isinstance(value, str) and value not in action.choices:
-            from posembed._checks import did_you_mean
-
-            hint = did_you_mean(value, [str(choice) for choice in action.choices])
-            if hint:
-                known = ", ".join(str(choice) for choice in action.choices)
-                raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint}; choose from {known}")
-        super()._check_value(action, value)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="posembed",
-        description="Positional encodings for transformers: encode, inspect, compare.",
-    )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)")
-    parser.add_argument("--version", action="version", version=f"posembed {package_version()}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"posembed.cli.{name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"posembed.cli.{name}":
-                continue
-            raise
-        module.register(subparsers)
-    return parser
-
-
-def _asks_version(argv: list[str]) -> bool:
-    """Whether ``--version`` comes among the options before the subcommand (answered without
-    building the parser, whose subcommand modules import torch)."""
-    for arg in argv:
-        if arg == "--version":
-            return True
-        if arg in ("-h", "--help") or not arg.startswith("-"):
-            return False
-    return False
-
-
-def main(argv: list[str] | None = None) -> int:
-    if _asks_version(sys.argv[1:] if argv is None else argv):
-        print(f"posembed {package_version()}")
-        return 0
-    # posembed reads local checkpoints only; never reach for a hub at run time
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except (UserError, ValueError, TypeError, FileNotFoundError, NotADirectoryError, UnicodeDecodeError) as error:
-        print(f"posembed {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as error:
-        from posembed._hints import install_hint
-
-        print(
-            f"posembed {args.command}: error: the optional package {error.name!r} is needed here; "
-            f"install it with: {install_hint(error.name)}",
-            file=sys.stderr,
-        )
-        return 2
-    except BrokenPipeError:
-        # the reader went away (``posembed schemes | head``): stop quietly
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print(f"posembed {args.command}: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+__all__ = ["main", "build_parser", "UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
