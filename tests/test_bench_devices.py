@@ -86,7 +86,7 @@ def _fake_suite(name: str, seen: dict):
 
 
 def test_run_suites_hands_the_device_over_and_checks_targets_on_the_cpu(tmp_path, monkeypatch, cuda_calls):
-    import posembed.bench as bench
+    import posembed.bench.run as bench
 
     seen: dict = {}
     monkeypatch.setitem(sys.modules, "tests.fake_suite", _fake_suite("fake", seen))

@@ -92,7 +92,7 @@ def _fake_suite(name):
 
 
 def test_bench_reports_each_suite(tmp_path, capsys, monkeypatch):
-    import posembed.bench as bench
+    import posembed.bench.run as bench
 
     for name in ("fake_a", "fake_b"):
         monkeypatch.setitem(sys.modules, f"tests.lab.{name}", _fake_suite(name))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from posembed._hints import extra_hint
 from posembed._times import quote
+from posembed.bench.suites import SUITES
 from posembed.cli import UserError, add_run_options
 from posembed.devices import DEVICE_HELP
 
-SUITES = ("embeddings", "rope", "attention", "training")  # posembed.bench.SUITES, without importing torch
 #: the time is posembed._times.TIMES["bench-quick"] (measured 2026-11-26: 72 s of CPU time for the four
 #: suites; 9 min 44 s of wall time at load average 20 on 2 shared cores)
 QUICK_HELP = f"small shapes: {quote('bench-quick')}, longer in proportion on a busy one (a full run: about 12 minutes)"
