@@ -44,7 +44,7 @@ from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.lengthgen.presets import lengthgen
 
 __all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES", "Primary", "PRIMARY", "primary_comparisons",
-           "MARGINS"]
+           "RATIO_MARGIN"]
 
 #: algorithmic tasks: train on operand lengths <= L, test to 3 L (Kazemnejad et al.: 2x)
 _ALGO_SCALES = (0.5, 1.0, 1.5, 2.0, 3.0)
@@ -124,10 +124,9 @@ def _calibration() -> ExperimentConfig:
     )
 
 
-#: equivalence margins ("alike" needs the whole difference within +/- this), by what is compared:
-#: validation loss in nats (0.02: perplexities within 2 %), accuracy and exact match (5 points), and
-#: log perplexity ratios (log 1.05: ratios within 5 %)
-MARGINS = {"val_loss": 0.02, "accuracy": 0.05, "exact_match": 0.05, "ratio": 0.0488}
+#: equivalence margin of a log perplexity ratio ("alike" needs the whole difference within +/- log 1.05:
+#: ratios within 5 %); a metric's own is its ``Metric.margin`` (:data:`posembed.lab.task_registry.METRICS`)
+RATIO_MARGIN = 0.0488
 
 
 @dataclass(frozen=True)

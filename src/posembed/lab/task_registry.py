@@ -39,19 +39,22 @@ MODELS = ("decoder", "encoder")
 @dataclass(frozen=True)
 class Metric:
     """A metric a task records: its ``name`` (``EvalPoint.metric``), the ``label`` reports print,
-    whether larger is better and whether it is a ``fraction`` (a value in [0, 1])."""
+    whether larger is better, whether it is a ``fraction`` (a value in [0, 1]) and its equivalence
+    ``margin``: a report calls two groups "alike" on it only when the whole difference is within
+    +/- this (``None``: never judged)."""
 
     name: str
     label: str
     higher_is_better: bool
     fraction: bool = False
+    margin: float | None = None
 
 
 #: metric name -> what it is
 METRICS: dict[str, Metric] = {metric.name: metric for metric in (
-    Metric("accuracy", "accuracy", higher_is_better=True, fraction=True),
-    Metric("exact_match", "exact match", higher_is_better=True, fraction=True),
-    Metric("val_loss", "validation loss", higher_is_better=False),
+    Metric("accuracy", "accuracy", higher_is_better=True, fraction=True, margin=0.05),  # 5 points
+    Metric("exact_match", "exact match", higher_is_better=True, fraction=True, margin=0.05),
+    Metric("val_loss", "validation loss", higher_is_better=False, margin=0.02),  # nats: perplexities within 2 %
     Metric("perplexity", "perplexity", higher_is_better=False),
 )}
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posembed.lab.config import BASE_BESIDE
-from posembed.lab.presets import MARGINS, Primary, primary_comparisons
+from posembed.lab.presets import RATIO_MARGIN, Primary, primary_comparisons
 from posembed.lab.report.tables import LabData, metric_lengths, train_length
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.task_registry import METRICS, task_entry
@@ -97,16 +97,16 @@ def group_comparison(data: LabData, name: str, task: str, a: tuple[str, str], b:
         values_a, values_b = ratio_values(trials_a), ratio_values(trials_b)
         if not all(math.isfinite(v) for v in (*values_a.values(), *values_b.values())):
             return None
-        higher, margin, log = False, MARGINS["ratio"], True
+        higher, margin, log = False, RATIO_MARGIN, True
     elif measure == "beyond":
         metric = judged_metric(task)
         values_a, values_b = beyond_values(trials_a, metric), beyond_values(trials_b, metric)
-        higher, margin, log = METRICS[metric].higher_is_better, MARGINS.get(metric, 0.05), False
+        higher, margin, log = METRICS[metric].higher_is_better, METRICS[metric].margin, False
     else:
         metric = judged_metric(task)
         length = train_length(trials_a)
         values_a, values_b = seed_values(trials_a, metric, length), seed_values(trials_b, metric, length)
-        higher, margin, log = METRICS[metric].higher_is_better, MARGINS[metric], False
+        higher, margin, log = METRICS[metric].higher_is_better, METRICS[metric].margin, False
     if not values_a or not values_b:
         return None
     xs, ys, test = _paired(values_a, values_b)
@@ -149,7 +149,7 @@ def _press(data: LabData) -> list[Comparison]:
         if len(ratios) >= 2 and all(math.isfinite(r) for r in ratios.values()):
             values = tuple(ratios[s] for s in sorted(ratios))
             found.append(Comparison(f"Press: {scheme} fails beyond L (8x/1x ratio >= {FAIL_RATIO})", scheme, THRESHOLD,
-                                    values, (FAIL_RATIO,) * len(values), False, MARGINS["ratio"], test="paired",
+                                    values, (FAIL_RATIO,) * len(values), False, RATIO_MARGIN, test="paired",
                                     log_scale=True))
     for scheme in PRESS_SCHEMES:
         if scheme != "alibi":
@@ -193,8 +193,8 @@ class LabDecisions:
 
     def margin_note(self) -> str:
         return (f"'alike' only where an equivalence test (TOST) puts the whole difference within the margin: "
-                f"{MARGINS['val_loss']} nats of validation loss, {MARGINS['accuracy']:.0%} points of accuracy or exact "
-                f"match, {math.exp(MARGINS['ratio']) - 1:.0%} of a perplexity ratio")
+                f"{METRICS['val_loss'].margin} nats of validation loss, {METRICS['accuracy'].margin:.0%} points of "
+                f"accuracy or exact match, {math.exp(RATIO_MARGIN) - 1:.0%} of a perplexity ratio")
 
 
 def family(data: LabData) -> tuple[list[Comparison], tuple[Primary, ...], tuple[Primary, ...]]:
