@@ -33,7 +33,7 @@ from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.methods import extended
 from posembed.lab.context.models import build_context_model
-from posembed.lab.context.presets import ContextConfig, train_id_of
+from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import ContextStore
 from posembed.lab.context.train import finetune_config, trained_model
 
@@ -97,7 +97,7 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     known = store.models(cfg.train_id)
     # the stored studies that train under this id: a model retrained here drops its rows in each
-    mates = [config for config, (_, body) in store.configs().items() if train_id_of(body) == cfg.train_id]
+    mates = store.training_under(cfg.train_id)
     folder, trained = out / "models" / cfg.train_id, {}
     # (name, how a fresh one is built, its folder): the models at L, then the fine-tunes of RoPE
     plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), folder / name)
