@@ -1,16 +1,18 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
 Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``
-(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`,
-which keeps each model as a lab checkpoint under ``<out>/models/<train id>/<model>/``; the run
-stores its facts and, for a model retrained, drops the rows measured on the old one), then store
-the config and evaluate every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which
-only measures), each evaluation stored in ``<out>/context.sqlite`` as it is measured
-(:class:`~posembed.lab.context.store.ContextStore`, one transaction per length). Models are keyed by the training fields only, so a study that
-changes only its evaluation reuses them. A second run of the same config skips what is stored,
-so an interrupted study resumes; a stored model whose build differs from what this code builds
-(a reference's settings changed) is retrained, with a warning, and its rows evaluated again.
-The report (:mod:`posembed.lab.report.context`) reads the store afterwards.
+(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes
+(:mod:`~posembed.lab.context.train`, which keeps each model as a lab checkpoint under
+``<out>/models/<train id>/<model>/``; the run stores its facts and, for a model retrained, drops the
+rows measured on the old one), then store the config and evaluate every (model, method, length)
+(:mod:`~posembed.lab.context.evaluate`, which only measures), each evaluation stored in
+``<out>/context.sqlite`` as it is measured (:class:`~posembed.lab.context.store.ContextStore`, one
+transaction per length). Models are keyed by the training fields only, so a study that changes only
+its evaluation reuses them. A second run of the same config skips what is stored, so an interrupted
+study resumes; a stored model whose build differs from what this code builds (a reference's settings
+changed) is retrained, with a warning, and its rows evaluated again.
+The report (:mod:`posembed.lab.report.context`) reads the store afterwards (:func:`run_study` hands
+it on, open).
 
 Models train and evaluate on ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` =
 CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed.devices.autocast`),
@@ -67,23 +69,25 @@ def run_context(
     store's path. ``progress``: ``False`` (default) none; ``None`` a bar on a terminal and a line
     per finished step otherwise (INFO records of :data:`~posembed._progress.LAB_LOGGER`);
     ``"bar"`` / ``"lines"`` that style."""
-    return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress)
+    return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress).path
 
 
-def run_study(runs: list[ContextConfig], out: Path, device: torch.device, progress: bool | str | None = False) -> Path:
-    """:func:`run_context` of a study's runs (one config per seed) on a resolved ``device``."""
-    total = study_steps(runs[0]) * len(runs)
-    events = (event for run in runs for event in _seed_steps(run, out, device))
+def run_study(runs: list[ContextConfig], out: Path, device: torch.device,
+              progress: bool | str | None = False) -> ContextStore:
+    """:func:`run_context` of a study's runs (one config per seed) on a resolved ``device``; returns the
+    store they ran into (``<out>/context.sqlite``), opened once for all of them."""
+    total, store = study_steps(runs[0]) * len(runs), ContextStore(out / STORE_NAME)
+    events = (event for run in runs for event in _seed_steps(run, store, out, device))
     with Progress(total, mode=progress_mode(progress), desc="context study", unit="step") as steps:
         for finished, label in events:
             if finished:
                 steps.advance(label)
             else:
                 steps.working_on(label)
-    return out / STORE_NAME
+    return store
 
 
-def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
+def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
     """One seed's run of the study, each step skipped when stored: train RoPE and the references at
     L, fine-tune RoPE, then evaluate RoPE with each method swapped in, the references as they are
     and the fine-tunes.
@@ -94,7 +98,6 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
     seed, scale = f"seed {cfg.seed}", cfg.finetune_scale
     tunes = {finetuned_name(method, scale): method for method in cfg.finetune_methods if cfg.finetune_steps}
     data = ContextData.load(cfg.text)
-    store = ContextStore(out / STORE_NAME)
     folder, trained = out / "models" / cfg.train_id, {}
 
     def rope_with(method: str, factor: float) -> nn.Module:
