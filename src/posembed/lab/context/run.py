@@ -87,7 +87,8 @@ def run_study(runs: list[ContextConfig], out: Path, device: torch.device,
     return store
 
 
-def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
+def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path,
+                device: torch.device) -> Iterator[tuple[bool, str]]:
     """One seed's run of the study, each step skipped when stored: train RoPE and the references at
     L, fine-tune RoPE, then evaluate RoPE with each method swapped in, the references as they are
     and the fine-tunes.
@@ -113,17 +114,16 @@ def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path, device: torc
                            seed=cfg.seed + 1) if tunes else None
     for name, make, where in plan:
         yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
-        trained[name], facts, stale = trained_model(cfg, name, name in store.models(cfg.train_id), where, data, make,
-                                                    tune if name in tunes else cfg, device)
-        if stale:  # built differently from what this code builds: its rows were measured on the replaced weights,
-            # in each stored study that trains under this id
+        trained[name], facts, stale = trained_model(cfg, name, name in store.models(cfg.train_id), where, data,
+                                                    make, tune if name in tunes else cfg, device)
+        if stale:  # built differently: its rows, in each study training under this id, measured the replaced weights
             gone = store.forget(cfg.train_id, name, store.training_under(cfg.train_id))
             logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
                            "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, where, gone)
         if facts is not None:
             store.put_model(cfg.train_id, name, facts)
         yield True, f"{seed}: {'fine-tuned' if name in tunes else 'trained'} {name}"
-    # the config is stored with its first rows (a study stored without rows had none a retrained model could drop)
+    # stored with its first rows (before them it had none that a retrained model could drop)
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     stored = store.evaluated(cfg.config_id)  # after training: a model retrained here has dropped its rows
     # (label, model name, method, the model at a length)
