@@ -17,10 +17,8 @@ depth        passkey depth in [0, 1]; -1 for metrics without one
 value        the number (NULL: not measurable, e.g. validation split too short)
 ============ =====================================================================
 
-Rows are keyed by :func:`config_id_of` (one seed's run), trained models by :func:`train_id_of`
-(the fields that shape them, :data:`TRAIN_FIELDS`), both hashed from a config's body
-(:meth:`~posembed.lab.context.presets.ContextConfig.to_dict`), so a study that changes only its
-evaluation reuses the models of one that trained alike (:meth:`ContextStore.training_under`).
+Rows are keyed by :func:`config_id_of` (one seed's run), trained models by :func:`train_id_of` (the
+fields that shape them), so studies that train alike share models (:meth:`ContextStore.training_under`).
 
 >>> import tempfile, pathlib
 >>> store = ContextStore(pathlib.Path(tempfile.mkdtemp()) / "c.sqlite")
@@ -73,13 +71,12 @@ def _digest(fields: dict) -> str:
 
 
 def config_id_of(body: dict) -> str:
-    """16 hex digits of a config body's SHA-256, the key of one seed's run (the name and the study's
-    list of ``seeds`` excluded, and each field of :data:`_LATER_DEFAULTS` at that value)."""
+    """:attr:`~posembed.lab.context.presets.ContextConfig.config_id` of a config body (``to_dict()``)."""
     return _digest({k: v for k, v in _hashed(body).items() if k not in ("name", "seeds")})
 
 
 def train_id_of(body: dict) -> str:
-    """16 hex digits over a config body's :data:`TRAIN_FIELDS`, the key of its trained models."""
+    """:attr:`~posembed.lab.context.presets.ContextConfig.train_id` of a config body: its :data:`TRAIN_FIELDS`."""
     return _digest({k: v for k, v in _hashed(body).items() if k in TRAIN_FIELDS})
 
 
