@@ -161,7 +161,8 @@ def test_self_attention_compiles_flex_when_auto_picks_it(monkeypatch):
 def test_lab_policy_for_cuda_without_cuda(monkeypatch):
     """autocast bf16 and fused AdamW are chosen for a CUDA device; the CPU keeps fp32 and the for-loop.
     The machine is told it has no CUDA (torch's autocast then warns), so this holds on a GPU machine too."""
-    from posembed.lab.train import autocast, make_optimizer
+    from posembed.devices import autocast
+    from posembed.lab.train import make_optimizer
     from tests.lab.conftest import tiny_trial
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -176,7 +177,7 @@ def test_lab_policy_for_cuda_without_cuda(monkeypatch):
 
 
 def test_on_device_wrapper_moves_inputs_and_outputs():
-    from posembed.lab.train import OnDevice
+    from posembed.devices import OnDevice
     from posembed.model import Decoder
 
     model = Decoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(8, 8)).eval()

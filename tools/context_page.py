@@ -112,8 +112,7 @@ def export_rate(runs: list[str], out: Path = RESULTS, avx2: str = "") -> Path:
     ``passkey-rate.json``, with the criterion the report counts by, the documents behind each value and
     each model's final training loss; ``avx2``: the same command run with torch's AVX2 kernels."""
     from posembed._io import atomic_write_text
-    from posembed.lab.context.presets import train_id_of
-    from posembed.lab.context.store import NO_DEPTH, ContextStore
+    from posembed.lab.context.store import NO_DEPTH, ContextStore, train_id_of
     from posembed.lab.report.context_verdicts import RETRIEVES
 
     def read(run: str) -> tuple[int, float, float, tuple[int, int]]:

@@ -86,7 +86,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
     "context_evaluate": (
         "lab/context/evaluate.py",
-        ("passkey_grid", "on_device", "evaluate_rows"),
+        ("passkey_grid", "evaluate_rows"),
         (
             "tests/lab/test_perplexity.py", "tests/lab/test_context_evaluate.py", "tests/lab/test_context_curriculum.py",
             "tests/lab/test_context_device.py", "tests/lab/test_context.py",

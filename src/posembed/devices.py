@@ -7,7 +7,11 @@
   block, huge-page advice) applies on a device. Only on ``cpu``: on CUDA the eager torch path
   is what was measured, and ``meta`` tensors have no data to stream.
 - :func:`autocast_dtype`: the dtype training autocasts to on a device (bf16 on CUDA; ``None``,
-  no autocast, on the CPU, where the lab's determinism and calibration are fp32).
+  no autocast, on the CPU, where the lab's determinism and calibration are fp32), and
+  :func:`autocast`, that context.
+- :func:`model_device`: where a model's parameters are; :class:`OnDevice` and :func:`on_device`: a
+  model elsewhere wrapped so that tensors go in to its device and come back to the CPU as fp32
+  (what the lab's scores read).
 
 Example:
     >>> resolve_device("cpu")
@@ -18,11 +22,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
+from torch import Tensor, nn
 
-__all__ = ["DEVICE_HELP", "DeviceError", "resolve_device", "cpu_tuned", "host_checks", "autocast_dtype"]
+__all__ = ["DEVICE_HELP", "DeviceError", "resolve_device", "cpu_tuned", "host_checks", "autocast_dtype", "autocast",
+           "model_device", "OnDevice", "on_device"]
 
 #: help text for a ``--device`` command-line option
 DEVICE_HELP = "where to run: auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N"
@@ -94,3 +101,44 @@ def host_checks(device: str | torch.device) -> bool:
 def autocast_dtype(device: str | torch.device) -> torch.dtype | None:
     """``torch.bfloat16`` on CUDA (training autocasts there), ``None`` elsewhere (plain fp32)."""
     return torch.bfloat16 if _device_type(device) == "cuda" else None
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA (:func:`autocast_dtype`), nothing elsewhere."""
+    dtype = autocast_dtype(device)
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where ``model``'s parameters are (the CPU for a model without any)."""
+    first = next(model.parameters(), None)
+    return torch.device("cpu") if first is None else first.device
+
+
+class OnDevice(nn.Module):
+    """What a task's ``evaluate`` calls: tensors in go to ``device``, the forward runs under
+    :func:`autocast`, tensors out come back to the CPU as fp32 (the tasks score on the CPU)."""
+
+    def __init__(self, model: nn.Module, device: torch.device) -> None:
+        super().__init__()
+        self.model, self.device = model, device
+
+    def forward(self, *args, **kwargs):
+        move = lambda t: t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t  # noqa: E731
+        with autocast(self.device):
+            out = self.model(*map(move, args), **{k: move(v) for k, v in kwargs.items()})
+        back = lambda t: t.float().cpu() if isinstance(t, Tensor) else t  # noqa: E731
+        return tuple(map(back, out)) if isinstance(out, tuple) else back(out)
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["model"], name)
+
+
+def on_device(model: nn.Module) -> nn.Module:
+    """``model`` itself on the CPU; elsewhere (:func:`model_device`) an :class:`OnDevice` of it, which
+    moves inputs to its device, runs under :func:`autocast` and brings outputs back to the CPU as fp32."""
+    device = model_device(model)
+    return model if device.type == "cpu" else OnDevice(model, device)

@@ -144,7 +144,8 @@ def test_the_training_fields_are_checked_once_for_trials_and_the_context_study(f
 
 
 def test_the_context_study_hashes_its_new_training_fields_only_away_from_their_defaults():
-    from posembed.lab.context.presets import ContextConfig, train_id_of
+    from posembed.lab.context.presets import ContextConfig
+    from posembed.lab.context.store import train_id_of
 
     study = ContextConfig(name="x")
     body = {k: v for k, v in study.to_dict().items() if k not in ("weight_decay", "beta2", "grad_clip", "optimizer")}

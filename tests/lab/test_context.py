@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.devices import resolve_device
+from posembed.devices import on_device, resolve_device
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.evaluate import evaluate_rows, on_device
+from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.extend import reevaluate_checkpoint
 from posembed.lab.context.run import finetuned_name, run_context
 from posembed.lab.context.store import ContextStore

@@ -7,7 +7,8 @@ import torch
 
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.train import IGNORE, _batch, finetune_config
-from posembed.lab.context.presets import ContextConfig, get_context_preset, train_id_of
+from posembed.lab.context.presets import ContextConfig, get_context_preset
+from posembed.lab.context.store import train_id_of
 from posembed.lab.tasks.passkey import KEY_PREFIX, QUESTION, min_length
 
 

@@ -9,18 +9,15 @@ import math
 import pytest
 import torch
 
-import posembed.lab.train as lab_train
-from posembed.devices import DeviceError
-from posembed.lab.context import evaluate as context_eval
+import posembed.devices as devices
+from posembed.devices import DeviceError, OnDevice, on_device
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.evaluate import on_device
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.extend import reevaluate_checkpoint
 from posembed.lab.context.run import run_context
 from posembed.lab.context.models import build_context_model
 from posembed.lab.context.train import train_steps
-from posembed.lab.train import OnDevice
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 CFG = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2)
@@ -59,7 +56,7 @@ def test_training_autocasts_where_the_device_policy_says(data, monkeypatch):
     seen = _autocast_seen(model)
     fp32 = train_steps(model, data, settings)
     assert seen == [False, False]  # the CPU trains in fp32
-    monkeypatch.setattr(lab_train, "autocast_dtype", lambda device: torch.bfloat16)  # what CUDA gets
+    monkeypatch.setattr(devices, "autocast_dtype", lambda device: torch.bfloat16)  # what CUDA gets
     model = build_context_model(CFG, "rope", data.vocab_size)  # the same initial weights and batches
     seen = _inputs_seen(model)
     loss = train_steps(model, data, settings)
@@ -71,7 +68,7 @@ def test_scores_read_fp32_cpu_outputs_from_the_device_wrapper(data, monkeypatch)
     model = build_context_model(CFG, "fire", data.vocab_size).eval()
     assert on_device(model) is model  # on the CPU: the model itself
     plain = evaluate_rows(model, data, 70, windows=2, depths=2, samples=2, seed=0, digits=5)
-    monkeypatch.setattr(lab_train, "autocast_dtype", lambda device: torch.bfloat16)
+    monkeypatch.setattr(devices, "autocast_dtype", lambda device: torch.bfloat16)
     wrapped = OnDevice(model, torch.device("cpu"))
     assert wrapped(torch.zeros(1, 8, dtype=torch.long)).dtype == torch.float32
     seen = _inputs_seen(model)
@@ -83,7 +80,7 @@ def test_scores_read_fp32_cpu_outputs_from_the_device_wrapper(data, monkeypatch)
 
 def test_a_model_off_the_cpu_is_scored_through_the_wrapper(monkeypatch):
     model = build_context_model(CFG, "nope", 11)
-    monkeypatch.setattr(context_eval, "model_device", lambda m: torch.device("cuda", 0))
+    monkeypatch.setattr(devices, "model_device", lambda m: torch.device("cuda", 0))
     wrapped = on_device(model)
     assert isinstance(wrapped, OnDevice) and wrapped.device == torch.device("cuda", 0) and wrapped.model is model
 

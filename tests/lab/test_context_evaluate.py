@@ -9,15 +9,15 @@ import pytest
 import torch
 from torch import nn
 
+from posembed.devices import OnDevice, model_device, on_device
 from posembed.lab.context import evaluate
 from posembed.lab.context import train as context_train
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.evaluate import on_device, passkey_grid
-from posembed.lab.context.train import model_device, train_steps
+from posembed.lab.context.evaluate import passkey_grid
+from posembed.lab.context.train import train_steps
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.models import build_context_model
 from posembed.lab.tasks.passkey import DIGITS, FILLER_SENTENCES, QUESTION, key_sentence, passkey_accuracy
-from posembed.lab.train import OnDevice
 
 CFG = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2)
 

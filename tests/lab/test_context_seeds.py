@@ -114,3 +114,31 @@ def test_a_store_with_three_seeds_loads_as_one_study(tmp_path):
     store.put_config(other.config_id, other.name, other.to_dict())
     with pytest.raises(ValueError, match="holds 2 studies"):
         Results.load(store.path)
+
+
+def test_an_open_store_reads_as_its_path_does(tmp_path):
+    store = ContextStore(tmp_path / "context.sqlite")
+    study = ContextConfig(name="context", context=96, seeds=(0, 1))
+    for run, value in zip(study.per_seed(), (5.0, 7.0)):
+        store.put_config(run.config_id, run.name, run.to_dict())
+        store.put(run.config_id, "rope", "yarn", 96, [("perplexity", NO_DEPTH, value)])
+    ids = [run.config_id for run in study.per_seed()]
+    opened, loaded = Results.of(store, ids), Results.load(store.path, ids)
+    assert (opened.seeds, opened.body, opened.values("rope", "yarn", 96, "perplexity")) == (
+        loaded.seeds, loaded.body, [5.0, 7.0])
+    with pytest.raises(ValueError, match=f"study nope is not in {tmp_path / 'context.sqlite'}; it holds: {ids[0]}"):
+        Results.of(store, "nope")
+
+
+def test_the_store_lists_the_studies_that_train_under_an_id(tmp_path):
+    store = ContextStore(tmp_path / "context.sqlite")
+    study = ContextConfig(name="context", context=96, seeds=(0, 1))
+    longer = with_overrides(study, ["scales=1,2,4,8,16", "methods=yarn"])  # evaluates more, trains alike
+    other = with_overrides(study, ["steps=10"])
+    for run in (*study.per_seed(), *longer.per_seed(), *other.per_seed()):
+        store.put_config(run.config_id, run.name, run.to_dict())
+    seed0 = study.per_seed()[0]
+    assert longer.per_seed()[0].config_id != seed0.config_id and longer.per_seed()[0].train_id == seed0.train_id
+    assert store.training_under(seed0.train_id) == [seed0.config_id, longer.per_seed()[0].config_id]
+    assert store.training_under(other.per_seed()[1].train_id) == [other.per_seed()[1].config_id]
+    assert store.training_under("0" * 16) == []

@@ -3,7 +3,8 @@
 Thin over :func:`posembed.lab.context.run.run_study` (train at context L and fine-tune, then
 evaluate every RoPE scaling method at 1x-8x L with perplexity and passkey retrieval beside the
 length-robust references), then :func:`posembed.lab.report.context.write_pages` of the
-:class:`~posembed.lab.report.context_results.Results` it stored, and over
+:func:`~posembed.lab.report.context.context_page` of the
+:class:`~posembed.lab.report.context_results.Results` in the store it ran into, and over
 :func:`posembed.lab.context.extend.reevaluate_checkpoint` (re-evaluate one stored RoPE model with
 another method, no retraining). Both take ``--device`` (auto: CUDA when present).
 """
@@ -90,15 +91,16 @@ def _device(spec: str):
 def run_context_command(args: argparse.Namespace) -> int:
     from posembed._progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.context.run import run_study
-    from posembed.lab.report.context import write_pages
+    from posembed.lab.report.context import context_page, write_pages
     from posembed.lab.report.context_results import Results
 
     runs, out, device = _study(args)
     with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
         store = run_study(runs, out, device, progress=False if args.quiet else None)
-    markdown, html = write_pages(Results.load(store, [run.config_id for run in runs]), out / "report")
+    page = context_page(Results.of(store, [run.config_id for run in runs]))
+    markdown, html = write_pages(page, out / "report")
     seeds = ", ".join(str(run.seed) for run in runs)
-    print(f"{runs[0].name} on {device}, seed{'s' if len(runs) > 1 else ''} {seeds}: results in {store}; "
+    print(f"{runs[0].name} on {device}, seed{'s' if len(runs) > 1 else ''} {seeds}: results in {store.path}; "
           f"report {markdown} and {html}")
     return 0
 

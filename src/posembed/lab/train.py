@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import did_you_mean
-from posembed.devices import autocast_dtype, resolve_device
+from posembed.devices import OnDevice, autocast, resolve_device
 from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
 from posembed.lab.schedule import warmup_cosine
 from posembed.lab.ddp import mean_across_ranks, rank_and_world
@@ -41,7 +41,7 @@ from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
 __all__ = [
     "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
-    "model_position_limit", "lr_at", "random_positions", "drift", "OnDevice", "adamw", "compile_training",
+    "model_position_limit", "lr_at", "random_positions", "drift", "adamw", "compile_training",
     "train_model", "Batches",
 ]
 
@@ -237,34 +237,6 @@ def deterministic(enabled: bool = True):
         torch.use_deterministic_algorithms(before)
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA (:func:`posembed.devices.autocast_dtype`), nothing elsewhere."""
-    dtype = autocast_dtype(device)
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
-
-
-class OnDevice(nn.Module):
-    """What a task's ``evaluate`` calls: tensors in go to ``device``, the forward runs under
-    :func:`autocast`, tensors out come back to the CPU as fp32 (the tasks score on the CPU)."""
-
-    def __init__(self, model: nn.Module, device: torch.device) -> None:
-        super().__init__()
-        self.model, self.device = model, device
-
-    def forward(self, *args, **kwargs):
-        move = lambda t: t.to(self.device, non_blocking=True) if isinstance(t, Tensor) else t  # noqa: E731
-        with autocast(self.device):
-            out = self.model(*map(move, args), **{k: move(v) for k, v in kwargs.items()})
-        back = lambda t: t.float().cpu() if isinstance(t, Tensor) else t  # noqa: E731
-        return tuple(map(back, out)) if isinstance(out, tuple) else back(out)
-
-    def __getattr__(self, name: str):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["model"], name)
-
-
 StepCallback = Callable[[int, float], None]
 #: step -> ``(inputs, targets)`` or ``(inputs, targets, position_ids)``, on the CPU (the loop moves them)
 Batches = Callable[[int], tuple[Tensor, ...]]
@@ -363,7 +335,7 @@ def train_model(
     """The lab's one training loop: ``cfg.steps`` steps of AdamW (:func:`make_optimizer`) over
     ``batches(step)`` (moved to ``device``), the learning rate by
     :func:`~posembed.lab.schedule.warmup_cosine` from ``cfg.lr`` to ``min_lr``, the forward under
-    :func:`autocast`, the loss :func:`~posembed.lab.tasks.loss_fn`, gradients clipped to
+    :func:`~posembed.devices.autocast`, the loss :func:`~posembed.lab.tasks.loss_fn`, gradients clipped to
     ``cfg.grad_clip`` (0: not clipped). The losses stay on the device until a logged step (every
     ``log_every`` and the last): then the window is read back at once and ``on_log(step, mean)``
     gets its mean. Returns every step's loss; warns (naming ``label``) when one is not finite.

@@ -3,7 +3,7 @@
 One direction of flow, one file per step: ``run`` builds each model (``models``), calls ``train``
 (which keeps each model as a checkpoint and returns its facts), then ``evaluate`` (which only
 measures), and writes both to ``store``; the report, :mod:`posembed.lab.report.context`, reads
-the store afterwards.
+the store the run hands on.
 
 =============== =====================================================================
 file            what
@@ -20,7 +20,8 @@ file            what
                 trained or reloaded from its checkpoint, with its facts for the run to store
 ``evaluate``    the scores of one model at one length (perplexity, passkey per depth);
                 it reads and writes nothing
-``store``       :class:`ContextStore`: the study's SQLite rows, resumable
+``store``       :class:`ContextStore`: the study's SQLite rows, resumable, keyed by the
+                ids it owns (:func:`config_id_of`, :func:`train_id_of`)
 ``run``         :func:`run_context`: every seed's models trained (fine-tunes included),
                 then evaluated, in order
 ``extend``      :func:`reevaluate_checkpoint` (``posembed lab extend``)

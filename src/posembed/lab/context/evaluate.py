@@ -5,24 +5,25 @@ writes the store).
   windows (:func:`posembed.lab.perplexity.lm_perplexity`, the loss the ``charlm`` task scores),
   passkey accuracy per depth (:func:`passkey_grid`) and their mean.
 - :func:`evaluate_at`: :func:`evaluate_rows` as a study sets it, at one of its lengths.
-- :func:`on_device`: what the scores call, a model whose outputs come back to the CPU as fp32
-  (the model itself on the CPU).
+
+The scores run on the CPU: a model elsewhere is scored through :func:`posembed.devices.on_device`
+(its outputs come back as fp32).
 """
 
 from __future__ import annotations
 
 import logging
+
 from torch import nn
 
+from posembed.devices import on_device
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.context.train import model_device
 from posembed.lab.perplexity import lm_perplexity
 from posembed.lab.tasks.passkey import depth_grid, min_length, passkey_accuracy
-from posembed.lab.train import OnDevice
 
-__all__ = ["evaluate_rows", "evaluate_at", "passkey_grid", "on_device"]
+__all__ = ["evaluate_rows", "evaluate_at", "passkey_grid"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +38,6 @@ def passkey_grid(
                                 digits=digits)
         for index, depth in enumerate(depths)
     }
-
-
-def on_device(model: nn.Module) -> nn.Module:
-    """``model`` itself on the CPU; elsewhere a wrapper that moves inputs to its device, runs under
-    bf16 autocast on CUDA and brings outputs back to the CPU as fp32 (what the scores read)."""
-    device = model_device(model)
-    return model if device.type == "cpu" else OnDevice(model, device)
 
 
 def evaluate_rows(model: nn.Module, data: ContextData, length: int, *, windows: int, depths: int, samples: int,

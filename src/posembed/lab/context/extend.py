@@ -9,10 +9,10 @@ import torch
 
 from posembed._checks import check_number
 from posembed._progress import Progress, progress_mode
-from posembed.devices import resolve_device
+from posembed.devices import on_device, resolve_device
 from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.evaluate import evaluate_rows, on_device
+from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.methods import extended
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH

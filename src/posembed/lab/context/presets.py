@@ -28,8 +28,6 @@ ValueError: unknown context key 'step'; keys: dim, depth, heads, text, context, 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import typing
 from dataclasses import dataclass
 from typing import Callable
@@ -37,10 +35,10 @@ from typing import Callable
 from posembed._checks import did_you_mean
 from posembed.lab.config import TrainingConfig, check_fields
 from posembed.lab.context.methods import METHODS
+from posembed.lab.context.store import config_id_of, train_id_of
 from posembed.schemes.factory import REFERENCE_SCHEMES
 
-__all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "SMOKE_REFERENCES", "get_context_preset", "with_overrides",
-           "train_id_of", "TRAIN_FIELDS"]
+__all__ = ["ContextConfig", "CONTEXT_PRESETS", "REFERENCES", "SMOKE_REFERENCES", "get_context_preset", "with_overrides"]
 
 #: schemes trained at L and evaluated as they are (no extension): the no-extension references,
 #: in the order tables list them (the factory entries with a ``reference``, by its rank)
@@ -133,37 +131,18 @@ class ContextConfig(TrainingConfig):
         """16 hex digits of the config's SHA-256: one seed's run (the name and the study's list of
         ``seeds`` excluded: equal runs share rows, and a run keeps its id when the study adds seeds;
         ``passkey_adjacent_steps`` 0, what every study stored before the field existed, excluded too)."""
-        body = {k: v for k, v in _hashed(self.to_dict()).items() if k not in ("name", "seeds")}
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        return config_id_of(self.to_dict())
 
     @property
     def train_id(self) -> str:
         """16 hex digits over the fields that shape the trained models (not the evaluation, nor
-        which references or methods a study lists): trained and fine-tuned models are reused
-        across studies that share it."""
+        which references or methods a study lists, :data:`~posembed.lab.context.store.TRAIN_FIELDS`):
+        trained and fine-tuned models are reused across studies that share it."""
         return train_id_of(self.to_dict())
 
     @property
     def lengths(self) -> tuple[int, ...]:
         return tuple(sorted({self.context * s for s in self.scales}))
-
-
-#: the config fields :attr:`ContextConfig.train_id` hashes
-TRAIN_FIELDS = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
-                "passkey_only_steps", "passkey_adjacent_steps", "digits", "seed", "text", "finetune_scale",
-                "finetune_steps", "finetune_lr", "weight_decay", "beta2", "grad_clip", "optimizer")
-#: fields added after stores existed, hashed only away from this value (what those stores trained with)
-_LATER_DEFAULTS = {"passkey_adjacent_steps": 0, "weight_decay": 0.1, "beta2": 0.99, "grad_clip": 1.0, "optimizer": "adamw"}
-
-
-def _hashed(body: dict) -> dict:
-    return {k: v for k, v in body.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
-
-
-def train_id_of(body: dict) -> str:
-    """:attr:`ContextConfig.train_id` of a stored config body (``ContextConfig.to_dict()``)."""
-    fields = {k: v for k, v in _hashed(body).items() if k in TRAIN_FIELDS}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _context() -> ContextConfig:

@@ -1,21 +1,23 @@
 """Run a context-extension study end to end, resumably: :func:`run_context`.
 
 Each seed's run goes one way, in two steps: train (or reload) RoPE and the references at ``L``
-(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes (:mod:`~posembed.lab.context.train`,
-which keeps each model as a lab checkpoint under ``<out>/models/<train id>/<model>/``; the run
-stores its facts and, for a model retrained, drops the rows measured on the old one), then evaluate
-every (model, method, length) (:mod:`~posembed.lab.context.evaluate`, which only measures) and
-store each evaluation in ``<out>/context.sqlite`` (:class:`~posembed.lab.context.store.ContextStore`,
-one transaction per length). Models are keyed by the training fields only, so a study that
-changes only its evaluation reuses them. A second run of the same config skips what is stored,
-so an interrupted study resumes; a stored model whose build differs from what this code builds
-(a reference's settings changed) is retrained, with a warning, and its rows evaluated again.
-The report (:mod:`posembed.lab.report.context`) reads the store afterwards.
+(built by :mod:`~posembed.lab.context.models`), then RoPE's fine-tunes
+(:mod:`~posembed.lab.context.train`, which keeps each model as a lab checkpoint under
+``<out>/models/<train id>/<model>/``; the run stores its facts and, for a model retrained, drops the
+rows measured on the old one), then store the config and evaluate every (model, method, length)
+(:mod:`~posembed.lab.context.evaluate`, which only measures), each evaluation stored in
+``<out>/context.sqlite`` as it is measured (:class:`~posembed.lab.context.store.ContextStore`, one
+transaction per length). Models are keyed by the training fields only, so a study that changes only
+its evaluation reuses them. A second run of the same config skips what is stored, so an interrupted
+study resumes; a stored model whose build differs from what this code builds (a reference's settings
+changed) is retrained, with a warning, and its rows evaluated again.
+The report (:mod:`posembed.lab.report.context`) reads the store afterwards (:func:`run_study` hands
+it on, open).
 
 Models train and evaluate on ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` =
-CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed.lab.train.autocast`),
+CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed.devices.autocast`),
 while batches are drawn and every score is computed on the CPU from fp32 logits brought back
-(:class:`posembed.lab.train.OnDevice`).
+(:func:`posembed.devices.on_device`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from posembed._progress import Progress, progress_mode
 from posembed.devices import resolve_device
@@ -33,7 +36,7 @@ from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.methods import extended
 from posembed.lab.context.models import build_context_model
-from posembed.lab.context.presets import ContextConfig, train_id_of
+from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import ContextStore
 from posembed.lab.context.train import finetune_config, trained_model
 
@@ -66,23 +69,26 @@ def run_context(
     store's path. ``progress``: ``False`` (default) none; ``None`` a bar on a terminal and a line
     per finished step otherwise (INFO records of :data:`~posembed._progress.LAB_LOGGER`);
     ``"bar"`` / ``"lines"`` that style."""
-    return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress)
+    return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress).path
 
 
-def run_study(runs: list[ContextConfig], out: Path, device: torch.device, progress: bool | str | None = False) -> Path:
-    """:func:`run_context` of a study's runs (one config per seed) on a resolved ``device``."""
-    total = study_steps(runs[0]) * len(runs)
-    events = (event for run in runs for event in _seed_steps(run, out, device))
+def run_study(runs: list[ContextConfig], out: Path, device: torch.device,
+              progress: bool | str | None = False) -> ContextStore:
+    """:func:`run_context` of a study's runs (one config per seed) on a resolved ``device``; returns the
+    store they ran into (``<out>/context.sqlite``), opened once for all of them."""
+    total, store = study_steps(runs[0]) * len(runs), ContextStore(out / STORE_NAME)
+    events = (event for run in runs for event in _seed_steps(run, store, out, device))
     with Progress(total, mode=progress_mode(progress), desc="context study", unit="step") as steps:
         for finished, label in events:
             if finished:
                 steps.advance(label)
             else:
                 steps.working_on(label)
-    return out / STORE_NAME
+    return store
 
 
-def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
+def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path,
+                device: torch.device) -> Iterator[tuple[bool, str]]:
     """One seed's run of the study, each step skipped when stored: train RoPE and the references at
     L, fine-tune RoPE, then evaluate RoPE with each method swapped in, the references as they are
     and the fine-tunes.
@@ -93,41 +99,42 @@ def _seed_steps(cfg: ContextConfig, out: Path, device: torch.device) -> Iterator
     seed, scale = f"seed {cfg.seed}", cfg.finetune_scale
     tunes = {finetuned_name(method, scale): method for method in cfg.finetune_methods if cfg.finetune_steps}
     data = ContextData.load(cfg.text)
-    store = ContextStore(out / STORE_NAME)
-    store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
-    known = store.models(cfg.train_id)
-    # the stored studies that train under this id: a model retrained here drops its rows in each
-    mates = [config for config, (_, body) in store.configs().items() if train_id_of(body) == cfg.train_id]
     folder, trained = out / "models" / cfg.train_id, {}
+
+    def rope_with(method: str, factor: float) -> nn.Module:
+        """The trained RoPE model with ``method``'s scheme for ``factor`` swapped in (same weights)."""
+        return extended(trained["rope"], method, factor, cfg.context)
+
     # (name, how a fresh one is built, its folder): the models at L, then the fine-tunes of RoPE
     plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), folder / name)
             for name in ("rope", *cfg.references)]
-    plan += [(name, lambda m=method: extended(trained["rope"], m, float(cfg.finetune_scale), cfg.context),
-              folder / name.replace("@", "_")) for name, method in tunes.items()]
+    plan += [(name, lambda m=method: rope_with(m, float(scale)), folder / name.replace("@", "_"))
+             for name, method in tunes.items()]
     tune = finetune_config(cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
                            seed=cfg.seed + 1) if tunes else None
     for name, make, where in plan:
         yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
-        trained[name], facts, stale = trained_model(cfg, name, name in known, where, data, make,
-                                                    tune if name in tunes else cfg, device)
-        if stale:  # built differently from what this code builds: its rows were measured on the replaced weights
-            gone = store.forget(cfg.train_id, name, mates)
+        trained[name], facts, stale = trained_model(cfg, name, name in store.models(cfg.train_id), where, data,
+                                                    make, tune if name in tunes else cfg, device)
+        if stale:  # built differently: its rows, in each study training under this id, measured the replaced weights
+            gone = store.forget(cfg.train_id, name, store.training_under(cfg.train_id))
             logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
                            "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, where, gone)
         if facts is not None:
             store.put_model(cfg.train_id, name, facts)
         yield True, f"{seed}: {'fine-tuned' if name in tunes else 'trained'} {name}"
+    # stored with its first rows (before them it had none that a retrained model could drop)
+    store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     stored = store.evaluated(cfg.config_id)  # after training: a model retrained here has dropped its rows
     # (label, model name, method, the model at a length)
-    evaluations = [(f"rope / {method}", "rope", method,
-                    lambda n, m=method: extended(trained["rope"], m, n / cfg.context, cfg.context)) for method in cfg.methods]
+    evaluations = [(f"rope / {method}", "rope", method, lambda n, m=method: rope_with(m, n / cfg.context))
+                   for method in cfg.methods]
     evaluations += [(name, name, "none", lambda n, s=name: trained[s]) for name in cfg.references]
     evaluations += [(name, name, method, lambda n, s=name: trained[s]) for name, method in tunes.items()]
     for label, name, method, model_at in evaluations:
         yield False, f"{seed}: {label}"
         for length in cfg.lengths:
-            if (name, method, length) not in stored:  # one transaction per length
-                rows = evaluate_at(cfg, data, name, method, model_at(length), length)
-                store.put(cfg.config_id, name, method, length, rows)
+            if (name, method, length) not in stored:  # what each length measures, stored in one transaction
+                store.put(cfg.config_id, name, method, length,
+                          evaluate_at(cfg, data, name, method, model_at(length), length))
         yield True, f"{seed}: evaluated {label}"
-

@@ -17,6 +17,9 @@ depth        passkey depth in [0, 1]; -1 for metrics without one
 value        the number (NULL: not measurable, e.g. validation split too short)
 ============ =====================================================================
 
+Rows are keyed by :func:`config_id_of` (one seed's run), trained models by :func:`train_id_of` (the
+fields that shape them), so studies that train alike share models (:meth:`ContextStore.training_under`).
+
 >>> import tempfile, pathlib
 >>> store = ContextStore(pathlib.Path(tempfile.mkdtemp()) / "c.sqlite")
 >>> store.evaluated("abc")
@@ -28,15 +31,23 @@ set()
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-__all__ = ["ContextStore", "NO_DEPTH"]
+__all__ = ["ContextStore", "NO_DEPTH", "TRAIN_FIELDS", "config_id_of", "train_id_of"]
 
 NO_DEPTH = -1.0
+
+#: the config fields :func:`train_id_of` hashes
+TRAIN_FIELDS = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
+                "passkey_only_steps", "passkey_adjacent_steps", "digits", "seed", "text", "finetune_scale",
+                "finetune_steps", "finetune_lr", "weight_decay", "beta2", "grad_clip", "optimizer")
+#: fields added after stores existed, hashed only away from this value (what those stores trained with)
+_LATER_DEFAULTS = {"passkey_adjacent_steps": 0, "weight_decay": 0.1, "beta2": 0.99, "grad_clip": 1.0, "optimizer": "adamw"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS context_rows (
@@ -49,6 +60,24 @@ CREATE TABLE IF NOT EXISTS context_models (
 );
 CREATE TABLE IF NOT EXISTS context_configs (config TEXT PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL);
 """
+
+
+def _hashed(body: dict) -> dict:
+    return {k: v for k, v in body.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
+
+
+def _digest(fields: dict) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def config_id_of(body: dict) -> str:
+    """:attr:`~posembed.lab.context.presets.ContextConfig.config_id` of a config body (``to_dict()``)."""
+    return _digest({k: v for k, v in _hashed(body).items() if k not in ("name", "seeds")})
+
+
+def train_id_of(body: dict) -> str:
+    """:attr:`~posembed.lab.context.presets.ContextConfig.train_id` of a config body: its :data:`TRAIN_FIELDS`."""
+    return _digest({k: v for k, v in _hashed(body).items() if k in TRAIN_FIELDS})
 
 
 class ContextStore:
@@ -109,6 +138,10 @@ class ContextStore:
     def put_config(self, config: str, name: str, body: dict) -> None:
         with closing(self._connect()) as conn, conn:
             conn.execute("INSERT OR REPLACE INTO context_configs VALUES (?, ?, ?)", (config, name, json.dumps(body)))
+
+    def training_under(self, train_id: str) -> list[str]:
+        """The stored studies (config ids) whose models train under ``train_id``."""
+        return [config for config, (_, body) in self.configs().items() if train_id_of(body) == train_id]
 
     def configs(self) -> dict[str, tuple[str, dict]]:
         """``{config id: (name, body)}`` of every study stored."""

@@ -5,7 +5,7 @@
   says by the lab's one loop (:func:`posembed.lab.train.train_model`), on batches mixing char-LM
   windows with passkey documents after a passkey-only curriculum (:func:`_batch`). The model trains
   where its parameters are: batches are drawn on the CPU and moved there, the forward runs under
-  :func:`posembed.lab.train.autocast` (bf16 on CUDA).
+  :func:`posembed.devices.autocast` (bf16 on CUDA).
 - :func:`trained_model`: a model from its checkpoint when stored and built as this code builds it,
   else trained and saved (:func:`~posembed.lab.checkpoint.save_checkpoint`), with its facts for the
   run to store (this file reads and writes no store).
@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from posembed.devices import model_device
 from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
@@ -29,7 +30,7 @@ from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
 from posembed.lab.tasks.passkey import training_rows
 from posembed.lab.train import train_model
 
-__all__ = ["TASK", "finetune_config", "train_steps", "model_device", "trained_model"]
+__all__ = ["TASK", "finetune_config", "train_steps", "trained_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +61,6 @@ def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, st
                                                ignore=IGNORE, prefix_text=data.train, adjacent=near)
             inputs, targets = torch.cat([inputs, key_in]), torch.cat([targets, key_target])
     return inputs, targets
-
-
-def model_device(model: nn.Module) -> torch.device:
-    """Where ``model``'s parameters are (the CPU for a model without any)."""
-    first = next(model.parameters(), None)
-    return torch.device("cpu") if first is None else first.device
 
 
 def train_steps(model: nn.Module, data: ContextData, cfg: ContextConfig) -> float:
@@ -103,7 +98,11 @@ def train_steps(model: nn.Module, data: ContextData, cfg: ContextConfig) -> floa
     seed 1 (0.95) and seed 2 (1.0).
     """
     generator, tail = torch.Generator().manual_seed(cfg.seed), max(1, cfg.steps // 10)
-    losses = train_model(model, cfg, lambda step: _batch(data, generator, cfg, step), device=model_device(model),
+
+    def batches(step: int) -> tuple[Tensor, Tensor]:
+        return _batch(data, generator, cfg, step)
+
+    losses = train_model(model, cfg, batches, device=model_device(model),
                          min_lr=cfg.lr / 10, log_every=tail, label=f"context {cfg.name} seed {cfg.seed}",
                          on_log=lambda step, mean: logger.info("step %d/%d loss %.4f", step, cfg.steps, mean))
     model.eval()

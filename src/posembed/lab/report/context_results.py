@@ -8,6 +8,11 @@ and the paper of its scheme in :data:`posembed.schemes.factory.FACTORY` (no name
 Exploratory (means over the seeds, no test, no winner): :meth:`Results.table` (a metric per line
 and length), :func:`reference_rows` and :func:`reference_note` (the references past L) and
 :func:`empty_heatmaps` (the lines that never retrieved the key).
+
+The words the report puts around its numbers: :func:`intro` (what the study trained),
+:func:`too_small` (why it cannot conclude), :func:`published_rows` (where each published figure
+comes from and why it might not hold here), :func:`retrieval_note` and :func:`empty_note`
+(passkey retrieval over the seeds).
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ import math
 import os
 from collections.abc import Sequence
 
+from posembed.lab.context.published import CLAIMS
 from posembed.lab.context.store import NO_DEPTH, ContextStore
 
-__all__ = ["Results", "display_name", "paper_of", "group_text", "INTERVAL_NOTE", "FLAT", "RETRIEVES", "reference_rows",
-           "reference_note", "empty_heatmaps"]
+__all__ = ["Results", "display_name", "paper_of", "group_text", "INTERVAL_NOTE", "FLAT", "RETRIEVES", "SMOKE_PRESETS",
+           "reference_rows", "reference_note", "empty_heatmaps", "intro", "too_small", "published_rows",
+           "retrieval_note", "empty_note"]
 
 #: what a table cell's brackets are (:func:`posembed.stats.describe`)
 INTERVAL_NOTE = ("a cell is the mean over the seeds and, in brackets, a 95 % t interval of that mean (with 2 seeds: "
@@ -30,6 +37,8 @@ INTERVAL_NOTE = ("a cell is the mean over the seeds and, in brackets, a 95 % t i
 FLAT = 0.05
 #: passkey accuracy at L from which one seed's model counts as having learned retrieval
 RETRIEVES = 0.8
+#: presets that test the pipeline: too small and short for any verdict
+SMOKE_PRESETS = ("context-smoke",)
 
 
 def paper_of(model: str, method: str = "none") -> str:
@@ -94,8 +103,12 @@ class Results:
         """The study of the store: one run's ``config_id``, the runs (one per seed) of a list of ids,
         or, when omitted, every run of the only study the store holds (runs that differ only in
         their seed make one study)."""
-        store = ContextStore(store_path)
-        configs = store.configs()
+        return cls.of(ContextStore(store_path), config_id)
+
+    @classmethod
+    def of(cls, store: ContextStore, config_id: str | Sequence[str] | None = None) -> "Results":
+        """:meth:`load` from a store already open (the one the study ran into)."""
+        store_path, configs = store.path, store.configs()
         if config_id is None:
             studies: dict[str, list[str]] = {}
             for cid, (_, body) in configs.items():
@@ -228,3 +241,99 @@ def _line_order(line: tuple[str, str]) -> tuple:
     group = 0 if model == "rope" else (2 if model.startswith("rope+") else 1)
     known = REFERENCES.index(model) if model in REFERENCES else len(REFERENCES)
     return (group, METHODS.index(method) if method in METHODS else 99, known, model)
+
+
+def _seeds_text(results: Results) -> str:
+    n = len(results.seeds)
+    return f"{n} seed{'s' if n != 1 else ''} ({', '.join(map(str, results.seeds))})"
+
+
+def _count_text(count: tuple[int, int, list[float]]) -> str:
+    """``2 of 3 seeds (1, 0.01, 1)``."""
+    k, n, values = count
+    return f"{k} of {n} seed{'s' if n != 1 else ''} ({', '.join(f'{v:.2g}' for v in values)})"
+
+
+def _listed(names: list[str]) -> str:
+    """``A``, ``A and B``, ``A, B and C``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _adjacent_text(body: dict) -> str:
+    adjacent = body.get("passkey_adjacent_steps", 0)
+    return (f", in the first {adjacent} of them half the rows with the key sentence right before the question"
+            if adjacent else "")
+
+
+def too_small(results: Results, decided: list[dict]) -> str:
+    """Why this study cannot conclude (``""`` when it can): a smoke preset, one seed, or no primary
+    comparison that decides (every verdict 'cannot tell', 'not measured' or 'not testable')."""
+    reasons = []
+    if results.body.get("name") in SMOKE_PRESETS:
+        reasons.append(f"the {results.body['name']!r} preset trains tiny models for {results.body['steps']} steps to "
+                       "test the pipeline")
+    if len(results.seeds) < 2:
+        reasons.append("it has one seed, so no number has an interval")
+    elif not any(row["verdict"].startswith(("reproduces", "does not")) for row in decided):
+        reasons.append("no primary comparison decides (every verdict 'cannot tell', 'not measured' or 'not testable')")
+    if not reasons:
+        return ""
+    return ("This study is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; run "
+            "`posembed lab context --preset context` (3 seeds) for answers.")
+
+
+def intro(results: Results, rule: str) -> str:
+    """What the study trained and evaluated, over how many seeds; ``rule``: how its verdicts are decided."""
+    body = results.body
+    trained = _listed(["rope", *body.get("references", ())])
+    return (f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare characters "
+            f"at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} on passkey "
+            f"documents alone{_adjacent_text(body)}, then {body['passkey_fraction']:.0%} passkey documents), "
+            f"{_seeds_text(results)}; the RoPE model evaluated with each method swapped in, no retraining; "
+            f"`rope+<method>@{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at "
+            f"{body['finetune_scale']} L; the other schemes are the references, evaluated as they are. {rule} "
+            f"In the tables {INTERVAL_NOTE}.")
+
+
+def published_rows(results: Results, rope: tuple | None) -> list[dict]:
+    """Each claim's published figure, its paper and data, how the figure was checked, and why it may
+    not hold at this study's scale: the claim's general caveat, then what this run is (its seeds, its
+    size, and, for passkey claims, on how many seeds the RoPE model learned retrieval at L: ``rope``)."""
+    body = results.body
+    rows = []
+    for claim in CLAIMS:
+        run = (f"This run: {_seeds_text(results)}, width {body['dim']}, {body['depth']} layers, {body['steps']} steps "
+               f"at L = {results.context}")
+        if claim.better[0].startswith("rope+"):
+            run += f", fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']}x"
+        if claim.metric == "passkey_mean":
+            run += "; RoPE's passkey retrieval at L: " + (_count_text(rope) if rope else "not measured")
+        rows.append({"claim": claim.text, "published": claim.published, "source": claim.source,
+                     "checked": claim.checked, "why it might not hold here": f"{claim.why_not} {run}."})
+    return rows
+
+
+def retrieval_note(counts: dict[str, tuple[int, int, list[float]]]) -> str:
+    """On how many seeds each model trained at L learned to retrieve the key at L (its own accuracy
+    at L, mean over depths, at least :data:`RETRIEVES`): a passkey number past L means something
+    only for those (a model that never learned retrieval scores 0 everywhere, whatever its scheme)."""
+    if not counts:
+        return "Passkey retrieval at L: not measured."
+    found = "; ".join(f"{model} {_count_text(count)}" for model, count in counts.items())
+    learned = [model for model, (k, _, _) in counts.items() if k]
+    return (f"Passkey retrieval learned at L (a seed counts when its accuracy at L, mean over depths, is >= "
+            f"{RETRIEVES:.0%}): {found}. The passkey columns past L say something only for seeds that learned it "
+            f"({_listed(learned) if learned else 'no model'}).")
+
+
+def empty_note(results: Results, empty: list[str], rope: tuple | None) -> str:
+    """Why all-zero passkey panels (``empty``) are all zero (``""`` when none is); ``rope``: RoPE's retrieval count."""
+    if not empty:
+        return ""
+    why = ("no model learned to retrieve the key even at the training length L" if len(empty) == len(results.lines)
+           else "these models never retrieved the key, at L or beyond")
+    rope = "" if not rope else f" (RoPE's retrieval at L: {_count_text(rope)})"
+    return (f"Passkey accuracy is 0 at every length and depth for {_listed(empty)}: {why}{rope}. A model that has "
+            f"not learned retrieval at L scores 0 everywhere, whatever its positions, so these panels compare "
+            f"nothing; it takes a longer passkey curriculum or more steps (this run: {results.body['steps']} steps, "
+            f"the first {results.body.get('passkey_only_steps', 0)} on passkeys alone{_adjacent_text(results.body)}).")
