@@ -72,7 +72,7 @@ def plan(quick: bool, device: torch.device) -> list[tuple[dict, bool]]:
 
 
 def _step(model: nn.Module, data: torch.Tensor, vocab: int, config: dict, device: torch.device):
-    from posembed.lab.train import autocast
+    from posembed.devices import autocast
 
     fused = {"fused": True} if device.type == "cuda" else {}  # as the lab's optimizer on CUDA
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **fused)
