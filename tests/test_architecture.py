@@ -1,7 +1,7 @@
 """ARCHITECTURE.md's claims, held against the code.
 
 - every file under ``src/`` is at most :data:`MAX_LINES` lines;
-- each package folder's ``__init__`` docstring lists the folder's files;
+- each package folder's ``__init__`` docstring lists the folder's files, and no ``__init__`` holds logic;
 - the steps "Where new work goes" gives for a new scheme, a new lab task and a new subcommand
   are exactly the steps: each is taken on a throwaway copy of the package (a file written, one
   table line added, as the page says), and the factory, the lab and the command pick the new
@@ -77,6 +77,42 @@ def test_each_folder_docstring_lists_its_files(folder):
     if name in FOLDERS_REWORKED_TODAY:
         pytest.skip(f"{name}/ is being reworked today; its helper writes its file list (FOLDERS_REWORKED_TODAY)")
     assert not _unlisted(folder), f"{name}/__init__.py's docstring does not list: {_unlisted(folder)}"
+
+
+#: what an ``__init__`` may hold beside its docstring, imports and assignments (``__all__``, the facade's tables):
+#: a lazy lookup of names it re-exports; the top facade also finds its version and quiets its logger
+LAZY_FUNCTIONS = {"__getattr__", "__dir__"}
+MAX_LAZY_LINES = 12
+
+
+def init_logic(path: Path, facade: bool = False) -> list[str]:
+    """What an ``__init__.py`` holds that is not a docstring, an import, an assignment or a short lazy lookup."""
+    found = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)):
+            continue
+        if isinstance(node, ast.Expr) and (isinstance(node.value, ast.Constant) or facade):
+            continue
+        if isinstance(node, ast.Try) and facade:
+            continue
+        if (isinstance(node, ast.FunctionDef) and node.name in LAZY_FUNCTIONS
+                and node.end_lineno - node.lineno < MAX_LAZY_LINES):
+            continue
+        found.append(f"line {node.lineno}: {type(node).__name__} {getattr(node, 'name', '')}".rstrip())
+    return found
+
+
+@pytest.mark.parametrize("init", sorted(PACKAGE.rglob("__init__.py")), ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_no_init_holds_logic(init):
+    """An ``__init__`` names its folder's files and re-exports; what it re-exports lives in a file named for it."""
+    assert not init_logic(init, facade=init == PACKAGE / "__init__.py"), init_logic(init)
+
+
+def test_the_init_check_sees_logic(tmp_path):
+    init = tmp_path / "__init__.py"
+    init.write_text('"""Doc."""\nimport os\n__all__ = ["f"]\ndef f():\n    return 1\nclass C:\n    pass\n'
+                    'def __getattr__(name):\n    raise AttributeError(name)\nif os.name:\n    pass\n')
+    assert init_logic(init) == ["line 4: FunctionDef f", "line 6: ClassDef C", "line 10: If"]
 
 
 def test_the_file_list_check_sees_a_missing_file(tmp_path):

@@ -48,23 +48,14 @@ file                what
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, Kind, PositionScheme, RotaryScheme
 
 __all__ = ["SCHEMES", "AbsoluteScheme", "BiasScheme", "Kind", "PositionScheme", "RotaryScheme", "all_schemes"]
 
 
-def all_schemes() -> dict[str, type[PositionScheme]]:
-    """Every scheme class by name, in the factory's order."""
-    from posembed.schemes.factory import SCHEME_CLASSES
+def __getattr__(name: str):
+    if name in ("SCHEMES", "all_schemes"):  # from the factory, which loads every scheme: on first use only
+        from posembed.schemes import factory
 
-    return dict(SCHEME_CLASSES)
-
-
-def __getattr__(name: str) -> Mapping[str, type[PositionScheme]]:
-    if name == "SCHEMES":  # read-only name -> class view of the factory
-        from posembed.schemes.factory import SCHEME_CLASSES
-
-        return SCHEME_CLASSES
+        return factory.SCHEME_CLASSES if name == "SCHEMES" else factory.all_schemes
     raise AttributeError(f"module 'posembed.schemes' has no attribute {name!r}")

@@ -56,7 +56,7 @@ from posembed.schemes.xpos import XPos
 __all__ = [
     "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",
     "METHOD_SCHEMES", "StudyReference", "REFERENCE_SCHEMES",
-    "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
+    "all_schemes", "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
 ]  # fmt: skip
 
 
@@ -203,6 +203,11 @@ REFERENCE_SCHEMES: tuple[str, ...] = tuple(
 )
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})
+
+
+def all_schemes() -> dict[str, type[PositionScheme]]:
+    """Every scheme class by name, in the factory's order (a copy of :data:`SCHEME_CLASSES`)."""
+    return dict(SCHEME_CLASSES)
 
 
 def scheme_entry(name: str) -> SchemeEntry:
