@@ -14,7 +14,7 @@ import importlib
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.config import rotary_from_hf_config
 from posembed.interop.rope.model import model_own_positions, model_part, model_rotation, transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings

@@ -28,6 +28,7 @@ import copy
 import functools
 import importlib
 import inspect
+import json
 import logging
 import re
 from typing import Any, Mapping
@@ -35,7 +36,7 @@ from typing import Any, Mapping
 import torch
 
 __all__ = [
-    "ALL_LAYERS", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
+    "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
     "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
 ]  # fmt: skip
 
@@ -52,14 +53,31 @@ _TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "I
 _INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "d // 2, 2", "-1, 2)")
 
 
-def transformers_config(raw: Mapping) -> Any | None:
-    """The config object transformers builds from the dict ``raw`` (copied), or ``None``: no transformers, a model
-    type it does not know, a config its class refuses (the reader then reads the dict as written)."""
+def build_config(raw: Mapping) -> Any | None:
+    """A fresh config object transformers' class of the model type builds from the dict ``raw`` (its ``from_dict``),
+    built once per distinct JSON dict and copied; ``None``: no transformers, or a model type it does not know. Raises
+    whatever the class raises for a config it refuses."""
     config_class = _config_class(raw.get("model_type"))
     if config_class is None:
         return None
     try:
+        key = json.dumps(raw, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON: built uncached
+        key = None
+    if key is None or json.loads(key) != raw:  # tuples, non-string keys: JSON would change them
         return config_class.from_dict(copy.deepcopy(dict(raw)))
+    return copy.deepcopy(_built(config_class, key))
+
+
+@functools.lru_cache(maxsize=256)
+def _built(config_class: type, key: str) -> Any:
+    return config_class.from_dict(json.loads(key))
+
+
+def transformers_config(raw: Mapping) -> Any | None:
+    """:func:`build_config`, or ``None`` for a config its class refuses (the reader then reads the dict as written)."""
+    try:
+        return build_config(raw)
     except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
         logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
         return None
@@ -102,8 +120,8 @@ def _config_class(model_type: Any) -> Any | None:
     return CONFIG_MAPPING[model_type] if isinstance(model_type, str) and model_type in CONFIG_MAPPING else None
 
 
-def _modeling(config: Any):
-    return importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+def _modeling(config_type: type):
+    return importlib.import_module(config_type.__module__.replace(".configuration_", ".modeling_"))
 
 
 def _tower(name: str) -> str:
@@ -111,26 +129,31 @@ def _tower(name: str) -> str:
     return next((tower for tower in _TOWERS if tower in name), "")
 
 
-def _takes(cls: type, config: Any) -> bool:
-    """Whether ``cls.__init__`` annotates its ``config`` as the config's class (or one of its bases)."""
+def _takes(cls: type, config_type: type) -> bool:
+    """Whether ``cls.__init__`` annotates its ``config`` as ``config_type`` (or one of its bases)."""
     try:
         annotation = inspect.signature(cls.__init__).parameters["config"].annotation
     except (KeyError, TypeError, ValueError):
         return False
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    return name in {base.__name__ for base in type(config).__mro__}
+    return name in {base.__name__ for base in config_type.__mro__}
 
 
 def rotary_classes(config: Any, builder: str = "compute_default_rope_parameters") -> list[type]:
     """The ``*RotaryEmbedding`` classes of the config's modeling module that define ``builder`` (the frequency
     function transformers calls), those of the config's tower first (a ``...AudioConfig``: the audio ones), and
     within it those whose ``__init__`` takes the config's class (Qwen3-Omni's thinker text before its code predictor)."""
-    module = _modeling(config)
+    return list(_rotary_classes(type(config), builder))
+
+
+@functools.lru_cache(maxsize=None)
+def _rotary_classes(config_type: type, builder: str) -> tuple[type, ...]:
+    module = _modeling(config_type)
     found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
     found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, builder)]
-    tower = _tower(type(config).__name__)
-    found.sort(key=lambda cls: (_tower(cls.__name__) != tower, not _takes(cls, config)))  # the config's tower's first
-    return found
+    tower = _tower(config_type.__name__)
+    found.sort(key=lambda cls: (_tower(cls.__name__) != tower, not _takes(cls, config_type)))  # the config's tower's first
+    return tuple(found)
 
 
 def rotary_class(config: Any) -> type:
@@ -138,7 +161,7 @@ def rotary_class(config: Any) -> type:
     gets the audio rotary class; the language model's otherwise); ``LookupError``: none."""
     found = rotary_classes(config)
     if not found:
-        module = _modeling(config)
+        module = _modeling(type(config))
         raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
     return found[0]
 
@@ -147,12 +170,17 @@ def own_position_class(config: Any) -> type | None:
     """The ``*RotaryEmbedding`` class of the config's modeling module whose ``__init__`` takes the config's class, where
     every such class computes its own positions (its forward takes no ``position_ids``: Llama 4's vision tower's patch
     grid, EfficientLoFTR's feature map, EoMT-DINOv3's pixels); ``None``: none does, or none takes it."""
+    return _own_position_class(type(config))
+
+
+@functools.lru_cache(maxsize=None)
+def _own_position_class(config_type: type) -> type | None:
     try:
-        module = _modeling(config)
+        module = _modeling(config_type)
     except ImportError:  # a config class without a modeling module
         return None
     found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
-    found = [cls for cls in found if isinstance(cls, type) and _takes(cls, config)]
+    found = [cls for cls in found if isinstance(cls, type) and _takes(cls, config_type)]
     if not found or any("position_ids" in inspect.signature(cls.forward).parameters for cls in found):
         return None
     return found[0]
@@ -317,7 +345,7 @@ def model_rotation(config: Any) -> tuple[str, str, str] | None:
     or ``"half"`` pairs, ``"forward"`` or ``"reversed"``, the ``"first"`` or ``"last"`` channels; ``None`` when its
     modeling module has none the reader can find."""
     try:
-        module = _modeling(config)
+        module = _modeling(type(config))
     except ImportError:
         return None
     own = own_position_class(config)  # Llama 4's vision tower: its own attention's rotation, not the text model's

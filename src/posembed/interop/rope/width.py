@@ -26,7 +26,7 @@ __all__ = ["RotaryWidth", "rotary_width"]
 
 @dataclass(frozen=True)
 class RotaryWidth:
-    """The rotary channels of a config: ``head_dim`` (``head_dim_given``: the config states it), the model's
+    """The rotary channels of a config: ``head_dim``, the model's
     ``hidden_size`` / ``num_heads`` / ``max_position_embeddings``, the ``layout`` (``"interleaved"`` or ``"half"``)
     and ``model``: ``{layer type: (head_dim, rotary_dim)}`` as the model's own rotary embedding builds them
     (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
@@ -37,7 +37,6 @@ class RotaryWidth:
     of its init's (:func:`~posembed.interop.rope.model.model_forward_mscale`; ``None``: the init's)."""
 
     head_dim: int
-    head_dim_given: bool
     hidden_size: int | None
     num_heads: int | None
     layout: str
@@ -59,14 +58,14 @@ class RotaryWidth:
         return widths.pop() if len(widths) == 1 else None
 
 
-def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
-    """The :class:`RotaryWidth` of a config dict (``latent``: its class is multi-head latent attention).
+def rotary_width(raw: Mapping) -> RotaryWidth:
+    """The :class:`RotaryWidth` of a config dict.
 
     Raises ``ValueError`` when the head size cannot be placed (no ``head_dim``, ``hidden_size`` or
     ``num_attention_heads``, and no model code that says it).
 
     >>> raw = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128}
-    >>> width = rotary_width(raw, latent=True)
+    >>> width = rotary_width(raw)
     >>> width.head_dim, width.layout, width.model
     (64, 'interleaved', {'all': (64, 64)})
     """
@@ -74,8 +73,6 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
     heads = raw.get("num_attention_heads", raw.get("n_head"))
     max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
     hf = transformers_config(raw)
-    key = "qk_rope_head_dim" if latent or raw.get("head_dim") is None else "head_dim"
-    given = raw.get(key) is not None
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
@@ -99,4 +96,4 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
         if not hidden or not heads:
             raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
         head_dim = int(hidden) // int(heads)
-    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial, mscale)
+    return RotaryWidth(int(head_dim), hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial, mscale)

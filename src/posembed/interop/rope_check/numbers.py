@@ -4,8 +4,8 @@ transformers does not convert a number written as a string (``"rope_theta": "1e4
 1.1 parser makes of ``rope_theta: 1e4``): its config keeps the string, and the rope init function
 (``base ** arange``), the factor's division or the config class's own type check then fails with a
 ``TypeError``. :func:`non_numbers` finds every such field by its path; :func:`as_numbers` gives the
-config with each readable one converted, so that :mod:`posembed.interop.rope.check` can still show
-what the config means while :mod:`posembed.interop.rope.traps` reports each field as an error.
+config with each readable one converted, so that :mod:`posembed.interop.rope_check.check` can still show
+what the config means while :mod:`posembed.interop.rope_check.traps` reports each field as an error.
 
 Example:
     >>> raw = {"model_type": "llama", "rope_theta": "1e4", "rope_scaling": {"rope_type": "linear", "factor": 4}}
