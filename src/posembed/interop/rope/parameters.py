@@ -1,11 +1,9 @@
-"""The RoPE parameters per layer type: asked of transformers' config object, else read from the dict as written.
+"""The RoPE parameters per layer type: :func:`read_parameters`.
 
-:func:`read_parameters`: where transformers' class of the model type builds the config, the object's
-``rope_parameters`` standardized again as the rope init functions do once the model is built, one set per layer type
-the object nests them by. Otherwise (no transformers, a model type it does not know, a config its class refuses,
-GPT-J's class without ``rope_parameters``) :func:`dict_parameters` reads ``rope_parameters`` (flat, or nested: every
-dict a layer type unless the config's ``layer_types`` says otherwise), else the 4.x ``rope_scaling`` with a top-level
-``rope_theta`` and Gemma 3's / ModernBERT's per-layer-type theta fields; a missing theta is :data:`DEFAULT_THETA`.
+Transformers' config object's ``rope_parameters``, standardized as the rope init functions do, per layer type it
+nests them by (:func:`object_parameters`); without transformers, for a model type it does not know, a config its
+class refuses or a class without ``rope_parameters`` (GPT-J), the dict as written (:func:`dict_parameters`: both
+spellings, Gemma 3's / ModernBERT's 4.x per-layer-type thetas; a missing theta is :data:`DEFAULT_THETA`).
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import copy
 import inspect
 from typing import Any, Mapping
 
-from posembed.interop.rope.model import model_part, transformers_config
+from posembed.interop.rope.model import ALL_LAYERS, ORIGINAL, model_part, transformers_config
 
 __all__ = [
     "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "states_rope", "stated", "stated_layer", "dict_parameters",
@@ -22,21 +20,15 @@ __all__ = [
 ]  # fmt: skip
 
 #: fields that mean a config uses RoPE
-ROPE_FIELDS = (
-    "rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
-    "rope_local_base_freq", "global_rope_theta", "local_rope_theta",
-)  # fmt: skip
+ROPE_FIELDS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
+               "rope_local_base_freq", "global_rope_theta", "local_rope_theta")  # fmt: skip
 #: the theta of transformers' ``RotaryEmbeddingConfigMixin``: what the dict reading takes when the config names none
 DEFAULT_THETA = 10000.0
-#: transformers' name of the pre-training length
-ORIGINAL = "original_max_position_embeddings"
-#: layer-type name of a config with one set of RoPE parameters for every layer
-ALL_LAYERS = "all"
 FULL, SLIDING = "full_attention", "sliding_attention"
 
 
 def states_rope(raw: Mapping) -> bool:
-    """Whether the config states a RoPE field (any of ``rope_parameters``, ``rope_scaling``, ``rope_theta``, ...)."""
+    """Whether the config states one of the :data:`ROPE_FIELDS`."""
     return any(raw.get(name) not in (None, {}) for name in ROPE_FIELDS)
 
 
@@ -56,8 +48,9 @@ def stated_layer(raw: Mapping, layer: str) -> Mapping:
     return nested if isinstance(nested, Mapping) else {k: v for k, v in given.items() if not isinstance(v, Mapping)}
 
 
-def as_theta(where: str, value: Any) -> float:
-    """``value`` as a float theta; ``ValueError`` naming ``where`` when it is not a number."""
+def as_theta(layer: str, value: Any) -> float:
+    """``value`` as a float theta; ``ValueError`` naming the layer type when it is not a number."""
+    where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -73,10 +66,8 @@ def _nested(name: str, given: Mapping, layer_types: Any) -> tuple[dict[str, dict
         return keep, tuple(key for key, value in given.items() if key not in keep and value is not None) if keep else ()
     flat = [key for key, value in given.items() if key not in dicts and value is not None]
     if dicts and flat:
-        raise ValueError(
-            f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields ({', '.join(flat)}): "
-            "give every field inside a layer type's dict, or none nested"
-        )
+        raise ValueError(f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields "
+                         f"({', '.join(flat)}): give every field inside a layer type's dict, or none nested")
     return dicts, ()
 
 
@@ -112,8 +103,7 @@ def dict_parameters(raw: Mapping) -> tuple[dict[str, dict], tuple[str, ...]]:
         if "rope_type" not in params:
             params["rope_type"] = params.pop("type", "default")
         theta = params.get("rope_theta") if params.get("rope_theta") is not None else top
-        where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-        params["rope_theta"] = DEFAULT_THETA if theta is None else as_theta(where, theta)
+        params["rope_theta"] = DEFAULT_THETA if theta is None else as_theta(layer, theta)
     return layers, ignored
 
 
@@ -138,12 +128,9 @@ def object_parameters(hf: Any) -> dict[str, dict] | None:
     layers = {key: params[key] for key in keys if isinstance(params[key], dict)} if keys else {ALL_LAYERS: params}
     default = getattr(config, "default_theta", None)
     default = default if isinstance(default, (int, float)) else DEFAULT_THETA  # per layer type: the class fills it in
-    found = {}
-    for layer, given in layers.items():
-        given = copy.deepcopy(given)
-        where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-        given["rope_theta"] = as_theta(where, default if given.get("rope_theta") is None else given["rope_theta"])
-        found[layer] = given
+    found = {layer: copy.deepcopy(given) for layer, given in layers.items()}
+    for layer, given in found.items():
+        given["rope_theta"] = as_theta(layer, default if given.get("rope_theta") is None else given["rope_theta"])
     return found
 
 

@@ -43,15 +43,12 @@ _T = TypeVar("_T")
 class RopeSettings:
     """The RoPE settings of one layer type.
 
-    ``params`` is the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields). ``original_max_len`` is the
-    pre-training length transformers builds the model with (rope types that do not read it, linear and dynamic: the
-    one the config writes, else ``max_position_embeddings``). ``head_dim`` / ``rotary_dim`` / ``layout`` /
-    ``direction`` / ``channels`` are the model's own code's where transformers knows it
-    (:mod:`posembed.interop.rope.width`), and so are ``mrope`` (M-RoPE sections; ``None``: not M-RoPE), ``axial``
-    (a vision tower's axes; ``None``: not axial) and ``forward_mscale`` (the factors its forward folds into cos / sin;
-    ``None``: its init's). ``known``: read through transformers' config object; ``latent``: the field a multi-head
-    latent attention class sets ``head_dim`` from (``"qk_rope_head_dim"``, or ``"qk_head_dim"``:
-    ``qk_nope_head_dim + qk_rope_head_dim``), ``None`` for other classes.
+    ``params``: the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields); ``original_max_len``: the
+    pre-training length transformers builds with (a type that reads none: the config's, else
+    ``max_position_embeddings``). The widths, ``layout``, ``direction``, ``channels``, ``mrope`` (M-RoPE sections),
+    ``axial`` (a vision tower's axes) and ``forward_mscale`` are the model's own code's where transformers knows it
+    (:mod:`posembed.interop.rope.width`). ``known``: read through transformers' config object; ``latent``: the field
+    a latent attention class sets ``head_dim`` from (``"qk_rope_head_dim"``, or ``"qk_head_dim"``: nope + rope).
     """
 
     layer_type: str
@@ -80,40 +77,28 @@ class RopeSettings:
         return 1.0 if value is None else float(value)
 
 
-def _rotary(hf: Any) -> bool:
-    params = getattr(hf, "rope_parameters", None)
-    return isinstance(params, dict) and bool(params)
-
-
 def has_rope(raw: dict) -> bool:
-    """Whether the config (its language model's part: :func:`~posembed.interop.rope.model.model_part`) describes
-    rotary position embeddings: it states a RoPE field, its model type is rotary without one (GPT-J), or
-    transformers' config object of it holds RoPE parameters (a bare Llama config builds Llama's RoPE)."""
+    """Whether the config's language model uses RoPE: it states a RoPE field, its model type is rotary without one
+    (GPT-J), or transformers' config object of it holds RoPE parameters (a bare Llama config)."""
     raw = model_part(raw)
     if states_rope(raw) or raw.get("model_type") in _ROTARY_WITHOUT_FIELDS:
         return True
-    return _rotary(transformers_config(raw))
+    params = getattr(transformers_config(raw), "rope_parameters", None)
+    return isinstance(params, dict) and bool(params)
 
 
 def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
-    """The entry of ``layer_type`` in a per-layer-type mapping (:data:`ALL_LAYERS` alone: flat).
-
-    Raises ``ValueError`` for nested parameters without ``layer_type`` (naming the layer types),
-    an unknown layer type, or a ``layer_type`` for flat parameters.
-    """
+    """The entry of ``layer_type`` in a per-layer-type mapping (:data:`ALL_LAYERS` alone: flat); ``ValueError`` for
+    nested parameters without ``layer_type`` (naming the layer types), an unknown one, or one for flat parameters."""
     if list(layers) == [ALL_LAYERS]:
         if layer_type is not None:
             raise ValueError(f"layer_type={layer_type!r} given, but config.rope_parameters is not nested by layer type")
         return layers[ALL_LAYERS]
     if layer_type is None:
-        raise ValueError(
-            f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
-            "one of them to build that layer type's scheme"
-        )
+        raise ValueError(f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
+                         "one of them to build that layer type's scheme")
     if layer_type not in layers:
-        raise ValueError(
-            f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}"
-        )
+        raise ValueError(f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}")
     return layers[layer_type]
 
 
@@ -129,8 +114,7 @@ def _original(raw: dict, hf: Any, layer: str, params: dict, max_pos: int | None)
 
 
 def _partial(raw: dict, hf: Any, width: RotaryWidth, params: dict) -> float:
-    """The rotary share of the head: the parameters' (the object's hold the class's own), else, reading the dict,
-    the config's in its three spellings."""
+    """The rotary share of the head: the parameters' (the object's hold the class's own), else the dict's."""
     if params.get("partial_rotary_factor") is not None or hf is not None:
         return float(params.get("partial_rotary_factor", 1.0))
     for value in (raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
@@ -167,29 +151,23 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict) 
 
 
 def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
-    """One :class:`RopeSettings` per layer type of a config dict (of its ``part``: a multimodal config's language
-    model, or ``"vision"`` its vision tower; :func:`~posembed.interop.rope.model.model_part`).
+    """One :class:`RopeSettings` per layer type of a config dict's ``part`` (:func:`~posembed.interop.rope.model.model_part`).
 
-    Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is
-    malformed (see :func:`layer_parameters`) or has no head size.
+    Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is malformed (see
+    :func:`layer_parameters`) or has no head size.
     """
     raw = model_part(raw, part)
     if not has_rope(raw):
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
-        raise ValueError(
-            f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set"
-        )
+        raise ValueError(f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set")
     layers, hf = read_parameters(raw)
     width = rotary_width(raw) if layers else None
     return [_settings(raw, hf, width, layer, params) for layer, params in layers.items()]
 
 
 def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
-    """The :class:`RopeSettings` of one layer type of any accepted config (what the builder reads).
-
-    Unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare rotary one its class's).
-    ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
-    """
+    """The :class:`RopeSettings` of one layer type (:func:`select_layer`) of any accepted config (what the builder
+    reads); unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare one its class's)."""
     raw = model_part(config_dict(config), part)
     layers, hf = read_parameters(raw)
     dicts = [key for key, value in stated(raw)[1].items() if isinstance(value, Mapping)]
@@ -198,15 +176,12 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
             f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
             "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
         )
-    params = select_layer(layers, layer_type)
-    width = rotary_width(raw)
-    return _settings(raw, hf, width, layer_type or ALL_LAYERS, params)
+    return _settings(raw, hf, rotary_width(raw), layer_type or ALL_LAYERS, select_layer(layers, layer_type))
 
 
 def layer_pattern(raw: dict, layers: int) -> list[str | None]:
-    """Each of ``layers`` layers' type: transformers' config object's ``layer_types`` (the config's, else its class's
-    default), else Gemma 3's / ModernBERT's 4.x pattern fields as written, else :data:`ALL_LAYERS` for every layer;
-    ``None`` for a layer without RoPE (Llama 4's ``no_rope_layers``: 0 there).
+    """Each of ``layers`` layers' type: transformers' config object's ``layer_types``, else Gemma 3's / ModernBERT's
+    4.x pattern fields, else :data:`ALL_LAYERS`; ``None`` for a layer without RoPE (Llama 4's ``no_rope_layers``).
 
     >>> layer_pattern({"model_type": "gemma3_text", "sliding_window_pattern": 3}, 4)[:3]
     ['sliding_attention', 'sliding_attention', 'full_attention']
