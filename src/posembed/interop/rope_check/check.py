@@ -1,17 +1,11 @@
 """Check a transformers config's RoPE: per-pair wavelengths, scaling, switch points, traps.
 
-:func:`check_rope_config` reads any config with RoPE (Llama, Mistral, Qwen2, Phi-3, Gemma,
-GPT-NeoX, GPT-J, ModernBERT, Gemma 3, ...; either spelling) into one
-:class:`~posembed.interop.rope.settings.RopeSettings` per layer type with the one reader,
-:mod:`posembed.interop.rope.settings`; builds posembed's scheme of each from those settings
-(:func:`~posembed.interop.rope.config.rotary_from_settings`, as ``rotary_from_hf_config``
-does) and reports, per frequency pair, the wavelength ``2 pi / inv_freq`` against the trained
-context and what the scaling does to it (keep, interpolate or ramp), the attention factor,
-where dynamic NTK and LongRoPE switch, and the effective context. When transformers is
-installed, posembed's ``inv_freq`` and attention factor are compared with transformers' own
-rope init functions, or, for a model whose rotary embedding does something else in ``forward``
-(PhiMoE: short_factor at every length, cos and sin times short_mscale / long_mscale), with the cos
-and sin that forward gives. The traps found are in :mod:`posembed.interop.rope_check.traps`.
+:func:`check_rope_config` builds posembed's scheme of each layer type's
+:class:`~posembed.interop.rope.settings.RopeSettings` (as ``rotary_from_hf_config`` does) and reports, per frequency
+pair, the wavelength ``2 pi / inv_freq`` against the trained context and what the scaling does to it, the attention
+factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq``
+and attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else,
+PhiMoE, beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
 
 Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,

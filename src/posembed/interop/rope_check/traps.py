@@ -20,19 +20,12 @@ __all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default
 
 #: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
 FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
-    "llama": {ALL_LAYERS: (10000.0, 500000.0)},
-    "llama3": {ALL_LAYERS: (500000.0,)},
-    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)},
-    "mixtral": {ALL_LAYERS: (1000000.0,)},
-    "qwen2": {ALL_LAYERS: (1000000.0,)},
-    "qwen2_moe": {ALL_LAYERS: (1000000.0,)},
-    "qwen3": {ALL_LAYERS: (1000000.0,)},
-    "gemma": {ALL_LAYERS: (10000.0,)},
-    "gemma2": {ALL_LAYERS: (10000.0,)},
+    "llama": {ALL_LAYERS: (10000.0, 500000.0)}, "llama3": {ALL_LAYERS: (500000.0,)},
+    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)}, "mixtral": {ALL_LAYERS: (1000000.0,)},
+    **{family: {ALL_LAYERS: (1000000.0,)} for family in ("qwen2", "qwen2_moe", "qwen3")},
+    **{family: {ALL_LAYERS: (10000.0,)} for family in ("gemma", "gemma2", "phi3", "gpt_neox")},
     "gemma3_text": {"full_attention": (1000000.0,), "sliding_attention": (10000.0,)},
     "modernbert": {"full_attention": (160000.0,), "sliding_attention": (10000.0,)},
-    "phi3": {ALL_LAYERS: (10000.0,)},
-    "gpt_neox": {ALL_LAYERS: (10000.0,)},
 }
 #: vocabulary size of Llama 3 (its tokenizer), which tells Llama 3 from Llama 2 in a "llama" config
 LLAMA3_VOCAB = 128256
