@@ -13,7 +13,7 @@ from posembed.interop.rope.parameters import ORIGINAL
 from posembed.interop.rope.settings import ORIGINAL_USERS, RopeSettings
 from posembed.interop.rope_check.stated import Stated
 
-__all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "yarn_default_attention_m", "check_of_type", "check_mscale_forward"]
+__all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "check_of_type", "check_mscale_forward"]
 
 #: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
 #: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
@@ -29,9 +29,9 @@ class Trap:
     message: str
 
 
-def yarn_default_attention(factor: float) -> float:
-    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``)."""
-    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+def yarn_default_attention(factor: float, m: float = 1.0) -> float:
+    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``); DeepSeek's ``get_mscale(s, m)`` with ``m``."""
+    return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
 
 
 def _check_yarn(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
@@ -47,10 +47,10 @@ def _check_yarn(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
                           f"and k, so the logits would scale by its square again (a^4)"))  # fmt: skip
     if mscale is not None or all_dim is not None:
         if mscale and all_dim:
-            ratio = yarn_default_attention_m(s.factor, mscale) / yarn_default_attention_m(s.factor, all_dim)
+            ratio = yarn_default_attention(s.factor, mscale) / yarn_default_attention(s.factor, all_dim)
             detail = (f"the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = {ratio:.6g} instead of the plain "
                       f"{plain:.6g}; DeepSeek also multiplies its softmax scale by get(s, mscale_all_dim)^2 = "
-                      f"{yarn_default_attention_m(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
+                      f"{yarn_default_attention(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
         else:
             detail = ("only one of mscale / mscale_all_dim is set: transformers then ignores it and uses the plain "
                       f"0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code would not")  # fmt: skip
@@ -59,11 +59,6 @@ def _check_yarn(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     if given is not None and (mscale or all_dim):
         traps.append(Trap("yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them"))
     return traps
-
-
-def yarn_default_attention_m(factor: float, m: float) -> float:
-    """DeepSeek's ``get_mscale(s, m) = 0.1 m ln s + 1``."""
-    return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
 
 
 def _check_dynamic(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
