@@ -45,7 +45,7 @@ def build_config(raw: Mapping) -> Any | None:
     if config_class is None:
         return None
     try:
-        key = json.dumps(raw, sort_keys=True)
+        key = json.dumps(raw)  # in the dict's order, which transformers keeps (the layer types)
     except (TypeError, ValueError):
         key = None
     if key is None or json.loads(key) != raw:  # not JSON, or JSON would change it (tuples): built uncached
