@@ -42,6 +42,12 @@ logger = logging.getLogger(__name__)
 RTOL = 1e-5
 #: what the comparison is made against, unless said otherwise
 _INIT_NOTE = "compared with transformers' rope init functions"
+#: the settings and what the config wrote, in the JSON report's order
+_JSON_SETTINGS = (
+    "layer_type", "rope_type", "theta", "theta_given", "head_dim", "head_dim_given", "hidden_size", "num_heads", "rotary_dim",
+    "partial_rotary_factor", "layout", "max_position_embeddings", "original_max_len", "original_given", "params",
+    "original_source", "direction", "channels", "mrope", "axial", "known", "latent", "theta_field", "forward_mscale",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -299,7 +305,8 @@ def report_json(report: RopeReport) -> dict:
     data = asdict(report)
     data["ok"] = report.ok
     for layer, layer_data in zip(report.layers, data["layers"]):
-        layer_data["settings"].update(layer_data.pop("stated") or {}, original_given=layer.stated and layer.stated.original_given)
+        both = {**layer_data["settings"], **(layer_data.pop("stated") or {}), "original_given": layer.stated and layer.stated.original_given}
+        layer_data["settings"] = {key: both[key] for key in _JSON_SETTINGS}
         for comparison, comparison_data in zip(layer.comparisons, layer_data["comparisons"]):
             comparison_data["equal"] = comparison.equal
     return _finite(data)
