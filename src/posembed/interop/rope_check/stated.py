@@ -79,7 +79,7 @@ def _theta_given(raw: dict, s: RopeSettings, field: str | None) -> bool:
 
 def _original_source(raw: dict, hf: Any, s: RopeSettings) -> str:
     """Where the pre-training length the reader took comes from (:attr:`Stated.original_source`)."""
-    mine, top, layer, max_pos = stated_layer(raw, s.layer_type).get(ORIGINAL), raw.get(ORIGINAL), s.layer_type, s.max_position_embeddings
+    mine, top, layer = stated_layer(raw, s.layer_type).get(ORIGINAL), raw.get(ORIGINAL), s.layer_type
     if s.params["rope_type"] not in ORIGINAL_USERS:  # not read: what the config says
         return "parameters" if mine is not None else "top level" if top is not None else "max_position_embeddings"
     value = s.params.get(ORIGINAL) if s.known else top if layer == ALL_LAYERS and top is not None else mine
@@ -92,7 +92,7 @@ def _original_source(raw: dict, hf: Any, s: RopeSettings) -> str:
         return "top level"
     if (top is None and declares(hf, ORIGINAL) and config_value(hf, ORIGINAL) == value) or not states_rope(raw):
         return "class default"  # a class that declares the field, or a bare config's class parameters
-    return "max_position_embeddings" if value == max_pos else "class default"
+    return "max_position_embeddings" if value == s.max_position_embeddings else "class default"
 
 
 def stated_of(raw: dict, s: RopeSettings, fields: dict[str, str | None] | None = None) -> Stated:
