@@ -308,3 +308,57 @@ def test_a_new_subcommand_is_a_module_and_its_name(copy):
     init.write_text(text.replace('COMMANDS = ("encode", ', 'COMMANDS = ("toy", "encode", '), encoding="utf-8")
     done = _run(copy, COMMAND_CHECK, "toy", "3")
     assert done.returncode == 0 and done.stdout.strip() == "[0, 1, 2]", done.stderr
+
+
+ROPE_FILE = '''
+"""A throwaway rope type: RoPE whose frequencies are divided by a stretch."""
+
+from torch import Tensor
+
+from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
+
+
+class ToyStretchRotary(RotaryEmbedding):
+    name = "rope_toy_stretch"
+
+    def __init__(self, head_dim: int, *, stretch: float, **rope_kwargs) -> None:
+        self.stretch = float(stretch)
+        super().__init__(head_dim, **rope_kwargs)
+
+    def _frequencies(self, device) -> tuple[Tensor, float]:
+        return rope_inv_freq(self.frequency_dim, self.base, device=device) / self.stretch, 1.0
+'''
+
+ROPE_CHECK = """
+import torch
+from posembed.interop.rope.config import rotary_from_hf_config
+from posembed.interop.rope_check.check import check_rope_config
+from posembed.schemes.rotary import RotaryEmbedding
+
+config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 256,
+          "rope_parameters": {"rope_type": "toy_stretch", "stretch": 4.0, "rope_theta": 1e4}}
+built = rotary_from_hf_config(config)
+assert type(built).__name__ == "ToyStretchRotary" and (built.head_dim, built.stretch) == (16, 4.0), built
+positions = torch.arange(8)
+assert torch.allclose(built.cos_sin(positions * 4)[0], RotaryEmbedding(16).cos_sin(positions)[0], atol=1e-5)
+(layer,) = check_rope_config(config).layers
+assert layer.scheme == "ToyStretchRotary" and layer.settings.rope_type == "toy_stretch", layer
+assert [round(row.ratio, 6) for row in layer.pairs] == [4.0] * 8, layer.pairs  # every wavelength stretched 4x
+print("picked up")
+"""
+
+
+def test_a_new_rope_type_is_a_scheme_file_and_an_entry(copy):
+    """ARCHITECTURE.md: a transformers rope type is one scheme file in ``schemes/`` and one ``SchemeEntry`` with its
+    ``rope_type``, ``rope_needs`` and ``Arg.rope`` keys; ``interop/rope/`` does not change, and then
+    ``rotary_from_hf_config`` builds it from a config dict with that rope type and ``rope check`` reads it."""
+    (copy / "schemes" / "toy_stretch.py").write_text(ROPE_FILE, encoding="utf-8")
+    factory = copy / "schemes" / "factory.py"
+    _add_line(factory, "from posembed.schemes.t5_bias import", "from posembed.schemes.toy_stretch import ToyStretchRotary")
+    unknown = _run(copy, ROPE_CHECK)
+    assert "unknown rope_type 'toy_stretch'" in unknown.stderr, unknown.stderr
+    _add_line(factory, "SchemeEntry(LinearScalingRotary,",
+              'SchemeEntry(ToyStretchRotary, (_HEAD_DIM, _opt("stretch", "float", required=True, rope="stretch"), '
+              '*_ROPE_OPTIONS), rope_type="toy_stretch", rope_needs=("stretch",)),')
+    done = _run(copy, ROPE_CHECK)
+    assert done.returncode == 0 and done.stdout.strip() == "picked up", done.stderr

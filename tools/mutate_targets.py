@@ -77,7 +77,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         "lab/sweep/worker_plan.py", ("*",), ("tests/lab/test_worker_plan.py", "-k", "not runner_plans_when_workers"),
     ),
     "rope_traps": (
-        "interop/rope/traps.py",
+        "interop/rope_check/traps.py",
         ("*",),
         (  # the two slow tests (transformers' own configs, 35 s) left out: run them when a survivor is in doubt
             "tests/interop/test_rope_traps_mutants.py", "tests/interop/test_rope_check_traps.py",

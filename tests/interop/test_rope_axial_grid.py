@@ -46,7 +46,7 @@ def test_llama4_vision_is_read_as_its_axial_rope_at_its_own_grid():
 def test_rope_check_compares_it_with_its_own_table():
     """``rope check`` reads the frequencies off the module's own table (its forward takes no positions, and the
     tower has no init function to call), and a wrong reading would show."""
-    from posembed.interop.rope.check import check_rope_config, format_report
+    from posembed.interop.rope_check.check import check_rope_config, format_report
 
     report = check_rope_config(transformers.Llama4VisionConfig(**SMALL).to_dict())
     (layer,) = report.layers

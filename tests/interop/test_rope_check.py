@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from posembed.interop.rope.check import check_rope_config, format_report, report_json
+from posembed.interop.rope_check.check import check_rope_config, format_report, report_json
 
 transformers = pytest.importorskip("transformers")
 
@@ -147,7 +147,7 @@ def test_json_and_text_report():
 
 def test_plot(tmp_path):
     pytest.importorskip("matplotlib")
-    from posembed.interop.rope.check_plot import plot_wavelengths
+    from posembed.interop.rope_check.check_plot import plot_wavelengths
 
     path = plot_wavelengths(check_rope_config(llama("llama3")), tmp_path / "rope.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

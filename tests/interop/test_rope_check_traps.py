@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 
 transformers = pytest.importorskip("transformers")
 

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_parameters, layer_settings, read_rope_settings
+from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
@@ -38,7 +39,7 @@ OMITTED = [(m, s) for m in CLASS_DEFAULTS for s in SPELLINGS if (m, s) != ("phim
 def test_an_omitted_theta_is_the_class_default(model_type, spelling):
     raw = {"model_type": model_type, **SHAPE, **copy.deepcopy(SPELLINGS[spelling])}
     (settings,) = assert_posembed_is_the_model(raw)
-    assert (settings.theta, settings.theta_given) == (CLASS_DEFAULTS[model_type], False)
+    assert (settings.theta, stated_of(raw, settings).theta_given) == (CLASS_DEFAULTS[model_type], False)
 
 
 @pytest.mark.parametrize(("model_type", "partial"), [("glm4", 0.5), ("phi", 0.5), ("stablelm", 0.25), ("gpt_neox", 0.25)])
@@ -67,7 +68,7 @@ def test_a_config_without_rope_fields_has_its_class_rope(model_type):
     settings = assert_posembed_is_the_model(raw)
     types, theta = BARE[model_type]
     assert {s.layer_type: s.rope_type for s in settings} == types
-    assert settings[0].theta == theta and not any(s.theta_given for s in settings)
+    assert settings[0].theta == theta and not any(stated_of(raw, s).theta_given for s in settings)
 
 
 def test_a_bare_config_keeps_its_own_partial_rotary_factor_and_non_rotary_ones_stay_so():

@@ -14,10 +14,11 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.model import transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_decoder
+from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
@@ -34,7 +35,7 @@ HEAD_DIMS = {"gpt_oss": 64, "glm4": 128, "qwen3": 128, "qwen3_next": 256, "heliu
 def test_an_absent_head_dim_is_the_class_default(model_type):
     raw = {"model_type": model_type, **SHAPE, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
     (settings,) = assert_posembed_is_the_model(raw)
-    assert (settings.head_dim, settings.head_dim_given) == (HEAD_DIMS[model_type], False)
+    assert (settings.head_dim, stated_of(raw, settings).head_dim_given) == (HEAD_DIMS[model_type], False)
     (note,) = [t for t in check_rope_config(copy.deepcopy(raw), compare=False).traps if t.code == "head_dim"]
     assert note.severity == "note" and f"fills in its default {HEAD_DIMS[model_type]}, not" in note.message
 
@@ -80,7 +81,8 @@ def test_a_bare_config_has_the_class_default_length(model_type):
     raw = {"model_type": model_type, **SHAPE, "head_dim": 16, "max_position_embeddings": 131072}  # past the lengths
     (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.rope_type, settings.original_max_len) == BARE_LENGTHS[model_type]
-    assert (settings.original_source, settings.original_given) == ("class default", False)
+    given = stated_of(raw, settings)
+    assert (given.original_source, given.original_given) == ("class default", False)
     traps = [t for t in check_rope_config(copy.deepcopy(raw), compare=False).traps if "original" in t.code]
     assert [(t.code, t.severity) for t in traps] == [("original_missing", "note")]
     assert f"fills in its own {settings.rope_type} parameters" in traps[0].message
@@ -90,7 +92,8 @@ def test_stated_parameters_keep_their_own_length():
     raw = {"model_type": "gpt_oss", **SHAPE, "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1.5e5,
                                                                  "original_max_position_embeddings": 1024}}  # fmt: skip
     (settings,) = assert_posembed_is_the_model(raw)
-    assert (settings.original_max_len, settings.original_source, settings.original_given) == (1024, "parameters", True)
+    given = stated_of(raw, settings)
+    assert (settings.original_max_len, given.original_source, given.original_given) == (1024, "parameters", True)
 
 
 def test_the_zoo_decoder_takes_the_class_head_dim():

@@ -14,9 +14,10 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.settings import layer_settings
+from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
@@ -96,7 +97,7 @@ def test_mistral4_rotates_a_share_of_its_qk_head_dim():
 def test_an_absent_qk_rope_head_dim_is_the_class_default():
     raw = {k: v for k, v in deepseek_v3().items() if k not in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
     (settings,) = assert_posembed_is_the_model(raw)
-    assert (settings.head_dim, settings.head_dim_given) == (64, False)
+    assert (settings.head_dim, stated_of(raw, settings).head_dim_given) == (64, False)
 
 
 def test_latent_is_read_from_the_config_object():

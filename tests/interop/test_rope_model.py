@@ -14,9 +14,10 @@ import importlib
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.config import rotary_from_hf_config
-from posembed.interop.rope.model import model_own_positions, model_part, model_rotation, transformers_config
+from posembed.interop.rope import model as rope_model
+from posembed.interop.rope.model import build_config, model_own_positions, model_part, model_rotation, transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
 
 transformers = pytest.importorskip("transformers")
@@ -119,3 +120,26 @@ def test_a_rotary_that_takes_positions_is_read():
     assert model_own_positions(llama4.vision_config) == "Llama4VisionRotaryEmbedding.forward(hidden_states)"
     vision = rotary_from_hf_config(llama4, part="vision")  # its own patch grid's axial RoPE (test_rope_axial_grid.py)
     assert (type(vision).__name__, vision.head_dim, vision.axis_order) == ("AxialRotary", 48, (1, 0))
+
+
+def test_the_config_object_is_built_once_per_dict_and_handed_out_as_copies(monkeypatch):
+    """transformers' class builds a dict once (in the dict's order: the layer types'), each caller gets its own copy;
+    a dict JSON would change (a tuple) is built as it is, a config the class refuses raises again."""
+    raw = {"model_type": "gemma3_text", **SHAPE, "head_dim": 16, "bos_token_id": 901, "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"],
+           "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}  # fmt: skip
+    calls = []
+    cls = type(build_config({"model_type": "gemma3_text"}))
+    built = cls.from_dict.__func__
+    monkeypatch.setattr(cls, "from_dict", classmethod(lambda c, d, **kw: calls.append(1) or built(c, d, **kw)))
+    first, second = build_config(raw), build_config(copy.deepcopy(raw))
+    assert len(calls) == 1 and first is not second and first.to_dict() == second.to_dict()
+    first.rope_parameters["full_attention"]["factor"] = 2.0  # a caller's edit stays its own
+    assert build_config(raw).rope_parameters["full_attention"]["factor"] == 8.0 and len(calls) == 1
+    assert list(build_config(raw).rope_parameters) == ["sliding_attention", "full_attention"]
+    assert [s.layer_type for s in read_rope_settings(raw)] == ["sliding_attention", "full_attention"]
+    tupled = {**raw, "layer_types": ("sliding_attention", "full_attention")}  # the class refuses a tuple: not made a list
+    with pytest.raises(Exception, match="expected a list, got tuple"):
+        build_config(tupled)
+    assert transformers_config(tupled) is None and len(calls) == 3  # refused each time, never cached
+    assert rope_model.build_config({"model_type": "no such model"}) is None

@@ -20,9 +20,10 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config, format_report
+from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
+from posembed.interop.rope_check.stated import stated_of
 
 transformers = pytest.importorskip("transformers")
 
@@ -113,8 +114,9 @@ def test_settings_take_the_length_transformers_builds_the_model_with(family, pla
     params = config.rope_parameters if layer == ALL_LAYERS else config.rope_parameters[layer]
     s = _settings(raw, layer)
     assert s.original_max_len == params["original_max_position_embeddings"]
-    assert (s.original_max_len, s.original_source) == EXPECTED[family, place]
-    assert s.original_given == (s.original_source in ("parameters", "top level"))  # not 1024 overwritten by 4096
+    given = stated_of(raw, s)
+    assert (s.original_max_len, given.original_source) == EXPECTED[family, place]
+    assert given.original_given == (given.original_source in ("parameters", "top level"))  # not 1024 overwritten by 4096
     from_object = _settings(dict(config.to_dict()), layer)  # the object posembed is handed reads the same
     assert from_object.original_max_len == s.original_max_len
 
@@ -180,7 +182,7 @@ def test_traps_name_the_length_transformers_uses():
     assert not trap("phi3_longrope", "params", "original_missing")
     same = _config("phi3_longrope", "neither")
     same["rope_scaling"]["original_max_position_embeddings"] = 4096  # the parameters' value is the one used
-    assert _settings(same, ALL_LAYERS).original_given
+    assert stated_of(same, _settings(same, ALL_LAYERS)).original_given
     assert not {"original_missing", "original_inconsistent"} & {t.code for t in check_rope_config(same, compare=False).traps
                                                                  if "LongRoPE factor" not in t.message}
     (missing,) = trap("gemma3_nested_yarn", "top", "original_missing")
@@ -198,5 +200,6 @@ def test_without_transformers_no_class_default_is_known(monkeypatch):
     expected = {"params": (STATED, "parameters"), "top": (TOP, "top level"), "both": (TOP, "top level"),
                 "neither": (MAX_POS, "max_position_embeddings")}  # fmt: skip
     for place, found in expected.items():
-        s = _settings(_config("phi3_longrope", place), ALL_LAYERS)
-        assert (s.original_max_len, s.original_source, s.known) == (*found, False), place
+        raw = _config("phi3_longrope", place)
+        s = _settings(raw, ALL_LAYERS)
+        assert (s.original_max_len, stated_of(raw, s).original_source, s.known) == (*found, False), place

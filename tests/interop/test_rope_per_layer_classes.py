@@ -18,8 +18,9 @@ import copy
 
 import pytest
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.settings import layer_pattern, read_rope_settings
+from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
@@ -66,8 +67,9 @@ def test_per_layer_classes_are_the_model(model_type, case):
 def test_olmo3_sliding_layers_never_read_rope_theta():
     raw = _raw("olmo3", "top_theta")
     settings = {s.layer_type: s for s in read_rope_settings(copy.deepcopy(raw))}
-    assert (settings["full_attention"].theta, settings["full_attention"].theta_given) == (2e5, True)
-    assert (settings["sliding_attention"].theta, settings["sliding_attention"].theta_given) == (5e5, False)
+    given = {layer: stated_of(raw, s).theta_given for layer, s in settings.items()}
+    assert (settings["full_attention"].theta, given["full_attention"]) == (2e5, True)
+    assert (settings["sliding_attention"].theta, given["sliding_attention"]) == (5e5, False)
     (trap,) = [t for t in check_rope_config(raw, compare=False).traps if t.code == "theta_missing"]
     assert trap.layer_type == "sliding_attention"
     assert "rope_theta=200000 is not read for sliding_attention" in trap.message and "default 500000" in trap.message

@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from posembed.interop.rope.check import check_rope_config
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.config import rope_parameters, rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, layer_parameters, layer_settings, read_rope_settings
 from posembed.interop.zoo import zoo_schemes
+from posembed.interop.rope_check.stated import stated_of
 
 SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3}
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -109,7 +110,7 @@ def test_both_spellings_read_alike(old, new):
 def test_spellings_that_one_reader_alone_used_to_know():
     # top-level rope_theta beside 5.x rope_parameters: the check saw 10000, the builder 5e5 (transformers: 5e5)
     top = layer_settings(CONFIGS["linear_top_theta"])
-    assert (top.theta, top.theta_given) == (5e5, True)
+    assert (top.theta, stated_of(CONFIGS["linear_top_theta"], top).theta_given) == (5e5, True)
     traps = check_rope_config(CONFIGS["linear_top_theta"], compare=False).traps
     assert "theta_missing" not in {t.code for t in traps}
     # GPT-NeoX 4.x: rotary_pct and rotary_emb_base, which the builder ignored

@@ -23,9 +23,10 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config, format_report
+from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
-from posembed.interop.rope.settings import ALL_LAYERS, ignored_parameters, read_rope_settings
+from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
+from posembed.interop.rope_check.stated import ignored_parameters, stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
@@ -275,5 +276,5 @@ def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
     settings = {s.layer_type: (s.rope_type, s.theta, s.known) for s in read_rope_settings(copy.deepcopy(modernbert))}
     assert settings == {"full_attention": ("linear", 160000.0, False), "sliding_attention": ("linear", 10000.0, False)}
     (s,) = read_rope_settings(copy.deepcopy(phi3))
-    assert s.rope_type == "yarn" and (s.original_max_len, s.original_source) == (131072, "max_position_embeddings")
+    assert s.rope_type == "yarn" and (s.original_max_len, stated_of(phi3, s).original_source) == (131072, "max_position_embeddings")
     assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]

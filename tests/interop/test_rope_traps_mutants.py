@@ -1,6 +1,6 @@
 """Pins of ``rope check``'s traps that the other trap tests let through: each test kills mutants of
-``interop/rope/traps.py`` (``python tools/mutate.py rope_traps``), through the public functions
-only (:func:`posembed.interop.rope.check.check_rope_config`, :func:`~posembed.interop.rope.traps.yarn_default_attention`):
+``interop/rope_check/traps.py`` (``python tools/mutate.py rope_traps``), through the public functions
+only (:func:`posembed.interop.rope_check.check.check_rope_config`, :func:`~posembed.interop.rope_check.traps.yarn_default_attention`):
 boundaries (``<`` against ``<=``), the numbers the messages state, which branch a config takes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from posembed.interop.rope.check import check_rope_config
-from posembed.interop.rope.traps import yarn_default_attention
+from posembed.interop.rope_check.check import check_rope_config
+from posembed.interop.rope_check.traps import yarn_default_attention
 
 
 def found(raw: dict, code: str | None = None) -> list[tuple[str, str, str, str]]:

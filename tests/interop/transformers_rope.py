@@ -8,7 +8,7 @@ import importlib
 import pytest
 import torch
 
-from posembed.interop.rope.check import check_rope_config, format_report
+from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
 

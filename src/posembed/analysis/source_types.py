@@ -78,7 +78,7 @@ class Source:
     scheme: PositionScheme | None = None
     #: every layer's q/k projections (which rotary pairs the heads use)
     attention: list[AttentionWeights] = field(default_factory=list)
-    #: :class:`posembed.interop.rope.check.RopeReport` of a Hugging Face RoPE config
+    #: :class:`posembed.interop.rope_check.check.RopeReport` of a Hugging Face RoPE config
     rope_report: Any = None
     #: the context the model was trained on, where known (lab meta, ``original_max_position_embeddings``)
     trained_length: int | None = None

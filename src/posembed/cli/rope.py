@@ -1,6 +1,6 @@
 """``posembed rope check CONFIG_OR_DIR [--part text|vision] [--length N] [--json] [--plot PNG]``: a config's RoPE, pair by pair.
 
-Thin over :func:`posembed.interop.rope.check.check_rope_config`.
+Thin over :func:`posembed.interop.rope_check.check.check_rope_config`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rope_command != "check":
         args.rope_parser.print_help()
         return 2
-    from posembed.interop.rope.check import check_rope_config, format_report, report_json
+    from posembed.interop.rope_check.check import check_rope_config, format_report, report_json
 
     if args.length is not None and args.length < 2:
         raise UserError(f"--length must be at least 2, got {args.length}")
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     with quiet_transformers(enabled=not args.verbose):  # its own config warnings would drown the report
         report = check_rope_config(args.config, args.length, compare=not args.no_compare, part=args.part)
     if args.plot is not None:
-        from posembed.interop.rope.check_plot import plot_wavelengths
+        from posembed.interop.rope_check.check_plot import plot_wavelengths
 
         plot_wavelengths(report, args.plot)
     if args.json:

@@ -1,13 +1,10 @@
-"""The settings of an axial (2-D / 3-D vision) rotary embedding, read from the model's own module: :func:`model_axial`.
+"""A vision tower's axial (2-D / 3-D) RoPE, read from the model's own module: :func:`model_axial`.
 
-transformers 5.24's vision towers with ``rope_type == "axial"`` (Qwen2-VL's and ~25 more) split each head into one
-RoPE per coordinate axis, ``inv_freq`` of ``axis_dim / 2`` frequencies shared by the axes, and place the axes' pairs
-in their own ``recomposition_frequencies``: ``cat(h, w)`` twice (NeoX halves), ``repeat_interleave(2)`` (adjacent
-pairs: SAM 2 video, SAM 3), ``[h, h, w, w]`` (each axis rotated on its own: Gemma 4), the width first (Step3p7,
-Inkling2), the axes dealt round robin (Kimi-K2.5), three axes (MiniMax-M3-VL). Rather than a table of classes, the
-reader asks the module: it gives it ``A + 1`` tokens, token ``a`` at 1 on axis ``a`` and the last at the origin, reads
-from the cos / sin it returns how each pair is laid out and which axis and frequency turns it, and keeps the
-:class:`~posembed.schemes.axial_rope.AxialRotary` settings that give the same sines.
+transformers' vision towers with ``rope_type == "axial"`` (Qwen2-VL's and ~25 more) give each coordinate axis
+``axis_dim / 2`` shared frequencies and place the axes' pairs their own way (NeoX halves, adjacent pairs, one axis
+after the other, width first, round robin, three axes). Rather than a table of classes, the reader gives the module
+``A + 1`` tokens (token ``a`` at 1 on axis ``a``, the last at the origin) and keeps the
+:class:`~posembed.schemes.axial_rope.AxialRotary` settings whose sines are the ones it returns.
 """
 
 from __future__ import annotations
@@ -43,38 +40,31 @@ class AxialSettings(NamedTuple):
     scheme: str = "rope_axial"  # Pixtral's even / odd frequencies: "rope_pixtral"
 
     def positions(self, device: torch.device | str | None = None) -> torch.Tensor | None:
-        """``(T, 2)``: the ``(row, column)`` coordinates the model rotates its tokens at, where its module computes
-        them (:func:`~posembed.positions.patch_grid_positions` of its grid); ``None``: the caller passes them."""
+        """``(T, 2)`` ``(row, column)`` coordinates its module rotates its tokens at (``None``: the caller's)."""
         if self.grid is None:
             return None
         return patch_grid_positions(*self.grid, offset=self.grid_offset, cls_token=self.cls_token, device=device)
 
 
-def _squeeze(t: torch.Tensor) -> torch.Tensor:
-    while t.dim() > 2 and t.shape[0] == 1:
-        t = t[0]
-    return t
-
-
 def _sines(embedding: Any, coords: torch.Tensor, width: int) -> torch.Tensor | None:
-    """``(N, width)`` sines of the module at coordinates ``(N, A)``, in the first form its forward takes (``(A, N)``,
-    ``(N, A)``, ``(1, N, A)``, ``(A, 1, N)``) that gives one row of ``width`` per token."""
+    """``(N, width)`` sines of the module at coordinates ``(N, A)``, in the first position form its forward takes."""
     for form in (coords.T, coords, coords[None], coords.T[:, None]):
         try:
             with torch.no_grad():
                 out = embedding(torch.zeros(1, coords.shape[0], 8), form)
         except Exception:  # noqa: BLE001 - the wrong form: the next one
             continue
-        sin = _squeeze(out.imag if isinstance(out, torch.Tensor) else out[1]).float()
+        sin = (out.imag if isinstance(out, torch.Tensor) else out[1]).float()
+        while sin.dim() > 2 and sin.shape[0] == 1:
+            sin = sin[0]
         if sin.dim() == 2 and sin.shape == (coords.shape[0], width):
             return sin
     return None
 
 
 def pair_form(sin: torch.Tensor, axis_dim: int) -> tuple[torch.Tensor, str, str] | None:
-    """``(sines per pair (N, P), layout, layout_span)`` of sines ``(N, 2P)`` that hold each pair twice: as halves
-    (``"half"``, ``"head"``), side by side (``"interleaved"``), or halves within each axis' block of ``axis_dim``
-    channels (``"half"``, ``"axis"``); ``None``: none of these."""
+    """``(sines per pair (N, P), layout, layout_span)`` of sines ``(N, 2P)`` holding each pair twice: as halves
+    (``"half"``, ``"head"``), side by side (``"interleaved"``), or halves per axis block (``"half"``, ``"axis"``)."""
     width = sin.shape[-1]
     if torch.equal(sin[:, : width // 2], sin[:, width // 2 :]):
         return sin[:, : width // 2], "half", "head"
@@ -88,15 +78,13 @@ def pair_form(sin: torch.Tensor, axis_dim: int) -> tuple[torch.Tensor, str, str]
 
 
 def axial_class(config: Any) -> type:
-    """The rotary class of the config's tower that builds axial frequencies (``compute_axial_rope_parameters``), else
-    :func:`~posembed.interop.rope.model.rotary_class`."""
-    found = rotary_classes(config, "compute_axial_rope_parameters")
+    """The rotary class of the config's tower with ``compute_axial_rope_parameters``, else its rotary class."""
+    found = rotary_classes(type(config), "compute_axial_rope_parameters")
     return found[0] if found else rotary_class(config)
 
 
 def _head_widths(config: Any) -> list[int]:
-    """The head widths a vision config may mean: ``head_dim``, ``embed_dim`` or ``hidden_size`` over the heads
-    (Qwen2-VL's vision ``hidden_size`` is its merger's; its heads are ``embed_dim`` wide)."""
+    """The head widths a vision config may mean: ``head_dim``, ``embed_dim`` or ``hidden_size`` over the heads."""
     heads = config_value(config, "num_attention_heads") or config_value(config, "num_heads")
     found = [config_value(config, "head_dim")]
     found += [int(w) // int(heads) for w in (config_value(config, "embed_dim"), config_value(config, "hidden_size")) if w and heads]
@@ -108,12 +96,23 @@ def _head_of(widths: list[int], axes: int, axis_dim: int) -> int | None:
     return next((w for w in widths if (w // axes) // 2 * 2 == axis_dim), None)
 
 
-def model_axial(config: Any) -> AxialSettings | None:
-    """The :class:`AxialSettings` of the config's axial rotary module (``rope_type == "axial"``), read from what it
-    computes; ``None``: not axial, or a placement :class:`~posembed.schemes.axial_rope.AxialRotary` does not have
-    (Pixtral's even / odd frequencies: :class:`~posembed.schemes.pixtral_rope.PixtralRotary`)."""
+def _placement(axes: int, axis_dim: int, base: float, coords: torch.Tensor, sin: torch.Tensor,
+               blocks: bool = False) -> tuple[tuple[int, ...], str] | None:
+    """``(axis_order, frequency_order)`` of the :class:`~posembed.schemes.axial_rope.AxialRotary` whose sines at
+    ``coords`` are ``sin`` (``blocks``: frequencies in blocks only), or ``None``."""
     from posembed.schemes.axial_rope import AxialRotary
 
+    for order, frequencies in itertools.product(itertools.permutations(range(axes)), ("blocks",) if blocks else ("blocks", "interleaved")):
+        ours = AxialRotary(axes * axis_dim, num_axes=axes, axis_dim=axis_dim, base=base, angles="fp32",
+                           axis_order=order, frequency_order=frequencies)  # fmt: skip
+        if torch.allclose(ours.cos_sin(coords)[1], sin, rtol=0, atol=1e-6):
+            return order, frequencies
+    return None
+
+
+def model_axial(config: Any) -> AxialSettings | None:
+    """The :class:`AxialSettings` of the config's axial rotary module (``rope_type == "axial"``), read from what it
+    computes (Pixtral's even / odd frequencies: ``scheme="rope_pixtral"``); ``None``: not axial, or unknown."""
     params = getattr(config, "rope_parameters", None) or {}
     if not isinstance(params, dict) or params.get("rope_type") != "axial":
         return None
@@ -135,14 +134,9 @@ def model_axial(config: Any) -> AxialSettings | None:
         if form is None:
             continue
         pairs, layout, span = form
-        for order, frequencies in itertools.product(itertools.permutations(range(axes)), ("blocks", "interleaved")):
-            if span == "axis" and frequencies == "interleaved":
-                continue
-            ours = AxialRotary(axes * axis_dim, num_axes=axes, axis_dim=axis_dim, base=base, angles="fp32",
-                               axis_order=order, frequency_order=frequencies)  # fmt: skip
-            if torch.allclose(ours.cos_sin(coords)[1], pairs, rtol=0, atol=1e-6):
-                head = _head_of(widths, axes, axis_dim) or axes * axis_dim
-                return AxialSettings(axes, axis_dim, layout, order, frequencies, span, head)
+        found = _placement(axes, axis_dim, base, coords, pairs, blocks=span == "axis")
+        if found is not None:
+            return AxialSettings(axes, axis_dim, layout, *found, span, _head_of(widths, axes, axis_dim) or axes * axis_dim)
     pixtral = _pixtral(embedding, next((w for w in widths if w == 2 * embedding.inv_freq.numel()), None), base)
     if pixtral is None:
         logger.debug("the axial rotary module of %s places its pairs as no AxialRotary does", type(config).__name__)
@@ -150,8 +144,7 @@ def model_axial(config: Any) -> AxialSettings | None:
 
 
 def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | None:
-    """Pixtral's placement (:class:`~posembed.schemes.pixtral_rope.PixtralRotary`: all ``head / 2`` frequencies, the
-    even ones to the rows, the odd ones to the columns), if the module's sines are its."""
+    """Pixtral's placement (:class:`~posembed.schemes.pixtral_rope.PixtralRotary`), if the module's sines are its."""
     from posembed.schemes.pixtral_rope import PixtralRotary
 
     if not head or head % 2 or 2 * embedding.inv_freq.numel() != head:
@@ -168,8 +161,7 @@ def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | N
 
 
 def _own_table(embedding: Any, config: Any) -> torch.Tensor | None:
-    """The ``(T, P)`` complex table (``cos + i sin``, one entry per pair) a module returns for the pixels its model
-    gives it, where it returns the same for other pixels (a grid fixed by its config); ``None`` otherwise."""
+    """The ``(T, P)`` complex table a module returns whatever pixels it gets (a grid fixed by its config), or ``None``."""
     size, channels = int(config_value(config, "image_size")), int(config_value(config, "num_channels", 3) or 3)
     with torch.no_grad():
         out, other = (embedding(torch.zeros(1, channels, s, s)) for s in (size, size // 2))
@@ -179,9 +171,8 @@ def _own_table(embedding: Any, config: Any) -> torch.Tensor | None:
 
 
 def own_grid_table(config: Any) -> torch.Tensor | None:
-    """The ``(T, P)`` complex table of the config's rotary module that computes its own positions (what
-    :func:`model_grid_axial` reads), or ``None``."""
-    cls = own_position_class(config)
+    """The ``(T, P)`` complex table of the config's rotary module that computes its own positions, or ``None``."""
+    cls = own_position_class(type(config))
     return None if cls is None else _own_table(cls(copy.deepcopy(config)), config)
 
 
@@ -196,14 +187,9 @@ def _grids(tokens: int) -> list[tuple[int, str | None]]:
 
 
 def model_grid_axial(config: Any) -> AxialSettings | None:
-    """The :class:`AxialSettings` of a rotary module that computes its own positions (its forward takes none and
-    returns one complex table whatever pixels it gets: Llama 4's vision tower), with the coordinates it rotates its
-    tokens at: a square grid of patches at ``(row + offset, column + offset)``, row-major, a class token at ``(0, 0)``
-    before or after them (:meth:`AxialSettings.positions`). Read from the table itself: the two axes, their order and
-    the offset and class-token place whose :class:`~posembed.schemes.axial_rope.AxialRotary` sines are the table's;
-    ``None``: no such module, or a table no grid gives (EfficientLoFTR's feature map, EoMT-DINOv3's pixel centres)."""
-    from posembed.schemes.axial_rope import AxialRotary
-
+    """The :class:`AxialSettings` of a rotary module that computes its own positions (one complex table whatever
+    pixels it gets: Llama 4's vision tower), with the square patch grid it rotates at (:meth:`AxialSettings.positions`:
+    an offset, a class token first or last), read from the table; ``None``: no such module, or no grid's table."""
     try:
         table = own_grid_table(config)
         base = float((getattr(config, "rope_parameters", None) or {}).get("rope_theta", 10000.0))
@@ -215,11 +201,8 @@ def model_grid_axial(config: Any) -> AxialSettings | None:
         return None
     sin, pairs = table.imag.float(), table.shape[-1]  # (T, P): two axes of P / 2 frequencies each
     for (side, place), offset in itertools.product(_grids(table.shape[0]), (0, 1)):
-        coords = patch_grid_positions(side, side, offset=offset, cls_token=place)
-        for order, frequencies in itertools.product(itertools.permutations(range(2)), ("blocks", "interleaved")):
-            ours = AxialRotary(2 * pairs, num_axes=2, axis_dim=pairs, base=base, angles="fp32",
-                               axis_order=order, frequency_order=frequencies)  # fmt: skip
-            if torch.allclose(ours.cos_sin(coords)[1], sin, rtol=0, atol=1e-6):
-                return AxialSettings(2, pairs, rotation[0], order, frequencies, "head", 2 * pairs, (side, side), offset, place)
+        found = _placement(2, pairs, base, patch_grid_positions(side, side, offset=offset, cls_token=place), sin)
+        if found is not None:
+            return AxialSettings(2, pairs, rotation[0], *found, "head", 2 * pairs, (side, side), offset, place)
     logger.debug("the table of %s's rotary module is no grid's AxialRotary", type(config).__name__)
     return None

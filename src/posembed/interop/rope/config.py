@@ -1,24 +1,10 @@
-"""Build the rotary scheme that matches a Hugging Face transformers config.
+"""Build the rotary scheme of a Hugging Face transformers config: :func:`rotary_from_hf_config`.
 
-The schemes take explicit arguments; this module maps a config onto them
-(:func:`rotary_from_hf_config` is the API; the schemes never import this module). It never reads a config's RoPE fields itself:
-:mod:`posembed.interop.rope.settings` reads them (both spellings, the defaults, the layer types)
-into one :class:`~posembed.interop.rope.settings.RopeSettings`, and :func:`rotary_from_settings`
-builds from that, as the zoo and ``posembed rope check`` do.
-
-The config may be a transformers config object (read through its ``to_dict()``; any other
-object through its attributes), a plain dict (a parsed ``config.json``), or a checkpoint folder /
-``config.json`` path; parameters nested by layer type (``{"full_attention": {...},
-"sliding_attention": {...}}``: Gemma 3, ModernBERT, and their 4.x per-layer theta fields) need
-``layer_type=``. Dicts that transformers would ignore (no ``layer_types`` of the config names them)
-beside flat parameters are refused, rather than built as the flat parameters alone. Each ``rope_type`` is one
-entry of the scheme factory (:func:`posembed.schemes.factory.rope_entry`: ``default`` RotaryEmbedding, or M-RoPE
-when the parameters hold ``mrope_section``; ``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``,
-``proportional``), and each entry's :class:`~posembed.schemes.factory.Arg` s say which of the config's values they
-read (``original_max_position_embeddings`` -> ``original_max_len``); the scheme is built, checked, by the factory.
-
-``partial_rotary_factor`` is honoured for every type, as GPT-NeoX / Phi / Hugging Face's scaling
-init functions do (Llama's own ``default`` init ignores it; Llama configs do not set it).
+The config is read into :class:`~posembed.interop.rope.settings.RopeSettings` and :func:`rotary_from_settings` builds
+them through the factory: the entry of the ``rope_type``, each :class:`~posembed.schemes.factory.Arg` reading the
+values it names (``original_max_position_embeddings`` -> ``original_max_len``). Dicts that transformers ignores
+beside flat parameters are refused; ``partial_rotary_factor`` is honoured for every type, as transformers' init
+functions do.
 """
 
 from __future__ import annotations
@@ -38,10 +24,8 @@ ROPE_TYPES: tuple[str, ...] = tuple(ROPE_TYPE_SCHEMES)
 
 
 def rope_parameters(config: Any, layer_type: str | None = None) -> dict:
-    """The flat rope parameters of ``config`` (``rope_type``, ``rope_theta``, the type's fields).
-
-    :func:`posembed.interop.rope.settings.layer_parameters` of one layer type: parameters nested
-    by layer type need ``layer_type``; without it the error names the layer types.
+    """The flat rope parameters of one layer type of ``config`` (``rope_type``, ``rope_theta``, the type's fields);
+    nested ones need ``layer_type`` (the error names the layer types).
 
     >>> rope_parameters({"rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2.0}})
     {'factor': 2.0, 'rope_type': 'linear', 'rope_theta': 500000.0}
@@ -51,36 +35,25 @@ def rope_parameters(config: Any, layer_type: str | None = None) -> dict:
     return dict(select_layer(layer_parameters(config_dict(config)), layer_type))
 
 
-def rotary_from_hf_config(
-    config: Any,
-    *,
-    layout: str | None = None,
-    max_len: int | None = None,
-    layer_type: str | None = None,
-    angles: str = "exact",
-    part: str = "text",
-) -> PositionScheme:
+def rotary_from_hf_config(config: Any, *, layout: str | None = None, max_len: int | None = None,
+                          layer_type: str | None = None, angles: str = "exact", part: str = "text") -> PositionScheme:
     """The rotary scheme (class and arguments) described by a transformers config.
 
     Args:
         config: a transformers ``PretrainedConfig`` (``LlamaConfig``, ``Phi3Config``, ...), a dict
             (a parsed ``config.json``), or a checkpoint folder / ``config.json`` path.
-        layout: ``None`` (default): the layout the config's model rotates
-            (:attr:`RopeSettings.layout <posembed.interop.rope.settings.RopeSettings>`: ``"half"`` for
-            Llama-style checkpoints, whose q/k weights are permuted into that layout;
+        layout: ``None`` (default): the layout the config's model rotates (``"half"`` for Llama-style checkpoints,
             ``"interleaved"`` for GPT-J, CodeGen, Llama 4, DeepSeek-V2, Cohere, GLM, ...); or ``"half"`` /
             ``"interleaved"`` to override it (Meta-layout weights).
         max_len: cos/sin cache size (see :class:`~posembed.schemes.rotary.RotaryEmbedding`).
-        layer_type: which layer type's parameters to read when ``rope_parameters`` is nested by
-            layer type (``"full_attention"``, ``"sliding_attention"``, ...).
+        layer_type: the layer type to read where ``rope_parameters`` is nested by layer type (``"full_attention"``).
         angles: ``"exact"`` (float64 angles, accurate at long positions) or ``"fp32"``
             (transformers' float32 angles, bit for bit); see :class:`~posembed.schemes.rotary.RotaryEmbedding`.
-        part: which part of a multimodal config (one with ``text_config``) to read: ``"text"`` (default, the
-            language model), ``"vision"`` (its vision tower); see :func:`~posembed.interop.rope.model.model_part`.
+        part: ``"text"`` (default: a multimodal config's language model) or ``"vision"`` (its vision tower).
 
     Raises:
-        ValueError: unknown ``rope_type`` (naming the known ones), a missing field, a malformed
-            config, or nested parameters without ``layer_type`` (naming the layer types).
+        ValueError: unknown ``rope_type`` (naming the known ones), a missing field, a malformed config, or nested
+            parameters without ``layer_type`` (naming the layer types).
 
     Example:
         >>> cfg = {"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 128,
@@ -95,25 +68,19 @@ def rotary_from_hf_config(
 def rotary_from_settings(
     settings: RopeSettings, *, layout: str | None = None, max_len: int | None = None, angles: str = "exact"
 ) -> PositionScheme:
-    """The rotary scheme of one layer type's :class:`~posembed.interop.rope.settings.RopeSettings`: the factory's
-    entry of its rope type (:func:`~posembed.schemes.factory.rope_entry`), built from the values its arguments
-    read (:func:`~posembed.schemes.factory.rope_kwargs`) and checked (:func:`~posembed.schemes.factory.build_from_kwargs`).
-
-    Arguments as :func:`rotary_from_hf_config`; raises ``ValueError`` for an unknown
-    ``rope_type`` or a field its type needs.
+    """The rotary scheme of one layer type's settings: the factory entry of its rope type, built from the values its
+    arguments read (:func:`~posembed.schemes.factory.rope_kwargs`), checked. Arguments as :func:`rotary_from_hf_config`;
+    ``ValueError`` for an unknown ``rope_type`` or a field its type needs.
     """
     values = _values(settings)
     entry = rope_entry(settings.rope_type, values)
     if entry is None:
-        raise ValueError(
-            f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
-            f"known rope types: {', '.join(sorted(ROPE_TYPES))}"
-        )
+        raise ValueError(f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
+                         f"known rope types: {', '.join(sorted(ROPE_TYPES))}")
     missing = [name for name in entry.rope_needs if name not in settings.params]
     if missing:
-        raise ValueError(
-            f"rope_type {settings.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; got {sorted(settings.params)}"
-        )
+        raise ValueError(f"rope_type {settings.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; "
+                         f"got {sorted(settings.params)}")
     kwargs = rope_kwargs(entry, values)
     if any(arg.required and arg.name not in kwargs for arg in entry.args):
         raise ValueError("this rope type needs config.max_position_embeddings")

@@ -1,24 +1,10 @@
-"""What a model's own transformers code decides about its RoPE: its config object, rotary width and layout.
-
-Where transformers is installed and knows the model type, the reader asks it instead of re-deriving its rules:
-
-- :func:`transformers_config`: the config object the model type's config class builds from a config dict
-  (its ``attribute_map`` aliases, its standardized ``rope_parameters``, its per-layer configs); ``None`` without
-  transformers, for a model type it does not know, or a config it refuses;
-- :func:`model_widths`: ``{layer type: (head_dim, rotary_dim)}`` as the model's own ``*RotaryEmbedding`` builds
-  them (the width of its ``inv_freq``: Gemma 4's ``global_head_dim``, a class's own partial factor or
-  ``rotary_dim``), the head width from the config object (per layer type where the config is heterogeneous);
-- :func:`model_layout`: ``"half"`` or ``"interleaved"``, from the rotation function the model's attention calls
-  (found in its modeling module; the one it picks by ``config.rope_interleave`` where it switches), probed on
-  one-hot vectors: a function pairs channel 0 with channel 1 (interleaved) or with channel ``D / 2`` (half);
-- :func:`model_forward_mscale`: the factor the rotary embedding's ``forward`` folds into cos / sin for a short and a
-  long call, where it is not the attention factor its rope init function returned (PhiMoE's ``short_mscale`` /
-  ``long_mscale``), read off the cos at position 0.
+"""What a model's own transformers code decides about its RoPE (its config object, its ``*RotaryEmbedding``, its
+attention's rotation function), asked instead of re-deriving its rules.
 
 Example:
     >>> config = transformers_config({"model_type": "cohere", "hidden_size": 64, "num_attention_heads": 4})
-    >>> model_layout(config), model_widths(config)
-    ('interleaved', {'all': (16, 16)})
+    >>> model_rotation(config), model_widths(config)
+    (('interleaved', 'forward', 'first'), {'all': (16, 16)})
 """
 
 from __future__ import annotations
@@ -28,6 +14,7 @@ import copy
 import functools
 import importlib
 import inspect
+import json
 import logging
 import re
 from typing import Any, Mapping
@@ -35,15 +22,14 @@ from typing import Any, Mapping
 import torch
 
 __all__ = [
-    "ALL_LAYERS", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_layout", "model_rotation", "per_layer",
-    "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
+    "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_rotation",
+    "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
-#: layer-type name of a config with one set of RoPE parameters for every layer
-ALL_LAYERS = "all"
-ORIGINAL = "original_max_position_embeddings"
+#: layer-type name of a config with one set of RoPE parameters for every layer; transformers' pre-training length
+ALL_LAYERS, ORIGINAL = "all", "original_max_position_embeddings"
 #: the name of a module-level rotation function (``apply_rotary_pos_emb``, ``apply_rotary_emb``, ...)
 _APPLY = re.compile(r"(rotary|rope|pos_emb)", re.I)
 #: words that name a tower other than the language model in a class name
@@ -52,14 +38,30 @@ _TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "I
 _INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "d // 2, 2", "-1, 2)")
 
 
-def transformers_config(raw: Mapping) -> Any | None:
-    """The config object transformers builds from the dict ``raw`` (copied), or ``None``: no transformers, a model
-    type it does not know, a config its class refuses (the reader then reads the dict as written)."""
+def build_config(raw: Mapping) -> Any | None:
+    """A copy of the config object transformers' class of the model type builds from ``raw`` (``from_dict``, once
+    per JSON dict); ``None``: no transformers, or a model type it does not know. Raises what the class raises."""
     config_class = _config_class(raw.get("model_type"))
     if config_class is None:
         return None
     try:
+        key = json.dumps(raw)  # in the dict's order, which transformers keeps (the layer types)
+    except (TypeError, ValueError):
+        key = None
+    if key is None or json.loads(key) != raw:  # not JSON, or JSON would change it (tuples): built uncached
         return config_class.from_dict(copy.deepcopy(dict(raw)))
+    return copy.deepcopy(_built(config_class, key))
+
+
+@functools.lru_cache(maxsize=256)
+def _built(config_class: type, key: str) -> Any:
+    return config_class.from_dict(json.loads(key))
+
+
+def transformers_config(raw: Mapping) -> Any | None:
+    """:func:`build_config`, or ``None`` for a config its class refuses (the reader then reads the dict as written)."""
+    try:
+        return build_config(raw)
     except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
         logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
         return None
@@ -70,11 +72,9 @@ def _sub_class(config_class: Any, key: str) -> Any | None:
 
 
 def model_part(raw: Mapping, part: str = "text") -> dict:
-    """The dict of one part of a multimodal ``config.json``: its ``text_config`` (``part="text"``, the language
-    model: Qwen2-VL, Gemma 3, Llama 4, ...) or ``vision_config`` (``"vision"``), looked for in the config and in its
-    sub-configs (Qwen3-Omni's ``thinker_config.text_config``), with the ``model_type`` its config class gives that
-    part (the sub-config class's, asked of transformers where the dict names none). A config that nests no such
-    part is its own text part (``ValueError`` for another part).
+    """The dict of a multimodal config's ``text_config`` or ``vision_config`` (``part``), in it or a sub-config
+    (Qwen3-Omni's ``thinker_config``), with the ``model_type`` its class gives that part; a config without parts is
+    its own text part (``ValueError`` for another).
 
     >>> model_part({"model_type": "qwen2_vl", "text_config": {"hidden_size": 64}})["model_type"]
     'qwen2_vl_text'
@@ -102,8 +102,8 @@ def _config_class(model_type: Any) -> Any | None:
     return CONFIG_MAPPING[model_type] if isinstance(model_type, str) and model_type in CONFIG_MAPPING else None
 
 
-def _modeling(config: Any):
-    return importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
+def _modeling(config_type: type):
+    return importlib.import_module(config_type.__module__.replace(".configuration_", ".modeling_"))
 
 
 def _tower(name: str) -> str:
@@ -111,65 +111,60 @@ def _tower(name: str) -> str:
     return next((tower for tower in _TOWERS if tower in name), "")
 
 
-def _takes(cls: type, config: Any) -> bool:
-    """Whether ``cls.__init__`` annotates its ``config`` as the config's class (or one of its bases)."""
+def _takes(cls: type, config_type: type) -> bool:
+    """Whether ``cls.__init__`` annotates its ``config`` as ``config_type`` (or one of its bases)."""
     try:
         annotation = inspect.signature(cls.__init__).parameters["config"].annotation
     except (KeyError, TypeError, ValueError):
         return False
     name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    return name in {base.__name__ for base in type(config).__mro__}
+    return name in {base.__name__ for base in config_type.__mro__}
 
 
-def rotary_classes(config: Any, builder: str = "compute_default_rope_parameters") -> list[type]:
-    """The ``*RotaryEmbedding`` classes of the config's modeling module that define ``builder`` (the frequency
-    function transformers calls), those of the config's tower first (a ``...AudioConfig``: the audio ones), and
-    within it those whose ``__init__`` takes the config's class (Qwen3-Omni's thinker text before its code predictor)."""
-    module = _modeling(config)
-    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
-    found = [cls for cls in found if isinstance(cls, type) and hasattr(cls, builder)]
-    tower = _tower(type(config).__name__)
-    found.sort(key=lambda cls: (_tower(cls.__name__) != tower, not _takes(cls, config)))  # the config's tower's first
-    return found
+def _rotaries(config_type: type) -> list[type]:
+    module = _modeling(config_type)
+    return [cls for cls in (getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")) if isinstance(cls, type)]
+
+
+@functools.lru_cache(maxsize=None)
+def rotary_classes(config_type: type, builder: str = "compute_default_rope_parameters") -> tuple[type, ...]:
+    """The ``*RotaryEmbedding`` classes of a config class's modeling module that define ``builder``: those of its
+    tower first (a ``...AudioConfig``: the audio ones), then those whose ``__init__`` takes the config class."""
+    found = [cls for cls in _rotaries(config_type) if hasattr(cls, builder)]
+    tower = _tower(config_type.__name__)
+    found.sort(key=lambda cls: (_tower(cls.__name__) != tower, not _takes(cls, config_type)))  # the config's tower's first
+    return tuple(found)
 
 
 def rotary_class(config: Any) -> type:
-    """The ``*RotaryEmbedding`` class of the config's modeling module for the config's tower (a ``...AudioConfig``
-    gets the audio rotary class; the language model's otherwise); ``LookupError``: none."""
-    found = rotary_classes(config)
+    """The first of :func:`rotary_classes`; ``LookupError``: none."""
+    found = rotary_classes(type(config))
     if not found:
-        module = _modeling(config)
-        raise LookupError(f"{module.__name__} has no RotaryEmbedding with compute_default_rope_parameters")
+        raise LookupError(f"{_modeling(type(config)).__name__} has no RotaryEmbedding with compute_default_rope_parameters")
     return found[0]
 
 
-def own_position_class(config: Any) -> type | None:
-    """The ``*RotaryEmbedding`` class of the config's modeling module whose ``__init__`` takes the config's class, where
-    every such class computes its own positions (its forward takes no ``position_ids``: Llama 4's vision tower's patch
-    grid, EfficientLoFTR's feature map, EoMT-DINOv3's pixels); ``None``: none does, or none takes it."""
+@functools.lru_cache(maxsize=None)
+def own_position_class(config_type: type) -> type | None:
+    """The ``*RotaryEmbedding`` class taking ``config_type``, where every such class computes its own positions
+    (no ``position_ids``: Llama 4's vision tower, EfficientLoFTR, EoMT-DINOv3); ``None``: none does."""
     try:
-        module = _modeling(config)
+        found = [cls for cls in _rotaries(config_type) if _takes(cls, config_type)]
     except ImportError:  # a config class without a modeling module
         return None
-    found = [getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")]
-    found = [cls for cls in found if isinstance(cls, type) and _takes(cls, config)]
     if not found or any("position_ids" in inspect.signature(cls.forward).parameters for cls in found):
         return None
     return found[0]
 
 
 def model_own_positions(config: Any) -> str | None:
-    """``"Cls.forward(args)"`` of :func:`own_position_class` (the rotary that computes its own positions); ``None``:
-    none does."""
-    cls = own_position_class(config)
-    if cls is None:
-        return None
-    return f"{cls.__name__}.forward({', '.join(list(inspect.signature(cls.forward).parameters)[1:])})"
+    """``"Cls.forward(args)"`` of :func:`own_position_class`, or ``None``."""
+    cls = own_position_class(type(config))
+    return None if cls is None else f"{cls.__name__}.forward({', '.join(list(inspect.signature(cls.forward).parameters)[1:])})"
 
 
 def per_layer(config: Any, layer_type: str) -> Any:
-    """The config a layer type's rotary embedding reads: a heterogeneous config's ``per_layer_config`` entry
-    (Gemma 4's full-attention layers: ``global_head_dim``), else the config itself."""
+    """The config a layer type's rotary embedding reads: a heterogeneous config's ``per_layer_config`` entry."""
     try:
         return config.per_layer_config[layer_type] if layer_type != ALL_LAYERS else config
     except (AttributeError, KeyError, TypeError, ValueError, IndexError):
@@ -177,8 +172,7 @@ def per_layer(config: Any, layer_type: str) -> Any:
 
 
 def config_value(config: Any, name: str, default: Any = None) -> Any:
-    """``getattr(config, name, default)``, also where a heterogeneous config refuses a per-layer attribute globally
-    (Gemma 4's ``head_dim``)."""
+    """``getattr(config, name, default)``, also where a heterogeneous config refuses it (Gemma 4's ``head_dim``)."""
     try:
         return getattr(config, name, default)
     except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError is a RuntimeError
@@ -190,8 +184,8 @@ def _head_dim(config: Any) -> int:
 
 
 def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
-    """``{layer type: (head_dim, rotary_dim)}`` of the model's own rotary embedding built from ``config`` (a copy):
-    ``rotary_dim`` twice its ``inv_freq`` width; ``None`` when it cannot be built."""
+    """``{layer type: (head_dim, rotary_dim)}``: ``rotary_dim`` twice the ``inv_freq`` width of the model's own rotary
+    embedding (Gemma 4's ``global_head_dim``, a class's own partial factor); ``None`` when it cannot be built."""
     try:
         embedding = rotary_class(config)(copy.deepcopy(config))
     except Exception as error:  # noqa: BLE001 - a rotary class that refuses the config leaves the widths to the reader
@@ -208,12 +202,10 @@ def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
 
 
 def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
-    """``(short, long, switch)``: the factor the forward of the model's rotary embedding (one set of frequencies) folds
-    into cos / sin for a call of at most ``switch`` positions and for a longer one (``switch``: the parameters'
-    ``original_max_position_embeddings``, else ``max_position_embeddings``), where that forward departs from its rope
-    init function: a factor other than the attention factor the init computed, or (dynamic, longrope) the init's
-    frequencies kept past every switch (PhiMoE calls the init again without the length and folds in ``short_mscale`` /
-    ``long_mscale``); ``None``: it does neither, or cannot be probed. The cos at position 0 is the factor itself."""
+    """``(short, long, switch)``: the factor the model's rotary forward folds into cos / sin up to ``switch``
+    positions (``original_max_position_embeddings``, else ``max_position_embeddings``) and past it, where that forward
+    departs from its init: another factor than the init's, or (dynamic, longrope) the init's frequencies kept past
+    the switch (PhiMoE); ``None``: neither, or not probed. The cos at position 0 is the factor itself."""
     try:
         embedding = rotary_class(config)(copy.deepcopy(config))
         params, first = config.rope_parameters, embedding.inv_freq.clone()
@@ -244,8 +236,8 @@ def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:
 
 
 def _apply_function(module: Any, interleave: bool, tower: str):
-    """The rotation function the attention of ``tower`` (the rotary class's: ``""`` the language model, ``"Audio"``
-    PE-Audio's encoder, ...) calls (its interleaved one when it switches on ``rope_interleave`` and the config sets it)."""
+    """The rotation function the attention of ``tower`` (``""``: the language model) calls (its interleaved one where
+    it switches on ``rope_interleave`` and the config sets it)."""
     tree = ast.parse(inspect.getsource(module))
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and _tower(node.name) == tower]
     for wanted in ("Attention", "Layer", ""):
@@ -267,9 +259,8 @@ def _caller(apply):
 
 def _probe(apply) -> tuple[str, str, str] | None:
     """``(layout, direction, channels)`` of a rotation function, from one-hot vectors: the channel it pairs with
-    channel 0 (1: interleaved, ``D / 2``: half), the sign a quarter turn gives it (``-``: reversed, nanochat's
-    ``cat(x2, -x1)``), and, with cos / sin half as wide, whether it rotates the first or the last channels
-    (DeepSeek-V4, whose cos / sin hold one entry per pair); ``None``: unclear (complex freqs, M-RoPE sections)."""
+    channel 0 (1: interleaved, ``D / 2``: half), the sign of a quarter turn (``-``: reversed, nanochat), and with
+    cos / sin half as wide, the first or the last channels turned (DeepSeek-V4); ``None``: unclear."""
     d, call = 8, _caller(apply)
     eye = torch.eye(d)
     for width in (d, d // 2):  # cos / sin as wide as the head, or one entry per pair
@@ -314,22 +305,14 @@ def _module_rotation(module_name: str, interleave: bool, tower: str) -> tuple[st
 
 def model_rotation(config: Any) -> tuple[str, str, str] | None:
     """``(layout, direction, channels)`` the rotation function of the model's attention applies: ``"interleaved"``
-    or ``"half"`` pairs, ``"forward"`` or ``"reversed"``, the ``"first"`` or ``"last"`` channels; ``None`` when its
-    modeling module has none the reader can find."""
+    or ``"half"``, ``"forward"`` or ``"reversed"``, the ``"first"`` or ``"last"`` channels; ``None``: none found."""
     try:
-        module = _modeling(config)
+        module = _modeling(type(config))
     except ImportError:
         return None
-    own = own_position_class(config)  # Llama 4's vision tower: its own attention's rotation, not the text model's
+    own = own_position_class(type(config))  # Llama 4's vision tower: its own attention's rotation, not the text model's
     try:
         tower = _tower((own or rotary_class(config)).__name__)
     except LookupError:  # GPT-J, CodeGen: sinusoidal positions without a rotary class, in the language model
         tower = ""
     return _module_rotation(module.__name__, bool(config_value(config, "rope_interleave", False)), tower)
-
-
-def model_layout(config: Any) -> str | None:
-    """``"interleaved"`` or ``"half"``: the pairs the rotation function of the model's attention rotates
-    (:func:`model_rotation`)."""
-    rotation = model_rotation(config)
-    return None if rotation is None else rotation[0]

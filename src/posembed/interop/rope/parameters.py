@@ -1,18 +1,9 @@
-"""The RoPE parameters per layer type: asked of transformers' config object, else read from the dict as written.
+"""The RoPE parameters per layer type: :func:`read_parameters`.
 
-:func:`read_parameters` is the reading behind :mod:`posembed.interop.rope.settings`. Where transformers' config
-class of the model type builds the config (:func:`~posembed.interop.rope.model.transformers_config`), the parameters
-are the object's ``rope_parameters``, standardized again as the rope init functions do once the model is built
-(legacy ``rope_scaling`` / ``rope_theta`` / ``partial_rotary_factor`` moved in, a top-level
-``original_max_position_embeddings`` winning on flat parameters, Phi-3's old rope type names renamed), one set per
-layer type the object nests them by. Otherwise (no transformers, a model type it does not know, a config its class
-refuses, GPT-J's class without ``rope_parameters``) :func:`dict_parameters` reads the dict as written:
-``rope_parameters`` (flat, or nested: every dict a layer type, unless the config's ``layer_types`` says otherwise),
-else the 4.x ``rope_scaling`` with a top-level ``rope_theta`` and Gemma 3's / ModernBERT's 4.x per-layer-type theta
-fields; a layer type without a theta takes the top-level one, else :data:`DEFAULT_THETA`.
-
-What the config wrote is read beside it only to compare with what transformers made of it, for the traps
-(:func:`stated`, :func:`stated_layer`, :func:`theta_fields`, :func:`ignored_keys`).
+Transformers' config object's ``rope_parameters``, standardized as the rope init functions do, per layer type it
+nests them by (:func:`object_parameters`); without transformers, for a model type it does not know, a config its
+class refuses or a class without ``rope_parameters`` (GPT-J), the dict as written (:func:`dict_parameters`: both
+spellings, Gemma 3's / ModernBERT's 4.x per-layer-type thetas; a missing theta is :data:`DEFAULT_THETA`).
 """
 
 from __future__ import annotations
@@ -21,34 +12,23 @@ import copy
 import inspect
 from typing import Any, Mapping
 
-from posembed.interop.rope.model import model_part, transformers_config
+from posembed.interop.rope.model import ALL_LAYERS, ORIGINAL, model_part, transformers_config
 
 __all__ = [
-    "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "THETA_FIELDS", "states_rope", "stated", "stated_layer",
-    "stated_thetas", "dict_parameters", "as_theta", "refusal", "declares", "read_parameters", "theta_fields",
-    "ignored_keys", "why_ignored", "ignored_parameters", "layer_parameters",
+    "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "states_rope", "stated", "stated_layer", "dict_parameters",
+    "as_theta", "declares", "object_parameters", "read_parameters", "why_ignored", "layer_parameters",
 ]  # fmt: skip
 
 #: fields that mean a config uses RoPE
-ROPE_FIELDS = (
-    "rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
-    "rope_local_base_freq", "global_rope_theta", "local_rope_theta",
-)  # fmt: skip
+ROPE_FIELDS = ("rope_parameters", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_dim", "rotary_pct",
+               "rope_local_base_freq", "global_rope_theta", "local_rope_theta")  # fmt: skip
 #: the theta of transformers' ``RotaryEmbeddingConfigMixin``: what the dict reading takes when the config names none
 DEFAULT_THETA = 10000.0
-#: transformers' name of the pre-training length
-ORIGINAL = "original_max_position_embeddings"
-#: layer-type name of a config with one set of RoPE parameters for every layer
-ALL_LAYERS = "all"
 FULL, SLIDING = "full_attention", "sliding_attention"
-#: the top-level fields that hold a theta
-THETA_FIELDS = ("rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta", "local_rope_theta")
-#: the top-level theta fields a layer type may read, as written (4.x Gemma 3 and ModernBERT per layer type)
-_TOP_THETAS = {FULL: ("global_rope_theta",), SLIDING: ("rope_local_base_freq", "local_rope_theta")}
 
 
 def states_rope(raw: Mapping) -> bool:
-    """Whether the config states a RoPE field (any of ``rope_parameters``, ``rope_scaling``, ``rope_theta``, ...)."""
+    """Whether the config states one of the :data:`ROPE_FIELDS`."""
     return any(raw.get(name) not in (None, {}) for name in ROPE_FIELDS)
 
 
@@ -68,14 +48,9 @@ def stated_layer(raw: Mapping, layer: str) -> Mapping:
     return nested if isinstance(nested, Mapping) else {k: v for k, v in given.items() if not isinstance(v, Mapping)}
 
 
-def stated_thetas(raw: Mapping, layer: str) -> list[Any]:
-    """The thetas the config writes that ``layer`` may read: its parameters', the top-level ones."""
-    names = ("rope_theta", "rotary_emb_base", *_TOP_THETAS.get(layer, ()))
-    return [value for value in (stated_layer(raw, layer).get("rope_theta"), *map(raw.get, names)) if value is not None]
-
-
-def as_theta(where: str, value: Any) -> float:
-    """``value`` as a float theta; ``ValueError`` naming ``where`` when it is not a number."""
+def as_theta(layer: str, value: Any) -> float:
+    """``value`` as a float theta; ``ValueError`` naming the layer type when it is not a number."""
+    where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -91,10 +66,8 @@ def _nested(name: str, given: Mapping, layer_types: Any) -> tuple[dict[str, dict
         return keep, tuple(key for key, value in given.items() if key not in keep and value is not None) if keep else ()
     flat = [key for key, value in given.items() if key not in dicts and value is not None]
     if dicts and flat:
-        raise ValueError(
-            f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields ({', '.join(flat)}): "
-            "give every field inside a layer type's dict, or none nested"
-        )
+        raise ValueError(f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields "
+                         f"({', '.join(flat)}): give every field inside a layer type's dict, or none nested")
     return dicts, ()
 
 
@@ -130,25 +103,8 @@ def dict_parameters(raw: Mapping) -> tuple[dict[str, dict], tuple[str, ...]]:
         if "rope_type" not in params:
             params["rope_type"] = params.pop("type", "default")
         theta = params.get("rope_theta") if params.get("rope_theta") is not None else top
-        where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-        params["rope_theta"] = DEFAULT_THETA if theta is None else as_theta(where, theta)
+        params["rope_theta"] = DEFAULT_THETA if theta is None else as_theta(layer, theta)
     return layers, ignored
-
-
-def refusal(raw: Mapping) -> str | None:
-    """Why transformers' config class of the model type refuses the config (``"KeyError: ..."``), ``None`` when it
-    builds it, or without transformers / a class to ask."""
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError:
-        return None
-    if raw.get("model_type") not in CONFIG_MAPPING:
-        return None
-    try:
-        CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(dict(raw)))
-    except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
-        return f"{type(error).__name__}: {' '.join(line.strip() for line in str(error).splitlines())}"
-    return None
 
 
 def declares(hf: Any, name: str) -> bool:
@@ -156,7 +112,7 @@ def declares(hf: Any, name: str) -> bool:
     return hf is not None and name in inspect.signature(type(hf).__init__).parameters
 
 
-def _object_parameters(hf: Any) -> dict[str, dict] | None:
+def object_parameters(hf: Any) -> dict[str, dict] | None:
     """``{layer type: flat params}`` of transformers' config object, standardized again as the rope init functions
     do once the config's attributes are set; ``None`` when it holds none."""
     config = copy.deepcopy(hf)
@@ -172,19 +128,16 @@ def _object_parameters(hf: Any) -> dict[str, dict] | None:
     layers = {key: params[key] for key in keys if isinstance(params[key], dict)} if keys else {ALL_LAYERS: params}
     default = getattr(config, "default_theta", None)
     default = default if isinstance(default, (int, float)) else DEFAULT_THETA  # per layer type: the class fills it in
-    found = {}
-    for layer, given in layers.items():
-        given = copy.deepcopy(given)
-        where = "the config" if layer == ALL_LAYERS else f"layer type {layer!r}"
-        given["rope_theta"] = as_theta(where, default if given.get("rope_theta") is None else given["rope_theta"])
-        found[layer] = given
+    found = {layer: copy.deepcopy(given) for layer, given in layers.items()}
+    for layer, given in found.items():
+        given["rope_theta"] = as_theta(layer, default if given.get("rope_theta") is None else given["rope_theta"])
     return found
 
 
 def read_parameters(raw: dict) -> tuple[dict[str, dict], Any]:
     """``({layer type: flat params}, transformers' config object or None)``."""
     hf = transformers_config(raw)
-    layers = _object_parameters(hf) if hf is not None else None
+    layers = object_parameters(hf) if hf is not None else None
     if layers is None:
         return dict_parameters(raw)[0], None
     for params in layers.values():  # the old key 'type' that named the type (or Phi-3's renamed one) is gone
@@ -193,57 +146,14 @@ def read_parameters(raw: dict) -> tuple[dict[str, dict], Any]:
     return layers, hf
 
 
-def theta_fields(raw: dict) -> dict[str, str | None]:
-    """``{layer type: the field its theta is read from}``, asked of transformers: every theta field (top-level, and
-    the parameters' where written) set to a marker of its own, the marker each layer type's object reads."""
-    probe, markers = copy.deepcopy(raw), {}
-    for name in THETA_FIELDS:
-        probe[name] = 1e9 + len(markers)
-        markers[probe[name]] = name
-    for name in ("rope_parameters", "rope_scaling"):
-        given = probe.get(name) if isinstance(probe.get(name), dict) else {}
-        for holder in [given, *(v for v in given.values() if isinstance(v, dict))]:
-            if holder.get("rope_theta") is not None:
-                holder["rope_theta"] = 2e9 + len(markers)
-                markers[holder["rope_theta"]] = "parameters"
-    hf = transformers_config(probe)
-    layers = (_object_parameters(hf) if hf is not None else None) or {}
-    return {layer: markers.get(params["rope_theta"]) for layer, params in layers.items()}
-
-
-def ignored_keys(raw: dict, layers: dict[str, dict], hf: Any) -> tuple[str, ...]:
-    """The stated keys transformers' object ``hf`` (``None``: the dict reading) does not read into ``layers``: dicts
-    beside flat parameters; beside parameters nested by layer type, the other keys of ``rope_parameters`` but the
-    layer types its class fills in itself."""
-    if hf is None:
-        return dict_parameters(raw)[1]
-    if list(layers) == [ALL_LAYERS]:
-        return tuple(key for key, value in stated(raw)[1].items() if isinstance(value, Mapping))
-    given = raw.get("rope_parameters") if isinstance(raw.get("rope_parameters"), Mapping) else {}
-    bare = transformers_config({k: v for k, v in raw.items() if k not in ("rope_parameters", "rope_scaling")})
-    own = {k for k, v in (getattr(bare, "rope_parameters", None) or {}).items() if isinstance(v, Mapping)}
-    return tuple(key for key, value in given.items() if value is not None and key not in layers and key not in own)
-
-
 def why_ignored(raw: Mapping) -> str:
-    """Why transformers does not take the config's other keys as layer types, in words."""
+    """Why transformers does not take the config's dicts beside flat parameters as layer types, in words."""
     hf = transformers_config(model_part(raw))
     if hf is not None and getattr(hf, "_rope_type_labels", None):
         return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(hf._rope_type_labels)}"
     if hf is not None and getattr(hf, "layer_types", None) is None:
         return f"transformers' {raw.get('model_type')} config class has no layer_types"
     return "the config's layer_types does not name them"
-
-
-def ignored_parameters(raw: dict) -> tuple[str, ...]:
-    """The keys of the stated RoPE parameters that transformers ignores: dicts under a key that is not one of the
-    config's layer types, and flat fields beside parameters nested by layer type.
-
-    >>> ignored_parameters({"model_type": "llama", "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
-    ('full_attention',)
-    """
-    raw = model_part(raw)
-    return ignored_keys(raw, *read_parameters(raw))
 
 
 def layer_parameters(raw: dict) -> dict[str, dict]:

@@ -1,13 +1,9 @@
 """M-RoPE's sections as the model's own rotary embedding places them: :func:`model_sections`.
 
-transformers' M-RoPE classes (Qwen2-VL and the ~20 that copy or vary it) take ``rope_parameters["mrope_section"]``,
-else a default of their own (stored on the module as ``.mrope_section``: Qwen2-VL ``[16, 24, 24]``, Qwen3-VL
-``[24, 20, 20]``, ERNIE 4.5-VL ``[22, 22, 20]``), and place the sections among the frequencies in their own forward
-(blocks, round robin, ERNIE's h/w pairs; a round robin clips a default wider than the head). Rather than a table of families, the reader asks the module: it builds the
-rotary embedding from the config, gives it three tokens, token ``a`` at position 1 on axis ``a`` and 0 on the others,
-and reads which token turns each pair; the arrangement and section order of
-:class:`~posembed.schemes.mrope.MRoPE` that deal the axes the same way (:func:`~posembed.schemes.mrope.mrope_pairs`)
-are the model's.
+transformers' M-RoPE classes (Qwen2-VL and ~20 more) take ``rope_parameters["mrope_section"]`` or a default of their
+own and deal the sections to the frequencies their own way (blocks, round robin, ERNIE's h/w pairs). Rather than a
+table of families, the reader gives the module three tokens (token ``a`` at 1 on axis ``a``), reads which token turns
+each pair, and keeps the :class:`~posembed.schemes.mrope.MRoPE` arrangement and section order that deal them the same.
 
 Example:
     >>> from posembed.interop.rope.model import transformers_config
@@ -26,6 +22,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from posembed.interop.rope.axial import pair_form
 from posembed.interop.rope.model import ALL_LAYERS, rotary_class
 from posembed.schemes.mrope import MROPE_ARRANGEMENTS, mrope_pairs
 
@@ -44,18 +41,11 @@ class MRopeSections(NamedTuple):
 
 
 def axes_of_pairs(sin: torch.Tensor) -> list[int] | None:
-    """The axis each rotated pair follows, from ``sin`` ``(3, W)`` of the three one-hot tokens (token ``a`` at
-    position 1 on axis ``a``): the token whose sine is not zero. ``W`` holds each pair twice, as two halves
-    (``cat(f, f)``) or side by side (``repeat_interleave``); ``None``: neither, or a pair no single token turns."""
-    width = sin.shape[-1]
-    if torch.equal(sin[:, : width // 2], sin[:, width // 2 :]):
-        pairs = sin[:, : width // 2]
-    elif torch.equal(sin[:, 0::2], sin[:, 1::2]):
-        pairs = sin[:, 0::2]
-    else:
-        return None
-    moved = pairs != 0
-    if not bool((moved.sum(0) == 1).all()):
+    """The axis each pair follows, from ``sin`` ``(3, W)`` of the three one-hot tokens (each pair twice, as halves or
+    side by side): the token whose sine is not zero; ``None``: another layout, or a pair no single token turns."""
+    form = pair_form(sin, sin.shape[-1])
+    moved = None if form is None else form[0] != 0
+    if moved is None or not bool((moved.sum(0) == 1).all()):
         return None
     return moved.float().argmax(0).tolist()
 
@@ -80,9 +70,8 @@ def _section_of(embedding: Any, layer: str) -> tuple[int, ...] | None:
 
 
 def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None:
-    """The :class:`MRopeSections` of the config's M-RoPE rotary embedding (its own section default where the config
-    has none), read from what its forward does; ``None``: not M-RoPE, not three sections, or an arrangement
-    :class:`~posembed.schemes.mrope.MRoPE` does not have."""
+    """The :class:`MRopeSections` of the config's M-RoPE rotary embedding, read from what its forward does; ``None``:
+    not M-RoPE, not three sections, or an arrangement :class:`~posembed.schemes.mrope.MRoPE` does not have."""
     try:
         embedding = rotary_class(config)(copy.deepcopy(config))
         section = _section_of(embedding, layer)

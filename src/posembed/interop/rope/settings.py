@@ -1,15 +1,10 @@
 """Read the RoPE settings of a transformers config: the one reader, asking transformers where it can.
 
-Both consumers read the :class:`RopeSettings` it returns and nothing else: the scheme builder
-(:func:`posembed.interop.rope.config.rotary_from_settings`, behind ``rotary_from_hf_config`` and the zoo) and the
-check (:mod:`posembed.interop.rope.check` with its traps). A config arrives as a transformers config object, a
-``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
-
-The parameters per layer type are transformers' config object's where its class builds the config, else the dict's
-as written (:func:`~posembed.interop.rope.parameters.read_parameters`); the head width, rotary widths and layout are
-the model's own code's (:func:`~posembed.interop.rope.width.rotary_width`). What the config itself wrote is compared
-with them only to say whether the value used was given (``theta_given``, ``original_given``, ``original_source``),
-for the traps.
+The scheme builder (:func:`~posembed.interop.rope.config.rotary_from_settings`, behind ``rotary_from_hf_config`` and
+the zoo), ``rope check`` and the inspector read the :class:`RopeSettings` it returns and nothing else. The parameters
+per layer type are transformers' config object's where its class builds the config, else the dict's as written
+(:func:`~posembed.interop.rope.parameters.read_parameters`); the widths and layout are the model's own code's
+(:func:`~posembed.interop.rope.width.rotary_width`).
 
 Example:
     >>> s = layer_settings({"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096,
@@ -27,16 +22,14 @@ from posembed.interop.hf.config import config_dict, load_config_dict
 from posembed.interop.rope.axial import AxialSettings
 from posembed.interop.rope.model import config_value, model_part, transformers_config
 from posembed.interop.rope.parameters import (
-    ALL_LAYERS, DEFAULT_THETA, ORIGINAL, ROPE_FIELDS, declares, ignored_keys, ignored_parameters, layer_parameters,
-    read_parameters, refusal, stated, stated_layer, stated_thetas, states_rope, theta_fields, why_ignored,
+    ALL_LAYERS, DEFAULT_THETA, ORIGINAL, ROPE_FIELDS, layer_parameters, read_parameters, stated, stated_layer, states_rope, why_ignored,
 )  # fmt: skip
 from posembed.interop.rope.sections import MRopeSections
 from posembed.interop.rope.width import RotaryWidth, rotary_width
 
 __all__ = [
-    "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "rope_spelling", "layer_parameters",
-    "select_layer", "layer_settings", "read_rope_settings", "layer_pattern", "ignored_parameters", "why_ignored",
-    "refusal", "DEFAULT_THETA", "ALL_LAYERS", "ORIGINAL_USERS",
+    "RopeSettings", "config_dict", "load_config_dict", "has_rope", "states_rope", "layer_parameters", "select_layer",
+    "layer_settings", "read_rope_settings", "layer_pattern", "DEFAULT_THETA", "ALL_LAYERS", "ORIGINAL_USERS",
 ]  # fmt: skip
 
 #: model types that use RoPE although their configs state no RoPE field (GPT-J, CodeGen)
@@ -50,26 +43,18 @@ _T = TypeVar("_T")
 class RopeSettings:
     """The RoPE settings of one layer type.
 
-    ``params`` is the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields); ``theta_given`` /
-    ``original_given`` say whether the config states the value used. ``original_max_len`` is the pre-training
-    length transformers builds the model with, and ``original_source`` where it comes from: ``"parameters"``,
-    ``"top level"``, ``"class default"`` or ``"max_position_embeddings"``; rope types that do not read it (linear,
-    dynamic) report the parameters' value, else the top-level one. ``head_dim`` / ``rotary_dim`` / ``layout`` /
-    ``direction`` / ``channels`` are the model's own code's where transformers knows it
-    (:mod:`posembed.interop.rope.width`), and so are ``mrope`` (M-RoPE sections; ``None``: not M-RoPE) and ``axial``
-    (a vision tower's axes; ``None``: not axial). ``known``: read through transformers' config object, and
-    ``theta_field`` the field its theta is read from there (``"parameters"``, ``"rope_theta"``, ``"rope_local_base_freq"``,
-    ...; ``None``: the class's own, whatever the config writes); ``latent``:
-    the field a multi-head latent attention class sets ``head_dim`` from (``"qk_rope_head_dim"``, or
-    ``"qk_head_dim"``: ``qk_nope_head_dim + qk_rope_head_dim``), ``None`` for other classes.
+    ``params``: the flat 5.x dict (``rope_type``, ``rope_theta``, the type's fields); ``original_max_len``: the
+    pre-training length transformers builds with (a type that reads none: the config's, else
+    ``max_position_embeddings``). The widths, ``layout``, ``direction``, ``channels``, ``mrope`` (M-RoPE sections),
+    ``axial`` (a vision tower's axes) and ``forward_mscale`` are the model's own code's where transformers knows it
+    (:mod:`posembed.interop.rope.width`). ``known``: read through transformers' config object; ``latent``: the field
+    a latent attention class sets ``head_dim`` from (``"qk_rope_head_dim"``, or ``"qk_head_dim"``: nope + rope).
     """
 
     layer_type: str
     rope_type: str
     theta: float
-    theta_given: bool
     head_dim: int
-    head_dim_given: bool
     hidden_size: int | None
     num_heads: int | None
     rotary_dim: int
@@ -77,17 +62,14 @@ class RopeSettings:
     layout: str
     max_position_embeddings: int | None
     original_max_len: int | None
-    original_given: bool
     params: dict = field(default_factory=dict)
-    original_source: str = "max_position_embeddings"
     direction: str = "forward"
     channels: str = "first"
     mrope: MRopeSections | None = None
     axial: AxialSettings | None = None
     known: bool = False
     latent: str | None = None
-    theta_field: str | None = field(default=None, compare=False)
-    forward_mscale: tuple[float, float, int] | None = None  # the model's forward's factors (width.RotaryWidth)
+    forward_mscale: tuple[float, float, int] | None = None
 
     @property
     def factor(self) -> float:
@@ -95,89 +77,44 @@ class RopeSettings:
         return 1.0 if value is None else float(value)
 
 
-def _rotary(hf: Any) -> bool:
-    params = getattr(hf, "rope_parameters", None)
-    return isinstance(params, dict) and bool(params)
-
-
 def has_rope(raw: dict) -> bool:
-    """Whether the config (its language model's part: :func:`~posembed.interop.rope.model.model_part`) describes
-    rotary position embeddings: it states a RoPE field, its model type is rotary without one (GPT-J), or
-    transformers' config object of it holds RoPE parameters (a bare Llama config builds Llama's RoPE)."""
+    """Whether the config's language model uses RoPE: it states a RoPE field, its model type is rotary without one
+    (GPT-J), or transformers' config object of it holds RoPE parameters (a bare Llama config)."""
     raw = model_part(raw)
     if states_rope(raw) or raw.get("model_type") in _ROTARY_WITHOUT_FIELDS:
         return True
-    return _rotary(transformers_config(raw))
-
-
-def rope_spelling(raw: dict) -> str:
-    """Which spelling the config uses, in words."""
-    if raw.get("rope_parameters"):
-        return "rope_parameters (transformers 5.x)"
-    return "rope_scaling + rope_theta (transformers 4.x)"
+    params = getattr(transformers_config(raw), "rope_parameters", None)
+    return isinstance(params, dict) and bool(params)
 
 
 def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
-    """The entry of ``layer_type`` in a per-layer-type mapping (:data:`ALL_LAYERS` alone: flat).
-
-    Raises ``ValueError`` for nested parameters without ``layer_type`` (naming the layer types),
-    an unknown layer type, or a ``layer_type`` for flat parameters.
-    """
+    """The entry of ``layer_type`` in a per-layer-type mapping (:data:`ALL_LAYERS` alone: flat); ``ValueError`` for
+    nested parameters without ``layer_type`` (naming the layer types), an unknown one, or one for flat parameters."""
     if list(layers) == [ALL_LAYERS]:
         if layer_type is not None:
             raise ValueError(f"layer_type={layer_type!r} given, but config.rope_parameters is not nested by layer type")
         return layers[ALL_LAYERS]
     if layer_type is None:
-        raise ValueError(
-            f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
-            "one of them to build that layer type's scheme"
-        )
+        raise ValueError(f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
+                         "one of them to build that layer type's scheme")
     if layer_type not in layers:
-        raise ValueError(
-            f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}"
-        )
+        raise ValueError(f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}")
     return layers[layer_type]
 
 
-def _given(value: Any, used: Any) -> bool:
-    try:
-        return value is not None and float(value) == float(used)
-    except (TypeError, ValueError):
-        return False
-
-
-def _theta_given(raw: dict, hf: Any, layer: str, theta: float, field: str | None) -> bool:
-    """Whether the config writes the theta used: the field transformers' object reads it from is one the config
-    writes; reading the dict, one of the thetas the layer may read is the value used."""
-    if hf is not None:
-        return field is not None and (field == "parameters" or raw.get(field) is not None)
-    return any(_given(value, theta) for value in stated_thetas(raw, layer))
-
-
-def _original(raw: dict, hf: Any, layer: str, params: dict, max_pos: int | None) -> tuple[int | None, str]:
-    """``(pre-training length, where from)``: the standardized parameters' (transformers'), else, reading the dict,
-    the top-level one on flat parameters, the parameters' one; then where the value was written."""
+def _original(raw: dict, hf: Any, layer: str, params: dict, max_pos: int | None) -> int | None:
+    """The pre-training length: the standardized parameters' (transformers'), else, reading the dict, the top-level
+    one on flat parameters, the parameters' one; a rope type that reads none: the one the config writes."""
     mine, top = stated_layer(raw, layer).get(ORIGINAL), raw.get(ORIGINAL)
-    if params["rope_type"] not in ORIGINAL_USERS:  # not read: what the config says, for the traps
-        if mine is not None or top is not None:
-            return int(mine if mine is not None else top), "parameters" if mine is not None else "top level"
-        return max_pos, "max_position_embeddings"
-    value = params.get(ORIGINAL) if hf is not None else top if layer == ALL_LAYERS and top is not None else mine
-    if value is None:
-        return max_pos, "max_position_embeddings"
-    value = int(value)
-    if _given(mine, value):
-        return value, "parameters"
-    if layer == ALL_LAYERS and _given(top, value):
-        return value, "top level"
-    if (top is None and declares(hf, ORIGINAL) and config_value(hf, ORIGINAL) == value) or not states_rope(raw):
-        return value, "class default"  # a class that declares the field, or a bare config's class parameters
-    return value, "max_position_embeddings" if value == max_pos else "class default"
+    if params["rope_type"] not in ORIGINAL_USERS:
+        value = mine if mine is not None else top
+    else:
+        value = params.get(ORIGINAL) if hf is not None else top if layer == ALL_LAYERS and top is not None else mine
+    return max_pos if value is None else int(value)
 
 
 def _partial(raw: dict, hf: Any, width: RotaryWidth, params: dict) -> float:
-    """The rotary share of the head: the parameters' (the object's hold the class's own), else, reading the dict,
-    the config's in its three spellings."""
+    """The rotary share of the head: the parameters' (the object's hold the class's own), else the dict's."""
     if params.get("partial_rotary_factor") is not None or hf is not None:
         return float(params.get("partial_rotary_factor", 1.0))
     for value in (raw.get("partial_rotary_factor"), raw.get("rotary_pct")):
@@ -194,9 +131,7 @@ def _latent(hf: Any) -> str | None:
     return "qk_rope_head_dim" if head == rope else "qk_head_dim" if head == rope + (nope or 0) else None
 
 
-def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict, fields: dict) -> RopeSettings:
-    max_pos = width.max_position_embeddings
-    original, source = _original(raw, hf, layer, params, max_pos)
+def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict) -> RopeSettings:
     partial = _partial(raw, hf, width, params)
     head_dim, rotary_dim = width.head_dim, int(width.head_dim * partial)
     model = width.of(layer)  # the widths the model's own rotary embedding builds
@@ -206,61 +141,47 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict, 
         partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
         layer_type=layer, rope_type="axial" if width.axial is not None else params["rope_type"], theta=params["rope_theta"],
-        theta_given=_theta_given(raw, hf, layer, params["rope_theta"], fields.get(layer)),
-        head_dim=head_dim, head_dim_given=width.head_dim_given, hidden_size=width.hidden_size, num_heads=width.num_heads,
-        rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,
-        max_position_embeddings=max_pos, original_max_len=original, original_given=source in ("parameters", "top level"),
-        params=params, original_source=source, direction=width.direction, channels=width.channels,
-        mrope=width.mrope if layer == ALL_LAYERS else None, axial=width.axial, known=hf is not None,
-        latent=None if hf is None else _latent(hf), theta_field=fields.get(layer),
+        head_dim=head_dim, hidden_size=width.hidden_size, num_heads=width.num_heads, rotary_dim=rotary_dim,
+        partial_rotary_factor=partial, layout=width.layout, max_position_embeddings=width.max_position_embeddings,
+        original_max_len=_original(raw, hf, layer, params, width.max_position_embeddings), params=params,
+        direction=width.direction, channels=width.channels, mrope=width.mrope if layer == ALL_LAYERS else None,
+        axial=width.axial, known=hf is not None, latent=None if hf is None else _latent(hf),
         forward_mscale=width.forward_mscale if layer == ALL_LAYERS else None,
     )  # fmt: skip
 
 
 def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
-    """One :class:`RopeSettings` per layer type of a config dict (of its ``part``: a multimodal config's language
-    model, or ``"vision"`` its vision tower; :func:`~posembed.interop.rope.model.model_part`).
+    """One :class:`RopeSettings` per layer type of a config dict's ``part`` (:func:`~posembed.interop.rope.model.model_part`).
 
-    Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is
-    malformed (see :func:`layer_parameters`) or has no head size.
+    Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is malformed (see
+    :func:`layer_parameters`) or has no head size.
     """
     raw = model_part(raw, part)
     if not has_rope(raw):
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
-        raise ValueError(
-            f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set"
-        )
+        raise ValueError(f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set")
     layers, hf = read_parameters(raw)
-    width = rotary_width(raw, hf is not None and _latent(hf) is not None) if layers else None
-    fields = theta_fields(raw) if hf is not None else {}
-    return [_settings(raw, hf, width, layer, params, fields) for layer, params in layers.items()]
+    width = rotary_width(raw) if layers else None
+    return [_settings(raw, hf, width, layer, params) for layer, params in layers.items()]
 
 
 def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
-    """The :class:`RopeSettings` of one layer type of any accepted config (what the builder reads).
-
-    Unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare rotary one its class's).
-    ``layer_type`` picks one of nested parameters (see :func:`select_layer`).
-    """
+    """The :class:`RopeSettings` of one layer type (:func:`select_layer`) of any accepted config (what the builder
+    reads); unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare one its class's)."""
     raw = model_part(config_dict(config), part)
     layers, hf = read_parameters(raw)
-    ignored = ignored_keys(raw, layers, hf) if list(layers) == [ALL_LAYERS] else ()
-    dicts = [key for key in ignored if isinstance(stated(raw)[1].get(key), Mapping)]
+    dicts = [key for key, value in stated(raw)[1].items() if isinstance(value, Mapping)]
     if list(layers) == [ALL_LAYERS] and dicts:  # the builder refuses rather than build the flat parameters alone
         raise ValueError(
             f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
             "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
         )
-    params = select_layer(layers, layer_type)
-    width = rotary_width(raw, hf is not None and _latent(hf) is not None)
-    fields = theta_fields(raw) if hf is not None else {}
-    return _settings(raw, hf, width, layer_type or ALL_LAYERS, params, fields)
+    return _settings(raw, hf, rotary_width(raw), layer_type or ALL_LAYERS, select_layer(layers, layer_type))
 
 
 def layer_pattern(raw: dict, layers: int) -> list[str | None]:
-    """Each of ``layers`` layers' type: transformers' config object's ``layer_types`` (the config's, else its class's
-    default), else Gemma 3's / ModernBERT's 4.x pattern fields as written, else :data:`ALL_LAYERS` for every layer;
-    ``None`` for a layer without RoPE (Llama 4's ``no_rope_layers``: 0 there).
+    """Each of ``layers`` layers' type: transformers' config object's ``layer_types``, else Gemma 3's / ModernBERT's
+    4.x pattern fields, else :data:`ALL_LAYERS`; ``None`` for a layer without RoPE (Llama 4's ``no_rope_layers``).
 
     >>> layer_pattern({"model_type": "gemma3_text", "sliding_window_pattern": 3}, 4)[:3]
     ['sliding_attention', 'sliding_attention', 'full_attention']

@@ -1,14 +1,8 @@
 """How wide and in which layout a config rotates: :func:`rotary_width`.
 
-Where transformers knows the model type, its own code answers (:mod:`posembed.interop.rope.model`): the head
-width of its config object (``head_dim`` through the class's ``attribute_map`` aliases and field defaults, else
-``hidden_size // num_attention_heads``), the widths its rotary embedding builds per layer type, and the pairs its
-attention's rotation function rotates; a config whose rotary embedding computes its own positions (its forward takes
-no ``position_ids``) is read as the axial RoPE of its own patch grid where its table is one (Llama 4's vision tower:
-:func:`~posembed.interop.rope.axial.model_grid_axial`, the coordinates it rotates at in ``axial.positions()``), and
-refused otherwise (EfficientLoFTR, EoMT-DINOv3). Without transformers (or for a model type or config it refuses) the dict
-is read as written: ``head_dim``, else multi-head latent attention's ``qk_rope_head_dim``, else
-``hidden_size // num_attention_heads``; interleaved pairs where ``rope_interleave`` is true, NeoX halves otherwise.
+Where transformers knows the model type its own code answers (:mod:`posembed.interop.rope.model`; a rotary that
+computes its own positions is its patch grid's axial RoPE, Llama 4's vision tower, or refused); otherwise the dict:
+``head_dim``, else ``qk_rope_head_dim``, else ``hidden_size // num_attention_heads``; ``rope_interleave``.
 """
 
 from __future__ import annotations
@@ -26,18 +20,11 @@ __all__ = ["RotaryWidth", "rotary_width"]
 
 @dataclass(frozen=True)
 class RotaryWidth:
-    """The rotary channels of a config: ``head_dim`` (``head_dim_given``: the config states it), the model's
-    ``hidden_size`` / ``num_heads`` / ``max_position_embeddings``, the ``layout`` (``"interleaved"`` or ``"half"``)
-    and ``model``: ``{layer type: (head_dim, rotary_dim)}`` as the model's own rotary embedding builds them
-    (``None``: not known); ``direction`` / ``channels``: how its rotation function turns the pairs (``"forward"`` or
-    ``"reversed"``) and which channels it rotates (``"first"`` or ``"last"``); ``mrope``: the M-RoPE sections its
-    rotary embedding deals to the axes (:func:`~posembed.interop.rope.sections.model_sections`; ``None``: not M-RoPE);
-    ``axial``: a vision tower's axial settings (:func:`~posembed.interop.rope.axial.model_axial`; ``None``: not axial);
-    ``forward_mscale``: ``(short, long, switch)``, the factors its rotary embedding's forward folds into cos / sin instead
-    of its init's (:func:`~posembed.interop.rope.model.model_forward_mscale`; ``None``: the init's)."""
+    """The rotary channels of a config, as the model's own code decides them (the fields of
+    :class:`~posembed.interop.rope.settings.RopeSettings` of the same names); ``model``: ``{layer type: (head_dim,
+    rotary_dim)}`` as its rotary embedding builds them (``None``: not known)."""
 
     head_dim: int
-    head_dim_given: bool
     hidden_size: int | None
     num_heads: int | None
     layout: str
@@ -50,23 +37,19 @@ class RotaryWidth:
     forward_mscale: tuple[float, float, int] | None = None
 
     def of(self, layer: str) -> tuple[int, int] | None:
-        """``(head_dim, rotary_dim)`` of a layer type as the model's own rotary embedding builds it, if known."""
-        if not self.model:
-            return None
-        if layer in self.model:
-            return self.model[layer]
-        widths = set(self.model.values())
-        return widths.pop() if len(widths) == 1 else None
+        """``(head_dim, rotary_dim)`` of a layer type as the model's rotary embedding builds it, if known."""
+        widths = set((self.model or {}).values())
+        return self.model[layer] if self.model and layer in self.model else widths.pop() if len(widths) == 1 else None
 
 
-def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
-    """The :class:`RotaryWidth` of a config dict (``latent``: its class is multi-head latent attention).
+def rotary_width(raw: Mapping) -> RotaryWidth:
+    """The :class:`RotaryWidth` of a config dict.
 
     Raises ``ValueError`` when the head size cannot be placed (no ``head_dim``, ``hidden_size`` or
     ``num_attention_heads``, and no model code that says it).
 
     >>> raw = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128}
-    >>> width = rotary_width(raw, latent=True)
+    >>> width = rotary_width(raw)
     >>> width.head_dim, width.layout, width.model
     (64, 'interleaved', {'all': (64, 64)})
     """
@@ -74,8 +57,6 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
     heads = raw.get("num_attention_heads", raw.get("n_head"))
     max_pos = raw.get("max_position_embeddings", raw.get("n_positions"))
     hf = transformers_config(raw)
-    key = "qk_rope_head_dim" if latent or raw.get("head_dim") is None else "head_dim"
-    given = raw.get(key) is not None
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
         rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
@@ -99,4 +80,4 @@ def rotary_width(raw: Mapping, latent: bool = False) -> RotaryWidth:
         if not hidden or not heads:
             raise ValueError("the config needs head_dim, or hidden_size and num_attention_heads, to place RoPE")
         head_dim = int(hidden) // int(heads)
-    return RotaryWidth(int(head_dim), given, hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial, mscale)
+    return RotaryWidth(int(head_dim), hidden, heads, rotation[0], max_pos, model, *rotation[1:], mrope, axial, mscale)

@@ -1,6 +1,6 @@
 """The traps of the scaled rope types (yarn, dynamic, longrope, llama3, PhiMoE's forward) and the :class:`Trap` record.
 
-Each ``_check_<rope type>`` runs only for a layer of that type (:func:`check_of_type`); :mod:`posembed.interop.rope.traps`
+Each ``_check_<rope type>`` runs only for a layer of that type (:func:`check_of_type`); :mod:`posembed.interop.rope_check.traps`
 runs them with the checks every layer gets.
 """
 
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from posembed.interop.rope.parameters import ORIGINAL
 from posembed.interop.rope.settings import ORIGINAL_USERS, RopeSettings
+from posembed.interop.rope_check.stated import Stated
 
-__all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "yarn_default_attention_m", "check_of_type", "check_mscale_forward"]
+__all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "check_of_type", "check_mscale_forward"]
 
 #: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
 #: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
@@ -28,12 +29,12 @@ class Trap:
     message: str
 
 
-def yarn_default_attention(factor: float) -> float:
-    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``)."""
-    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+def yarn_default_attention(factor: float, m: float = 1.0) -> float:
+    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``); DeepSeek's ``get_mscale(s, m)`` with ``m``."""
+    return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
 
 
-def _check_yarn(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_yarn(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     p, plain = s.params, yarn_default_attention(s.factor)
     given, mscale, all_dim = p.get("attention_factor"), p.get("mscale"), p.get("mscale_all_dim")
     traps = [Trap("yarn_attention", "note", s.layer_type,
@@ -46,10 +47,10 @@ def _check_yarn(raw: dict, s: RopeSettings) -> list[Trap]:
                           f"and k, so the logits would scale by its square again (a^4)"))  # fmt: skip
     if mscale is not None or all_dim is not None:
         if mscale and all_dim:
-            ratio = yarn_default_attention_m(s.factor, mscale) / yarn_default_attention_m(s.factor, all_dim)
+            ratio = yarn_default_attention(s.factor, mscale) / yarn_default_attention(s.factor, all_dim)
             detail = (f"the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = {ratio:.6g} instead of the plain "
                       f"{plain:.6g}; DeepSeek also multiplies its softmax scale by get(s, mscale_all_dim)^2 = "
-                      f"{yarn_default_attention_m(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
+                      f"{yarn_default_attention(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
         else:
             detail = ("only one of mscale / mscale_all_dim is set: transformers then ignores it and uses the plain "
                       f"0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code would not")  # fmt: skip
@@ -60,25 +61,20 @@ def _check_yarn(raw: dict, s: RopeSettings) -> list[Trap]:
     return traps
 
 
-def yarn_default_attention_m(factor: float, m: float) -> float:
-    """DeepSeek's ``get_mscale(s, m) = 0.1 m ln s + 1``."""
-    return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
-
-
-def _check_dynamic(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_dynamic(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     length = s.max_position_embeddings
     traps = [Trap("dynamic_formula", "note", s.layer_type,
                   f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
                   f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, and l "
                   f"is the current total length, so keys cached at a shorter length carry other frequencies")]  # fmt: skip
-    if s.original_given and s.original_max_len != length:
+    if w.original_given and s.original_max_len != length:
         traps.append(Trap("dynamic_original", "warning", s.layer_type,
                           f"original_max_position_embeddings={s.original_max_len} is set, but dynamic NTK takes "
                           f"max_position_embeddings={length} as the trained length: frequencies change only past {length}"))  # fmt: skip
     return traps
 
 
-def _check_longrope(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_longrope(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     traps = [Trap("longrope_switch", "note", s.layer_type,
                   f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
                   f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
@@ -91,7 +87,7 @@ def _check_longrope(raw: dict, s: RopeSettings) -> list[Trap]:
     return traps
 
 
-def _check_llama3(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_llama3(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     low, high = s.params.get("low_freq_factor"), s.params.get("high_freq_factor")
     if low is None or high is None:
         return [Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")]
@@ -104,7 +100,7 @@ def _check_llama3(raw: dict, s: RopeSettings) -> list[Trap]:
                  f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")]  # fmt: skip
 
 
-def check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
+def check_mscale_forward(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
         return []
     frequencies = f"which gives the {s.rope_type} frequencies"
@@ -126,6 +122,6 @@ def check_mscale_forward(raw: dict, s: RopeSettings) -> list[Trap]:
 _TYPE_CHECKS = (_check_yarn, _check_dynamic, _check_longrope, _check_llama3)
 
 
-def check_of_type(raw: dict, s: RopeSettings) -> list[Trap]:
+def check_of_type(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     """The traps of the layer's scaling type (none for a type without checks)."""
-    return [trap for check in _TYPE_CHECKS if check.__name__ == f"_check_{s.rope_type}" for trap in check(raw, s)]
+    return [trap for check in _TYPE_CHECKS if check.__name__ == f"_check_{s.rope_type}" for trap in check(raw, s, w)]

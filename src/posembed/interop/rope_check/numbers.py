@@ -1,11 +1,8 @@
 """The numeric fields of a transformers config's RoPE, and the ones it gives as something else.
 
-transformers does not convert a number written as a string (``"rope_theta": "1e4"``, which a YAML
-1.1 parser makes of ``rope_theta: 1e4``): its config keeps the string, and the rope init function
-(``base ** arange``), the factor's division or the config class's own type check then fails with a
-``TypeError``. :func:`non_numbers` finds every such field by its path; :func:`as_numbers` gives the
-config with each readable one converted, so that :mod:`posembed.interop.rope.check` can still show
-what the config means while :mod:`posembed.interop.rope.traps` reports each field as an error.
+transformers keeps a number written as a string (``"rope_theta": "1e4"``, YAML 1.1's reading of ``1e4``), and its
+rope init or config class then fails with a ``TypeError``. :func:`non_numbers` finds each such field by its path (an
+error trap); :func:`as_numbers` converts the readable ones, so that the check still shows what the config means.
 
 Example:
     >>> raw = {"model_type": "llama", "rope_theta": "1e4", "rope_scaling": {"rope_type": "linear", "factor": 4}}
@@ -29,13 +26,10 @@ INTEGER_FIELDS = (
     "max_position_embeddings", "n_positions", "original_max_position_embeddings", "head_dim", "rotary_dim",
     "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head", "qk_rope_head_dim", "qk_nope_head_dim",
 )  # fmt: skip
-#: top-level fields that are real numbers
-REAL_FIELDS = (
-    "rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta", "local_rope_theta",
-    "partial_rotary_factor", "rotary_pct",
-)  # fmt: skip
-#: the fields that hold a theta (the reader refuses one it cannot read, naming its layer type)
+#: the top-level fields that hold a theta (the reader refuses one it cannot read, naming its layer type)
 THETA_FIELDS = ("rope_theta", "rotary_emb_base", "rope_local_base_freq", "global_rope_theta", "local_rope_theta")
+#: top-level fields that are real numbers
+REAL_FIELDS = (*THETA_FIELDS, "partial_rotary_factor", "rotary_pct")
 #: real-valued fields of the RoPE parameters (``rope_parameters`` / ``rope_scaling``, flat or per layer type)
 REAL_PARAMETERS = (
     "rope_theta", "factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",

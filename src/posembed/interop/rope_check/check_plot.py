@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posembed.interop.rope.check import RopeReport
+from posembed.interop.rope_check.check import RopeReport
 
 __all__ = ["plot_wavelengths"]
 

@@ -1,17 +1,11 @@
 """Check a transformers config's RoPE: per-pair wavelengths, scaling, switch points, traps.
 
-:func:`check_rope_config` reads any config with RoPE (Llama, Mistral, Qwen2, Phi-3, Gemma,
-GPT-NeoX, GPT-J, ModernBERT, Gemma 3, ...; either spelling) into one
-:class:`~posembed.interop.rope.settings.RopeSettings` per layer type with the one reader,
-:mod:`posembed.interop.rope.settings`; builds posembed's scheme of each from those settings
-(:func:`~posembed.interop.rope.config.rotary_from_settings`, as ``rotary_from_hf_config``
-does) and reports, per frequency pair, the wavelength ``2 pi / inv_freq`` against the trained
-context and what the scaling does to it (keep, interpolate or ramp), the attention factor,
-where dynamic NTK and LongRoPE switch, and the effective context. When transformers is
-installed, posembed's ``inv_freq`` and attention factor are compared with transformers' own
-rope init functions, or, for a model whose rotary embedding does something else in ``forward``
-(PhiMoE: short_factor at every length, cos and sin times short_mscale / long_mscale), with the cos
-and sin that forward gives. The traps found are in :mod:`posembed.interop.rope.traps`.
+:func:`check_rope_config` builds posembed's scheme of each layer type's
+:class:`~posembed.interop.rope.settings.RopeSettings` (as ``rotary_from_hf_config`` does) and reports, per frequency
+pair, the wavelength ``2 pi / inv_freq`` against the trained context and what the scaling does to it, the attention
+factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq``
+and attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else,
+PhiMoE, beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
 
 Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
@@ -33,12 +27,11 @@ import torch
 from torch import Tensor
 
 from posembed.interop.rope.config import rotary_from_settings
-from posembed.interop.rope.model import model_part, rotary_class
-from posembed.interop.rope.numbers import as_numbers, refuse_unreadable
-from posembed.interop.rope.settings import (
-    ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings, rope_spelling,
-)  # fmt: skip
-from posembed.interop.rope.traps import MSCALE_FORWARD, Trap, find_traps
+from posembed.interop.rope.model import build_config, model_part, rotary_class
+from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
+from posembed.interop.rope_check.numbers import as_numbers, refuse_unreadable
+from posembed.interop.rope_check.stated import Stated, read_stated
+from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 
 __all__ = ["check_rope_config", "RopeReport", "LayerReport", "PairRow", "Comparison", "format_report", "report_json"]
@@ -49,6 +42,12 @@ logger = logging.getLogger(__name__)
 RTOL = 1e-5
 #: what the comparison is made against, unless said otherwise
 _INIT_NOTE = "compared with transformers' rope init functions"
+#: the settings and what the config wrote, in the JSON report's order
+_JSON_SETTINGS = (
+    "layer_type", "rope_type", "theta", "theta_given", "head_dim", "head_dim_given", "hidden_size", "num_heads", "rotary_dim",
+    "partial_rotary_factor", "layout", "max_position_embeddings", "original_max_len", "original_given", "params",
+    "original_source", "direction", "channels", "mrope", "axial", "known", "latent", "theta_field", "forward_mscale",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -92,6 +91,7 @@ class LayerReport:
     pairs: tuple[PairRow, ...]
     comparisons: tuple[Comparison, ...]
     comparison_note: str
+    stated: Stated | None = None  # what the config writes (in the JSON report, among the settings)
 
 
 @dataclass(frozen=True)
@@ -160,16 +160,15 @@ def _contexts(s: RopeSettings) -> tuple[int | None, int | None, int | None]:
 
 
 def _transformers_config(raw: dict, given: Any) -> Any:
+    """The config object to compare with: the one given, else the one transformers builds; raises why not."""
     if given is not None and hasattr(given, "standardize_rope_params"):
         return given
-    from transformers import AutoConfig
+    config = build_config(raw)
+    if config is None:  # no transformers (ModuleNotFoundError), or its error for a model type it does not know
+        from transformers import AutoConfig
 
-    fields = copy.deepcopy({k: v for k, v in raw.items() if k != "model_type"})  # transformers edits the dicts it is given
-    return AutoConfig.for_model(raw["model_type"], **fields)
-
-
-def _default_init(hf_config: Any):
-    return rotary_class(hf_config).compute_default_rope_parameters
+        AutoConfig.for_model(raw["model_type"])
+    return config
 
 
 def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[Tensor, float]:
@@ -192,7 +191,7 @@ def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | No
 
         inv_freq, factor = axial_class(config).compute_axial_rope_parameters(config)
     elif s.rope_type == "default":
-        init = _default_init(config)
+        init = rotary_class(config).compute_default_rope_parameters
         inv_freq, factor = init(config, layer_type=layer) if layer else init(config)
     else:
         from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -245,14 +244,14 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
     return tuple(comparisons), _INIT_NOTE
 
 
-def _layer(raw: dict, given: Any, s: RopeSettings, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
+def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
     trained, effective, switch = _contexts(s)
     target = length or effective or trained or 2
     try:
         scheme = rotary_from_settings(s, layout=s.layout)
     except (ValueError, TypeError) as error:
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
-        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built"), [trap]
+        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w), [trap]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
     traps = []
     if s.rope_type == "dynamic" and trained:
@@ -261,7 +260,7 @@ def _layer(raw: dict, given: Any, s: RopeSettings, length: int | None, compare: 
             traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
     attention = _frequencies(scheme, target)[1]
     report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, target),
-                         comparisons, note)  # fmt: skip
+                         comparisons, note, w)  # fmt: skip
     return report, traps
 
 
@@ -289,14 +288,16 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
     refuse_unreadable(raw)
     settings = read_rope_settings(as_numbers(raw))  # a number written as a string is read, and an error trap
-    traps = find_traps(raw, settings)
+    stated = read_stated(as_numbers(raw), settings)
+    traps = find_traps(raw, settings, stated)
     layers = []
-    for s in settings:
-        layer, extra = _layer(raw, given, s, length, compare)
+    for s, w in zip(settings, stated):
+        layer, extra = _layer(raw, given, s, w, length, compare)
         layers.append(layer)
         traps = extra + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
-    return RopeReport(source, raw.get("model_type"), rope_spelling(raw), length, tuple(layers), tuple(traps))
+    spelling = "rope_parameters (transformers 5.x)" if raw.get("rope_parameters") else "rope_scaling + rope_theta (transformers 4.x)"
+    return RopeReport(source, raw.get("model_type"), spelling, length, tuple(layers), tuple(traps))
 
 
 def report_json(report: RopeReport) -> dict:
@@ -304,6 +305,8 @@ def report_json(report: RopeReport) -> dict:
     data = asdict(report)
     data["ok"] = report.ok
     for layer, layer_data in zip(report.layers, data["layers"]):
+        both = {**layer_data["settings"], **(layer_data.pop("stated") or {}), "original_given": layer.stated and layer.stated.original_given}
+        layer_data["settings"] = {key: both[key] for key in _JSON_SETTINGS}
         for comparison, comparison_data in zip(layer.comparisons, layer_data["comparisons"]):
             comparison_data["equal"] = comparison.equal
     return _finite(data)

@@ -1,40 +1,31 @@
 """The RoPE config traps inference stacks keep falling into, each a pure check on the settings.
 
-Each ``_check_*`` takes the raw config dict and one layer type's
-:class:`~posembed.interop.rope.settings.RopeSettings` and returns :class:`Trap` records:
-``"error"`` (the config cannot be used as written), ``"warning"`` (it loads, but probably not
-as intended) or ``"note"`` (how the setting must be applied, so that a hand-written stack gets
-it right). :func:`find_traps` runs them all, plus the checks across layer types.
+Each ``_check_*`` takes the config dict, one layer type's :class:`~posembed.interop.rope.settings.RopeSettings` and
+what the config wrote for it (:class:`~posembed.interop.rope_check.stated.Stated`), and returns :class:`Trap`
+records: ``"error"`` (the config cannot be used as written), ``"warning"`` (it loads, but probably not as intended)
+or ``"note"`` (how the setting must be applied). :func:`find_traps` runs them all, plus the checks across layer types.
 """
 
 from __future__ import annotations
 
 import math
 
-from posembed.interop.rope.numbers import as_numbers, non_numbers
-from posembed.interop.rope.parameters import (
-    DEFAULT_THETA, ignored_parameters, refusal, stated_layer, states_rope, why_ignored,
-)  # fmt: skip
+from posembed.interop.rope.parameters import DEFAULT_THETA, stated_layer, states_rope, why_ignored
 from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings
-from posembed.interop.rope.traps_scaling import MSCALE_FORWARD, Trap, check_mscale_forward, check_of_type, yarn_default_attention
+from posembed.interop.rope_check.numbers import as_numbers, non_numbers
+from posembed.interop.rope_check.stated import Stated, ignored_parameters, read_stated, refusal
+from posembed.interop.rope_check.traps_scaling import MSCALE_FORWARD, Trap, check_mscale_forward, check_of_type, yarn_default_attention
 
 __all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 
 #: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
 FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
-    "llama": {ALL_LAYERS: (10000.0, 500000.0)},
-    "llama3": {ALL_LAYERS: (500000.0,)},
-    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)},
-    "mixtral": {ALL_LAYERS: (1000000.0,)},
-    "qwen2": {ALL_LAYERS: (1000000.0,)},
-    "qwen2_moe": {ALL_LAYERS: (1000000.0,)},
-    "qwen3": {ALL_LAYERS: (1000000.0,)},
-    "gemma": {ALL_LAYERS: (10000.0,)},
-    "gemma2": {ALL_LAYERS: (10000.0,)},
+    "llama": {ALL_LAYERS: (10000.0, 500000.0)}, "llama3": {ALL_LAYERS: (500000.0,)},
+    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)}, "mixtral": {ALL_LAYERS: (1000000.0,)},
+    **{family: {ALL_LAYERS: (1000000.0,)} for family in ("qwen2", "qwen2_moe", "qwen3")},
+    **{family: {ALL_LAYERS: (10000.0,)} for family in ("gemma", "gemma2", "phi3", "gpt_neox")},
     "gemma3_text": {"full_attention": (1000000.0,), "sliding_attention": (10000.0,)},
     "modernbert": {"full_attention": (160000.0,), "sliding_attention": (10000.0,)},
-    "phi3": {ALL_LAYERS: (10000.0,)},
-    "gpt_neox": {ALL_LAYERS: (10000.0,)},
 }
 #: vocabulary size of Llama 3 (its tokenizer), which tells Llama 3 from Llama 2 in a "llama" config
 LLAMA3_VOCAB = 128256
@@ -52,12 +43,12 @@ def _family(raw: dict, s: RopeSettings) -> str | None:
     return model_type if model_type in FAMILY_THETA else None
 
 
-def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_theta(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     family = _family(raw, s)
     expected = FAMILY_THETA.get(family or "", {}).get(s.layer_type) or FAMILY_THETA.get(family or "", {}).get(ALL_LAYERS)
     shown = " or ".join(f"{v:g}" for v in expected) if expected else ""
-    if not s.theta_given:
-        missing = _theta_missing(raw, s)
+    if not w.theta_given:
+        missing = _theta_missing(raw, s, w)
         if expected and s.theta not in expected:
             return [Trap("theta_missing", "warning", s.layer_type,
                          f"{missing}, but {family} checkpoints are trained with {shown}; every frequency would be wrong")]
@@ -69,13 +60,13 @@ def _check_theta(raw: dict, s: RopeSettings) -> list[Trap]:
     return []
 
 
-def _theta_missing(raw: dict, s: RopeSettings) -> str:
+def _theta_missing(raw: dict, s: RopeSettings, w: Stated) -> str:
     """What fills in the theta of a config that names none: the value the reader took, from the model's config class."""
     model_type, top = raw.get("model_type"), raw.get("rope_theta")
     where = f" for {s.layer_type}" if s.layer_type != ALL_LAYERS else ""
     if not s.known:
         return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
-    if top is not None and s.theta_field is None:
+    if top is not None and w.theta_field is None:
         return (f"rope_theta={float(top):g} is not read{where}: transformers' {model_type} config class gives it to the "
                 f"other layer type and fills in its default {s.theta:g} here")  # fmt: skip
     if states_rope(raw) or s.layer_type != ALL_LAYERS:
@@ -86,12 +77,12 @@ def _theta_missing(raw: dict, s: RopeSettings) -> str:
     return text if s.theta == DEFAULT_THETA else f"{text}; a loader without that class would take {DEFAULT_THETA:g}"
 
 
-def _original_conflict(raw: dict, s: RopeSettings, stated: int, top: int) -> str:
+def _original_conflict(s: RopeSettings, w: Stated, stated: int, top: int) -> str:
     """Which of two different pre-training lengths transformers builds the model with."""
     where = f"{stated} in the RoPE parameters but {top} at the top level"
     if s.rope_type not in ORIGINAL_USERS:
         return f"original_max_position_embeddings is {where}; rope_type {s.rope_type!r} reads neither"
-    if s.original_source == "top level":
+    if w.original_source == "top level":
         return (f"original_max_position_embeddings is {where}; transformers builds the model with the top-level {top}: "
                 f"its config keeps it as an attribute, and standardising the RoPE parameters (at construction for a "
                 f"class that declares the field, when the model is built for any other) overwrites theirs with it")  # fmt: skip
@@ -99,11 +90,11 @@ def _original_conflict(raw: dict, s: RopeSettings, stated: int, top: int) -> str
             f"ignores the top-level one")  # fmt: skip
 
 
-def _original_missing(raw: dict, s: RopeSettings) -> str:
+def _original_missing(raw: dict, s: RopeSettings, w: Stated) -> str:
     """How transformers fills in the pre-training length a yarn / llama3 / longrope config does not give."""
     max_pos, factor, top = s.max_position_embeddings, s.factor, raw.get("original_max_position_embeddings")
     head = f"rope_type {s.rope_type!r} has no original_max_position_embeddings"
-    if s.original_source == "class default":
+    if w.original_source == "class default":
         return (f"{head}: transformers' {raw.get('model_type')} config class fills in its default "
                 f"{s.original_max_len} as the trained length")  # fmt: skip
     if top is not None:
@@ -116,26 +107,26 @@ def _original_missing(raw: dict, s: RopeSettings) -> str:
     return f"{head}: loaders take max_position_embeddings={max_pos} as the trained length{looks}"
 
 
-def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_original(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     traps, top = [], raw.get("original_max_position_embeddings")
     stated = stated_layer(raw, s.layer_type).get("original_max_position_embeddings")  # as written
     max_pos, factor = s.max_position_embeddings, s.factor
-    resolved = s.original_source != "max_position_embeddings"  # the config or its class names a length
+    resolved = w.original_source != "max_position_embeddings"  # the config or its class names a length
     if stated and top and int(stated) != int(top):
-        traps.append(Trap("original_inconsistent", "warning", s.layer_type, _original_conflict(raw, s, stated, top)))
-    bare = s.original_source == "class default" and not states_rope(raw)  # the class's own parameters
+        traps.append(Trap("original_inconsistent", "warning", s.layer_type, _original_conflict(s, w, stated, top)))
+    bare = w.original_source == "class default" and not states_rope(raw)  # the class's own parameters
     if bare and s.rope_type in ORIGINAL_USERS:
         traps.append(Trap("original_missing", "note", s.layer_type,
                           f"the config states no RoPE field: transformers' {raw.get('model_type')} config class fills "
                           f"in its own {s.rope_type} parameters, with original_max_position_embeddings="
                           f"{s.original_max_len} as the trained length"))  # fmt: skip
-    elif s.original_source == "class default" and stated is not None and not s.original_given:
+    elif w.original_source == "class default" and stated is not None and not w.original_given:
         traps.append(Trap("original_inconsistent", "warning", s.layer_type,
                           f"original_max_position_embeddings is {stated} in the RoPE parameters, but transformers' "
                           f"{raw.get('model_type')} config class overwrites it with its top-level field, absent here, "
                           f"so with its default {s.original_max_len}: state it at the top level"))  # fmt: skip
-    elif s.rope_type in ORIGINAL_USERS and not s.original_given:
-        traps.append(Trap("original_missing", "warning", s.layer_type, _original_missing(raw, s)))
+    elif s.rope_type in ORIGINAL_USERS and not w.original_given:
+        traps.append(Trap("original_missing", "warning", s.layer_type, _original_missing(raw, s, w)))
     if resolved and max_pos and factor > 1:
         original = s.original_max_len
         if original > max_pos:
@@ -160,33 +151,33 @@ def _check_original(raw: dict, s: RopeSettings) -> list[Trap]:
             traps.append(Trap("original_inconsistent", "warning", s.layer_type,
                               f"LongRoPE factor={factor:g} but max_position_embeddings / original = {ratio:g}: the "
                               f"attention factor follows 'factor' when given, the ratio otherwise"))  # fmt: skip
-    if s.rope_type == "linear" and factor > 1 and not s.original_given:
+    if s.rope_type == "linear" and factor > 1 and not w.original_given:
         traps.append(Trap("original_missing", "note", s.layer_type,
                           f"linear scaling names no trained length: its effective context is {factor:g} x the trained "
                           f"one; if max_position_embeddings={max_pos} is already extended, it is the limit"))  # fmt: skip
     return traps
 
 
-def _latent_note(raw: dict, s: RopeSettings) -> Trap:
+def _latent_note(raw: dict, s: RopeSettings, w: Stated) -> Trap:
     """Multi-head latent attention: the rotary channels are ``qk_rope_head_dim`` per head, whatever head_dim says."""
     derived = s.hidden_size // s.num_heads if s.hidden_size and s.num_heads else None
     width = "qk_nope_head_dim + qk_rope_head_dim" if s.latent == "qk_head_dim" else "qk_rope_head_dim"
-    stated = "" if s.head_dim_given else " (absent: its class default)"
+    stated = "" if w.head_dim_given else " (absent: its class default)"
     return Trap("head_dim", "note", s.layer_type,
                 f"multi-head latent attention: transformers' {raw.get('model_type')} config class sets head_dim = {width} = "
                 f"{s.head_dim}{stated} and rotates {s.rotary_dim} channels of each head ({s.layout} layout), not "
                 f"hidden_size // num_attention_heads = {derived}: a stack that derives it rotates the wrong width")  # fmt: skip
 
 
-def _check_shape(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_shape(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     traps = []
     if s.latent is not None:
-        traps.append(_latent_note(raw, s))
-    elif s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
+        traps.append(_latent_note(raw, s, w))
+    elif w.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
         traps.append(Trap("head_dim", "note", s.layer_type,
                           f"head_dim={s.head_dim} is not hidden_size / num_attention_heads = {s.hidden_size} / "
                           f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong width"))  # fmt: skip
-    elif not s.head_dim_given and s.hidden_size and s.num_heads and s.head_dim != s.hidden_size // s.num_heads:
+    elif not w.head_dim_given and s.hidden_size and s.num_heads and s.head_dim != s.hidden_size // s.num_heads:
         traps.append(Trap("head_dim", "note", s.layer_type,
                           f"head_dim is absent: transformers' {raw.get('model_type')} config class fills in its default "
                           f"{s.head_dim}, not hidden_size // num_attention_heads = {s.hidden_size // s.num_heads}: a stack "
@@ -217,7 +208,7 @@ def _stated_type(raw: dict) -> object:
     return stated.get("rope_type", stated.get("type")) if isinstance(stated, dict) else None
 
 
-def _check_renamed(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_renamed(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     old = _stated_type(raw)
     if s.layer_type != ALL_LAYERS or old not in OLD_LONGROPE or s.rope_type != "longrope":
         return []
@@ -237,7 +228,7 @@ def _check_refused(raw: dict) -> list[Trap]:
                  f"cannot load it as written; posembed reads the dict as written, without the class's defaults")]  # fmt: skip
 
 
-def _check_type_key(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_type_key(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     old = s.params.get("type")
     if old is None or old == s.rope_type or (old in OLD_LONGROPE and s.rope_type == "longrope"):
         return []
@@ -250,7 +241,7 @@ def _check_type_key(raw: dict, s: RopeSettings) -> list[Trap]:
                  f"transformers builds {s.rope_type!r} and ignores 'type'{why}; write rope_type")]  # fmt: skip
 
 
-def _check_factor_unread(raw: dict, s: RopeSettings) -> list[Trap]:
+def _check_factor_unread(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
     """A ``factor`` beside default RoPE, which reads none: transformers logs the key and builds plain RoPE."""
     factor = s.params.get("factor")
     if s.rope_type != "default" or factor is None or s.factor == 1.0:
@@ -298,15 +289,17 @@ _CHECKS = (_check_theta, _check_original, check_of_type, _check_shape, _check_re
            _check_factor_unread, check_mscale_forward)  # fmt: skip
 
 
-def find_traps(raw: dict, settings: list[RopeSettings]) -> list[Trap]:
+def find_traps(raw: dict, settings: list[RopeSettings], stated: list[Stated] | None = None) -> list[Trap]:
     """Every trap of every layer type (errors first, then warnings, then notes).
 
     ``raw`` is the config as given; the checks read it with its numeric fields as numbers
-    (:func:`~posembed.interop.rope.numbers.as_numbers`), and each field that is not one is an error.
+    (:func:`~posembed.interop.rope_check.numbers.as_numbers`), and each field that is not one is an error.
+    ``stated``: what it writes per layer type (:func:`~posembed.interop.rope_check.stated.read_stated` by default).
     """
     traps = _check_numbers(raw)
     raw = as_numbers(raw)
-    traps += [trap for s in settings for check in _CHECKS for trap in check(raw, s)]
+    stated = read_stated(raw, settings) if stated is None else stated
+    traps += [trap for s, w in zip(settings, stated) for check in _CHECKS for trap in check(raw, s, w)]
     traps += _check_layers(raw, settings) + _check_ignored(raw, settings) + _check_refused(raw)
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(traps, key=lambda trap: order[trap.severity])
