@@ -2,8 +2,8 @@
 
 - every file under ``src/`` is at most :data:`MAX_LINES` lines;
 - each package folder's ``__init__`` docstring lists the folder's files, and no ``__init__`` holds logic;
-- the steps "Where new work goes" gives for a new scheme, a new lab task and a new subcommand
-  are exactly the steps: each is taken on a throwaway copy of the package (a file written, one
+- the steps "Where new work goes" gives for a new scheme, a transformers rope type, a new lab task
+  and a new subcommand are exactly the steps: each is taken on a throwaway copy of the package (a file written, one
   table line added, as the page says), and the factory, the lab and the command pick the new
   thing up; with the table line left out they do not.
 """

@@ -28,7 +28,7 @@ each other round a circle (:func:`test_the_rooms_of_lab_import_one_way`).
 
 There is no exception: no import runs upward, not even inside a function, and no two files
 import each other round a circle. (The Hugging Face adapters are functions of ``interop``:
-``interop.hf.load_embeddings`` / ``save_embeddings``, ``interop.rope_config.rotary_from_hf_config``.)
+``interop.hf.load_embeddings`` / ``save_embeddings``, ``interop.rope.config.rotary_from_hf_config``.)
 """
 
 from __future__ import annotations
