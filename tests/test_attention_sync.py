@@ -154,3 +154,35 @@ def test_attention_on_cuda_never_synchronises(backend: str) -> None:
             finally:
                 torch.cuda.set_sync_debug_mode("default")
             assert next(attn.parameters()).grad.device.type == "cuda", name
+
+
+def _position_dependent_rotaries() -> dict:
+    """The rotary variants whose frequencies or factor a call's largest position chooses."""
+    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary_longrope import LongRoPERotary
+    from posembed.schemes.rotary_scaling import DynamicNTKRotary
+
+    return {
+        "dynamic_ntk": DynamicNTKRotary(16, factor=2.0, original_max_len=8),
+        "longrope": LongRoPERotary(16, short_factor=[1.0] * 8, long_factor=[2.0] * 8, original_max_len=8, factor=2.0),
+        "forward_mscale": RotaryEmbedding(16, forward_mscale=(1.1, 1.3), mscale_switch=8),  # PhiMoE's
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_position_dependent_rotaries()))
+def test_a_rotary_whose_call_positions_choose_its_frequencies_reads_nothing_back(name: str) -> None:
+    """The choice is made on the device (``torch.where``), at explicit positions on either side of the switch."""
+    scheme = _position_dependent_rotaries()[name]
+    q = torch.randn(1, 2, 12, 16)
+    for length in (8, 12):  # at the switch, past it
+        positions = torch.arange(length)[None]
+        scheme(q[..., :length, :], q[..., :length, :], position_ids=positions)  # warm
+        with no_host_reads():
+            scheme(q[..., :length, :], q[..., :length, :], position_ids=positions)
+            scheme.cos_sin(positions)
+
+
+def test_the_forward_mscale_is_chosen_by_the_call_length() -> None:
+    scheme = _position_dependent_rotaries()["forward_mscale"]
+    assert scheme.cos_sin(torch.arange(8))[0][0, 0].item() == pytest.approx(1.1)  # length 8: the short factor
+    assert scheme.cos_sin(torch.arange(9))[0][0, 0].item() == pytest.approx(1.3)  # 9 > 8: the long one

@@ -207,7 +207,7 @@ class MRoPE(SectionedRotary):
             inv_freq, scaling = self.dealt._call_frequencies(coords.max() + 1)
         index = mrope_pairs(self.mrope_section, self.arrangement, self.section_axes)[0]
         cos, sin = axial_cos_sin(coords, inv_freq[torch.tensor(index, device=inv_freq.device)], self.axis_of, self.angles)
-        return (cos, sin) if scaling == 1.0 else (cos * scaling, sin * scaling)
+        return (cos * scaling, sin * scaling) if isinstance(scaling, Tensor) or scaling != 1.0 else (cos, sin)
 
     def _frequencies(self) -> tuple[Tensor, Tensor]:
         return mrope_frequencies(self.frequency_dim, self.mrope_section, self.base, arrangement=self.arrangement,

@@ -61,12 +61,13 @@ def rope_inv_freq(rotary_dim: int, base: float = 10000.0, device=None) -> Tensor
 
 
 def rope_cos_sin(
-    position_ids: Tensor, inv_freq: Tensor, scaling: float = 1.0, *, angles: str = "exact"
+    position_ids: Tensor, inv_freq: Tensor, scaling: float | Tensor = 1.0, *, angles: str = "exact"
 ) -> tuple[Tensor, Tensor]:
     """``cos`` and ``sin`` of ``position * inv_freq`` in float32, times ``scaling``.
 
     ``scaling`` is the attention factor of YaRN / LongRoPE (1.0 otherwise), folded into cos and
-    sin as Hugging Face does, so the logits scale by its square. ``angles="exact"`` forms the
+    sin as Hugging Face does, so the logits scale by its square (a 0-dim tensor where the call's positions choose it:
+    no value is read back to the host). ``angles="exact"`` forms the
     angle in float64 (within 2.5e-7 of the float64 truth up to position ``2**24``, see
     :mod:`posembed.schemes.phases`); ``"fp32"`` is transformers' float32 product, bit for bit.
 
@@ -80,7 +81,7 @@ def rope_cos_sin(
     (tensor([1., 1., 1.]), tensor([0., 0., 0.]))
     """
     cos, sin = cos_sin(position_ids, inv_freq, angles)  # (..., T, D/2)
-    if scaling != 1.0:
+    if isinstance(scaling, Tensor) or scaling != 1.0:
         cos, sin = cos * scaling, sin * scaling
     return cos, sin
 
@@ -210,10 +211,12 @@ class RotaryEmbedding(RotaryScheme):
         """Frequencies for a call whose largest position is ``length - 1`` (dynamic variants)."""
         return self.inv_freq
 
-    def _call_frequencies(self, length: Tensor) -> tuple[Tensor, float]:
-        """``(inv_freq, factor folded into cos / sin)`` of a call whose largest position is ``length - 1``."""
+    def _call_frequencies(self, length: Tensor) -> tuple[Tensor, float | Tensor]:
+        """``(inv_freq, factor folded into cos / sin)`` of a call whose largest position is ``length - 1`` (the
+        forward mscale chosen on the device, a 0-dim tensor: the call reads nothing back to the host)."""
         if self.forward_mscale is not None:
-            return self.inv_freq, self.forward_mscale[int(length) > self.mscale_switch]
+            short, long = self.forward_mscale
+            return self.inv_freq, torch.where(length > self.mscale_switch, long, short)
         return self._inv_freq_for(length), self.attention_scaling
 
     def reset_parameters(self) -> None:
