@@ -117,3 +117,24 @@ def test_lm_windows_are_whole_slices_of_the_training_split_from_its_first_charac
             assert torch.equal(row, train[start : start + 70]) and torch.equal(target, train[start + 1 : start + 71])
             starts.add(start)
     assert starts == set(range(29))  # 320 draws of 29 starts: each comes up
+
+
+def test_evaluate_rows_measures_passkey_from_the_shortest_document_on_and_means_its_depths(monkeypatch):
+    """The grid is measured only when asked (``passkey``) and the length holds the shortest document
+    (``min_length``, that length included); ``passkey_mean`` is the mean of the depths' accuracies."""
+    from posembed.lab.tasks.passkey import min_length
+
+    data = ContextData.load("tinyshakespeare")
+    model = build_context_model(CFG, "rope", data.vocab_size).eval()
+    asked = []
+    monkeypatch.setattr(evaluate, "passkey_grid", lambda model, stoi, length, depths, **kw: asked.append(length)
+                        or dict(zip(depths, (1.0, 0.5))))
+    shortest = min_length(5)
+
+    def metrics(length, **kw):
+        return [(m, d, v) for m, d, v in evaluate.evaluate_rows(model, data, length, windows=1, depths=2, samples=1,
+                                                                   seed=0, digits=5, **kw) if m != "perplexity"]
+
+    assert metrics(shortest) == [("passkey", 0.0, 1.0), ("passkey", 1.0, 0.5), ("passkey_mean", -1.0, 0.75)]
+    assert metrics(shortest - 1) == [] and metrics(shortest, passkey=False) == []
+    assert asked == [shortest]
