@@ -5,7 +5,10 @@ Three measurements, on ``--device`` (default ``cuda``):
 - ``quick``: the wall time of ``posembed lab run --preset quick`` (a fresh process, no
   checkpoints, the default ``--workers``: on a GPU, worker processes sharing it), against the
   2-core CPU figure (182.9 s with 2 workers, README; or ``--cpu-quick-seconds``). Target: at most
-  one fifth of it.
+  one fifth of it. Its note says where the time went (:func:`timeline`, from the stored trials, whose ends
+  are kept to the second): before the first trial, the trials and how many ran at once, what each
+  scheme's first trial paid beyond its others (compiles), and after the last (the first GPU lease took
+  77.5 s and could not say why).
 - ``context-smoke``: the wall time of ``posembed lab context --preset context-smoke``. Target:
   under 15 s.
 - ``calibration``: the milliseconds per iteration of the nanoGPT CPU recipe
@@ -63,28 +66,61 @@ class Target:
         return self.measured <= self.limit
 
 
-def _wall(argv: list[str], repeats: int) -> list[float]:
-    """Seconds of each of ``repeats`` fresh runs of ``posembed ARGV --out <fresh folder>``."""
+def _wall(argv: list[str], repeats: int, timelines: list | None = None) -> list[float]:
+    """Seconds of each of ``repeats`` fresh runs of ``posembed ARGV --out <fresh folder>``; with ``timelines``
+    (a lab sweep), each run's :func:`timeline` is appended to it."""
     times = []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="posembed-gpu-bench-") as folder:
-            start = time.perf_counter()
+            start, clock = time.perf_counter(), time.time()
             done = subprocess.run([sys.executable, "-m", "posembed.cli", *argv, "--out", str(Path(folder) / "out")],
                                   capture_output=True, text=True)
             times.append(time.perf_counter() - start)
+            if done.returncode == 0 and timelines is not None:
+                timelines.append(timeline(Path(folder) / "out", clock, clock + times[-1]))
         if done.returncode != 0:
             raise RuntimeError(f"posembed {' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return times
+
+
+def timeline(out: Path, started: float, ended: float) -> dict[str, float]:
+    """Where a sweep's wall time went, from its stored trials (each one's end, to the second, and its seconds):
+
+    - ``startup``: the process's start to the first trial's start (imports, workers spawned);
+    - ``trials``: the first trial's start to the last one's end; ``parallel``: the trials' seconds over that span
+      (how many trained at once, on average);
+    - ``tail``: the last trial's end to the process's end (the report, the workers' shutdown);
+    - ``first_of_kind``: over each scheme, its first trial's seconds less the median of its others (what a kind's
+      first trial pays once: compiles, caches), summed.
+    """
+    from posembed.lab.sweep.store import load_results
+
+    trials = load_results(out).trials
+    ends = [datetime.datetime.fromisoformat(t.finished_at).timestamp() for t in trials]
+    starts = [end - t.seconds for end, t in zip(ends, trials)]
+    span = max(ends) - min(starts)
+    by_kind: dict[str, list[float]] = {}
+    for end, t in sorted(zip(ends, trials), key=lambda pair: pair[0]):
+        by_kind.setdefault(t.config.scheme, []).append(t.seconds)
+    first = sum(max(0.0, s[0] - statistics.median(s[1:])) for s in by_kind.values() if len(s) > 1)
+    return {"wall": ended - started, "startup": max(0.0, min(starts) - started), "trials": span,
+            "parallel": sum(t.seconds for t in trials) / span if span > 0 else float("nan"),
+            "tail": max(0.0, ended - max(ends)), "first_of_kind": first, "count": len(trials)}
 
 
 def quick_target(device: str, repeats: int, overrides: list[str], cpu_seconds: float) -> Target:
     argv = ["lab", "run", "--preset", "quick", "--device", device, "--no-checkpoints", "--quiet"]
     for override in overrides:
         argv += ["--set", override]
-    seconds = statistics.median(_wall(argv, repeats))
-    note = f"reduced: {', '.join(overrides)}" if overrides else ""
+    timelines: list[dict[str, float]] = []
+    seconds = statistics.median(_wall(argv, repeats, timelines))
+    notes = [f"reduced: {', '.join(overrides)}"] if overrides else []
+    spent = timelines[len(timelines) // 2]  # the middle run's (one run: its own)
+    notes.append(f"where it went: {spent['startup']:.1f} s to the first trial, {spent['count']:.0f} trials over "
+                 f"{spent['trials']:.1f} s ({spent['parallel']:.1f} at once on average; each kind's first trial "
+                 f"{spent['first_of_kind']:.1f} s more than its others, summed), {spent['tail']:.1f} s after the last")
     return Target("`lab run --preset quick`", seconds, "s", QUICK_FRACTION * cpu_seconds,
-                  f"{cpu_seconds:.1f} s on 2 CPU cores (2 workers)", note)
+                  f"{cpu_seconds:.1f} s on 2 CPU cores (2 workers)", "; ".join(notes))
 
 
 def context_target(device: str, repeats: int) -> Target:

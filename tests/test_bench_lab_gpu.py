@@ -49,3 +49,25 @@ def test_repeats_must_be_positive():
 def test_a_failing_lab_command_is_one_error_naming_it():
     with pytest.raises(RuntimeError, match="posembed lab run --preset quick .*failed \\(2\\).*unknown key 'stepz'"):
         bench.main(["--device", "cpu", "--skip-context", "--skip-calibration", "--set", "stepz=1"])
+
+
+def test_the_timeline_splits_a_sweeps_wall_time(monkeypatch):
+    """Two kinds, two trials each on 2 workers: startup, span, parallelism, each kind's first-trial extra, tail."""
+    from types import SimpleNamespace
+
+    import posembed.lab.sweep.store as store
+
+    def trial(scheme, end, seconds):
+        return SimpleNamespace(finished_at=f"2026-11-27T10:00:{end:02d}+00:00", seconds=seconds,
+                               config=SimpleNamespace(scheme=scheme))
+
+    trials = [trial("alibi", 20, 12.0), trial("rope", 18, 10.0), trial("alibi", 24, 4.0), trial("rope", 23, 5.0)]
+    monkeypatch.setattr(store, "load_results", lambda out: SimpleNamespace(trials=trials))
+    import datetime
+
+    t0 = datetime.datetime.fromisoformat("2026-11-27T10:00:05+00:00").timestamp()
+    spent = bench.timeline(None, t0, t0 + 21.0)  # the process: 10:00:05 to 10:00:26
+    assert spent["startup"] == pytest.approx(3.0)  # the first start: alibi's, 10:00:08
+    assert spent["trials"] == pytest.approx(16.0) and spent["parallel"] == pytest.approx(31.0 / 16.0)
+    assert spent["tail"] == pytest.approx(2.0) and spent["count"] == 4
+    assert spent["first_of_kind"] == pytest.approx((12.0 - 4.0) + (10.0 - 5.0))
