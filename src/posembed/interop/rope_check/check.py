@@ -29,7 +29,7 @@ from torch import Tensor
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.model import build_config, model_part, rotary_class
 from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
-from posembed.interop.rope_check.numbers import as_numbers, refuse_unreadable
+from posembed.interop.rope_check.numbers import read_numbers
 from posembed.interop.rope_check.stated import Stated, read_stated
 from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
@@ -42,12 +42,9 @@ logger = logging.getLogger(__name__)
 RTOL = 1e-5
 #: what the comparison is made against, unless said otherwise
 _INIT_NOTE = "compared with transformers' rope init functions"
-#: the settings and what the config wrote, in the JSON report's order
-_JSON_SETTINGS = (
-    "layer_type", "rope_type", "theta", "theta_given", "head_dim", "head_dim_given", "hidden_size", "num_heads", "rotary_dim",
-    "partial_rotary_factor", "layout", "max_position_embeddings", "original_max_len", "original_given", "params",
-    "original_source", "direction", "channels", "mrope", "axial", "known", "latent", "theta_field", "forward_mscale",
-)  # fmt: skip
+#: what the config wrote (:class:`Stated`), each placed in the JSON report's settings after the setting it is about
+_BESIDE = {"theta": "theta_given", "head_dim": "head_dim_given", "original_max_len": "original_given",
+           "params": "original_source", "latent": "theta_field"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ class LayerReport:
     pairs: tuple[PairRow, ...]
     comparisons: tuple[Comparison, ...]
     comparison_note: str
-    stated: Stated | None = None  # what the config writes (in the JSON report, among the settings)
+    stated: Stated  # what the config writes (in the JSON report, among the settings)
 
 
 @dataclass(frozen=True)
@@ -122,10 +119,6 @@ def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
 
 
-def _channels(index: int, rotary_dim: int, layout: str) -> tuple[int, int]:
-    return (index, index + rotary_dim // 2) if layout == "half" else (2 * index, 2 * index + 1)
-
-
 def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
     if inv_freq == 0.0:
         return "no rotation"
@@ -141,9 +134,8 @@ def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairR
     plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
     rows = []
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
-        ratio = p / q if q else math.inf
-        rows.append(PairRow(i, _channels(i, scheme.rotary_dim, scheme.layout), 2 * math.pi / p,
-                            2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))  # fmt: skip
+        ratio, channels = p / q if q else math.inf, (i, i + scheme.rotary_dim // 2) if scheme.layout == "half" else (2 * i, 2 * i + 1)
+        rows.append(PairRow(i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))
     return tuple(rows)
 
 
@@ -159,34 +151,23 @@ def _contexts(s: RopeSettings) -> tuple[int | None, int | None, int | None]:
     return max_pos, max_pos, None
 
 
-def _transformers_config(raw: dict, given: Any) -> Any:
-    """The config object to compare with: the one given, else the one transformers builds; raises why not."""
-    if given is not None and hasattr(given, "standardize_rope_params"):
-        return given
-    config = build_config(raw)
-    if config is None:  # no transformers (ModuleNotFoundError), or its error for a model type it does not know
-        from transformers import AutoConfig
-
-        AutoConfig.for_model(raw["model_type"])
-    return config
-
-
-def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[Tensor, float]:
-    """``(inv_freq, attention factor)`` the model's rotary embedding ``forward`` applies to a sequence of ``seq_len``
-    (positions 1 and ``seq_len - 1``): the angle at position 1 and the length of (cos, sin)."""
-    embedding = rotary_class(hf_config)(copy.deepcopy(hf_config))
-    x = torch.zeros(1, 1, s.head_dim)
-    cos, sin = embedding(x, torch.tensor([[1, max(seq_len, 2) - 1]]))
-    cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
-    return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
-
-
-def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None) -> tuple[Tensor, float]:
+def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None, forward: bool) -> tuple[Tensor, float]:
+    """``(inv_freq, attention factor)`` of transformers' rope init function at ``seq_len``. ``forward``: the ones the
+    model's rotary embedding ``forward`` applies to a sequence of ``seq_len`` (positions 1 and ``seq_len - 1``): the
+    angle at position 1 and the length of (cos, sin). A module that rotates at its own patch grid (Llama 4's vision
+    tower): the angles of its own table at the token its grid places at ``(1, 1)``, where every pair turns once."""
     layer = None if s.layer_type == ALL_LAYERS else s.layer_type
     config = copy.deepcopy(hf_config)  # the init functions standardise the config in place
-    if s.axial is not None and s.axial.grid is not None:  # a module that rotates at its own grid: its table's angles
-        inv_freq, factor = _grid_frequencies(config, s)
-    elif s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
+    if forward:
+        cos, sin = rotary_class(config)(config)(torch.zeros(1, 1, s.head_dim), torch.tensor([[1, max(seq_len, 2) - 1]]))
+        cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
+        return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
+    if s.axial is not None and s.axial.grid is not None:
+        from posembed.interop.rope.axial import own_grid_table
+
+        row = own_grid_table(config)[int((s.axial.positions() == 1).all(-1).nonzero()[0])]
+        return torch.angle(row).float(), float(row.abs().double().mean())
+    if s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
         from posembed.interop.rope.axial import axial_class
 
         inv_freq, factor = axial_class(config).compute_axial_rope_parameters(config)
@@ -200,19 +181,13 @@ def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | No
     return inv_freq.float(), float(factor)
 
 
-def _grid_frequencies(hf_config: Any, s: RopeSettings) -> tuple[Tensor, float]:
-    """The frequencies of a module that rotates at its own patch grid (Llama 4's vision tower): the angles of its own
-    table at the token its grid places at ``(1, 1)``, where every pair turns by its frequency once."""
-    from posembed.interop.rope.axial import own_grid_table
-
-    table, coords = own_grid_table(hf_config), s.axial.positions()
-    row = table[int((coords == 1).all(-1).nonzero()[0])]
-    return torch.angle(row).float(), float(row.abs().double().mean())
-
-
 def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[tuple[Comparison, ...], str]:
-    try:
-        hf_config = _transformers_config(raw, given)
+    try:  # the config object given, else the one transformers builds
+        hf_config = given if given is not None and hasattr(given, "standardize_rope_params") else build_config(raw)
+        if hf_config is None:  # no transformers (ModuleNotFoundError), or its error for a model type it does not know
+            from transformers import AutoConfig
+
+            AutoConfig.for_model(raw["model_type"])
     except ModuleNotFoundError:
         return (), "transformers is not installed: not compared"
     except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
@@ -225,10 +200,7 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
     comparisons = []
     for seq_len in lengths:
         try:
-            if forward:
-                theirs, their_factor = _model_frequencies(hf_config, s, seq_len or length)
-            else:
-                theirs, their_factor = _transformers_frequencies(hf_config, s, seq_len)
+            theirs, their_factor = _transformers_frequencies(hf_config, s, (seq_len or length) if forward else seq_len, forward)
         except Exception as error:  # noqa: BLE001 - any failure inside transformers is reported, not raised
             where = "model's rotary embedding" if forward else "rope init"
             return tuple(comparisons), f"transformers' {where} failed ({type(error).__name__}: {error})"
@@ -286,10 +258,10 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     whole, given, source = load_config_dict(config)
     raw = model_part(whole, part)
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
-    refuse_unreadable(raw)
-    settings = read_rope_settings(as_numbers(raw))  # a number written as a string is read, and an error trap
-    stated = read_stated(as_numbers(raw), settings)
-    traps = find_traps(raw, settings, stated)
+    numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
+    settings = read_rope_settings(numbers)
+    stated = read_stated(numbers, settings)
+    traps = find_traps(numbers, strings, settings, stated)
     layers = []
     for s, w in zip(settings, stated):
         layer, extra = _layer(raw, given, s, w, length, compare)
@@ -305,8 +277,12 @@ def report_json(report: RopeReport) -> dict:
     data = asdict(report)
     data["ok"] = report.ok
     for layer, layer_data in zip(report.layers, data["layers"]):
-        both = {**layer_data["settings"], **(layer_data.pop("stated") or {}), "original_given": layer.stated and layer.stated.original_given}
-        layer_data["settings"] = {key: both[key] for key in _JSON_SETTINGS}
+        settings, layer_data["settings"] = layer_data["settings"], {}
+        for key, value in settings.items():
+            layer_data["settings"][key] = value
+            if key in _BESIDE:
+                layer_data["settings"][_BESIDE[key]] = getattr(layer.stated, _BESIDE[key])
+        del layer_data["stated"]
         for comparison, comparison_data in zip(layer.comparisons, layer_data["comparisons"]):
             comparison_data["equal"] = comparison.equal
     return _finite(data)

@@ -1,8 +1,7 @@
 """What a config wrote, beside what the reader made of it: the raw-dict reading only the traps need.
 
 The reader (:mod:`posembed.interop.rope`) gives the values transformers builds the model with; a trap says whether
-each was written and where (:func:`stated_of`), which keys transformers ignores (:func:`ignored_parameters`) and
-why its class refuses a config (:func:`refusal`).
+each was written and where (:func:`stated_of`), and which keys transformers ignores (:func:`ignored_parameters`).
 """
 
 from __future__ import annotations
@@ -11,14 +10,14 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from posembed.interop.rope.model import build_config, config_value, model_part, transformers_config
+from posembed.interop.rope.model import config_value, model_part, transformers_config
 from posembed.interop.rope.parameters import (
     ALL_LAYERS, ORIGINAL, declares, dict_parameters, object_parameters, stated, stated_layer, states_rope,
 )  # fmt: skip
 from posembed.interop.rope.settings import ORIGINAL_USERS, RopeSettings
 from posembed.interop.rope_check.numbers import THETA_FIELDS
 
-__all__ = ["Stated", "stated_of", "read_stated", "theta_fields", "ignored_parameters", "refusal"]
+__all__ = ["Stated", "stated_of", "read_stated", "theta_fields", "ignored_parameters"]
 
 #: the top-level theta fields a layer type may read, as written (4.x Gemma 3 and ModernBERT per layer type)
 _TOP_THETAS = {"full_attention": ("global_rope_theta",), "sliding_attention": ("rope_local_base_freq", "local_rope_theta")}
@@ -130,12 +129,3 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     own = {k for k, v in (getattr(bare, "rope_parameters", None) or {}).items() if isinstance(v, Mapping)}
     return tuple(key for key, value in given.items() if value is not None and key not in layers and key not in own)
 
-
-def refusal(raw: Mapping) -> str | None:
-    """Why transformers' config class of the model type refuses the config (``"KeyError: ..."``), ``None`` when it
-    builds it, or without transformers / a class to ask."""
-    try:
-        build_config(raw)
-    except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
-        return f"{type(error).__name__}: {' '.join(line.strip() for line in str(error).splitlines())}"
-    return None
