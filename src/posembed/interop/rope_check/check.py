@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -70,9 +71,8 @@ class Comparison:
 
     @property
     def equal(self) -> bool:
-        return self.max_inv_freq_rel_diff <= RTOL and math.isclose(
-            self.attention_factor, self.transformers_attention_factor, rel_tol=RTOL
-        )
+        close = math.isclose(self.attention_factor, self.transformers_attention_factor, rel_tol=RTOL)
+        return self.max_inv_freq_rel_diff <= RTOL and close
 
 
 @dataclass(frozen=True)
@@ -225,11 +225,10 @@ def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
         return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w), [trap]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
-    traps = []
-    if s.rope_type == "dynamic" and trained:
-        below = scheme.cos_sin(torch.arange(trained))[0]
-        if not torch.equal(below, RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta).cos_sin(torch.arange(trained))[0]):
-            traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
+    below = torch.arange(trained or 0)
+    changed = s.rope_type == "dynamic" and trained and not torch.equal(scheme.cos_sin(below)[0], RotaryEmbedding(
+        s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta).cos_sin(below)[0])  # fmt: skip
+    traps = [Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length")] if changed else []
     attention = _frequencies(scheme, target)[1]
     report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, target),
                          comparisons, note, w)  # fmt: skip
@@ -262,11 +261,8 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     settings = read_rope_settings(numbers)
     stated = read_stated(numbers, settings)
     traps = find_traps(numbers, strings, settings, stated)
-    layers = []
-    for s, w in zip(settings, stated):
-        layer, extra = _layer(raw, given, s, w, length, compare)
-        layers.append(layer)
-        traps = extra + traps
+    built = [_layer(raw, given, s, w, length, compare) for s, w in zip(settings, stated)]
+    layers, traps = [layer for layer, _ in built], [trap for _, extra in reversed(built) for trap in extra] + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
     spelling = "rope_parameters (transformers 5.x)" if raw.get("rope_parameters") else "rope_scaling + rope_theta (transformers 4.x)"
     return RopeReport(source, raw.get("model_type"), spelling, length, tuple(layers), tuple(traps))
@@ -298,40 +294,38 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _layer_lines(layer: LayerReport) -> list[str]:
+def _layer_lines(layer: LayerReport) -> Iterator[str]:
     s = layer.settings
-    lines = [f"[{s.layer_type}] rope_type={s.rope_type} theta={s.theta:g} head_dim={s.head_dim} "
-             f"rotary_dim={s.rotary_dim} layout={s.layout} -> {layer.scheme}"]  # fmt: skip
+    yield (f"[{s.layer_type}] rope_type={s.rope_type} theta={s.theta:g} head_dim={s.head_dim} "
+           f"rotary_dim={s.rotary_dim} layout={s.layout} -> {layer.scheme}")  # fmt: skip
     if layer.scheme is None:
-        return lines
-    lines.append(f"  trained context {layer.trained_context}, effective context {layer.effective_context}, "
-                 f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
+        return
+    yield (f"  trained context {layer.trained_context}, effective context {layer.effective_context}, "
+           f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
     if layer.switch_at:
-        lines.append(f"  switches at sequence length > {layer.switch_at}")
+        yield f"  switches at sequence length > {layer.switch_at}"
     if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at
         cls = f"the class token at (0, 0), {s.axial.cls_token}" if s.axial.cls_token else "no class token"
-        lines.append(f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
-                     f"{s.axial.grid_offset}), {cls} (posembed.positions.patch_grid_positions)")  # fmt: skip
+        yield (f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
+               f"{s.axial.grid_offset}), {cls} (posembed.positions.patch_grid_positions)")  # fmt: skip
     for c in layer.comparisons:
-        mark = "equal" if c.equal else "DIFFERENT"
-        lines.append(f"  vs transformers (seq_len {c.seq_len}): {mark}, inv_freq max rel diff {c.max_inv_freq_rel_diff:.2e}, "
-                     f"attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
+        yield (f"  vs transformers (seq_len {c.seq_len}): {'equal' if c.equal else 'DIFFERENT'}, inv_freq max rel diff "
+               f"{c.max_inv_freq_rel_diff:.2e}, attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
     if not layer.comparisons or layer.comparison_note != _INIT_NOTE:
-        lines.append(f"  vs transformers: {layer.comparison_note}")
-    lines.append("   pair  channels      wavelength  scaled wavelength   /trained  treatment")
+        yield f"  vs transformers: {layer.comparison_note}"
+    yield "   pair  channels      wavelength  scaled wavelength   /trained  treatment"
     for row in layer.pairs:
         share = row.scaled_wavelength / layer.trained_context if layer.trained_context else math.nan
-        lines.append(f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
-                     f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
-    return lines
+        yield (f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
+               f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
 
 
 def format_report(report: RopeReport) -> str:
     """A plain-text report: header, one section per layer type, then the traps."""
-    lines = [f"config: {report.source} (model_type {report.model_type}; {report.spelling})"]
-    for layer in report.layers:
-        lines += _layer_lines(layer)
-    lines.append("traps:" if report.traps else "traps: none")
-    lines += [f"  {t.severity.upper():7s} {t.code} [{t.layer_type}]: {t.message}" for t in report.traps]
-    lines.append("result: OK" if report.ok else "result: CHECK THE WARNINGS ABOVE")
-    return "\n".join(lines)
+    return "\n".join([
+        f"config: {report.source} (model_type {report.model_type}; {report.spelling})",
+        *(line for layer in report.layers for line in _layer_lines(layer)),
+        "traps:" if report.traps else "traps: none",
+        *(f"  {t.severity.upper():7s} {t.code} [{t.layer_type}]: {t.message}" for t in report.traps),
+        "result: OK" if report.ok else "result: CHECK THE WARNINGS ABOVE",
+    ])  # fmt: skip

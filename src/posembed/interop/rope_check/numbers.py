@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -64,42 +65,26 @@ def _fields(raw: Mapping) -> Iterator[tuple[tuple, bool, Any]]:
                     yield from ((prefix + (name, i), False, v) for i, v in enumerate(values))
 
 
-def _number(shown: str, integer: bool, value: Any) -> int | float:
-    """``value`` read as a number; ``ValueError`` naming the field when none can be read."""
-    number = math.nan
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            pass
-    if math.isfinite(number) and (not integer or number.is_integer()):
-        return int(number) if integer else number
-    raise ValueError(f"{shown} must be {'an integer' if integer else 'a number'}, got {value!r}")
-
-
 def read_numbers(raw: Mapping) -> tuple[dict, list[tuple[str, Any, int | float | None]]]:
-    """``(numbers, strings)``: a copy of the config with each numeric RoPE field given as a readable string converted
-    to its number, and ``(field, value, the number it reads as)`` for every numeric RoPE field the config gives as
-    something other than a number (a string, a bool); the field is its dotted path (``rope_scaling.factor``,
-    ``rope_parameters.long_factor[3]``), the number ``None`` where none can be read (the value is then left as it is).
-
-    Raises ``ValueError`` naming the first such field no number can be read from (``"ten thousand"``, ``true``),
-    and its value; thetas are left to :func:`~posembed.interop.rope.settings.read_rope_settings`, which names the
-    layer type whose theta it is.
-    """
+    """``(numbers, strings)``: a copy of the config with each numeric RoPE field written as a readable string
+    converted, and ``(field, value, the number it reads as)`` for each field given as something other than a number
+    (a string, a bool): its dotted path (``rope_scaling.factor``, ``rope_parameters.long_factor[3]``), the number
+    ``None`` (the value then left as it is) for a theta no number can be read from, which
+    :func:`~posembed.interop.rope.settings.read_rope_settings` refuses naming its layer type; any other such field
+    (``"ten thousand"``, ``true``) raises ``ValueError`` naming it and its value."""
     found = [(path, integer, value) for path, integer, value in _fields(raw) if not _is_number(value)]
     numbers, strings = copy.deepcopy(dict(raw)) if found else dict(raw), []
     for path, integer, value in found:
         shown = "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path))
         try:
-            number = _number(shown, integer, value)
+            number = float(value.strip()) if isinstance(value, str) else math.nan
         except ValueError:
-            if path[-1] not in THETA_FIELDS:
-                raise
-            number = None
-        parent = numbers
-        for part in path[:-1]:
-            parent = parent[part]
-        parent[path[-1]] = value if number is None else number
+            number = math.nan
+        readable = math.isfinite(number) and (not integer or number.is_integer())
+        if not readable and path[-1] not in THETA_FIELDS:
+            raise ValueError(f"{shown} must be {'an integer' if integer else 'a number'}, got {value!r}")
+        number = (int(number) if integer else number) if readable else None
+        if readable:
+            functools.reduce(lambda parent, part: parent[part], path[:-1], numbers)[path[-1]] = number
         strings.append((shown, value, number))
     return numbers, strings
