@@ -31,7 +31,7 @@ from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.model import build_config, model_part, rotary_class
 from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
 from posembed.interop.rope_check.numbers import read_numbers
-from posembed.interop.rope_check.stated import Stated, read_stated
+from posembed.interop.rope_check.stated import Stated, stated_of
 from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 
@@ -194,9 +194,7 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
         return (), f"transformers cannot build this config ({type(error).__name__}: {error}): not compared"
     forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
     switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
-    lengths: list[int | None] = [None]
-    if (s.rope_type in ("dynamic", "longrope") or forward) and switch:
-        lengths = [switch, max(length, switch + 1)]
+    lengths = [switch, max(length, switch + 1)] if (s.rope_type in ("dynamic", "longrope") or forward) and switch else [None]
     comparisons = []
     for seq_len in lengths:
         try:
@@ -211,9 +209,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
             return tuple(comparisons), f"transformers gives {theirs.numel()} frequencies, posembed {ours.numel()}"
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
-    if forward:
-        return tuple(comparisons), f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies"
-    return tuple(comparisons), _INIT_NOTE
+    note = f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies" if forward else _INIT_NOTE
+    return tuple(comparisons), note
 
 
 def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
@@ -239,10 +236,9 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     """Check the RoPE of a transformers config.
 
     Args:
-        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the
-            path of its ``config.json``.
-        length: the target context (default: the effective context the config declares); the
-            per-pair table of dynamic NTK / LongRoPE is computed at this length.
+        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
+        length: the target context (default: the effective context the config declares); the per-pair table of
+            dynamic NTK / LongRoPE is computed at this length.
         compare: compare with transformers' rope init functions (when it is installed).
         part: the part of a multimodal config to check (``"text"``: its language model; ``"vision"``), as
             :func:`~posembed.interop.rope.model.model_part` finds it.
@@ -259,7 +255,7 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
     numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
     settings = read_rope_settings(numbers)
-    stated = read_stated(numbers, settings)
+    stated = [stated_of(numbers, s) for s in settings]
     traps = find_traps(numbers, strings, settings, stated)
     built = [_layer(raw, given, s, w, length, compare) for s, w in zip(settings, stated)]
     layers, traps = [layer for layer, _ in built], [trap for _, extra in reversed(built) for trap in extra] + traps

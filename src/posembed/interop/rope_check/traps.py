@@ -37,8 +37,6 @@ LLAMA3_VOCAB = 128256
 SCALED_FROM_ORIGINAL = ORIGINAL_USERS | {"linear"}
 #: the old names of LongRoPE that Phi-3's config classes rename
 OLD_LONGROPE = ("su", "yarn")
-#: trap severities, most severe first (the order of the report)
-SEVERITIES = ("error", "warning", "note")
 
 
 def _check_theta(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
@@ -209,8 +207,7 @@ def _check_renamed(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
 
 
 def _check_refused(raw: dict) -> Iterator[Trap]:
-    """A config transformers' own config class refuses: it cannot be loaded as written (without transformers, or a
-    class to ask, none)."""
+    """A config transformers' own config class refuses (none without transformers): it cannot be loaded as written."""
     try:
         build_config(raw)
     except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
@@ -244,8 +241,7 @@ def _check_factor_unread(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap
 
 
 def _check_numbers(strings: list[tuple[str, Any, int | float | None]]) -> Iterator[Trap]:
-    """Numeric RoPE fields given as strings (:func:`~posembed.interop.rope_check.numbers.read_numbers`): transformers
-    keeps the string and fails where it is used."""
+    """Numeric RoPE fields given as strings: transformers keeps the string and fails where it is used."""
     for field, value, number in strings:
         parts = field.split(".")
         layer = parts[1] if len(parts) == 3 and parts[0] in ("rope_parameters", "rope_scaling") else "*"
@@ -281,8 +277,8 @@ def find_traps(raw: dict, strings: list, settings: list[RopeSettings], stated: l
 
     ``raw``: the config with its numeric fields as numbers, ``strings`` the fields it gives as something else (each
     an error), both from :func:`~posembed.interop.rope_check.numbers.read_numbers`; ``stated``: what the config
-    writes per layer type (:func:`~posembed.interop.rope_check.stated.read_stated`).
+    writes per layer type (:func:`~posembed.interop.rope_check.stated.stated_of`).
     """
     traps = [*_check_numbers(strings), *(trap for s, w in zip(settings, stated) for check in _CHECKS for trap in check(raw, s, w))]
     traps += [*_check_layers(settings), *_check_ignored(raw, settings), *_check_refused(raw)]
-    return sorted(traps, key=lambda trap: SEVERITIES.index(trap.severity))
+    return sorted(traps, key=lambda trap: ("error", "warning", "note").index(trap.severity))

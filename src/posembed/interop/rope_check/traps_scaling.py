@@ -1,8 +1,5 @@
-"""The traps of the scaled rope types (yarn, dynamic, longrope, llama3, PhiMoE's forward) and the :class:`Trap` record.
-
-Each ``_check_<rope type>`` runs only for a layer of that type (:func:`check_of_type`); :mod:`posembed.interop.rope_check.traps`
-runs them with the checks every layer gets.
-"""
+"""The traps of the scaled rope types (yarn, dynamic, longrope, llama3, PhiMoE's forward) and the :class:`Trap` record;
+:mod:`posembed.interop.rope_check.traps` runs them with the checks every layer gets."""
 
 from __future__ import annotations
 
@@ -112,11 +109,8 @@ def check_of_type(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
 def check_mscale_forward(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
         return
-    frequencies = f"which gives the {s.rope_type} frequencies"
-    if s.rope_type == "longrope":
-        frequencies = "so it always takes short_factor, never long_factor"
-    elif s.rope_type == "dynamic":
-        frequencies = "so dynamic NTK never rescales its frequencies"
+    frequencies = {"longrope": "so it always takes short_factor, never long_factor",
+                   "dynamic": "so dynamic NTK never rescales its frequencies"}.get(s.rope_type, f"which gives the {s.rope_type} frequencies")
     short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
     original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
     yield Trap("mscale_forward", "warning", s.layer_type,
