@@ -132,9 +132,9 @@ def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
 def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairRow, ...]:
     scaled = _frequencies(scheme, length)[0].double()
     plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
-    rows = []
+    rows, half = [], scheme.rotary_dim // 2
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
-        ratio, channels = p / q if q else math.inf, (i, i + scheme.rotary_dim // 2) if scheme.layout == "half" else (2 * i, 2 * i + 1)
+        ratio, channels = p / q if q else math.inf, (i, i + half) if scheme.layout == "half" else (2 * i, 2 * i + 1)
         rows.append(PairRow(i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))
     return tuple(rows)
 
@@ -222,10 +222,11 @@ def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
         return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w), [trap]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
-    below = torch.arange(trained or 0)
-    changed = s.rope_type == "dynamic" and trained and not torch.equal(scheme.cos_sin(below)[0], RotaryEmbedding(
-        s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta).cos_sin(below)[0])  # fmt: skip
-    traps = [Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length")] if changed else []
+    traps = []
+    if s.rope_type == "dynamic" and trained:  # dynamic NTK keeps the trained frequencies up to the trained length
+        plain = RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta)
+        if not torch.equal(*(rope.cos_sin(torch.arange(trained))[0] for rope in (scheme, plain))):
+            traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
     attention = _frequencies(scheme, target)[1]
     report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, target),
                          comparisons, note, w)  # fmt: skip
