@@ -3,9 +3,9 @@
 :func:`check_rope_config` builds posembed's scheme of each layer type's
 :class:`~posembed.interop.rope.settings.RopeSettings` (as ``rotary_from_hf_config`` does) and reports, per frequency
 pair, the wavelength ``2 pi / inv_freq`` against the trained context and what the scaling does to it, the attention
-factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq``
-and attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else,
-PhiMoE, beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
+factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq`` and
+attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else, PhiMoE,
+beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
 
 Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,

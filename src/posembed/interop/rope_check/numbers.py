@@ -41,10 +41,6 @@ INTEGER_PARAMETERS = ("original_max_position_embeddings",)
 LIST_PARAMETERS = ("short_factor", "long_factor")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _fields(raw: Mapping) -> Iterator[tuple[tuple, bool, Any]]:
     """``(path, integer?, value)`` of every numeric RoPE field the config states (``None`` is absent)."""
     for name in INTEGER_FIELDS + REAL_FIELDS:
@@ -72,7 +68,7 @@ def read_numbers(raw: Mapping) -> tuple[dict, list[tuple[str, Any, int | float |
     ``None`` (the value then left as it is) for a theta no number can be read from, which
     :func:`~posembed.interop.rope.settings.read_rope_settings` refuses naming its layer type; any other such field
     (``"ten thousand"``, ``true``) raises ``ValueError`` naming it and its value."""
-    found = [(path, integer, value) for path, integer, value in _fields(raw) if not _is_number(value)]
+    found = [(path, integer, v) for path, integer, v in _fields(raw) if isinstance(v, bool) or not isinstance(v, (int, float))]
     numbers, strings = copy.deepcopy(dict(raw)) if found else dict(raw), []
     for path, integer, value in found:
         shown = "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path))
