@@ -223,13 +223,24 @@ def test_a_per_layer_theta_string_names_its_layer():
         ({"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256.5"}},
          "rope_scaling.original_max_position_embeddings must be an integer, got '256.5'"),
         ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": True}}, "rope_scaling.factor must be a number, got True"),
+        ({"rope_theta": 1e4, "max_position_embeddings": "inf"}, "max_position_embeddings must be an integer, got 'inf'"),
+        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 7 + [None], "long_factor": [1.0] * 8}},
+         "rope_scaling.short_factor[7] must be a number, got None"),
+        ({"rope_theta": "1e4", "rope_scaling": {"rope_type": "linear", "factor": "x"}}, "rope_scaling.factor must be a number, got 'x'"),
     ],
-    ids=["word", "fractional_length", "bool"],
+    ids=["word", "fractional_length", "bool", "infinite_length", "none_in_a_list", "after_a_readable_theta"],
 )
 def test_a_field_no_number_can_be_read_from_is_refused(fields, message):
     with pytest.raises(ValueError) as refused:
         check_rope_config(raw_llama(**fields), compare=False)
     assert str(refused.value) == message
+
+
+def test_a_theta_no_number_can_be_read_from_is_left_to_the_reader():
+    """A bool theta reads as a number there (True: 1), so it is an error trap, not a refusal."""
+    (trap,) = [t for t in check_rope_config(raw_llama(rope_theta=True), compare=False).traps if t.code == "not_a_number"]
+    assert trap.message == ("rope_theta is True, a bool, not a number: transformers does not convert it, so its config "
+                            "class or its rope init fails on it; write it as a number")  # fmt: skip
 
 
 SCALED = {

@@ -5,7 +5,7 @@ what the config wrote beside them (its traps must see it). Files:
 
 - ``check.py``: :func:`~posembed.interop.rope_check.check.check_rope_config`, the report and its text / JSON;
 - ``check_plot.py``: the wavelength plot (matplotlib, lazily);
-- ``stated.py``: what the config writes per layer type, the keys transformers ignores, why its class refuses it;
-- ``numbers.py``: numeric fields a config writes as strings;
+- ``stated.py``: what the config writes per layer type, the keys transformers ignores;
+- ``numbers.py``: numeric fields a config writes as strings, read once;
 - ``traps.py``, ``traps_scaling.py``: the traps, every layer's and the scaled rope types'.
 """

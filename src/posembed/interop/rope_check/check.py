@@ -3,9 +3,9 @@
 :func:`check_rope_config` builds posembed's scheme of each layer type's
 :class:`~posembed.interop.rope.settings.RopeSettings` (as ``rotary_from_hf_config`` does) and reports, per frequency
 pair, the wavelength ``2 pi / inv_freq`` against the trained context and what the scaling does to it, the attention
-factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq``
-and attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else,
-PhiMoE, beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
+factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq`` and
+attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else, PhiMoE,
+beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
 
 Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,8 +30,8 @@ from torch import Tensor
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.model import build_config, model_part, rotary_class
 from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
-from posembed.interop.rope_check.numbers import as_numbers, refuse_unreadable
-from posembed.interop.rope_check.stated import Stated, read_stated
+from posembed.interop.rope_check.numbers import read_numbers
+from posembed.interop.rope_check.stated import Stated, stated_of
 from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 
@@ -42,12 +43,9 @@ logger = logging.getLogger(__name__)
 RTOL = 1e-5
 #: what the comparison is made against, unless said otherwise
 _INIT_NOTE = "compared with transformers' rope init functions"
-#: the settings and what the config wrote, in the JSON report's order
-_JSON_SETTINGS = (
-    "layer_type", "rope_type", "theta", "theta_given", "head_dim", "head_dim_given", "hidden_size", "num_heads", "rotary_dim",
-    "partial_rotary_factor", "layout", "max_position_embeddings", "original_max_len", "original_given", "params",
-    "original_source", "direction", "channels", "mrope", "axial", "known", "latent", "theta_field", "forward_mscale",
-)  # fmt: skip
+#: what the config wrote (:class:`Stated`), each placed in the JSON report's settings after the setting it is about
+_BESIDE = {"theta": "theta_given", "head_dim": "head_dim_given", "original_max_len": "original_given",
+           "params": "original_source", "latent": "theta_field"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,9 +71,8 @@ class Comparison:
 
     @property
     def equal(self) -> bool:
-        return self.max_inv_freq_rel_diff <= RTOL and math.isclose(
-            self.attention_factor, self.transformers_attention_factor, rel_tol=RTOL
-        )
+        close = math.isclose(self.attention_factor, self.transformers_attention_factor, rel_tol=RTOL)
+        return self.max_inv_freq_rel_diff <= RTOL and close
 
 
 @dataclass(frozen=True)
@@ -91,7 +88,7 @@ class LayerReport:
     pairs: tuple[PairRow, ...]
     comparisons: tuple[Comparison, ...]
     comparison_note: str
-    stated: Stated | None = None  # what the config writes (in the JSON report, among the settings)
+    stated: Stated  # what the config writes (in the JSON report, among the settings)
 
 
 @dataclass(frozen=True)
@@ -122,10 +119,6 @@ def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
 
 
-def _channels(index: int, rotary_dim: int, layout: str) -> tuple[int, int]:
-    return (index, index + rotary_dim // 2) if layout == "half" else (2 * index, 2 * index + 1)
-
-
 def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
     if inv_freq == 0.0:
         return "no rotation"
@@ -139,11 +132,10 @@ def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
 def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairRow, ...]:
     scaled = _frequencies(scheme, length)[0].double()
     plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
-    rows = []
+    rows, half = [], scheme.rotary_dim // 2
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
-        ratio = p / q if q else math.inf
-        rows.append(PairRow(i, _channels(i, scheme.rotary_dim, scheme.layout), 2 * math.pi / p,
-                            2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))  # fmt: skip
+        ratio, channels = p / q if q else math.inf, (i, i + half) if scheme.layout == "half" else (2 * i, 2 * i + 1)
+        rows.append(PairRow(i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))
     return tuple(rows)
 
 
@@ -159,34 +151,23 @@ def _contexts(s: RopeSettings) -> tuple[int | None, int | None, int | None]:
     return max_pos, max_pos, None
 
 
-def _transformers_config(raw: dict, given: Any) -> Any:
-    """The config object to compare with: the one given, else the one transformers builds; raises why not."""
-    if given is not None and hasattr(given, "standardize_rope_params"):
-        return given
-    config = build_config(raw)
-    if config is None:  # no transformers (ModuleNotFoundError), or its error for a model type it does not know
-        from transformers import AutoConfig
-
-        AutoConfig.for_model(raw["model_type"])
-    return config
-
-
-def _model_frequencies(hf_config: Any, s: RopeSettings, seq_len: int) -> tuple[Tensor, float]:
-    """``(inv_freq, attention factor)`` the model's rotary embedding ``forward`` applies to a sequence of ``seq_len``
-    (positions 1 and ``seq_len - 1``): the angle at position 1 and the length of (cos, sin)."""
-    embedding = rotary_class(hf_config)(copy.deepcopy(hf_config))
-    x = torch.zeros(1, 1, s.head_dim)
-    cos, sin = embedding(x, torch.tensor([[1, max(seq_len, 2) - 1]]))
-    cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
-    return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
-
-
-def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None) -> tuple[Tensor, float]:
+def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None, forward: bool) -> tuple[Tensor, float]:
+    """``(inv_freq, attention factor)`` of transformers' rope init function at ``seq_len``. ``forward``: the ones the
+    model's rotary embedding ``forward`` applies to a sequence of ``seq_len`` (positions 1 and ``seq_len - 1``): the
+    angle at position 1 and the length of (cos, sin). A module that rotates at its own patch grid (Llama 4's vision
+    tower): the angles of its own table at the token its grid places at ``(1, 1)``, where every pair turns once."""
     layer = None if s.layer_type == ALL_LAYERS else s.layer_type
     config = copy.deepcopy(hf_config)  # the init functions standardise the config in place
-    if s.axial is not None and s.axial.grid is not None:  # a module that rotates at its own grid: its table's angles
-        inv_freq, factor = _grid_frequencies(config, s)
-    elif s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
+    if forward:
+        cos, sin = rotary_class(config)(config)(torch.zeros(1, 1, s.head_dim), torch.tensor([[1, max(seq_len, 2) - 1]]))
+        cos, sin = cos[0, 0, : s.rotary_dim // 2].double(), sin[0, 0, : s.rotary_dim // 2].double()
+        return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
+    if s.axial is not None and s.axial.grid is not None:
+        from posembed.interop.rope.axial import own_grid_table
+
+        row = own_grid_table(config)[int((s.axial.positions() == 1).all(-1).nonzero()[0])]
+        return torch.angle(row).float(), float(row.abs().double().mean())
+    if s.rope_type == "axial":  # a vision tower's own init: one set of frequencies every axis shares
         from posembed.interop.rope.axial import axial_class
 
         inv_freq, factor = axial_class(config).compute_axial_rope_parameters(config)
@@ -200,35 +181,24 @@ def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | No
     return inv_freq.float(), float(factor)
 
 
-def _grid_frequencies(hf_config: Any, s: RopeSettings) -> tuple[Tensor, float]:
-    """The frequencies of a module that rotates at its own patch grid (Llama 4's vision tower): the angles of its own
-    table at the token its grid places at ``(1, 1)``, where every pair turns by its frequency once."""
-    from posembed.interop.rope.axial import own_grid_table
-
-    table, coords = own_grid_table(hf_config), s.axial.positions()
-    row = table[int((coords == 1).all(-1).nonzero()[0])]
-    return torch.angle(row).float(), float(row.abs().double().mean())
-
-
 def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[tuple[Comparison, ...], str]:
-    try:
-        hf_config = _transformers_config(raw, given)
+    try:  # the config object given, else the one transformers builds
+        hf_config = given if given is not None and hasattr(given, "standardize_rope_params") else build_config(raw)
+        if hf_config is None:  # no transformers (ModuleNotFoundError), or its error for a model type it does not know
+            from transformers import AutoConfig
+
+            AutoConfig.for_model(raw["model_type"])
     except ModuleNotFoundError:
         return (), "transformers is not installed: not compared"
     except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
         return (), f"transformers cannot build this config ({type(error).__name__}: {error}): not compared"
     forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
     switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
-    lengths: list[int | None] = [None]
-    if (s.rope_type in ("dynamic", "longrope") or forward) and switch:
-        lengths = [switch, max(length, switch + 1)]
+    lengths = [switch, max(length, switch + 1)] if (s.rope_type in ("dynamic", "longrope") or forward) and switch else [None]
     comparisons = []
     for seq_len in lengths:
         try:
-            if forward:
-                theirs, their_factor = _model_frequencies(hf_config, s, seq_len or length)
-            else:
-                theirs, their_factor = _transformers_frequencies(hf_config, s, seq_len)
+            theirs, their_factor = _transformers_frequencies(hf_config, s, (seq_len or length) if forward else seq_len, forward)
         except Exception as error:  # noqa: BLE001 - any failure inside transformers is reported, not raised
             where = "model's rotary embedding" if forward else "rope init"
             return tuple(comparisons), f"transformers' {where} failed ({type(error).__name__}: {error})"
@@ -239,9 +209,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
             return tuple(comparisons), f"transformers gives {theirs.numel()} frequencies, posembed {ours.numel()}"
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
-    if forward:
-        return tuple(comparisons), f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies"
-    return tuple(comparisons), _INIT_NOTE
+    note = f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies" if forward else _INIT_NOTE
+    return tuple(comparisons), note
 
 
 def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
@@ -254,9 +223,9 @@ def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None
         return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w), [trap]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
     traps = []
-    if s.rope_type == "dynamic" and trained:
-        below = scheme.cos_sin(torch.arange(trained))[0]
-        if not torch.equal(below, RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta).cos_sin(torch.arange(trained))[0]):
+    if s.rope_type == "dynamic" and trained:  # dynamic NTK keeps the trained frequencies up to the trained length
+        plain = RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta)
+        if not torch.equal(*(rope.cos_sin(torch.arange(trained))[0] for rope in (scheme, plain))):
             traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
     attention = _frequencies(scheme, target)[1]
     report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, target),
@@ -268,10 +237,9 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     """Check the RoPE of a transformers config.
 
     Args:
-        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the
-            path of its ``config.json``.
-        length: the target context (default: the effective context the config declares); the
-            per-pair table of dynamic NTK / LongRoPE is computed at this length.
+        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
+        length: the target context (default: the effective context the config declares); the per-pair table of
+            dynamic NTK / LongRoPE is computed at this length.
         compare: compare with transformers' rope init functions (when it is installed).
         part: the part of a multimodal config to check (``"text"``: its language model; ``"vision"``), as
             :func:`~posembed.interop.rope.model.model_part` finds it.
@@ -286,15 +254,12 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     whole, given, source = load_config_dict(config)
     raw = model_part(whole, part)
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
-    refuse_unreadable(raw)
-    settings = read_rope_settings(as_numbers(raw))  # a number written as a string is read, and an error trap
-    stated = read_stated(as_numbers(raw), settings)
-    traps = find_traps(raw, settings, stated)
-    layers = []
-    for s, w in zip(settings, stated):
-        layer, extra = _layer(raw, given, s, w, length, compare)
-        layers.append(layer)
-        traps = extra + traps
+    numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
+    settings = read_rope_settings(numbers)
+    stated = [stated_of(numbers, s) for s in settings]
+    traps = find_traps(numbers, strings, settings, stated)
+    built = [_layer(raw, given, s, w, length, compare) for s, w in zip(settings, stated)]
+    layers, traps = [layer for layer, _ in built], [trap for _, extra in reversed(built) for trap in extra] + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
     spelling = "rope_parameters (transformers 5.x)" if raw.get("rope_parameters") else "rope_scaling + rope_theta (transformers 4.x)"
     return RopeReport(source, raw.get("model_type"), spelling, length, tuple(layers), tuple(traps))
@@ -305,8 +270,12 @@ def report_json(report: RopeReport) -> dict:
     data = asdict(report)
     data["ok"] = report.ok
     for layer, layer_data in zip(report.layers, data["layers"]):
-        both = {**layer_data["settings"], **(layer_data.pop("stated") or {}), "original_given": layer.stated and layer.stated.original_given}
-        layer_data["settings"] = {key: both[key] for key in _JSON_SETTINGS}
+        settings, layer_data["settings"] = layer_data["settings"], {}
+        for key, value in settings.items():
+            layer_data["settings"][key] = value
+            if key in _BESIDE:
+                layer_data["settings"][_BESIDE[key]] = getattr(layer.stated, _BESIDE[key])
+        del layer_data["stated"]
         for comparison, comparison_data in zip(layer.comparisons, layer_data["comparisons"]):
             comparison_data["equal"] = comparison.equal
     return _finite(data)
@@ -322,40 +291,38 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _layer_lines(layer: LayerReport) -> list[str]:
+def _layer_lines(layer: LayerReport) -> Iterator[str]:
     s = layer.settings
-    lines = [f"[{s.layer_type}] rope_type={s.rope_type} theta={s.theta:g} head_dim={s.head_dim} "
-             f"rotary_dim={s.rotary_dim} layout={s.layout} -> {layer.scheme}"]  # fmt: skip
+    yield (f"[{s.layer_type}] rope_type={s.rope_type} theta={s.theta:g} head_dim={s.head_dim} "
+           f"rotary_dim={s.rotary_dim} layout={s.layout} -> {layer.scheme}")  # fmt: skip
     if layer.scheme is None:
-        return lines
-    lines.append(f"  trained context {layer.trained_context}, effective context {layer.effective_context}, "
-                 f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
+        return
+    yield (f"  trained context {layer.trained_context}, effective context {layer.effective_context}, "
+           f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
     if layer.switch_at:
-        lines.append(f"  switches at sequence length > {layer.switch_at}")
+        yield f"  switches at sequence length > {layer.switch_at}"
     if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at
         cls = f"the class token at (0, 0), {s.axial.cls_token}" if s.axial.cls_token else "no class token"
-        lines.append(f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
-                     f"{s.axial.grid_offset}), {cls} (posembed.positions.patch_grid_positions)")  # fmt: skip
+        yield (f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
+               f"{s.axial.grid_offset}), {cls} (posembed.positions.patch_grid_positions)")  # fmt: skip
     for c in layer.comparisons:
-        mark = "equal" if c.equal else "DIFFERENT"
-        lines.append(f"  vs transformers (seq_len {c.seq_len}): {mark}, inv_freq max rel diff {c.max_inv_freq_rel_diff:.2e}, "
-                     f"attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
+        yield (f"  vs transformers (seq_len {c.seq_len}): {'equal' if c.equal else 'DIFFERENT'}, inv_freq max rel diff "
+               f"{c.max_inv_freq_rel_diff:.2e}, attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
     if not layer.comparisons or layer.comparison_note != _INIT_NOTE:
-        lines.append(f"  vs transformers: {layer.comparison_note}")
-    lines.append("   pair  channels      wavelength  scaled wavelength   /trained  treatment")
+        yield f"  vs transformers: {layer.comparison_note}"
+    yield "   pair  channels      wavelength  scaled wavelength   /trained  treatment"
     for row in layer.pairs:
         share = row.scaled_wavelength / layer.trained_context if layer.trained_context else math.nan
-        lines.append(f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
-                     f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
-    return lines
+        yield (f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
+               f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
 
 
 def format_report(report: RopeReport) -> str:
     """A plain-text report: header, one section per layer type, then the traps."""
-    lines = [f"config: {report.source} (model_type {report.model_type}; {report.spelling})"]
-    for layer in report.layers:
-        lines += _layer_lines(layer)
-    lines.append("traps:" if report.traps else "traps: none")
-    lines += [f"  {t.severity.upper():7s} {t.code} [{t.layer_type}]: {t.message}" for t in report.traps]
-    lines.append("result: OK" if report.ok else "result: CHECK THE WARNINGS ABOVE")
-    return "\n".join(lines)
+    return "\n".join([
+        f"config: {report.source} (model_type {report.model_type}; {report.spelling})",
+        *(line for layer in report.layers for line in _layer_lines(layer)),
+        "traps:" if report.traps else "traps: none",
+        *(f"  {t.severity.upper():7s} {t.code} [{t.layer_type}]: {t.message}" for t in report.traps),
+        "result: OK" if report.ok else "result: CHECK THE WARNINGS ABOVE",
+    ])  # fmt: skip

@@ -1,25 +1,25 @@
 """The numeric fields of a transformers config's RoPE, and the ones it gives as something else.
 
 transformers keeps a number written as a string (``"rope_theta": "1e4"``, YAML 1.1's reading of ``1e4``), and its
-rope init or config class then fails with a ``TypeError``. :func:`non_numbers` finds each such field by its path (an
-error trap); :func:`as_numbers` converts the readable ones, so that the check still shows what the config means.
+rope init or config class then fails with a ``TypeError``. :func:`read_numbers` finds each such field by its path (an
+error trap) and converts the readable ones, so that the check still shows what the config means.
 
 Example:
     >>> raw = {"model_type": "llama", "rope_theta": "1e4", "rope_scaling": {"rope_type": "linear", "factor": 4}}
-    >>> non_numbers(raw)
-    [('rope_theta', '1e4', 10000.0)]
-    >>> as_numbers(raw)["rope_theta"]
-    10000.0
+    >>> numbers, strings = read_numbers(raw)
+    >>> strings, numbers["rope_theta"]
+    ([('rope_theta', '1e4', 10000.0)], 10000.0)
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["non_numbers", "as_numbers", "refuse_unreadable", "INTEGER_FIELDS", "REAL_FIELDS", "REAL_PARAMETERS", "LIST_PARAMETERS"]
+__all__ = ["read_numbers", "THETA_FIELDS"]
 
 #: top-level fields that count positions or channels (integers)
 INTEGER_FIELDS = (
@@ -39,11 +39,6 @@ REAL_PARAMETERS = (
 INTEGER_PARAMETERS = ("original_max_position_embeddings",)
 #: list-valued fields of the RoPE parameters, one real number per frequency pair
 LIST_PARAMETERS = ("short_factor", "long_factor")
-_PARAMETER_FIELDS = ("rope_parameters", "rope_scaling")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _fields(raw: Mapping) -> Iterator[tuple[tuple, bool, Any]]:
@@ -51,7 +46,7 @@ def _fields(raw: Mapping) -> Iterator[tuple[tuple, bool, Any]]:
     for name in INTEGER_FIELDS + REAL_FIELDS:
         if raw.get(name) is not None:
             yield (name,), name in INTEGER_FIELDS, raw[name]
-    for field in _PARAMETER_FIELDS:
+    for field in ("rope_parameters", "rope_scaling"):
         stated = raw.get(field)
         if not isinstance(stated, Mapping):
             continue
@@ -63,60 +58,29 @@ def _fields(raw: Mapping) -> Iterator[tuple[tuple, bool, Any]]:
             for name in LIST_PARAMETERS:
                 values = params.get(name)
                 if isinstance(values, (list, tuple)):
-                    yield from ((prefix + (name, i), False, v) for i, v in enumerate(values) if not _is_number(v))
+                    yield from ((prefix + (name, i), False, v) for i, v in enumerate(values))
 
 
-def _shown(path: tuple) -> str:
-    return "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path))
-
-
-def non_numbers(raw: Mapping) -> list[tuple[str, Any, int | float | None]]:
-    """``(field, value, the number it reads as)`` for every numeric RoPE field the config gives as something other
-    than a number (a string, a bool); the field is its dotted path (``rope_scaling.factor``,
-    ``rope_parameters.long_factor[3]``), the number ``None`` where none can be read."""
-    found = []
-    for path, integer, value in _fields(raw):
-        if not _is_number(value):
-            try:
-                number = _number(_shown(path), integer, value)
-            except ValueError:
-                number = None
-            found.append((_shown(path), value, number))
-    return found
-
-
-def _number(shown: str, integer: bool, value: Any) -> int | float:
-    if isinstance(value, str):
+def read_numbers(raw: Mapping) -> tuple[dict, list[tuple[str, Any, int | float | None]]]:
+    """``(numbers, strings)``: a copy of the config with each numeric RoPE field written as a readable string
+    converted, and ``(field, value, the number it reads as)`` for each field given as something other than a number
+    (a string, a bool): its dotted path (``rope_scaling.factor``, ``rope_parameters.long_factor[3]``), the number
+    ``None`` (the value then left as it is) for a theta no number can be read from, which
+    :func:`~posembed.interop.rope.settings.read_rope_settings` refuses naming its layer type; any other such field
+    (``"ten thousand"``, ``true``) raises ``ValueError`` naming it and its value."""
+    found = [(path, integer, v) for path, integer, v in _fields(raw) if isinstance(v, bool) or not isinstance(v, (int, float))]
+    numbers, strings = copy.deepcopy(dict(raw)) if found else dict(raw), []
+    for path, integer, value in found:
+        shown = "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path))
         try:
-            number = float(value.strip())
+            number = float(value.strip()) if isinstance(value, str) else math.nan
         except ValueError:
             number = math.nan
-        if math.isfinite(number) and (not integer or number.is_integer()):
-            return int(number) if integer else number
-    kind = "an integer" if integer else "a number"
-    raise ValueError(f"{shown} must be {kind}, got {value!r}")
-
-
-def as_numbers(raw: Mapping) -> dict:
-    """A copy of the config with each numeric RoPE field given as a readable string converted to its number;
-    a value no number can be read from (``"ten thousand"``, ``true``) is left as it is (see :func:`refuse_unreadable`)."""
-    found = [(path, integer, value) for path, integer, value in _fields(raw) if not _is_number(value)]
-    converted = copy.deepcopy(dict(raw)) if found else dict(raw)
-    for path, integer, value in found:
-        parent = converted
-        for part in path[:-1]:
-            parent = parent[part]
-        try:
-            parent[path[-1]] = _number(_shown(path), integer, value)
-        except ValueError:
-            continue
-    return converted
-
-
-def refuse_unreadable(raw: Mapping) -> None:
-    """Raise ``ValueError`` naming the first numeric RoPE field no number can be read from, and its value; thetas
-    are left to :func:`~posembed.interop.rope.settings.read_rope_settings`, which names the layer type whose theta
-    it is."""
-    for path, integer, value in _fields(raw):
-        if not _is_number(value) and path[-1] not in THETA_FIELDS:
-            _number(_shown(path), integer, value)
+        readable = math.isfinite(number) and (not integer or number.is_integer())
+        if not readable and path[-1] not in THETA_FIELDS:
+            raise ValueError(f"{shown} must be {'an integer' if integer else 'a number'}, got {value!r}")
+        number = (int(number) if integer else number) if readable else None
+        if readable:
+            functools.reduce(lambda parent, part: parent[part], path[:-1], numbers)[path[-1]] = number
+        strings.append((shown, value, number))
+    return numbers, strings

@@ -1,8 +1,7 @@
 """What a config wrote, beside what the reader made of it: the raw-dict reading only the traps need.
 
 The reader (:mod:`posembed.interop.rope`) gives the values transformers builds the model with; a trap says whether
-each was written and where (:func:`stated_of`), which keys transformers ignores (:func:`ignored_parameters`) and
-why its class refuses a config (:func:`refusal`).
+each was written and where (:func:`stated_of`), and which keys transformers ignores (:func:`ignored_parameters`).
 """
 
 from __future__ import annotations
@@ -11,14 +10,14 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from posembed.interop.rope.model import build_config, config_value, model_part, transformers_config
+from posembed.interop.rope.model import config_value, model_part, transformers_config
 from posembed.interop.rope.parameters import (
     ALL_LAYERS, ORIGINAL, declares, dict_parameters, object_parameters, stated, stated_layer, states_rope,
 )  # fmt: skip
 from posembed.interop.rope.settings import ORIGINAL_USERS, RopeSettings
 from posembed.interop.rope_check.numbers import THETA_FIELDS
 
-__all__ = ["Stated", "stated_of", "read_stated", "theta_fields", "ignored_parameters", "refusal"]
+__all__ = ["Stated", "stated_of", "theta_fields", "ignored_parameters"]
 
 #: the top-level theta fields a layer type may read, as written (4.x Gemma 3 and ModernBERT per layer type)
 _TOP_THETAS = {"full_attention": ("global_rope_theta",), "sliding_attention": ("rope_local_base_freq", "local_rope_theta")}
@@ -95,19 +94,12 @@ def _original_source(raw: dict, hf: Any, s: RopeSettings) -> str:
     return "max_position_embeddings" if value == s.max_position_embeddings else "class default"
 
 
-def stated_of(raw: dict, s: RopeSettings, fields: dict[str, str | None] | None = None) -> Stated:
-    """The :class:`Stated` of the layer type ``s`` of the config part ``raw`` (``fields``: :func:`theta_fields`,
-    asked here when not given)."""
+def stated_of(raw: dict, s: RopeSettings) -> Stated:
+    """The :class:`Stated` of the layer type ``s`` of the config part ``raw``."""
     hf = transformers_config(raw) if s.known else None
-    field = ((theta_fields(raw) if fields is None else fields).get(s.layer_type)) if s.known else None
+    field = theta_fields(raw).get(s.layer_type) if s.known else None
     key = "qk_rope_head_dim" if s.latent is not None or raw.get("head_dim") is None else "head_dim"
     return Stated(_theta_given(raw, s, field), field, raw.get(key) is not None, _original_source(raw, hf, s))
-
-
-def read_stated(raw: dict, settings: list[RopeSettings]) -> list[Stated]:
-    """:func:`stated_of` of each layer type's settings (read from ``raw``), transformers asked once."""
-    fields = theta_fields(raw) if any(s.known for s in settings) else {}
-    return [stated_of(raw, s, fields) for s in settings]
 
 
 def ignored_parameters(raw: dict) -> tuple[str, ...]:
@@ -130,12 +122,3 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     own = {k for k, v in (getattr(bare, "rope_parameters", None) or {}).items() if isinstance(v, Mapping)}
     return tuple(key for key, value in given.items() if value is not None and key not in layers and key not in own)
 
-
-def refusal(raw: Mapping) -> str | None:
-    """Why transformers' config class of the model type refuses the config (``"KeyError: ..."``), ``None`` when it
-    builds it, or without transformers / a class to ask."""
-    try:
-        build_config(raw)
-    except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
-        return f"{type(error).__name__}: {' '.join(line.strip() for line in str(error).splitlines())}"
-    return None

@@ -1,12 +1,10 @@
-"""The traps of the scaled rope types (yarn, dynamic, longrope, llama3, PhiMoE's forward) and the :class:`Trap` record.
-
-Each ``_check_<rope type>`` runs only for a layer of that type (:func:`check_of_type`); :mod:`posembed.interop.rope_check.traps`
-runs them with the checks every layer gets.
-"""
+"""The traps of the scaled rope types (yarn, dynamic, longrope, llama3, PhiMoE's forward) and the :class:`Trap` record;
+:mod:`posembed.interop.rope_check.traps` runs them with the checks every layer gets."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from posembed.interop.rope.parameters import ORIGINAL
@@ -18,6 +16,7 @@ __all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "check_of_type", 
 #: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
 #: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
 MSCALE_FORWARD = frozenset({"phimoe"})
+
 
 @dataclass(frozen=True)
 class Trap:
@@ -34,94 +33,89 @@ def yarn_default_attention(factor: float, m: float = 1.0) -> float:
     return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
 
 
-def _check_yarn(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
+def _check_yarn(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     p, plain = s.params, yarn_default_attention(s.factor)
     given, mscale, all_dim = p.get("attention_factor"), p.get("mscale"), p.get("mscale_all_dim")
-    traps = [Trap("yarn_attention", "note", s.layer_type,
-                  f"YaRN's attention factor a (default 0.1 ln s + 1 = {plain:.6g}) multiplies cos and sin, which rotate "
-                  f"q and k both, so the logits scale by a^2 = {plain ** 2:.6g}; apply it once, inside cos/sin - not "
-                  f"also to q or k alone, not as a^2 in the softmax scale")]  # fmt: skip
+    yield Trap("yarn_attention", "note", s.layer_type,
+               f"YaRN's attention factor a (default 0.1 ln s + 1 = {plain:.6g}) multiplies cos and sin, which rotate "
+               f"q and k both, so the logits scale by a^2 = {plain ** 2:.6g}; apply it once, inside cos/sin - not "
+               f"also to q or k alone, not as a^2 in the softmax scale")  # fmt: skip
     if given is not None and plain > 1 and math.isclose(float(given), plain**2, rel_tol=1e-4):
-        traps.append(Trap("yarn_squared", "warning", s.layer_type,
-                          f"attention_factor={given:g} is (0.1 ln s + 1)^2: folded into cos and sin it is applied to q "
-                          f"and k, so the logits would scale by its square again (a^4)"))  # fmt: skip
-    if mscale is not None or all_dim is not None:
-        if mscale and all_dim:
-            ratio = yarn_default_attention(s.factor, mscale) / yarn_default_attention(s.factor, all_dim)
-            detail = (f"the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = {ratio:.6g} instead of the plain "
-                      f"{plain:.6g}; DeepSeek also multiplies its softmax scale by get(s, mscale_all_dim)^2 = "
-                      f"{yarn_default_attention(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add the plain factor on top")  # fmt: skip
-        else:
-            detail = ("only one of mscale / mscale_all_dim is set: transformers then ignores it and uses the plain "
-                      f"0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code would not")  # fmt: skip
-        traps.append(Trap("yarn_mscale", "warning" if not (mscale and all_dim) else "note", s.layer_type,
-                          f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: {detail}"))  # fmt: skip
+        yield Trap("yarn_squared", "warning", s.layer_type,
+                   f"attention_factor={given:g} is (0.1 ln s + 1)^2: folded into cos and sin it is applied to q "
+                   f"and k, so the logits would scale by its square again (a^4)")  # fmt: skip
+    if mscale and all_dim:
+        ratio = yarn_default_attention(s.factor, mscale) / yarn_default_attention(s.factor, all_dim)
+        yield Trap("yarn_mscale", "note", s.layer_type,
+                   f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: the rotary factor is get(s, mscale) / "
+                   f"get(s, mscale_all_dim) = {ratio:.6g} instead of the plain {plain:.6g}; DeepSeek also multiplies its "
+                   f"softmax scale by get(s, mscale_all_dim)^2 = {yarn_default_attention(s.factor, all_dim) ** 2:.6g} in "
+                   f"attention - keep that, and do not add the plain factor on top")  # fmt: skip
+    elif mscale is not None or all_dim is not None:
+        yield Trap("yarn_mscale", "warning", s.layer_type,
+                   f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: only one of mscale / mscale_all_dim is set: "
+                   f"transformers then ignores it and uses the plain 0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code "
+                   f"would not")  # fmt: skip
     if given is not None and (mscale or all_dim):
-        traps.append(Trap("yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them"))
-    return traps
+        yield Trap("yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them")
 
 
-def _check_dynamic(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
+def _check_dynamic(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     length = s.max_position_embeddings
-    traps = [Trap("dynamic_formula", "note", s.layer_type,
-                  f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
-                  f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, and l "
-                  f"is the current total length, so keys cached at a shorter length carry other frequencies")]  # fmt: skip
+    yield Trap("dynamic_formula", "note", s.layer_type,
+               f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
+               f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, and l "
+               f"is the current total length, so keys cached at a shorter length carry other frequencies")  # fmt: skip
     if w.original_given and s.original_max_len != length:
-        traps.append(Trap("dynamic_original", "warning", s.layer_type,
-                          f"original_max_position_embeddings={s.original_max_len} is set, but dynamic NTK takes "
-                          f"max_position_embeddings={length} as the trained length: frequencies change only past {length}"))  # fmt: skip
-    return traps
+        yield Trap("dynamic_original", "warning", s.layer_type,
+                   f"original_max_position_embeddings={s.original_max_len} is set, but dynamic NTK takes "
+                   f"max_position_embeddings={length} as the trained length: frequencies change only past {length}")  # fmt: skip
 
 
-def _check_longrope(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
-    traps = [Trap("longrope_switch", "note", s.layer_type,
-                  f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
-                  f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
-                  f"{s.max_position_embeddings} - picking long_factor from the configured maximum distorts short prompts")]  # fmt: skip
+def _check_longrope(s: RopeSettings, w: Stated) -> Iterator[Trap]:
+    yield Trap("longrope_switch", "note", s.layer_type,
+               f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
+               f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
+               f"{s.max_position_embeddings} - picking long_factor from the configured maximum distorts short prompts")  # fmt: skip
     for name in ("short_factor", "long_factor"):
         values = s.params.get(name)
         if values is not None and len(values) != s.rotary_dim // 2:
-            traps.append(Trap("longrope_factors", "error", s.layer_type,
-                              f"{name} has {len(values)} values; rotary_dim / 2 = {s.rotary_dim // 2} are needed"))
-    return traps
+            yield Trap("longrope_factors", "error", s.layer_type,
+                       f"{name} has {len(values)} values; rotary_dim / 2 = {s.rotary_dim // 2} are needed")
 
 
-def _check_llama3(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
-    low, high = s.params.get("low_freq_factor"), s.params.get("high_freq_factor")
+def _check_llama3(s: RopeSettings, w: Stated) -> Iterator[Trap]:
+    low, high, original = s.params.get("low_freq_factor"), s.params.get("high_freq_factor"), s.original_max_len
     if low is None or high is None:
-        return [Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")]
-    if not 0 < low < high:
-        return [Trap("llama3_bounds", "error", s.layer_type,
-                     f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")]  # fmt: skip
-    original = s.original_max_len
-    return [Trap("llama3_bounds", "note", s.layer_type,
-                 f"llama3: wavelengths above original / low_freq_factor = {original / low:g} are interpolated "
-                 f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")]  # fmt: skip
+        yield Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")
+    elif not 0 < low < high:
+        yield Trap("llama3_bounds", "error", s.layer_type,
+                   f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")  # fmt: skip
+    else:
+        yield Trap("llama3_bounds", "note", s.layer_type,
+                   f"llama3: wavelengths above original / low_freq_factor = {original / low:g} are interpolated "
+                   f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")  # fmt: skip
 
 
-def check_mscale_forward(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
+#: the checks of one scaling type, by the ``rope_type`` they run for
+_TYPE_CHECKS = {"yarn": _check_yarn, "dynamic": _check_dynamic, "longrope": _check_longrope, "llama3": _check_llama3}
+
+
+def check_of_type(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
+    """The traps of the layer's scaling type (none for a type without checks)."""
+    yield from _TYPE_CHECKS[s.rope_type](s, w) if s.rope_type in _TYPE_CHECKS else ()
+
+
+def check_mscale_forward(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
-        return []
-    frequencies = f"which gives the {s.rope_type} frequencies"
-    if s.rope_type == "longrope":
-        frequencies = "so it always takes short_factor, never long_factor"
-    elif s.rope_type == "dynamic":
-        frequencies = "so dynamic NTK never rescales its frequencies"
+        return
+    frequencies = {"longrope": "so it always takes short_factor, never long_factor",
+                   "dynamic": "so dynamic NTK never rescales its frequencies"}.get(s.rope_type, f"which gives the {s.rope_type} frequencies")
     short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
     original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
-    return [Trap("mscale_forward", "warning", s.layer_type,
-                 f"transformers' {raw.get('model_type')} rotary embedding does not use what its rope init function builds "
-                 f"at each length: its forward calls that function again without the sequence length, {frequencies}, "
-                 f"and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
-                 f"{original}) or long_mscale={long} (longer) instead of the attention factor; posembed's "
-                 f"scheme reads that forward and does the same (forward_mscale)")]  # fmt: skip
-
-
-#: the checks of one scaling type, each run only for a layer of the ``rope_type`` its name ends with
-_TYPE_CHECKS = (_check_yarn, _check_dynamic, _check_longrope, _check_llama3)
-
-
-def check_of_type(raw: dict, s: RopeSettings, w: Stated) -> list[Trap]:
-    """The traps of the layer's scaling type (none for a type without checks)."""
-    return [trap for check in _TYPE_CHECKS if check.__name__ == f"_check_{s.rope_type}" for trap in check(raw, s, w)]
+    yield Trap("mscale_forward", "warning", s.layer_type,
+               f"transformers' {raw.get('model_type')} rotary embedding does not use what its rope init function builds "
+               f"at each length: its forward calls that function again without the sequence length, {frequencies}, "
+               f"and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
+               f"{original}) or long_mscale={long} (longer) instead of the attention factor; posembed's "
+               f"scheme reads that forward and does the same (forward_mscale)")  # fmt: skip
