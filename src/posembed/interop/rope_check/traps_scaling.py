@@ -97,20 +97,25 @@ def _check_llama3(s: RopeSettings, w: Stated) -> Iterator[Trap]:
                    f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")  # fmt: skip
 
 
-#: the checks of one scaling type, by the ``rope_type`` they run for
-_TYPE_CHECKS = {"yarn": _check_yarn, "dynamic": _check_dynamic, "longrope": _check_longrope, "llama3": _check_llama3}
+#: the checks of one scaling type, each ``_check_<rope_type>`` (rope types are named in the factory alone)
+_TYPE_CHECKS = (_check_yarn, _check_dynamic, _check_longrope, _check_llama3)
 
 
 def check_of_type(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     """The traps of the layer's scaling type (none for a type without checks)."""
-    yield from _TYPE_CHECKS[s.rope_type](s, w) if s.rope_type in _TYPE_CHECKS else ()
+    for check in _TYPE_CHECKS:
+        if check.__name__ == f"_check_{s.rope_type}":
+            yield from check(s, w)
 
 
 def check_mscale_forward(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     if raw.get("model_type") not in MSCALE_FORWARD or s.rope_type == "default":
         return
-    frequencies = {"longrope": "so it always takes short_factor, never long_factor",
-                   "dynamic": "so dynamic NTK never rescales its frequencies"}.get(s.rope_type, f"which gives the {s.rope_type} frequencies")
+    frequencies = f"which gives the {s.rope_type} frequencies"
+    if s.rope_type == "longrope":
+        frequencies = "so it always takes short_factor, never long_factor"
+    elif s.rope_type == "dynamic":
+        frequencies = "so dynamic NTK never rescales its frequencies"
     short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
     original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
     yield Trap("mscale_forward", "warning", s.layer_type,
