@@ -22,10 +22,11 @@ TIMES: dict[str, str] = {
     # posembed lab run --preset quick + lab report, the 70-trial preset of 2026-11-27: 460 CPU s for the trials and
     # 5 for the report (the 96-trial one: 452 CPU s, 5 min 05 s at load 1-2); 44 min 14 s and 29 min 32 s at load 8-30
     "quick": "about 465 CPU seconds: about 5 minutes on 2 idle CPU cores, 30–45 on a busy machine",
-    # python -m pytest -n 2 -q: 5 min 20 s at load 1-3 (3,626 tests, CI rehearsal 2026-11-27 09:12; 11 min 07 s for
+    # python -m pytest -n 2 -q: 5 min 44 s at load 1.5-2.2 (3,662 tests, CI rehearsal 2026-11-27 11:12; 5 min 20 s
+    # for 3,626 at load 1-3 at 09:12; 11 min 07 s for
     # 3,599 at load 4 the same day; 4 min 47 s for 3,475 at load 3-4 earlier; 3 min 10 s for
     # 2,999 tests on 2026-11-26); 8-15 min at load 5-7 (2,999 tests)
-    "tests": "5 min 20 s with the cores nearly idle, 8–15 min under other jobs",
+    "tests": "about 6 minutes with the cores nearly idle, 8–15 min under other jobs",
     # posembed extend-eval --quick (256 and 1024 tokens, 10 queries): 2 min 25 s at load 1-8 (issue 35's walk-through);
     # 17 min 37 s at load 20-25 with 153 s of CPU time (2026-11-27); 12 min 25 s busy (2026-11-26)
     "extend-eval-quick": "about 150 s of CPU time: 2 min 25 s on 2 lightly loaded CPU cores, 12–18 min on a busy machine",
