@@ -1,8 +1,10 @@
-"""Write BENCHMARKS.md's "Latest full run" from the run stored under ``results/bench/``.
+"""Write BENCHMARKS.md's "Latest full run" from the runs stored under ``results/bench/``.
 
-The block between ``<!-- generated:bench-full -->`` markers is the stored run's ``results.json`` laid out by the
-package's own report (:func:`posembed.bench.harness.markdown`: the machine line, the targets, one table per suite),
-with the run's command, commit, load and times from its ``meta.json`` above it;
+Each folder there (named ``YYYY-MM-DD-HHMM``) is one full CPU run: ``results.json`` and ``results.md`` as
+``python -m benchmarks`` wrote them, and ``meta.json`` (command, commit, load, wall and CPU time). The block between
+``<!-- generated:bench-full -->`` markers holds each target's value in every stored run, side by side (on this
+shared machine which target misses changes from run to run), then the latest run laid out by the package's own
+report (:func:`posembed.bench.harness.markdown`: the machine line, the targets, one table per suite);
 ``tests/test_bench_page.py`` fails when the page differs.
 
 Usage (from the repository root)::
@@ -24,27 +26,54 @@ sys.path.insert(0, str(ROOT))
 from tools.pages import check_block, write_block  # noqa: E402
 
 PAGE = ROOT / "BENCHMARKS.md"
-RUN = ROOT / "results" / "bench" / "cpu-full"
+RESULTS = ROOT / "results" / "bench"
 NAME = "bench-full"
 
 
-def run_line(meta: dict) -> str:
-    """How the stored run was made, in one paragraph."""
+def runs(results: Path = RESULTS) -> list[Path]:
+    """The stored runs, oldest first."""
+    return sorted(folder for folder in results.iterdir() if (folder / "results.json").is_file())
+
+
+def _read(run: Path) -> tuple[dict, dict]:
+    return (json.loads((run / "results.json").read_text(encoding="utf-8")),
+            json.loads((run / "meta.json").read_text(encoding="utf-8")))
+
+
+def run_line(run: Path, meta: dict) -> str:
+    """How a stored run was made, in one paragraph."""
     load = meta["load"]
     return (f"Run `{meta['command']}` at commit {meta['commit']} on {meta['date']} ({meta['device']}; load "
             f"{load['start']:g} at start, median {load['median']:g}, {load['min']:g}-{load['max']:g} during; "
-            f"{meta['wall']} wall, {meta['cpu_seconds']:.0f} CPU s). Stored in `results/bench/{RUN.name}/`.")
+            f"{meta['wall']} wall, {meta['cpu_seconds']:.0f} CPU s). Stored in `results/bench/{run.name}/`.")
 
 
-def body(run: Path = RUN) -> str:
-    """The block's text, from ``run``'s ``results.json`` and ``meta.json``."""
+def targets_table(folders: list[Path]) -> list[str]:
+    """One row per target, one column per stored run: the measured value and whether it was met."""
+    stored = [(folder, *_read(folder)) for folder in folders]
+    heads = [f"{folder.name} ({meta['commit']}, load {meta['load']['median']:g})" for folder, _, meta in stored]
+    names = list(dict.fromkeys(t["target"] for _, payload, _ in stored for t in payload["targets"]))
+    lines = ["| target | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
+    for name in names:
+        cells = []
+        for _, payload, _ in stored:
+            found = [t for t in payload["targets"] if t["target"] == name]
+            cells.append(f"{found[0]['measured']} {'yes' if found[0]['met'] else '**NO**'}" if found else "—")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def body(results: Path = RESULTS) -> str:
+    """The block's text, from the runs stored under ``results``."""
     from posembed.bench.harness import Row, markdown
 
-    payload = json.loads((run / "results.json").read_text(encoding="utf-8"))
-    meta = json.loads((run / "meta.json").read_text(encoding="utf-8"))
-    rows = [Row(**row) for row in payload["rows"]]
-    report = markdown(rows, payload["targets"], payload["machine"], payload["quick"])
-    return "\n" + run_line(meta) + "\n\n" + report.rstrip("\n") + "\n"
+    folders = runs(results)
+    latest = folders[-1]
+    payload, meta = _read(latest)
+    report = markdown([Row(**row) for row in payload["rows"]], payload["targets"], payload["machine"], payload["quick"])
+    lines = [f"Each target in the {len(folders)} stored full runs:", "", *targets_table(folders), "",
+             f"The latest, {latest.name}, in full. " + run_line(latest, meta), "", report.rstrip("\n")]
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         write_block(PAGE, NAME, body())
         return 0
     problems = check_block(PAGE.read_text(encoding="utf-8"), NAME, body())
-    print("\n".join(problems) or "BENCHMARKS.md holds the stored run")
+    print("\n".join(problems) or "BENCHMARKS.md holds the stored runs")
     return 1 if problems else 0
 
 
