@@ -31,6 +31,7 @@ import torch
 from posembed.analysis.source_types import AttentionWeights, Source
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
+from posembed.schemes.rotary_scaling import pair_treatment
 
 __all__ = ["RotaryPairs", "rotary_pairs", "rope_decay", "distance_grid", "receding_below", "level_near", "pair_usage"]
 
@@ -63,18 +64,6 @@ class RotaryPairs:
         return not np.allclose(self.inv_freq, self.plain_inv_freq, rtol=1e-5)
 
 
-def _treatment(plain: float, used: float, factor: float | None) -> str:
-    """What the scaling does to one pair, in ``posembed rope check``'s words."""
-    if used == 0.0:
-        return "no rotation"
-    ratio = plain / used
-    if math.isclose(ratio, 1.0, rel_tol=1e-4):
-        return "keep"
-    if factor and factor > 1 and math.isclose(ratio, factor, rel_tol=1e-4):
-        return "interpolate"
-    return "ramp" if ratio > 1 else "extrapolate"
-
-
 def rotary_pairs(source: Source, length: int | None = None) -> RotaryPairs | None:
     """The pairs of ``source``'s RoPE: from its ``rope check`` report, else from its scheme (None: neither)."""
     if source.rope_report is not None and source.rope_report.layers[0].pairs:
@@ -99,7 +88,7 @@ def rotary_pairs(source: Source, length: int | None = None) -> RotaryPairs | Non
     factor = getattr(scheme, "factor", None)
     effective = int(round(trained * factor)) if trained and factor else None
     return RotaryPairs(type(scheme).__name__, used, plain, channels,
-                       [_treatment(p, u, factor) for p, u in zip(plain, used)], trained, effective,
+                       [pair_treatment(p, u, factor) for p, u in zip(plain, used)], trained, effective,
                        float(scheme.attention_scaling))  # fmt: skip
 
 

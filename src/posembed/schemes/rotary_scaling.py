@@ -36,8 +36,26 @@ from posembed.schemes.rotary import MIN_FACTOR, RotaryEmbedding, rope_inv_freq
 
 __all__ = [
     "LinearScalingRotary", "NTKAwareRotary", "DynamicNTKRotary", "Llama3Rotary", "ProportionalRotary",
-    "ntk_base", "dynamic_ntk_inv_freq", "llama3_inv_freq",
+    "ntk_base", "dynamic_ntk_inv_freq", "llama3_inv_freq", "pair_treatment",
 ]  # fmt: skip
+
+
+def pair_treatment(plain: float, used: float, factor: float | None) -> str:
+    """What a scaling does to one frequency pair, from its plain and its used ``inv_freq``: ``"no rotation"``,
+    ``"keep"``, ``"interpolate"`` (divided by ``factor``), ``"ramp"`` (divided by less or more) or ``"extrapolate"``
+    (a higher frequency). The words of ``posembed rope check`` and the inspector.
+
+    >>> pair_treatment(1.0, 0.25, 4.0), pair_treatment(1.0, 1.0, 4.0), pair_treatment(1.0, 0.5, 4.0)
+    ('interpolate', 'keep', 'ramp')
+    """
+    if used == 0.0:
+        return "no rotation"
+    ratio = plain / used
+    if math.isclose(ratio, 1.0, rel_tol=1e-4):
+        return "keep"
+    if factor and factor > 1 and math.isclose(ratio, factor, rel_tol=1e-4):
+        return "interpolate"
+    return "ramp" if ratio > 1 else "extrapolate"
 
 
 def ntk_base(base: float, factor: float, rotary_dim: int) -> float:

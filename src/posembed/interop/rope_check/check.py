@@ -34,6 +34,7 @@ from posembed.interop.rope_check.numbers import read_numbers
 from posembed.interop.rope_check.stated import Stated, stated_of
 from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
+from posembed.schemes.rotary_scaling import pair_treatment
 
 __all__ = ["check_rope_config", "RopeReport", "LayerReport", "PairRow", "Comparison", "format_report", "report_json"]
 
@@ -119,23 +120,13 @@ def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
 
 
-def _treatment(ratio: float, factor: float, inv_freq: float) -> str:
-    if inv_freq == 0.0:
-        return "no rotation"
-    if math.isclose(ratio, 1.0, rel_tol=1e-4):
-        return "keep"
-    if factor > 1 and math.isclose(ratio, factor, rel_tol=1e-4):
-        return "interpolate"
-    return "ramp" if ratio > 1 else "extrapolate"
-
-
 def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairRow, ...]:
     scaled = _frequencies(scheme, length)[0].double()
     plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
     rows, half = [], scheme.rotary_dim // 2
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
         ratio, channels = p / q if q else math.inf, (i, i + half) if scheme.layout == "half" else (2 * i, 2 * i + 1)
-        rows.append(PairRow(i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, _treatment(ratio, s.factor, q)))
+        rows.append(PairRow(i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, pair_treatment(p, q, s.factor)))
     return tuple(rows)
 
 
