@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import did_you_mean
-from posembed.devices import OnDevice, autocast, resolve_device
+from posembed.devices import autocast, on_device, resolve_device
 from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
 from posembed.lab.schedule import warmup_cosine
 from posembed.lab.ddp import mean_across_ranks, rank_and_world
@@ -310,8 +310,7 @@ def train_trial(
                     label=f"trial {cfg.trial_id}")
         elapsed = time.perf_counter() - start
         model.eval()
-        scored = model if device.type == "cpu" else OnDevice(model, device)
-        evals = task.evaluate(scored, torch.Generator().manual_seed(cfg.seed + 12345), model_position_limit(model))
+        evals = task.evaluate(on_device(model), torch.Generator().manual_seed(cfg.seed + 12345), model_position_limit(model))
     result = TrialResult(
         config=cfg, evals=evals, curve=curve, drift=drift(initial, position_parameters(model)),
         seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,

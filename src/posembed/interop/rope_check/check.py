@@ -120,8 +120,9 @@ def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean())
 
 
-def _pairs(s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[PairRow, ...]:
-    scaled = _frequencies(scheme, length)[0].double()
+def _pairs(s: RopeSettings, scheme: RotaryEmbedding, inv_freq: Tensor) -> tuple[PairRow, ...]:
+    """One row per pair of ``scheme``, whose ``inv_freq`` at the target length (:func:`_frequencies`) is given."""
+    scaled = inv_freq.double()
     plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
     rows, half = [], scheme.rotary_dim // 2
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
@@ -218,8 +219,8 @@ def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None
         plain = RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta)
         if not torch.equal(*(rope.cos_sin(torch.arange(trained))[0] for rope in (scheme, plain))):
             traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
-    attention = _frequencies(scheme, target)[1]
-    report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, target),
+    inv_freq, attention = _frequencies(scheme, target)
+    report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, inv_freq),
                          comparisons, note, w)  # fmt: skip
     return report, traps
 
