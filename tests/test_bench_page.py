@@ -37,3 +37,10 @@ def test_a_changed_number_is_caught(tmp_path):
     page = bench_page.PAGE.read_text(encoding="utf-8")
     assert bench_page.body(tmp_path) != bench_page.body()
     assert check_block(page, bench_page.NAME, bench_page.body(tmp_path))
+
+
+def test_the_page_holds_the_stored_rope_ab():
+    page = bench_page.PAGE.read_text(encoding="utf-8")
+    assert not check_block(page, bench_page.AB_NAME, bench_page.ab_body())
+    stored = json.loads((bench_page.AB / "compare.json").read_text(encoding="utf-8"))
+    assert stored["revision"] == "4d3ea1e" and len(stored["results"]["rope"]["current"]) == 6  # 6 rounds

@@ -4,7 +4,9 @@ Each folder there (named ``YYYY-MM-DD-HHMM``) is one full CPU run: ``results.jso
 ``python -m benchmarks`` wrote them, and ``meta.json`` (command, commit, load, wall and CPU time). The block between
 ``<!-- generated:bench-full -->`` markers holds each target's value in every stored run, side by side (on this
 shared machine which target misses changes from run to run), then the latest run laid out by the package's own
-report (:func:`posembed.bench.harness.markdown`: the machine line, the targets, one table per suite);
+report (:func:`posembed.bench.harness.markdown`: the machine line, the targets, one table per suite). The block
+``bench-rope-ab`` is the stored A/B of RoPE against a revision (``results/bench/ab-rope-4d3ea1e/``: what
+``benchmarks/compare_revision.py --json`` wrote, and its ``meta.json``), laid out by that script's own report.
 ``tests/test_bench_page.py`` fails when the page differs.
 
 Usage (from the repository root)::
@@ -28,6 +30,8 @@ from tools.pages import check_block, write_block  # noqa: E402
 PAGE = ROOT / "BENCHMARKS.md"
 RESULTS = ROOT / "results" / "bench"
 NAME = "bench-full"
+AB = RESULTS / "ab-rope-4d3ea1e"
+AB_NAME = "bench-rope-ab"
 
 
 def runs(results: Path = RESULTS) -> list[Path]:
@@ -76,14 +80,33 @@ def body(results: Path = RESULTS) -> str:
     return "\n" + "\n".join(lines) + "\n"
 
 
+def ab_body(folder: Path = AB) -> str:
+    """The ``bench-rope-ab`` block: the stored A/B's tables (:func:`benchmarks.compare_revision.report`) and how it ran."""
+    from benchmarks.compare_revision import report
+
+    stored = json.loads((folder / "compare.json").read_text(encoding="utf-8"))
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    tables = report(stored["revision"], stored["results"], (stored["revision"], "current"))
+    return (f"\nRun `{meta['command']}` at commit {meta['commit']} on {meta['date']} (load {meta['load']['start']:g} at "
+            f"start, {meta['load']['end']:g} at the end; {meta['threads']} thread, {meta['repeats']} timed repeats per "
+            f"process). Stored in `results/bench/{folder.name}/`.\n\n{tables.rstrip()}\n")
+
+
+def blocks() -> dict[str, str]:
+    """Every generated block of BENCHMARKS.md, by name."""
+    return {NAME: body(), AB_NAME: ab_body()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("write", "check"))
     args = parser.parse_args(argv)
     if args.action == "write":
-        write_block(PAGE, NAME, body())
+        for name, text in blocks().items():
+            write_block(PAGE, name, text)
         return 0
-    problems = check_block(PAGE.read_text(encoding="utf-8"), NAME, body())
+    page = PAGE.read_text(encoding="utf-8")
+    problems = [problem for name, text in blocks().items() for problem in check_block(page, name, text)]
     print("\n".join(problems) or "BENCHMARKS.md holds the stored runs")
     return 1 if problems else 0
 
