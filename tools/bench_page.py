@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tools.pages import check_block, write_block  # noqa: E402
+from tools.pages import check_blocks, write_blocks  # noqa: E402
 
 PAGE = ROOT / "BENCHMARKS.md"
 RESULTS = ROOT / "results" / "bench"
@@ -102,11 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("write", "check"))
     args = parser.parse_args(argv)
     if args.action == "write":
-        for name, text in blocks().items():
-            write_block(PAGE, name, text)
+        write_blocks(PAGE, blocks())
         return 0
-    page = PAGE.read_text(encoding="utf-8")
-    problems = [problem for name, text in blocks().items() for problem in check_block(page, name, text)]
+    problems = check_blocks(PAGE.read_text(encoding="utf-8"), blocks())
     print("\n".join(problems) or "BENCHMARKS.md holds the stored runs")
     return 1 if problems else 0
 

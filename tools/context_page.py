@@ -143,7 +143,7 @@ def export_rate(runs: list[str], out: Path = RESULTS, avx2: str = "") -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from tools.pages import check_block, write_block
+    from tools.pages import check_blocks, write_blocks
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -162,11 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         print(export_rate(args.runs, avx2=args.avx2))
         return 0
     if args.command == "write":
-        for name, body in blocks().items():
-            write_block(PAGE, name, body)
+        write_blocks(PAGE, blocks())
         return 0
-    page = PAGE.read_text(encoding="utf-8")
-    problems = [p for name, body in blocks().items() for p in check_block(page, name, body)]
+    problems = check_blocks(PAGE.read_text(encoding="utf-8"), blocks())
     print("\n".join(problems) or "every block holds what its generator writes")
     return 1 if problems else 0
 

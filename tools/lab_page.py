@@ -151,7 +151,7 @@ def blocks(root: Path = RESULTS) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from tools.pages import write_block
+    from tools.pages import write_blocks
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         meta["date"] = args.date or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         print(store(args.out_dir, args.name, meta))
         return 0
-    for name, text in blocks().items():
-        print(name, "changed" if write_block(PAGE, name, text) else "unchanged")
+    for name, changed in write_blocks(PAGE, blocks()).items():
+        print(name, "changed" if changed else "unchanged")
     return 0
 
 

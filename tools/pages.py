@@ -11,7 +11,7 @@ Usage (from the repository root)::
 
 In Python (``sys.path`` holding the repository root, as under pytest)::
 
-    from tools.pages import read_block, replace_block, check_block, write_block
+    from tools.pages import read_block, replace_block, check_block, write_block, check_blocks, write_blocks
 
 >>> page = "intro\\n<!-- generated:t -->\\nold\\n<!-- /generated:t -->\\nend\\n"
 >>> read_block(page, "t")
@@ -32,7 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["block_names", "read_block", "replace_block", "check_block", "write_block", "MARK"]
+__all__ = ["block_names", "read_block", "replace_block", "check_block", "write_block", "check_blocks", "write_blocks",
+           "MARK"]
 
 #: the opening and closing markers of block ``NAME``
 MARK = ("<!-- generated:{name} -->", "<!-- /generated:{name} -->")
@@ -98,6 +99,16 @@ def write_block(path: str | os.PathLike, name: str, body: str) -> bool:
         os.unlink(tmp)
         raise
     return True
+
+
+def check_blocks(text: str, blocks: dict[str, str]) -> list[str]:
+    """:func:`check_block` of every ``{name: body}`` of a page's generator: empty when the page holds them all."""
+    return [problem for name, body in blocks.items() for problem in check_block(text, name, body)]
+
+
+def write_blocks(path: str | os.PathLike, blocks: dict[str, str]) -> dict[str, bool]:
+    """:func:`write_block` of every ``{name: body}``; whether each changed the file."""
+    return {name: write_block(path, name, body) for name, body in blocks.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
