@@ -38,12 +38,17 @@ class Batch:
 
 @dataclass(frozen=True)
 class EvalPoint:
-    """One evaluated number: ``metric`` at sequence ``length`` (``value`` None with a ``note``)."""
+    """One evaluated number: ``metric`` at sequence ``length`` (``value`` None with a ``note``).
+
+    ``step`` is the training step after which it was measured (``None``: at the end of training,
+    as every point of a store written before intermediate evaluations was).
+    """
 
     metric: str
     length: int
     value: float | None
     note: str = ""
+    step: int | None = None
 
 
 class Task(Protocol):
