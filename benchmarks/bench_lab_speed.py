@@ -8,6 +8,12 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
   :class:`posembed.bench.nanogpt_ref.NanoGPT` with nanoGPT's CPU optimizer, interleaved step by
   step in one process; medians of wall time and of this thread's CPU time
   (the second is what to trust on a loaded machine at 1 thread), at each ``--threads``.
+- ``levers``: the lab defaults' step four ways against the reference, interleaved step by step
+  at 1 thread (median thread CPU ms): eager; under ``torch.compile`` (Inductor, the model's
+  forward and backward; the first step's seconds, compile included, reported apart); with
+  oneDNN's bf16 math mode for fp32 matrix products
+  (``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``: AMX where the CPU has it); and
+  with bf16 autocast on the CPU. Each but eager changes the arithmetic.
 - ``run``: the whole calibration run, :func:`posembed.lab.calibration.run_calibration`'s trial
   (:func:`~posembed.lab.train.train_trial`, scoring the whole validation split at the end)
   against :func:`posembed.bench.nanogpt_ref.train_reference` (nanoGPT's loop: 20 + 20 eval
@@ -22,7 +28,7 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
 Usage::
 
     python benchmarks/bench_lab_speed.py [--threads 1 2] [--rounds 60] [--steps 2000] [--runs 1]
-                                         [--only step|run|profile] [--json OUT]
+                                         [--only step|run|profile|levers] [--json OUT]
 """
 
 from __future__ import annotations
@@ -149,6 +155,66 @@ def bench_profile(steps_per_model: int) -> dict:
     return out
 
 
+def bench_levers(rounds: int) -> dict:
+    """:func:`_steps`'s reference and lab defaults, the latter also compiled, in bf16 matmul mode
+    and under bf16 autocast; see the module docstring."""
+    import contextlib
+
+    from posembed.lab.tasks import make_task
+    from posembed.lab.train import build_trial_model, make_optimizer
+
+    torch.set_num_threads(1)
+    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
+    cfg = dataclasses.replace(CFG, bias=True, optimizer="adamw")
+
+    def lab(wrap=None, mode=None):
+        torch.manual_seed(CFG.seed)
+        model = build_trial_model(cfg, make_task(cfg))
+        optimizer = make_optimizer(model, cfg, torch.device("cpu"))
+        inner = _step_fn(wrap(model) if wrap else model, optimizer, data, foreach_clip=True)
+
+        def step():
+            before = torch.backends.mkldnn.matmul.fp32_precision
+            if mode == "bf16 matmul":
+                torch.backends.mkldnn.matmul.fp32_precision = "bf16"
+            context = torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else contextlib.nullcontext()
+            try:
+                with context:
+                    inner()
+            finally:
+                torch.backends.mkldnn.matmul.fp32_precision = before
+        return step
+
+    torch.manual_seed(CFG.seed)
+    reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
+    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(
+        reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data, foreach_clip=False),
+             "lab defaults, eager": lab(), "lab defaults, torch.compile": lab(wrap=torch.compile),
+             "lab defaults, bf16 matmul mode": lab(mode="bf16 matmul"),
+             "lab defaults, bf16 autocast": lab(mode="autocast")}
+    start = time.perf_counter()
+    steps["lab defaults, torch.compile"]()
+    compile_s = time.perf_counter() - start
+    for fn in steps.values():
+        for _ in range(5):
+            fn()
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            c = time.thread_time()
+            fn()
+            cpu[name].append((time.thread_time() - c) * 1e3)
+    out: dict = {name: {"thread_cpu_ms": statistics.median(v)} for name, v in cpu.items()}
+    ref = out["nanoGPT-style reference"]["thread_cpu_ms"]
+    for name in list(out)[1:]:
+        out[name]["speedup (reference / this)"] = ref / out[name]["thread_cpu_ms"]
+    out["lab defaults, torch.compile"]["first step (compile; Inductor cache as found), wall s"] = compile_s
+    return out
+
+
 def bench_run(threads: int, steps: int, runs: int) -> dict:
     from posembed.lab.train import train_trial
 
@@ -177,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=60, help="interleaved steps per model (step bench)")
     parser.add_argument("--steps", type=int, default=CFG.steps, help="iterations per whole run")
     parser.add_argument("--runs", type=int, default=1, help="interleaved whole runs per side")
-    parser.add_argument("--only", choices=("step", "run", "profile"))
+    parser.add_argument("--only", choices=("step", "run", "profile", "levers"))
     parser.add_argument("--profile-steps", type=int, default=20, help="profiled steps per model (profile)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args(argv)
@@ -185,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "profile":
         report["profile, 1 thread"] = bench_profile(args.profile_steps)
         print(json.dumps(report["profile, 1 thread"], indent=1), flush=True)
-    for threads in args.threads if args.only != "profile" else ():
+    if args.only == "levers":
+        report["levers, 1 thread"] = bench_levers(args.rounds)
+        print(json.dumps(report["levers, 1 thread"], indent=1), flush=True)
+    for threads in args.threads if args.only not in ("profile", "levers") else ():
         if args.only in (None, "step"):
             report[f"step, {threads} thread(s)"] = bench_step(threads, args.rounds)
             print(json.dumps({f"step, {threads} thread(s)": report[f"step, {threads} thread(s)"]}, indent=1), flush=True)
