@@ -8,12 +8,13 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
   :class:`posembed.bench.nanogpt_ref.NanoGPT` with nanoGPT's CPU optimizer, interleaved step by
   step in one process; medians of wall time and of this thread's CPU time
   (the second is what to trust on a loaded machine at 1 thread), at each ``--threads``.
-- ``levers``: the lab defaults' step four ways against the reference, interleaved step by step
-  at 1 thread (median thread CPU ms): eager; under ``torch.compile`` (Inductor, the model's
-  forward and backward; the first step's seconds, compile included, reported apart); with
-  oneDNN's bf16 math mode for fp32 matrix products
-  (``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``: AMX where the CPU has it); and
-  with bf16 autocast on the CPU. Each but eager changes the arithmetic.
+- ``levers``: the lab defaults' step several ways against the reference, interleaved step by
+  step at 1 thread (median thread CPU ms): eager; under ``torch.compile`` (Inductor, the model's
+  forward and backward; the first step's seconds, compile included, reported apart); inside
+  :func:`posembed.fused.cpu_matmul.bf16_matmuls` (fp32 matrix products in oneDNN's bf16 math
+  mode, AMX where the CPU has it; attention kept fp32); and under bf16 autocast on the CPU; and
+  the calibration preset's step eager and inside ``bf16_matmuls``. Each but eager changes the
+  arithmetic.
 - ``run``: the whole calibration run, :func:`posembed.lab.calibration.run_calibration`'s trial
   (:func:`~posembed.lab.train.train_trial`, scoring the whole validation split at the end)
   against :func:`posembed.bench.nanogpt_ref.train_reference` (nanoGPT's loop: 20 + 20 eval
@@ -158,8 +159,7 @@ def bench_profile(steps_per_model: int) -> dict:
 def bench_levers(rounds: int) -> dict:
     """:func:`_steps`'s reference and lab defaults, the latter also compiled, in bf16 matmul mode
     and under bf16 autocast; see the module docstring."""
-    import contextlib
-
+    from posembed.fused.cpu_matmul import bf16_matmuls
     from posembed.lab.tasks import make_task
     from posembed.lab.train import build_trial_model, make_optimizer
 
@@ -170,22 +170,16 @@ def bench_levers(rounds: int) -> dict:
     data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
     cfg = dataclasses.replace(CFG, bias=True, optimizer="adamw")
 
-    def lab(wrap=None, mode=None):
+    def lab(wrap=None, mode=None, trial=cfg):
         torch.manual_seed(CFG.seed)
-        model = build_trial_model(cfg, make_task(cfg))
-        optimizer = make_optimizer(model, cfg, torch.device("cpu"))
+        model = build_trial_model(trial, make_task(trial))
+        optimizer = make_optimizer(model, trial, torch.device("cpu"))
         inner = _step_fn(wrap(model) if wrap else model, optimizer, data, foreach_clip=True)
 
         def step():
-            before = torch.backends.mkldnn.matmul.fp32_precision
-            if mode == "bf16 matmul":
-                torch.backends.mkldnn.matmul.fp32_precision = "bf16"
-            context = torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else contextlib.nullcontext()
-            try:
-                with context:
-                    inner()
-            finally:
-                torch.backends.mkldnn.matmul.fp32_precision = before
+            context = torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else bf16_matmuls(mode == "bf16")
+            with context:
+                inner()
         return step
 
     torch.manual_seed(CFG.seed)
@@ -193,8 +187,8 @@ def bench_levers(rounds: int) -> dict:
     steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(
         reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data, foreach_clip=False),
              "lab defaults, eager": lab(), "lab defaults, torch.compile": lab(wrap=torch.compile),
-             "lab defaults, bf16 matmul mode": lab(mode="bf16 matmul"),
-             "lab defaults, bf16 autocast": lab(mode="autocast")}
+             "lab defaults, bf16 matmuls": lab(mode="bf16"), "lab defaults, bf16 autocast": lab(mode="autocast"),
+             "calibration preset, eager": lab(trial=CFG), "calibration preset, bf16 matmuls": lab(mode="bf16", trial=CFG)}
     start = time.perf_counter()
     steps["lab defaults, torch.compile"]()
     compile_s = time.perf_counter() - start
