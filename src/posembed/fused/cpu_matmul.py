@@ -13,7 +13,6 @@ fp32-exact). :func:`bf16_matmuls` is the switch; ``benchmarks/bench_lab_speed.py
 measures it.
 
 Example:
-    >>> a, b = torch.randn(4, 8), torch.randn(8, 3)
     >>> with bf16_matmuls():
     ...     bf16_matmuls_enabled()
     True
