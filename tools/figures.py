@@ -44,7 +44,7 @@ RUN = "quick"
 #: the sentence pair the BERT page tokenizes (the same as docs/bert.md's first pair)
 PAIR = ("How do transformers know where a token is?", "By adding a learned row per position.")
 
-__all__ = ["SPECS", "Data", "render", "figure_blocks", "verdict_blocks", "blocks", "write", "check", "main"]
+__all__ = ["SPECS", "Data", "draw", "render", "figure_blocks", "verdict_blocks", "blocks", "write", "check", "check_figures", "check_pages", "main"]
 
 
 class Data:
@@ -406,22 +406,20 @@ SPECS: dict[str, Spec] = {
 }
 
 
-def render(name: str, data: Data) -> str:
-    """Figure ``name`` as SVG text, in the docs' style and legible."""
+def draw(name: str, data: Data):
+    """Figure ``name`` drawn in the docs' style and made legible: ``(Figure, SVG text)``."""
     from posembed.analysis.figures import docs_style, legible, svg_text
 
+    if name not in SPECS:
+        raise KeyError(f"no figure {name!r}; the figures: {', '.join(SPECS)}")
     with docs_style():
-        figure = SPECS[name].build(data)
-        legible(figure)
-        return svg_text(figure)
+        figure = legible(SPECS[name].build(data))
+        return figure, svg_text(figure)
 
 
-def built_figure(name: str, data: Data):
-    """Figure ``name`` as a matplotlib Figure (the tests check its labels)."""
-    from posembed.analysis.figures import docs_style, legible
-
-    with docs_style():
-        return legible(SPECS[name].build(data))
+def render(name: str, data: Data) -> str:
+    """Figure ``name`` as SVG text, in the docs' style and legible."""
+    return draw(name, data)[1]
 
 
 # ----------------------------------------------------------------------------------------- blocks
@@ -528,33 +526,47 @@ def _pages() -> list[Path]:
     return sorted(QUESTIONS.glob("*.md"))
 
 
-def check(data: Data | None = None, names: list[str] | None = None) -> list[str]:
-    """Every difference between the stored figures / blocks and what this tool writes now."""
-    from tools.pages import block_names, check_blocks
+def _show(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
-    data = data or Data()
+
+def check_figures(data: Data, names: list[str] | None = None) -> list[str]:
+    """Every stored figure (``names``, default all) that differs from its regeneration, is missing, or has no spec."""
     problems = []
     for name in names or list(SPECS):
         path = FIGURES / f"{name}.svg"
         if not path.is_file():
-            problems.append(f"{path.relative_to(ROOT)} is missing (python tools/figures.py write)")
+            problems.append(f"{_show(path)} is missing (python tools/figures.py write {name})")
         elif path.read_text(encoding="utf-8") != render(name, data):
-            problems.append(f"{path.relative_to(ROOT)} differs from its regeneration (python tools/figures.py write)")
+            problems.append(f"{_show(path)} differs from its regeneration (python tools/figures.py write {name})")
     stale = sorted(p.stem for p in FIGURES.glob("*.svg") if p.stem not in SPECS)
-    problems += [f"docs/figures/{name}.svg is drawn by no spec of tools/figures.py" for name in stale]
-    if names is None:
-        wanted, used = blocks(data), set()
-        for page in _pages():
-            text = page.read_text(encoding="utf-8")
-            mine = {n: wanted[n] for n in block_names(text) if n in wanted}
-            used |= set(mine)
-            problems += [f"{page.relative_to(ROOT)}: {p}" for p in check_blocks(text, mine)]
-        problems += [f"figure {n[4:]} is on no page" for n in wanted if n.startswith("fig-") and n not in used]
-    return problems
+    return problems + [f"docs/figures/{name}.svg is drawn by no spec of tools/figures.py" for name in stale]
 
 
-def write(data: Data | None = None, names: list[str] | None = None) -> list[str]:
-    """Write the figures (``names``, default all) and every page's blocks; the paths that changed."""
+def check_pages(data: Data) -> list[str]:
+    """Every block of the question pages that differs from what this tool writes, and every figure
+    missing from the page its spec names."""
+    from tools.pages import block_names, check_blocks
+
+    wanted, used, problems = blocks(data), {}, []
+    for page in _pages():
+        text = page.read_text(encoding="utf-8")
+        mine = {n: wanted[n] for n in block_names(text) if n in wanted}
+        used[page.stem] = set(mine)
+        problems += [f"{_show(page)}: {p}" for p in check_blocks(text, mine)]
+    return problems + [f"figure {name} is not on its page docs/questions/{spec.page}.md (<!-- generated:fig-{name} -->)"
+                       for name, spec in SPECS.items() if f"fig-{name}" not in used.get(spec.page, set())]
+
+
+def check(data: Data | None = None, names: list[str] | None = None) -> list[str]:
+    """Every difference between the stored figures / blocks and what this tool writes now (only the
+    figures ``names`` when given, and then no page)."""
+    data = data or Data()
+    return check_figures(data, names) + (check_pages(data) if names is None else [])
+
+
+def write(data: Data | None = None, names: list[str] | None = None, pages: bool = True) -> list[str]:
+    """Write the figures (``names``, default all) and, with ``pages``, every page's blocks; the paths that changed."""
     from tools.pages import block_names, write_blocks
 
     data = data or Data()
@@ -564,12 +576,13 @@ def write(data: Data | None = None, names: list[str] | None = None) -> list[str]
         path, svg = FIGURES / f"{name}.svg", render(name, data)
         if not path.is_file() or path.read_text(encoding="utf-8") != svg:
             path.write_text(svg, encoding="utf-8")
-            changed.append(str(path.relative_to(ROOT)))
-    wanted = blocks(data)
-    for page in _pages():
-        mine = {n: wanted[n] for n in block_names(page.read_text(encoding="utf-8")) if n in wanted}
-        if any(write_blocks(page, mine).values()):
-            changed.append(str(page.relative_to(ROOT)))
+            changed.append(_show(path))
+    if pages:
+        wanted = blocks(data)
+        for page in _pages():
+            mine = {n: wanted[n] for n in block_names(page.read_text(encoding="utf-8")) if n in wanted}
+            if any(write_blocks(page, mine).values()):
+                changed.append(_show(page))
     return changed
 
 
