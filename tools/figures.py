@@ -354,7 +354,8 @@ class Spec:
 
 def _pca_alt(data: Data) -> str:
     return ("The 512 positions of all-MiniLM-L6-v2's learned table projected on their first two principal "
-            "components, coloured by position: a smooth curve from position 0 to 511.")
+            "components, coloured by position: points scattered around a ring, early positions inside, late ones "
+            "outside.")
 
 
 SPECS: dict[str, Spec] = {
@@ -369,7 +370,7 @@ SPECS: dict[str, Spec] = {
                         "learned-or-sinusoidal"),
     "pca-sinusoidal": Spec(lambda d: _pca(d.sinusoidal, "sinusoidal positions (d = 384), PCA"),
                            lambda d: "The 512 positions of the sinusoidal table on their first two principal "
-                           "components, coloured by position.", "learned-or-sinusoidal"),
+                           "components, coloured by position: one smooth arc from position 0 to 511.", "learned-or-sinusoidal"),
     "sinusoid-fit": Spec(_fit, lambda d: "Left: the share of each dimension of the learned table that sinusoids "
                          "explain, sorted, against the same with rows shuffled. Right: which periods the fit uses.",
                          "learned-or-sinusoidal"),
@@ -408,12 +409,12 @@ SPECS: dict[str, Spec] = {
 
 def draw(name: str, data: Data):
     """Figure ``name`` drawn in the docs' style and made legible: ``(Figure, SVG text)``."""
-    from posembed.analysis.figures import docs_style, legible, svg_text
+    from posembed.analysis.figures import docs_style, fit_column, legible, svg_text
 
     if name not in SPECS:
         raise KeyError(f"no figure {name!r}; the figures: {', '.join(SPECS)}")
     with docs_style():
-        figure = legible(SPECS[name].build(data))
+        figure = legible(fit_column(SPECS[name].build(data)))
         return figure, svg_text(figure)
 
 
@@ -434,7 +435,9 @@ def _decision_lines(decisions) -> list[str]:
     lines = []
     for d in decisions:
         name = d.comparison.name.split(" ", 1)[1] if d.comparison.name[:1] == "Q" else d.comparison.name
-        lines.append(f"- **{d.word}**: {name}. {d.text(digits=3)}.")
+        text = d.text(digits=3)
+        body = text[len(d.word) + 2:-1] if text.startswith(f"{d.word} (") else text
+        lines.append(f"- **{d.word}** ({name}): {body}.")
     return lines
 
 

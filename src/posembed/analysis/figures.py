@@ -39,7 +39,7 @@ import torch
 from posembed.report import new_figure
 
 __all__ = [
-    "STYLE", "MIN_FONT", "docs_style", "legible", "svg_text", "readability_problems",
+    "STYLE", "MIN_FONT", "COLUMN_INCHES", "docs_style", "fit_column", "legible", "svg_text", "readability_problems",
     "lookup_figure", "sinusoidal_figure", "similarity_pair_figure", "pair_parts_figure", "add_concat_figure",
     "scaling_figure", "t5_bucket_figure",
 ]  # fmt: skip
@@ -78,6 +78,21 @@ def legible(figure, minimum: float = MIN_FONT):
     for text in figure.findobj(Text):
         if text.get_text() and text.get_fontsize() < minimum:
             text.set_fontsize(minimum)
+    return figure
+
+
+#: the widest a docs figure is drawn (inches): shown in a 750-px column, its points stay points
+COLUMN_INCHES = 8.5
+
+
+def fit_column(figure, width: float = COLUMN_INCHES):
+    """Narrow a wider figure to ``width`` inches (its height kept), so its text is not shrunk on screen;
+    returns the figure. The inspector draws some figures 11-13 inches wide for a full-width report."""
+    if not (isinstance(width, (int, float)) and math.isfinite(width) and width > 0):
+        raise ValueError(f"width must be a number of inches > 0, got {width!r}")
+    current, height = figure.get_size_inches()
+    if current > width:
+        figure.set_size_inches(width, height)
     return figure
 
 
