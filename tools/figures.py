@@ -173,7 +173,7 @@ def _segments(data: Data):
     figure = segments_figure(np.linalg.norm(s.segment_table, axis=1), float(np.linalg.norm(s.position_table, axis=1).mean()),
                              float(np.linalg.norm(s.token_table, axis=1).mean()))  # fmt: skip
     figure.axes[0].set_xlabel("vector (all-MiniLM-L6-v2's tables)")
-    figure.axes[0].set_title("segment rows are small beside position and token rows")
+    figure.axes[0].set_title("segment, position and token row norms in all-MiniLM-L6-v2")
     return figure
 
 
@@ -209,6 +209,7 @@ def _decomposition(data: Data):
     bars = figure.axes[4]
     bars.set_ylabel("share")
     bars.set_xlabel("term")
+    bars.tick_params(axis="x", labelrotation=90)
     figure.suptitle("all-MiniLM-L6-v2, first layer: the four terms of q · k (64 tokens of text, mean over heads)")
     return figure
 
@@ -375,7 +376,8 @@ SPECS: dict[str, Spec] = {
                          "explain, sorted, against the same with rows shuffled. Right: which periods the fit uses.",
                          "learned-or-sinusoidal"),
     "segments": Spec(_segments, lambda d: "Bar chart of vector norms in all-MiniLM-L6-v2: the two segment rows, the "
-                     "mean position row and the mean token row.", "sentence-pair"),
+                     "mean position row and the mean token row (the measured values are in the text below).",
+                     "sentence-pair"),
     "pair-parts": Spec(_pair, lambda d: "For each token of a tokenized sentence pair, the norm of its token row, its "
                        "position row and its segment row; the second sentence is shaded.", "sentence-pair"),
     "decomposition": Spec(_decomposition, lambda d: "Four heatmaps of first-layer attention logit terms of "

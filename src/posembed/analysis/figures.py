@@ -301,8 +301,7 @@ def scaling_figure(plain: np.ndarray, used: Mapping[str, np.ndarray], trained: i
     right.set_title("how much each pair is slowed")
     for axes in (left, right):
         axes.grid(alpha=0.3, which="both")
-    left.legend(fontsize=9)
-    right.legend(fontsize=9)
+    figure.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=4)  # one legend, off the data
     return figure
 
 

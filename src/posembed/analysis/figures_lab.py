@@ -89,8 +89,10 @@ def forest_figure(rows: Sequence[ForestRow], title: str = "the lab's tested comp
             seen.add("band")
             marker, filled = _look(row.word)
             colour = "C0" if filled else "C1"
-            label = row.word if row.word not in seen else None
-            seen.add(row.word)
+            kind = ("exploratory (no test)" if row.word == "exploratory" else
+                    "verdict (Holm at 5 %)" if filled else "cannot tell (no claim)")
+            label = kind if kind not in seen else None
+            seen.add(kind)
             low, high = row.interval
             axes.errorbar(row.difference, y, xerr=[[row.difference - low], [high - row.difference]], fmt=marker,
                           ms=7, capsize=4, color=colour, mfc=colour if filled else "white", label=label)
