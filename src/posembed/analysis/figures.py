@@ -16,14 +16,20 @@ and the house style every docs figure is drawn in:
 
 Every function returns a matplotlib ``Figure`` on the Agg canvas (no pyplot state).
 
+The same drawing saves to the same bytes: draw the figure afresh for each comparison (a figure
+saved twice may differ in its second save, as constrained layout moves on a redraw).
+
 Example:
     >>> import torch
-    >>> with docs_style():
-    ...     figure = lookup_figure(torch.nn.Embedding(6, 4), torch.tensor([3, 1, 3]))
-    >>> readability_problems(figure)
-    []
-    >>> svg_text(figure) == svg_text(figure)
+    >>> table = torch.nn.Embedding(6, 4)
+    >>> def drawn():
+    ...     with docs_style():
+    ...         return svg_text(lookup_figure(table, torch.tensor([3, 1, 3])))
+    >>> drawn() == drawn()
     True
+    >>> with docs_style():
+    ...     readability_problems(lookup_figure(table, torch.tensor([3, 1, 3])))
+    []
 """
 
 from __future__ import annotations
@@ -39,9 +45,21 @@ import torch
 from posembed.report import new_figure
 
 __all__ = [
-    "STYLE", "MIN_FONT", "COLUMN_INCHES", "docs_style", "fit_column", "legible", "svg_text", "readability_problems",
-    "lookup_figure", "sinusoidal_figure", "similarity_pair_figure", "pair_parts_figure", "add_concat_figure",
-    "scaling_figure", "t5_bucket_figure",
+    "COLUMN_INCHES",
+    "MIN_FONT",
+    "STYLE",
+    "add_concat_figure",
+    "docs_style",
+    "fit_column",
+    "legible",
+    "lookup_figure",
+    "pair_parts_figure",
+    "readability_problems",
+    "scaling_figure",
+    "similarity_pair_figure",
+    "sinusoidal_figure",
+    "svg_text",
+    "t5_bucket_figure",
 ]  # fmt: skip
 
 #: matplotlib's colour-blind-safe style (Tableau's colour-blind 10 colours as the cycle)

@@ -21,7 +21,7 @@ import numpy as np
 
 from posembed.report import new_figure
 
-__all__ = ["ForestRow", "forest_rows", "forest_figure", "arm_series", "arms_figure"]
+__all__ = ["ForestRow", "arm_series", "arms_figure", "forest_figure", "forest_rows"]
 
 
 @dataclass(frozen=True)
