@@ -30,3 +30,7 @@ file                what
 ``inspect_report``  ``posembed inspect`` as a function: run the sections, write the report
 =================== ============================================================================
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.analysis.<file>: imported on first use
