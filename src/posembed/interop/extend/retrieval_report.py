@@ -306,7 +306,7 @@ def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | Non
            f"Measured {meta['date']} at commit {meta['commit'][:7]} on {meta['device']} ({meta['threads']} torch threads): "
            f"{meta['wall_seconds'] / 60:.0f} min wall, {meta['cpu_seconds'] / 60:.0f} min CPU, load average "
            f"{meta['load']['start']:.1f} at the start and {meta['load']['median']:.1f} (median; {meta['load']['min']:.1f}"
-           f" to {meta['load']['max']:.1f}) while it ran. Command: `{meta['command']}`.")
+           f" to {meta['load']['max']:.1f}) while it ran. Command: {_command(meta['command'])}.")
     if meta.get("not_measured"):
         run += (f" Not measured within the shared machine's budget, so neither in the tables nor in the verdicts: "
                 f"{', '.join(meta['not_measured'])}.")
@@ -318,6 +318,16 @@ def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | Non
         "extend-eval-verdicts": "\n" + "\n".join(verdicts) + "\n",
         "extend-eval-chunk": f"\n{_chunk_sentence(chunk)}\n",
     }
+
+
+def _command(stored: str) -> str:
+    """A stored command as code, the note the record keeps after it (``  (...)``) as text.
+
+    >>> _command("posembed extend-eval --out OUT  (OUT/cells.jsonl copied here)")
+    '`posembed extend-eval --out OUT` (OUT/cells.jsonl copied here)'
+    """
+    command, _, note = stored.partition("  (")
+    return f"`{command.strip()}`" + (f" ({note}" if note else "")
 
 
 def _chunk_sentence(chunk: dict | None) -> str:
