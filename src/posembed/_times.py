@@ -54,6 +54,7 @@ BLOCKS: dict[str, tuple[str, ...]] = {
     "quick": ("quick",),
     "extend-eval": ("extend-eval-quick",),
     "extend-finetune": ("extend-finetune",),
+    "bench-quick": ("bench-quick",),
 }
 
 

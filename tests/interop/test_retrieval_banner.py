@@ -32,7 +32,7 @@ def test_the_quick_form_is_below_the_full_benchmark():
     assert BenchmarkConfig().queries == ENOUGH_QUERIES and QUICK.queries < ENOUGH_QUERIES and QUICK.data_seeds == 1
 
 
-def test_a_quick_run_report_opens_with_the_banner(tmp_path):
+def test_a_quick_run_report_opens_with_the_banner(tmp_path, caplog):
     result = _result(QUICK.queries, (0,), copy_hits=QUICK.queries // 5)
     warning = too_small(result)
     assert warning.startswith(FRAME[0]) and FRAME[1] in warning
@@ -42,6 +42,7 @@ def test_a_quick_run_report_opens_with_the_banner(tmp_path):
     page = write_report(result, tmp_path)[1].read_text(encoding="utf-8")
     assert page.index('<p class="banner">') < page.index("<h2>Summary</h2>")
     assert "This run is too small to conclude" in page
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [warning]  # the terminal says so too
 
 
 def test_a_run_that_decides_with_two_seeds_and_enough_queries_has_no_banner(tmp_path):

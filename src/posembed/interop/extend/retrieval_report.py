@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,8 @@ from posembed.stats import CANNOT_TELL
 
 __all__ = ["wilson", "summarise", "chance", "format_table", "markdown_table", "write_report", "WILSON", "too_small",
            "ENOUGH_QUERIES"]
+
+logger = logging.getLogger(__name__)
 
 Z95 = 1.959963984540054
 #: what a cell's interval is
@@ -233,6 +236,7 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     warning = too_small(result)
     if warning:
         report.banner(warning)
+        logger.warning("%s", warning)
     report.heading("Summary")
     report.bullets(summary["statements"])
     report.figure(_plot(result), "extend_eval", "Top-1 retrieval accuracy with 95% Wilson intervals, one line per system")
