@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from posembed import _names
 
@@ -146,7 +146,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ im
     from posembed.schemes.xpos import XPos
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:  # Any: a lazily found part (posembed.stats) is a module type checkers cannot see
     return _names.facade_attribute(__name__, name, _EXPORTS, _GUESSES)
 
 

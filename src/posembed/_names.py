@@ -20,8 +20,8 @@ import difflib
 import importlib
 import pkgutil
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
-from typing import Callable, Iterable, Mapping
 
 __all__ = ["did_you_mean", "closest", "submodules", "submodule_names", "import_submodule", "facade_attribute"]
 
