@@ -95,11 +95,19 @@ def init_logic(path: Path, facade: bool = False) -> list[str]:
             continue
         if isinstance(node, ast.Try) and facade:
             continue
+        if _type_checking_imports(node):  # the lazy names as type checkers see them
+            continue
         if (isinstance(node, ast.FunctionDef) and node.name in LAZY_FUNCTIONS
                 and node.end_lineno - node.lineno < MAX_LAZY_LINES):
             continue
         found.append(f"line {node.lineno}: {type(node).__name__} {getattr(node, 'name', '')}".rstrip())
     return found
+
+
+def _type_checking_imports(node: ast.stmt) -> bool:
+    """``if TYPE_CHECKING:`` holding imports only."""
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            and not node.orelse and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body))
 
 
 @pytest.mark.parametrize("init", sorted(PACKAGE.rglob("__init__.py")), ids=lambda p: p.relative_to(PACKAGE).as_posix())
@@ -111,8 +119,9 @@ def test_no_init_holds_logic(init):
 def test_the_init_check_sees_logic(tmp_path):
     init = tmp_path / "__init__.py"
     init.write_text('"""Doc."""\nimport os\n__all__ = ["f"]\ndef f():\n    return 1\nclass C:\n    pass\n'
-                    'def __getattr__(name):\n    raise AttributeError(name)\nif os.name:\n    pass\n')
-    assert init_logic(init) == ["line 4: FunctionDef f", "line 6: ClassDef C", "line 10: If"]
+                    'def __getattr__(name):\n    raise AttributeError(name)\nif os.name:\n    pass\n'
+                    'if TYPE_CHECKING:\n    import os\nif TYPE_CHECKING:\n    x = 1\n')
+    assert init_logic(init) == ["line 4: FunctionDef f", "line 6: ClassDef C", "line 10: If", "line 14: If"]
 
 
 def test_the_file_list_check_sees_a_missing_file(tmp_path):

@@ -32,3 +32,7 @@ file                what
 ``figures_lab``     the docs' figures of stored lab results: the forest plot, each arm's loss
 =================== ============================================================================
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.analysis.<file>: imported on first use
