@@ -46,9 +46,10 @@ from typing import NamedTuple
 from posembed.power import POWER, min_detectable_difference, seeds_to_detect, t_cdf, t_quantile
 
 __all__ = [
-    "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate",
-    "tost", "min_detectable_difference", "seeds_to_detect", "seeds_clause", "describe", "distinguishing", "TESTS", "POWER", "ALPHA",
-    "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL", "JITTER", "mcnemar_equivalence", "number_text",
+    "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate", "tost",
+    "mcnemar_equivalence", "min_detectable_difference", "seeds_to_detect", "seeds_clause", "describe",
+    "distinguishing", "number_text", "TESTS", "POWER", "ALPHA", "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL",
+    "JITTER",
 ]
 
 #: the family-wise error rate every report holds
