@@ -407,6 +407,11 @@ def test_welch_seeds_to_detect_reads_both_arms():
     assert power(n) >= 0.80 - 1e-9 and power(n - 1) < 0.80 and n == 45  # arm a's count alone said 12
 
 
+def test_an_untestable_welch_comparison_of_unequal_arms_needs_no_seed_count():
+    one_seed, flat = decide([_c([0.5], [0.9, 1.0, 1.1]), _c([0.5, 0.5], [0.9, 0.9, 0.9])])
+    assert one_seed.word == flat.word == "cannot tell" and one_seed.seeds_needed is flat.seeds_needed is None
+
+
 def test_seeds_to_detect_refuses_unequal_welch_arms_without_their_variances():
     from posembed.power import seeds_to_detect
 

@@ -457,7 +457,7 @@ def _seeds(c: Comparison, e: Estimate, level: float) -> int | None:
     """The seeds per arm a "cannot tell" would need (:func:`~posembed.power.seeds_to_detect`), from both arms."""
     a, b = c.tested()
     spread = (_variance(a), _variance(b)) if c.test == "welch" and min(len(a), len(b)) > 1 else None
-    if spread is not None and not sum(spread) > 0:
+    if c.test == "welch" and (spread is None or not sum(spread) > 0):  # an arm below two values, or no spread
         return None
     return seeds_to_detect(e.difference, se=e.se, df=e.df, units=len(a), units_b=len(b), variances=spread,
                            test=c.test, alpha=level)
