@@ -24,7 +24,7 @@ from typing import Any
 from posembed.lab.report.decisions import LabDecisions, group_comparison, group_labels, judged_metric
 from posembed.lab.report.tables import LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length
 from posembed.lab.task_registry import METRICS, metric_label
-from posembed.stats import Comparison, Decision, describe, seeds_clause
+from posembed.stats import Comparison, Decision, describe, number_text, seeds_clause
 
 __all__ = [
     "Section", "judged_metric", "presets_with", "learned_vs_sinusoidal", "variant_question", "extrapolation",
@@ -113,7 +113,7 @@ def decision_row(d: Decision) -> list[Any]:
     p = _p(d.p) if d.word is None else f"{_p(d.p)} ({_p(d.p_adjusted)})"
     return [c.name.split(" ", 1)[1] if c.name[:2] in ("Q1", "Q2", "Q3", "Q4", "Q5") else c.name,
             f"{c.a}: {group_text(c.values_a)}", f"{c.b}: {group_text(c.values_b)}", delta, test, p,
-            d.word if d.word is not None else "exploratory", "—" if d.word is None else f"{d.mdd:.3g}"]
+            d.word if d.word is not None else "exploratory", "—" if d.word is None else number_text(d.mdd)]
 
 
 RULE_NOTE = (
@@ -151,7 +151,7 @@ def _answer(decisions: list[Decision], what: str) -> tuple[str, str, bool]:
         return (f"No primary comparison of this preset: {what} is shown as exploratory numbers only.{tail}",
                 "exploratory only", False)
     said = "; ".join(f"{d.comparison.name.split(': ', 1)[1]} ({d.comparison.name.split(' ')[1][:-1]}): {d.word}"
-                     + (f" (could detect {d.mdd:.3g}{seeds_clause(d)})" if d.word == "cannot tell" else "")
+                     + (f" (could detect {number_text(d.mdd)}{seeds_clause(d)})" if d.word == "cannot tell" else "")
                      for d in primaries)
     decided = any(d.word != "cannot tell" for d in primaries)
     return f"{said}.{tail}", "; ".join(f"{d.word}" for d in primaries), decided
