@@ -221,6 +221,8 @@ def _check_type_key(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     old = s.params.get("type")
     if old is None or old == s.rope_type or (old in OLD_LONGROPE and s.rope_type == "longrope"):
         return
+    if old == "mrope" and s.rope_type == "default" and s.mrope is not None:  # Qwen2(.5)-VL's classes read it so
+        return
     why = ""
     if s.layer_type != ALL_LAYERS and raw.get("rope_scaling") is not None:
         why = (f" (transformers' {raw['model_type']} config class merges a 4.x rope_scaling into parameters whose "
