@@ -90,8 +90,21 @@ def model_part(raw: Mapping, part: str = "text") -> dict:
         if part == "text":
             return _flat_text_part(raw, config_class)
         raise ValueError(f"the config has no {key} (model_type {raw.get('model_type')!r})")
-    model_type = found.get("model_type") or getattr(_sub_class(owner, key), "model_type", None)
+    written, own = found.get("model_type"), getattr(_sub_class(owner, key), "model_type", None)
+    if written and _config_class(written) is None and owner is config_class:  # a type transformers does not know:
+        own = _built_part_type(raw, key) or own  # the one the whole's class builds the part with (Kimi K2.5's kimi_k2)
+    model_type = written if written and (own is None or _config_class(written) is not None) else own or written
     return {**found, "model_type": model_type} if model_type else dict(found)
+
+
+def _built_part_type(raw: Mapping, key: str) -> str | None:
+    """The ``model_type`` of the class transformers builds ``raw``'s ``key`` sub-config with (``None``: it cannot)."""
+    try:
+        part = getattr(build_config(raw), key, None)
+    except Exception as error:  # noqa: BLE001 - a config the class refuses: the part is read as written
+        logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
+        return None
+    return getattr(type(part), "model_type", None) or getattr(part, "model_type", None)
 
 
 def _flat_text_part(raw: Mapping, config_class: Any) -> dict:

@@ -32,7 +32,7 @@ from posembed.interop.rope.model import build_config, model_part, rotary_class
 from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
 from posembed.interop.rope_check.numbers import read_numbers
 from posembed.interop.rope_check.stated import Stated, stated_of
-from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
+from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps, refused_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 from posembed.schemes.rotary_scaling import pair_treatment
 
@@ -239,7 +239,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
     except ModuleNotFoundError:
         return (), "transformers is not installed: not compared"
     except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
-        return (), f"transformers cannot build this config ({type(error).__name__}: {error}): not compared"
+        first = str(error).split(". ")[0].splitlines()[0] if str(error) else ""  # its first sentence: not the list of every type
+        return (), f"transformers cannot build this config ({type(error).__name__}: {first}): not compared"
     forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
     switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
     lengths = [switch, max(length, switch + 1)] if (s.rope_type in ("dynamic", "longrope") or forward) and switch else [None]
@@ -308,6 +309,8 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     settings = read_rope_settings(numbers)
     stated = [stated_of(numbers, s) for s in settings]
     traps = find_traps(numbers, strings, settings, stated)
+    if whole.get("model_type") != raw.get("model_type"):  # a part: transformers refuses the file if it does not know the whole
+        traps = [*(t for t in refused_traps(whole) if t.message.startswith("transformers does not know")), *traps]
     built = [_layer(raw, given, s, w, length, compare) for s, w in zip(settings, stated)]
     layers, traps = [layer for layer, _ in built], [trap for _, extra in reversed(built) for trap in extra] + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))

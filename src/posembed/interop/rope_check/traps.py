@@ -19,7 +19,7 @@ from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSetti
 from posembed.interop.rope_check.stated import Stated, ignored_parameters
 from posembed.interop.rope_check.traps_scaling import MSCALE_FORWARD, Trap, check_mscale_forward, check_of_type, yarn_default_attention
 
-__all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
+__all__ = ["Trap", "find_traps", "refused_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 
 #: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
 FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
@@ -206,8 +206,20 @@ def _check_renamed(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
                    f"reads it so")  # fmt: skip
 
 
-def _check_refused(raw: dict) -> Iterator[Trap]:
-    """A config transformers' own config class refuses (none without transformers): it cannot be loaded as written."""
+def refused_traps(raw: dict) -> Iterator[Trap]:
+    """A config transformers' own config class refuses, or a model type it does not know (none without
+    transformers): it cannot be loaded as written."""
+    model_type = raw.get("model_type")
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return
+    if isinstance(model_type, str) and model_type not in CONFIG_MAPPING:
+        yield Trap("config_refused", "error", "*",
+                   f"transformers does not know model_type {model_type!r} (AutoConfig refuses it: \"Unrecognized "
+                   f"model identifier\"; only the checkpoint's own remote code reads it): posembed reads the dict as "
+                   f"written, and nothing checks that this is the rotation that code applies")  # fmt: skip
+        return
     try:
         build_config(raw)
     except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
@@ -282,5 +294,5 @@ def find_traps(raw: dict, strings: list, settings: list[RopeSettings], stated: l
     writes per layer type (:func:`~posembed.interop.rope_check.stated.stated_of`).
     """
     traps = [*_check_numbers(strings), *(trap for s, w in zip(settings, stated) for check in _CHECKS for trap in check(raw, s, w))]
-    traps += [*_check_layers(settings), *_check_ignored(raw, settings), *_check_refused(raw)]
+    traps += [*_check_layers(settings), *_check_ignored(raw, settings), *refused_traps(raw)]
     return sorted(traps, key=lambda trap: ("error", "warning", "note").index(trap.severity))
