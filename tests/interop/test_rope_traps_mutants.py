@@ -175,8 +175,9 @@ def test_a_missing_theta_says_who_fills_it_in():
         "rope_theta 1e+06; a loader without that class would take 10000"]
     unknown = {"model_type": "foo_bar", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024,
                "rope_parameters": {"rope_type": "default"}}
-    assert found(unknown) == [("theta_missing", "note", "all", "rope_theta is absent: the default 10000 applies, "
-                                                               "unless the model's own config class fills in another")]
+    assert found(unknown, "theta_missing") == [("theta_missing", "note", "all", "rope_theta is absent: the default 10000 "
+                                                                                "applies, unless the model's own config class fills in another")]
+    assert [code for code, *_ in found(unknown)] == ["config_refused", "theta_missing"]  # a type transformers does not know
     gemma3 = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
               "max_position_embeddings": 1024, "rope_theta": 10000.0}
     assert found(gemma3) == [

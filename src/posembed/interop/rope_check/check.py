@@ -3,7 +3,8 @@
 :func:`check_rope_config` builds posembed's scheme of each layer type's
 :class:`~posembed.interop.rope.settings.RopeSettings` (as ``rotary_from_hf_config`` does) and reports, per frequency
 pair, the wavelength ``2 pi / inv_freq`` against the trained context and what the scaling does to it, the attention
-factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq`` and
+factor, where dynamic NTK and LongRoPE switch, and the lengths side by side (configured, trained, scaled; the
+effective context only where the config's numbers agree on one); with transformers, posembed's ``inv_freq`` and
 attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else, PhiMoE,
 beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
 
@@ -11,8 +12,9 @@ Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
     ...     "max_position_embeddings": 4096, "rope_theta": 10000.0,
     ...     "rope_scaling": {"rope_type": "linear", "factor": 4.0}}, compare=False)
-    >>> report.layers[0].effective_context, report.layers[0].pairs[-1].treatment
-    (16384, 'interpolate')
+    >>> layer = report.layers[0]  # linear reads no trained length: the configured one is the effective context
+    >>> layer.configured_length, layer.trained_context, layer.effective_context, layer.pairs[-1].treatment
+    (4096, None, 4096, 'interpolate')
 """
 
 from __future__ import annotations
@@ -289,7 +291,8 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
 
     Args:
         config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
-        length: the target context (default: the effective context the config declares); the per-pair table of
+        length: the target context (default: the effective context where the config states one, else the length
+            its scaling reaches, else ``max_position_embeddings``); the per-pair table of
             dynamic NTK / LongRoPE is computed at this length.
         compare: compare with transformers' rope init functions (when it is installed).
         part: the part of a multimodal config to check (``"text"``: its language model; ``"vision"``), as
