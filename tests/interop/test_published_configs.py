@@ -156,7 +156,7 @@ def test_gemma_3_with_linear_scaling_is_headlined_at_its_configured_length(capsy
     assert main(["rope", "check", str(path)]) == 0
     out = capsys.readouterr().out
     assert "1048576" not in out and "effective context 131072 (max_position_embeddings)" in out
-    assert "trained length    None (not stated (linear scaling reads none))" in out
+    assert "trained length    not stated: linear scaling reads none" in out
     assert "1048576" not in json.dumps(report_json(report))
 
 

@@ -167,7 +167,7 @@ def _lengths(s: RopeSettings, w: Stated) -> _Lengths:
     configured, factor, kind = s.max_position_embeddings, s.factor, s.rope_type
     trained, source = s.original_max_len, _TRAINED_FROM.get(w.original_source, w.original_source)
     if kind == "linear" and not w.original_given:  # linear reads no length: the config names no trained one
-        return _Lengths(configured, None, "not stated (linear scaling reads none)", None, configured, None,
+        return _Lengths(configured, None, "not stated: linear scaling reads none", None, configured, None,
                         f"linear x{factor:g}: every position divided by {factor:g} (every wavelength x{factor:g})")
     if kind == "dynamic":
         scaled = int(configured * factor) if configured else None
@@ -364,7 +364,8 @@ def _finite(value: Any) -> Any:
 def _length_lines(layer: LayerReport) -> Iterator[str]:
     """The lengths side by side: configured, trained, what the scaling does; the effective context where stated."""
     yield f"  configured length {layer.configured_length} (max_position_embeddings)"
-    yield f"  trained length    {layer.trained_context} ({layer.trained_source})"
+    yield (f"  trained length    {layer.trained_context} ({layer.trained_source})" if layer.trained_context is not None
+           else f"  trained length    {layer.trained_source}")
     yield f"  scaling           {layer.scaling}"
     if layer.effective_context is not None:
         yield f"  effective context {layer.effective_context} (max_position_embeddings; the scaling agrees)" if layer.scaled_context else (

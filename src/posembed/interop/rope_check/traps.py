@@ -152,8 +152,9 @@ def _check_original(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
                        f"attention factor follows 'factor' when given, the ratio otherwise")  # fmt: skip
     if s.rope_type == "linear" and factor > 1 and not w.original_given:
         yield Trap("original_missing", "note", s.layer_type,
-                   f"linear scaling names no trained length: its effective context is {factor:g} x the trained "
-                   f"one; if max_position_embeddings={max_pos} is already extended, it is the limit")  # fmt: skip
+                   f"linear scaling names no trained length: it divides every position by {factor:g} whatever "
+                   f"length the model was trained at; max_position_embeddings={max_pos} is the configured length "
+                   f"(trained at {max_pos} / {factor:g} = {max_pos / factor:g} if it is already extended)")  # fmt: skip
 
 
 def _check_shape(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
