@@ -171,3 +171,26 @@ def test_a_file_that_is_not_utf8_is_named_with_what_was_expected(tmp_path, capsy
     (folder / "config.json").write_bytes(path.read_bytes())
     assert main(["rope", "check", str(folder)]) == 2
     assert f"{folder / 'config.json'} is not UTF-8 JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rope_type", ["linear", "yarn", "llama3"])
+def test_the_effective_context_is_stated_exactly_where_the_numbers_agree(rope_type):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=20, deadline=None)
+    @given(original=st.sampled_from([256, 1024, 4096, 8192]), factor=st.sampled_from([2.0, 4.0, 8.0, 16.0]),
+           stretch=st.sampled_from([0.5, 1.0, 2.0]))
+    def check(original, factor, stretch):
+        configured = int(original * factor * stretch)
+        scaling = {"rope_type": rope_type, "factor": factor, "original_max_position_embeddings": original}
+        raw = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": configured,
+               "rope_theta": 1e4, "rope_scaling": scaling}
+        report = check_rope_config(raw, compare=False)
+        (layer,) = report.layers
+        assert (layer.configured_length, layer.trained_context, layer.scaled_context) == (configured, original, int(original * factor))
+        agree = stretch == 1.0
+        assert layer.effective_context == (configured if agree else None)
+        assert ("context_lengths" in {t.code for t in report.traps}) is not agree
+
+    check()

@@ -273,7 +273,7 @@ def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None
         scheme = rotary_from_settings(s, layout=s.layout)
     except (ValueError, TypeError) as error:
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
-        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w, *extra), [trap]
+        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w, *extra), [trap, *_length_traps(s, w, n)]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
     traps = _length_traps(s, w, n)
     if s.rope_type == "dynamic" and trained:  # dynamic NTK keeps the trained frequencies up to the trained length
