@@ -20,12 +20,22 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from posembed.cli import main  # noqa: E402
-from posembed.interop.rope.config import rotary_from_hf_config  # noqa: E402
-from posembed.interop.rope_check.check import check_rope_config, format_report, report_json  # noqa: E402
-from tests.interop.rope_catalogue import catalogue  # noqa: E402
-from tests.interop.rope_catalogue_compare import (  # noqa: E402
-    EXACT, compare_layer, is_mrope, language_model_path, layer_types, rotary_module, sub_config,
+from posembed.cli import main
+from posembed.interop.rope.config import rotary_from_hf_config
+from posembed.interop.rope_check.check import (
+    check_rope_config,
+    format_report,
+    report_json,
+)
+from tests.interop.rope_catalogue import catalogue
+from tests.interop.rope_catalogue_compare import (
+    EXACT,
+    compare_layer,
+    is_mrope,
+    language_model_path,
+    layer_types,
+    rotary_module,
+    sub_config,
 )  # fmt: skip
 
 CORPUS = Path(__file__).parent / "published_configs"
