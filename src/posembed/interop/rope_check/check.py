@@ -190,12 +190,15 @@ def _lengths(s: RopeSettings, w: Stated) -> _Lengths:
 
 def _length_traps(s: RopeSettings, w: Stated, n: _Lengths) -> list[Trap]:
     """A warning where the stated numbers disagree: the scaling stretches the stated trained length to a length
-    other than ``max_position_embeddings``."""
+    other than ``max_position_embeddings`` (a note for llama3, whose band interpolation the factor does not bound)."""
     if n.scaled is None or n.configured is None or n.scaled == n.configured or s.rope_type not in ("linear", "yarn", "llama3"):
         return []
     if not (w.original_given or w.original_source == "class default"):
         return []  # no trained length stated: the original_* traps say so
-    return [Trap("context_lengths", "warning", s.layer_type,
+    # llama3 interpolates only its longest wavelengths by the factor (Llama 3.1 is served at its 131072, 16x its
+    # trained 8192, with factor 8): the numbers differ by design there, a note; linear and YaRN stretch by it, a warning
+    severity = "note" if s.rope_type == "llama3" else "warning"
+    return [Trap("context_lengths", severity, s.layer_type,
                  f"the numbers disagree: {s.rope_type} x{s.factor:g} stretches the trained {n.trained} to {n.scaled}, "
                  f"but max_position_embeddings is {n.configured}; the config states no effective context, so check "
                  f"the model card for the length it was evaluated at")]  # fmt: skip
@@ -374,7 +377,7 @@ def _length_lines(layer: LayerReport) -> Iterator[str]:
         yield "  effective context not stated: dynamic NTK grows with the sequence beyond the configured length"
     else:
         yield (f"  effective context not stated: the scaling reaches {layer.scaled_context}, the config says "
-               f"{layer.configured_length} (see the warning)")  # fmt: skip
+               f"{layer.configured_length} (see the context_lengths trap)")  # fmt: skip
 
 
 def _layer_lines(layer: LayerReport) -> Iterator[str]:
