@@ -35,6 +35,7 @@ ValueError: unknown preset 'smok' (did you mean 'smoke'?); known presets: calibr
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,8 +44,8 @@ from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.lengthgen.presets import lengthgen
 
-__all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES", "Primary", "PRIMARY", "primary_comparisons",
-           "RATIO_MARGIN"]
+__all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES", "Measure", "Group", "Primary", "Interaction",
+           "PRIMARY", "primary_comparisons", "RATIO_MARGIN"]
 
 #: algorithmic tasks: train on operand lengths <= L, test to 3 L (Kazemnejad et al.: 2x)
 _ALGO_SCALES = (0.5, 1.0, 1.5, 2.0, 3.0)
@@ -129,50 +130,115 @@ def _calibration() -> ExperimentConfig:
 RATIO_MARGIN = 0.0488
 
 
+class Measure(enum.Enum):
+    """What a primary comparison measures on each seed.
+
+    - ``AT_L``: the task's judged metric at the training length L (charlm: validation loss, nats);
+    - ``MATCHED_RATIO``: ``matched_loss`` at the longest evaluated context minus at L, on the same
+      characters at every length (the log of the matched perplexity ratio: 0 for a model that
+      ignores distant context).
+    """
+
+    AT_L = "at L"
+    MATCHED_RATIO = "matched ratio"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One arm of a comparison: a ``(scheme, variant)`` of the sweep.
+
+    >>> Group("sinusoidal", "every_layer").key
+    ('sinusoidal', 'every_layer')
+    """
+
+    scheme: str
+    variant: str = "base"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.scheme, self.variant
+
+
 @dataclass(frozen=True)
 class Primary:
     """A primary comparison, named before the run: group ``b`` against group ``a`` of ``task``.
 
-    ``measure`` is ``"at L"`` (the task's judged metric at the training length: accuracy, exact
-    match, or validation loss for charlm) or ``"ratio"`` (charlm perplexity at the longest context
-    over perplexity at L, tested on the log scale). Groups are ``(scheme, variant)``.
+    >>> Primary("Q1", "charlm", Group("learned"), Group("sinusoidal")).measure
+    <Measure.AT_L: 'at L'>
     """
 
     question: str
     task: str
-    a: tuple[str, str]
-    b: tuple[str, str]
-    measure: str = "at L"
+    a: Group
+    b: Group
+    measure: Measure = Measure.AT_L
 
     def __post_init__(self) -> None:
-        if self.measure not in ("at L", "ratio"):
-            raise ValueError(f"measure must be 'at L' or 'ratio', got {self.measure!r}")
+        if not isinstance(self.measure, Measure) or not isinstance(self.a, Group) or not isinstance(self.b, Group):
+            raise TypeError(f"{self.question}: a and b are Groups and measure a Measure, got {self.a!r}, {self.b!r}, "
+                            f"{self.measure!r}")
 
 
-_LEARNED, _SINUSOIDAL = ("learned", "base"), ("sinusoidal", "base")
-#: each preset's primary comparisons (the family Holm controls; everything else is exploratory).
-#: Q4's contest was named from the quick run of 2026-11-26: ALiBi had the flattest 8x/1x
-#: perplexity ratio (0.925), NoPE the next (1.04). The paper checks of Q6 (Press et al.: ALiBi
-#: against each scheme that paper compared, learned and sinusoidal against the 1.5 threshold)
-#: join the family in the report, as every verdict word does.
-PRIMARY: dict[str, tuple[Primary, ...]] = {
-    "quick": (
-        Primary("Q1", "charlm", _LEARNED, _SINUSOIDAL),
-        Primary("Q2", "charlm", _LEARNED, ("learned", "concat")),
-        Primary("Q3", "charlm", _SINUSOIDAL, ("sinusoidal", "every_layer")),
-        Primary("Q4", "charlm", ("alibi", "base"), ("nope", "base"), "ratio"),
-    ),
-    "full": (
-        Primary("Q1", "charlm", _LEARNED, _SINUSOIDAL),
-        Primary("Q1", "copy", _LEARNED, _SINUSOIDAL),
-        Primary("Q2", "charlm", _LEARNED, ("learned", "concat")),
-        Primary("Q3", "charlm", _SINUSOIDAL, ("sinusoidal", "every_layer")),
-        Primary("Q4", "charlm", ("alibi", "base"), ("nope", "base"), "ratio"),
-    ),
-}
+@dataclass(frozen=True)
+class Interaction:
+    """Whether a question's answer depends on the scheme: the seed-paired difference of differences
+    ``(second.b - second.a) - (first.b - first.a)``, tested under the same rule as a :class:`Primary`.
+
+    The two contrasts ask the same question of two schemes (``first.a`` and ``first.b`` share one
+    scheme, ``second`` another), on the same seeds and data.
+    """
+
+    question: str
+    first: Primary
+    second: Primary
+
+    def __post_init__(self) -> None:
+        if (self.first.task, self.first.measure) != (self.second.task, self.second.measure):
+            raise ValueError(f"{self.question}: an interaction compares one task and measure, got "
+                             f"{self.first.task}/{self.first.measure.value} and {self.second.task}/{self.second.measure.value}")
+
+    @property
+    def task(self) -> str:
+        return self.first.task
+
+    @property
+    def measure(self) -> Measure:
+        return self.first.measure
 
 
-def primary_comparisons(name: str) -> tuple[Primary, ...]:
+def _variant_question(question: str, variant: str, schemes: tuple[str, ...]) -> tuple[Primary | Interaction, ...]:
+    """``base`` against ``variant`` for each scheme, then the interaction of the first two schemes."""
+    each = tuple(Primary(question, "charlm", Group(s), Group(s, variant)) for s in schemes)
+    return (*each, Interaction(question, each[0], each[1]))
+
+
+#: the questions the ``quick`` and ``full`` studies decide (one family each; everything else the
+#: report shows is exploratory). Q1 at the same settings as Q2 and Q3; Q2 and Q3 for learned AND
+#: sinusoidal, each with its interaction with the scheme (does the answer depend on the scheme?);
+#: Q3's amplitude control: a unit-amplitude sinusoid re-added at every layer is a larger position
+#: signal than a learned table (std 0.02), so ``scaled_sinusoidal`` (the sinusoid times a learned
+#: scalar initialised to ``C**-0.5``, about a learned table's size) asks "every layer" at a
+#: table-sized signal (its own once vs every layer), and the interaction sinusoidal vs
+#: scaled_sinusoidal asks how much of sinusoidal's every-layer effect is amplitude (it nets out
+#: what amplitude does to the once-injected model, which "sinusoidal every_layer vs
+#: scaled_sinusoidal every_layer" alone would not). Q4: ALiBi against NoPE on the matched
+#: perplexity ratio (the contest the 2026-11-26 exploration named: ALiBi and NoPE flattest).
+_STUDY: tuple[Primary | Interaction, ...] = (
+    Primary("Q1", "charlm", Group("learned"), Group("sinusoidal")),
+    *_variant_question("Q2", "concat", ("learned", "sinusoidal")),
+    *_variant_question("Q3", "every_layer", ("learned", "sinusoidal")),
+    Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
+    Interaction("Q3", Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
+                Primary("Q3", "charlm", Group("sinusoidal"), Group("sinusoidal", "every_layer"))),
+    Primary("Q4", "charlm", Group("alibi"), Group("nope"), Measure.MATCHED_RATIO),
+)
+
+#: each preset's primary comparisons (the family Holm controls, at every training point the
+#: trials were evaluated at; the paper checks of Q6 join it at the end of training)
+PRIMARY: dict[str, tuple[Primary | Interaction, ...]] = {"quick": _STUDY, "full": _STUDY}
+
+
+def primary_comparisons(name: str) -> tuple[Primary | Interaction, ...]:
     """The primary comparisons of the experiment called ``name``; quick's for one the lab does not
     name (a store made with ``--set`` on another preset is judged by quick's questions)."""
     return PRIMARY.get(name, PRIMARY["quick"])

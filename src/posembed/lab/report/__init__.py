@@ -42,7 +42,7 @@ Example:
     >>> write_report(tempfile.mkdtemp())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: '...' holds no results.sqlite; run `posembed lab run --preset NAME --out ...` first
+    ValueError: '...' holds no results.sqlite; run `posembed lab run --preset quick --out ...` first
 """
 
 from posembed.lab.report.write import REPORT_HTML, REPORT_MD, SMOKE_PRESETS, build_sections, too_small, write_report
