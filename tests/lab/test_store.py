@@ -99,3 +99,34 @@ def test_a_read_only_copy_is_readable(tmp_path, copy_only, monkeypatch):
     monkeypatch.setattr(sqlite3, "connect", no_shm)
     monkeypatch.setattr(os, "access", lambda path, mode: False)
     assert len(load_results(tmp_path).trials) == 1
+
+
+def test_evaluations_during_training_are_stored_and_read_back(tmp_path, copy_only):
+    staged = apply_overrides(copy_only, ["eval_at=0.5,1.0"])
+    run_experiment(staged, tmp_path / "run", progress=False)
+    (record,) = load_results(tmp_path / "run").trials
+    steps = record.config.steps
+    assert record.during and {p.step for p in record.during} == {steps // 2}
+    assert {p.step for p in record.evals} == {steps}
+    assert {(p.metric, p.length) for p in record.during} == {(p.metric, p.length) for p in record.evals}
+
+
+def test_a_store_from_before_during_is_read_and_gains_the_table(tmp_path, copy_only):
+    run_experiment(copy_only, tmp_path / "run", progress=False)
+    with sqlite3.connect(tmp_path / "run" / "results.sqlite") as conn:
+        conn.execute("DROP TABLE during")
+    conn.close()
+    (record,) = load_results(tmp_path / "run").trials
+    assert record.during == [] and {p.step for p in record.evals} == {record.config.steps}
+    with ResultsStore(tmp_path / "run", copy_only) as store:
+        store.add(record)
+    assert load_results(tmp_path / "run").trials[0].during == []
+
+
+def test_a_point_stored_past_the_end_of_training_is_skipped(tmp_path, copy_only):
+    run_experiment(apply_overrides(copy_only, ["eval_at=0.5,1.0"]), tmp_path / "run", progress=False)
+    with sqlite3.connect(tmp_path / "run" / "results.sqlite") as conn:
+        conn.execute("UPDATE during SET step = 10000")
+    conn.close()
+    results = load_results(tmp_path / "run")
+    assert results.trials == [] and "at step 10000 is not within" in next(iter(results.reasons.values()))

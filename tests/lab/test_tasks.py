@@ -163,7 +163,14 @@ def test_charlm_scores_its_validation_windows_with_the_one_loss_to_the_digit(tin
         expected = -float(log_p[val[:scored], val[1 : scored + 1]].sum()) / scored
         assert points[("val_loss", length)] == pytest.approx(expected, rel=1e-6)
         assert points[("perplexity", length)] == pytest.approx(math.exp(expected), rel=1e-6)
-    assert calls == [(3, 8), (3, 8), (3, 32), (3, 32)]
+    # matched text: the last 8 characters of 6 windows ending every 32, the same at both lengths (a bigram
+    # model reads no farther), where the all-positions losses above score different text
+    targets = torch.cat([torch.arange(end - 7, end + 1) for end in range(32, 7 * 32, 32)])
+    matched = -float(log_p[val[targets - 1], val[targets]].sum()) / len(targets)
+    assert points[("matched_loss", 8)] == pytest.approx(matched, rel=1e-6)
+    assert points[("matched_loss", 32)] == pytest.approx(matched, rel=1e-6)
+    assert points[("val_loss", 8)] != pytest.approx(points[("val_loss", 32)], rel=1e-3)
+    assert calls == [(3, 8), (3, 8), (3, 8), (3, 8), (3, 32), (3, 32), (3, 32), (3, 32)]
 
 
 @pytest.mark.parametrize(

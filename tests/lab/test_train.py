@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -294,3 +295,45 @@ def test_trials_and_the_context_study_train_by_the_one_loop(monkeypatch):
     data = context_eval.ContextData.load("tinyshakespeare")
     context_eval.train_steps(build_context_model(study, "rope", data.vocab_size), data, study)
     assert calls == [("TrialConfig", 2e-4, 3), ("ContextConfig", 2e-3 / 10, 2)]  # the study: to lr / 10, a log line per 10 %
+
+
+def test_evaluations_during_training_change_nothing_and_read_the_model_at_their_step(tinyshakespeare):
+    """``eval_at`` evaluates after 10 % and 30 % of the steps as well as at the end: the run's curve,
+    final numbers and weights are those of the same config evaluated at the end only; each point
+    measures every metric and length the end does, on the model as it was then."""
+    base = tiny_trial(task="charlm", text=str(tinyshakespeare), context=8, steps=20, eval_scales=(1.0, 2.0))
+    staged = dataclasses.replace(base, eval_at=(0.1, 0.3, 1.0))
+    plain, plain_model = train_trial(base, device="cpu")
+    result, model = train_trial(staged, device="cpu")
+    assert result.curve == plain.curve
+    assert [(p.metric, p.length, p.value) for p in result.evals] == [(p.metric, p.length, p.value) for p in plain.evals]
+    assert {p.step for p in result.evals} == {20} and plain.during == []
+    for (name, a), (_, b) in zip(model.state_dict().items(), plain_model.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert sorted({p.step for p in result.during}) == [2, 6]
+    assert {(p.metric, p.length) for p in result.during if p.step == 2} == {(p.metric, p.length) for p in result.evals}
+    early = {(p.metric, p.length): p.value for p in result.during if p.step == 2}
+    late = {(p.metric, p.length): p.value for p in result.evals}
+    assert early[("val_loss", 8)] > late[("val_loss", 8)]  # it learns between the points
+
+
+@pytest.mark.parametrize("eval_at, message", [
+    ((0.5,), "ending at 1.0"), ((0.3, 0.1, 1.0), "increasing"), ((0.0, 1.0), "in (0, 1]"), ((1.5,), "in (0, 1]"),
+    ((True,), "got (True,)"), (("0.5", 1.0), "got ('0.5', 1.0)"), ((), "got ()"),
+])
+def test_eval_at_must_be_increasing_fractions_ending_at_one(eval_at, message):
+    with pytest.raises(ValueError, match=re.escape(message) if "(" in message else message):
+        tiny_trial(eval_at=eval_at)
+
+
+def test_eval_at_fractions_that_round_to_one_step_are_refused():
+    with pytest.raises(ValueError, match=r"eval_at=\(0\.1, 0\.15, 1\.0\) gives the same step twice at steps=6"):
+        tiny_trial(steps=6, eval_at=(0.1, 0.15, 1.0))
+    assert tiny_trial(steps=6, eval_at=(0.1, 1.0)).eval_steps == (1, 6)
+
+
+def test_eval_at_survives_the_config_round_trip_and_keeps_old_trial_ids():
+    cfg = tiny_trial(eval_at=(0.1, 0.3, 1.0))
+    assert TrialConfig.from_dict(cfg.to_dict()) == cfg
+    assert "eval_at" not in tiny_trial().to_dict()  # the default leaves every stored trial id as it was
+    assert cfg.trial_id != tiny_trial().trial_id

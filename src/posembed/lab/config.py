@@ -64,7 +64,7 @@ OPTIMIZERS = ("adamw", "adamw_fused")
 _CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
 #: fields added after stores existed, left out of :meth:`TrialConfig.to_dict` (and so of the
 #: trial id) at these defaults: earlier stores and checkpoint folder names keep their ids
-_LATER_DEFAULTS = {"bias": True, "optimizer": "adamw"}
+_LATER_DEFAULTS = {"bias": True, "optimizer": "adamw", "eval_at": [1.0]}
 
 
 def check_fields(cfg: Any, *, positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = (),
@@ -129,7 +129,10 @@ class TrialConfig(TrainingConfig):
     longest sequence any evaluation feeds the model, so a learned table is never too short; its
     rows beyond the training length are then simply untrained. ``concat_dim`` 0 means
     ``dim // 2`` position channels when ``combine="concat"`` (total width stays ``dim``).
-    ``eval_scales`` multiply ``context`` to give the evaluated lengths. ``bias`` False drops the
+    ``eval_scales`` multiply ``context`` to give the evaluated lengths; ``eval_at`` are the fractions
+    of ``steps`` after which the task is evaluated (each rounded to a whole step; ``1.0``, the end of
+    training, is always among them: ``(0.1, 0.3, 1.0)`` shows whether an answer holds as the model
+    learns). ``bias`` False drops the
     biases of the blocks' linear layers and LayerNorms (nanoGPT's ``bias=False``; the embedding
     block keeps its LayerNorm). The training fields are :class:`TrainingConfig`'s.
     """
@@ -150,6 +153,7 @@ class TrialConfig(TrainingConfig):
     vocab: int = 10
     min_lr: float = 1e-4
     eval_scales: tuple[float, ...] = (1.0, 2.0, 4.0)
+    eval_at: tuple[float, ...] = (1.0,)
     eval_batches: int = 4
     log_every: int = 10
     backend: str = "auto"
@@ -166,8 +170,23 @@ class TrialConfig(TrainingConfig):
                      non_negative=("concat_dim", "table_size", "min_lr"))
         if not self.eval_scales or not all(math.isfinite(x) and x > 0 for x in self.eval_scales):
             raise ValueError(f"eval_scales must be finite positive numbers, got {', '.join(map(str, self.eval_scales)) or 'none'}")
+        at = self.eval_at
+        if (not at or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 < x <= 1.0 for x in at)
+                or at[-1] != 1.0 or list(at) != sorted(set(at))):
+            raise ValueError(f"eval_at must be increasing fractions in (0, 1] ending at 1.0, got {at!r}")
+        if len(set(self.eval_steps)) != len(at):
+            raise ValueError(f"eval_at={at!r} gives the same step twice at steps={self.steps}; use fewer or further-apart fractions")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def eval_steps(self) -> tuple[int, ...]:
+        """The steps after which the task is evaluated: ``eval_at`` times ``steps``, rounded, at least 1.
+
+        >>> TrialConfig(steps=300, eval_at=(0.1, 0.3, 1.0)).eval_steps
+        (30, 90, 300)
+        """
+        return tuple(max(1, round(x * self.steps)) for x in self.eval_at)
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -179,6 +198,7 @@ class TrialConfig(TrainingConfig):
         out = dataclasses.asdict(self)
         out["scheme_kwargs"] = self.kwargs
         out["eval_scales"] = list(self.eval_scales)
+        out["eval_at"] = list(self.eval_at)
         for name, default in _LATER_DEFAULTS.items():
             if out[name] == default:
                 del out[name]
@@ -192,11 +212,13 @@ class TrialConfig(TrainingConfig):
         if unknown:
             raise ValueError(f"unknown TrialConfig keys: {', '.join(unknown)}")
         hints = typing.get_type_hints(cls)
-        values = {k: _check_type(k, v, hints[k]) for k, v in data.items() if k not in ("scheme_kwargs", "eval_scales")}
+        values = {k: _check_type(k, v, hints[k]) for k, v in data.items() if k not in ("scheme_kwargs", "eval_scales", "eval_at")}
         if "scheme_kwargs" in data:
             values["scheme_kwargs"] = _kwargs_tuple(data["scheme_kwargs"])
         if "eval_scales" in data:
             values["eval_scales"] = tuple(float(x) for x in data["eval_scales"])
+        if "eval_at" in data:
+            values["eval_at"] = tuple(float(x) for x in data["eval_at"])
         return cls(**values)
 
     @property

@@ -12,6 +12,13 @@ characters after the last whole window are not scored. The windows go through th
 divided by the ``count * length`` targets. Nothing is ignored: a token stream holds no padding,
 so every target counts.
 
+:func:`matched_loss` scores the *same* characters at every length, for ratios between lengths
+(Press et al. 2022 compare perplexity at 1x and 8x the training context): window ``r`` ends at
+``(r + 1) * span`` whatever its length, and only its last ``scored`` targets count, so the
+characters scored are those of the windows of the longest length's last ``scored`` positions, read
+with ``length`` characters of context. A model that ignores context farther away than ``scored``
+reads the same loss at every length.
+
 Example (a model that is uniform over 4 characters has loss ``ln 4`` and perplexity 4):
     >>> import torch
     >>> uniform = lambda ids: torch.zeros(*ids.shape, 4)  # (B, T) -> (B, T, V) logits
@@ -31,7 +38,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["val_loss", "lm_perplexity"]
+__all__ = ["val_loss", "lm_perplexity", "matched_loss"]
 
 
 @torch.no_grad()
@@ -72,3 +79,56 @@ def lm_perplexity(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int
     """``exp`` of :func:`val_loss` (same arguments), or ``None`` where it is."""
     loss = val_loss(model, tokens, length, windows=windows, batch=batch)
     return None if loss is None else math.exp(loss)
+
+
+@torch.no_grad()
+def matched_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, scored: int, span: int,
+                 windows: int, batch: int = 8) -> float | None:
+    """Mean next-token cross-entropy (nats) of the last ``scored`` targets of windows of ``length``
+    that end every ``span`` tokens: the same targets for every ``length`` <= ``span``.
+
+    Args:
+        model: ``(B, T)`` ids -> ``(B, T, V)`` logits.
+        tokens: ``(N,)`` the held-out token ids.
+        length: ``T``, the tokens each window feeds the model (``scored <= length <= span``).
+        scored: the targets scored at the end of each window (the training context L).
+        span: the spacing of the windows' ends (the longest length compared).
+        windows: at most this many windows are scored (>= 0).
+        batch: windows per forward call (>= 1).
+
+    Returns:
+        The mean loss, or ``None`` when ``tokens`` holds not even one window of ``span + 1`` (or
+        ``windows`` is 0).
+
+    Example (window ``r`` ends at ``(r + 1) * span``; its last ``scored`` targets are the same at
+    every length, so a model blind to context reads one number):
+
+        >>> import torch
+        >>> tokens = torch.arange(20) % 4
+        >>> bigram = lambda ids: torch.nn.functional.one_hot((ids + 1) % 4, 4).float() * 9  # (B, T, V)
+        >>> [round(matched_loss(bigram, tokens, n, scored=2, span=8, windows=4), 6) for n in (2, 4, 8)]
+        [0.00037, 0.00037, 0.00037]
+        >>> matched_loss(bigram, tokens, 9, scored=2, span=8, windows=4)
+        Traceback (most recent call last):
+        ...
+        ValueError: need scored <= length <= span, got scored=2, length=9, span=8
+    """
+    for name, value, least in (("length", length, 1), ("scored", scored, 1), ("span", span, 1),
+                               ("windows", windows, 0), ("batch", batch, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if not scored <= length <= span:
+        raise ValueError(f"need scored <= length <= span, got scored={scored}, length={length}, span={span}")
+    count = min((len(tokens) - 1) // span, windows)
+    if count <= 0:
+        return None
+    total, counted = 0.0, 0
+    for first in range(0, count, batch):
+        ends = [(r + 1) * span for r in range(first, min(first + batch, count))]
+        chunk = torch.stack([tokens[end - length : end + 1] for end in ends])  # (B, T + 1)
+        logits = model(chunk[:, :-1])[:, -scored:]  # (B, scored, V)
+        targets = chunk[:, -scored:]  # (B, scored)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="sum")
+        total += float(loss)
+        counted += targets.numel()
+    return total / counted

@@ -56,6 +56,8 @@ METRICS: dict[str, Metric] = {metric.name: metric for metric in (
     Metric("exact_match", "exact match", higher_is_better=True, fraction=True, margin=0.05),
     Metric("val_loss", "validation loss", higher_is_better=False, margin=0.02),  # nats: perplexities within 2 %
     Metric("perplexity", "perplexity", higher_is_better=False),
+    # the same characters at every length (the last L of each window): length ratios compare context, not text
+    Metric("matched_loss", "validation loss on matched text", higher_is_better=False, margin=0.02),
 )}
 
 

@@ -19,12 +19,14 @@ A trial long enough to repay a cold compile trains under ``torch.compile`` there
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
 import time
-from dataclasses import dataclass
-from typing import Callable
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Collection
 
 import torch
 from torch import Tensor, nn
@@ -65,6 +67,8 @@ class TrialResult:
     num_params: int
     final_loss: float
     world_size: int = 1
+    #: the evaluations made before the end of training (each with its ``step``; ``cfg.eval_at``)
+    during: list[EvalPoint] = field(default_factory=list)
 
     @property
     def trial_id(self) -> str:
@@ -305,14 +309,26 @@ def train_trial(
         positions = random_positions(generator, rows, length, table) if cfg.randomized_positions else None
         return batch.input_ids, batch.targets, positions
 
+    during: list[EvalPoint] = []
+    evaluating = 0.0
+
+    def evaluate(step: int) -> list[EvalPoint]:
+        nonlocal evaluating
+        begin = time.perf_counter()
+        generator = torch.Generator().manual_seed(cfg.seed + 12345)  # the same draws at every point
+        points = task.evaluate(on_device(model), generator, model_position_limit(model))
+        evaluating += time.perf_counter() - begin
+        return [dataclasses.replace(point, step=step) for point in points]
+
     with deterministic(device.type == "cpu"):
         train_model(trainable, cfg, batches, device=device, min_lr=cfg.min_lr, log_every=cfg.log_every, on_log=log,
-                    label=f"trial {cfg.trial_id}")
-        elapsed = time.perf_counter() - start
+                    label=f"trial {cfg.trial_id}", evaluate_at=cfg.eval_steps,
+                    on_evaluate=lambda step: during.extend(evaluate(step)))
+        elapsed = time.perf_counter() - start - evaluating
         model.eval()
-        evals = task.evaluate(on_device(model), torch.Generator().manual_seed(cfg.seed + 12345), model_position_limit(model))
+        evals = evaluate(cfg.steps)
     result = TrialResult(
-        config=cfg, evals=evals, curve=curve, drift=drift(initial, position_parameters(model)),
+        config=cfg, evals=evals, during=during, curve=curve, drift=drift(initial, position_parameters(model)),
         seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,
         num_params=sum(p.numel() for p in model.parameters()), final_loss=curve[-1][1], world_size=world,
     )
@@ -329,7 +345,8 @@ def _rank_device(device: torch.device, rank: int) -> torch.device:
 
 def train_model(
     model: nn.Module, cfg: TrainingConfig, batches: Batches, *, device: torch.device, min_lr: float, log_every: int,
-    on_log: StepCallback | None = None, label: str = "training",
+    on_log: StepCallback | None = None, label: str = "training", evaluate_at: Collection[int] = (),
+    on_evaluate: Callable[[int], None] | None = None,
 ) -> list[float]:
     """The lab's one training loop: ``cfg.steps`` steps of AdamW (:func:`make_optimizer`) over
     ``batches(step)`` (moved to ``device``), the learning rate by
@@ -337,7 +354,10 @@ def train_model(
     :func:`~posembed.devices.autocast`, the loss :func:`~posembed.lab.tasks.loss_fn`, gradients clipped to
     ``cfg.grad_clip`` (0: not clipped). The losses stay on the device until a logged step (every
     ``log_every`` and the last): then the window is read back at once and ``on_log(step, mean)``
-    gets its mean. Returns every step's loss; warns (naming ``label``) when one is not finite.
+    gets its mean. After each step in ``evaluate_at`` but the last, ``on_evaluate(step)`` is called
+    with the model in eval mode (training resumes in train mode; the evaluation draws on no
+    generator the training uses, so the run's numbers do not change). Returns every step's loss;
+    warns (naming ``label``) when one is not finite.
     """
     optimizer = make_optimizer(model, cfg, device)
     params = [p for p in model.parameters() if p.requires_grad]  # once, not a generator per step
@@ -363,6 +383,10 @@ def train_model(
             window.clear()
             if on_log is not None:
                 on_log(step + 1, sum(values) / len(values))
+        if on_evaluate is not None and step + 1 in evaluate_at and step + 1 != cfg.steps:
+            model.eval()
+            on_evaluate(step + 1)
+            model.train()
     if not all(map(math.isfinite, losses)):
         logger.warning("%s: training loss became non-finite", label)
     return losses

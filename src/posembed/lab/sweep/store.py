@@ -1,7 +1,7 @@
 """The results store: one SQLite file per experiment, one atomic transaction per finished trial.
 
 ``<out>/results.sqlite`` (WAL journal). Killing the runner loses nothing that finished: a trial
-is either fully stored (its ``trials`` row, its ``evals`` and ``curves`` rows, committed in one
+is either fully stored (its ``trials`` row, its ``evals``, ``curves`` and ``during`` rows, committed in one
 transaction) or absent, and a rerun skips what is stored.
 
 Schema (version 1)::
@@ -33,6 +33,12 @@ Schema (version 1)::
     curves(trial_id TEXT, step INTEGER, loss REAL, PRIMARY KEY (trial_id, step))
         -- training loss vs step (mean over the steps since the previous point)
 
+    during(trial_id TEXT, step INTEGER, metric TEXT, length INTEGER, value REAL, note TEXT,
+           PRIMARY KEY (trial_id, step, metric, length))
+        -- the evaluations made after ``step`` < steps (TrialConfig.eval_at), as evals; ``evals``
+        -- holds the one at the end. A store written before this table existed is read as having
+        -- none and gains the table when a trial is next stored.
+
 A file that is not this schema (another program's tables, another ``schema_version``) is
 refused, never adopted; so is an empty (0-byte) file, which is more likely a truncated copy
 than a new store. A new store is built in a temporary file and linked into place whole, so a
@@ -49,6 +55,7 @@ and skipped, never fatal.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -72,6 +79,15 @@ logger = logging.getLogger(__name__)
 STORE_NAME = "results.sqlite"
 SCHEMA_VERSION = "1"
 
+#: the evaluations made before the end of training (``TrialConfig.eval_at``); a store written before
+#: they existed lacks the table and is read as having none (it is added when such a store is written)
+_DURING = """
+CREATE TABLE IF NOT EXISTS during (
+    trial_id TEXT NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE, step INTEGER NOT NULL,
+    metric TEXT NOT NULL, length INTEGER NOT NULL, value REAL, note TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (trial_id, step, metric, length));
+"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
@@ -86,10 +102,9 @@ CREATE TABLE IF NOT EXISTS evals (
 CREATE TABLE IF NOT EXISTS curves (
     trial_id TEXT NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE, step INTEGER NOT NULL,
     loss REAL, PRIMARY KEY (trial_id, step));
-"""
+""" + _DURING
 
-
-_TABLES = ("meta", "trials", "evals", "curves")
+_TABLES = ("meta", "trials", "evals", "curves", "during")
 
 
 class ForeignStoreError(ValueError):
@@ -199,7 +214,7 @@ class ResultsStore:
         if not tables and not required:
             return False
         where = f"{str(self.path)!r} is not a posembed results store"
-        if tables != set(_TABLES):
+        if tables not in (set(_TABLES), set(_TABLES) - {"during"}):
             foreign = sorted(tables - set(_TABLES))
             detail = f"it holds tables {', '.join(foreign)}" if foreign else f"tables {', '.join(sorted(tables)) or 'none'}"
             raise ForeignStoreError(f"{where} ({detail}); choose another --out folder")
@@ -279,6 +294,12 @@ class ResultsStore:
                 self.conn.executemany(
                     "INSERT INTO curves VALUES (?, ?, ?)", [(result.trial_id, s, _finite(l)) for s, l in result.curve]
                 )
+                self.conn.execute(_DURING)
+                self.conn.execute("DELETE FROM during WHERE trial_id = ?", (result.trial_id,))
+                self.conn.executemany(
+                    "INSERT INTO during VALUES (?, ?, ?, ?, ?, ?)",
+                    [(result.trial_id, p.step, p.metric, p.length, _finite(p.value), _note(p)) for p in result.during],
+                )
         except sqlite3.Error as error:
             raise store_error(self.path, error, f"store trial {result.trial_id} in") from None
 
@@ -300,10 +321,15 @@ class ResultsStore:
         curves: dict[str, list[tuple[int, float]]] = {}
         for trial_id, step, loss in self.conn.execute("SELECT * FROM curves ORDER BY step"):
             curves.setdefault(trial_id, []).append((step, loss))
+        during: dict[str, list[EvalPoint]] = {}
+        if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'during'").fetchone():
+            for trial_id, step, metric, length, value, note in self.conn.execute(
+                    "SELECT * FROM during ORDER BY step, metric, length"):
+                during.setdefault(trial_id, []).append(EvalPoint(metric, length, value, note or "", step))
         records, skipped = [], {}
         for row in self.conn.execute("SELECT * FROM trials ORDER BY rowid"):
             try:
-                records.append(_decode(row, evals.get(row[0], []), curves.get(row[0], [])))
+                records.append(_decode(row, evals.get(row[0], []), curves.get(row[0], []), during.get(row[0], [])))
             except (ValueError, TypeError, KeyError, json.JSONDecodeError) as error:
                 logger.warning("results store %s: skipping corrupt trial row %r: %s", self.path, row[0], error)
                 skipped[str(row[0])] = str(error)
@@ -346,7 +372,7 @@ def _write_schema(conn: sqlite3.Connection, experiment: ExperimentConfig) -> Non
     )
 
 
-def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]]) -> TrialRecord:
+def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]], during: list[EvalPoint]) -> TrialRecord:
     (trial_id, task, scheme, variant, seed, config_json, num_params, steps, world_size, final_loss,
      seconds, seconds_per_step, drift_rel, drift_cos, checkpoint, finished_at) = row
     config = TrialConfig.from_dict(json.loads(config_json))
@@ -354,14 +380,17 @@ def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]]) 
         raise ValueError("sweep columns disagree with config_json")
     if config.trial_id != trial_id:
         raise ValueError(f"trial_id does not match its config (expected {config.trial_id})")
-    for point in evals:
+    for point in (*evals, *during):
         if point.value is None and not point.note:
             raise ValueError(f"eval {point.metric}@{point.length} has no value and no note")
+        if point.step is not None and not 0 < point.step < config.steps:
+            raise ValueError(f"eval {point.metric}@{point.length} at step {point.step} is not within the {config.steps} steps")
+    evals = [dataclasses.replace(point, step=config.steps) for point in evals]  # the final evaluation
     if not isinstance(num_params, int) or not isinstance(seconds, (int, float)):
         raise ValueError("num_params/seconds missing")
     drift = None if drift_rel is None else {"rel_frobenius": float(drift_rel), "cosine": float(drift_cos)}
     return TrialRecord(
-        config=config, evals=evals, curve=curve, drift=drift, num_params=num_params,
+        config=config, evals=evals, during=during, curve=curve, drift=drift, num_params=num_params,
         final_loss=float("nan") if final_loss is None else float(final_loss), seconds=float(seconds),
         seconds_per_step=float(seconds_per_step), world_size=int(world_size), checkpoint=checkpoint,
         finished_at=finished_at,

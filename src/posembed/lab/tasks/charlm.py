@@ -4,7 +4,12 @@ Training draws random windows of ``context + 1`` characters from the first 90 % 
 (nanoGPT's ``get_batch``). Validation scores consecutive non-overlapping windows of the last
 10 % at each evaluated context (``context * eval_scales``, e.g. 1x, 2x, 4x, 8x as in Press et
 al. 2022, ALiBi), every position of every window, at most ``eval_batches * batch`` windows
-(:func:`posembed.lab.perplexity.val_loss`, the loss the context study scores too).
+(:func:`posembed.lab.perplexity.val_loss`, the loss the context study scores too: ``val_loss``
+and ``perplexity``). Those windows hold different text at each length, so a ratio between two
+lengths mixes the text with the context; ``matched_loss`` scores the same characters at every
+length instead (:func:`posembed.lab.perplexity.matched_loss`: the last L characters of windows that
+end at the same places, every ``longest`` characters, read with each length's context), the
+number the lab's length ratios are taken from.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
-from posembed.lab.perplexity import val_loss
+from posembed.lab.perplexity import matched_loss, val_loss
 from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["CharLMTask", "load_corpus"]
 
 SHORT_VAL = "n/a (validation split too short)"
+#: what the task records at each evaluated length
+_METRICS = ("val_loss", "perplexity", "matched_loss")
 
 
 @functools.lru_cache(maxsize=4)
@@ -61,14 +68,20 @@ class CharLMTask:
         points = []
         for length in self.lengths:
             if limit is not None and length > limit:
-                points += [EvalPoint(m, length, None, TABLE_LIMIT) for m in ("val_loss", "perplexity")]
+                points += [EvalPoint(m, length, None, TABLE_LIMIT) for m in _METRICS]
                 continue
-            loss = self._val_loss(model, length)
-            if loss is None:
-                points += [EvalPoint(m, length, None, SHORT_VAL) for m in ("val_loss", "perplexity")]
+            loss, matched = self._val_loss(model, length), self._matched_loss(model, length)
+            if loss is None or matched is None:
+                points += [EvalPoint(m, length, None, SHORT_VAL) for m in _METRICS]
                 continue
-            points += [EvalPoint("val_loss", length, loss), EvalPoint("perplexity", length, math.exp(loss))]
+            points += [EvalPoint("val_loss", length, loss), EvalPoint("perplexity", length, math.exp(loss)),
+                       EvalPoint("matched_loss", length, matched)]
         return points
+
+    def _matched_loss(self, model: nn.Module, length: int) -> float | None:
+        scored = min(self.cfg.context, length)
+        return matched_loss(model, self.corpus.val, length, scored=scored, span=max(self.lengths),
+                            windows=self.cfg.eval_batches * self.cfg.batch, batch=self.cfg.batch)
 
     def _val_loss(self, model: nn.Module, length: int) -> float | None:
         return val_loss(model, self.corpus.val, length, windows=self.cfg.eval_batches * self.cfg.batch,
