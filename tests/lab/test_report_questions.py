@@ -38,7 +38,8 @@ def record(task: str, scheme: str, values: dict[int, float | None], *, variant: 
     for length, value in values.items():
         if task == "charlm":
             evals += [EvalPoint("perplexity", length, value, "" if value else "n/a (table limit)"),
-                      EvalPoint("val_loss", length, math.log(value) if value else None, "" if value else "n/a")]
+                      EvalPoint("val_loss", length, math.log(value) if value else None, "" if value else "n/a"),
+                      EvalPoint("matched_loss", length, math.log(value) if value else None, "" if value else "n/a")]
         else:
             evals.append(EvalPoint("exact_match", length, value, "" if value is not None else "n/a (table limit)"))
     return TrialRecord(config=cfg, evals=evals, curve=[(1, 3.0), (2, 2.0)], drift=None, num_params=1000, final_loss=2.0,

@@ -8,7 +8,7 @@ were declared at (``declared_at``); the runner writes :func:`record` (the questi
 the commit that runs) into the store's meta under :data:`META_KEY` when it claims the out dir, so
 a report can show the questions were fixed before its numbers existed.
 
->>> registration("full").confirms(get_preset("full").seeds)
+>>> registration("full").confirms((1000, 1001, 1002))
 True
 >>> registration("quick").confirms(get_preset("quick").seeds)
 False

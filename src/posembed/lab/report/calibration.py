@@ -30,7 +30,7 @@ from typing import Any
 
 from posembed.lab.calibration import NANOGPT_CPU, TARGET_VAL_LOSS, TOLERANCE
 from posembed.lab import verdicts as rules
-from posembed.lab.report.decisions import THRESHOLD, VASWANI_BEYOND, LabDecisions
+from posembed.lab.report.decisions import THRESHOLD, VASWANI_BEYOND, LabDecisions, beyond_margin
 from posembed.lab.report.questions import DECISION_HEADER, Section, decision_row, ranking_scores
 from posembed.lab.report.tables import LabData
 from posembed.lab.sweep.store import TrialRecord
@@ -97,7 +97,7 @@ def _vaswani(decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
     shown = tested + ([beyond] if beyond is not None else [])
     if q1.word == ALIKE:
         return rules.AGREE, "Q1 alike: the equivalence test puts the difference within the margin", shown
-    if beyond is not None and beyond.word is not None and beyond.word.endswith(" better"):
+    if beyond is not None and beyond_margin(beyond):
         return rules.DISAGREE, (f"Q1 {q1.word}, and the difference is shown to lie beyond the "
                                 f"{q1.comparison.margin:g}-nat margin"), shown
     why = ("a difference is shown, but not beyond the margin (the equivalence test does not fail at the family's "

@@ -37,7 +37,7 @@ from posembed.stats import ALPHA, Comparison, Decision, decide
 
 __all__ = ["LabDecisions", "Look", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "group_labels",
            "ratio_values", "matched_ratio_values", "beyond_values", "THRESHOLD", "MATCHED", "asked_comparison",
-           "VASWANI_BEYOND"]
+           "VASWANI_BEYOND", "beyond_margin"]
 
 #: the name of the constant arm of a threshold test (Press's "fails": matched ratio >= 1.5)
 THRESHOLD = f"threshold {FAIL_RATIO}"
@@ -234,6 +234,15 @@ def _vaswani(data: LabData) -> list[Comparison]:
     shift = math.copysign(c.margin, sum(c.values_b) - sum(c.values_a))
     return [Comparison(VASWANI_BEYOND, "learned", f"sinusoidal {-shift:+g}", c.values_a,
                        tuple(v - shift for v in c.values_b), c.higher_is_better, c.margin, test="paired")]
+
+
+def beyond_margin(d: Decision) -> bool:
+    """Whether the Vaswani test (:data:`VASWANI_BEYOND`) shows the difference *beyond* the margin:
+    a "better" on the side the shift points to. (A "better" on the other side says the difference
+    is within the margin on that side: true where nothing differs, and no disagreement.)"""
+    c = d.comparison
+    shift = -float(c.b.rsplit(" ", 1)[-1])
+    return d.word is not None and d.word.endswith(" better") and (d.difference > 0) == (shift > 0)
 
 
 def _kazemnejad(data: LabData) -> list[Comparison]:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posembed.lab.presets import Interaction, Measure, Primary
-from posembed.lab.report.decisions import LabDecisions, Look, group_comparison, group_labels, judged_metric
+from posembed.lab.report.decisions import (VASWANI_BEYOND, LabDecisions, Look, beyond_margin, group_comparison,
+                                           group_labels, judged_metric)
 from posembed.lab.report.tables import (FINAL, LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family,
                                        train_length)
 from posembed.lab.task_registry import METRICS, metric_label
@@ -175,7 +176,10 @@ def verdict_text(d: Decision, look: Look | None = None) -> str:
         if word.endswith(" better"):
             return f"depends on the scheme ({word})"
         return "the same for both schemes (within the margin)" if word == ALIKE else word
-    if not word.endswith(" better") or d.comparison.name.startswith("Vaswani"):
+    if d.comparison.name == VASWANI_BEYOND and d.word is not None:
+        return ("differ by more than the margin" if beyond_margin(d) else
+                "within the margin on the side the difference points to" if word.endswith(" better") else word)
+    if not word.endswith(" better"):
         return word
     if d.p_equivalence_adjusted < ALPHA:
         return f"{word}, by less than the {_margin_words(d, look)} margin"

@@ -38,7 +38,7 @@ from posembed.lab.task_registry import metric_label, task_entry
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
-    "Stat", "LabData", "FINAL", "point_fraction", "point_label", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
+    "Stat", "LabData", "FINAL", "point_fraction", "point_label", "trial_fraction", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
     "scheme_family", "by_family",
 ]
 
@@ -129,8 +129,7 @@ class LabData:
     def points(self) -> tuple[float, ...]:
         """The training points the trials were evaluated at, as fractions of their steps, ascending
         (:data:`FINAL` always: the end of training; earlier ones from each trial's ``during``)."""
-        return tuple(sorted({FINAL, *(point_fraction(p.step, t.config.steps) for t in self.trials
-                                       for p in _during(t))}))
+        return tuple(sorted({FINAL, *(trial_fraction(t, p.step) for t in self.trials for p in t.during)}))
 
     def at(self, fraction: float) -> "LabData":
         """The data as it stood after ``fraction`` of each trial's training: every trial's
@@ -146,16 +145,16 @@ class LabData:
             return self
         trials = []
         for trial in self.trials:
-            evals = [p for p in _during(trial) if point_fraction(p.step, trial.config.steps) == fraction]
+            evals = [p for p in trial.during if trial_fraction(trial, p.step) == fraction]
             if evals:
                 step = evals[0].step
                 trials.append(dataclasses.replace(trial, evals=evals, curve=[c for c in trial.curve if c[0] <= step]))
         return LabData(self.out_dir, self.experiment, trials, self.skipped, self.registration)
 
     def step_at(self, fraction: float) -> int | None:
-        """The training step of ``fraction`` when every trial shares it (one ``steps``), else None."""
-        steps = {t.config.steps for t in self.trials}
-        return round(fraction * steps.pop()) if len(steps) == 1 else None
+        """The training step of ``fraction`` when every trial evaluated there shares it, else None."""
+        steps = {p.step for t in self.at(fraction).trials for p in t.evals}
+        return steps.pop() if len(steps) == 1 else None
 
 
 #: the end of training, as a fraction of the steps
@@ -181,9 +180,12 @@ def point_label(fraction: float, step: int | None = None) -> str:
     return f"{fraction:.0%}".replace("%", " %") + where
 
 
-def _during(trial: TrialRecord) -> list[EvalPoint]:
-    """The trial's evaluations before the end (a record of a store without them has none)."""
-    return list(getattr(trial, "during", None) or [])
+def trial_fraction(trial: TrialRecord, step: int | None) -> float:
+    """The fraction of ``eval_at`` a trial evaluated at after ``step`` (its config's, so 1/3 stays
+    1/3 however the step rounds); a step the config does not name: :func:`point_fraction`."""
+    cfg = trial.config
+    steps = cfg.eval_steps
+    return cfg.eval_at[steps.index(step)] if step in steps else point_fraction(step, cfg.steps)
 
 
 def load_lab_data(out_dir: str | Path) -> LabData:
@@ -236,10 +238,10 @@ def _is_number(value: Any) -> bool:
 
 def _number_problem(record: TrialRecord) -> str:
     """Why a decoded record still cannot be reported ('' when it can)."""
-    for point in _during(record):
+    for point in record.during:
         if not (isinstance(point.step, int) and 0 < point.step < record.config.steps):
             return f"eval {point.metric}@{point.length} during training has step {point.step!r}, not in 1..steps-1"
-    for point in (*record.evals, *_during(record)):
+    for point in (*record.evals, *record.during):
         if not isinstance(point.length, int) or isinstance(point.length, bool):
             return f"eval {point.metric} has a non-integer length {point.length!r}"
         if point.value is not None and not _is_number(point.value):
