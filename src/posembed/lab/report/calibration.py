@@ -176,7 +176,7 @@ def calibration_section(data: LabData, decisions: LabDecisions) -> Section:
     answer = (f"nanoGPT CPU calibration: {nanogpt}. Vaswani et al. (learned ≈ sinusoidal): {vaswani}. "
               f"Press et al. (learned/sinusoidal fail beyond L, ALiBi flattest): {press}. "
               f"Kazemnejad et al. (NoPE and T5 bias best on copy/reverse): {kazemnejad}.")
-    section = Section("Q6. Calibration against published numbers", answer, anchor="q6",
+    section = Section("Q6. Do the published numbers hold here (nanoGPT, Vaswani, Press, Kazemnejad)?", answer, anchor="q6",
                       verdict=f"Vaswani et al. {vaswani}; Press et al. {press}; Kazemnejad et al. {kazemnejad}; "
                               f"nanoGPT calibration: {nano_rows[0][6] if nano_rows else 'not run'}",
                       decided=any(v != rules.CANNOT_TELL for v in (vaswani, press, kazemnejad)))

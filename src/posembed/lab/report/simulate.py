@@ -65,8 +65,11 @@ def _ar(rng: np.random.Generator, size: int, rho: float) -> np.ndarray:
 
 
 def null_data(rng: np.random.Generator, preset: str = "quick", points: Sequence[float] = POINTS, rho: float = 0.8,
-              spread: float = 0.01, seed_spread: float = 0.01) -> LabData:
-    """One simulated store of ``preset`` in which no group differs (see the module docstring)."""
+              spread: float = 0.01, seed_spread: float = 0.01,
+              shift: dict[tuple[str, str], Sequence[float]] | None = None) -> LabData:
+    """One simulated store of ``preset`` in which no group differs (see the module docstring);
+    ``shift`` moves a ``(scheme, variant)`` group's validation loss at each point (a true
+    difference, for tests that need one)."""
     base = dataclasses.replace(get_preset(preset).base("charlm"), eval_at=tuple(points))
     seeds = get_preset(preset).seeds
     lengths = (base.context, 8 * base.context)
@@ -75,7 +78,8 @@ def null_data(rng: np.random.Generator, preset: str = "quick", points: Sequence[
     trials = []
     for scheme, variant in _groups(preset):
         for seed in seeds:
-            loss = np.array(trend) + seed_effect[seed] + spread * _ar(rng, len(points), rho)
+            moved = np.array((shift or {}).get((scheme, variant), [0.0] * len(points)), dtype=float)
+            loss = np.array(trend) + moved + seed_effect[seed] + spread * _ar(rng, len(points), rho)
             far = loss + math.log(FAIL_RATIO) + 2 * spread * _ar(rng, len(points), rho)
             evals = [[EvalPoint(metric, n, float(v), step=step)
                       for metric in ("val_loss", MATCHED) for n, v in zip(lengths, (loss[k], far[k]))]
