@@ -82,14 +82,14 @@ def test_report_has_every_section_table_and_plot(report, lab_dir):
     assert (md_path, html_path) == (lab_dir / "report.md", lab_dir / "report.html")
     text = md_path.read_text()
     for title in ("Q1. Learned or sinusoidal", "Q2. Add or concatenate", "Q3. Inject positions once",
-                  "Q4. Which scheme extrapolates", "Q5. Frozen or trained", "Q6. Calibration"):
+                  "Q4. Which scheme extrapolates", "Q5. Frozen or trained", "Q6. Do the published numbers hold here"):
         assert f"### {title}" in text
     pngs = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", text)
     assert set(pngs) == {"lab-copy-exact_match.png", "lab-copy-loss.png", "lab-charlm-perplexity.png", "lab-charlm-loss.png"}
     for name in pngs:
         assert (lab_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = html_path.read_text()
-    assert page.count('<img src="data:image/png;base64,') == len(pngs) and "Q6. Calibration" in page
+    assert page.count('<img src="data:image/png;base64,') == len(pngs) and "Q6. Do the published numbers hold here" in page
 
 
 def test_report_opens_with_a_banner_and_a_linked_summary_then_the_evidence(report):
