@@ -33,7 +33,7 @@ __all__ = [
     "Section", "judged_metric", "presets_with", "learned_vs_sinusoidal", "variant_question", "extrapolation",
     "ranking_scores", "ScoreRow", "frozen_vs_trained", "lacking", "decision_row", "DECISION_HEADER",
     "exploratory", "group_text", "rule_note", "verdict_text", "training_table", "TRAINING_HEADER", "changes",
-    "untested_elsewhere", "short_label",
+    "untested_elsewhere", "short_label", "untestable",
 ]
 
 Table = tuple[list[str], list[list[Any]]]
@@ -174,7 +174,8 @@ def verdict_text(d: Decision, look: Look | None = None) -> str:
     word = d.word or "exploratory"
     if look is not None and isinstance(look.asked, Interaction):
         if word.endswith(" better"):
-            return f"depends on the scheme ({word})"
+            (first, contrast), second = d.comparison.a.split(": ", 1), d.comparison.b.split(": ", 1)[0]
+            return f"depends on the scheme ({contrast} is {d.difference:+.3g} for {second} against {first})"
         return "the same for both schemes (within the margin)" if word == ALIKE else word
     if d.comparison.name == VASWANI_BEYOND and d.word is not None:
         return ("differ by more than the margin" if beyond_margin(d) else
@@ -287,6 +288,15 @@ def _answer(decisions: list[Decision], what: str, looks: LabDecisions | None = N
     return f"{said}.{tail}", summary, decided
 
 
+def untestable(decisions: LabDecisions, question: str) -> str:
+    """A sentence naming the primaries of ``question`` the store cannot test ("" when none)."""
+    missing = [short_label(a) for a in decisions.missing if a.question == question]
+    if not missing:
+        return ""
+    return (f" Not tested, the store lacks their trials or measure (e.g. the matched loss, which stores written "
+            f"before it lack): {'; '.join(missing)}.")
+
+
 def _question(data: LabData, decisions: LabDecisions, question: str, title: str, need: str, anchor: str,
               **preset_filter: tuple[str, ...]) -> Section:
     final = decisions.primaries(question)
@@ -294,6 +304,7 @@ def _question(data: LabData, decisions: LabDecisions, question: str, title: str,
     if not shown:
         return Section(title, lacking(need, **preset_filter), anchor=anchor)
     answer, verdict, decided = _answer(shown, need, decisions)
+    answer += untestable(decisions, question)
     flips = changes(decisions, question)
     if flips:
         answer += " " + " ".join(flips)
@@ -427,7 +438,9 @@ def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
         return Section(title, lacking("the base variant of two schemes or more, evaluated beyond L",
                                       variants=("base",)), anchor="q4")
     answer, verdict, decided = _answer(shown, "the order beyond L", decisions)
-    answer += "".join(" " + flip for flip in changes(decisions, "Q4"))
+    answer += untestable(decisions, "Q4") + "".join(" " + flip for flip in changes(decisions, "Q4"))
+    if not decisions.primaries("Q4") and any(a.question == "Q4" for a in decisions.missing):
+        verdict = "no verdict (the primary contest is not testable on this store: no matched loss)"
     if orders:
         answer += " Order of the means beyond L (exploratory, not a test): " + "; ".join(orders) + "."
     note = ("The contest is judged on the matched ratio: the loss on the same characters (the last L targets of "
