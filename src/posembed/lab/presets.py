@@ -1,23 +1,26 @@
 """Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``,
 ``lengthgen`` (:mod:`posembed.lab.lengthgen.presets`: copy beyond the training length).
 
-Each preset names its primary comparisons before the run (:data:`PRIMARY`); the report tests
-them (and the paper checks) as one family and shows everything else as exploratory numbers.
-``quick`` trains the char LM alone on 7 seeds, which decides differences of a few hundredths of
-a nat; ``full`` trains every task on 3 seeds. Each sweep answers the lab's questions with one
-experiment:
+Each preset names its primary comparisons before the run (:data:`PRIMARY`; the questions, the
+commit and the seeds are recorded in the run's store when it starts: :mod:`posembed.lab.registration`);
+the report tests them at every training point the trials were evaluated at (``eval_at``), with
+the paper checks, as one family, and shows everything else as exploratory numbers. ``quick`` is
+the preview (its seeds are those the questions were named from); ``full`` is the study that
+decides them on fresh seeds. The questions (typed :class:`Primary` and :class:`Interaction`
+entries, groups as :class:`Group`, measures as :class:`Measure`):
 
-- learned vs sinusoidal at the training length: the ``base`` variant of both schemes, every task
-  (order accuracy, exact match at length L, validation loss at 1x context);
-- add vs concat at equal width: the ``concat`` variant (``dim`` total channels, half of them
-  position) against ``base`` (``add``) of the absolute schemes;
-- once vs every layer: the ``every_layer`` variant against ``base``;
-- extrapolation ranking: the ``base`` variant of every scheme on the algorithmic tasks (exact
-  match beyond L) and ``charlm`` (perplexity at 2x, 4x, 8x the context); ``full`` adds the
-  later 1-D schemes (:data:`LATER_SCHEMES`: Kerple, Sandwich, FIRE, dynamic position bias,
-  FoX forgetting gates, CoPE, DeBERTa) beside the classic ones;
-- frozen vs trained position table, and its drift: ``frozen`` against ``base`` for schemes with
-  parameters (``drift_rel_frobenius`` / ``drift_cosine`` in the store).
+- Q1, learned vs sinusoidal at the training length: the ``base`` variant of both (the char LM's
+  validation loss at 1x context);
+- Q2, add vs concat at equal width: the ``concat`` variant (``dim`` total channels, half of them
+  position) against ``base`` (``add``), for learned and for sinusoidal, and their interaction
+  (the seed-paired difference of differences: does the answer depend on the scheme?);
+- Q3, once vs every layer: the ``every_layer`` variant against ``base``, for learned and for
+  sinusoidal, and their interaction; the amplitude control ``scaled_sinusoidal`` (a sinusoid of a
+  learned table's size) once vs every layer, and its interaction with the plain sinusoid;
+- Q4, extrapolation: ALiBi vs NoPE on the matched 8x/1x ratio (:attr:`Measure.MATCHED_RATIO`); every
+  scheme's order beyond L is shown as exploratory numbers;
+- Q5, frozen vs trained position table, and its drift (``frozen`` against ``base`` for schemes with
+  parameters; ``drift_rel_frobenius`` / ``drift_cosine`` in the store): exploratory where run.
 
 Variants that only make sense for absolute schemes (``concat``, ``every_layer``, ``untied``) or
 for schemes with parameters (``frozen``) are skipped for the others by the runner, and so are

@@ -37,7 +37,7 @@ from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.verdicts import FAIL_RATIO
 from posembed.stats import ALIKE, Decision, distinguishing
 
-__all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO", "NOT_COMPARABLE"]
+__all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO"]
 
 _RECIPE = ("task", "scheme", "combine", "inject", "untied", "freeze_positions", "randomized_positions", "dim",
            "depth", "heads", "mlp_ratio", "dropout", "context", "batch", "lr", "min_lr", "warmup", "weight_decay",
@@ -79,15 +79,6 @@ def _part(word: str | None, agree: str, disagree: str) -> str:
     return rules.CANNOT_TELL
 
 
-#: what the paper checks cannot compare (said beside each verdict)
-NOT_COMPARABLE = {
-    "Vaswani et al.": "Vaswani et al. measured BLEU on WMT translation; this lab measures nats on a character LM, "
-                      "so only the finding (no difference) is checked, against this lab's margin, never the numbers",
-    "Press et al.": "Press et al. measured word-level language models on WikiText-103; the 1.5 threshold and the "
-                    "ordering are checked on this lab's character LM",
-}
-
-
 def _vaswani(decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
     tested = [d for d in decisions.primaries("Q1") if d.comparison.name.startswith("Q1 charlm")]
     if not tested:
@@ -95,14 +86,16 @@ def _vaswani(decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
     (q1,) = tested
     beyond = decisions.by_name.get(VASWANI_BEYOND)
     shown = tested + ([beyond] if beyond is not None else [])
-    if q1.word == ALIKE:
-        return rules.AGREE, "Q1 alike: the equivalence test puts the difference within the margin", shown
-    if beyond is not None and beyond_margin(beyond):
-        return rules.DISAGREE, (f"Q1 {q1.word}, and the difference is shown to lie beyond the "
-                                f"{q1.comparison.margin:g}-nat margin"), shown
-    why = ("a difference is shown, but not beyond the margin (the equivalence test does not fail at the family's "
-           "level)" if q1.word.endswith(" better") else "neither equivalence nor a difference is shown")
-    return rules.CANNOT_TELL, f"Q1 {q1.word}: {why}", shown
+    verdict = rules.no_difference(q1.word == ALIKE, beyond is not None and beyond_margin(beyond))
+    if verdict == rules.AGREE:
+        why = "the equivalence test puts the difference within the margin"
+    elif verdict == rules.DISAGREE:
+        why = f"the difference is shown to lie beyond the {q1.comparison.margin:g}-nat margin"
+    elif q1.word.endswith(" better"):
+        why = "a difference is shown, but not beyond the margin (the equivalence test does not fail at the family's level)"
+    else:
+        why = "neither equivalence nor a difference is shown"
+    return verdict, f"Q1 {q1.word}: {why}", shown
 
 
 def _ratio_text(values: tuple[float, ...]) -> str:
@@ -183,8 +176,8 @@ def calibration_section(data: LabData, decisions: LabDecisions) -> Section:
     section.paragraphs += [
         f"nanoGPT (README, CPU run of train_shakespeare_char: 4 layers, 4 heads, width 128, block 64, batch 12, "
         f"2000 iterations, dropout 0): validation loss ≈ {TARGET_VAL_LOSS}; the lab must land within ± {TOLERANCE}.",
-        f"Vaswani et al. 2017, Table 3 (E): {vaswani} — {vaswani_detail}. {NOT_COMPARABLE['Vaswani et al.']}.",
-        f"Press et al. 2022: {press} — {press_detail}. {NOT_COMPARABLE['Press et al.']}.",
+        f"Vaswani et al. 2017, Table 3 (E): {vaswani} — {vaswani_detail}. {rules.NOT_COMPARABLE['Vaswani et al.']}.",
+        f"Press et al. 2022: {press} — {press_detail}. {rules.NOT_COMPARABLE['Press et al.']}.",
         f"Kazemnejad et al. 2023: {kazemnejad} — {kazemnejad_detail}.",
         "Each part is a tested comparison of this report's family (Holm at 5 % over the family, at the end of "
         "training); a part that cannot tell makes the paper's verdict 'cannot tell'. Agreeing with a paper that "

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posembed.lab.config import BASE_BESIDE
-from posembed.lab.presets import RATIO_MARGIN, Group, Interaction, Measure, Primary, primary_comparisons
+from posembed.lab.presets import RATIO_MARGIN, Interaction, Measure, Primary, primary_comparisons
 from posembed.lab.report.tables import FINAL, LabData, metric_lengths, point_label, train_length
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.task_registry import METRICS, task_entry

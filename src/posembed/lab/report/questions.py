@@ -24,7 +24,7 @@ from typing import Any
 from posembed.lab.presets import Interaction, Measure, Primary
 from posembed.lab.report.decisions import (VASWANI_BEYOND, LabDecisions, Look, beyond_margin, group_comparison,
                                            group_labels, judged_metric)
-from posembed.lab.report.tables import (FINAL, LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family,
+from posembed.lab.report.tables import (LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family,
                                        train_length)
 from posembed.lab.task_registry import METRICS, metric_label
 from posembed.stats import ALIKE, ALPHA, CANNOT_TELL, Comparison, Decision, describe, seeds_clause
@@ -93,7 +93,7 @@ def group_text(values: tuple[float, ...] | list[float], digits: int = 4,
     >>> group_text([0.1, 0.9, 0.95], bounds=(0.0, 1.0))
     '0.65 [0, 1] (3 seeds: 95 % t, clipped to [0, 1])'
     """
-    mean, low, high, label = describe(list(values))
+    mean, low, high, _ = describe(list(values))
     n = len(values)
     if not n:
         return "n/a"

@@ -33,7 +33,6 @@ from typing import Any
 
 from posembed.lab.registration import META_KEY
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
-from posembed.lab.tasks.base import EvalPoint
 from posembed.lab.task_registry import metric_label, task_entry
 from posembed.schemes.factory import FACTORY
 
