@@ -63,7 +63,7 @@ def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
         rows.append([trial.trial_id, trial.config.seed, trial.config.steps, loss, 1000 * trial.seconds_per_step,
                      trial.seconds, verdict])
     if not rows:
-        return ("no stored trial trains nanoGPT's CPU recipe (run `posembed lab run --preset calibration --out DIR` "
+        return ("no stored trial trains nanoGPT's CPU recipe (run `posembed lab run --preset calibration --out lab-calibration` "
                 "and report that folder)"), rows
     first = rows[0]
     return (f"val loss {first[3]:.4f} vs {TARGET_VAL_LOSS} ± {TOLERANCE}: {first[6]}, "
