@@ -1,4 +1,4 @@
-"""The presets' sweeps: the later 1-D schemes in ``full``, each trained in a tiny trial and reported
+"""The presets' sweeps: the later 1-D schemes in ``survey``, each trained in a tiny trial and reported
 in its family's rows of the lab report's tables."""
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ TINY = [f"schemes={','.join(LATER_SCHEMES)}", "tasks=copy", "variants=base", "se
         "dim=16", "heads=2", "batch=8", "copy.context=4", 'scheme_kwargs={"cope.npos_max": 16}']
 
 
-def test_full_trains_the_later_1d_schemes_beside_the_classic_ones():
-    full = get_preset("full")
-    assert full.schemes == (*CLASSIC_SCHEMES, *LATER_SCHEMES)
-    assert set(LATER_SCHEMES) <= set(FACTORY) and not {"rope_axial", "rope_pixtral", "mrope"} & set(full.schemes)
+def test_survey_trains_the_later_1d_schemes_beside_the_classic_ones():
+    survey = get_preset("survey")
+    assert survey.schemes == (*CLASSIC_SCHEMES, *LATER_SCHEMES)
+    assert set(LATER_SCHEMES) <= set(FACTORY) and not {"rope_axial", "rope_pixtral", "mrope"} & set(survey.schemes)
     assert {scheme_family(s) for s in LATER_SCHEMES} == {"bias"}
     # smoke and quick are unchanged (their stores resume): no scheme arguments in their bases
     for name in ("smoke", "quick"):
@@ -48,9 +48,9 @@ def _serves(scheme, cfg) -> bool:
 
 
 @pytest.mark.parametrize("task", ["order", "copy", "reverse", "sort", "addition", "charlm"])
-def test_every_full_scheme_builds_for_every_task_and_only_causal_ones_refuse_the_encoder(task):
-    base = get_preset("full").base(task)
-    for name in get_preset("full").schemes:
+def test_every_survey_scheme_builds_for_every_task_and_only_causal_ones_refuse_the_encoder(task):
+    base = get_preset("survey").base(task)
+    for name in get_preset("survey").schemes:
         cfg = dataclasses.replace(base, scheme=name)
         scheme = build_trial_scheme(cfg, table_size=8 * cfg.context)  # cope finds its npos_max in the base
         if scheme is None:
@@ -59,11 +59,11 @@ def test_every_full_scheme_builds_for_every_task_and_only_causal_ones_refuse_the
 
 
 @pytest.mark.skipif(not hasattr(runner, "refusal"), reason="lab/sweep/runner.py does not skip causal-only schemes yet")
-def test_full_expands_skipping_causal_only_schemes_on_the_encoder_only():
-    trials = runner.expand(get_preset("full"))
+def test_survey_expands_skipping_causal_only_schemes_on_the_encoder_only():
+    trials = runner.expand(get_preset("survey"))
     pairs = {(cfg.task, cfg.scheme) for cfg in trials}
-    for task in get_preset("full").tasks:
-        for scheme in get_preset("full").schemes:
+    for task in get_preset("survey").tasks:
+        for scheme in get_preset("survey").schemes:
             assert ((task, scheme) in pairs) == (TASKS[task] == "decoder" or scheme not in CAUSAL_ONLY)
 
 
@@ -87,11 +87,11 @@ def test_each_later_scheme_trains_and_lands_in_its_family_rows(scheme, later_lab
 
 
 def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
-    """Issue 24: quick's verdicts rest on 2 seeds or more, full's and the context study's on 3."""
+    """Issue 24: quick's verdicts rest on 2 seeds or more, full's, survey's and the context study's on 3."""
     from posembed.lab.context.presets import get_context_preset
     from posembed.lab.sweep.runner import expand
 
-    for name, least in (("quick", 2), ("full", 3)):
+    for name, least in (("quick", 2), ("full", 3), ("survey", 3)):
         trials = expand(get_preset(name))
         seeds: dict[tuple, set[int]] = {}
         for trial in trials:
@@ -101,14 +101,15 @@ def test_the_presets_that_give_verdicts_train_every_group_on_enough_seeds():
     assert get_preset("smoke").seeds == (0,) and get_context_preset("context-smoke").seeds == (0,)  # banners say so
 
 
-def test_a_quick_seed_0_trial_keeps_the_id_its_stored_results_have():
-    """Stores written by main 58ece3f stay valid for the trials quick still trains: its char-LM
-    trials are the same trials (the redesign of issue 33 kept their config and dropped the rest)."""
+def test_the_stored_quick_run_is_the_quick_preset():
+    """results/lab/quick holds the trials ``posembed lab run --preset quick`` trains, every one (the
+    page's numbers are regenerated from them, so a preset change must come with a rerun)."""
+    import json
+
     from posembed.lab.sweep.runner import expand
 
-    (trial,) = [t for t in expand(get_preset("quick"))
-                if (t.task, t.scheme, t.variant, t.seed) == ("charlm", "learned", "base", 0)]
-    assert trial.trial_id == "92dab1dc6c5ebde5"
+    stored = json.loads((Path(__file__).parents[2] / "results/lab/quick/trials.json").read_text(encoding="utf-8"))
+    assert sorted(row["trial_id"] for row in stored) == sorted(t.trial_id for t in expand(get_preset("quick")))
 
 
 def test_every_primary_comparison_names_groups_its_preset_trains():

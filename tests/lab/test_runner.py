@@ -66,7 +66,7 @@ def test_store_contents_and_checkpoint_round_trip(tmp_path, tiny_experiment):
     with sqlite3.connect(tmp_path / "results.sqlite") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert tables == {"meta", "trials", "evals", "curves"}
+        assert tables == {"meta", "trials", "evals", "curves", "during"}
 
 
 def test_out_dir_of_another_experiment_is_refused(tmp_path, tiny_experiment):
@@ -97,7 +97,10 @@ def test_expand_skips_variants_that_do_not_apply():
         name="v", tasks=("copy",), schemes=("learned", "alibi", "sinusoidal"),
         variants=("base", "concat", "frozen", "untied"), seeds=(0, 1), bases=(tiny_trial(),),
     )
-    names = [(c.scheme, c.variant) for c in expand(exp)][::2]
+    trials = expand(exp)
+    assert [c.seed for c in trials] == [0] * 8 + [1] * 8  # seed by seed: an interrupted run leaves whole seeds
+    names = [(c.scheme, c.variant) for c in trials][:8]
+    assert names == [(c.scheme, c.variant) for c in trials][8:]
     assert names == [
         ("learned", "base"), ("learned", "concat"), ("learned", "frozen"), ("learned", "untied"),
         ("alibi", "base"),

@@ -1,13 +1,16 @@
-"""Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``calibration``,
-``lengthgen`` (:mod:`posembed.lab.lengthgen.presets`: copy beyond the training length).
+"""Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``survey``,
+``calibration``, ``lengthgen`` (:mod:`posembed.lab.lengthgen.presets`: copy beyond the training length).
 
 Each preset names its primary comparisons before the run (:data:`PRIMARY`; the questions, the
 commit and the seeds are recorded in the run's store when it starts: :mod:`posembed.lab.registration`);
 the report tests them at every training point the trials were evaluated at (``eval_at``), with
 the paper checks, as one family, and shows everything else as exploratory numbers. ``quick`` is
-the preview (its seeds are those the questions were named from); ``full`` is the study that
-decides them on fresh seeds. The questions (typed :class:`Primary` and :class:`Interaction`
-entries, groups as :class:`Group`, measures as :class:`Measure`):
+the preview (a small model on the 7 seeds the questions were named from, minutes on a CPU);
+``full`` is the study that decides them: models that reach about 1.8 nats, on fresh seeds
+(:data:`STUDY_SEEDS`); ``survey`` trains every task with every 1-D scheme, the later ones
+(:data:`LATER_SCHEMES`) beside the classic ones, on 3 seeds (exploratory numbers). The questions
+(typed :class:`Primary` and :class:`Interaction` entries, groups as :class:`Group`, measures as
+:class:`Measure`):
 
 - Q1, learned vs sinusoidal at the training length: the ``base`` variant of both (the char LM's
   validation loss at 1x context);
@@ -29,15 +32,16 @@ each scheme's own ``check_attention`` says which. The N-D rotary schemes (``rope
 ``rope_pixtral``, ``mrope``) are for image/video positions and stay out of these 1-D sweeps.
 
 >>> sorted(PRESETS)
-['calibration', 'full', 'lengthgen', 'quick', 'smoke']
+['calibration', 'full', 'lengthgen', 'quick', 'smoke', 'survey']
 >>> get_preset("smok")
 Traceback (most recent call last):
 ...
-ValueError: unknown preset 'smok' (did you mean 'smoke'?); known presets: calibration, full, lengthgen, quick, smoke
+ValueError: unknown preset 'smok' (did you mean 'smoke'?); known presets: calibration, full, lengthgen, quick, smoke, survey
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Callable
@@ -93,25 +97,49 @@ def _smoke() -> ExperimentConfig:
     )
 
 
+#: the schemes of the char-LM questions: the absolute ones in every variant (``scaled_sinusoidal``, a
+#: sinusoid times a learned scalar that starts at ``C ** -0.5``, is the amplitude control of "every
+#: layer"), and RoPE, ALiBi and NoPE for the extrapolation contest
+LM_SCHEMES = ("learned", "sinusoidal", "scaled_sinusoidal", "rope", "alibi", "nope")
+#: the variants the questions compare: add once (``base``), concatenate, add at every layer
+LM_VARIANTS = ("base", "concat", "every_layer")
+#: where during training every trial of ``quick`` and ``full`` is evaluated (fractions of its steps)
+EVAL_AT = (0.1, 0.3, 1.0)
+#: the seeds of the study that decides (``full``): fresh, never trained before its questions were
+#: named; ``quick``'s seeds 0-6 are the ones that explored
+STUDY_SEEDS = tuple(range(1000, 1008))
+
+
 def _quick() -> ExperimentConfig:
-    """The char LM only, on 7 seeds: its validation loss varies by ~0.005 nats between seeds, so
-    7 seed-paired runs decide differences of ~0.01 nats; the algorithmic tasks at this size learn on
-    some seeds and not on others (exact match 0.1 or 0.9 on copy) and decide nothing in 2 minutes
-    (``full`` and ``lengthgen`` train them)."""
+    """A preview of the questions on a small model, on the 7 seeds that explored them: the char LM
+    alone (2 layers, width 64, 300 steps: about 0.3 epoch, validation loss about 2.3 nats), which
+    the CPU trains in minutes. Its verdicts are about that model; ``full`` is the study that decides."""
+    bases = _bases(dim=64, depth=2, heads=4, steps=300, lm_steps=300, algo_len=8, lm_context=32, batch=32,
+                   eval_batches=2, lr=3e-3)
     return ExperimentConfig(
-        name="quick",
-        tasks=("charlm",),
-        schemes=("learned", "sinusoidal", "rope", "alibi", "t5_bias", "nope"),
-        variants=("base", "concat", "every_layer"),
-        seeds=tuple(range(7)),
-        bases=_bases(dim=64, depth=2, heads=4, steps=300, lm_steps=300, algo_len=8, lm_context=32, batch=32,
-                     eval_batches=2, lr=3e-3),
+        name="quick", tasks=("charlm",), schemes=LM_SCHEMES, variants=LM_VARIANTS, seeds=tuple(range(7)),
+        bases=tuple(dataclasses.replace(base, eval_at=EVAL_AT) for base in bases),
     )
 
 
 def _full() -> ExperimentConfig:
+    """The study that decides: nanoGPT's CPU-sized char LM (4 layers, width 128, context 64, batch 12,
+    no biases, AdamW with decay 0.1 and beta2 0.99, clipping at 1) at twice nanoGPT's learning rate for
+    1500 steps, which reaches about 1.8 nats on tinyshakespeare, every arm on the fresh
+    :data:`STUDY_SEEDS`, evaluated at :data:`EVAL_AT` of its training."""
+    lm = TrialConfig(task="charlm", dim=128, depth=4, heads=4, mlp_ratio=4, dropout=0.0, bias=False, context=64,
+                     batch=12, steps=1500, lr=2e-3, min_lr=2e-4, warmup=100, weight_decay=0.1, beta2=0.99,
+                     grad_clip=1.0, eval_scales=_LM_SCALES, eval_at=EVAL_AT, eval_batches=8, log_every=30)
     return ExperimentConfig(
-        name="full",
+        name="full", tasks=("charlm",), schemes=LM_SCHEMES, variants=LM_VARIANTS, seeds=STUDY_SEEDS, bases=(lm,),
+    )
+
+
+def _survey() -> ExperimentConfig:
+    """Every task with every 1-D scheme and variant on 3 seeds: exploratory numbers across the lab's
+    whole range (the later schemes beside the classic ones), not a study that decides."""
+    return ExperimentConfig(
+        name="survey",
         tasks=("order", "copy", "reverse", "sort", "addition", "charlm"),
         schemes=(*CLASSIC_SCHEMES, *LATER_SCHEMES),
         variants=("base", "concat", "every_layer", "frozen", "untied", "randomized"),
@@ -252,6 +280,7 @@ PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
     "smoke": _smoke,
     "quick": _quick,
     "full": _full,
+    "survey": _survey,
     "calibration": _calibration,
     "lengthgen": lengthgen,
 }

@@ -98,7 +98,8 @@ def refusal(cfg: TrialConfig) -> str:
 
 
 def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
-    """Every trial of the sweep, in order task, scheme, variant, seed.
+    """Every trial of the sweep, seed by seed (each seed's trials in order task, scheme, variant), so an
+    interrupted run leaves whole seeds behind: every stored seed is a complete paired unit.
 
     A scheme that cannot serve a task (:func:`refusal`: a causal-only scheme on the encoder) is
     skipped for that task with a logged note, and refused when it serves none of the tasks.
@@ -125,7 +126,7 @@ def expand(experiment: ExperimentConfig) -> list[TrialConfig]:
         if len(tasks) == len(experiment.tasks):
             reason = refusal(dataclasses.replace(experiment.base(tasks[0]), scheme=scheme))
             raise ValueError(f"scheme {scheme!r} serves none of the tasks {', '.join(tasks)}: {reason}")
-    return trials
+    return sorted(trials, key=lambda cfg: experiment.seeds.index(cfg.seed))  # stable: task, scheme, variant kept
 
 
 def _train_with_bar(cfg: TrialConfig, enabled: bool | None, device: str = "auto") -> tuple[TrialResult, object]:
