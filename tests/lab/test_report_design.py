@@ -149,6 +149,8 @@ def test_the_report_says_which_seeds_explored_and_which_confirm_and_that_quick_i
     data.trials = [fresh(t, config=fresh(t.config, seed=t.config.seed + 1000)) for t in data.trials]
     text = write_report(write_store(tmp_path / "full", data, preset="full"))[0].read_text(encoding="utf-8")
     assert "none explored, so its verdicts confirm on fresh seeds." in text and "is a preview" not in text
+    planned = len(get_preset("full").seeds)  # 7 of the study's seeds here: a report before all have run is interim
+    assert f"the study is interim: 7 of its {planned} seeds have reported" in text
     old = write_report(write_store(tmp_path / "old", null_data(np.random.default_rng(3)), registered=False))[0]
     assert "holds no record of its questions made before the run" in old.read_text(encoding="utf-8")
 

@@ -48,8 +48,8 @@ class Registration:
 
 
 #: each preset's registration (questions: :data:`posembed.lab.presets.PRIMARY`), declared at the
-#: commit the redesign of issue 40 started from
-REGISTERED: dict[str, Registration] = {name: Registration(name, "eb0eb09") for name in PRIMARY}
+#: commit that wrote them down before the study's run (``results/lab/full/PREREGISTRATION.md``)
+REGISTERED: dict[str, Registration] = {name: Registration(name, "2c031c6") for name in PRIMARY}
 
 
 def registration(name: str) -> Registration | None:

@@ -127,6 +127,10 @@ def too_small(data: LabData, sections: Sequence[Section]) -> str:
     reasons = []
     if data.name in SMOKE_PRESETS:
         reasons.append(f"the {data.name!r} preset trains tiny models for a few steps to test the pipeline")
+    planned = get_preset(data.name).seeds if data.name == DECIDES else ()
+    have = {t.config.seed for t in data.trials}
+    if planned and not set(planned) <= have:
+        reasons.append(f"the study is interim: {len(have & set(planned))} of its {len(planned)} seeds have reported")
     if max(len(trials) for trials in data.groups().values()) < 2:
         reasons.append("every group has one seed, so nothing can be tested")
     elif not any(s.decided for s in sections):
