@@ -32,6 +32,7 @@ file              what
 ``decisions``     the family of tested comparisons (primaries at every training point, paper checks), decided once
 ``simulate``      the whole procedure simulated where nothing differs: its family-wise false-claim rate
 ``questions``     one :class:`Section` per seed question (Q1-Q5), computed from the stored trials
+``rows``          a decision as the report writes it: its row, its verdict in words, the rule, over training
 ``calibration``   question 6: calibration against published numbers
 ``plots``         the figures: a metric against test length per scheme, training loss curves
 ``context``       the context study's section "Which context extension works?"

@@ -22,6 +22,7 @@ NoPE), so a scheme added to :mod:`posembed.schemes.factory` lands in its family'
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posembed.lab.config import TrialConfig
 from posembed.lab.registration import META_KEY
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
 from posembed.lab.task_registry import metric_label, task_entry
@@ -128,7 +130,11 @@ class LabData:
     def points(self) -> tuple[float, ...]:
         """The training points the trials were evaluated at, as fractions of their steps, ascending
         (:data:`FINAL` always: the end of training; earlier ones from each trial's ``during``)."""
-        return tuple(sorted({FINAL, *(trial_fraction(t, p.step) for t in self.trials for p in t.during)}))
+        found = {FINAL}
+        for trial in self.trials:
+            steps = {p.step for p in trial.during}
+            found |= {trial_fraction(trial, step) for step in steps}
+        return tuple(sorted(found))
 
     def at(self, fraction: float) -> "LabData":
         """The data as it stood after ``fraction`` of each trial's training: every trial's
@@ -144,15 +150,16 @@ class LabData:
             return self
         trials = []
         for trial in self.trials:
-            evals = [p for p in trial.during if trial_fraction(trial, p.step) == fraction]
+            at = {step for step in {p.step for p in trial.during} if trial_fraction(trial, step) == fraction}
+            evals = [p for p in trial.during if p.step in at]
             if evals:
                 step = evals[0].step
                 trials.append(dataclasses.replace(trial, evals=evals, curve=[c for c in trial.curve if c[0] <= step]))
         return LabData(self.out_dir, self.experiment, trials, self.skipped, self.registration)
 
     def step_at(self, fraction: float) -> int | None:
-        """The training step of ``fraction`` when every trial evaluated there shares it, else None."""
-        steps = {p.step for t in self.at(fraction).trials for p in t.evals}
+        """The training step of ``fraction`` when every trial's config puts it at one step, else None."""
+        steps = {step for t in self.trials for step, f in _fractions(t.config).items() if f == fraction}
         return steps.pop() if len(steps) == 1 else None
 
 
@@ -182,9 +189,14 @@ def point_label(fraction: float, step: int | None = None) -> str:
 def trial_fraction(trial: TrialRecord, step: int | None) -> float:
     """The fraction of ``eval_at`` a trial evaluated at after ``step`` (its config's, so 1/3 stays
     1/3 however the step rounds); a step the config does not name: :func:`point_fraction`."""
-    cfg = trial.config
-    steps = cfg.eval_steps
-    return cfg.eval_at[steps.index(step)] if step in steps else point_fraction(step, cfg.steps)
+    found = _fractions(trial.config).get(step)
+    return found if found is not None else point_fraction(step, trial.config.steps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fractions(cfg: TrialConfig) -> dict[int, float]:
+    """``{step: fraction}`` of a config's ``eval_at`` (computed once per config: reports ask often)."""
+    return dict(zip(cfg.eval_steps, cfg.eval_at))
 
 
 def load_lab_data(out_dir: str | Path) -> LabData:
