@@ -152,7 +152,7 @@ def test_question_answers_use_the_stored_numbers(report, lab_dir):
             assert row["verdict"] == ("cannot tell" if primary else "exploratory")
     # Q3 has no every_layer trial here: it says so and names the presets that have them
     assert "lacks the trials" in section(text, "Q3.") and "NAME" not in text
-    assert "`posembed lab run --preset full` or `posembed lab run --preset quick` train them" in section(text, "Q3.")
+    assert "`posembed lab run --preset full` or `posembed lab run --preset quick`" in section(text, "Q3.")
     # Q5: the trained table's drift is the store's; the frozen table did not move
     drift = {(r["task"], r["variant"]): r for r in tables[next(k for k in tables if k.startswith("Q5."))]
              if "drift ||W − W0|| / ||W0||" in r}

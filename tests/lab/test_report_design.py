@@ -125,7 +125,7 @@ def test_a_verdict_that_changes_over_training_is_said_in_words_and_tabled(late):
 
 
 def test_the_runner_records_the_questions_and_seeds_before_the_first_trial(tmp_path, tinyshakespeare):
-    tiny = ["schemes=learned", "variants=base", "seeds=0", "steps=2", "log_every=1", "dim=16", "heads=2", "batch=4",
+    tiny = ["schemes=learned", "variants=base", "seeds=0", "steps=10", "log_every=1", "dim=16", "heads=2", "batch=4",
             "charlm.context=8", "eval_batches=1", f"text={tinyshakespeare}"]
     experiment = apply_overrides(get_preset("quick"), tiny)
     run_experiment(experiment, tmp_path, checkpoints=False, progress=False)

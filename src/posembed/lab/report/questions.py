@@ -61,7 +61,7 @@ def presets_with(schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), 
     """Names of the presets whose sweep includes all the given schemes, variants and any of ``tasks``.
 
     >>> presets_with(schemes=("nope", "t5_bias"), tasks=("copy", "reverse"))
-    ['full', 'lengthgen']
+    ['lengthgen', 'survey']
     """
     from posembed.lab.presets import PRESETS, get_preset
 
