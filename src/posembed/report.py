@@ -37,9 +37,26 @@ from typing import Any
 
 from posembed._io import atomic_write_bytes, atomic_write_text
 
-__all__ = ["HtmlReport", "format_cell", "new_figure"]
+__all__ = ["HtmlReport", "format_cell", "new_figure", "too_small_banner"]
 
 logger = logging.getLogger(__name__)
+
+
+def too_small_banner(what: str, reasons: Sequence[str], instead: str) -> str:
+    """The warning a report too small to conclude opens with, ``""`` when there is no reason.
+
+    One wording for every report (the lab's smoke presets, ``extend-eval --quick``): what is too
+    small, why, that no verdict is a finding, and the command that gives answers.
+
+    >>> too_small_banner("run", ["it has one seed"], "`posembed lab run --preset quick` (7 seeds)")
+    'This run is too small to conclude: it has one seed. No verdict below is a finding; run `posembed lab run --preset quick` (7 seeds) for answers.'
+    >>> too_small_banner("run", [], "anything")
+    ''
+    """
+    if not reasons:
+        return ""
+    return (f"This {what} is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
+            f"run {instead} for answers.")
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;

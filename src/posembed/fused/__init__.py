@@ -34,8 +34,11 @@ file                   what
 ====================== =========================================================================
 """
 
+from posembed._names import submodules
 from posembed.fused.attention import bias_attention
 from posembed.fused.embedding import combined_table, fused_embedding
 from posembed.fused.embedding_compiled import compiled_embedding
 
 __all__ = ["bias_attention", "combined_table", "compiled_embedding", "fused_embedding"]
+
+__getattr__ = submodules(__name__)  # posembed.fused.<file>: imported on first use

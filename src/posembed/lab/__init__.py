@@ -41,3 +41,7 @@ Command line: ``posembed lab run --preset quick --out lab-quick`` then ``posembe
 ``posembed lab list lab-quick`` lists the trials and their checkpoints; ``posembed lab context``
 runs the context-extension study.
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.lab.<file>: imported on first use

@@ -17,7 +17,7 @@ from posembed.lab.presets import Interaction, Measure, Primary
 from posembed.lab.report.decisions import VASWANI_BEYOND, LabDecisions, Look, beyond_margin, judged_metric
 from posembed.lab.report.tables import LabData
 from posembed.lab.task_registry import METRICS
-from posembed.stats import ALIKE, ALPHA, Comparison, Decision, describe
+from posembed.stats import ALIKE, ALPHA, Comparison, Decision, describe, number_text
 
 __all__ = ["group_text", "DECISION_HEADER", "decision_row", "shown_name", "mdd_text", "verdict_text", "rule_note",
            "short_label", "TRAINING_HEADER", "training_table", "changes"]
@@ -93,7 +93,8 @@ def decision_row(d: Decision, look: Look | None = None) -> list[Any]:
 
 
 def mdd_text(d: Decision) -> str:
-    return "n/a" if not math.isfinite(d.mdd) or (d.mdd == 0 and d.note) else f"{d.mdd:.3g}"
+    """The minimum detectable difference as the report prints it (``n/a`` where nothing could be tested)."""
+    return number_text(d.mdd)
 
 
 def _margin_words(d: Decision, look: Look | None) -> str:
