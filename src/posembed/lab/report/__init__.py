@@ -49,6 +49,8 @@ Example:
     ValueError: '...' holds no results.sqlite; run `posembed lab run --preset quick --out ...` first
 """
 
+from posembed._names import submodules
 from posembed.lab.report.write import REPORT_HTML, REPORT_MD, SMOKE_PRESETS, build_sections, too_small, write_report
 
 __all__ = ["write_report", "build_sections", "too_small", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
+__getattr__ = submodules(__name__)  # posembed.lab.report.<file>: imported on first use
