@@ -19,9 +19,10 @@ TIMES: dict[str, str] = {
     # posembed lab run --preset smoke (15 trials): 8-13 s at load 1-8 (issue 35's walk-through); at load 19-22
     # (2026-11-27) 33, 55 and 47 s with 6.7-7.2 s of CPU time; its report 35 s (4.3 s of CPU time)
     "smoke": "8–13 s on 2 CPU cores",
-    # posembed lab run --preset quick + lab report, the 70-trial preset of 2026-11-27: 460 CPU s for the trials and
-    # 5 for the report (the 96-trial one: 452 CPU s, 5 min 05 s at load 1-2); 44 min 14 s and 29 min 32 s at load 8-30
-    "quick": "about 465 CPU seconds: about 5 minutes on 2 idle CPU cores, 30–45 on a busy machine",
+    # posembed lab run --preset quick, the 84-trial preset of 2026-11-28 (evaluated at 10/30/100 % with matched text):
+    # 991 CPU s (user + sys) and 38 min 10 s wall at load 9-16 beside 7 other sessions; not timed on idle cores. The
+    # 70-trial preset before it: 460 CPU s, 44 min 14 s and 29 min 32 s at load 8-30; the 96-trial one 5 min 05 s idle
+    "quick": "about 990 CPU seconds: about 8–9 minutes on 2 idle CPU cores, 30–45 on a busy machine",
     # python -m pytest -n 2 -q: 5 min 44 s at load 1.5-2.2 (3,662 tests, CI rehearsal 2026-11-27 11:12; 5 min 20 s
     # for 3,626 at load 1-3 at 09:12; 11 min 07 s for
     # 3,599 at load 4 the same day; 4 min 47 s for 3,475 at load 3-4 earlier; 3 min 10 s for
