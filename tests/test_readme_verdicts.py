@@ -52,7 +52,7 @@ def test_each_stored_run_names_what_made_it(folder):
     assert META <= set(meta), META - set(meta)
     trials = json.loads((folder / "trials.json").read_text(encoding="utf-8"))
     assert len(trials) == meta["trials"] and re.fullmatch(r"[0-9a-f]{7,40}", meta["commit"])
-    assert (folder / "trials.json").stat().st_size < 200_000  # per-seed values, never checkpoints
+    assert (folder / "trials.json").stat().st_size < 400_000  # per-seed values at each training point, never checkpoints
 
 
 @pytest.mark.parametrize("title", SECTIONS)

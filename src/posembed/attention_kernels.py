@@ -49,7 +49,9 @@ def sdpa_attention(inp: AttentionInputs) -> Tensor:
     """``F.scaled_dot_product_attention``; bias, causal and padding masks merged into ``attn_mask``."""
     adds = adds_bias(inp.scheme)
     if not adds and inp.key_mask is None:
-        if inp.dropout == 0.0 and inp.q.device.type == "cpu" and bf16_matmuls_enabled():
+        # eager only: the mode is a process setting dynamo cannot trace (a compiled graph keeps plain SDPA)
+        if inp.dropout == 0.0 and inp.q.device.type == "cpu" and not torch.compiler.is_compiling() \
+                and bf16_matmuls_enabled():
             return fp32_sdpa(inp.q, inp.k, inp.v, causal=inp.causal, scale=inp.scale)  # see posembed.fused.cpu_matmul
         return F.scaled_dot_product_attention(
             inp.q, inp.k, inp.v, dropout_p=inp.dropout, is_causal=inp.causal, scale=inp.scale

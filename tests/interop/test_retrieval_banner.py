@@ -55,8 +55,9 @@ def test_a_run_that_decides_with_two_seeds_and_enough_queries_has_no_banner(tmp_
 @pytest.mark.parametrize("queries, seeds, copy_hits, reason", [
     (ENOUGH_QUERIES, (0,), 40, "one data seed"),
     (20, (0, 1), 18, "20 queries per task and length"),
-    (ENOUGH_QUERIES, (0, 1), ENOUGH_QUERIES // 5, "no primary comparison decided"),
 ])  # fmt: skip
+# "no primary comparison decided" alone cannot be built from these cells: since McNemar's equivalence side is
+# exact, 50 queries on 2 seeds decide every comparison ("alike" at equal hits); the quick-run test above covers it
 def test_each_reason_alone_raises_the_banner(queries, seeds, copy_hits, reason):
     warning = too_small(_result(queries, seeds, copy_hits))
     assert warning.startswith(FRAME[0]) and warning[len(FRAME[0]):].split(FRAME[1])[0].split("; ") == [

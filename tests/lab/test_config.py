@@ -67,7 +67,7 @@ def test_bad_overrides_raise_clear_errors(override, message):
 
 
 def test_presets_by_exact_name_only():
-    assert set(PRESETS) == {"smoke", "quick", "full", "calibration", "lengthgen"}
+    assert set(PRESETS) == {"smoke", "quick", "full", "survey", "calibration", "lengthgen"}
     for name in PRESETS:
         assert get_preset(name).name == name
     for wrong in ("Smoke", "smok", "smoke ", "quick2"):

@@ -326,10 +326,12 @@ def test_eval_at_must_be_increasing_fractions_ending_at_one(eval_at, message):
         tiny_trial(eval_at=eval_at)
 
 
-def test_eval_at_fractions_that_round_to_one_step_are_refused():
-    with pytest.raises(ValueError, match=r"eval_at=\(0\.1, 0\.15, 1\.0\) gives the same step twice at steps=6"):
-        tiny_trial(steps=6, eval_at=(0.1, 0.15, 1.0))
-    assert tiny_trial(steps=6, eval_at=(0.1, 1.0)).eval_steps == (1, 6)
+def test_eval_at_fractions_that_round_to_one_step_evaluate_once_there():
+    cfg = tiny_trial(steps=6, eval_at=(0.1, 0.15, 1.0))
+    assert cfg.eval_steps == (1, 6)
+    result, _ = train_trial(cfg, device="cpu")
+    assert {p.step for p in result.during} == {1}
+    assert len(result.during) == len(result.evals)
 
 
 def test_eval_at_survives_the_config_round_trip_and_keeps_old_trial_ids():

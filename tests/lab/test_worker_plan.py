@@ -40,7 +40,7 @@ def test_smoke_trains_in_one_process_on_any_cpu(smoke, cores):
 
 @pytest.mark.parametrize("cores, threads, expected", [(1, 1, 1), (2, 1, 2), (4, 1, 4), (16, 1, 16), (16, 4, 4), (2, 2, 1)])
 def test_quick_fills_the_cores_over_the_threads(quick, cores, threads, expected):
-    assert len(quick) == 70
+    assert len(quick) == 84
     assert plan_workers(quick, "cpu", cores=cores, threads=threads) == expected
 
 

@@ -174,19 +174,20 @@ class TrialConfig(TrainingConfig):
         if (not at or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 < x <= 1.0 for x in at)
                 or at[-1] != 1.0 or list(at) != sorted(set(at))):
             raise ValueError(f"eval_at must be increasing fractions in (0, 1] ending at 1.0, got {at!r}")
-        if len(set(self.eval_steps)) != len(at):
-            raise ValueError(f"eval_at={at!r} gives the same step twice at steps={self.steps}; use fewer or further-apart fractions")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 
     @property
     def eval_steps(self) -> tuple[int, ...]:
-        """The steps after which the task is evaluated: ``eval_at`` times ``steps``, rounded, at least 1.
+        """The steps after which the task is evaluated: ``eval_at`` times ``steps``, rounded, at least 1
+        (fractions that round to one step evaluate once there, so a run shortened with ``--set steps=2`` works).
 
         >>> TrialConfig(steps=300, eval_at=(0.1, 0.3, 1.0)).eval_steps
         (30, 90, 300)
+        >>> TrialConfig(steps=2, eval_at=(0.1, 0.3, 1.0)).eval_steps
+        (1, 2)
         """
-        return tuple(max(1, round(x * self.steps)) for x in self.eval_at)
+        return tuple(sorted({max(1, round(x * self.steps)) for x in self.eval_at}))
 
     @property
     def kwargs(self) -> dict[str, Any]:

@@ -179,9 +179,9 @@ def _lengths(s: RopeSettings, w: Stated) -> _Lengths:
                         f"LongRoPE: short_factor up to {trained}, long_factor beyond it, to {configured}")
     if kind in ("linear", "yarn", "llama3") and trained:
         scaled = int(round(trained * factor))
-        what = {"linear": f"every position divided by {factor:g}",
-                "yarn": "long wavelengths interpolated, short ones kept, a ramp between",
-                "llama3": "long wavelengths interpolated, short ones kept, a smooth band between"}[kind]  # fmt: skip
+        band = "a ramp between" if kind == "yarn" else "a smooth band between"
+        what = f"every position divided by {factor:g}" if kind == "linear" else \
+            f"long wavelengths interpolated, short ones kept, {band}"
         effective = configured if scaled == configured or configured is None else None
         return _Lengths(configured, trained, source, scaled, effective, None,
                         f"{kind} x{factor:g} ({what}): stretches the trained {trained} to {scaled}")
