@@ -108,6 +108,9 @@ def rate_text(rate: dict) -> str:
         return text + f" Per seed: {per_seed}."
     wide, narrow = sets["avx512"], sets["avx2"]
     both = [s for s in _seeds(wide["accuracy_at_L"]) if s in narrow["accuracy_at_L"]]
+    if len(both) < len(wide["accuracy_at_L"]):
+        text += (f" On the {len(both)} seeds run on both kernel sets the AVX-512 rate is "
+                 f"{sum(verdicts['avx512'][s] for s in both)} of {len(both)}.")
     per_seed = ", ".join(f"seed {s}: {wide['accuracy_at_L'][s]:.4g} / {narrow['accuracy_at_L'][s]:.4g}" for s in both)
     flipped = [s for s in both if verdicts["avx512"][s] != verdicts["avx2"][s]]
     if flipped:
@@ -121,7 +124,13 @@ def rate_text(rate: dict) -> str:
                    f"model on each.")
     else:
         verdict = f"The verdict is the same on both kernel sets on each of the {len(both)} seeds run on both."
-    return f"{text} {verdict} Per seed (accuracy at L, AVX-512 / AVX2): {per_seed}."
+    text = f"{text} {verdict} Per seed (accuracy at L, AVX-512 / AVX2): {per_seed}."
+    for run in narrow.get("earlier", []):
+        seed, same = str(run["seed"]), (run["accuracy_at_L"] >= criterion) == verdicts["avx2"].get(str(run["seed"]))
+        text += (f" An earlier AVX2 run of seed {seed} ({run['date']}, same command and commit) gave accuracy "
+                 f"{run['accuracy_at_L']:.4g} and final loss {run['final_loss']:.5f}: "
+                 f"{'the same verdict' if same else 'another verdict'}, not the same numbers.")
+    return text
 
 
 def _run_text(meta: dict) -> str:

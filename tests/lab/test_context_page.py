@@ -36,6 +36,9 @@ def test_the_stored_results_name_what_made_them():
         assert len(run["commit"]) == 40 and run["threads"] == 1 and run["device"] and run["load"] and run["date"]
     study = json.loads((ROOT / "results" / "context" / "study.json").read_text(encoding="utf-8"))
     rate = json.loads((ROOT / "results" / "context" / "passkey-rate.json").read_text(encoding="utf-8"))
+    for kernels in (rate, rate["avx2"]):  # each kernel set names its command, commit, machine and capability
+        assert all(kernels[key] for key in context_page.ABOUT) and len(kernels["commit"]) == 40
+        assert len(kernels["runs"]) == len(kernels["accuracy_at_L"]) == len(kernels["final_loss"])
     seeds = {row["seed"] for row in study["rows"]}
     # the study's seeds are among the rate's, with the same RoPE accuracy at L
     assert {str(s) for s in seeds} <= set(rate["accuracy_at_L"])
@@ -161,3 +164,15 @@ def test_the_rate_says_when_the_verdict_is_the_same_on_both_kernel_sets(tmp_path
     text = context_page.rate_text(rate)
     assert "The verdict is the same on both kernel sets on each of the 2 seeds run on both." in text
     assert "not the same" not in text
+
+
+def test_the_rate_compares_on_the_seeds_run_on_both_and_names_an_earlier_run_that_differs(tmp_path):
+    rate = _two_kernel_rate(tmp_path, {0: 1.0, 1: 0.95, 2: 0.1}, {1: 0.05})
+    rate["avx2"]["earlier"] = [{"seed": 1, "accuracy_at_L": 0.0125, "final_loss": 1.1039555, "date": "2026-11-27"}]
+    text = context_page.rate_text(rate)
+    assert "on 0 of 1 seeds with torch's AVX2 kernels" in text
+    assert "On the 1 seeds run on both kernel sets the AVX-512 rate is 1 of 1." in text
+    assert "on 1 of the 1 seeds run on both it differs (seed 1 retrieves on AVX-512" in text
+    assert text.endswith("Per seed (accuracy at L, AVX-512 / AVX2): seed 1: 0.95 / 0.05. An earlier AVX2 run of seed 1 "
+                         "(2026-11-27, same command and commit) gave accuracy 0.0125 and final loss 1.10396: the same "
+                         "verdict, not the same numbers.")
