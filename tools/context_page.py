@@ -2,16 +2,16 @@
 
 ``results/context/study.json`` holds the per-seed rows of the study the page reports (one object per
 stored value: seed, model, method, length, metric, depth, value) and the study's config;
-``results/context/passkey-rate.json`` the RoPE model's passkey accuracy at L per seed (the rate) on
-torch's AVX-512 kernels and, under ``avx2``, on its AVX2 kernels, each with its command, commit,
-machine and capability;
+``results/context/passkey-rate.json`` the RoPE model's passkey accuracy at L per seed (the rate), in
+named sets of runs (torch's AVX-512 or AVX2 kernels, on a given day), each with its command, commit,
+machine, date and capability;
 ``meta.json`` the command, commit, threads, device, load and date of each run behind them.
 
 Usage (from the repository root)::
 
     python tools/context_page.py export STORE:CONFIG_ID...   # runs of context.sqlite stores -> study.json
-    python tools/context_page.py rate STORE:CONFIG_ID... --about command=... --about commit=... \\
-        --about machine=... --about capability=AVX512 [--avx2 STORE:CONFIG_ID... --avx2-about ...]
+    python tools/context_page.py rate STORE:CONFIG_ID... --name NAME --about kernels=AVX2 --about capability=AVX2 \\
+        --about command=... --about commit=... --about machine=... --about date=...
                                                               # RoPE's passkey accuracy at L per seed -> passkey-rate.json
     python tools/context_page.py write                        # rewrite the page's blocks
     python tools/context_page.py check                        # exit 1 when a block differs
@@ -46,11 +46,10 @@ def load_study(results: Path = RESULTS):
     return Results(stored["rows"], stored["config"])
 
 
-#: what each kernel set of ``passkey-rate.json`` must name: the command behind its values, the commit
-#: it ran at, the machine, and the capability torch reported (``torch.backends.cpu.get_cpu_capability()``)
-ABOUT = ("command", "commit", "machine", "capability")
-#: kernel sets in the order the page states them: the stored rate's own (top level), then ``avx2``
-KERNELS = ("avx512", "avx2")
+#: what each set of runs in ``passkey-rate.json`` names: its kernels (``AVX-512`` or ``AVX2``), the
+#: capability torch reported (``torch.backends.cpu.get_cpu_capability()``), the command behind its
+#: values, the commit it ran at, the machine and the date
+ABOUT = ("kernels", "capability", "command", "commit", "machine", "date")
 
 
 def clopper_pearson(k: int, n: int) -> tuple[float, float]:
@@ -64,72 +63,67 @@ def clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return low, high
 
 
-def _kernel_sets(rate: dict) -> dict[str, dict]:
-    """``{"avx512": top level, "avx2": rate["avx2"]}`` (the second when stored), each checked to name
-    what made it (:data:`ABOUT`) and to hold one value per seed."""
-    sets = {"avx512": rate, **({"avx2": rate["avx2"]} if "avx2" in rate else {})}
-    for name, values in sets.items():
+def _sets(rate: dict) -> dict[str, dict]:
+    """Set name -> the set, each checked to name what made it (:data:`ABOUT`) and to hold values."""
+    if not rate.get("sets"):
+        raise ValueError("passkey rate: no sets of runs")
+    for name, values in rate["sets"].items():
         missing = [key for key in ABOUT if not values.get(key)]
         if missing:
-            raise ValueError(f"passkey rate ({name}): missing {', '.join(missing)}; each kernel set names "
-                             f"{', '.join(ABOUT)}")
+            raise ValueError(f"passkey rate ({name}): missing {', '.join(missing)}; each set names {', '.join(ABOUT)}")
         if not values.get("accuracy_at_L"):
             raise ValueError(f"passkey rate ({name}): no per-seed accuracy_at_L")
-    return sets
+    return rate["sets"]
 
 
 def retrieves(rate: dict) -> dict[str, dict[str, bool]]:
-    """Kernel set -> seed -> whether RoPE retrieves the passkey at L there (accuracy >= the criterion)."""
+    """Set name -> seed -> whether RoPE retrieves the passkey at L there (accuracy >= the criterion)."""
     return {name: {seed: value >= rate["criterion"] for seed, value in values["accuracy_at_L"].items()}
-            for name, values in _kernel_sets(rate).items()}
+            for name, values in _sets(rate).items()}
 
 
 def _seeds(values) -> list[str]:
     return sorted(values, key=int)
 
 
+def _differs(a: dict, b: dict) -> str:
+    """What differs between two sets of runs: their kernels, the day (the machine under it), or both."""
+    what = [w for w, key in (("kernels", "kernels"), ("day", "date")) if a[key][:10 if key == "date" else None]
+            != b[key][:10 if key == "date" else None]]
+    return " and ".join(what) or "nothing stated"
+
+
 def rate_text(rate: dict) -> str:
-    """``k of n seeds`` reaching the criterion on each kernel set, counted here from the per-seed values,
-    each with its command and an exact (Clopper-Pearson) 95 % interval; then whether the verdict per seed
-    is the same on both."""
-    criterion, sets, verdicts = rate["criterion"], _kernel_sets(rate), retrieves(rate)
-    label = {"avx512": "AVX-512", "avx2": "AVX2"}
+    """For each set of runs, ``k of n seeds`` reaching the criterion (counted here from the per-seed
+    values) with an exact (Clopper-Pearson) 95 % interval, its kernels, command, commit, machine and
+    date; then, for each two sets sharing seeds, the seeds whose verdict is not the same in both."""
+    criterion, sets, verdicts = rate["criterion"], _sets(rate), retrieves(rate)
     parts = []
     for name, values in sets.items():
         k, n = sum(verdicts[name].values()), len(verdicts[name])
         low, high = clopper_pearson(k, n)
-        parts.append(f"on {k} of {n} seeds with torch's {label[name]} kernels (capability "
+        parts.append(f"{name}: on {k} of {n} seeds with torch's {values['kernels']} kernels (capability "
                      f"{values['capability']}; exact 95 % Clopper-Pearson interval of the rate: {low:.2f} to "
-                     f"{high:.2f}; `{values['command']}` at commit {values['commit'][:7]}, {values['machine']})")
-    text = (f"**RoPE learns passkey retrieval at L** {'; '.join(parts)}. A seed counts when its accuracy at L, "
+                     f"{high:.2f}; `{values['command']}` at commit {values['commit'][:7]}, {values['machine']}, "
+                     f"{values['date']})")
+    text = (f"**RoPE learns passkey retrieval at L** ({'; '.join(parts)}). A seed counts when its accuracy at L, "
             f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}.")
-    if "avx2" not in sets:
-        per_seed = ", ".join(f"seed {s}: {rate['accuracy_at_L'][s]:.4g}" for s in _seeds(rate["accuracy_at_L"]))
-        return text + f" Per seed: {per_seed}."
-    wide, narrow = sets["avx512"], sets["avx2"]
-    both = [s for s in _seeds(wide["accuracy_at_L"]) if s in narrow["accuracy_at_L"]]
-    if len(both) < len(wide["accuracy_at_L"]):
-        text += (f" On the {len(both)} seeds run on both kernel sets the AVX-512 rate is "
-                 f"{sum(verdicts['avx512'][s] for s in both)} of {len(both)}.")
-    per_seed = ", ".join(f"seed {s}: {wide['accuracy_at_L'][s]:.4g} / {narrow['accuracy_at_L'][s]:.4g}" for s in both)
-    flipped = [s for s in both if verdicts["avx512"][s] != verdicts["avx2"][s]]
-    if flipped:
-        which = "; ".join(f"seed {s} {'retrieves' if verdicts['avx512'][s] else 'does not'} on AVX-512 "
-                          f"(accuracy {wide['accuracy_at_L'][s]:.4g}, final loss {wide['final_loss'][s]:.5f}) and "
-                          f"{'does' if verdicts['avx2'][s] else 'does not'} on AVX2 (accuracy "
-                          f"{narrow['accuracy_at_L'][s]:.4g}, final loss {narrow['final_loss'][s]:.5f})"
-                          for s in flipped)
-        verdict = (f"**The verdict is not the same on both kernel sets**: on {len(flipped)} of the {len(both)} "
-                   f"seeds run on both it differs ({which}); the same code, seed and thread count train a different "
-                   f"model on each.")
-    else:
-        verdict = f"The verdict is the same on both kernel sets on each of the {len(both)} seeds run on both."
-    text = f"{text} {verdict} Per seed (accuracy at L, AVX-512 / AVX2): {per_seed}."
-    for run in narrow.get("earlier", []):
-        seed, same = str(run["seed"]), (run["accuracy_at_L"] >= criterion) == verdicts["avx2"].get(str(run["seed"]))
-        text += (f" An earlier AVX2 run of seed {seed} ({run['date']}, same command and commit) gave accuracy "
-                 f"{run['accuracy_at_L']:.4g} and final loss {run['final_loss']:.5f}: "
-                 f"{'the same verdict' if same else 'another verdict'}, not the same numbers.")
+    names = list(sets)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            a, b = sets[first]["accuracy_at_L"], sets[second]["accuracy_at_L"]
+            both = [s for s in _seeds(a) if s in b]
+            if not both or " and " in _differs(sets[first], sets[second]):  # nothing shared, or two things differ
+                continue
+            flipped = [s for s in both if verdicts[first][s] != verdicts[second][s]]
+            per_seed = ", ".join(f"seed {s}: {a[s]:.4g} / {b[s]:.4g}" for s in both)
+            head = (f" {first} against {second} (they differ in {_differs(sets[first], sets[second])}; "
+                    f"accuracy at L {per_seed}): ")
+            if flipped:
+                text += head + (f"**the verdict is not the same** on {len(flipped)} of the {len(both)} seeds run in "
+                                f"both (seed {', '.join(flipped)}).")
+            else:
+                text += head + f"the verdict is the same on each of the {len(both)} seeds run in both."
     return text
 
 
@@ -175,13 +169,11 @@ def export(runs: list[str], out: Path = RESULTS) -> Path:
     return atomic_write_text(out / "study.json", json.dumps(body, sort_keys=True) + "\n")
 
 
-def export_rate(runs: list[str], out: Path = RESULTS, *, about: dict[str, str],
-                avx2: list[str] = (), avx2_about: dict[str, str] | None = None) -> Path:
-    """RoPE's passkey accuracy at L (mean over depths) of each run ``STORE:CONFIG_ID`` (one per seed) as
-    ``passkey-rate.json``, with the criterion the report counts by, the documents behind each value,
-    each model's final training loss and ``about`` (:data:`ABOUT`: the command, commit, machine and
-    torch's CPU capability behind the runs); ``avx2``: the same command's runs on torch's AVX2 kernels,
-    stored under ``"avx2"`` with ``avx2_about``."""
+def export_rate(runs: list[str], name: str, about: dict[str, str], out: Path = RESULTS) -> Path:
+    """RoPE's passkey accuracy at L (mean over depths) of each run ``STORE:CONFIG_ID`` (one per seed)
+    into ``passkey-rate.json`` as the set of runs ``name`` (replacing one of that name), with each model's
+    final training loss and ``about`` (:data:`ABOUT`); the file keeps the criterion the report counts by
+    and the documents behind each value, the same for every set."""
     from posembed._io import atomic_write_text
     from posembed.lab.context.store import NO_DEPTH, ContextStore, train_id_of
     from posembed.lab.report.context_verdicts import RETRIEVES
@@ -197,28 +189,26 @@ def export_rate(runs: list[str], out: Path = RESULTS, *, about: dict[str, str],
         loss = context.models(train_id_of(body)).get("rope", {}).get("final_loss")
         return body["seed"], found[0], loss, (body["depths"], body["passkey_samples"])
 
-    def kernel_set(runs: list[str], facts: dict[str, str] | None, name: str) -> tuple[dict, set]:
-        missing = [key for key in ABOUT if not (facts or {}).get(key)]
-        if missing:
-            raise ValueError(f"the {name} runs need {', '.join(missing)} (each kernel set names {', '.join(ABOUT)})")
-        measured = [read(run) for run in runs]
-        seeds = [seed for seed, *_ in measured]
-        if len(set(seeds)) < len(seeds):
-            raise ValueError(f"the {name} runs repeat a seed: {sorted(seeds)}")
-        return ({**facts, "runs": list(runs), "accuracy_at_L": {str(seed): value for seed, value, _, _ in measured},
-                 "final_loss": {str(seed): loss for seed, _, loss, _ in measured}},
-                {size for *_, size in measured})
-
-    body, sizes = kernel_set(runs, about, "AVX-512")
-    if avx2:
-        body["avx2"], more = kernel_set(avx2, avx2_about, "AVX2")
-        sizes |= more
+    missing = [key for key in ABOUT if not about.get(key)]
+    if missing:
+        raise ValueError(f"the runs of {name!r} need {', '.join(missing)} (each set names {', '.join(ABOUT)})")
+    measured = [read(run) for run in runs]
+    seeds = [seed for seed, *_ in measured]
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"the runs of {name!r} repeat a seed: {sorted(seeds)}")
+    sizes = {size for *_, size in measured}
+    path = out / "passkey-rate.json"
+    body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"sets": {}}
+    if "depths" in body:
+        sizes.add((body["depths"], body["samples"]))
     if len(sizes) != 1:
         raise ValueError(f"the runs measured passkey accuracy on different grids: {sorted(sizes)}")
     (depths, samples), = sizes
     body.update(criterion=RETRIEVES, depths=depths, samples=samples)
+    body["sets"][name] = {**about, "runs": list(runs), "accuracy_at_L": {str(s): v for s, v, _, _ in measured},
+                          "final_loss": {str(s): loss for s, _, loss, _ in measured}}
     out.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(out / "passkey-rate.json", json.dumps(body, indent=1, sort_keys=True) + "\n")
+    return atomic_write_text(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
 
 
 def _about(pairs: list[str]) -> dict[str, str]:
@@ -226,7 +216,7 @@ def _about(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or key not in ABOUT:
-            raise SystemExit(f"--about/--avx2-about takes KEY=VALUE with KEY one of {', '.join(ABOUT)}, got {pair!r}")
+            raise SystemExit(f"--about takes KEY=VALUE with KEY one of {', '.join(ABOUT)}, got {pair!r}")
         about[key] = value
     return about
 
@@ -241,12 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     exported.add_argument("runs", nargs="+", metavar="STORE:CONFIG_ID")
     rate = sub.add_parser("rate")
     rate.add_argument("runs", nargs="+", metavar="STORE:CONFIG_ID")
+    rate.add_argument("--name", required=True, help="the set of runs these are (replaces a stored set of that name)")
     rate.add_argument("--about", action="append", default=[], metavar="KEY=VALUE",
                       help=f"what made the runs, each of {', '.join(ABOUT)}")
-    rate.add_argument("--avx2", nargs="*", default=[], metavar="STORE:CONFIG_ID",
-                      help="the same command's runs on torch's AVX2 kernels")
-    rate.add_argument("--avx2-about", action="append", default=[], metavar="KEY=VALUE",
-                      help="what made the AVX2 runs, as --about")
     sub.add_parser("write")
     sub.add_parser("check")
     args = parser.parse_args(argv)
@@ -254,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         print(export(args.runs))
         return 0
     if args.command == "rate":
-        print(export_rate(args.runs, about=_about(args.about), avx2=args.avx2, avx2_about=_about(args.avx2_about)))
+        print(export_rate(args.runs, args.name, _about(args.about)))
         return 0
     if args.command == "write":
         write_blocks(PAGE, blocks())
