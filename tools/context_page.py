@@ -87,9 +87,9 @@ def _seeds(values) -> list[str]:
 
 
 def _differs(a: dict, b: dict) -> str:
-    """What differs between two sets of runs: their kernels, the day (the machine under it), or both."""
-    what = [w for w, key in (("kernels", "kernels"), ("day", "date")) if a[key][:10 if key == "date" else None]
-            != b[key][:10 if key == "date" else None]]
+    """What differs between two sets of runs: their kernels, the day (the machine under it), the commit."""
+    what = [label for label, key, width in (("kernels", "kernels", None), ("day", "date", 10), ("commit", "commit", None))
+            if a[key][:width] != b[key][:width]]
     return " and ".join(what) or "nothing stated"
 
 
