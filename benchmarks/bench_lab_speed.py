@@ -8,15 +8,28 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
   :class:`posembed.bench.nanogpt_ref.NanoGPT` with nanoGPT's CPU optimizer, interleaved step by
   step in one process; medians of wall time and of this thread's CPU time
   (the second is what to trust on a loaded machine at 1 thread), at each ``--threads``.
+- ``levers``: the lab defaults' step several ways against the reference, interleaved step by
+  step at 1 thread (median thread CPU ms): eager; under ``torch.compile`` (Inductor, the model's
+  forward and backward; the first step's seconds, compile included, reported apart); inside
+  :func:`posembed.fused.cpu_matmul.bf16_matmuls` (fp32 matrix products in oneDNN's bf16 math
+  mode, AMX where the CPU has it; attention kept fp32); and under bf16 autocast on the CPU; and
+  the calibration preset's step eager and inside ``bf16_matmuls``. Each but eager changes the
+  arithmetic.
 - ``run``: the whole calibration run, :func:`posembed.lab.calibration.run_calibration`'s trial
   (:func:`~posembed.lab.train.train_trial`, scoring the whole validation split at the end)
   against :func:`posembed.bench.nanogpt_ref.train_reference` (nanoGPT's loop: 20 + 20 eval
   batches every 250 iterations), interleaved run by run (A B A B ...), wall seconds.
+- ``profile``: where each ``step`` model's step spends its time at 1 thread: torch.profiler's
+  self CPU time per step (ms), summed into matrix products (``mm``/``addmm``/``bmm``), attention
+  (SDPA forward and backward), GELU, LayerNorm, the optimizer (inside ``Optimizer.step``), copies
+  and the rest, beside the step's median thread CPU time. The matrix products do the same
+  arithmetic in every model (the lab's defaults add the biases: ``addmm`` copies each bias into
+  its output first), so their share bounds what eager changes elsewhere can gain.
 
 Usage::
 
     python benchmarks/bench_lab_speed.py [--threads 1 2] [--rounds 60] [--steps 2000] [--runs 1]
-                                         [--only step|run] [--json OUT]
+                                         [--only step|run|profile|levers] [--json OUT]
 """
 
 from __future__ import annotations
@@ -55,14 +68,13 @@ def _step_fn(model, optimizer, data: torch.Tensor, *, foreach_clip: bool):
     return step
 
 
-def bench_step(threads: int, rounds: int) -> dict:
-    """The reference against the lab's decoder as the lab builds and steps it: with its defaults
-    (biases, the for-loop AdamW) and with the calibration preset's nanoGPT recipe
-    (``bias=False``, fused AdamW)."""
+def _steps() -> dict:
+    """name -> one training step: the reference, and the lab's decoder as the lab builds and steps
+    it, with its defaults (biases, the for-loop AdamW) and with the calibration preset's nanoGPT
+    recipe (``bias=False``, fused AdamW)."""
     from posembed.lab.tasks import make_task
     from posembed.lab.train import build_trial_model, make_optimizer
 
-    torch.set_num_threads(threads)
     text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
     chars = sorted(set(text))
     lookup = {c: i for i, c in enumerate(chars)}
@@ -75,6 +87,13 @@ def bench_step(threads: int, rounds: int) -> dict:
                       ("posembed Decoder, calibration preset", CFG)):
         model = build_trial_model(cfg, make_task(cfg))
         steps[name] = _step_fn(model, make_optimizer(model, cfg, torch.device("cpu")), data, foreach_clip=True)
+    return steps
+
+
+def bench_step(threads: int, rounds: int) -> dict:
+    """Each of :func:`_steps` interleaved step by step: medians of wall and thread CPU ms."""
+    torch.set_num_threads(threads)
+    steps = _steps()
     wall: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
     for fn in steps.values():
@@ -90,6 +109,103 @@ def bench_step(threads: int, rounds: int) -> dict:
     ref = out["nanoGPT-style reference"]
     for name in list(out)[1:]:
         out[f"speedup (reference / {name})"] = {k: ref[k] / out[name][k] for k in ref}
+    return out
+
+
+#: profiler op name -> the part of the step it is counted in (first match; the rest is "other")
+PARTS = (
+    ("optimizer", ("Optimizer.step",)),
+    ("matrix products", ("aten::mm", "aten::addmm", "aten::bmm")),
+    ("attention", ("scaled_dot_product",)),
+    ("GELU", ("aten::gelu",)),
+    ("LayerNorm", ("layer_norm",)),
+    ("copies", ("aten::copy_", "aten::_to_copy", "aten::clone")),
+)
+
+
+def bench_profile(steps_per_model: int) -> dict:
+    """Each of :func:`_steps` at 1 thread under torch.profiler: self CPU ms per step by part
+    (:data:`PARTS`; ops inside ``Optimizer.step`` count as the optimizer), and the median thread
+    CPU ms of the same steps. The profiler's times are wall time inside each op (on a loaded
+    machine they include time the thread waited), so read the shares (``share_by_part``)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(1)
+    out: dict[str, dict] = {}
+    for name, fn in _steps().items():
+        for _ in range(5):
+            fn()
+        cpu = []
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps_per_model):
+                c = time.thread_time()
+                fn()
+                cpu.append((time.thread_time() - c) * 1e3)
+        parts = dict.fromkeys([part for part, _ in PARTS] + ["other"], 0.0)
+        events = prof.events()
+        in_optimizer = [(e.time_range.start, e.time_range.end) for e in events if e.name.startswith("Optimizer.step")]
+        for event in events:
+            start = event.time_range.start
+            inside = any(a <= start < b for a, b in in_optimizer)
+            part = "optimizer" if inside else next(
+                (p for p, keys in PARTS[1:] if any(k in event.name for k in keys)), "other")
+            parts[part] += event.self_cpu_time_total / 1e3 / steps_per_model
+        total = sum(parts.values())
+        out[name] = {"thread_cpu_ms": statistics.median(cpu), "self_cpu_ms_by_part": parts,
+                     "share_by_part": {part: ms / total for part, ms in parts.items()}}
+    return out
+
+
+def bench_levers(rounds: int) -> dict:
+    """:func:`_steps`'s reference and lab defaults, the latter also compiled, in bf16 matmul mode
+    and under bf16 autocast; see the module docstring."""
+    from posembed.fused.cpu_matmul import bf16_matmuls
+    from posembed.lab.tasks import make_task
+    from posembed.lab.train import build_trial_model, make_optimizer
+
+    torch.set_num_threads(1)
+    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
+    cfg = dataclasses.replace(CFG, bias=True, optimizer="adamw")
+
+    def lab(wrap=None, mode=None, trial=cfg):
+        torch.manual_seed(CFG.seed)
+        model = build_trial_model(trial, make_task(trial))
+        optimizer = make_optimizer(model, trial, torch.device("cpu"))
+        inner = _step_fn(wrap(model) if wrap else model, optimizer, data, foreach_clip=True)
+
+        def step():
+            context = torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else bf16_matmuls(mode == "bf16")
+            with context:
+                inner()
+        return step
+
+    torch.manual_seed(CFG.seed)
+    reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
+    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(
+        reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data, foreach_clip=False),
+             "lab defaults, eager": lab(), "lab defaults, torch.compile": lab(wrap=torch.compile),
+             "lab defaults, bf16 matmuls": lab(mode="bf16"), "lab defaults, bf16 autocast": lab(mode="autocast"),
+             "calibration preset, eager": lab(trial=CFG), "calibration preset, bf16 matmuls": lab(mode="bf16", trial=CFG)}
+    start = time.perf_counter()
+    steps["lab defaults, torch.compile"]()
+    compile_s = time.perf_counter() - start
+    for fn in steps.values():
+        for _ in range(5):
+            fn()
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            c = time.thread_time()
+            fn()
+            cpu[name].append((time.thread_time() - c) * 1e3)
+    out: dict = {name: {"thread_cpu_ms": statistics.median(v)} for name, v in cpu.items()}
+    ref = out["nanoGPT-style reference"]["thread_cpu_ms"]
+    for name in list(out)[1:]:
+        out[name]["speedup (reference / this)"] = ref / out[name]["thread_cpu_ms"]
+    out["lab defaults, torch.compile"]["first step (compile; Inductor cache as found), wall s"] = compile_s
     return out
 
 
@@ -121,11 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=60, help="interleaved steps per model (step bench)")
     parser.add_argument("--steps", type=int, default=CFG.steps, help="iterations per whole run")
     parser.add_argument("--runs", type=int, default=1, help="interleaved whole runs per side")
-    parser.add_argument("--only", choices=("step", "run"))
+    parser.add_argument("--only", choices=("step", "run", "profile", "levers"))
+    parser.add_argument("--profile-steps", type=int, default=20, help="profiled steps per model (profile)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args(argv)
     report = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "torch": torch.__version__}
-    for threads in args.threads:
+    if args.only == "profile":
+        report["profile, 1 thread"] = bench_profile(args.profile_steps)
+        print(json.dumps(report["profile, 1 thread"], indent=1), flush=True)
+    if args.only == "levers":
+        report["levers, 1 thread"] = bench_levers(args.rounds)
+        print(json.dumps(report["levers, 1 thread"], indent=1), flush=True)
+    for threads in args.threads if args.only not in ("profile", "levers") else ():
         if args.only in (None, "step"):
             report[f"step, {threads} thread(s)"] = bench_step(threads, args.rounds)
             print(json.dumps({f"step, {threads} thread(s)": report[f"step, {threads} thread(s)"]}, indent=1), flush=True)

@@ -199,7 +199,7 @@ def _help(*argv: str) -> str:
 
 
 @pytest.mark.parametrize("argv, keys", [
-    (("lab", "run"), ("smoke", "quick", "calibration", "lengthgen")),
+    (("lab", "run"), ("smoke", "quick", "full", "calibration", "lengthgen")),
     (("lab", "context"), ("context", "context-smoke")),
     (("extend-eval",), ("extend-eval-quick", "extend-eval-full")),
     (("bench",), ("bench-quick",)),

@@ -45,7 +45,8 @@ def test_every_lab_block_on_the_page_has_stored_results(generated):
     assert on_page == set(generated)
 
 
-@pytest.mark.parametrize("folder", sorted(p for p in lab_page.RESULTS.iterdir() if p.is_dir()), ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", sorted(p for p in lab_page.RESULTS.iterdir() if p.is_dir()
+                                           and (p / "trials.json").is_file()), ids=lambda p: p.name)
 def test_each_stored_run_names_what_made_it(folder):
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     assert META <= set(meta), META - set(meta)
@@ -70,3 +71,15 @@ def test_the_page_quotes_the_report_verdict_of_a_stored_run():
     (q1,) = lab_decisions(data).primaries("Q1")
     block = pages.read_block(PAGE.read_text(encoding="utf-8"), "lab-quick-4d3ea1e")
     assert f"| {q1.word} |" in next(line for line in block.splitlines() if line.startswith("| charlm: sinusoidal vs"))
+
+
+def test_a_folder_without_results_is_a_study_named_before_its_run():
+    """results/lab/full holds only its preregistration until the study has run."""
+    for folder in (p for p in lab_page.RESULTS.iterdir() if p.is_dir() and not (p / "trials.json").is_file()):
+        assert (folder / "PREREGISTRATION.md").is_file(), folder
+
+
+def test_the_page_states_the_simulated_rate_of_the_whole_procedure():
+    sim = json.loads(lab_page.SIMULATION.read_text(encoding="utf-8"))
+    block = pages.read_block(PAGE.read_text(encoding="utf-8"), "lab-simulation")
+    assert f"named a false winner in {sim['rate']:.2%}" in block and sim["rate"] <= 0.05 + 2 * sim["standard_error"]

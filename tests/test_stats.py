@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
@@ -150,7 +151,7 @@ def test_log_scale_tests_the_log_ratio():
 def test_untestable_comparisons_cannot_tell():
     one_seed, flat = decide([_c([0.5], [0.9]), _c([0.0, 0.0, 0.0], [0.0, 0.0, 0.0])])
     assert one_seed.word == flat.word == "cannot tell"
-    assert one_seed.mdd == math.inf and "fewer than two" in one_seed.note
+    assert math.isnan(one_seed.mdd) and "fewer than two" in one_seed.note
     assert "no spread" in flat.note
     tested = _c([0.50, 0.51, 0.49, 0.50], [0.70, 0.71, 0.69, 0.72])
     assert decide([tested, _c([0.0, 0.0], [0.0, 0.0])])[0].p_adjusted == decide([tested])[0].p_adjusted
@@ -287,3 +288,165 @@ def test_seeds_to_detect_says_nothing_it_cannot_say():
     assert seeds_to_detect(1e-6, se=1.0, df=2.0, units=3, test="welch", alpha=0.05) is None  # past MAX_SEEDS
     assert seeds_to_detect(100.0, se=1.0, df=2.0, units=3, test="welch", alpha=0.05) == 3  # already detectable
     assert MAX_SEEDS == 1000
+
+
+# --- issue 40 item 7: the rule's smaller defects ------------------------------------------------
+
+def test_a_zero_standard_error_detects_nothing_it_can_state():
+    """No spread is no test: its MDD is n/a (NaN), not "could detect 0"."""
+    assert math.isnan(stats.min_detectable_difference(0.0, 4.0))
+    flat = decide([_c([1.0, 2.0, 3.0], [1.5, 2.5, 3.5], test="paired")])[0]  # every pair differs by 0.5 exactly
+    assert flat.word == "cannot tell" and flat.note == "no spread to test" and math.isnan(flat.mdd)
+    assert "could detect n/a" in flat.text() and "could detect 0" not in flat.text()
+
+
+def test_decision_rows_render_an_untestable_mdd_as_n_a():
+    from posembed.lab.report.questions import decision_row
+
+    flat = decide([_c([1.0, 2.0, 3.0], [1.5, 2.5, 3.5], test="paired")])[0]
+    assert decision_row(flat)[-1] == "n/a"
+
+
+@pytest.mark.parametrize("test, a, b", [
+    # the same 3 % perplexity ratio on every seed, on the log scale: the differences agree to the last bits
+    ("paired", [math.log(6.0), math.log(6.1), math.log(6.2)], [math.log(6.18), math.log(6.283), math.log(6.386)]),
+    ("welch", [0.1 + 0.2, 0.3, 0.3], [0.4, 0.1 + 0.3, 0.4]),  # each arm constant up to rounding
+])
+def test_float_jitter_is_no_spread(test, a, b):
+    """A difference constant up to float rounding is not a measured difference: no p, no winner."""
+    d = decide([_c(a, b, test=test)])[0]
+    assert d.word == "cannot tell" and math.isnan(d.p) and d.note == "no spread to test" and math.isnan(d.mdd)
+    assert d.difference == pytest.approx(statistics.fmean(b) - statistics.fmean(a))
+
+
+def test_a_small_real_spread_is_still_tested():
+    """Spreads far below the data's noise but far above rounding are measurements: tested as before."""
+    a = [1.0, 2.0, 3.0, 4.0]
+    b = [x + 0.5 + e for x, e in zip(a, (1e-9, -1e-9, 2e-9, 0.0))]
+    assert stats.paired_t(a, b).p == pytest.approx(sps.ttest_rel(b, a).pvalue, rel=1e-12)
+    assert decide([_c(a, b, test="paired")])[0].word == "b better"
+
+
+@pytest.mark.parametrize("pairs", [60, 100])
+@pytest.mark.parametrize("only_a", [0.0, 0.02, 0.1])
+def test_mcnemar_false_alike_at_the_margin_is_at_most_5_percent(pairs, only_a):
+    """Paired hits whose true difference is the margin (arm b alone hits ``margin`` more often than
+    arm a alone, at several discordance levels): "alike" is false. The z approximation said it in
+    14.1 % (60 pairs) and 11.2 % (100) of these runs at p(a only) = 0; the exact test holds 5 %."""
+    rng = np.random.default_rng(400 + pairs + int(only_a * 100))
+    margin = 0.1
+    counts = rng.multinomial(pairs, [only_a, only_a + margin, 1 - 2 * only_a - margin], size=DRAWS)
+    wrong = 0
+    for x_a, x_b, _ in counts:
+        a = [1.0] * x_a + [0.0] * x_b + [0.0] * (pairs - x_a - x_b)
+        b = [0.0] * x_a + [1.0] * x_b + [0.0] * (pairs - x_a - x_b)
+        wrong += stats.tost(stats.mcnemar(a, b), margin) < 0.05
+    rate = wrong / DRAWS
+    print(f"mcnemar {pairs} pairs, p(a only) = {only_a}: false 'alike' in {rate:.2%}")
+    assert _at_most(rate, 0.05)
+
+
+def test_mcnemar_equivalence_is_the_largest_null_probability():
+    """The exact p is the trinomial probability of the region "as close as seen", maximised over
+    the nuisance: checked by brute-force enumeration on a fine grid, both sides."""
+    from posembed.stats import _score_z
+
+    pairs, margin, seen = 30, 0.2, (2, 3)
+    x_a, x_b = np.meshgrid(np.arange(pairs + 1), np.arange(pairs + 1), indexing="ij")
+    valid = x_a + x_b <= pairs
+
+    def side(sa, sb, a_, b_):
+        region = valid & (_score_z(a_, b_, pairs, margin) <= _score_z(sa, sb, pairs, margin) + 1e-12)
+        best = 0.0
+        for p_a in np.linspace(0, (1 - margin) / 2, 2001):
+            probability = sps.multinomial.pmf(np.stack([a_, b_, pairs - a_ - b_], -1)[region], pairs,
+                                              [p_a, p_a + margin, 1 - 2 * p_a - margin])
+            best = max(best, probability.sum())
+        return best
+
+    expected = max(side(*seen, x_a, x_b), side(seen[1], seen[0], x_a, x_b))
+    assert stats.mcnemar_equivalence(*seen, pairs, margin) == pytest.approx(expected, rel=1e-4)
+    assert stats.mcnemar_equivalence(*seen, pairs, margin) >= expected * (1 - 1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 400), st.floats(0.005, 0.95))
+def test_the_score_statistic_rises_with_the_pairs_b_wins(pairs, margin):
+    """The exact test's region is "only_b <= bound" at each only_a: it needs this monotonicity."""
+    from posembed.stats import _score_z
+
+    x_a = np.arange(pairs + 1)[:, None]
+    x_b = np.arange(pairs + 1)[None, :]
+    z = _score_z(x_a, x_b, pairs, margin)
+    for k in range(pairs + 1):
+        assert np.all(np.diff(z[k, : pairs - k + 1]) > 0)
+
+
+def test_mcnemar_equivalence_shows_alike_from_many_concordant_pairs():
+    """100 pairs, none discordant: alike within 0.1 (the z approximation had no standard error)."""
+    assert stats.tost(stats.mcnemar([1.0] * 50 + [0.0] * 50, [1.0] * 50 + [0.0] * 50), 0.1) < 0.001
+
+
+def test_welch_seeds_to_detect_reads_both_arms():
+    """2 seeds of a quiet arm against 8 of a noisy one: at n seeds per arm the standard error is
+    sqrt((var_a + var_b) / n) with Welch-Satterthwaite df; the count named is the first whose
+    noncentral-t power (statsmodels) reaches 80 %. Arm a's count alone gave another answer."""
+    from statsmodels.stats.power import ttest_power
+
+    a, b = [0.0, 0.2], [0.1, 1.9, -1.2, 2.3, 0.4, -0.8, 1.5, 0.9]
+    d = decide([_c(a, b, margin=0.01)])[0]
+    assert d.word == "cannot tell" and d.seeds_needed is not None
+    var_a, var_b = statistics.variance(a), statistics.variance(b)
+
+    def power(n):
+        se = math.sqrt((var_a + var_b) / n)
+        df = (var_a + var_b) ** 2 / ((var_a**2 + var_b**2) / (n - 1))
+        return ttest_power(abs(d.difference) / se, 1, 0.05, df=df)
+
+    n = d.seeds_needed
+    assert power(n) >= 0.80 - 1e-9 and power(n - 1) < 0.80 and n == 45  # arm a's count alone said 12
+
+
+def test_an_untestable_welch_comparison_of_unequal_arms_needs_no_seed_count():
+    one_seed, flat = decide([_c([0.5], [0.9, 1.0, 1.1]), _c([0.5, 0.5], [0.9, 0.9, 0.9])])
+    assert one_seed.word == flat.word == "cannot tell" and one_seed.seeds_needed is flat.seeds_needed is None
+
+
+def test_seeds_to_detect_refuses_unequal_welch_arms_without_their_variances():
+    from posembed.power import seeds_to_detect
+
+    with pytest.raises(ValueError, match="needs the arms' variances"):
+        seeds_to_detect(0.5, se=1.0, df=2.0, units=3, units_b=5, test="welch", alpha=0.05)
+    with pytest.raises(ValueError, match="variances are a Welch test"):
+        seeds_to_detect(0.5, se=1.0, df=2.0, units=3, variances=(1.0, 1.0), test="paired", alpha=0.05)
+
+
+@pytest.mark.parametrize("args, message", [((0, 0, 10, 1.0), "must be in \\(0, 1\\)"),
+                                           ((5, 6, 10, 0.1), "sum to at most 10"), ((-1, 0, 10, 0.1), ">= 0")])
+def test_mcnemar_equivalence_refuses_bad_counts(args, message):
+    with pytest.raises(ValueError, match=message):
+        stats.mcnemar_equivalence(*args)
+
+
+def test_mcnemar_margin_must_be_a_difference_of_hit_rates():
+    with pytest.raises(ValueError, match="must be < 1"):
+        _c((1.0, 0.0), (1.0, 1.0), test="mcnemar", margin=1.0)
+
+
+# --- the library calls agree with statsmodels --------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))
+def test_holm_is_statsmodels_holm(ps):
+    from statsmodels.stats.multitest import multipletests
+
+    assert stats.holm(ps) == pytest.approx(list(multipletests(ps, method="holm")[1]), abs=1e-15)
+
+
+@pytest.mark.parametrize("df", [2.0, 6.0, 30.0, math.inf])
+def test_the_mdd_is_where_statsmodels_power_is_80_percent(df):
+    from statsmodels.stats.power import normal_power, ttest_power
+
+    mdd = stats.min_detectable_difference(0.3, df, 0.01)
+    found = normal_power(mdd / 0.3, 1, 0.01) if math.isinf(df) else ttest_power(mdd / 0.3, 1, 0.01, df=df)
+    assert found == pytest.approx(0.80, abs=1e-9)

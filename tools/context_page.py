@@ -17,7 +17,7 @@ Usage (from the repository root)::
     python tools/context_page.py check                        # exit 1 when a block differs
 
 The blocks (``<!-- generated:NAME -->``): ``context-run``, ``context-passkey-rate``,
-``context-verdicts``, ``context-perplexity``, ``context-passkey``.
+``context-core-share``, ``context-verdicts``, ``context-perplexity``, ``context-passkey``.
 """
 
 from __future__ import annotations
@@ -135,6 +135,27 @@ def _run_text(meta: dict) -> str:
     return "\n".join(lines)
 
 
+def _seconds(clock: str) -> float:
+    """``"1:16:28"``, ``"55:52.54"`` or ``"190 s"`` in seconds."""
+    if clock.endswith(" s"):
+        return float(clock[:-2])
+    seconds = 0.0
+    for part in clock.split(":"):
+        seconds = 60 * seconds + float(part)
+    return seconds
+
+
+def core_share_text(meta: dict) -> str:
+    """The share of one core each stored run had: its CPU time over its wall time, lowest to highest.
+
+    >>> core_share_text({"runs": [{"cpu": "190 s", "wall": "55:52.54"}, {"cpu": "67 s", "wall": "3:44.14"}]})
+    'the shared cores left the runs above 5.7 % to 30 % of a core (CPU time over wall time, per run).'
+    """
+    shares = sorted(_seconds(run["cpu"]) / _seconds(run["wall"]) for run in meta["runs"])
+    return (f"the shared cores left the runs above {100 * shares[0]:.2g} % to {100 * shares[-1]:.2g} % of a core "
+            f"(CPU time over wall time, per run).")
+
+
 def blocks() -> dict[str, str]:
     """Block name -> its body (each starting and ending with a newline)."""
     from posembed.lab.report.context import metric_table, verdict_table
@@ -143,6 +164,7 @@ def blocks() -> dict[str, str]:
     bodies = {
         "context-run": _run_text(_read("meta.json")),
         "context-passkey-rate": rate_text(_read("passkey-rate.json")),
+        "context-core-share": core_share_text(_read("meta.json")),
         "context-verdicts": verdict_table(study),
         "context-perplexity": metric_table(study, "perplexity"),
         "context-passkey": metric_table(study, "passkey_mean"),

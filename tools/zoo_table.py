@@ -6,10 +6,12 @@ and replaces the ``<!-- generated:rope-catalogue -->`` block of docs/zoo.md (the
 
 Usage (from the repository root)::
 
-    PYTHONPATH=src python tools/zoo_table.py              # the page
-    PYTHONPATH=src python tools/zoo_table.py --expected   # also the expected-failures list
-    PYTHONPATH=src python tools/zoo_table.py --refresh    # re-enumerate transformers first (new pin)
     PYTHONPATH=src python tools/zoo_table.py --print      # the counts, nothing written
+    PYTHONPATH=src python tools/zoo_table.py              # rewrites docs/zoo.md's block in place
+    PYTHONPATH=src python tools/zoo_table.py --expected   # also rewrites the expected-failures list
+    PYTHONPATH=src python tools/zoo_table.py --refresh    # re-enumerate transformers first (new pin), then rewrite
+
+Every form runs the whole catalogue first; only ``--print`` leaves the files as they are.
 """
 
 from __future__ import annotations

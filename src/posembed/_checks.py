@@ -5,14 +5,14 @@ Every check names the offending value and the limit.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import os
-from typing import Iterable
 
 import torch
 from torch import Tensor
+
+from posembed._names import closest, did_you_mean  # re-exported: every lookup's suggestion
 
 __all__ = [
     "check_index_tensor",
@@ -31,44 +31,6 @@ __all__ = [
     "did_you_mean",
     "closest",
 ]
-
-
-def did_you_mean(name: object, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the known name closest to a mistyped ``name``, ``""`` when none is close.
-
-    Case, ``-`` and ``_`` are ignored when comparing (``Llama-3`` finds ``llama3``); a name
-    the start of a known one (``sinus``) finds the shortest such. The suggestion goes right
-    after the unknown name in an error message.
-
-    >>> did_you_mean("llama_3", ["default", "linear", "llama3", "yarn"])
-    " (did you mean 'llama3'?)"
-    >>> did_you_mean("smok", ["quick", "smoke"]), did_you_mean("zzz", ["quick", "smoke"])
-    (" (did you mean 'smoke'?)", '')
-    >>> did_you_mean("sinus", ["rope", "sinusoidal_2d", "sinusoidal"])
-    " (did you mean 'sinusoidal'?)"
-    """
-    match = closest(name, known)
-    return f" (did you mean {match!r}?)" if match is not None else ""
-
-
-def closest(name: object, known: Iterable[str]) -> str | None:
-    """The known name :func:`did_you_mean` would suggest for ``name``, or ``None``.
-
-    >>> closest("contxt", ["context", "steps"]), closest("x", ["context"])
-    ('context', None)
-    """
-    if not isinstance(name, str):
-        return None
-    plain = {_plain(option): option for option in known}
-    typed = _plain(name)
-    close = difflib.get_close_matches(typed, list(plain), n=1, cutoff=0.75)
-    if not close and len(typed) >= 3:  # a cut-short name: the shortest known one it begins
-        close = sorted((option for option in plain if option.startswith(typed)), key=len)[:1]
-    return plain[close[0]] if close else None
-
-
-def _plain(name: str) -> str:
-    return name.lower().replace("-", "").replace("_", "")
 
 
 def values_readable(x: Tensor) -> bool:

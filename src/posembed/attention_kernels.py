@@ -16,6 +16,7 @@ from torch.utils.checkpoint import checkpoint
 from posembed._checks import check_allocation
 from posembed.attention_inputs import AttentionInputs, adds_bias, allowed_mask, logit_mask, needs_grad
 from posembed.fused.attention import bias_attention
+from posembed.fused.cpu_matmul import bf16_matmuls_enabled, fp32_sdpa
 
 __all__ = ["eager_attention", "sdpa_attention", "chunked_attention", "fused_attention"]
 
@@ -48,6 +49,8 @@ def sdpa_attention(inp: AttentionInputs) -> Tensor:
     """``F.scaled_dot_product_attention``; bias, causal and padding masks merged into ``attn_mask``."""
     adds = adds_bias(inp.scheme)
     if not adds and inp.key_mask is None:
+        if inp.dropout == 0.0 and inp.q.device.type == "cpu" and bf16_matmuls_enabled():
+            return fp32_sdpa(inp.q, inp.k, inp.v, causal=inp.causal, scale=inp.scale)  # see posembed.fused.cpu_matmul
         return F.scaled_dot_product_attention(
             inp.q, inp.k, inp.v, dropout_p=inp.dropout, is_causal=inp.causal, scale=inp.scale
         )

@@ -30,15 +30,33 @@ import html
 import io
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from posembed._io import atomic_write_bytes, atomic_write_text
 
-__all__ = ["HtmlReport", "format_cell", "new_figure"]
+__all__ = ["HtmlReport", "format_cell", "new_figure", "too_small_banner"]
 
 logger = logging.getLogger(__name__)
+
+
+def too_small_banner(what: str, reasons: Sequence[str], instead: str) -> str:
+    """The warning a report too small to conclude opens with, ``""`` when there is no reason.
+
+    One wording for every report (the lab's smoke presets, ``extend-eval --quick``): what is too
+    small, why, that no verdict is a finding, and the command that gives answers.
+
+    >>> too_small_banner("run", ["it has one seed"], "`posembed lab run --preset quick` (7 seeds)")
+    'This run is too small to conclude: it has one seed. No verdict below is a finding; run `posembed lab run --preset quick` (7 seeds) for answers.'
+    >>> too_small_banner("run", [], "anything")
+    ''
+    """
+    if not reasons:
+        return ""
+    return (f"This {what} is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
+            f"run {instead} for answers.")
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
@@ -101,6 +119,15 @@ def _figure_png(figure) -> bytes:
     return buffer.getvalue()
 
 
+def inline(text: object) -> str:
+    """``text`` escaped for HTML, each `backticked` span as ``<code>`` (the markdown twin's code).
+
+    >>> inline("run `posembed lab run --preset full` <now>")
+    'run <code>posembed lab run --preset full</code> &lt;now&gt;'
+    """
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(str(text)))
+
+
 class HtmlReport:
     """Build an HTML page from headings, paragraphs, tables and matplotlib figures.
 
@@ -135,13 +162,13 @@ class HtmlReport:
         >>> '<li><a href="#q1">Q1: alike</a></li>' in report.html(), "<li>no link</li>" in report.html()
         (True, True)
         """
-        entries = [f'<a href="#{html.escape(anchor)}">{html.escape(text)}</a>' if anchor else html.escape(text)
+        entries = [f'<a href="#{html.escape(anchor)}">{inline(text)}</a>' if anchor else inline(text)
                    for text, anchor in items]
         self._insert(f'<ul class="{html.escape(css)}">' + "".join(f"<li>{e}</li>" for e in entries) + "</ul>", at)
 
     def banner(self, text: str) -> None:
         """Add a warning box (``<p class="banner">``), e.g. "this run is too small to conclude"."""
-        self._parts.append(f'<p class="banner"><strong>Warning:</strong> {html.escape(str(text))}</p>')
+        self._parts.append(f'<p class="banner"><strong>Warning:</strong> {inline(text)}</p>')
 
     def section(self, title: str) -> str:
         """Add a numbered ``<h2 id="section-3">`` section heading ("3. title") and return it; findings
@@ -186,8 +213,8 @@ class HtmlReport:
             self._finding_at += 1
 
     def paragraph(self, text: str) -> None:
-        """Add a paragraph of plain text (escaped)."""
-        self._parts.append(f"<p>{html.escape(str(text))}</p>")
+        """Add a paragraph of plain text (escaped; `backticked` spans become ``<code>``)."""
+        self._parts.append(f"<p>{inline(text)}</p>")
 
     def preformatted(self, text: str) -> None:
         """Add preformatted text (escaped), e.g. a command line."""

@@ -20,8 +20,11 @@ comparisons together:
 interval from three values on, "the seeds' range" for two (a range of two seeds is not a 95 %
 interval of anything). :func:`distinguishing` prints a value with the digits a threshold needs.
 
-The t distribution and the power side (the MDD, the seeds a "cannot tell" would need) live in
-:mod:`posembed.power`; :mod:`scipy.special` is imported lazily (the ``lab`` extra).
+The tests themselves are scipy.stats' (``ttest_ind``, ``ttest_rel``, ``binomtest``); this module
+states the rule around them. A spread within float rounding (:data:`JITTER`) is no spread: such a
+comparison is not testable. McNemar's equivalence side is exact (:func:`mcnemar_equivalence`). The
+power side (the MDD, the seeds a "cannot tell" would need) lives in :mod:`posembed.power`
+(statsmodels); scipy and statsmodels are imported lazily (the ``lab`` extra).
 
 >>> a = Comparison("loss at L", "learned", "sinusoidal", (1.00, 1.02, 1.01, 0.99), (1.20, 1.22, 1.19, 1.21),
 ...                higher_is_better=False, margin=0.05)
@@ -33,6 +36,7 @@ The t distribution and the power side (the MDD, the seeds a "cannot tell" would 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -42,9 +46,10 @@ from typing import NamedTuple
 from posembed.power import POWER, min_detectable_difference, seeds_to_detect, t_cdf, t_quantile
 
 __all__ = [
-    "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate",
-    "tost", "min_detectable_difference", "seeds_to_detect", "seeds_clause", "describe", "distinguishing", "TESTS", "POWER", "ALPHA",
-    "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL",
+    "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate", "tost",
+    "mcnemar_equivalence", "min_detectable_difference", "seeds_to_detect", "seeds_clause", "describe",
+    "distinguishing", "number_text", "TESTS", "POWER", "ALPHA", "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL",
+    "JITTER",
 ]
 
 #: the family-wise error rate every report holds
@@ -52,6 +57,8 @@ ALPHA = 0.05
 #: the tests a comparison may name
 TESTS = ("welch", "paired", "mcnemar")
 CANNOT_TELL, ALIKE = "cannot tell", "alike"
+#: a spread of values within this fraction of their magnitude is float rounding: no spread to test
+JITTER = 1e-12
 #: labels of :func:`describe`'s intervals
 T_INTERVAL, SEEDS_RANGE, ONE_VALUE = "95 % t interval", "the seeds' range", "one seed"
 
@@ -88,6 +95,9 @@ class Comparison:
         if self.test != "welch" and len(self.values_a) != len(self.values_b):
             raise ValueError(f"{self.name}: a {self.test} test pairs the units, got {len(self.values_a)} "
                              f"values of {self.a} and {len(self.values_b)} of {self.b}")
+        if self.test == "mcnemar" and not self.margin < 1:
+            raise ValueError(f"{self.name}: McNemar's margin is a difference of hit rates, it must be < 1, "
+                             f"got {self.margin}")
         if self.test == "mcnemar" and not set(values) <= {0.0, 1.0}:
             raise ValueError(f"{self.name}: McNemar's values are 0/1 hits, got {sorted(set(values) - {0.0, 1.0})}")
 
@@ -129,8 +139,17 @@ class Decision:
             body += f", Holm p = {self.p_adjusted:.2g}, equivalence (|d| < {c.margin:g}) Holm p = " \
                     f"{self.p_equivalence_adjusted:.2g}"
         if self.word == CANNOT_TELL:
-            body += f"; could detect {self.mdd:.{digits}g}{seeds_clause(self)}"
+            body += f"; could detect {number_text(self.mdd, digits)}{seeds_clause(self)}"
         return f"{head} ({body}{'; ' + self.note if self.note else ''})"
+
+
+def number_text(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, ``"n/a"`` for NaN (an MDD where nothing could be tested).
+
+    >>> number_text(0.012345), number_text(math.nan)
+    ('0.0123', 'n/a')
+    """
+    return "n/a" if math.isnan(value) else f"{value:.{digits}g}"
 
 
 def seeds_clause(decision: Decision) -> str:
@@ -141,7 +160,8 @@ def seeds_clause(decision: Decision) -> str:
 
 class Estimate(NamedTuple):
     """One test's difference ``mean(b) - mean(a)``, its 95 % interval, two-sided p, standard error
-    and degrees of freedom (``inf`` for a normal approximation; NaN where it cannot be tested)."""
+    and degrees of freedom (``inf`` for a normal approximation; NaN where it cannot be tested).
+    ``discordant``: McNemar's ``(only_a, only_b, pairs)``, which its exact equivalence test reads."""
 
     difference: float
     interval: tuple[float, float]
@@ -149,27 +169,42 @@ class Estimate(NamedTuple):
     se: float
     df: float
     label: str
+    discordant: tuple[int, int, int] | None = None
 
 
-def _from_t(difference: float, se: float, df: float, label: str) -> Estimate:
-    """Interval and p of a t (or z, ``df = inf``) statistic; NaN when there is no noise estimate."""
-    if not (se > 0 and df > 0) or math.isnan(se):
-        return Estimate(difference, (math.nan, math.nan), math.nan, se, df, label)
-    half = t_quantile(df, 0.975) * se
-    p = 2.0 * t_cdf(df, -abs(difference) / se)
-    return Estimate(difference, (difference - half, difference + half), min(1.0, p), se, df, label)
+def _stats():
+    from scipy import stats  # lazy: the lab extra
+
+    return stats
+
+
+def _no_spread(values: Sequence[float], scale: Sequence[float]) -> bool:
+    """Whether ``values`` vary by no more than float rounding of numbers the size of ``scale``'s.
+
+    A difference that is the same on every seed up to its last bits (``log(6.18 / 6.0)`` against
+    ``log(6.283 / 6.1)``) has a standard error of ~1e-17 and a t of ~1e15: not a measurement but
+    rounding. Such a spread counts as none: the comparison is not testable.
+    """
+    return max(values) - min(values) <= JITTER * max(abs(v) for v in scale)
 
 
 def _variance(values: Sequence[float]) -> float:
-    """Sample variance (``n - 1``) in floats (``statistics.variance`` is exact and slow)."""
-    mean = math.fsum(values) / len(values)
-    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    """Sample variance (``ddof=1``) in floats (``statistics.variance`` is exact and slow)."""
+    import numpy as np
+
+    return float(np.var(values, ddof=1))
+
+
+def _untestable(difference: float, se: float, df: float) -> Estimate:
+    return Estimate(difference, (math.nan, math.nan), math.nan, se, df, "not testable")
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> Estimate:
-    """Welch's unequal-variance t test of ``mean(b) - mean(a)`` (Welch-Satterthwaite df).
+    """Welch's unequal-variance t test of ``mean(b) - mean(a)`` (``scipy.stats.ttest_ind``,
+    ``equal_var=False``: Welch-Satterthwaite df).
 
-    Each arm needs two values; the p is NaN (not testable) without them or with no spread at all.
+    Each arm needs two values; the p is NaN (not testable) without them or with no spread at all
+    (none beyond float rounding, see :data:`JITTER`).
 
     >>> e = welch([1.0, 2.0, 3.0], [2.0, 4.0, 6.0])
     >>> round(e.difference, 3), round(e.p, 4), round(e.df, 3)
@@ -178,35 +213,50 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Estimate:
     n_a, n_b = len(a), len(b)
     difference = (statistics.fmean(b) - statistics.fmean(a)) if n_a and n_b else math.nan
     if n_a < 2 or n_b < 2:
-        return Estimate(difference, (math.nan, math.nan), math.nan, math.nan, math.nan, "not testable")
-    va, vb = _variance(a) / n_a, _variance(b) / n_b
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1)) if se > 0 else math.nan
-    return _from_t(difference, se, df, "95 % Welch t interval")
+        return _untestable(difference, math.nan, math.nan)
+    if _no_spread(a, [*a, *b]) and _no_spread(b, [*a, *b]):
+        return _untestable(difference, 0.0, math.nan)
+    result = _stats().ttest_ind(b, a, equal_var=False)
+    se = math.sqrt(_variance(a) / n_a + _variance(b) / n_b)
+    return Estimate(difference, _interval(result), float(result.pvalue), se, float(result.df), "95 % Welch t interval")
+
+
+def _interval(result) -> tuple[float, float]:
+    low, high = result.confidence_interval(0.95)
+    return float(low), float(high)
 
 
 def paired_t(a: Sequence[float], b: Sequence[float]) -> Estimate:
-    """Seed-paired t test of ``mean(b - a)`` (arm ``a`` and ``b`` ran on the same seeds and data).
+    """Seed-paired t test of ``mean(b - a)`` (``scipy.stats.ttest_rel``; arm ``a`` and ``b`` ran
+    on the same seeds and data). Not testable (NaN p) below two pairs or when every pair differs
+    alike up to float rounding (:data:`JITTER`).
 
     >>> e = paired_t([1.0, 2.0, 3.0], [1.5, 2.4, 3.7])
     >>> round(e.difference, 4), round(e.p, 4)
     (0.5333, 0.0263)
+    >>> paired_t([math.log(6.0), math.log(6.1)], [math.log(6.18), math.log(6.283)]).p  # 3 % on both: no test
+    nan
     """
     if len(a) != len(b):
         raise ValueError(f"paired_t pairs the values: got {len(a)} and {len(b)}")
     d = [y - x for x, y in zip(a, b)]
     if len(d) < 2:
-        return Estimate(statistics.fmean(d) if d else math.nan, (math.nan, math.nan), math.nan, math.nan,
-                        math.nan, "not testable")
+        return _untestable(statistics.fmean(d) if d else math.nan, math.nan, math.nan)
+    if _no_spread(d, [*a, *b]):
+        return _untestable(statistics.fmean(d), 0.0, len(d) - 1.0)
+    result = _stats().ttest_rel(b, a)
     se = math.sqrt(_variance(d) / len(d))
-    return _from_t(statistics.fmean(d), se, len(d) - 1.0, "95 % paired t interval")
+    return Estimate(statistics.fmean(d), _interval(result), float(result.pvalue), se, float(result.df),
+                    "95 % paired t interval")
 
 
 def mcnemar(a: Sequence[float], b: Sequence[float]) -> Estimate:
-    """Exact McNemar test on paired 0/1 hits: a two-sided binomial test of the discordant pairs.
+    """Exact McNemar test on paired 0/1 hits: a two-sided binomial test of the discordant pairs
+    (``scipy.stats.binomtest``).
 
     The difference is ``mean(b) - mean(a)`` with a Wald interval for paired proportions
-    (asymptotic; the p is exact). ``p = 1`` when no pair is discordant.
+    (asymptotic; the p is exact). ``p = 1`` when no pair is discordant. Its equivalence test
+    (:func:`tost`) is exact too (:func:`mcnemar_equivalence`).
 
     >>> e = mcnemar([1, 1, 0, 0, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 0])
     >>> round(e.difference, 3), round(e.p, 4)
@@ -216,15 +266,15 @@ def mcnemar(a: Sequence[float], b: Sequence[float]) -> Estimate:
         raise ValueError(f"mcnemar pairs the hits: got {len(a)} and {len(b)}")
     n = len(a)
     if not n:
-        return Estimate(math.nan, (math.nan, math.nan), math.nan, math.nan, math.nan, "not testable")
+        return _untestable(math.nan, math.nan, math.nan)
     only_b = sum(1 for x, y in zip(a, b) if y and not x)
     only_a = sum(1 for x, y in zip(a, b) if x and not y)
     m, difference = only_a + only_b, (only_b - only_a) / n
-    p = min(1.0, 2.0 * sum(math.comb(m, k) for k in range(min(only_a, only_b) + 1)) / 2.0**m)
+    p = float(_stats().binomtest(only_b, m, 0.5).pvalue) if m else 1.0
     se = math.sqrt(max(0.0, (only_a + only_b) / n - difference**2) / n)
     half = t_quantile(math.inf, 0.975) * se
     return Estimate(difference, (difference - half, difference + half), p, se, math.inf,
-                    "95 % Wald interval (paired hits)")
+                    "95 % Wald interval (paired hits)", (only_a, only_b, n))
 
 
 def estimate(comparison: Comparison) -> Estimate:
@@ -236,18 +286,96 @@ def estimate(comparison: Comparison) -> Estimate:
 def tost(est: Estimate, margin: float) -> float:
     """Two one-sided tests' p that the true difference lies within ``(-margin, margin)``.
 
-    NaN when the estimate has no standard error (nothing can be shown equivalent).
+    On the t (or z) distribution of the estimate; exact for McNemar's paired hits (an estimate
+    with ``discordant`` counts: :func:`mcnemar_equivalence`). NaN when a t estimate has no
+    standard error (nothing can be shown equivalent).
 
     >>> round(tost(Estimate(0.01, (0, 0), 0.5, 0.02, 10.0, ""), 0.1), 4)
     0.0006
     """
     if not (margin > 0):
         raise ValueError(f"the equivalence margin must be > 0, got {margin}")
+    if est.discordant is not None:
+        return mcnemar_equivalence(*est.discordant, margin)
     if not (est.se > 0 and est.df > 0):
         return math.nan
     lower = 1.0 - t_cdf(est.df, (est.difference + margin) / est.se)
     upper = t_cdf(est.df, (est.difference - margin) / est.se)
     return max(lower, upper)
+
+
+def mcnemar_equivalence(only_a: int, only_b: int, pairs: int, margin: float) -> float:
+    """Exact p that paired hit rates differ by less than ``margin``: two one-sided exact
+    unconditional tests (Suissa & Shuster 1991; Chan 1998) on ``pairs`` 0/1 pairs of which
+    ``only_a`` hit in arm a only and ``only_b`` in arm b only.
+
+    Each side's null (``p_b - p_a >= margin``, or ``<= -margin``) leaves one nuisance parameter,
+    the discordance; its p is the largest probability, over that parameter, of a score statistic
+    (:func:`_score_z`) at least as far toward equivalence as the one seen (the trinomial, summed exactly), so it
+    holds its level at every sample size, which the normal approximation does not.
+
+    >>> round(mcnemar_equivalence(0, 0, 100, 0.1), 5)  # 100 pairs, none discordant
+    0.00047
+    >>> round(mcnemar_equivalence(10, 10, 100, 0.1), 3), round(mcnemar_equivalence(10, 10, 60, 0.1), 3)
+    (0.019, 0.099)
+    """
+    if not 0 < margin < 1:
+        raise ValueError(f"McNemar's equivalence margin is a difference of hit rates: it must be in (0, 1), "
+                         f"got {margin}")
+    if not (0 <= only_a and 0 <= only_b and only_a + only_b <= pairs):
+        raise ValueError(f"discordant counts {only_a} and {only_b} must be >= 0 and sum to at most {pairs} pairs")
+    return max(_exact_side(only_a, only_b, pairs, margin), _exact_side(only_b, only_a, pairs, margin))
+
+
+def _score_z(only_a, only_b, pairs: int, margin: float):
+    """Score statistic of ``p_b - p_a - margin`` (Tango 1998): the difference of discordant rates
+    minus the margin over its standard error under the null's restricted maximum-likelihood fit
+    (``p_b = p_a + margin``). NumPy arrays or numbers. At a fixed ``only_a`` it rises with ``only_b``
+    (checked in ``tests/test_stats.py``)."""
+    import numpy as np
+
+    x_a, x_b = np.asarray(only_a, dtype=float), np.asarray(only_b, dtype=float)
+    alike = pairs - x_a - x_b
+    # the restricted fit of p_a: the positive root of 2n p^2 - B p - C = 0
+    b = x_a * (1 - 3 * margin) + x_b * (1 - margin) - 2 * margin * alike
+    c = x_a * margin * (1 - margin)
+    p_a = (b + np.sqrt(b * b + 8 * pairs * c)) / (4 * pairs)
+    variance = (2 * p_a + margin - margin * margin) / pairs
+    return ((x_b - x_a) / pairs - margin) / np.sqrt(variance)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_side(only_a: int, only_b: int, pairs: int, margin: float) -> float:
+    """Exact p of the side whose null is ``p_b - p_a >= margin`` (small ``only_b`` rejects it)."""
+    import numpy as np
+    from scipy.optimize import minimize_scalar
+
+    binom, n = _stats().binom, pairs
+    seen = float(_score_z(only_a, only_b, n, margin))
+    seen += 1e-12 * abs(seen)  # the seen point itself, whatever the rounding
+    a = np.arange(n + 1)
+    # the statistic rises with only_b at fixed only_a, so the region "as far or further" is
+    # only_b <= bound[only_a]: found by bisection, every only_a at once
+    low, high = np.full(n + 1, -1), n - a + 1
+    while np.any(high - low > 1):
+        middle = (low + high) // 2
+        inside = _score_z(a, middle, n, margin) <= seen
+        low, high = np.where(inside, middle, low), np.where(inside, high, middle)
+
+    def probability(p_a: np.ndarray) -> np.ndarray:
+        """P(region) when arm a alone hits with probability p_a and arm b alone with p_a + margin."""
+        p_a = np.atleast_1d(p_a)[None, :]
+        given = np.minimum(1.0, (p_a + margin) / (1.0 - p_a))
+        inside = binom.cdf(low[:, None], (n - a)[:, None], given)
+        return np.sum(binom.pmf(a[:, None], n, p_a) * inside, axis=0)
+
+    grid = np.linspace(0.0, (1.0 - margin) / 2, 201)
+    values = probability(grid)
+    best = int(np.argmax(values))
+    bounds = (grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)])
+    refined = minimize_scalar(lambda x: -float(probability(x)[0]), bounds=bounds, method="bounded",
+                              options={"xatol": 1e-12})
+    return float(min(1.0, max(values[best], -refined.fun)))
 
 
 def holm(p_values: Sequence[float], max_true: int | None = None) -> list[float]:
@@ -319,11 +447,20 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
             p_adj = p_eq_adj = math.nan
             word, level = None, alpha
         note = "" if e.se > 0 else "no spread to test" if e.se == 0 else "fewer than two values per arm"
-        seeds = None if word != CANNOT_TELL else seeds_to_detect(e.difference, se=e.se, df=e.df, units=len(c.values_a),
-                                                                  test=c.test, alpha=level)
+        seeds = None if word != CANNOT_TELL else _seeds(c, e, level)
         decisions.append(Decision(c, word, e.difference, e.interval, e.label, e.p, p_adj, p_eq, p_eq_adj,
                                   min_detectable_difference(e.se, e.df, level), note, seeds))
     return decisions
+
+
+def _seeds(c: Comparison, e: Estimate, level: float) -> int | None:
+    """The seeds per arm a "cannot tell" would need (:func:`~posembed.power.seeds_to_detect`), from both arms."""
+    a, b = c.tested()
+    spread = (_variance(a), _variance(b)) if c.test == "welch" and min(len(a), len(b)) > 1 else None
+    if c.test == "welch" and (spread is None or not sum(spread) > 0):  # an arm below two values, or no spread
+        return None
+    return seeds_to_detect(e.difference, se=e.se, df=e.df, units=len(a), units_b=len(b), variances=spread,
+                           test=c.test, alpha=level)
 
 
 def describe(values: Sequence[float]) -> tuple[float, float, float, str]:
@@ -341,7 +478,7 @@ def describe(values: Sequence[float]) -> tuple[float, float, float, str]:
         return mean, mean, mean, ONE_VALUE
     if n == 2:
         return mean, min(values), max(values), SEEDS_RANGE
-    half = t_quantile(n - 1.0, 0.975) * math.sqrt(_variance(values) / n)
+    half = t_quantile(n - 1.0, 0.975) * math.sqrt(_variance(values) / n)  # scipy's t.interval, 0 for no spread
     return mean, mean - half, mean + half, T_INTERVAL
 
 

@@ -346,7 +346,9 @@ def _unless_unrunnable(fn, out, positions, sub, verdict: str, why: str) -> tuple
     return verdict, why
 
 
-def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: str | None) -> tuple[str, str]:
+def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: str | None, source=None) -> tuple[str, str]:
+    """``(verdict, why)`` of one layer type. ``source``: what posembed reads (a published ``config.json``'s path or
+    dict, :mod:`tests.interop.test_published_configs`); default the root (``top-level``) or the sub-config."""
     from posembed.interop.rope.config import rotary_from_hf_config
     from posembed.schemes.axial_rope import SectionedRotary
 
@@ -362,7 +364,8 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
     except Exception as error:  # noqa: BLE001 - no reference to compare with
         return _no_reference(sub if variant == "default" else None, layer, error)
     try:
-        scheme = rotary_from_hf_config(root if variant == "top-level" else sub, layer_type=layer, angles="fp32")
+        read = source if source is not None else root if variant == "top-level" else sub
+        scheme = rotary_from_hf_config(read, layer_type=layer, angles="fp32")
     except Exception as error:  # noqa: BLE001 - posembed refused, with its reason
         return _unless_unrunnable(fn, out, positions, sub, REFUSED, reason(error))
     axes = getattr(scheme, "num_axes", 0)

@@ -270,7 +270,9 @@ def test_linear_scales_the_positions_whatever_length_the_config_states():
     for original in (256, 1024):
         raw = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": original})
         torch.testing.assert_close(_model(raw).inv_freq, _plain() / 4, rtol=1e-6, atol=0)
-        assert check_rope_config(raw).layers[0].effective_context == 4 * original
+        layer = check_rope_config(raw).layers[0]
+        assert (layer.trained_context, layer.scaled_context, layer.configured_length) == (original, 4 * original, 1024)
+        assert layer.effective_context == (1024 if 4 * original == 1024 else None)  # stated only where they agree
 
 
 def test_dynamic_on_an_already_extended_length_compounds():
@@ -285,7 +287,8 @@ def test_dynamic_on_an_already_extended_length_compounds():
     report = check_rope_config(raw)
     (trap,) = [t for t in report.traps if t.code == "factor_compounds"]
     assert trap.severity == "warning" and "4 x 1024 = 4096" in trap.message and "max_position_embeddings=256" in trap.message
-    assert report.layers[0].effective_context == 4096
+    layer = report.layers[0]
+    assert (layer.trained_context, layer.scaled_context, layer.effective_context) == (1024, 4096, None)  # grows with the sequence
     assert "factor_compounds" not in codes(raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
     same = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024})
     assert "factor_compounds" not in codes(same)  # trained at max_position_embeddings: what dynamic NTK expects

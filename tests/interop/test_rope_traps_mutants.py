@@ -175,8 +175,9 @@ def test_a_missing_theta_says_who_fills_it_in():
         "rope_theta 1e+06; a loader without that class would take 10000"]
     unknown = {"model_type": "foo_bar", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024,
                "rope_parameters": {"rope_type": "default"}}
-    assert found(unknown) == [("theta_missing", "note", "all", "rope_theta is absent: the default 10000 applies, "
-                                                               "unless the model's own config class fills in another")]
+    assert found(unknown, "theta_missing") == [("theta_missing", "note", "all", "rope_theta is absent: the default 10000 "
+                                                                                "applies, unless the model's own config class fills in another")]
+    assert [code for code, *_ in found(unknown)] == ["config_refused", "theta_missing"]  # a type transformers does not know
     gemma3 = {"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
               "max_position_embeddings": 1024, "rope_theta": 10000.0}
     assert found(gemma3) == [
@@ -205,11 +206,12 @@ def test_linear_and_default_factors():
     linear = llama(rope_scaling={"rope_type": "linear", "factor": 4.0})
     assert found(linear) == [(
         "original_missing", "note", "all",
-        "linear scaling names no trained length: its effective context is 4 x the trained one; if "
-        "max_position_embeddings=1024 is already extended, it is the limit")]
+        "linear scaling names no trained length: it divides every position by 4 whatever length the model was "
+        "trained at; max_position_embeddings=1024 is the configured length (trained at 1024 / 4 = 256 if it is "
+        "already extended)")]
     assert not found(llama(rope_scaling={"rope_type": "linear", "factor": 1.0}), "original_missing")
     (small,) = messages(llama(rope_scaling={"rope_type": "linear", "factor": 1.5}), "original_missing")
-    assert small.startswith("linear scaling names no trained length: its effective context is 1.5 x the trained one")
+    assert small.startswith("linear scaling names no trained length: it divides every position by 1.5 whatever")
     unread = ("is set, but {how}: default RoPE reads no factor, so transformers builds plain RoPE (it only logs "
               "\"Unrecognized keys in `rope_parameters` for 'rope_type'='default': {{'factor'}}\") and nothing is "
               "extended; name the scaling the factor is for (rope_type 'linear', 'dynamic', 'yarn', ...)")

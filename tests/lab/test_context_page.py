@@ -16,7 +16,7 @@ from tools import context_page
 from tools.pages import block_names, check_block
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCKS = ("context-run", "context-passkey-rate", "context-verdicts", "context-perplexity", "context-passkey")
+BLOCKS = ("context-run", "context-passkey-rate", "context-core-share", "context-verdicts", "context-perplexity", "context-passkey")
 
 
 def test_every_context_block_on_the_page_is_what_the_stored_results_generate():

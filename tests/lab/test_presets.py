@@ -114,12 +114,13 @@ def test_the_stored_quick_run_is_the_quick_preset():
 
 def test_every_primary_comparison_names_groups_its_preset_trains():
     """A primary comparison the preset cannot answer would be a question asked of nothing."""
-    from posembed.lab.presets import PRIMARY
+    from posembed.lab.presets import PRIMARY, Interaction
     from posembed.lab.sweep.runner import expand
 
     for name, primaries in PRIMARY.items():
         groups = {(t.task, t.scheme, t.variant) for t in expand(get_preset(name))}
         seeds = {t.seed for t in expand(get_preset(name))}
-        for p in primaries:
-            assert {(p.task, *p.a), (p.task, *p.b)} <= groups, (name, p)
+        for asked in primaries:
+            for p in (asked.first, asked.second) if isinstance(asked, Interaction) else (asked,):
+                assert {(p.task, *p.a.key), (p.task, *p.b.key)} <= groups, (name, p)
         assert len(seeds) >= 3, name  # a t interval, not the seeds' range

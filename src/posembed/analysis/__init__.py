@@ -28,5 +28,11 @@ file                what
 ``scheme_details``  the scheme, the RoPE config, the q/k weights
 ``findings``        one-line conclusions of the table and model sections
 ``inspect_report``  ``posembed inspect`` as a function: run the sections, write the report
+``figures``         the docs' figures the inspector lacked, their style and deterministic SVG
+``figures_lab``     the docs' figures of stored lab results: the forest plot, each arm's loss
 =================== ============================================================================
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.analysis.<file>: imported on first use

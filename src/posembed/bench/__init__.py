@@ -26,7 +26,10 @@ file            what
 =============== ================================================================================
 """
 
+from posembed._names import submodules
 from posembed.bench.run import run_suites
 from posembed.bench.suites import PROGRESS_LOGGER, SUITES
 
 __all__ = ["SUITES", "run_suites", "PROGRESS_LOGGER"]
+
+__getattr__ = submodules(__name__)  # posembed.bench.<file>: imported on first use

@@ -76,27 +76,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, lab_parser=parser)
 
 
-#: what each preset can decide (issue 33): the report's verdict words are tests with the seed as the
-#: unit, Holm over the preset's primary comparisons and paper checks at 5 %; the smallest
-#: differences below come from the per-seed spread measured in quick's runs of 2026-11-27
+#: what each preset can decide (issues 33 and 40): the report's verdict words are tests with the seed as the
+#: unit, Holm over the preset's primary comparisons at every training point and the paper checks at 5 %
 DECISIONS = """\
-What each preset can decide (posembed lab report: seed-paired t, Holm at a family-wise 5 %,
-'alike' only within a stated margin; every other comparison is exploratory, no winner):
-  quick  7 seeds, the char LM: learned vs sinusoidal, add vs concat, once vs every layer (validation
-         loss at L) and ALiBi vs NoPE (8x/1x perplexity ratio), plus Press et al.'s checks. With the
-         seed-to-seed spread of paired differences measured here (0.011-0.018 nats), it detects
-         differences of about 0.02-0.04 nats (2-4 % perplexity) with 80 % power; smaller ones end in
-         'cannot tell' with the difference that could have been detected.
-  full   3 seeds: a paired t with 2 degrees of freedom under Holm over its larger family detects only
-         differences of 10-25 seed standard deviations (e.g. ALiBi against RoPE beyond L); most
-         of its comparisons will say 'cannot tell'. Add seeds (--set seeds=0,1,2,3,4,5,6) to decide more.
+What each preset can decide (posembed lab report: seed-paired t, Holm at a family-wise 5 % over every
+question at every training point, 'alike' only within a stated margin; the rest is exploratory):
+  quick  a preview: the char-LM questions (learned vs sinusoidal; add vs concat and once vs every layer,
+         each for learned and sinusoidal, with their interactions and the scaled-sinusoid amplitude
+         control; ALiBi vs NoPE on matched text) on a 2-layer, width-64 model after 300 steps (about
+         2.3 nats), on the 7 seeds that explored them. Its verdicts are about that small model.
+  full   the study that decides the same questions (results/lab/full/PREREGISTRATION.md): nanoGPT's
+         CPU-sized model reaching about 1.8 nats, on 8 fresh seeds (1000-1007), each trial judged at
+         10, 30 and 100 % of its training. A report before all 8 seeds are stored is interim.
+  survey every task with every 1-D scheme on 3 seeds: exploratory numbers across the lab's range.
   smoke  1 seed: decides nothing (a pipeline test)."""
 
-#: measured wall time of each preset with the defaults (posembed._times, which README quotes); full is not timed
+#: measured wall time of each preset with the defaults (posembed._times, which README quotes)
 PRESET_TIMES = {
     "smoke": quote("smoke"),
     "quick": quote("quick") + " (with its report; README)",
-    "full": "not timed: hours on CPU; use --ray or a GPU",
+    "full": quote("full"),
+    "survey": "not timed: days on a CPU; use --ray or a GPU",
     "calibration": quote("calibration"),
     "lengthgen": quote("lengthgen"),
 }

@@ -23,6 +23,8 @@ example:
 Reads rope_parameters (transformers 5.x) or rope_scaling + rope_theta (4.x). Compares posembed's
 inv_freq and attention factor with transformers' rope init functions when transformers is installed.
 A multimodal config (one with text_config) is read for its language model, or with --part vision its vision tower.
+Each layer type opens with its lengths side by side: configured (max_position_embeddings), trained,
+what the scaling does; an effective context only where the config's numbers agree on one.
 Exit status: 0 clean, 1 a warning, an error or a difference from transformers, 2 bad input.
 """
 
@@ -37,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("--part", choices=("text", "vision"), default="text",
                        help="the part of a multimodal config: its language model (default) or its vision tower")
     check.add_argument("--length", type=int, default=None, metavar="N",
-                       help="target context (default: the effective context the config declares)")  # fmt: skip
+                       help="target context (default: the effective context where the config states one, else the "
+                            "length its scaling reaches, else max_position_embeddings)")  # fmt: skip
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a wavelength plot (needs matplotlib)")
     check.add_argument("--no-compare", action="store_true", help="do not compare with transformers")

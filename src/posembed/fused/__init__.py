@@ -11,6 +11,8 @@ function                     replaces                                       disp
 ``rope.rotate``              the eager RoPE rotation (compiled kernel)       opt-in (compiles)
 ``bias_attention``           materialised ``(H, T, T)`` bias + softmax       bias scheme without
                              (blockwise, recomputing backward)               q/k, 1-D positions
+``cpu_matmul.bf16_matmuls``  fp32 matrix products (bf16 math mode, AMX;      opt-in (changes the
+                             attention kept fp32 by ``fp32_sdpa``)           numbers), CPU
 ============================ ============================================== ===================
 
 Each module's docstring states exactly when it applies; callers keep the eager path. Below
@@ -28,11 +30,15 @@ file                   what
 ``attention``          ``bias_attention``: attention with a bias scheme in query blocks
 ``masks``              the masking rule every attention path shares
 ``rope``               the compiled RoPE kernel (``rope.rotate``)
+``cpu_matmul``         ``bf16_matmuls``: bf16 matrix products on the CPU, ``fp32_sdpa`` beside them
 ====================== =========================================================================
 """
 
+from posembed._names import submodules
 from posembed.fused.attention import bias_attention
 from posembed.fused.embedding import combined_table, fused_embedding
 from posembed.fused.embedding_compiled import compiled_embedding
 
 __all__ = ["bias_attention", "combined_table", "compiled_embedding", "fused_embedding"]
+
+__getattr__ = submodules(__name__)  # posembed.fused.<file>: imported on first use

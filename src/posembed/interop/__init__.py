@@ -17,3 +17,7 @@ room             what
 ``zoo``          the transformers families posembed reproduces, and how exactly
 ================ ===================================================================================
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.interop.<file>: imported on first use

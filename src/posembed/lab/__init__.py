@@ -8,7 +8,10 @@ module              what
 ``config``          :class:`TrialConfig` (one run), :class:`ExperimentConfig` (a sweep), overrides
 ``task_registry``   the lab's tasks by name: the one table a new task is added to (``config.TASKS``
                     derives from it)
-``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, ``lengthgen``, looked up by exact name
+``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, ``lengthgen``, looked up by exact name;
+                    the questions each asks (``PRIMARY``)
+``registration``    the questions, commit and seeds a preset declares; the runner records them in the
+                    store before a run trains (which seeds explored, which confirm)
 ``tasks/``          order classification, copy/reverse/sort/addition, char-level LM, passkey
 ``data``            text files for the char LM (checked: exists, UTF-8, long enough)
 ``schedule``        the one learning-rate schedule: linear warmup, then cosine decay
@@ -29,8 +32,8 @@ module              what
 ``context/``        the context-extension study: ``presets``, ``corpus``, ``methods``, ``swap``,
                     ``train``, ``evaluate``, ``store``, ``run``, ``extend``, ``published`` figures
 ``lengthgen/``      the length-generalisation preset and its ranking (mean reciprocal rank)
-``report/``         ``posembed lab report`` (``write``) and its parts: ``tables``,
-                    ``questions``, ``plots``, ``calibration``; the context study's ``context`` and
+``report/``         ``posembed lab report`` (``write``) and its parts: ``tables``, ``decisions``,
+                    ``questions``, ``rows``, ``plots``, ``calibration``, ``simulate``; the context study's ``context`` and
                     ``context_plots``
 =================== =====================================================================
 
@@ -38,3 +41,7 @@ Command line: ``posembed lab run --preset quick --out lab-quick`` then ``posembe
 ``posembed lab list lab-quick`` lists the trials and their checkpoints; ``posembed lab context``
 runs the context-extension study.
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.lab.<file>: imported on first use

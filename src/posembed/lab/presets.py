@@ -1,25 +1,29 @@
 """Named experiments, looked up by exact name: ``smoke``, ``quick``, ``full``, ``survey``,
 ``calibration``, ``lengthgen`` (:mod:`posembed.lab.lengthgen.presets`: copy beyond the training length).
 
-Each preset names its primary comparisons before the run (:data:`PRIMARY`); the report tests
-them (and the paper checks) as one family and shows everything else as exploratory numbers.
-``quick`` previews the char-LM questions on a small model and the 7 seeds that explored them
-(minutes on a CPU); ``full`` is the study that decides them: models that reach about 1.8 nats, on
-fresh seeds (:data:`STUDY_SEEDS`), each trial evaluated at 10 %, 30 % and 100 % of its training;
-``survey`` trains every task with every 1-D scheme on 3 seeds (exploratory numbers). Each sweep
-answers the lab's questions with one experiment:
+Each preset names its primary comparisons before the run (:data:`PRIMARY`; the questions, the
+commit and the seeds are recorded in the run's store when it starts: :mod:`posembed.lab.registration`);
+the report tests them at every training point the trials were evaluated at (``eval_at``), with
+the paper checks, as one family, and shows everything else as exploratory numbers. ``quick`` is
+the preview (a small model on the 7 seeds the questions were named from, minutes on a CPU);
+``full`` is the study that decides them: models that reach about 1.8 nats, on fresh seeds
+(:data:`STUDY_SEEDS`); ``survey`` trains every task with every 1-D scheme, the later ones
+(:data:`LATER_SCHEMES`) beside the classic ones, on 3 seeds (exploratory numbers). The questions
+(typed :class:`Primary` and :class:`Interaction` entries, groups as :class:`Group`, measures as
+:class:`Measure`):
 
-- learned vs sinusoidal at the training length: the ``base`` variant of both schemes, every task
-  (order accuracy, exact match at length L, validation loss at 1x context);
-- add vs concat at equal width: the ``concat`` variant (``dim`` total channels, half of them
-  position) against ``base`` (``add``) of the absolute schemes;
-- once vs every layer: the ``every_layer`` variant against ``base``;
-- extrapolation ranking: the ``base`` variant of every scheme on the algorithmic tasks (exact
-  match beyond L) and ``charlm`` (perplexity at 2x, 4x, 8x the context); ``survey`` adds the
-  later 1-D schemes (:data:`LATER_SCHEMES`: Kerple, Sandwich, FIRE, dynamic position bias,
-  FoX forgetting gates, CoPE, DeBERTa) beside the classic ones;
-- frozen vs trained position table, and its drift: ``frozen`` against ``base`` for schemes with
-  parameters (``drift_rel_frobenius`` / ``drift_cosine`` in the store).
+- Q1, learned vs sinusoidal at the training length: the ``base`` variant of both (the char LM's
+  validation loss at 1x context);
+- Q2, add vs concat at equal width: the ``concat`` variant (``dim`` total channels, half of them
+  position) against ``base`` (``add``), for learned and for sinusoidal, and their interaction
+  (the seed-paired difference of differences: does the answer depend on the scheme?);
+- Q3, once vs every layer: the ``every_layer`` variant against ``base``, for learned and for
+  sinusoidal, and their interaction; the amplitude control ``scaled_sinusoidal`` (a sinusoid of a
+  learned table's size) once vs every layer, and its interaction with the plain sinusoid;
+- Q4, extrapolation: ALiBi vs NoPE on the matched 8x/1x ratio (:attr:`Measure.MATCHED_RATIO`); every
+  scheme's order beyond L is shown as exploratory numbers;
+- Q5, frozen vs trained position table, and its drift (``frozen`` against ``base`` for schemes with
+  parameters; ``drift_rel_frobenius`` / ``drift_cosine`` in the store): exploratory where run.
 
 Variants that only make sense for absolute schemes (``concat``, ``every_layer``, ``untied``) or
 for schemes with parameters (``frozen``) are skipped for the others by the runner, and so are
@@ -38,6 +42,7 @@ ValueError: unknown preset 'smok' (did you mean 'smoke'?); known presets: calibr
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass
 from typing import Callable
 
@@ -46,8 +51,8 @@ from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.lengthgen.presets import lengthgen
 
-__all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES", "Primary", "PRIMARY", "primary_comparisons",
-           "RATIO_MARGIN"]
+__all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES", "Measure", "Group", "Primary", "Interaction",
+           "PRIMARY", "primary_comparisons", "RATIO_MARGIN"]
 
 #: algorithmic tasks: train on operand lengths <= L, test to 3 L (Kazemnejad et al.: 2x)
 _ALGO_SCALES = (0.5, 1.0, 1.5, 2.0, 3.0)
@@ -156,50 +161,115 @@ def _calibration() -> ExperimentConfig:
 RATIO_MARGIN = 0.0488
 
 
+class Measure(enum.Enum):
+    """What a primary comparison measures on each seed.
+
+    - ``AT_L``: the task's judged metric at the training length L (charlm: validation loss, nats);
+    - ``MATCHED_RATIO``: ``matched_loss`` at the longest evaluated context minus at L, on the same
+      characters at every length (the log of the matched perplexity ratio: 0 for a model that
+      ignores distant context).
+    """
+
+    AT_L = "at L"
+    MATCHED_RATIO = "matched ratio"
+
+
+@dataclass(frozen=True)
+class Group:
+    """One arm of a comparison: a ``(scheme, variant)`` of the sweep.
+
+    >>> Group("sinusoidal", "every_layer").key
+    ('sinusoidal', 'every_layer')
+    """
+
+    scheme: str
+    variant: str = "base"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.scheme, self.variant
+
+
 @dataclass(frozen=True)
 class Primary:
     """A primary comparison, named before the run: group ``b`` against group ``a`` of ``task``.
 
-    ``measure`` is ``"at L"`` (the task's judged metric at the training length: accuracy, exact
-    match, or validation loss for charlm) or ``"ratio"`` (charlm perplexity at the longest context
-    over perplexity at L, tested on the log scale). Groups are ``(scheme, variant)``.
+    >>> Primary("Q1", "charlm", Group("learned"), Group("sinusoidal")).measure
+    <Measure.AT_L: 'at L'>
     """
 
     question: str
     task: str
-    a: tuple[str, str]
-    b: tuple[str, str]
-    measure: str = "at L"
+    a: Group
+    b: Group
+    measure: Measure = Measure.AT_L
 
     def __post_init__(self) -> None:
-        if self.measure not in ("at L", "ratio"):
-            raise ValueError(f"measure must be 'at L' or 'ratio', got {self.measure!r}")
+        if not isinstance(self.measure, Measure) or not isinstance(self.a, Group) or not isinstance(self.b, Group):
+            raise TypeError(f"{self.question}: a and b are Groups and measure a Measure, got {self.a!r}, {self.b!r}, "
+                            f"{self.measure!r}")
 
 
-_LEARNED, _SINUSOIDAL = ("learned", "base"), ("sinusoidal", "base")
-#: each preset's primary comparisons (the family Holm controls; everything else is exploratory).
-#: Q4's contest was named from the quick run of 2026-11-26: ALiBi had the flattest 8x/1x
-#: perplexity ratio (0.925), NoPE the next (1.04). The paper checks of Q6 (Press et al.: ALiBi
-#: against each scheme that paper compared, learned and sinusoidal against the 1.5 threshold)
-#: join the family in the report, as every verdict word does.
-PRIMARY: dict[str, tuple[Primary, ...]] = {
-    "quick": (
-        Primary("Q1", "charlm", _LEARNED, _SINUSOIDAL),
-        Primary("Q2", "charlm", _LEARNED, ("learned", "concat")),
-        Primary("Q3", "charlm", _SINUSOIDAL, ("sinusoidal", "every_layer")),
-        Primary("Q4", "charlm", ("alibi", "base"), ("nope", "base"), "ratio"),
-    ),
-    "full": (
-        Primary("Q1", "charlm", _LEARNED, _SINUSOIDAL),
-        Primary("Q1", "copy", _LEARNED, _SINUSOIDAL),
-        Primary("Q2", "charlm", _LEARNED, ("learned", "concat")),
-        Primary("Q3", "charlm", _SINUSOIDAL, ("sinusoidal", "every_layer")),
-        Primary("Q4", "charlm", ("alibi", "base"), ("nope", "base"), "ratio"),
-    ),
-}
+@dataclass(frozen=True)
+class Interaction:
+    """Whether a question's answer depends on the scheme: the seed-paired difference of differences
+    ``(second.b - second.a) - (first.b - first.a)``, tested under the same rule as a :class:`Primary`.
+
+    The two contrasts ask the same question of two schemes (``first.a`` and ``first.b`` share one
+    scheme, ``second`` another), on the same seeds and data.
+    """
+
+    question: str
+    first: Primary
+    second: Primary
+
+    def __post_init__(self) -> None:
+        if (self.first.task, self.first.measure) != (self.second.task, self.second.measure):
+            raise ValueError(f"{self.question}: an interaction compares one task and measure, got "
+                             f"{self.first.task}/{self.first.measure.value} and {self.second.task}/{self.second.measure.value}")
+
+    @property
+    def task(self) -> str:
+        return self.first.task
+
+    @property
+    def measure(self) -> Measure:
+        return self.first.measure
 
 
-def primary_comparisons(name: str) -> tuple[Primary, ...]:
+def _variant_question(question: str, variant: str, schemes: tuple[str, ...]) -> tuple[Primary | Interaction, ...]:
+    """``base`` against ``variant`` for each scheme, then the interaction of the first two schemes."""
+    each = tuple(Primary(question, "charlm", Group(s), Group(s, variant)) for s in schemes)
+    return (*each, Interaction(question, each[0], each[1]))
+
+
+#: the questions the ``quick`` and ``full`` studies decide (one family each; everything else the
+#: report shows is exploratory). Q1 at the same settings as Q2 and Q3; Q2 and Q3 for learned AND
+#: sinusoidal, each with its interaction with the scheme (does the answer depend on the scheme?);
+#: Q3's amplitude control: a unit-amplitude sinusoid re-added at every layer is a larger position
+#: signal than a learned table (std 0.02), so ``scaled_sinusoidal`` (the sinusoid times a learned
+#: scalar initialised to ``C**-0.5``, about a learned table's size) asks "every layer" at a
+#: table-sized signal (its own once vs every layer), and the interaction sinusoidal vs
+#: scaled_sinusoidal asks how much of sinusoidal's every-layer effect is amplitude (it nets out
+#: what amplitude does to the once-injected model, which "sinusoidal every_layer vs
+#: scaled_sinusoidal every_layer" alone would not). Q4: ALiBi against NoPE on the matched
+#: perplexity ratio (the contest the 2026-11-26 exploration named: ALiBi and NoPE flattest).
+_STUDY: tuple[Primary | Interaction, ...] = (
+    Primary("Q1", "charlm", Group("learned"), Group("sinusoidal")),
+    *_variant_question("Q2", "concat", ("learned", "sinusoidal")),
+    *_variant_question("Q3", "every_layer", ("learned", "sinusoidal")),
+    Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
+    Interaction("Q3", Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
+                Primary("Q3", "charlm", Group("sinusoidal"), Group("sinusoidal", "every_layer"))),
+    Primary("Q4", "charlm", Group("alibi"), Group("nope"), Measure.MATCHED_RATIO),
+)
+
+#: each preset's primary comparisons (the family Holm controls, at every training point the
+#: trials were evaluated at; the paper checks of Q6 join it at the end of training)
+PRIMARY: dict[str, tuple[Primary | Interaction, ...]] = {"quick": _STUDY, "full": _STUDY}
+
+
+def primary_comparisons(name: str) -> tuple[Primary | Interaction, ...]:
     """The primary comparisons of the experiment called ``name``; quick's for one the lab does not
     name (a store made with ``--set`` on another preset is judged by quick's questions)."""
     return PRIMARY.get(name, PRIMARY["quick"])

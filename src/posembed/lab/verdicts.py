@@ -15,6 +15,12 @@ only what the paper checks of question 6 state on top of those decisions:
 - :func:`nanogpt`: the calibration loss within ``tolerance`` of the published one.
 - :func:`combine_strict`: a paper's verdict from its parts (``agree`` / ``disagree`` each, from
   the decisions): one part that cannot tell makes it ``cannot tell``, a mix is ``partly``.
+- :func:`no_difference`: the check of a paper that found *no* difference (Vaswani et al.: learned
+  ~ sinusoidal): ``agree`` only where the equivalence test puts the difference within the margin,
+  ``disagree`` only where the difference is shown beyond it, at the family's level; a difference
+  shown but not beyond the margin cannot tell.
+- :data:`NOT_COMPARABLE`: what a paper measured that the lab does not (BLEU on translation,
+  word-level WikiText-103), said beside each check.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from posembed.stats import (Comparison, Decision, Estimate, decide, describe, di
 
 __all__ = [
     "AGREE", "DISAGREE", "PARTLY", "CANNOT_TELL", "FAIL_RATIO", "PRESS_SCHEMES", "KAZEMNEJAD_FAVOURED", "nanogpt",
-    "ONE_SEED", "combine_strict",
+    "ONE_SEED", "combine_strict", "no_difference", "NOT_COMPARABLE",
     # the one verdict rule (posembed.stats), re-exported
     "Comparison", "Decision", "Estimate", "decide", "describe", "distinguishing", "holm", "mcnemar",
     "min_detectable_difference", "paired_t", "tost", "welch",
@@ -42,6 +48,25 @@ PRESS_SCHEMES = ("learned", "sinusoidal", "rope", "t5_bias", "alibi")
 KAZEMNEJAD_FAVOURED = ("nope", "t5_bias")
 #: the verdict of a comparison that rests on one seed
 ONE_SEED = "cannot tell (1 seed)"
+#: what the paper checks cannot compare (said beside each verdict)
+NOT_COMPARABLE = {
+    "Vaswani et al.": "Vaswani et al. measured BLEU on WMT translation; this lab measures nats on a character LM, "
+                      "so only the finding (no difference) is checked, against this lab's margin, never the numbers",
+    "Press et al.": "Press et al. measured word-level language models on WikiText-103; the 1.5 threshold and the "
+                    "ordering are checked on this lab's character LM",
+}
+
+
+def no_difference(alike: bool, beyond_margin: bool) -> str:
+    """A no-difference finding checked: ``agree`` on equivalence, ``disagree`` on a difference shown
+    beyond the margin, else ``cannot tell`` (a real difference inside the margin contradicts nothing).
+
+    >>> no_difference(True, False), no_difference(False, True), no_difference(False, False)
+    ('agree', 'disagree', 'cannot tell')
+    """
+    if alike and beyond_margin:
+        raise ValueError("a difference cannot be both within the margin and beyond it")
+    return AGREE if alike else DISAGREE if beyond_margin else CANNOT_TELL
 
 
 def nanogpt(loss: float, target: float, tolerance: float) -> str:

@@ -48,6 +48,7 @@ file                what
 
 from __future__ import annotations
 
+from posembed._names import import_submodule
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, Kind, PositionScheme, RotaryScheme
 
 __all__ = ["SCHEMES", "AbsoluteScheme", "BiasScheme", "Kind", "PositionScheme", "RotaryScheme", "all_schemes"]
@@ -58,4 +59,4 @@ def __getattr__(name: str):
         from posembed.schemes import factory
 
         return factory.SCHEME_CLASSES if name == "SCHEMES" else factory.all_schemes
-    raise AttributeError(f"module 'posembed.schemes' has no attribute {name!r}")
+    return import_submodule(__name__, name)  # posembed.schemes.<file>: imported on first use

@@ -54,6 +54,7 @@ Example:
     (16, 64, 64)
 """
 
+from posembed._names import submodules
 from posembed.interop.extend.checkpoint import extend_checkpoint
 from posembed.interop.extend.layout import (
     FAMILIES,
@@ -75,3 +76,5 @@ __all__ = [
     "read_layout",
     "extend_checkpoint",
 ]
+
+__getattr__ = submodules(__name__)  # posembed.interop.extend.<file>: imported on first use

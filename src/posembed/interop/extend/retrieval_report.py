@@ -21,13 +21,19 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from posembed._io import atomic_write_json
+from posembed.report import too_small_banner
+from posembed.stats import CANNOT_TELL
 
-__all__ = ["wilson", "summarise", "chance", "format_table", "markdown_table", "write_report", "WILSON"]
+__all__ = ["wilson", "summarise", "chance", "format_table", "markdown_table", "write_report", "WILSON", "too_small",
+           "ENOUGH_QUERIES"]
+
+logger = logging.getLogger(__name__)
 
 Z95 = 1.959963984540054
 #: what a cell's interval is
@@ -167,6 +173,28 @@ def markdown_table(result: dict, task: str) -> str:
 _STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ("-", "v"), ("--", "P"), (":", "X"), ("-.", "*"))
 
 
+#: queries per task, length and data seed of the full benchmark (``BenchmarkConfig.queries``); ``--quick`` asks 10
+ENOUGH_QUERIES = 50
+
+
+def too_small(result: dict) -> str:
+    """The report's banner: why this run cannot conclude (``""`` when it can), in the lab's words.
+
+    Fewer queries than the full benchmark's (``--quick``), one data seed (a winner must lead in
+    every seed, so one seed tests nothing of that rule), or no primary comparison decided.
+    """
+    protocol, reasons = result["protocol"], []
+    if protocol["queries"] < ENOUGH_QUERIES:
+        reasons.append(f"{protocol['queries']} queries per task and length (the full benchmark: {ENOUGH_QUERIES}), "
+                       "a quick look at the pipeline")
+    if len(protocol.get("seeds", [protocol.get("seed")])) < 2:
+        reasons.append("it draws one data seed, so no winner is shown to lead in every seed")
+    if not any(d["word"] != CANNOT_TELL for d in result["summary"]["decisions"]):
+        reasons.append(f"no primary comparison decided (every verdict '{CANNOT_TELL}': see what each could detect)")
+    return too_small_banner("run", reasons, "`posembed extend-eval --out DIR` (the full benchmark, two data seeds: "
+                            "hours on a CPU)")
+
+
 def _plot(result: dict):
     from posembed.report import new_figure
 
@@ -205,6 +233,10 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     json_path = atomic_write_json(folder / "extend_eval.json", result)
     protocol, summary = result["protocol"], result["summary"]
     report = HtmlReport("posembed extend-eval: passkey and needle retrieval beyond the position table")
+    warning = too_small(result)
+    if warning:
+        report.banner(warning)
+        logger.warning("%s", warning)
     report.heading("Summary")
     report.bullets(summary["statements"])
     report.figure(_plot(result), "extend_eval", "Top-1 retrieval accuracy with 95% Wilson intervals, one line per system")
@@ -278,7 +310,7 @@ def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | Non
            f"Measured {meta['date']} at commit {meta['commit'][:7]} on {meta['device']} ({meta['threads']} torch threads): "
            f"{meta['wall_seconds'] / 60:.0f} min wall, {meta['cpu_seconds'] / 60:.0f} min CPU, load average "
            f"{meta['load']['start']:.1f} at the start and {meta['load']['median']:.1f} (median; {meta['load']['min']:.1f}"
-           f" to {meta['load']['max']:.1f}) while it ran. Command: `{meta['command']}`.")
+           f" to {meta['load']['max']:.1f}) while it ran. Command: {_command(meta['command'])}.")
     if meta.get("not_measured"):
         run += (f" Not measured within the shared machine's budget, so neither in the tables nor in the verdicts: "
                 f"{', '.join(meta['not_measured'])}.")
@@ -290,6 +322,16 @@ def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | Non
         "extend-eval-verdicts": "\n" + "\n".join(verdicts) + "\n",
         "extend-eval-chunk": f"\n{_chunk_sentence(chunk)}\n",
     }
+
+
+def _command(stored: str) -> str:
+    """A stored command as code, the note the record keeps after it (``  (...)``) as text.
+
+    >>> _command("posembed extend-eval --out OUT  (OUT/cells.jsonl copied here)")
+    '`posembed extend-eval --out OUT` (OUT/cells.jsonl copied here)'
+    """
+    command, _, note = stored.partition("  (")
+    return f"`{command.strip()}`" + (f" ({note}" if note else "")
 
 
 def _chunk_sentence(chunk: dict | None) -> str:

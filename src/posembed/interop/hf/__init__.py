@@ -7,6 +7,7 @@
 - ``config.py``: a transformers config as a plain dict, from a folder, a file, a dict or a config object.
 """
 
+from posembed._names import submodules
 from posembed.interop.hf.embedding_block import (
     HF_KEY_MAP,
     bert_family_problem,
@@ -16,3 +17,5 @@ from posembed.interop.hf.embedding_block import (
 )
 
 __all__ = ["load_embeddings", "save_embeddings", "read_embedding_config", "bert_family_problem", "HF_KEY_MAP"]
+
+__getattr__ = submodules(__name__)  # posembed.interop.hf.<file>: imported on first use

@@ -9,3 +9,7 @@ decides), ``sections.py`` (M-RoPE), ``axial.py`` (vision towers), ``width.py`` (
 transformers rope type is a scheme file in ``schemes/`` and one ``SchemeEntry`` (its ``rope_type``, ``rope_needs``
 and each argument's ``Arg.rope`` keys); nothing here changes.
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.interop.rope.<file>: imported on first use

@@ -88,10 +88,47 @@ def model_part(raw: Mapping, part: str = "text") -> dict:
             break
     if not isinstance(found, Mapping):
         if part == "text":
-            return dict(raw)
+            return _flat_text_part(raw, config_class)
         raise ValueError(f"the config has no {key} (model_type {raw.get('model_type')!r})")
-    model_type = found.get("model_type") or getattr(_sub_class(owner, key), "model_type", None)
+    written, own = found.get("model_type"), getattr(_sub_class(owner, key), "model_type", None)
+    if written and _config_class(written) is None and owner is config_class:  # a type transformers does not know:
+        own = _built_part_type(raw, key) or own  # the one the whole's class builds the part with (Kimi K2.5's kimi_k2)
+    model_type = written if written and (own is None or _config_class(written) is not None) else own or written
     return {**found, "model_type": model_type} if model_type else dict(found)
+
+
+def _built_part_type(raw: Mapping, key: str) -> str | None:
+    """The ``model_type`` of the class transformers builds ``raw``'s ``key`` sub-config with (``None``: it cannot)."""
+    try:
+        part = getattr(build_config(raw), key, None)
+    except Exception as error:  # noqa: BLE001 - a config the class refuses: the part is read as written
+        logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
+        return None
+    return getattr(type(part), "model_type", None) or getattr(part, "model_type", None)
+
+
+def _flat_text_part(raw: Mapping, config_class: Any) -> dict:
+    """A multimodal config written flat, its language model's fields at the top (Qwen2-VL's and Qwen2.5-VL's
+    published files): the dict with the ``model_type`` of its text sub-config where transformers' class itself moves
+    those fields into its ``text_config`` (its object's text config holds the top-level values); else the dict."""
+    text_class = _sub_class(config_class, "text_config")
+    text_type = getattr(text_class, "model_type", None)
+    if not text_type or text_type == raw.get("model_type") or not _writes_rope(raw):
+        return dict(raw)
+    try:
+        text = getattr(build_config(raw), "text_config", None)
+    except Exception as error:  # noqa: BLE001 - a config the class refuses is read as written
+        logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
+        return dict(raw)
+    shared = [name for name in ("hidden_size", "num_attention_heads", "max_position_embeddings") if name in raw]
+    if text is None or not shared or any(getattr(text, name, None) != raw[name] for name in shared):
+        return dict(raw)
+    return {key: value for key, value in raw.items() if not key.endswith("_config")} | {"model_type": text_type}
+
+
+def _writes_rope(raw: Mapping) -> bool:
+    """Whether the dict writes a RoPE field of its own (``rope_scaling``, ``rope_parameters``, ``rope_theta``)."""
+    return any(raw.get(name) not in (None, {}) for name in ("rope_parameters", "rope_scaling", "rope_theta"))
 
 
 def _config_class(model_type: Any) -> Any | None:

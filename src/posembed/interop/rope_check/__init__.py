@@ -9,3 +9,7 @@ what the config wrote beside them (its traps must see it). Files:
 - ``numbers.py``: numeric fields a config writes as strings, read once;
 - ``traps.py``, ``traps_scaling.py``: the traps, every layer's and the scaled rope types'.
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.interop.rope_check.<file>: imported on first use

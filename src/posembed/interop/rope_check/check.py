@@ -3,7 +3,8 @@
 :func:`check_rope_config` builds posembed's scheme of each layer type's
 :class:`~posembed.interop.rope.settings.RopeSettings` (as ``rotary_from_hf_config`` does) and reports, per frequency
 pair, the wavelength ``2 pi / inv_freq`` against the trained context and what the scaling does to it, the attention
-factor, where dynamic NTK and LongRoPE switch, and the effective context; with transformers, posembed's ``inv_freq`` and
+factor, where dynamic NTK and LongRoPE switch, and the lengths side by side (configured, trained, scaled; the
+effective context only where the config's numbers agree on one); with transformers, posembed's ``inv_freq`` and
 attention factor beside its rope init functions' (or, where the model's rotary ``forward`` does something else, PhiMoE,
 beside the cos / sin it gives), and the traps (:mod:`posembed.interop.rope_check.traps`).
 
@@ -11,8 +12,9 @@ Example:
     >>> report = check_rope_config({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
     ...     "max_position_embeddings": 4096, "rope_theta": 10000.0,
     ...     "rope_scaling": {"rope_type": "linear", "factor": 4.0}}, compare=False)
-    >>> report.layers[0].effective_context, report.layers[0].pairs[-1].treatment
-    (16384, 'interpolate')
+    >>> layer = report.layers[0]  # linear reads no trained length: the configured one is the effective context
+    >>> layer.configured_length, layer.trained_context, layer.effective_context, layer.pairs[-1].treatment
+    (4096, None, 4096, 'interpolate')
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from posembed.interop.rope.model import build_config, model_part, rotary_class
 from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
 from posembed.interop.rope_check.numbers import read_numbers
 from posembed.interop.rope_check.stated import Stated, stated_of
-from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps
+from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps, refused_traps
 from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
 from posembed.schemes.rotary_scaling import pair_treatment
 
@@ -78,7 +80,14 @@ class Comparison:
 
 @dataclass(frozen=True)
 class LayerReport:
-    """What one layer type's RoPE does; ``scheme`` is ``None`` when it could not be built."""
+    """What one layer type's RoPE does; ``scheme`` is ``None`` when it could not be built.
+
+    The lengths side by side (:func:`_lengths`): ``configured_length`` (``max_position_embeddings``),
+    ``trained_context`` (the pre-training length: ``original_max_position_embeddings`` or what transformers takes for
+    it; ``None`` where the config states none and the rope type reads none), ``scaled_context`` (factor x trained,
+    where the scaling stretches to a length) and ``scaling`` (what it does, in words). ``effective_context`` is the
+    configured length only where the config's numbers agree on it (``None`` where the scaling reaches another length,
+    a ``context_lengths`` warning, or where dynamic NTK grows with the sequence)."""
 
     settings: RopeSettings
     scheme: str | None
@@ -90,6 +99,10 @@ class LayerReport:
     comparisons: tuple[Comparison, ...]
     comparison_note: str
     stated: Stated  # what the config writes (in the JSON report, among the settings)
+    configured_length: int | None = None  # max_position_embeddings: the length the model is configured for
+    trained_source: str = ""  # where the trained length comes from, in words
+    scaled_context: int | None = None  # the length the scaling stretches the trained one to (factor x trained)
+    scaling: str = "none"  # what the scaling does between the trained and the configured length, in words
 
 
 @dataclass(frozen=True)
@@ -131,16 +144,64 @@ def _pairs(s: RopeSettings, scheme: RotaryEmbedding, inv_freq: Tensor) -> tuple[
     return tuple(rows)
 
 
-def _contexts(s: RopeSettings) -> tuple[int | None, int | None, int | None]:
-    """``(trained context, effective context, switch point)`` as loaders resolve them."""
-    max_pos, factor = s.max_position_embeddings, s.factor
-    if s.rope_type in ("dynamic",):
-        return max_pos, int(max_pos * factor) if max_pos else None, max_pos
-    if s.rope_type == "longrope":
-        return s.original_max_len, max_pos, s.original_max_len
-    if s.rope_type in ("yarn", "llama3", "linear") and s.original_max_len:
-        return s.original_max_len, int(round(s.original_max_len * factor)), None
-    return max_pos, max_pos, None
+#: where the trained length comes from (:attr:`Stated.original_source`), in words
+_TRAINED_FROM = {"parameters": "original_max_position_embeddings in the RoPE parameters",
+                 "top level": "top-level original_max_position_embeddings",
+                 "class default": "the default of transformers' config class",
+                 "max_position_embeddings": "max_position_embeddings: no original_max_position_embeddings is stated"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Lengths:
+    configured: int | None
+    trained: int | None
+    trained_source: str
+    scaled: int | None
+    effective: int | None
+    switch: int | None
+    scaling: str
+
+
+def _lengths(s: RopeSettings, w: Stated) -> _Lengths:
+    """The configured, trained and scaled lengths of one layer type and what the scaling does between them."""
+    configured, factor, kind = s.max_position_embeddings, s.factor, s.rope_type
+    trained, source = s.original_max_len, _TRAINED_FROM.get(w.original_source, w.original_source)
+    if kind == "linear" and not w.original_given:  # linear reads no length: the config names no trained one
+        return _Lengths(configured, None, "not stated: linear scaling reads none", None, configured, None,
+                        f"linear x{factor:g}: every position divided by {factor:g} (every wavelength x{factor:g})")
+    if kind == "dynamic":
+        scaled = int(configured * factor) if configured else None
+        return _Lengths(configured, configured, "max_position_embeddings, dynamic NTK's switch point", scaled, None,
+                        configured, f"dynamic NTK x{factor:g}: plain up to {configured}, theta grows with the sequence "
+                        f"length beyond it (by {factor:g} at {scaled})")  # fmt: skip
+    if kind == "longrope":
+        return _Lengths(configured, trained, source, configured, configured, trained,
+                        f"LongRoPE: short_factor up to {trained}, long_factor beyond it, to {configured}")
+    if kind in ("linear", "yarn", "llama3") and trained:
+        scaled = int(round(trained * factor))
+        what = {"linear": f"every position divided by {factor:g}",
+                "yarn": "long wavelengths interpolated, short ones kept, a ramp between",
+                "llama3": "long wavelengths interpolated, short ones kept, a smooth band between"}[kind]  # fmt: skip
+        effective = configured if scaled == configured or configured is None else None
+        return _Lengths(configured, trained, source, scaled, effective, None,
+                        f"{kind} x{factor:g} ({what}): stretches the trained {trained} to {scaled}")
+    return _Lengths(configured, configured, "max_position_embeddings, no scaling", None, configured, None, "none")
+
+
+def _length_traps(s: RopeSettings, w: Stated, n: _Lengths) -> list[Trap]:
+    """A warning where the stated numbers disagree: the scaling stretches the stated trained length to a length
+    other than ``max_position_embeddings`` (a note for llama3, whose band interpolation the factor does not bound)."""
+    if n.scaled is None or n.configured is None or n.scaled == n.configured or s.rope_type not in ("linear", "yarn", "llama3"):
+        return []
+    if not (w.original_given or w.original_source == "class default"):
+        return []  # no trained length stated: the original_* traps say so
+    # llama3 interpolates only its longest wavelengths by the factor (Llama 3.1 is served at its 131072, 16x its
+    # trained 8192, with factor 8): the numbers differ by design there, a note; linear and YaRN stretch by it, a warning
+    severity = "note" if s.rope_type == "llama3" else "warning"
+    return [Trap("context_lengths", severity, s.layer_type,
+                 f"the numbers disagree: {s.rope_type} x{s.factor:g} stretches the trained {n.trained} to {n.scaled}, "
+                 f"but max_position_embeddings is {n.configured}; the config states no effective context, so check "
+                 f"the model card for the length it was evaluated at")]  # fmt: skip
 
 
 def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None, forward: bool) -> tuple[Tensor, float]:
@@ -183,7 +244,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
     except ModuleNotFoundError:
         return (), "transformers is not installed: not compared"
     except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
-        return (), f"transformers cannot build this config ({type(error).__name__}: {error}): not compared"
+        first = str(error).split(". ")[0].splitlines()[0] if str(error) else ""  # its first sentence: not the list of every type
+        return (), f"transformers cannot build this config ({type(error).__name__}: {first}): not compared"
     forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
     switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
     lengths = [switch, max(length, switch + 1)] if (s.rope_type in ("dynamic", "longrope") or forward) and switch else [None]
@@ -206,22 +268,24 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
 
 
 def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
-    trained, effective, switch = _contexts(s)
-    target = length or effective or trained or 2
+    n = _lengths(s, w)
+    trained, effective, switch = n.trained, n.effective, n.switch
+    target = length or effective or n.scaled or n.configured or trained or 2
+    extra = (n.configured, n.trained_source, n.scaled, n.scaling)
     try:
         scheme = rotary_from_settings(s, layout=s.layout)
     except (ValueError, TypeError) as error:
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
-        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w), [trap]
+        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w, *extra), [trap, *_length_traps(s, w, n)]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
-    traps = []
+    traps = _length_traps(s, w, n)
     if s.rope_type == "dynamic" and trained:  # dynamic NTK keeps the trained frequencies up to the trained length
         plain = RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta)
         if not torch.equal(*(rope.cos_sin(torch.arange(trained))[0] for rope in (scheme, plain))):
             traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
     inv_freq, attention = _frequencies(scheme, target)
     report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, inv_freq),
-                         comparisons, note, w)  # fmt: skip
+                         comparisons, note, w, *extra)  # fmt: skip
     return report, traps
 
 
@@ -230,31 +294,48 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
 
     Args:
         config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
-        length: the target context (default: the effective context the config declares); the per-pair table of
+        length: the target context (default: the effective context where the config states one, else the length
+            its scaling reaches, else ``max_position_embeddings``); the per-pair table of
             dynamic NTK / LongRoPE is computed at this length.
         compare: compare with transformers' rope init functions (when it is installed).
         part: the part of a multimodal config to check (``"text"``: its language model; ``"vision"``), as
             :func:`~posembed.interop.rope.model.model_part` finds it.
 
     Raises:
-        ValueError: the config has no RoPE, or no head size; a numeric RoPE field no number can be read from
+        ValueError: the config has no RoPE, or no head size; a file that is not UTF-8 JSON (naming the file); a numeric RoPE field no number can be read from
             (``"four"``; a readable string, ``"1e4"``, is an error trap instead); a folder with no ``config.json``.
         FileNotFoundError: a path that does not exist.
     """
     if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 2):
         raise ValueError(f"length must be an int >= 2 (a context length), got {length!r}")
-    whole, given, source = load_config_dict(config)
+    whole, given, source = _load(config)
     raw = model_part(whole, part)
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
     numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
     settings = read_rope_settings(numbers)
     stated = [stated_of(numbers, s) for s in settings]
     traps = find_traps(numbers, strings, settings, stated)
+    if whole.get("model_type") != raw.get("model_type"):  # a part: transformers refuses the file if it does not know the whole
+        traps = [*(t for t in refused_traps(whole) if t.message.startswith("transformers does not know")), *traps]
     built = [_layer(raw, given, s, w, length, compare) for s, w in zip(settings, stated)]
     layers, traps = [layer for layer, _ in built], [trap for _, extra in reversed(built) for trap in extra] + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
     spelling = "rope_parameters (transformers 5.x)" if raw.get("rope_parameters") else "rope_scaling + rope_theta (transformers 4.x)"
     return RopeReport(source, raw.get("model_type"), spelling, length, tuple(layers), tuple(traps))
+
+
+def _load(config: Any) -> tuple[dict, Any, str]:
+    """:func:`load_config_dict`, a file that is not UTF-8 named with what was expected."""
+    try:
+        return load_config_dict(config)
+    except UnicodeDecodeError as error:
+        from pathlib import Path
+
+        path = Path(config)
+        file = path / "config.json" if path.is_dir() else path
+        raise ValueError(f"{file} is not UTF-8 JSON: byte 0x{error.object[error.start]:02x} at offset {error.start} "
+                         f"cannot be decoded ({error.reason}); a transformers config.json is a UTF-8 JSON object, as "
+                         f"from_pretrained reads it") from None
 
 
 def report_json(report: RopeReport) -> dict:
@@ -283,14 +364,30 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _length_lines(layer: LayerReport) -> Iterator[str]:
+    """The lengths side by side: configured, trained, what the scaling does; the effective context where stated."""
+    yield f"  configured length {layer.configured_length} (max_position_embeddings)"
+    yield (f"  trained length    {layer.trained_context} ({layer.trained_source})" if layer.trained_context is not None
+           else f"  trained length    {layer.trained_source}")
+    yield f"  scaling           {layer.scaling}"
+    if layer.effective_context is not None:
+        yield f"  effective context {layer.effective_context} (max_position_embeddings; the scaling agrees)" if layer.scaled_context else (
+            f"  effective context {layer.effective_context} (max_position_embeddings)")
+    elif layer.settings.rope_type == "dynamic":
+        yield "  effective context not stated: dynamic NTK grows with the sequence beyond the configured length"
+    else:
+        yield (f"  effective context not stated: the scaling reaches {layer.scaled_context}, the config says "
+               f"{layer.configured_length} (see the context_lengths trap)")  # fmt: skip
+
+
 def _layer_lines(layer: LayerReport) -> Iterator[str]:
     s = layer.settings
     yield (f"[{s.layer_type}] rope_type={s.rope_type} theta={s.theta:g} head_dim={s.head_dim} "
            f"rotary_dim={s.rotary_dim} layout={s.layout} -> {layer.scheme}")  # fmt: skip
     if layer.scheme is None:
         return
-    yield (f"  trained context {layer.trained_context}, effective context {layer.effective_context}, "
-           f"attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})")  # fmt: skip
+    yield from _length_lines(layer)
+    yield f"  attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})"
     if layer.switch_at:
         yield f"  switches at sequence length > {layer.switch_at}"
     if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at
@@ -304,7 +401,8 @@ def _layer_lines(layer: LayerReport) -> Iterator[str]:
         yield f"  vs transformers: {layer.comparison_note}"
     yield "   pair  channels      wavelength  scaled wavelength   /trained  treatment"
     for row in layer.pairs:
-        share = row.scaled_wavelength / layer.trained_context if layer.trained_context else math.nan
+        horizon = layer.trained_context or layer.configured_length
+        share = row.scaled_wavelength / horizon if horizon else math.nan
         yield (f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
                f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
 

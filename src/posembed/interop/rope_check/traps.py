@@ -19,7 +19,7 @@ from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSetti
 from posembed.interop.rope_check.stated import Stated, ignored_parameters
 from posembed.interop.rope_check.traps_scaling import MSCALE_FORWARD, Trap, check_mscale_forward, check_of_type, yarn_default_attention
 
-__all__ = ["Trap", "find_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
+__all__ = ["Trap", "find_traps", "refused_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 
 #: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
 FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
@@ -152,8 +152,9 @@ def _check_original(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
                        f"attention factor follows 'factor' when given, the ratio otherwise")  # fmt: skip
     if s.rope_type == "linear" and factor > 1 and not w.original_given:
         yield Trap("original_missing", "note", s.layer_type,
-                   f"linear scaling names no trained length: its effective context is {factor:g} x the trained "
-                   f"one; if max_position_embeddings={max_pos} is already extended, it is the limit")  # fmt: skip
+                   f"linear scaling names no trained length: it divides every position by {factor:g} whatever "
+                   f"length the model was trained at; max_position_embeddings={max_pos} is the configured length "
+                   f"(trained at {max_pos} / {factor:g} = {max_pos / factor:g} if it is already extended)")  # fmt: skip
 
 
 def _check_shape(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
@@ -206,8 +207,20 @@ def _check_renamed(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
                    f"reads it so")  # fmt: skip
 
 
-def _check_refused(raw: dict) -> Iterator[Trap]:
-    """A config transformers' own config class refuses (none without transformers): it cannot be loaded as written."""
+def refused_traps(raw: dict) -> Iterator[Trap]:
+    """A config transformers' own config class refuses, or a model type it does not know (none without
+    transformers): it cannot be loaded as written."""
+    model_type = raw.get("model_type")
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return
+    if isinstance(model_type, str) and model_type not in CONFIG_MAPPING:
+        yield Trap("config_refused", "error", "*",
+                   f"transformers does not know model_type {model_type!r} (AutoConfig refuses it: \"Unrecognized "
+                   f"model identifier\"; only the checkpoint's own remote code reads it): posembed reads the dict as "
+                   f"written, and nothing checks that this is the rotation that code applies")  # fmt: skip
+        return
     try:
         build_config(raw)
     except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
@@ -220,6 +233,8 @@ def _check_refused(raw: dict) -> Iterator[Trap]:
 def _check_type_key(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     old = s.params.get("type")
     if old is None or old == s.rope_type or (old in OLD_LONGROPE and s.rope_type == "longrope"):
+        return
+    if old == "mrope" and s.rope_type == "default" and s.mrope is not None:  # Qwen2(.5)-VL's classes read it so
         return
     why = ""
     if s.layer_type != ALL_LAYERS and raw.get("rope_scaling") is not None:
@@ -280,5 +295,5 @@ def find_traps(raw: dict, strings: list, settings: list[RopeSettings], stated: l
     writes per layer type (:func:`~posembed.interop.rope_check.stated.stated_of`).
     """
     traps = [*_check_numbers(strings), *(trap for s, w in zip(settings, stated) for check in _CHECKS for trap in check(raw, s, w))]
-    traps += [*_check_layers(settings), *_check_ignored(raw, settings), *_check_refused(raw)]
+    traps += [*_check_layers(settings), *_check_ignored(raw, settings), *refused_traps(raw)]
     return sorted(traps, key=lambda trap: ("error", "warning", "note").index(trap.severity))

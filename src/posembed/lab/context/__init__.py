@@ -33,7 +33,10 @@ file            what
 ('YaRNRotary', 4.0, 64)
 """
 
+from posembed._names import submodules
 from posembed.lab.context.methods import METHODS, extended, longrope_factors, method_scheme
 from posembed.lab.context.swap import rope_base, rotary_head_dim, swap_scheme
 
 __all__ = ["METHODS", "method_scheme", "longrope_factors", "swap_scheme", "extended", "rope_base", "rotary_head_dim"]
+
+__getattr__ = submodules(__name__)  # posembed.lab.context.<file>: imported on first use

@@ -10,3 +10,7 @@ file            what
 The preset is registered in :data:`posembed.lab.presets.PRESETS`; a run's rows come from its
 store through :func:`posembed.lab.sweep.listing.store_rows`.
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.lab.lengthgen.<file>: imported on first use

@@ -1,17 +1,24 @@
 """The lab report's family of tested comparisons, decided once with :func:`posembed.stats.decide`.
 
-The family holds the experiment's primary comparisons, named by its preset before the run
-(:data:`posembed.lab.presets.PRIMARY`), and the paper checks of Q6 that the store can answer
-(Press et al.: ALiBi's 8x/1x perplexity ratio against each scheme that paper compared, learned's
-and sinusoidal's ratio against the 1.5 threshold; Kazemnejad et al.: NoPE and T5 bias against
-every other scheme beyond L on copy and reverse). Holm (with the logical constraint that a
-comparison's two nulls cannot both hold) runs over all of them, so the chance of any false
-verdict word in one report is at most 5 % when nothing differs. Everything else the report
-shows is an exploratory comparison: numbers and an unadjusted p, never a winner word.
+The family holds the experiment's primary comparisons (:data:`posembed.lab.presets.PRIMARY`,
+named before the run) at *every training point* the trials were evaluated at (each trial's
+``during`` points and the end: :meth:`~posembed.lab.report.tables.LabData.points`), and, at the
+end of training, the paper checks of Q6 that the store can answer (Press et al.: learned's and
+sinusoidal's matched 8x/1x perplexity ratio against the 1.5 threshold and ALiBi's against each
+scheme that paper compared; Vaswani et al.: learned and sinusoidal differ by more than the
+margin; Kazemnejad et al.: NoPE and T5 bias against every other scheme beyond L on copy and
+reverse). Holm (with the logical constraint that a comparison's two nulls cannot both hold) runs
+over all of those looks at once: looks at one question at several points are correlated, and
+Holm holds under any dependence, so the chance of any false verdict word in one report, at any
+point, is at most 5 % when nothing differs (simulated: :mod:`posembed.lab.report.simulate`).
+Everything else the report shows is an exploratory comparison: numbers and an unadjusted p,
+never a winner word.
 
 Values are per seed. Two groups that ran on the same seeds (the lab seeds the data from the
 trial's seed, so they saw the same batches) are compared with the seed-paired t; otherwise
-Welch's t. Validation loss is already the log of perplexity; ratios are tested on the log scale.
+Welch's t. Validation loss is already the log of perplexity; the matched ratio is a difference
+of matched losses (the log of the matched perplexity ratio); the unmatched ratio (perplexity over
+all positions, different text at each length) is tested on the log scale, exploratory only.
 """
 
 from __future__ import annotations
@@ -21,18 +28,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from posembed.lab.config import BASE_BESIDE
-from posembed.lab.presets import RATIO_MARGIN, Primary, primary_comparisons
-from posembed.lab.report.tables import LabData, metric_lengths, train_length
+from posembed.lab.presets import RATIO_MARGIN, Interaction, Measure, Primary, primary_comparisons
+from posembed.lab.report.tables import FINAL, LabData, metric_lengths, point_label, train_length
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.task_registry import METRICS, task_entry
 from posembed.lab.verdicts import FAIL_RATIO, KAZEMNEJAD_FAVOURED, PRESS_SCHEMES
-from posembed.stats import Comparison, Decision, decide
+from posembed.stats import ALPHA, Comparison, Decision, decide
 
-__all__ = ["LabDecisions", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "group_labels", "ratio_values",
-           "beyond_values", "THRESHOLD"]
+__all__ = ["LabDecisions", "Look", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "group_labels",
+           "ratio_values", "matched_ratio_values", "beyond_values", "THRESHOLD", "MATCHED", "asked_comparison",
+           "VASWANI_BEYOND", "beyond_margin"]
 
-#: the name of the constant arm of a threshold test (Press's "fails": ratio >= 1.5)
+#: the name of the constant arm of a threshold test (Press's "fails": matched ratio >= 1.5)
 THRESHOLD = f"threshold {FAIL_RATIO}"
+#: the metric of the matched-text ratio (the loss on the same characters at every length)
+MATCHED = "matched_loss"
+#: the name of Vaswani et al.'s "disagree" test: learned and sinusoidal differ by more than the margin
+VASWANI_BEYOND = "Vaswani: learned and sinusoidal differ by more than the margin"
 
 
 def judged_metric(task: str) -> str:
@@ -51,7 +63,9 @@ def seed_values(trials: Sequence[TrialRecord], metric: str, length: int) -> dict
 
 
 def ratio_values(trials: Sequence[TrialRecord]) -> dict[int, float]:
-    """``{seed: perplexity at the longest context / at L}`` (``inf`` where the longest is not measurable)."""
+    """``{seed: perplexity at the longest context / at L}`` over all positions of each window (the
+    *unmatched* ratio: a longer context scores more, different text; ``inf`` where the longest is
+    not measurable). Exploratory only: :func:`matched_ratio_values` is the tested one."""
     if not trials:
         return {}
     longest = max(metric_lengths(trials, "perplexity"), default=None)
@@ -62,6 +76,23 @@ def ratio_values(trials: Sequence[TrialRecord]) -> dict[int, float]:
         if at_l:
             at_longest = ppl.get(longest) if longest is not None else None
             found[trial.config.seed] = math.inf if at_longest is None else at_longest / at_l
+    return found
+
+
+def matched_ratio_values(trials: Sequence[TrialRecord]) -> dict[int, float]:
+    """``{seed: matched_loss at the longest context - at L}``: the log of the matched perplexity
+    ratio, on the same characters at every length (0 for a model that ignores distant context).
+    ``inf`` where the longest is not measurable; empty when the store has no matched loss."""
+    if not trials:
+        return {}
+    longest = max(metric_lengths(trials, MATCHED), default=None)
+    found = {}
+    for trial in trials:
+        loss = trial.metric(MATCHED)
+        at_l = loss.get(trial.config.context)
+        if at_l is not None and longest is not None:
+            at_longest = loss.get(longest)
+            found[trial.config.seed] = math.inf if at_longest is None else at_longest - at_l
     return found
 
 
@@ -85,39 +116,69 @@ def _paired(a: dict[int, float], b: dict[int, float]) -> tuple[tuple[float, ...]
     return tuple(a.values()), tuple(b.values()), "welch"
 
 
+def _measured(data: LabData, task: str, group: tuple[str, str], measure: str) -> tuple[dict[int, float], bool, float, bool]:
+    """``({seed: value}, higher_is_better, margin, log_scale)`` of one group on ``measure``
+    (``"at L"``, ``"matched ratio"``, ``"ratio"``: unmatched, or ``"beyond"``)."""
+    trials = data.groups(task).get((task, *group), [])
+    if measure == Measure.MATCHED_RATIO.value:
+        return matched_ratio_values(trials), False, RATIO_MARGIN, False
+    if measure == "ratio":
+        return ratio_values(trials), False, RATIO_MARGIN, True
+    metric = judged_metric(task)
+    entry = METRICS[metric]
+    if measure == "beyond":
+        return beyond_values(trials, metric), entry.higher_is_better, entry.margin, False
+    return (seed_values(trials, metric, train_length(trials)) if trials else {}), entry.higher_is_better, entry.margin, False
+
+
 def group_comparison(data: LabData, name: str, task: str, a: tuple[str, str], b: tuple[str, str],
                      names: tuple[str, str], measure: str = "at L", primary: bool = True) -> Comparison | None:
     """``b`` against ``a`` (``(scheme, variant)`` groups of ``task``); None when a group is missing
     or a ratio is not measurable on some seed."""
-    groups = data.groups(task)
-    trials_a, trials_b = groups.get((task, *a)), groups.get((task, *b))
-    if not trials_a or not trials_b:
-        return None
-    if measure == "ratio":
-        values_a, values_b = ratio_values(trials_a), ratio_values(trials_b)
-        if not all(math.isfinite(v) for v in (*values_a.values(), *values_b.values())):
-            return None
-        higher, margin, log = False, RATIO_MARGIN, True
-    elif measure == "beyond":
-        metric = judged_metric(task)
-        values_a, values_b = beyond_values(trials_a, metric), beyond_values(trials_b, metric)
-        higher, margin, log = METRICS[metric].higher_is_better, METRICS[metric].margin, False
-    else:
-        metric = judged_metric(task)
-        length = train_length(trials_a)
-        values_a, values_b = seed_values(trials_a, metric, length), seed_values(trials_b, metric, length)
-        higher, margin, log = METRICS[metric].higher_is_better, METRICS[metric].margin, False
-    if not values_a or not values_b:
+    values_a, higher, margin, log = _measured(data, task, a, measure)
+    values_b = _measured(data, task, b, measure)[0]
+    if not values_a or not values_b or not all(math.isfinite(v) for v in (*values_a.values(), *values_b.values())):
         return None
     xs, ys, test = _paired(values_a, values_b)
     return Comparison(name, names[0], names[1], xs, ys, higher, margin, test=test, log_scale=log, primary=primary)
 
 
-def _primary(data: LabData, p: Primary) -> Comparison | None:
-    what = "8x/1x perplexity ratio" if p.measure == "ratio" else f"{judged_metric(p.task)} at L"
-    names = group_labels(p.a, p.b)
-    return group_comparison(data, f"{p.question} {p.task}: {names[1]} vs {names[0]}, {what}", p.task, p.a, p.b,
-                            names, p.measure)
+def _what(task: str, measure: Measure) -> str:
+    return "matched 8x/1x ratio (log)" if measure is Measure.MATCHED_RATIO else f"{judged_metric(task)} at L"
+
+
+def _differences(data: LabData, p: Primary) -> dict[int, float]:
+    """``{seed: b - a}`` of one contrast, on the seeds both groups have."""
+    a = _measured(data, p.task, p.a.key, p.measure.value)[0]
+    b = _measured(data, p.task, p.b.key, p.measure.value)[0]
+    return {s: b[s] - a[s] for s in sorted(set(a) & set(b)) if math.isfinite(a[s]) and math.isfinite(b[s])}
+
+
+def contrast_label(p: Primary) -> str:
+    """``"learned: concat - add"``: one contrast of an interaction, named for its scheme."""
+    a, b = group_labels(p.a.key, p.b.key)
+    return f"{p.a.scheme}: {b.removeprefix(p.a.scheme + ' ')} − {a.removeprefix(p.a.scheme + ' ')}"
+
+
+def asked_comparison(data: LabData, asked: Primary | Interaction, where: str = "") -> Comparison | None:
+    """The comparison one asked question makes on ``data`` (None when the store lacks its groups);
+    ``where`` names the training point in its name (``""``: the end)."""
+    at = f" at {where}" if where else ""
+    if isinstance(asked, Primary):
+        names = group_labels(asked.a.key, asked.b.key)
+        return group_comparison(data, f"{asked.question} {asked.task}{at}: {names[1]} vs {names[0]}, "
+                                      f"{_what(asked.task, asked.measure)}", asked.task, asked.a.key, asked.b.key,
+                                names, asked.measure.value)
+    first, second = _differences(data, asked.first), _differences(data, asked.second)
+    seeds = sorted(set(first) & set(second))
+    if len(seeds) < 2:
+        return None
+    names = contrast_label(asked.first), contrast_label(asked.second)
+    metric = judged_metric(asked.task)
+    margin = RATIO_MARGIN if asked.measure is Measure.MATCHED_RATIO else METRICS[metric].margin
+    return Comparison(f"{asked.question} {asked.task}{at}: interaction, {names[1]} vs {names[0]}, "
+                      f"{_what(asked.task, asked.measure)}", names[0], names[1], tuple(first[s] for s in seeds),
+                      tuple(second[s] for s in seeds), METRICS[metric].higher_is_better, margin, test="paired")
 
 
 def group_labels(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
@@ -141,22 +202,47 @@ def group_labels(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
 
 
 def _press(data: LabData) -> list[Comparison]:
-    """Press et al.'s checks: learned and sinusoidal against the threshold, ALiBi against the rest."""
+    """Press et al.'s checks on the matched ratio: learned and sinusoidal against the threshold,
+    ALiBi against the rest."""
     groups = data.groups("charlm")
     found = []
     for scheme in ("learned", "sinusoidal"):
-        ratios = ratio_values(groups.get(("charlm", scheme, "base"), []))
+        ratios = matched_ratio_values(groups.get(("charlm", scheme, "base"), []))
         if len(ratios) >= 2 and all(math.isfinite(r) for r in ratios.values()):
             values = tuple(ratios[s] for s in sorted(ratios))
-            found.append(Comparison(f"Press: {scheme} fails beyond L (8x/1x ratio >= {FAIL_RATIO})", scheme, THRESHOLD,
-                                    values, (FAIL_RATIO,) * len(values), False, RATIO_MARGIN, test="paired",
-                                    log_scale=True))
+            found.append(Comparison(f"Press: {scheme} fails beyond L (matched 8x/1x ratio >= {FAIL_RATIO})", scheme,
+                                    THRESHOLD, values, (math.log(FAIL_RATIO),) * len(values), False, RATIO_MARGIN,
+                                    test="paired"))
     for scheme in PRESS_SCHEMES:
         if scheme != "alibi":
-            c = group_comparison(data, f"Press: alibi flatter than {scheme} (8x/1x ratio)", "charlm",
-                                 ("alibi", "base"), (scheme, "base"), ("alibi", scheme), "ratio")
+            c = group_comparison(data, f"Press: alibi flatter than {scheme} (matched 8x/1x ratio)", "charlm",
+                                 ("alibi", "base"), (scheme, "base"), ("alibi", scheme), Measure.MATCHED_RATIO.value)
             found.append(c) if c is not None else None
     return found
+
+
+def _vaswani(data: LabData) -> list[Comparison]:
+    """Vaswani et al.'s "disagree" test: learned and sinusoidal (base, charlm) differ by more than
+    the margin. The sinusoidal arm is shifted by the margin towards the learned one, in the
+    direction the difference points, so the one rule's difference test (two-sided) asks whether
+    the difference lies beyond the margin; under any true difference within the margin it names
+    a winner at most at the family's rate."""
+    c = group_comparison(data, VASWANI_BEYOND, "charlm", ("learned", "base"), ("sinusoidal", "base"),
+                         ("learned", "sinusoidal"))
+    if c is None or c.test != "paired":
+        return []
+    shift = math.copysign(c.margin, sum(c.values_b) - sum(c.values_a))
+    return [Comparison(VASWANI_BEYOND, "learned", f"sinusoidal {-shift:+g}", c.values_a,
+                       tuple(v - shift for v in c.values_b), c.higher_is_better, c.margin, test="paired")]
+
+
+def beyond_margin(d: Decision) -> bool:
+    """Whether the Vaswani test (:data:`VASWANI_BEYOND`) shows the difference *beyond* the margin:
+    a "better" on the side the shift points to. (A "better" on the other side says the difference
+    is within the margin on that side: true where nothing differs, and no disagreement.)"""
+    c = d.comparison
+    shift = -float(c.b.rsplit(" ", 1)[-1])
+    return d.word is not None and d.word.endswith(" better") and (d.difference > 0) == (shift > 0)
 
 
 def _kazemnejad(data: LabData) -> list[Comparison]:
@@ -173,16 +259,42 @@ def _kazemnejad(data: LabData) -> list[Comparison]:
 
 
 @dataclass(frozen=True)
+class Look:
+    """Where one tested comparison looks: the question asked (None: a paper check) and the
+    training point (a fraction of the steps; :data:`FINAL` at the end) and its step."""
+
+    asked: Primary | Interaction | None
+    point: float = FINAL
+    step: int | None = None
+
+    @property
+    def where(self) -> str:
+        return point_label(self.point, self.step)
+
+
+@dataclass(frozen=True)
 class LabDecisions:
-    """Every decision of one report, by comparison name, and the primaries asked of the store."""
+    """Every decision of one report, by comparison name; the primaries asked of the store, those
+    it lacks at the end, the training points looked at and where each comparison looks."""
 
     by_name: dict[str, Decision]
-    asked: tuple[Primary, ...]
-    missing: tuple[Primary, ...]
+    asked: tuple[Primary | Interaction, ...]
+    missing: tuple[Primary | Interaction, ...]
+    points: tuple[float, ...] = (FINAL,)
+    looks: dict[str, Look] | None = None
 
-    def primaries(self, question: str) -> list[Decision]:
-        """The primary (tested) comparisons of ``question`` ("Q1" ...)."""
-        return [d for d in self.by_name.values() if d.comparison.primary and d.comparison.name.startswith(f"{question} ")]
+    def look(self, decision: Decision) -> Look:
+        return (self.looks or {}).get(decision.comparison.name, Look(None))
+
+    def primaries(self, question: str, point: float = FINAL) -> list[Decision]:
+        """The primary (tested) comparisons of ``question`` ("Q1" ...) at one training point."""
+        return [d for d in self.family if (look := self.look(d)).asked is not None
+                and look.asked.question == question and look.point == point]
+
+    def over_training(self, asked: Primary | Interaction) -> list[tuple[Look, Decision]]:
+        """One asked comparison at every training point it was tested at, earliest first."""
+        found = [(self.look(d), d) for d in self.family if self.look(d).asked == asked]
+        return sorted(found, key=lambda item: item[0].point)
 
     def starting(self, prefix: str) -> list[Decision]:
         return [d for name, d in self.by_name.items() if name.startswith(prefix)]
@@ -191,25 +303,40 @@ class LabDecisions:
     def family(self) -> list[Decision]:
         return [d for d in self.by_name.values() if d.comparison.primary]
 
+    @property
+    def tests(self) -> int:
+        """How many tests Holm ran over (a difference and an equivalence test per family member)."""
+        return 2 * sum(1 for d in self.family if d.note == "")
+
     def margin_note(self) -> str:
         return (f"'alike' only where an equivalence test (TOST) puts the whole difference within the margin: "
                 f"{METRICS['val_loss'].margin} nats of validation loss, {METRICS['accuracy'].margin:.0%} points of "
                 f"accuracy or exact match, {math.exp(RATIO_MARGIN) - 1:.0%} of a perplexity ratio")
 
 
-def family(data: LabData) -> tuple[list[Comparison], tuple[Primary, ...], tuple[Primary, ...]]:
-    """The report's tested comparisons: its primaries (those the store holds), then the paper checks."""
+def family(data: LabData) -> tuple[list[Comparison], dict[str, Look], tuple[Primary | Interaction, ...],
+                                   tuple[Primary | Interaction, ...]]:
+    """The report's tested comparisons: its primaries at every training point (those the store
+    holds), then the paper checks at the end; where each looks; what was asked and is missing."""
     asked = primary_comparisons(data.name)
-    comparisons, missing = [], []
-    for p in asked:
-        c = _primary(data, p)
-        (comparisons.append(c) if c is not None else missing.append(p))
-    return comparisons + _press(data) + _kazemnejad(data), asked, tuple(missing)
+    comparisons, looks, missing = [], {}, []
+    for point in data.points():
+        at = data.at(point)
+        step = at.step_at(point) if point != FINAL else None
+        for p in asked:
+            c = asked_comparison(at, p, "" if point == FINAL else point_label(point, step))
+            if c is not None:
+                comparisons.append(c)
+                looks[c.name] = Look(p, point, step)
+            elif point == FINAL:
+                missing.append(p)
+    checks = _press(data) + _vaswani(data) + _kazemnejad(data)
+    return comparisons + checks, looks, asked, tuple(missing)
 
 
-def lab_decisions(data: LabData, exploratory: Sequence[Comparison] = ()) -> LabDecisions:
+def lab_decisions(data: LabData, exploratory: Sequence[Comparison] = (), alpha: float = ALPHA) -> LabDecisions:
     """Decide the family (and the ``exploratory`` comparisons, which get numbers only) in one call."""
-    tested, asked, missing = family(data)
+    tested, looks, asked, missing = family(data)
     extra = [c for c in exploratory if c.name not in {t.name for t in tested}]
-    decisions = decide(tested + [Comparison(**{**c.__dict__, "primary": False}) for c in extra])
-    return LabDecisions({d.comparison.name: d for d in decisions}, asked, missing)
+    decisions = decide(tested + [Comparison(**{**c.__dict__, "primary": False}) for c in extra], alpha)
+    return LabDecisions({d.comparison.name: d for d in decisions}, asked, missing, data.points(), looks)

@@ -22,14 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posembed.lab.report.decisions import LabDecisions, group_comparison, group_labels, judged_metric
-from posembed.lab.report.tables import LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length
+from posembed.lab.report.rows import (DECISION_HEADER, TRAINING_HEADER, changes, decision_row, group_text, mdd_text,
+                                     rule_note, short_label, shown_name, training_table, verdict_text)
+from posembed.lab.report.tables import (LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family,
+                                       train_length)
 from posembed.lab.task_registry import METRICS, metric_label
-from posembed.stats import Comparison, Decision, describe, seeds_clause
+from posembed.stats import CANNOT_TELL, Comparison, Decision, seeds_clause
 
 __all__ = [
     "Section", "judged_metric", "presets_with", "learned_vs_sinusoidal", "variant_question", "extrapolation",
-    "ranking_scores", "ScoreRow", "frozen_vs_trained", "lacking", "RULE_NOTE", "decision_row", "DECISION_HEADER",
-    "exploratory", "group_text",
+    "ranking_scores", "ScoreRow", "frozen_vs_trained", "lacking", "decision_row", "DECISION_HEADER",
+    "exploratory", "group_text", "rule_note", "verdict_text", "training_table", "TRAINING_HEADER", "changes",
+    "untested_elsewhere", "short_label", "untestable",
 ]
 
 Table = tuple[list[str], list[list[Any]]]
@@ -57,7 +61,7 @@ def presets_with(schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), 
     """Names of the presets whose sweep includes all the given schemes, variants and any of ``tasks``.
 
     >>> presets_with(schemes=("nope", "t5_bias"), tasks=("copy", "reverse"))
-    ['full', 'lengthgen']
+    ['lengthgen', 'survey']
     """
     from posembed.lab.presets import PRESETS, get_preset
 
@@ -73,61 +77,15 @@ def presets_with(schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), 
 def lacking(need: str, **preset_filter: tuple[str, ...]) -> str:
     """The plain statement that the store cannot answer, naming the presets that can."""
     names = presets_with(**preset_filter)
-    where = f"the preset{'s' if len(names) > 1 else ''} {', '.join(names)} ha{'ve' if len(names) > 1 else 's'} them" \
-        if names else "no preset has them; add them with --set"
-    return f"The store lacks the trials to answer this: it needs {need}; {where} (`posembed lab run --preset NAME`)."
-
-
-def group_text(values: tuple[float, ...] | list[float], digits: int = 4) -> str:
-    """``mean [low, high]`` with what the interval is (:func:`posembed.stats.describe`).
-
-    >>> group_text([1.0, 2.0]), group_text([1.0, 2.0, 3.0]), group_text([2.5])
-    ('1.5 [1, 2] (2 seeds: their range)', '2 [-0.4841, 4.484] (3 seeds: 95 % t)', '2.5 (1 seed)')
-    """
-    mean, low, high, label = describe(list(values))
-    n = len(values)
-    if not n:
-        return "n/a"
-    if n == 1:
-        return f"{mean:.{digits}g} (1 seed)"
-    what = "their range" if n == 2 else "95 % t"
-    return f"{mean:.{digits}g} [{low:.{digits}g}, {high:.{digits}g}] ({n} seeds: {what})"
-
-
-#: the columns of every tested comparison's row
-DECISION_HEADER = ["comparison", "A", "B", "Δ = B − A [95 % interval]", "test", "p (Holm)", "verdict",
-                   "could detect (80 % power)"]
-
-
-def _p(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.2g}"
-
-
-def decision_row(d: Decision) -> list[Any]:
-    """One row of :data:`DECISION_HEADER` (Δ on the tested scale: log for ratios)."""
-    c = d.comparison
-    scale = " (log)" if c.log_scale else ""
-    low, high = d.interval
-    delta = f"{d.difference:+.3g} [{low:+.3g}, {high:+.3g}]{scale}" if not math.isnan(low) else f"{d.difference:+.3g}"
-    test = {"paired": "seed-paired t", "welch": "Welch t", "mcnemar": "McNemar"}[c.test]
-    p = _p(d.p) if d.word is None else f"{_p(d.p)} ({_p(d.p_adjusted)})"
-    return [c.name.split(" ", 1)[1] if c.name[:2] in ("Q1", "Q2", "Q3", "Q4", "Q5") else c.name,
-            f"{c.a}: {group_text(c.values_a)}", f"{c.b}: {group_text(c.values_b)}", delta, test, p,
-            d.word if d.word is not None else "exploratory", "—" if d.word is None else f"{d.mdd:.3g}"]
-
-
-RULE_NOTE = (
-    "Each seed is one unit. Groups that ran on the same seeds (and so the same data) are compared with the seed-paired "
-    "t test, others with Welch's; charlm by validation loss (the log of perplexity), ratios on the log scale. A verdict "
-    "word is given only to the primary comparisons the preset named before the run (and Q6's paper checks): Holm over "
-    "all of them holds the chance of any false 'better' or 'alike' in this report at 5 %; 'cannot tell' gives the "
-    "smallest difference the comparison could have detected with 80 % power. 'exploratory' rows show numbers and an "
-    "unadjusted p only: no winner. Intervals are 95 % t intervals of the mean from 3 seeds, the seeds' range for 2."
-)
+    if not names:
+        return f"The store lacks the trials to answer this: it needs {need}; no preset has them; add them with --set."
+    commands = " or ".join(f"`posembed lab run --preset {n}`" for n in names)
+    return f"The store lacks the trials to answer this: it needs {need}; {commands} train{'s' if len(names) == 1 else ''} them."
 
 
 def exploratory(data: LabData) -> list[Comparison]:
-    """Every comparison the sections show (Q1-Q3, Q5), named as the primaries are."""
+    """Every comparison the sections show (Q1-Q3, Q5) at the end of training, named as the
+    primaries are, and the unmatched ratio of Q4's contest."""
     found = []
     for task in data.tasks():
         c = group_comparison(data, f"Q1 {task}: sinusoidal vs learned, {judged_metric(task)} at L", task,
@@ -139,10 +97,15 @@ def exploratory(data: LabData) -> list[Comparison]:
                 c = group_comparison(data, f"{question} {task}: {names[1]} vs {names[0]}, {judged_metric(task)} at L",
                                      task, (scheme, "base"), (scheme, variant), names, primary=False)
                 found.append(c) if c is not None else None
+    if "charlm" in data.tasks():
+        c = group_comparison(data, "Q4 charlm: nope vs alibi, unmatched 8x/1x perplexity ratio (different text at "
+                                   "each length)", "charlm", ("alibi", "base"), ("nope", "base"), ("alibi", "nope"),
+                             "ratio", primary=False)
+        found.append(c) if c is not None else None
     return found
 
 
-def _answer(decisions: list[Decision], what: str) -> tuple[str, str, bool]:
+def _answer(decisions: list[Decision], what: str, looks: LabDecisions | None = None) -> tuple[str, str, bool]:
     """The section's answer, summary verdict and whether anything was decided."""
     primaries = [d for d in decisions if d.word is not None]
     others = len(decisions) - len(primaries)
@@ -150,22 +113,44 @@ def _answer(decisions: list[Decision], what: str) -> tuple[str, str, bool]:
     if not primaries:
         return (f"No primary comparison of this preset: {what} is shown as exploratory numbers only.{tail}",
                 "exploratory only", False)
-    said = "; ".join(f"{d.comparison.name.split(': ', 1)[1]} ({d.comparison.name.split(' ')[1][:-1]}): {d.word}"
-                     + (f" (could detect {d.mdd:.3g}{seeds_clause(d)})" if d.word == "cannot tell" else "")
+    look = (lambda d: looks.look(d)) if looks is not None else (lambda d: None)  # noqa: E731
+    said = "; ".join(f"{shown_name(d.comparison.name)}: {verdict_text(d, look(d))}"
+                     + (f" (could detect {mdd_text(d)}{seeds_clause(d)})" if d.word == CANNOT_TELL else "")
                      for d in primaries)
-    decided = any(d.word != "cannot tell" for d in primaries)
-    return f"{said}.{tail}", "; ".join(f"{d.word}" for d in primaries), decided
+    decided = any(d.word != CANNOT_TELL for d in primaries)
+    summary = "; ".join((f"{short_label(look(d).asked)}: " if look(d) and look(d).asked else "") + verdict_text(d, look(d))
+                        for d in primaries)
+    return f"{said}.{tail}", summary, decided
+
+
+def untestable(decisions: LabDecisions, question: str) -> str:
+    """A sentence naming the primaries of ``question`` the store cannot test ("" when none)."""
+    missing = [short_label(a) for a in decisions.missing if a.question == question]
+    if not missing:
+        return ""
+    return (f" Not tested, the store lacks their trials or measure (e.g. the matched loss, which stores written "
+            f"before it lack): {'; '.join(missing)}.")
 
 
 def _question(data: LabData, decisions: LabDecisions, question: str, title: str, need: str, anchor: str,
               **preset_filter: tuple[str, ...]) -> Section:
-    shown = decisions.starting(f"{question} ")
+    final = decisions.primaries(question)
+    shown = final + [d for d in decisions.starting(f"{question} ") if d.word is None]
     if not shown:
         return Section(title, lacking(need, **preset_filter), anchor=anchor)
-    answer, verdict, decided = _answer(shown, need)
-    rows = [decision_row(d) for d in sorted(shown, key=lambda d: d.word is None)]
-    return Section(title, answer, [RULE_NOTE, decisions.margin_note() + "."], [(list(DECISION_HEADER), rows)],
-                   verdict=verdict, anchor=anchor, decided=decided)
+    answer, verdict, decided = _answer(shown, need, decisions)
+    answer += untestable(decisions, question)
+    flips = changes(decisions, question)
+    if flips:
+        answer += " " + " ".join(flips)
+    rows = [decision_row(d, decisions.look(d)) for d in sorted(shown, key=lambda d: d.word is None)]
+    section = Section(title, answer, [rule_note(data, decisions), decisions.margin_note() + "."],
+                      [(list(DECISION_HEADER), rows)], verdict=verdict, anchor=anchor, decided=decided)
+    if len(decisions.points) > 1 and final:
+        section.paragraphs.append("Over training: each primary comparison at every point the trials were evaluated "
+                                  "at (one family with the rest).")
+        section.tables.append(training_table(decisions, question))
+    return section
 
 
 def learned_vs_sinusoidal(data: LabData, decisions: LabDecisions) -> Section:
@@ -179,6 +164,19 @@ def variant_question(data: LabData, decisions: LabDecisions, question: str, titl
                      anchor: str = "") -> Section:
     """Questions 2, 3 and 5: the ``base`` variant (A) against ``variant`` (B), per task and scheme."""
     return _question(data, decisions, question, title, need, anchor, variants=("base", variant))
+
+
+def untested_elsewhere() -> list[str]:
+    """Where the questions this report does not test are answered (the report says so itself)."""
+    return [
+        "Is a learned position table just an `nn.Parameter`? `tests/schemes/test_learned.py` shows the lookup "
+        "equals a one-hot product with the table, and the two spellings are one scheme; "
+        "`posembed inspect` shows a trained model's table.",
+        "How does BERT embed a sentence pair (tokens, positions, segment ids)? `posembed encode \"text A\" \"text B\"` "
+        "prints each part; docs/bert.md walks through it.",
+        "Which context extension works (PI, NTK, YaRN, ...)? `posembed lab context --preset context` "
+        "(docs/results.md, the context-extension study).",
+    ]
 
 
 @dataclass(frozen=True)
@@ -270,19 +268,27 @@ def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
             continue
         tables.append(_ranking_table(task, scores, train_length(next(iter(data.groups(task).values())))))
         orders.append(f"{task}: " + ", ".join(r.scheme for r in scores))
-    shown = decisions.starting("Q4 ")
+    shown = decisions.primaries("Q4") + [d for d in decisions.starting("Q4 ") if d.word is None]
     if not tables and not shown:
         return Section(title, lacking("the base variant of two schemes or more, evaluated beyond L",
                                       variants=("base",)), anchor="q4")
-    answer, verdict, decided = _answer(shown, "the order beyond L")
+    answer, verdict, decided = _answer(shown, "the order beyond L", decisions)
+    answer += untestable(decisions, "Q4") + "".join(" " + flip for flip in changes(decisions, "Q4"))
+    if not decisions.primaries("Q4") and any(a.question == "Q4" for a in decisions.missing):
+        verdict = "no verdict (the primary contest is not testable on this store: no matched loss)"
     if orders:
         answer += " Order of the means beyond L (exploratory, not a test): " + "; ".join(orders) + "."
-    note = ("The ranking tables order each task's schemes by their mean beyond L (higher first for accuracy and exact "
-            "match, lower first for validation loss; n/a beyond L, e.g. past a position table, last): exploratory "
-            "numbers, no winner. The verdict is the primary contest's, named before the run.")
-    section = Section(title, answer, [RULE_NOTE, note], anchor="q4", verdict=verdict, decided=decided)
+    note = ("The contest is judged on the matched ratio: the loss on the same characters (the last L targets of "
+            "each window) at the longest context minus at L, so a model that ignores distant context reads 0 "
+            "(ratio 1). The unmatched ratio (all positions of each window, different text at each length) is shown "
+            "as exploratory only. The ranking tables order each task's schemes by their mean beyond L (higher first "
+            "for accuracy and exact match, lower first for validation loss; n/a beyond L, e.g. past a position "
+            "table, last): exploratory numbers, no winner.")
+    section = Section(title, answer, [rule_note(data, decisions), note], anchor="q4", verdict=verdict, decided=decided)
     if shown:
-        section.tables.append((list(DECISION_HEADER), [decision_row(d) for d in shown]))
+        section.tables.append((list(DECISION_HEADER), [decision_row(d, decisions.look(d)) for d in shown]))
+    if len(decisions.points) > 1 and decisions.primaries("Q4"):
+        section.tables.append(training_table(decisions, "Q4"))
     section.tables += tables
     return section
 

@@ -21,6 +21,9 @@ NoPE), so a scheme added to :mod:`posembed.schemes.factory` lands in its family'
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import logging
 import math
 import statistics
@@ -29,12 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from posembed.lab.config import TrialConfig
+from posembed.lab.registration import META_KEY
 from posembed.lab.sweep.store import STORE_NAME, ResultsStore, TrialRecord
 from posembed.lab.task_registry import metric_label, task_entry
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
-    "Stat", "LabData", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
+    "Stat", "LabData", "FINAL", "point_fraction", "point_label", "trial_fraction", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
     "scheme_family", "by_family",
 ]
 
@@ -108,6 +113,9 @@ class LabData:
     experiment: dict[str, Any]
     trials: list[TrialRecord]
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: the questions and seeds the runner recorded before the run (:mod:`posembed.lab.registration`);
+    #: None for a store written before that record existed
+    registration: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -118,6 +126,77 @@ class LabData:
 
     def groups(self, task: str | None = None) -> dict[GroupKey, list[TrialRecord]]:
         return group_trials(t for t in self.trials if task is None or t.config.task == task)
+
+    def points(self) -> tuple[float, ...]:
+        """The training points the trials were evaluated at, as fractions of their steps, ascending
+        (:data:`FINAL` always: the end of training; earlier ones from each trial's ``during``)."""
+        found = {FINAL}
+        for trial in self.trials:
+            steps = {p.step for p in trial.during}
+            found |= {trial_fraction(trial, step) for step in steps}
+        return tuple(sorted(found))
+
+    def at(self, fraction: float) -> "LabData":
+        """The data as it stood after ``fraction`` of each trial's training: every trial's
+        evaluations at that point (from ``during``; the final ones at :data:`FINAL`), its loss
+        curve cut there. A trial not evaluated there is left out.
+
+        Raises:
+            ValueError: ``fraction`` is not in (0, 1].
+        """
+        if not 0 < fraction <= FINAL:
+            raise ValueError(f"a training point is a fraction of the steps in (0, 1], got {fraction!r}")
+        if fraction == FINAL:
+            return self
+        trials = []
+        for trial in self.trials:
+            at = {step for step in {p.step for p in trial.during} if trial_fraction(trial, step) == fraction}
+            evals = [p for p in trial.during if p.step in at]
+            if evals:
+                step = evals[0].step
+                trials.append(dataclasses.replace(trial, evals=evals, curve=[c for c in trial.curve if c[0] <= step]))
+        return LabData(self.out_dir, self.experiment, trials, self.skipped, self.registration)
+
+    def step_at(self, fraction: float) -> int | None:
+        """The training step of ``fraction`` when every trial's config puts it at one step, else None."""
+        steps = {step for t in self.trials for step, f in _fractions(t.config).items() if f == fraction}
+        return steps.pop() if len(steps) == 1 else None
+
+
+#: the end of training, as a fraction of the steps
+FINAL = 1.0
+
+
+def point_fraction(step: int | None, steps: int) -> float:
+    """``step`` as a fraction of ``steps``, to 3 decimals (``None``, the end: 1.0).
+
+    >>> point_fraction(30, 300), point_fraction(None, 300), point_fraction(667, 2000)
+    (0.1, 1.0, 0.334)
+    """
+    return FINAL if step is None else round(step / steps, 3)
+
+
+def point_label(fraction: float, step: int | None = None) -> str:
+    """How the report names a training point.
+
+    >>> point_label(0.1, 30), point_label(1.0), point_label(0.3)
+    ('10 % (step 30)', '100 % (end)', '30 %')
+    """
+    where = " (end)" if fraction == FINAL else f" (step {step})" if step is not None else ""
+    return f"{fraction:.0%}".replace("%", " %") + where
+
+
+def trial_fraction(trial: TrialRecord, step: int | None) -> float:
+    """The fraction of ``eval_at`` a trial evaluated at after ``step`` (its config's, so 1/3 stays
+    1/3 however the step rounds); a step the config does not name: :func:`point_fraction`."""
+    found = _fractions(trial.config).get(step)
+    return found if found is not None else point_fraction(step, trial.config.steps)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fractions(cfg: TrialConfig) -> dict[int, float]:
+    """``{step: fraction}`` of a config's ``eval_at`` (computed once per config: reports ask often)."""
+    return dict(zip(cfg.eval_steps, cfg.eval_at))
 
 
 def load_lab_data(out_dir: str | Path) -> LabData:
@@ -131,9 +210,10 @@ def load_lab_data(out_dir: str | Path) -> LabData:
     if not out.is_dir():
         raise ValueError(f"{str(out)!r} is not a folder; give the --out folder of `posembed lab run`")
     if not (out / STORE_NAME).is_file():
-        raise ValueError(f"{str(out)!r} holds no {STORE_NAME}; run `posembed lab run --preset NAME --out {out}` first")
+        raise ValueError(f"{str(out)!r} holds no {STORE_NAME}; run `posembed lab run --preset quick --out {out}` first")
     with ResultsStore(out) as store:
         results = store.results()
+        recorded = store.meta().get(META_KEY)
     skipped = list(results.reasons.items())
     trials = []
     for record in results.trials:
@@ -146,7 +226,21 @@ def load_lab_data(out_dir: str | Path) -> LabData:
     if not trials:
         detail = f" ({len(skipped)} corrupt rows skipped: {', '.join(t for t, _ in skipped)})" if skipped else ""
         raise ValueError(f"the results store in {str(out)!r} holds no finished trials{detail}; nothing to report")
-    return LabData(out, results.experiment, trials, skipped)
+    return LabData(out, results.experiment, trials, skipped, _registration(recorded))
+
+
+def _registration(text: str | None) -> dict[str, Any] | None:
+    """The stored registration record, or None when absent or unreadable (logged)."""
+    if text is None:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        logger.warning("lab report: the store's registration record is not a JSON object; ignored")
+        return None
+    return found
 
 
 def _is_number(value: Any) -> bool:
@@ -155,7 +249,10 @@ def _is_number(value: Any) -> bool:
 
 def _number_problem(record: TrialRecord) -> str:
     """Why a decoded record still cannot be reported ('' when it can)."""
-    for point in record.evals:
+    for point in record.during:
+        if not (isinstance(point.step, int) and 0 < point.step < record.config.steps):
+            return f"eval {point.metric}@{point.length} during training has step {point.step!r}, not in 1..steps-1"
+    for point in (*record.evals, *record.during):
         if not isinstance(point.length, int) or isinstance(point.length, bool):
             return f"eval {point.metric} has a non-integer length {point.length!r}"
         if point.value is not None and not _is_number(point.value):

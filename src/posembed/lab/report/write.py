@@ -15,13 +15,15 @@ from posembed._io import atomic_write_text
 from posembed.lab.report.calibration import calibration_section
 from posembed.lab.report.decisions import lab_decisions
 from posembed.lab.report.plots import length_figure, loss_figure
+from posembed.lab.registration import DECIDES, EXPLORED, describe, registration
+from posembed.lab.presets import PRIMARY, get_preset
 from posembed.lab.report.questions import (
-    Section, exploratory, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, variant_question,
+    Section, exploratory, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, untested_elsewhere, variant_question,
 )
 from posembed.lab.report.tables import LabData, drift_table, load_lab_data, primary_metric, results_table
 from posembed.report import HtmlReport, format_cell
 
-__all__ = ["write_report", "build_sections", "too_small", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
+__all__ = ["write_report", "build_sections", "too_small", "confirmation", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +108,9 @@ def _overview(doc: _Document, data: LabData) -> None:
         ["variants", ", ".join(dict.fromkeys(t.config.variant for t in data.trials))],
         ["seeds", ", ".join(map(str, seeds))],
         ["planned by the experiment", _planned(exp)],
-        ["training time (all trials)", f"{sum(t.seconds for t in data.trials):.1f} s"],
+        ["training time, summed over the trials", f"{sum(t.seconds for t in data.trials):.1f} s (each trial's own "
+         "training time added up; the wall time is shorter where workers trained trials side by side, longer by "
+         "start-up and evaluation)"],
     ])
     if data.skipped:
         doc.paragraph(f"{len(data.skipped)} corrupt row(s) in the store were skipped (not in any table or plot):")
@@ -123,6 +127,10 @@ def too_small(data: LabData, sections: Sequence[Section]) -> str:
     reasons = []
     if data.name in SMOKE_PRESETS:
         reasons.append(f"the {data.name!r} preset trains tiny models for a few steps to test the pipeline")
+    planned = get_preset(data.name).seeds if data.name == DECIDES else ()
+    have = {t.config.seed for t in data.trials}
+    if planned and not set(planned) <= have:
+        reasons.append(f"the study is interim: {len(have & set(planned))} of its {len(planned)} seeds have reported")
     if max(len(trials) for trials in data.groups().values()) < 2:
         reasons.append("every group has one seed, so nothing can be tested")
     elif not any(s.decided for s in sections):
@@ -130,7 +138,50 @@ def too_small(data: LabData, sections: Sequence[Section]) -> str:
     if not reasons:
         return ""
     return ("This run is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
-            "run `posembed lab run --preset quick` (7 seeds) for answers.")
+            f"run `posembed lab run --preset quick` (a preview on {len(get_preset('quick').seeds)} seeds) or "
+            f"`posembed lab run --preset {DECIDES}` (the study) for answers.")
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    """``0-6`` for a run of consecutive seeds, else the list.
+
+    >>> _seeds_text([0, 1, 2, 3]), _seeds_text([1000, 1002])
+    ('0-3', '1000, 1002')
+    """
+    seeds = sorted(seeds)
+    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2 \
+        else ", ".join(map(str, seeds))
+
+
+def confirmation(data: LabData) -> list[str]:
+    """Which seeds explored and which confirmed, the record made before the run, and for a preview
+    (its seeds explored, or a preset other than the study) the study that decides."""
+    seeds = sorted({t.config.seed for t in data.trials})
+    entry = registration(data.name)
+    record = data.registration
+    explored = tuple(record["explored_seeds"]) if record and "explored_seeds" in record else EXPLORED
+    reused = sorted(set(seeds) & set(explored))
+    lines = [f"Seeds {_seeds_text(explored)} explored: the questions were named after their results. This run's seeds "
+             f"are {_seeds_text(seeds)}: " + (f"{'all' if len(reused) == len(seeds) else 'some'} of them explored "
+                                              f"({_seeds_text(reused)}), so its verdicts preview, they do not confirm."
+                                              if reused else "none explored, so its verdicts confirm on fresh seeds.")]
+    if record is None:
+        lines.append("This store holds no record of its questions made before the run (it predates the record, or "
+                     "the preset declares none): its questions are the package's today.")
+    else:
+        lines.append(f"The questions were declared at commit {record.get('declared_at', '?')} and recorded in this "
+                     f"store when the run (commit {str(record.get('run_commit', '?'))[:7]}) claimed it, before its "
+                     "first trial trained.")
+        if entry is not None and record.get("questions") != [describe(a) for a in PRIMARY.get(data.name, ())]:
+            lines.append("The package's questions have changed since this run recorded its own: the report tests "
+                         "today's, so its verdicts are not the run's pre-declared ones.")
+    if data.name != DECIDES:
+        full = get_preset(DECIDES)
+        base = full.base("charlm")
+        lines.append(f"This {data.name!r} run is a preview at its scale; the study that decides these questions is "
+                     f"`posembed lab run --preset {DECIDES} --out lab-{DECIDES}` ({base.depth} layers, width {base.dim}, "
+                     f"context {base.context}, {base.steps} steps, seeds {_seeds_text(full.seeds)}).")
+    return lines
 
 
 def _planned(exp: dict[str, Any]) -> str:
@@ -168,15 +219,20 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
         doc.banner(warning)
     seeds = sorted({len(trials) for trials in data.groups().values()})
     doc.heading("Summary", anchor="summary")
-    doc.paragraph(f"{data.name}: {len(data.trials)} trials, {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
-                  "seed(s) per group; a verdict word is a test with the seed as the unit, Holm over the preset's primary "
-                  "comparisons and the paper checks at a family-wise 5 %; 'alike' only within a stated margin; every "
-                  "other comparison is exploratory." + (" Not findings: see the warning above." if warning else ""))
-    doc.links([(f"{s.title.split('.')[0]}: {s.verdict or 'no verdict (the store lacks its trials)'}", s.anchor)
-               for s in sections])
+    per_group = f"{seeds[0]} to {seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
+    doc.paragraph(f"{data.name}: {len(data.trials)} trials, {per_group} seed{'s' if seeds[-1] > 1 else ''} per group; "
+                  "a verdict word is a test with the seed as the unit, Holm over the preset's primary comparisons at "
+                  "every training point and the paper checks at a family-wise 5 %; 'alike' only within a stated "
+                  "margin; every other comparison is exploratory." + (" Not findings: see the warning above."
+                                                                       if warning else ""))
+    doc.links([(f"{s.title}: {s.verdict or 'no verdict (the store lacks its trials)'}", s.anchor) for s in sections])
+    for line in confirmation(data):
+        doc.paragraph(line)
     doc.heading("Answers to the questions", anchor="answers")
     for section in sections:
         doc.section(section)
+    doc.heading("Questions this run does not test", 3, "elsewhere")
+    doc.links([(line, "") for line in untested_elsewhere()])
     doc.heading("Results (mean ± std over seeds)", anchor="results")
     for task in data.tasks():
         _task_results(doc, data, task)

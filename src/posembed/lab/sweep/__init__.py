@@ -16,3 +16,7 @@ file            what
 ``progress``    the lab's progress lines and bars (:mod:`posembed._progress`)
 =============== ===============================================================================
 """
+
+from posembed._names import submodules
+
+__getattr__ = submodules(__name__)  # posembed.lab.sweep.<file>: imported on first use

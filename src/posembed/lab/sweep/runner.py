@@ -301,6 +301,7 @@ def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLo
             lock = OutDirLock(out).acquire()
             store = ResultsStore(out, experiment)
             done = store.finished_ids()
+            _register(store, experiment)
         except ValueError as caught:
             error = caught
             if store is not None:
@@ -313,6 +314,16 @@ def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLo
     if message is not None:
         raise ValueError(message)
     return lock, store, shared_done
+
+
+def _register(store: ResultsStore, experiment: ExperimentConfig) -> None:
+    """Write the preset's declared questions and seeds (:func:`posembed.lab.registration.record`)
+    into the store's meta, before any trial of this run trains; a resumed run keeps the first record."""
+    from posembed.lab.registration import META_KEY, record
+
+    text = record(experiment.name, tuple(experiment.seeds))
+    if text is not None:
+        store.note_once(META_KEY, text)
 
 
 def _check_trials(experiment: ExperimentConfig, trials: list[TrialConfig], world: int) -> None:

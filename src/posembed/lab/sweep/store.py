@@ -265,6 +265,11 @@ class ResultsStore:
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta"))
 
+    def note_once(self, key: str, value: str) -> None:
+        """Record ``key`` in the meta table unless already there (the first run's record stays on resume)."""
+        with self.conn:
+            self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     def finished_ids(self) -> set[str]:
         """Ids of the trials stored and readable (a corrupt row counts as not finished)."""
         return {record.trial_id for record in self.records()}

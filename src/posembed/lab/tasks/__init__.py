@@ -36,7 +36,10 @@ A new task is one file here with a class on the types of ``base`` (taking the
 in :mod:`posembed.lab.task_registry` (which also says each metric's display name and direction).
 """
 
+from posembed._names import submodules
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, Task, eval_lengths, loss_fn
 from posembed.lab.tasks.make import make_task
 
 __all__ = ["Batch", "EvalPoint", "Task", "make_task", "TABLE_LIMIT", "IGNORE", "loss_fn", "eval_lengths"]
+
+__getattr__ = submodules(__name__)  # posembed.lab.tasks.<file>: imported on first use
