@@ -2,13 +2,17 @@
 
 ``results/context/study.json`` holds the per-seed rows of the study the page reports (one object per
 stored value: seed, model, method, length, metric, depth, value) and the study's config;
-``results/context/passkey-rate.json`` the RoPE model's passkey accuracy at L per seed (the rate);
+``results/context/passkey-rate.json`` the RoPE model's passkey accuracy at L per seed (the rate), in
+named sets of runs (torch's AVX-512 or AVX2 kernels, on a given day), each with its command, commit,
+machine, date and capability;
 ``meta.json`` the command, commit, threads, device, load and date of each run behind them.
 
 Usage (from the repository root)::
 
     python tools/context_page.py export STORE:CONFIG_ID...   # runs of context.sqlite stores -> study.json
-    python tools/context_page.py rate STORE:CONFIG_ID...     # RoPE's passkey accuracy at L per seed -> passkey-rate.json
+    python tools/context_page.py rate STORE:CONFIG_ID... --name NAME --about kernels=AVX2 --about capability=AVX2 \\
+        --about command=... --about commit=... --about machine=... --about date=...
+                                                              # RoPE's passkey accuracy at L per seed -> passkey-rate.json
     python tools/context_page.py write                        # rewrite the page's blocks
     python tools/context_page.py check                        # exit 1 when a block differs
 
@@ -27,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "context"
 PAGE = ROOT / "docs" / "results.md"
 
-__all__ = ["blocks", "load_study", "rate_text", "export", "export_rate", "main"]
+__all__ = ["ABOUT", "blocks", "clopper_pearson", "load_study", "rate_text", "retrieves", "export", "export_rate", "main"]
 
 
 def _read(name: str) -> dict:
@@ -42,26 +46,84 @@ def load_study(results: Path = RESULTS):
     return Results(stored["rows"], stored["config"])
 
 
-def rate_text(rate: dict) -> str:
-    """``k of n seeds`` reaching the criterion, counted here from the per-seed values, with an exact
-    (Clopper-Pearson) 95 % interval of the rate."""
+#: what each set of runs in ``passkey-rate.json`` names: its kernels (``AVX-512`` or ``AVX2``), the
+#: capability torch reported (``torch.backends.cpu.get_cpu_capability()``), the command behind its
+#: values, the commit it ran at, the machine and the date
+ABOUT = ("kernels", "capability", "command", "commit", "machine", "date")
+
+
+def clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95 % interval of a rate of ``k`` of ``n``."""
     from scipy.stats import beta
 
-    criterion, values = rate["criterion"], rate["accuracy_at_L"]
-    k, n = sum(v >= criterion for v in values.values()), len(values)
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"a rate needs 0 <= k <= n and n >= 1, got k={k}, n={n}")
     low = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
     high = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
-    per_seed = ", ".join(f"seed {seed}: {value:.4g}" for seed, value in sorted(values.items(), key=lambda s: int(s[0])))
-    text = (f"**RoPE learns passkey retrieval at L on {k} of {n} seeds** (a seed counts when its accuracy at L, "
-            f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}; the rate's "
-            f"exact 95 % Clopper-Pearson interval: {low:.2f} to {high:.2f}). Per seed: {per_seed}.")
-    other = rate.get("avx2")
-    if other:
-        seed = str(other["seed"])
-        text += (f" The same command for seed {seed} on torch's AVX2 kernels instead of AVX-512 (same code, "
-                 f"seed and thread) trains a different model: final loss {other['final_loss']:.5f} against "
-                 f"{rate['final_loss'][seed]:.5f}, passkey accuracy at L {other['accuracy_at_L']:.4g} against "
-                 f"{values[seed]:.4g}.")
+    return low, high
+
+
+def _sets(rate: dict) -> dict[str, dict]:
+    """Set name -> the set, each checked to name what made it (:data:`ABOUT`) and to hold values."""
+    if not rate.get("sets"):
+        raise ValueError("passkey rate: no sets of runs")
+    for name, values in rate["sets"].items():
+        missing = [key for key in ABOUT if not values.get(key)]
+        if missing:
+            raise ValueError(f"passkey rate ({name}): missing {', '.join(missing)}; each set names {', '.join(ABOUT)}")
+        if not values.get("accuracy_at_L"):
+            raise ValueError(f"passkey rate ({name}): no per-seed accuracy_at_L")
+    return rate["sets"]
+
+
+def retrieves(rate: dict) -> dict[str, dict[str, bool]]:
+    """Set name -> seed -> whether RoPE retrieves the passkey at L there (accuracy >= the criterion)."""
+    return {name: {seed: value >= rate["criterion"] for seed, value in values["accuracy_at_L"].items()}
+            for name, values in _sets(rate).items()}
+
+
+def _seeds(values) -> list[str]:
+    return sorted(values, key=int)
+
+
+def _differs(a: dict, b: dict) -> str:
+    """What differs between two sets of runs: their kernels, the day (the machine under it), the commit."""
+    what = [label for label, key, width in (("kernels", "kernels", None), ("day", "date", 10), ("commit", "commit", None))
+            if a[key][:width] != b[key][:width]]
+    return " and ".join(what) or "nothing stated"
+
+
+def rate_text(rate: dict) -> str:
+    """For each set of runs, ``k of n seeds`` reaching the criterion (counted here from the per-seed
+    values) with an exact (Clopper-Pearson) 95 % interval, its kernels, command, commit, machine and
+    date; then, for each two sets sharing seeds, the seeds whose verdict is not the same in both."""
+    criterion, sets, verdicts = rate["criterion"], _sets(rate), retrieves(rate)
+    parts = []
+    for name, values in sets.items():
+        k, n = sum(verdicts[name].values()), len(verdicts[name])
+        low, high = clopper_pearson(k, n)
+        parts.append(f"{name}: on {k} of {n} seeds with torch's {values['kernels']} kernels (capability "
+                     f"{values['capability']}; exact 95 % Clopper-Pearson interval of the rate: {low:.2f} to "
+                     f"{high:.2f}; `{values['command']}` at commit {values['commit'][:7]}, {values['machine']}, "
+                     f"{values['date']})")
+    text = (f"**RoPE learns passkey retrieval at L** ({'; '.join(parts)}). A seed counts when its accuracy at L, "
+            f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}.")
+    names = list(sets)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            a, b = sets[first]["accuracy_at_L"], sets[second]["accuracy_at_L"]
+            both = [s for s in _seeds(a) if s in b]
+            if not both or " and " in _differs(sets[first], sets[second]):  # nothing shared, or two things differ
+                continue
+            flipped = [s for s in both if verdicts[first][s] != verdicts[second][s]]
+            per_seed = ", ".join(f"seed {s}: {a[s]:.4g} / {b[s]:.4g}" for s in both)
+            head = (f" {first} against {second} (they differ in {_differs(sets[first], sets[second])}; "
+                    f"accuracy at L {per_seed}): ")
+            if flipped:
+                text += head + (f"**the verdict is not the same** on {len(flipped)} of the {len(both)} seeds run in "
+                                f"both (seed {', '.join(flipped)}).")
+            else:
+                text += head + f"the verdict is the same on each of the {len(both)} seeds run in both."
     return text
 
 
@@ -129,10 +191,11 @@ def export(runs: list[str], out: Path = RESULTS) -> Path:
     return atomic_write_text(out / "study.json", json.dumps(body, sort_keys=True) + "\n")
 
 
-def export_rate(runs: list[str], out: Path = RESULTS, avx2: str = "") -> Path:
-    """RoPE's passkey accuracy at L (mean over depths) of each run ``STORE:CONFIG_ID`` (one per seed) as
-    ``passkey-rate.json``, with the criterion the report counts by, the documents behind each value and
-    each model's final training loss; ``avx2``: the same command run with torch's AVX2 kernels."""
+def export_rate(runs: list[str], name: str, about: dict[str, str], out: Path = RESULTS) -> Path:
+    """RoPE's passkey accuracy at L (mean over depths) of each run ``STORE:CONFIG_ID`` (one per seed)
+    into ``passkey-rate.json`` as the set of runs ``name`` (replacing one of that name), with each model's
+    final training loss and ``about`` (:data:`ABOUT`); the file keeps the criterion the report counts by
+    and the documents behind each value, the same for every set."""
     from posembed._io import atomic_write_text
     from posembed.lab.context.store import NO_DEPTH, ContextStore, train_id_of
     from posembed.lab.report.context_verdicts import RETRIEVES
@@ -148,19 +211,36 @@ def export_rate(runs: list[str], out: Path = RESULTS, avx2: str = "") -> Path:
         loss = context.models(train_id_of(body)).get("rope", {}).get("final_loss")
         return body["seed"], found[0], loss, (body["depths"], body["passkey_samples"])
 
+    missing = [key for key in ABOUT if not about.get(key)]
+    if missing:
+        raise ValueError(f"the runs of {name!r} need {', '.join(missing)} (each set names {', '.join(ABOUT)})")
     measured = [read(run) for run in runs]
+    seeds = [seed for seed, *_ in measured]
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"the runs of {name!r} repeat a seed: {sorted(seeds)}")
     sizes = {size for *_, size in measured}
+    path = out / "passkey-rate.json"
+    body = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"sets": {}}
+    if "depths" in body:
+        sizes.add((body["depths"], body["samples"]))
     if len(sizes) != 1:
         raise ValueError(f"the runs measured passkey accuracy on different grids: {sorted(sizes)}")
     (depths, samples), = sizes
-    body = {"criterion": RETRIEVES, "depths": depths, "samples": samples, "runs": runs,
-            "accuracy_at_L": {str(seed): value for seed, value, _, _ in measured},
-            "final_loss": {str(seed): loss for seed, _, loss, _ in measured}}
-    if avx2:
-        seed, value, loss, _ = read(avx2)
-        body["avx2"] = {"run": avx2, "seed": seed, "accuracy_at_L": value, "final_loss": loss}
+    body.update(criterion=RETRIEVES, depths=depths, samples=samples)
+    body["sets"][name] = {**about, "runs": list(runs), "accuracy_at_L": {str(s): v for s, v, _, _ in measured},
+                          "final_loss": {str(s): loss for s, _, loss, _ in measured}}
     out.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(out / "passkey-rate.json", json.dumps(body, indent=1, sort_keys=True) + "\n")
+    return atomic_write_text(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def _about(pairs: list[str]) -> dict[str, str]:
+    about = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or key not in ABOUT:
+            raise SystemExit(f"--about takes KEY=VALUE with KEY one of {', '.join(ABOUT)}, got {pair!r}")
+        about[key] = value
+    return about
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     exported.add_argument("runs", nargs="+", metavar="STORE:CONFIG_ID")
     rate = sub.add_parser("rate")
     rate.add_argument("runs", nargs="+", metavar="STORE:CONFIG_ID")
-    rate.add_argument("--avx2", default="", metavar="STORE:CONFIG_ID", help="the same run on torch's AVX2 kernels")
+    rate.add_argument("--name", required=True, help="the set of runs these are (replaces a stored set of that name)")
+    rate.add_argument("--about", action="append", default=[], metavar="KEY=VALUE",
+                      help=f"what made the runs, each of {', '.join(ABOUT)}")
     sub.add_parser("write")
     sub.add_parser("check")
     args = parser.parse_args(argv)
@@ -181,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(export(args.runs))
         return 0
     if args.command == "rate":
-        print(export_rate(args.runs, avx2=args.avx2))
+        print(export_rate(args.runs, args.name, _about(args.about)))
         return 0
     if args.command == "write":
         write_blocks(PAGE, blocks())
