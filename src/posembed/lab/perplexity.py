@@ -57,21 +57,8 @@ def val_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, 
         The mean loss, or ``None`` when ``tokens`` holds not even one window of ``length + 1``
         (or ``windows`` is 0).
     """
-    for name, value, least in (("length", length, 1), ("windows", windows, 0), ("batch", batch, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    count = min((len(tokens) - 1) // length, windows)
-    if count <= 0:
-        return None
-    total, scored = 0.0, 0
-    for first in range(0, count, batch):
-        rows = range(first, min(first + batch, count))
-        chunk = torch.stack([tokens[r * length : r * length + length + 1] for r in rows])  # (B, T + 1)
-        logits = model(chunk[:, :-1])  # (B, T, V)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), chunk[:, 1:].flatten(), reduction="sum")
-        total += float(loss)
-        scored += chunk[:, 1:].numel()
-    return total / scored
+    # consecutive windows (the argument checks are matched_loss's, ``length`` first): each ends where the next begins, every target scored
+    return matched_loss(model, tokens, length, scored=length, span=length, windows=windows, batch=batch)
 
 
 def lm_perplexity(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, windows: int,
