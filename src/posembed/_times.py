@@ -23,7 +23,9 @@ TIMES: dict[str, str] = {
     # 991 CPU s (user + sys) and 38 min 10 s wall at load 9-16 beside 7 other sessions; not timed on idle cores. The
     # 70-trial preset before it: 460 CPU s, 44 min 14 s and 29 min 32 s at load 8-30; the 96-trial one 5 min 05 s idle
     "quick": "about 990 CPU seconds: about 8–9 minutes on 2 idle CPU cores, 30–45 on a busy machine",
-    # python -m pytest -n 2 -q: 5 min 44 s at load 1.5-2.2 (3,662 tests, CI rehearsal 2026-11-27 11:12; 5 min 20 s
+    # python -m pytest -n 2 -q: 13 min 47 s at load 2-4 for 4,041 tests with a study paused beside it (2026-11-28 11:55;
+    # the figures, the exact McNemar and scipy's t tests added ~4 CPU minutes); 5 min 44 s at load 1.5-2.2
+    # (3,662 tests, CI rehearsal 2026-11-27 11:12; 5 min 20 s
     # for 3,626 at load 1-3 at 09:12; 11 min 07 s for
     # 3,599 at load 4 the same day; 4 min 47 s for 3,475 at load 3-4 earlier; 3 min 10 s for
     # 2,999 tests on 2026-11-26); 8-15 min at load 5-7 (2,999 tests)
