@@ -437,12 +437,16 @@ def figure_blocks(data: Data) -> dict[str, str]:
 
 
 def _decision_lines(decisions) -> list[str]:
+    from posembed.lab.report.decisions import THRESHOLD
+    from posembed.lab.report.rows import verdict_text
+
     lines = []
     for d in decisions:
         name = d.comparison.name.split(" ", 1)[1] if d.comparison.name[:1] == "Q" else d.comparison.name
         text = d.text(digits=3)
         body = text[len(d.word) + 2:-1] if text.startswith(f"{d.word} (") else text
-        lines.append(f"- **{d.word}** ({name}): {body}.")
+        shown = verdict_text(d) if d.comparison.b == THRESHOLD else d.word  # Press's "fails", not an arm "better"
+        lines.append(f"- **{shown}** ({name}): {body}.")
     return lines
 
 

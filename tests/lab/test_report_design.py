@@ -250,3 +250,21 @@ def test_sections_answer_with_the_interaction_in_words():
     q2 = next(s for s in build_sections(data) if s.anchor == "q2")
     assert "depends on the scheme" in q2.answer and "learned vs sinusoidal (interaction)" in q2.verdict
     assert exploratory(data)  # the unmatched ratio and the per-task comparisons stay exploratory
+
+
+def test_press_threshold_rows_say_fails_not_which_arm_is_better():
+    """A scheme tested against Press's 1.5 threshold fails or does not; "threshold 1.5 better" said neither."""
+    import math
+
+    from posembed.lab.report.decisions import THRESHOLD
+    from posembed.lab.report.rows import verdict_text
+    from posembed.stats import Comparison, decide
+
+    def verdict(values):
+        (d,) = decide([Comparison("Press: s fails beyond L (matched 8x/1x ratio >= 1.5)", "learned", THRESHOLD, values,
+                                  (math.log(1.5),) * len(values), False, 0.0488, test="paired")])
+        return verdict_text(d)
+
+    assert verdict((0.60, 0.58, 0.61, 0.59)) == "learned fails (its ratio is above 1.5)"
+    assert verdict((0.01, 0.02, 0.0, 0.015)) == "learned does not fail (its ratio is below 1.5)"
+    assert verdict((0.30, 0.50, 0.41, 0.39)) == "cannot tell"

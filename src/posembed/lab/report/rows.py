@@ -14,9 +14,10 @@ import math
 from typing import Any
 
 from posembed.lab.presets import Interaction, Measure, Primary
-from posembed.lab.report.decisions import VASWANI_BEYOND, LabDecisions, Look, beyond_margin, judged_metric
+from posembed.lab.report.decisions import THRESHOLD, VASWANI_BEYOND, LabDecisions, Look, beyond_margin, judged_metric
 from posembed.lab.report.tables import LabData
 from posembed.lab.task_registry import METRICS
+from posembed.lab.verdicts import FAIL_RATIO
 from posembed.stats import ALIKE, ALPHA, Comparison, Decision, describe, number_text
 
 __all__ = ["group_text", "DECISION_HEADER", "decision_row", "shown_name", "mdd_text", "verdict_text", "rule_note",
@@ -112,7 +113,8 @@ def verdict_text(d: Decision, look: Look | None = None) -> str:
     - for an interaction: "depends on the scheme (...)" / "the same for both schemes (within the margin)";
     - for a difference shown at the family's level that is smaller than the margin "alike" uses:
       "X better, by less than the 0.02-nat margin" (when the equivalence test shows it too) or
-      "..., by less than the margin as estimated" (the point estimate inside, the interval not).
+      "..., by less than the margin as estimated" (the point estimate inside, the interval not);
+    - for Press's threshold test: "learned fails (its ratio is above 1.5)" or "... does not fail ...".
     """
     word = d.word or "exploratory"
     if look is not None and isinstance(look.asked, Interaction):
@@ -123,6 +125,9 @@ def verdict_text(d: Decision, look: Look | None = None) -> str:
     if d.comparison.name == VASWANI_BEYOND and d.word is not None:
         return ("differ by more than the margin" if beyond_margin(d) else
                 "within the margin on the side the difference points to" if word.endswith(" better") else word)
+    if d.comparison.b == THRESHOLD and word.endswith(" better"):  # Press's "fails": the ratio against 1.5
+        return (f"{d.comparison.a} fails (its ratio is above {FAIL_RATIO})" if word == f"{THRESHOLD} better" else
+                f"{d.comparison.a} does not fail (its ratio is below {FAIL_RATIO})")
     if not word.endswith(" better"):
         return word
     if d.p_equivalence_adjusted < ALPHA:
