@@ -24,7 +24,6 @@ import logging
 import math
 import os
 import time
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Collection
 
