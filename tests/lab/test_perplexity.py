@@ -151,3 +151,11 @@ def test_bad_sizes_name_the_value_and_the_limit(key, value):
     with pytest.raises(ValueError, match=rf"^{key} must be an integer >= {least}, got {value!r}$"):
         val_loss(_successor_model(4), torch.arange(20) % 4, given["length"], windows=given["windows"],
                  batch=given["batch"])
+
+
+@pytest.mark.parametrize("scored", [(), [2], (2, 0), (2, 9)])
+def test_matched_losses_names_a_bad_scored(scored):
+    from posembed.lab.perplexity import matched_losses
+
+    with pytest.raises(ValueError, match="scored"):
+        matched_losses(_successor_model(4), torch.arange(40) % 4, 8, scored=scored, span=8, windows=2)

@@ -170,7 +170,25 @@ def test_charlm_scores_its_validation_windows_with_the_one_loss_to_the_digit(tin
     assert points[("matched_loss", 8)] == pytest.approx(matched, rel=1e-6)
     assert points[("matched_loss", 32)] == pytest.approx(matched, rel=1e-6)
     assert points[("val_loss", 8)] != pytest.approx(points[("val_loss", 32)], rel=1e-3)
-    assert calls == [(3, 8), (3, 8), (3, 8), (3, 8), (3, 32), (3, 32), (3, 32), (3, 32)]
+    # at the longest length the consecutive windows are the matched ones: one pass scores both
+    assert calls == [(3, 8), (3, 8), (3, 8), (3, 8), (3, 32), (3, 32)]
+
+
+def test_charlm_one_pass_at_the_longest_length_is_bit_for_bit_the_two_losses(tinyshakespeare):
+    # the shared pass must not move a stored number: each loss equals its own function's to the bit
+    from posembed.lab.perplexity import matched_loss, val_loss
+
+    cfg = tiny_trial(task="charlm", scheme="rope", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 2.0, 4.0),
+                     batch=5, eval_batches=3)
+    task = make_task(cfg)
+    torch.manual_seed(3)
+    model = build_trial_model(cfg, task).eval()
+    points = {(p.metric, p.length): p.value for p in task.evaluate(model, torch.Generator(), None)}
+    val, windows = task.corpus.val, 15
+    for length in (8, 16, 32):
+        assert points[("val_loss", length)] == val_loss(model, val, length, windows=windows, batch=5)
+        assert points[("matched_loss", length)] == matched_loss(model, val, length, scored=8, span=32,
+                                                                windows=windows, batch=5)
 
 
 @pytest.mark.parametrize(

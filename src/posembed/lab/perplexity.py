@@ -38,7 +38,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["val_loss", "lm_perplexity", "matched_loss"]
+__all__ = ["val_loss", "lm_perplexity", "matched_loss", "matched_losses"]
 
 
 @torch.no_grad()
@@ -100,22 +100,46 @@ def matched_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int,
         ...
         ValueError: need scored <= length <= span, got scored=2, length=9, span=8
     """
-    for name, value, least in (("length", length, 1), ("scored", scored, 1), ("span", span, 1),
+    return matched_losses(model, tokens, length, scored=(scored,), span=span, windows=windows, batch=batch)[0]
+
+
+@torch.no_grad()
+def matched_losses(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, scored: tuple[int, ...],
+                   span: int, windows: int, batch: int = 8) -> tuple[float | None, ...]:
+    """:func:`matched_loss` for several ``scored`` counts from one pass of the windows: one number per
+    entry of ``scored``, each exactly what :func:`matched_loss` gives for it (the same logits, the same
+    sums). At ``length == span`` the consecutive windows of :func:`val_loss` are these windows, so
+    ``scored=(length, L)`` gives the validation loss and the matched loss at the longest length from one
+    forward each.
+
+        >>> import torch
+        >>> tokens = torch.arange(20) % 4
+        >>> bigram = lambda ids: torch.nn.functional.one_hot((ids + 1) % 4, 4).float() * 9  # (B, T, V)
+        >>> both = matched_losses(bigram, tokens, 8, scored=(8, 2), span=8, windows=4)
+        >>> both == (val_loss(bigram, tokens, 8, windows=4), matched_loss(bigram, tokens, 8, scored=2, span=8, windows=4))
+        True
+    """
+    if not isinstance(scored, tuple) or not scored:
+        raise ValueError(f"scored must be a non-empty tuple of integers, got {scored!r}")
+    for name, value, least in (("length", length, 1), *(("scored", s, 1) for s in scored), ("span", span, 1),
                                ("windows", windows, 0), ("batch", batch, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    if not scored <= length <= span:
-        raise ValueError(f"need scored <= length <= span, got scored={scored}, length={length}, span={span}")
+    for s in scored:
+        if not s <= length <= span:
+            raise ValueError(f"need scored <= length <= span, got scored={s}, length={length}, span={span}")
     count = min((len(tokens) - 1) // span, windows)
     if count <= 0:
-        return None
-    total, counted = 0.0, 0
+        return (None,) * len(scored)
+    totals, counted = [0.0] * len(scored), [0] * len(scored)
     for first in range(0, count, batch):
         ends = [(r + 1) * span for r in range(first, min(first + batch, count))]
         chunk = torch.stack([tokens[end - length : end + 1] for end in ends])  # (B, T + 1)
-        logits = model(chunk[:, :-1])[:, -scored:]  # (B, scored, V)
-        targets = chunk[:, -scored:]  # (B, scored)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="sum")
-        total += float(loss)
-        counted += targets.numel()
-    return total / counted
+        logits = model(chunk[:, :-1])  # (B, T, V)
+        for i, s in enumerate(scored):
+            targets = chunk[:, -s:]  # (B, s)
+            loss = torch.nn.functional.cross_entropy(logits[:, -s:].flatten(0, 1).float(), targets.flatten(),
+                                                     reduction="sum")
+            totals[i] += float(loss)
+            counted[i] += targets.numel()
+    return tuple(total / n for total, n in zip(totals, counted))

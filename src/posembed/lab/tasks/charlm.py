@@ -22,7 +22,7 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
-from posembed.lab.perplexity import matched_loss, val_loss
+from posembed.lab.perplexity import matched_loss, matched_losses, val_loss
 from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["CharLMTask", "load_corpus"]
@@ -70,7 +70,7 @@ class CharLMTask:
             if limit is not None and length > limit:
                 points += [EvalPoint(m, length, None, TABLE_LIMIT) for m in _METRICS]
                 continue
-            loss, matched = self._val_loss(model, length), self._matched_loss(model, length)
+            loss, matched = self._losses(model, length)
             if loss is None or matched is None:
                 points += [EvalPoint(m, length, None, SHORT_VAL) for m in _METRICS]
                 continue
@@ -78,11 +78,13 @@ class CharLMTask:
                        EvalPoint("matched_loss", length, matched)]
         return points
 
-    def _matched_loss(self, model: nn.Module, length: int) -> float | None:
-        scored = min(self.cfg.context, length)
-        return matched_loss(model, self.corpus.val, length, scored=scored, span=max(self.lengths),
-                            windows=self.cfg.eval_batches * self.cfg.batch, batch=self.cfg.batch)
-
-    def _val_loss(self, model: nn.Module, length: int) -> float | None:
-        return val_loss(model, self.corpus.val, length, windows=self.cfg.eval_batches * self.cfg.batch,
-                        batch=self.cfg.batch)
+    def _losses(self, model: nn.Module, length: int) -> tuple[float | None, float | None]:
+        """``(val_loss, matched_loss)`` at ``length``; at the longest length both come from one pass,
+        since the consecutive windows of ``val_loss`` are then the matched windows."""
+        windows, span, scored = self.cfg.eval_batches * self.cfg.batch, max(self.lengths), min(self.cfg.context, length)
+        if length == span:
+            return matched_losses(model, self.corpus.val, length, scored=(length, scored), span=span, windows=windows,
+                                  batch=self.cfg.batch)
+        return (val_loss(model, self.corpus.val, length, windows=windows, batch=self.cfg.batch),
+                matched_loss(model, self.corpus.val, length, scored=scored, span=span, windows=windows,
+                             batch=self.cfg.batch))
