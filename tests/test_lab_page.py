@@ -56,3 +56,17 @@ def test_the_simulation_block_says_what_was_simulated(tmp_path):
     assert found["reports"] == 3 and found["looks"] > 30 and json.loads(path.read_text()) == found
     text = lab_page._simulation_block(path)
     assert text.startswith("3 simulated `quick` reports in which no group differs") and "results/lab/simulation.json" in text
+
+
+def test_the_full_study_is_simulated_on_its_own_seeds_and_questions(tmp_path):
+    found = lab_page.simulate(2, path=tmp_path / "simulation-full.json", preset="full")
+    assert found["preset"] == "full" and found["command"].endswith("--preset full")
+    assert lab_page.simulation_path("full").name == "simulation-full.json"
+    assert lab_page.simulation_path("quick").name == "simulation.json"
+    text = lab_page._simulation_block(tmp_path / "simulation-full.json")
+    assert text.startswith("2 simulated `full` reports") and "results/lab/simulation-full.json" in text
+    # the study's family: its seeds (8) and every arm it trains
+    from posembed.lab.report.simulate import null_data
+
+    data = null_data(np.random.default_rng(0), "full")
+    assert {len(t) for t in data.groups().values()} == {8}

@@ -9,8 +9,9 @@ of the whole procedure. This tool
 
 - ``store OUT_DIR RUN --command ... --commit ...``: copies a ``posembed lab run`` store into
   ``results/lab/RUN/`` (the meta fields not given are measured here: load, date, cores);
-- ``simulate [--reports N]``: simulates N null ``quick`` reports through the report's family
-  (:mod:`posembed.lab.report.simulate`) and stores the rate in ``results/lab/simulation.json``;
+- ``simulate [--reports N] [--preset P]``: simulates N null reports of preset P (``quick`` by
+  default) through the report's family (:mod:`posembed.lab.report.simulate`) and stores the rate in
+  ``results/lab/simulation.json`` (``simulation-P.json`` for another preset);
 - ``write``: rewrites every ``lab-*`` block of docs/results.md from the stored runs;
 - (imported) :func:`blocks`: ``{block name: text}``, which ``tests/test_readme_verdicts.py``
   regenerates and compares with the page.
@@ -41,7 +42,7 @@ PAGE = ROOT / "docs" / "results.md"
 
 SIMULATION = RESULTS / "simulation.json"
 
-__all__ = ["load_run", "blocks", "store", "simulate", "RESULTS", "PAGE", "SIMULATION"]
+__all__ = ["load_run", "blocks", "store", "simulate", "simulation_path", "RESULTS", "PAGE", "SIMULATION"]
 
 
 def _record_to_json(record) -> dict:
@@ -121,18 +122,27 @@ def _run_block(name: str, root: Path = RESULTS) -> str:
     return "\n" + "\n".join(lines) + "\n"
 
 
-def simulate(reports: int, seed: int = 40, path: Path = SIMULATION) -> dict:
-    """Simulate ``reports`` null ``quick`` reports (every question at every training point and the
-    paper checks) and store the family-wise false-claim rate, with the per-look rate beside it."""
+def simulation_path(preset: str, root: Path = RESULTS) -> Path:
+    """Where the simulation of ``preset``'s procedure is stored: ``simulation.json`` for ``quick`` (the
+    page's first), ``simulation-<preset>.json`` for any other."""
+    return root / (SIMULATION.name if preset == "quick" else f"simulation-{preset}.json")
+
+
+def simulate(reports: int, seed: int = 40, path: Path | None = None, preset: str = "quick") -> dict:
+    """Simulate ``reports`` null reports of ``preset`` (every question at every training point and the
+    paper checks, on the preset's seeds) and store the family-wise false-claim rate, with the per-look
+    rate beside it."""
     import numpy as np
 
     from posembed.lab.report.simulate import POINTS, false_claims
 
-    rate, n, looks = false_claims(np.random.default_rng(seed), reports)
-    loose = false_claims(np.random.default_rng(seed), max(1, reports // 10), per_look=True)[0]
-    found = {"reports": n, "rate": rate, "standard_error": (rate * (1 - rate) / n) ** 0.5, "looks": looks,
-             "points": list(POINTS), "rho": 0.8, "seed": seed, "per_look_rate": loose,
-             "per_look_reports": max(1, reports // 10), "command": f"python tools/lab_page.py simulate --reports {reports}",
+    path = simulation_path(preset) if path is None else path
+    rate, n, looks = false_claims(np.random.default_rng(seed), reports, preset)
+    loose = false_claims(np.random.default_rng(seed), max(1, reports // 10), preset, per_look=True)[0]
+    command = f"python tools/lab_page.py simulate --reports {reports}" + ("" if preset == "quick" else f" --preset {preset}")
+    found = {"preset": preset, "reports": n, "rate": rate, "standard_error": (rate * (1 - rate) / n) ** 0.5,
+             "looks": looks, "points": list(POINTS), "rho": 0.8, "seed": seed, "per_look_rate": loose,
+             "per_look_reports": max(1, reports // 10), "command": command,
              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     path.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
     return found
@@ -140,12 +150,12 @@ def simulate(reports: int, seed: int = 40, path: Path = SIMULATION) -> dict:
 
 def _simulation_block(path: Path = SIMULATION) -> str:
     sim = json.loads(path.read_text(encoding="utf-8"))
-    return (f"{sim['reports']:,} simulated `quick` reports in which no group differs (every question at "
+    return (f"{sim['reports']:,} simulated `{sim.get('preset', 'quick')}` reports in which no group differs (every question at "
             f"{len(sim['points'])} training points, correlated {sim['rho']:g} from one point to the next, and the paper "
             f"checks: {sim['looks']} tested comparisons each) named a false winner in {sim['rate']:.2%} ± "
             f"{sim['standard_error']:.2%} of them; judging each look alone at 5 % instead, in "
             f"{sim['per_look_rate']:.0%} of {sim['per_look_reports']:,}. (`{sim['command']}`, {sim['date'][:10]}; "
-            "stored in `results/lab/simulation.json`.)")
+            f"stored in `results/lab/{path.name}`.)")
 
 
 #: the verdicts docs/results.md printed for the 2026-11-26 quick run before issue 33 (interval
@@ -191,8 +201,8 @@ def blocks(root: Path = RESULTS) -> dict[str, str]:
     """``{"lab-<run>": block text}`` for every stored run, and the before/after table."""
     found = {f"lab-{folder.name}": _run_block(folder.name, root) for folder in sorted(root.iterdir())
              if (folder / "meta.json").is_file()}
-    if (root / SIMULATION.name).is_file():
-        found["lab-simulation"] = _simulation_block(root / SIMULATION.name)
+    for path in sorted(root.glob("simulation*.json")):
+        found["lab-" + path.stem] = _simulation_block(path)
     from posembed.lab.report.decisions import LabDecisions
 
     found["lab-margins"] = LabDecisions({}, (), ()).margin_note()
@@ -218,10 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     put.add_argument("--date", default=None)
     sim = sub.add_parser("simulate")
     sim.add_argument("--reports", type=int, default=4000)
+    sim.add_argument("--preset", default="quick", help="the preset whose procedure is simulated (its seeds and questions)")
     sub.add_parser("write")
     args = parser.parse_args(argv)
     if args.action == "simulate":
-        print(json.dumps(simulate(args.reports)))
+        print(json.dumps(simulate(args.reports, preset=args.preset)))
         return 0
     if args.action == "store":
         meta = {k: getattr(args, k) for k in ("command", "commit", "device", "wall", "cpu", "threads", "workers")}
