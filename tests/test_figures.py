@@ -308,6 +308,13 @@ def test_forest_of_the_stored_run_has_a_row_per_tested_comparison():
     family = lab_decisions(data).family
     rows = figures_lab.forest_rows(family)
     assert len(rows) == len(family) >= 1
+    # the figure words its verdicts as the report does: Press's threshold test "fails", never "threshold 1.5 better"
+    from posembed.lab.report.rows import verdict_text
+
+    worded = figures_lab.forest_rows(family, lambda d: verdict_text(d, lab_decisions(data).look(d)))
+    assert not any("threshold" in r.word for r in worded)
+    assert any(r.word.startswith("learned fails") or r.word.startswith("learned does not fail") for r in worded)
+    assert all("\n" in figures_lab._tick(r) and max(map(len, figures_lab._tick(r).split("\n"))) <= 64 for r in worded)
     stored = json.loads((ROOT / "results" / "lab" / "quick" / "trials.json").read_text(encoding="utf-8"))
     series = figures_lab.arm_series(stored, "val_loss", task="charlm")
     assert sum(len(v) for arm in series.values() for v in arm.values()) == sum(

@@ -310,7 +310,9 @@ def _forest(data: Data):
     from posembed.analysis.figures_lab import forest_figure, forest_rows
 
     meta = data.lab[1]
-    return forest_figure(forest_rows(data.decisions.family),
+    from posembed.lab.report.rows import verdict_text
+
+    return forest_figure(forest_rows(data.decisions.family, lambda d: verdict_text(d, data.decisions.look(d))),
                          f"the lab's tested comparisons (run '{RUN}', {meta['trials']} trials; Holm at 5 %)")
 
 
@@ -436,16 +438,17 @@ def figure_blocks(data: Data) -> dict[str, str]:
     return {f"fig-{name}": f"\n![{spec.alt(data)}](../figures/{name}.svg)\n" for name, spec in SPECS.items()}
 
 
-def _decision_lines(decisions) -> list[str]:
-    from posembed.lab.report.decisions import THRESHOLD
+def _decision_lines(found, decisions) -> list[str]:
+    """One line per decision of ``found``, its verdict worded once, by the report's
+    :func:`~posembed.lab.report.rows.verdict_text` (Press's "fails", an interaction's "depends")."""
     from posembed.lab.report.rows import verdict_text
 
     lines = []
-    for d in decisions:
+    for d in found:
         name = d.comparison.name.split(" ", 1)[1] if d.comparison.name[:1] == "Q" else d.comparison.name
         text = d.text(digits=3)
         body = text[len(d.word) + 2:-1] if text.startswith(f"{d.word} (") else text
-        shown = verdict_text(d) if d.comparison.b == THRESHOLD else d.word  # Press's "fails", not an arm "better"
+        shown = verdict_text(d, decisions.look(d))
         lines.append(f"- **{shown}** ({name}): {body}.")
     return lines
 
@@ -471,7 +474,7 @@ def verdict_blocks(data: Data) -> dict[str, str]:
 
     def lab(prefixes: tuple[str, ...]) -> str:
         found = [d for d in decisions.family if d.comparison.name.startswith(prefixes)]
-        return "\n" + "\n".join(_decision_lines(found)) + "\n\n" + note + "\n"
+        return "\n" + "\n".join(_decision_lines(found, decisions)) + "\n\n" + note + "\n"
 
     frozen = ", ".join(presets_with(variants=("frozen",))) or "none"
     asked = sorted({p.question for p in decisions.asked})

@@ -13,8 +13,9 @@ Example:
 from __future__ import annotations
 
 import math
+import textwrap
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +46,11 @@ def _unit(decision) -> str:
     return f"{metric} (nats)" if metric == "val_loss" else metric
 
 
-def forest_rows(decisions: Iterable) -> list[ForestRow]:
+def forest_rows(decisions: Iterable, shown: Callable[[object], str] | None = None) -> list[ForestRow]:
     """:class:`ForestRow` of every decision (:class:`posembed.stats.Decision`) with a finite interval;
-    exploratory ones (no word) included as ``exploratory``."""
+    exploratory ones (no word) included as ``exploratory``. ``shown(decision)``: the verdict as the
+    report words it (the lab passes :func:`posembed.lab.report.rows.verdict_text`, so a threshold test
+    reads "learned fails ..." as on every page); default the rule's word."""
     rows = []
     for d in decisions:
         low, high = d.interval
@@ -55,7 +58,8 @@ def forest_rows(decisions: Iterable) -> list[ForestRow]:
             continue
         c = d.comparison
         rows.append(ForestRow(f"{c.name}\n{c.b} − {c.a}", _unit(d), float(d.difference), (float(low), float(high)),
-                              float(c.margin), d.word or "exploratory"))  # fmt: skip
+                              float(c.margin), "exploratory" if d.word is None else
+                              shown(d) if shown is not None else d.word))  # fmt: skip
     return rows
 
 
@@ -70,14 +74,23 @@ def _look(word: str) -> tuple[str, bool]:
     return "^", True
 
 
+def _tick(row: ForestRow, width: int = 64) -> str:
+    """A row's tick label: its comparison and contrast, then its verdict in brackets, each wrapped at
+    ``width`` characters so a long verdict does not squeeze the plot."""
+    lines = [part for line in row.label.split("\n") for part in textwrap.wrap(line, width)]
+    return "\n".join(lines + textwrap.wrap(f"[{row.word}]", width))
+
+
 def forest_figure(rows: Sequence[ForestRow], title: str = "the lab's tested comparisons"):
     """A forest plot: each difference with its 95 % interval, its equivalence margin as a grey band around
     zero; a panel per unit. Filled markers are verdicts, open ones "cannot tell" (no claim)."""
     if not rows:
         raise ValueError("a forest plot needs at least one row")
     units = list(dict.fromkeys(r.unit for r in rows))
+    texts = {id(r): _tick(r) for r in rows}
+    per_row = 0.16 * max(t.count("\n") + 1 for t in texts.values()) + 0.15  # inches: the tallest label's lines
     heights = [sum(r.unit == u for r in rows) for u in units]
-    figure = new_figure(11, 1.2 + 0.62 * len(rows) + 0.5 * len(units))
+    figure = new_figure(11, 1.2 + per_row * len(rows) + 0.5 * len(units))
     grid = figure.add_gridspec(len(units), 1, height_ratios=heights)
     seen = set()
     for index, unit in enumerate(units):
@@ -97,7 +110,7 @@ def forest_figure(rows: Sequence[ForestRow], title: str = "the lab's tested comp
             axes.errorbar(row.difference, y, xerr=[[row.difference - low], [high - row.difference]], fmt=marker,
                           ms=7, capsize=4, color=colour, mfc=colour if filled else "white", label=label)
         axes.axvline(0, color="0.3", lw=1)
-        axes.set_yticks(range(len(mine)), [f"{r.label}  [{r.word}]" for r in reversed(mine)], fontsize=9)
+        axes.set_yticks(range(len(mine)), [texts[id(r)] for r in reversed(mine)], fontsize=9)
         axes.set_ylim(-0.6, len(mine) - 0.4)
         axes.set_xlabel(f"B − A, {unit} (95 % interval)")
         axes.grid(alpha=0.3, axis="x")
