@@ -33,10 +33,10 @@ from torch.overrides import TorchFunctionMode
 from posembed._checks import device_memory_bytes, format_bytes
 from posembed._files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
+from posembed.lab.task_registry import MODELS
 
 __all__ = ["read_checkpoint_json", "read_weight_shapes", "check_lab_checkpoint"]
 
-_ARCHITECTURES = ("decoder", "encoder")
 _POSITIVE_INTS = ("vocab_size", "dim", "depth", "num_heads", "mlp_ratio")
 _BLOCK = re.compile(r"blocks\.(\d+)\.")
 _LAYER_SCHEME = re.compile(r"blocks\.(\d+)\.attn\.scheme\.")
@@ -82,7 +82,7 @@ def _is_int(value: object) -> bool:
 
 def _check_types(config: dict, path: Path) -> None:
     architecture = config.get("architecture")
-    if architecture not in _ARCHITECTURES:
+    if architecture not in MODELS:
         raise CheckpointError(path, f"says model.architecture must be 'decoder' or 'encoder', got {architecture!r}")
     for name in _POSITIVE_INTS:
         value = config.get(name)
