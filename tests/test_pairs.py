@@ -206,3 +206,14 @@ def test_the_tokenizer_s_own_pair_layout_is_used_not_bert_s():
     assert batch.token_type_ids[0].tolist() == [0, 0, 0, 0, 0, 1, 1]
     with pytest.raises(TextTooLongError, match=r"text 0 encodes to 17 tokens .*max_length=16"):
         encode_texts(roberta, " ".join(["cat"] * 9), " ".join(["mat"] * 4))
+
+
+def test_padding_needs_a_pad_token_and_max_length_padding_needs_a_limit():
+    roberta = _roberta_style_tokenizer()
+    roberta.pad_token = None
+    assert encode_texts(roberta, ["the cat", "on mat"]).input_ids.shape == (2, 4)  # equal rows: nothing to pad
+    with pytest.raises(ValueError, match=r"pad(ding)? token"):
+        encode_texts(roberta, ["the cat sat", "hello"])
+    roberta.model_max_length = int(1e30)  # Hugging Face's "no limit"
+    with pytest.raises(ValueError, match=r"padding='max_length' needs max_length"):
+        encode_texts(roberta, "the cat", padding="max_length")

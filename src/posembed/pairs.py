@@ -114,6 +114,8 @@ def encode_texts(
             raise TextTooLongError(index, tokens, limit, layout)
     if pad is False and len(set(lengths)) > 1:
         raise ValueError(f"padding=False but the rows have different lengths {lengths}; use padding=True")
+    if all(tokens == (limit if pad == "max_length" else max(lengths)) for tokens in lengths):
+        pad = False  # nothing to pad: a tokenizer without a pad token encodes it too
     encoded = tokenizer(list_a, list_b, padding=pad, truncation="longest_first" if cut else False, max_length=limit,
                         return_token_type_ids=True, return_attention_mask=True, return_tensors="pt", verbose=False)
     mask = encoded["attention_mask"]
