@@ -212,8 +212,13 @@ def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: 
             model = build_model(config)
     except (ValueError, TypeError, MemoryError) as error:  # MemoryError: a table refused by its size alone
         raise CheckpointError(path, f"holds a model config that does not build: {error}") from None
-    saved = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    problems = [f"missing {name}" for name in saved if name not in shapes]
+    state = model.state_dict(keep_vars=True)  # a module shared by several owners: one tensor, every name
+    saved = {name: tuple(t.shape) for name, t in state.items()}
+    names: dict[int, list[str]] = {}
+    for name, tensor in state.items():
+        names.setdefault(id(tensor), []).append(name)
+    # safetensors' save_model writes a shared tensor under one of its names, load_model fills the others
+    problems = [f"missing {group[0]}" for group in names.values() if not any(name in shapes for name in group)]
     problems += [f"unexpected {name}" for name in shapes if name not in saved]
     problems += [
         f"{name} is {shapes[name]} in the file, {shape} by the config"
