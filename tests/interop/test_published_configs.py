@@ -71,7 +71,7 @@ def test_the_manifest_names_every_file_once_with_its_source():
     for entry in MANIFEST["configs"]:
         assert entry["source"]["repo"] and entry["source"]["path"] and entry["family"], entry
         expected = entry["expected"]
-        assert expected["reading"] in ("exact", "refused") and bool(expected.get("reason")) == (expected["reading"] == "refused")
+        assert expected["reading"] in ("exact", "refused", "gap") and bool(expected.get("reason")) == (expected["reading"] != "exact")
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -90,7 +90,12 @@ def test_read_as_the_models_own_rotary_module_reads_it(name):
         theirs = str(error).splitlines()[0].split(". ")[0]
         assert theirs in message or (theirs.startswith("Unrecognized model identifier") and "Unrecognized model identifier" in message)
         return
-    assert expected["reading"] == "exact", f"{name} is stated to be refused ({expected['reason']}), but transformers builds it"
+    assert expected["reading"] != "refused", f"{name} is stated to be refused ({expected['reason']}), but transformers builds it"
+    if expected["reading"] == "gap":  # a known gap: posembed refuses what transformers builds, with this error
+        report = check_rope_config(CORPUS / name)
+        errors = [t.message for t in report.traps if t.code == "unbuildable"]
+        assert errors and all(expected["reason"] in message for message in errors), format_report(report)
+        return
     pair, sub = _language_pair(root)
     module, rotary = rotary_module(pair, sub)
     variants = ["default", *(["mrope3"] if is_mrope(rotary, sub) else [])]
