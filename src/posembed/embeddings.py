@@ -179,7 +179,9 @@ class TransformerEmbeddings(nn.Module):
         """
         token_std = init_std if self.token_scale == 1.0 else 1.0 / self.token_scale
         nn.init.normal_(self.token_embeddings.weight, std=token_std)
-        self.token_embeddings._fill_padding_idx_with_zero()
+        if self.pad_token_id is not None:
+            with torch.no_grad():
+                self.token_embeddings.weight[self.pad_token_id].zero_()
         if self.token_type_embeddings is not None:
             nn.init.normal_(self.token_type_embeddings.weight, std=init_std)
         if self.projection is not None:
