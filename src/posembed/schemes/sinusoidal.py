@@ -193,7 +193,8 @@ class Sinusoidal(AbsoluteScheme):
         self.reset_parameters(device)
 
     def reset_parameters(self, device: torch.device | str | None = None) -> None:
-        """(Re)build the fp32 frequency table and the optional cache (no learned parameters)."""
+        """(Re)build the fp32 frequency table and the optional cache (no learned parameters), e.g. after
+        ``to_empty`` from the meta device (which leaves them uninitialised, as for any module)."""
         device = self.inv_freq.device if device is None else device
         self.inv_freq = sinusoid_inv_freq(self.dim, self.base, device=device)
         if self.max_len is not None:
