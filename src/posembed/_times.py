@@ -47,9 +47,11 @@ TIMES: dict[str, str] = {
     "bench-quick": "about 70 s of CPU time, so about a minute on an idle 2-core machine",
     # posembed lab run --preset full (96 trials of 1500 steps): a trial's 1500 steps at 86.6 ms (one thread, two trials
     # side by side at load ~2, 2026-11-28 probe of the recipe) plus its three evaluations, about 160 CPU s; on a GPU
-    # not measured (the 96-trial quick took 77.5 s on an H200: results/gpu/2026-11-27-h200); Ray spreads the CPU hours
+    # not measured (the 96-trial quick took 77.5 s on an H200: results/gpu/2026-11-27-h200); Ray spreads the CPU hours.
+    # The stored run (results/lab/full/meta.json): 4 h 11 min wall in two sittings on 2 cores shared at load 2-19
     "full": "about 160 CPU seconds a trial, 96 trials: about 4.3 CPU hours, so about 2 h 10 min on 2 idle CPU "
-            "cores, about 16 min on a 16-core Ray cluster (--ray); on a GPU not yet measured",
+            "cores (the stored run: 4 h 11 min on 2 cores shared with other jobs, load 2-19), about 16 min on a "
+            "16-core Ray cluster (--ray); on a GPU not yet measured",
     "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
     "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
 }
