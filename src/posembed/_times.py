@@ -19,10 +19,11 @@ TIMES: dict[str, str] = {
     # posembed lab run --preset smoke (15 trials): 8-13 s at load 1-8 (issue 35's walk-through); at load 19-22
     # (2026-11-27) 33, 55 and 47 s with 6.7-7.2 s of CPU time; its report 35 s (4.3 s of CPU time)
     "smoke": "8–13 s on 2 CPU cores",
-    # posembed lab run --preset quick, the 84-trial preset of 2026-11-28 (evaluated at 10/30/100 % with matched text):
-    # 991 CPU s (user + sys) and 38 min 10 s wall at load 9-16 beside 7 other sessions; not timed on idle cores. The
-    # 70-trial preset before it: 460 CPU s, 44 min 14 s and 29 min 32 s at load 8-30; the 96-trial one 5 min 05 s idle
-    "quick": "about 990 CPU seconds: about 8–9 minutes on 2 idle CPU cores, 30–45 on a busy machine",
+    # posembed lab run --preset quick, the 84-trial preset of 2026-11-28 with no biases and fused AdamW (evaluated at
+    # 10/30/100 % with matched text): README's command, run then report, 4 min 54 s + 8 s on 2 idle cores (load 1.9 at
+    # the end; results/lab/quick/meta.json); the same trials under load 2-19: 655 CPU s (user + sys), 22 min 19 s wall.
+    # Before (biases, for-loop AdamW, the 8x lengths scored twice): 991 CPU s, 38 min 10 s at load 9-16
+    "quick": "about 655 CPU seconds: about 5 minutes on 2 idle CPU cores, 20–40 on a busy machine",
     # python -m pytest -n 2 -q: 13 min 47 s at load 2-4 for 4,041 tests with a study paused beside it (2026-11-28 11:55;
     # the figures, the exact McNemar and scipy's t tests added ~4 CPU minutes); 5 min 44 s at load 1.5-2.2
     # (3,662 tests, CI rehearsal 2026-11-27 11:12; 5 min 20 s
