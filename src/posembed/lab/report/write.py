@@ -176,10 +176,10 @@ def confirmation(data: LabData) -> list[str]:
         lines.append(f"The questions were declared at commit {record.get('declared_at', '?')} and recorded in this "
                      f"store when the run (commit {str(record.get('run_commit', '?'))[:7]}) claimed it, before its "
                      "first trial trained.")
-    if record is not None and entry is not None:
-        if record.get("questions") != [describe(a) for a in PRIMARY.get(data.name, ())]:
-            lines.append("The package's questions have changed since this run recorded its own: the report tests "
-                         "today's, so its verdicts are not the run's pre-declared ones.")
+    if record is not None and entry is not None and record.get("questions") != [describe(a) for a in
+                                                                            PRIMARY.get(data.name, ())]:
+        lines.append("The package's questions have changed since this run recorded its own: the report tests "
+                     "today's, so its verdicts are not the run's pre-declared ones.")
     if data.name != DECIDES:
         full = get_preset(DECIDES)
         base = full.base("charlm")
