@@ -349,7 +349,7 @@ def test_a_new_rope_type_is_a_scheme_file_and_an_entry(copy):
     _add_line(factory, "from posembed.schemes.t5_bias import", "from posembed.schemes.toy_stretch import ToyStretchRotary")
     unknown = _run(copy, ROPE_CHECK)
     assert "unknown rope_type 'toy_stretch'" in unknown.stderr, unknown.stderr
-    _add_line(factory, "SchemeEntry(LinearScalingRotary,",
+    _add_line(factory, "SchemeEntry(NTKAwareRotary,",
               'SchemeEntry(ToyStretchRotary, (_HEAD_DIM, _opt("stretch", "float", required=True, rope="stretch"), '
               '*_ROPE_OPTIONS), rope_type="toy_stretch", rope_needs=("stretch",)),')
     done = _run(copy, ROPE_CHECK)

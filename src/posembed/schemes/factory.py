@@ -97,6 +97,7 @@ _FACTOR = _opt("factor", "float", required=True, rope="factor")
 _FACTOR_OR_RATIO = ("factor", "length_ratio")
 
 #: every scheme, in the order ``posembed schemes`` lists them within a kind
+# one entry per scheme, its arguments grouped as they read (the formatter leaves the table as written)
 ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(LearnedAbsolute, _TABLE),
     SchemeEntry(LearnedParameter, _TABLE),
@@ -105,7 +106,8 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     SchemeEntry(Sinusoidal2D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(Sinusoidal3D, (_size("dim", "dim"), *_sinusoid_options("axis", max_len=False))),
     SchemeEntry(RotaryEmbedding, (_HEAD_DIM, *_ROPE_OPTIONS), rope_type="default", method="extrapolate"),
-    SchemeEntry(LinearScalingRotary, (_HEAD_DIM, _FACTOR, *_ROPE_OPTIONS), rope_type="linear", method="linear", rope_needs=("factor",)),
+    SchemeEntry(LinearScalingRotary, (_HEAD_DIM, _FACTOR, *_ROPE_OPTIONS), rope_type="linear", method="linear",
+                rope_needs=("factor",)),
     SchemeEntry(NTKAwareRotary, (_HEAD_DIM, _opt("factor", "float", required=True), *_ROPE_OPTIONS), method="ntk"),
     SchemeEntry(DynamicNTKRotary, (  # transformers' dynamic NTK switches at max_position_embeddings
         _HEAD_DIM, _FACTOR, _opt("original_max_len", "int", required=True, rope="max_position_embeddings"),
@@ -122,7 +124,8 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     ), rope_type="yarn", method="yarn", rope_needs=("factor",)),
     SchemeEntry(Llama3Rotary, (
         _HEAD_DIM, _FACTOR, _opt("original_max_len", "int", required=True, rope=_ORIGINAL),
-        _opt("low_freq_factor", "float", rope="low_freq_factor"), _opt("high_freq_factor", "float", rope="high_freq_factor"),
+        _opt("low_freq_factor", "float", rope="low_freq_factor"),
+        _opt("high_freq_factor", "float", rope="high_freq_factor"),
         *_ROPE_OPTIONS,
     ), rope_type="llama3", method="llama3", rope_needs=("factor", "low_freq_factor", "high_freq_factor")),
     SchemeEntry(LongRoPERotary, (
@@ -140,8 +143,9 @@ ENTRIES: tuple[SchemeEntry, ...] = (
     )),
     SchemeEntry(AxialRotary, (  # transformers' vision towers: the settings their module's forward shows
         _HEAD_DIM, _opt("num_axes", "int", rope="num_axes"), _opt("axis_dim", "int", nullable=True, rope="axis_dim"),
-        _opt("frequencies", "str"), _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"), _opt("angles", "str"),
-        _opt("axis_order", "floats", nullable=True, rope="axis_order"), _opt("frequency_order", "str", rope="frequency_order"),
+        _opt("frequencies", "str"), _opt("base", "float"), _opt("max_freq", "float"), _opt("layout", "str"),
+        _opt("angles", "str"), _opt("axis_order", "floats", nullable=True, rope="axis_order"),
+        _opt("frequency_order", "str", rope="frequency_order"),
         _opt("layout_span", "str", rope="layout_span"),
     ), rope_type="axial"),
     SchemeEntry(PixtralRotary, (_HEAD_DIM, _opt("base", "float"), _opt("layout", "str"), _opt("angles", "str")),
@@ -174,7 +178,9 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _size("num_heads", "num_heads"), _opt("hidden", "int"), _opt("depth", "int"), _opt("log_distances", "bool"),
         _opt("norm", "bool"),
     )),
-    SchemeEntry(ForgettingGate, (_size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("bias_init", "float"))),
+    SchemeEntry(ForgettingGate, (
+        _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("bias_init", "float"),
+    )),
     SchemeEntry(CoPE, (
         _size("num_heads", "num_heads"), _size("head_dim", "head_dim"), _opt("npos_max", "int", required=True),
         _opt("init_std", "float"),
@@ -188,13 +194,15 @@ ENTRIES: tuple[SchemeEntry, ...] = (
         _opt("init_std", "float"),
     )),
     SchemeEntry(NoPE, (), reference=StudyReference(1)),
-)
+)  # fmt: skip
 
 #: scheme name -> entry
 FACTORY: Mapping[str, SchemeEntry] = MappingProxyType({entry.name: entry for entry in ENTRIES})
 
 #: transformers' ``rope_type`` -> scheme name, from the entries (the one table of those names)
-ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType({e.rope_type: e.name for e in ENTRIES if e.rope_type is not None})
+ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType(
+    {e.rope_type: e.name for e in ENTRIES if e.rope_type is not None}
+)
 #: the lab's context-extension method -> scheme name, in the order the lab's tables list them
 METHOD_SCHEMES: Mapping[str, str] = MappingProxyType({e.method: e.name for e in ENTRIES if e.method is not None})
 #: the context study's references: the scheme names of the entries with a ``reference``, by its rank
