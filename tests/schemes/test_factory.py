@@ -186,3 +186,11 @@ def test_factory_is_read_only():
 def test_an_unknown_scheme_suggests_the_closest(typed, suggested):
     with pytest.raises(ValueError, match=rf"unknown scheme '{typed}' \(did you mean '{suggested}'\?\); known: "):
         scheme_entry(typed)
+
+
+def test_an_entry_for_an_unnamed_class_says_it_has_no_name():
+    from posembed.schemes.entry import SchemeEntry
+
+    entry = SchemeEntry(base.BiasScheme, ())
+    with pytest.raises(TypeError, match=r"^BiasScheme has no scheme name \(an abstract base\); only a named scheme has an entry$"):
+        entry.name

@@ -95,6 +95,7 @@ class ALiBi(BiasScheme):
     name = "alibi"
     paper = "Press et al. 2022 (ICLR)"
     extrapolates = True
+    slopes: Tensor  # (H,), float32, a buffer
 
     def __init__(self, num_heads: int, *, symmetric: bool = False, device=None) -> None:
         super().__init__(num_heads)

@@ -164,7 +164,7 @@ class RotaryScheme(PositionScheme):
 
     kind = Kind.ROTARY
     head_dim: int
-    built_for = ("head_dim",)
+    built_for: ClassVar[tuple[str, ...]] = ("head_dim",)
     #: Coordinates per position: 1 for sequences; ``A > 1`` for the sectioned schemes (axial,
     #: Pixtral, M-RoPE), whose ids may be coordinates ``(Tq, A)`` / ``(B, Tq, A)``.
     num_axes: int = 1
@@ -213,7 +213,7 @@ class BiasScheme(PositionScheme):
 
     kind = Kind.BIAS
     num_heads: int
-    built_for = ("num_heads",)
+    built_for: ClassVar[tuple[str, ...]] = ("num_heads",)
     #: True when the bias depends on the queries/keys themselves (Shaw ``relative_key``).
     needs_qk: ClassVar[bool] = False
     #: Whether the scheme adds a bias to the logits (NoPE: False); attention reads it, never probes.

@@ -66,7 +66,7 @@ def constructor_parameters(cls: type) -> str:
         elif p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
             parts.append("*")
             star = True
-        prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}.get(p.kind, "")
+        prefix = "*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**" if p.kind is inspect.Parameter.VAR_KEYWORD else ""
         default = "" if p.default is inspect.Parameter.empty else f"={p.default!r}"
         parts.append(f"{prefix}{p.name}{default}")
     return ", ".join(parts)

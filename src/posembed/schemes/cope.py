@@ -105,6 +105,7 @@ class CoPE(BiasScheme):
     extrapolates = False
     needs_qk = True
     built_for = ("num_heads", "head_dim")
+    head_dim: int
     needs_key_mask = True
     has_score_mod = False
 
@@ -127,8 +128,13 @@ class CoPE(BiasScheme):
             "the causal form; it cannot serve bidirectional attention (causal=False)"
         )
 
-    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
-        check_qk("CoPE", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
+    def _check_inputs(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None, key_mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """``(q, k)``, checked with the positions and ``key_mask``."""
+        q, k = check_qk("CoPE", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
+        self._check_key_mask(key_mask, k)
+        return q, k
 
     def _check_key_mask(self, key_mask: Tensor | None, k: Tensor) -> None:
         if key_mask is None:
@@ -148,8 +154,11 @@ class CoPE(BiasScheme):
 
         Only real keys (``key_mask`` True, ``(B, Tk)``) at or before the query count.
         """
-        self._check_qk(q_positions, k_positions, q, k)
-        self._check_key_mask(key_mask, k)
+        q, k = self._check_inputs(q_positions, k_positions, q, k, key_mask)
+        return self._positions(q_positions, k_positions, q, k, key_mask)
+
+    def _positions(self, q_positions: Tensor, k_positions: Tensor, q: Tensor, k: Tensor, key_mask: Tensor | None) -> Tensor:
+        """:meth:`positions` of inputs already checked."""
         gates = torch.sigmoid(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim))  # (B, H, Tq, Tk)
         visible = (k_positions.unsqueeze(-2) <= q_positions.unsqueeze(-1)).unsqueeze(-3)  # (B|1, 1, Tq, Tk)
         if key_mask is not None:
@@ -160,7 +169,8 @@ class CoPE(BiasScheme):
         self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None,
         *, key_mask: Tensor | None = None,
     ) -> Tensor:
-        positions = self.positions(q_positions, k_positions, q, k, key_mask=key_mask)
+        q, k = self._check_inputs(q_positions, k_positions, q, k, key_mask)
+        positions = self._positions(q_positions, k_positions, q, k, key_mask)
         position_logits = torch.matmul(q, self.pos_emb.to(q.dtype).t())  # (B, H, Tq, npos_max)
         return interpolate_logits(position_logits, positions)
 

@@ -113,6 +113,7 @@ class DebertaRelative(BiasScheme):
     extrapolates = False
     needs_qk = True
     built_for = ("num_heads", "head_dim")
+    head_dim: int
 
     def __init__(
         self,
@@ -132,12 +133,13 @@ class DebertaRelative(BiasScheme):
     ) -> None:
         super().__init__(num_heads, head_dim)
         self.dim = check_positive_int(dim, "dim")
-        self.position_buckets = None if position_buckets is None else check_positive_int(position_buckets, "position_buckets")
+        buckets = None if position_buckets is None else check_positive_int(position_buckets, "position_buckets")
+        self.position_buckets = buckets
         self.max_relative_positions = check_positive_int(max_relative_positions, "max_relative_positions")
-        if self.position_buckets is not None and max_relative_positions <= position_buckets // 2 + 1:
+        if buckets is not None and max_relative_positions <= buckets // 2 + 1:
             raise ValueError(
                 f"max_relative_positions={max_relative_positions} must exceed position_buckets // 2 + 1 = "
-                f"{position_buckets // 2 + 1}: the log buckets span the distances between them"
+                f"{buckets // 2 + 1}: the log buckets span the distances between them"
             )
         terms = tuple(attention_terms)
         if not terms or any(t not in ATTENTION_TERMS for t in terms) or len(set(terms)) != len(terms):
@@ -202,8 +204,8 @@ class DebertaRelative(BiasScheme):
         query_proj, key_proj = self._shared
         return (query_proj if "p2c" in self.attention_terms else None), (key_proj if "c2p" in self.attention_terms else None)
 
-    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
-        check_qk("DebertaRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
+    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> tuple[Tensor, Tensor]:
+        return check_qk("DebertaRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
     def row_logits(self, q: Tensor, k: Tensor) -> tuple[Tensor | None, Tensor | None]:
         """``q . K_r`` ``(B, H, Tq, 2k)`` (c2p) and ``k . Q_r`` ``(B, H, Tk, 2k)`` (p2c), scaled."""
@@ -223,7 +225,7 @@ class DebertaRelative(BiasScheme):
         return relative_rows(relative, self.span, self.position_buckets, self.max_relative_positions)
 
     def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
-        self._check_qk(q_positions, k_positions, q, k)
+        q, k = self._check_qk(q_positions, k_positions, q, k)
         c2p, p2c = self.row_logits(q, k)
         batch, heads, q_len, k_len = q.shape[0], self.num_heads, q.shape[2], k.shape[2]
         rows = self._rows(-relative_positions(q_positions, k_positions))  # (..., Tq, Tk), from i - j
@@ -236,7 +238,7 @@ class DebertaRelative(BiasScheme):
         return bias
 
     def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
-        self._check_qk(q_positions, k_positions, q, k)
+        q, k = self._check_qk(q_positions, k_positions, q, k)
         c2p, p2c = self.row_logits(q, k)
         relative = relative_position_fn(q_positions, k_positions)
         rows_of = self._rows

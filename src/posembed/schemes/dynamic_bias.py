@@ -12,6 +12,8 @@ The MLP is evaluated once per distinct distance and the bias gathered from that 
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -101,9 +103,14 @@ class DynamicPositionBias(BiasScheme):
             if isinstance(layer, (nn.Linear, nn.LayerNorm)):
                 layer.reset_parameters()
 
+    @property
+    def _first_weight(self) -> Tensor:
+        """The first layer's weight: the MLP's dtype and device (``nn.Sequential`` items are typed ``Module``)."""
+        return cast(nn.Linear, self.mlp[0]).weight
+
     def table(self, distances: Tensor) -> Tensor:
         """The MLP on integer distances ``i - j``: ``(R,)`` -> ``(H, R)``."""
-        weight = self.mlp[0].weight
+        weight = self._first_weight
         x = distances.to(weight.dtype)
         if self.log_distances:
             x = log_distance(x)
@@ -114,7 +121,7 @@ class DynamicPositionBias(BiasScheme):
         """``lo`` and the table of distances ``lo..hi`` (``i - j``) present between the positions."""
         # one read back to the host (the table's size depends on these values), not two
         lo, hi = torch.stack([q_positions.min() - k_positions.max(), q_positions.max() - k_positions.min()]).tolist()
-        distances = torch.arange(lo, hi + 1, device=self.mlp[0].weight.device)
+        distances = torch.arange(lo, hi + 1, device=self._first_weight.device)
         return lo, self.table(distances)  # (H, hi - lo + 1)
 
     def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:

@@ -147,7 +147,10 @@ class SchemeEntry:
 
     @property
     def name(self) -> str:
-        return self.cls.name
+        name = self.cls.name
+        if name is None:
+            raise TypeError(f"{self.cls.__name__} has no scheme name (an abstract base); only a named scheme has an entry")
+        return name
 
     @property
     def accepted(self) -> tuple[str, ...]:

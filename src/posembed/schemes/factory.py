@@ -207,7 +207,7 @@ ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType(
 METHOD_SCHEMES: Mapping[str, str] = MappingProxyType({e.method: e.name for e in ENTRIES if e.method is not None})
 #: the context study's references: the scheme names of the entries with a ``reference``, by its rank
 REFERENCE_SCHEMES: tuple[str, ...] = tuple(
-    entry.name for entry in sorted((e for e in ENTRIES if e.reference is not None), key=lambda e: e.reference.rank)
+    name for _, name in sorted(((e.reference.rank, e.name) for e in ENTRIES if e.reference is not None), key=lambda r: r[0])
 )
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})

@@ -92,6 +92,7 @@ class ForgettingGate(BiasScheme):
     extrapolates = True
     needs_qk = True
     built_for = ("num_heads", "head_dim")
+    head_dim: int
 
     def __init__(self, num_heads: int, head_dim: int, *, bias_init: float = 5.0, device=None, dtype=None) -> None:
         super().__init__(num_heads, head_dim)

@@ -10,6 +10,8 @@ Two spellings of the same thing, shown equivalent in the tests:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor, nn
 
@@ -47,7 +49,14 @@ class _LearnedTable(AbsoluteScheme):
 
     extrapolates = False
     has_length_limit = True
-    weight: Tensor
+
+    if TYPE_CHECKING:
+        # For the type checker only: a property here would clash with LearnedParameter's
+        # ``weight`` parameter (nn.Module refuses to register over an existing attribute).
+        @property
+        def weight(self) -> Tensor:
+            """The ``(max_len, C)`` table."""
+            ...
 
     def __init__(self, max_len: int, dim: int, init_std: float, device, dtype) -> None:
         super().__init__()
@@ -147,6 +156,7 @@ class LearnedParameter(_LearnedTable):
 
     name = "learned_parameter"
     paper = "Dosovitskiy et al. 2021 (ViT)"
+    weight: Tensor  # the (max_len, C) nn.Parameter
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02, device=None, dtype=None) -> None:
         super().__init__(max_len, dim, init_std, device, dtype)

@@ -65,7 +65,7 @@ def check_mrope_section(section: object, head_dim: int, name: str = "head_dim") 
             f"mrope_section must be three non-negative ints (time, height, width) summing to {name} / 2 = "
             f"{head_dim // 2}; got mrope_section={section!r}"
         )
-    return values  # type: ignore[return-value]
+    return values
 
 
 def mrope_pairs(section: tuple[int, int, int], arrangement: str = "blocks",
@@ -176,7 +176,8 @@ class MRoPE(SectionedRotary):
             raise ValueError(f"arrangement must be one of {MROPE_ARRANGEMENTS}, got {arrangement!r}")
         if not isinstance(section_axes, (tuple, list)) or sorted(section_axes) != [0, 1, 2]:
             raise ValueError(f"section_axes must order the axes 0, 1, 2 (time, height, width); got {section_axes!r}")
-        self.arrangement, self.section_axes = arrangement, tuple(section_axes)
+        self.arrangement = arrangement
+        self.section_axes: tuple[int, int, int] = (section_axes[0], section_axes[1], section_axes[2])
         self.base = check_base(base)
         super().__init__(layout=layout, angles=angles, device=device)
         self.dealt: RotaryEmbedding | None = None
@@ -202,7 +203,8 @@ class MRoPE(SectionedRotary):
         """cos and sin (float32, the scaled type's factor folded in) of coordinates ``(..., 3)`` -> ``(..., rotary_dim / 2)``."""
         if self.dealt is None:
             return super().cos_sin(coords)
-        inv_freq, scaling = self.dealt.inv_freq, self.dealt.attention_scaling
+        inv_freq = self.dealt.inv_freq
+        scaling: float | Tensor = self.dealt.attention_scaling  # a 0-dim tensor from _call_frequencies
         if self.dealt.dynamic and coords.numel():
             inv_freq, scaling = self.dealt._call_frequencies(coords.max() + 1)
         index = mrope_pairs(self.mrope_section, self.arrangement, self.section_axes)[0]

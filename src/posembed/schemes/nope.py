@@ -43,8 +43,9 @@ class NoPE(BiasScheme):
 
     def __init__(self) -> None:
         super().__init__()
-        #: NoPE serves any head count; ``None`` says so.
-        self.num_heads = None
+        #: NoPE serves any head count; ``None`` says so. The one bias scheme without a head count
+        #: (``BiasScheme.num_heads`` is an int): readers ask ``adds_bias`` before they read it.
+        self.num_heads = None  # type: ignore[assignment]
 
     def reset_parameters(self) -> None:
         """Nothing to reset: NoPE has no parameters or buffers."""

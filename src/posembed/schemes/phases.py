@@ -42,7 +42,7 @@ def check_angles(angles: object) -> str:
     """``angles`` if it is one of :data:`ANGLE_MODES`."""
     if angles not in ANGLE_MODES:
         raise ValueError(f"angles must be one of {ANGLE_MODES}, got angles={angles!r}")
-    return angles  # type: ignore[return-value]
+    return angles
 
 
 def reduced_angles(positions: Tensor, inv_freq: Tensor) -> Tensor:

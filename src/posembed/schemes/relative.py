@@ -74,8 +74,8 @@ def relative_position_fn(q_positions: Tensor, k_positions: Tensor) -> RelativeFn
 def check_qk(
     scheme: str, num_heads: int, head_dim: int,
     q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None,
-) -> None:  # fmt: skip
-    """The checks of a bias scheme that reads the queries and keys (Shaw, CoPE, DeBERTa).
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """The checks of a bias scheme that reads the queries and keys (Shaw, CoPE, DeBERTa); returns ``(q, k)``.
 
     ``q`` must be ``(B, H, Tq, D)`` and ``k`` ``(B, H, Tk, D)``, with ``Tq``/``Tk`` the lengths of
     the position tensors and, for 2-D positions, the same batch size.
@@ -99,3 +99,4 @@ def check_qk(
             raise ValueError(f"{name}_positions has batch size {positions.shape[0]} but {name} has batch size {x.shape[0]}")
     if q.shape[0] != k.shape[0]:
         raise ValueError(f"q has batch size {q.shape[0]} but k has batch size {k.shape[0]}")
+    return q, k

@@ -219,7 +219,7 @@ class RotaryEmbedding(RotaryScheme):
     def _call_frequencies(self, length: Tensor) -> tuple[Tensor, float | Tensor]:
         """``(inv_freq, factor folded into cos / sin)`` of a call whose largest position is ``length - 1`` (the
         forward mscale chosen on the device, a 0-dim tensor: the call reads nothing back to the host)."""
-        if self.forward_mscale is not None:
+        if self.forward_mscale is not None and self.mscale_switch is not None:  # set together, or neither
             short, long = self.forward_mscale
             return self.inv_freq, torch.where(length > self.mscale_switch, long, short)
         return self._inv_freq_for(length), self.attention_scaling
@@ -240,7 +240,8 @@ class RotaryEmbedding(RotaryScheme):
 
         Shape: ``(T,)`` or ``(B, T)`` -> two tensors ``(*position_ids.shape, rotary_dim / 2)``.
         """
-        inv_freq, scaling = self.inv_freq, self.attention_scaling
+        inv_freq = self.inv_freq
+        scaling: float | Tensor = self.attention_scaling  # a 0-dim tensor from _call_frequencies
         if self.dynamic:
             inv_freq, scaling = self._call_frequencies(position_ids.max() + 1)
         return rope_cos_sin(position_ids, inv_freq, scaling, angles=self.angles)
@@ -306,7 +307,8 @@ class RotaryEmbedding(RotaryScheme):
 
     def _qk_cos_sin(self, q_pos: Tensor, k_pos: Tensor) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
         """cos/sin of queries and keys, with one set of frequencies for both (dynamic variants)."""
-        inv_freq, scaling = self.inv_freq, self.attention_scaling
+        inv_freq = self.inv_freq
+        scaling: float | Tensor = self.attention_scaling  # a 0-dim tensor from _call_frequencies
         if self.dynamic:
             inv_freq, scaling = self._call_frequencies(torch.maximum(q_pos.max(), k_pos.max()) + 1)
         q_cs = rope_cos_sin(q_pos, inv_freq, scaling, angles=self.angles)

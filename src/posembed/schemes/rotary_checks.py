@@ -22,22 +22,22 @@ __all__ = [
 
 def check_head_dim(head_dim: object) -> int:
     """``head_dim`` if it is a positive even int (RoPE rotates channel pairs)."""
-    check_positive_int(head_dim, "head_dim")
-    if head_dim % 2:
-        raise ValueError(f"RoPE rotates channel pairs, so head_dim must be even; got head_dim={head_dim}")
-    return head_dim
+    dim = check_positive_int(head_dim, "head_dim")
+    if dim % 2:
+        raise ValueError(f"RoPE rotates channel pairs, so head_dim must be even; got head_dim={dim}")
+    return dim
 
 
 def check_rotary_dim(rotary_dim: object, head_dim: int) -> int:
     """The rotated width: ``head_dim`` for ``None``, else an even int ``<= head_dim``."""
     if rotary_dim is None:
         return head_dim
-    check_positive_int(rotary_dim, "rotary_dim")
-    if rotary_dim > head_dim:
-        raise ValueError(f"rotary_dim={rotary_dim} exceeds head_dim={head_dim}; it must be <= head_dim")
-    if rotary_dim % 2:
-        raise ValueError(f"RoPE rotates channel pairs, so rotary_dim must be even; got rotary_dim={rotary_dim}")
-    return rotary_dim
+    rotated = check_positive_int(rotary_dim, "rotary_dim")
+    if rotated > head_dim:
+        raise ValueError(f"rotary_dim={rotated} exceeds head_dim={head_dim}; it must be <= head_dim")
+    if rotated % 2:
+        raise ValueError(f"RoPE rotates channel pairs, so rotary_dim must be even; got rotary_dim={rotated}")
+    return rotated
 
 
 def check_forward_mscale(scales: object, switch: object) -> tuple[tuple[float, float] | None, int | None]:
@@ -141,11 +141,11 @@ def resolve_frequency_dim(frequency_dim: object, rotary_dim: int | None, head_di
     if frequency_dim is None:
         rotary = check_rotary_dim(rotary_dim, head_dim)
         return rotary, rotary
-    check_positive_int(frequency_dim, "frequency_dim")
-    rotated = 2 * ((frequency_dim + 1) // 2)
+    frequencies = check_positive_int(frequency_dim, "frequency_dim")
+    rotated = 2 * ((frequencies + 1) // 2)
     if rotary_dim is not None and rotary_dim != rotated:
         raise ValueError(
-            f"frequency_dim={frequency_dim} gives {rotated // 2} frequencies, which rotate {rotated} channels; "
+            f"frequency_dim={frequencies} gives {rotated // 2} frequencies, which rotate {rotated} channels; "
             f"rotary_dim={rotary_dim} disagrees (leave rotary_dim unset)"
         )
-    return check_rotary_dim(rotated, head_dim), frequency_dim
+    return check_rotary_dim(rotated, head_dim), frequencies

@@ -81,6 +81,7 @@ class ShawRelative(BiasScheme):
     extrapolates = False
     needs_qk = True
     built_for = ("num_heads", "head_dim")
+    head_dim: int
 
     def __init__(
         self,
@@ -110,8 +111,8 @@ class ShawRelative(BiasScheme):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.distance_embedding.weight, std=self.init_std)
 
-    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> None:
-        check_qk("ShawRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
+    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> tuple[Tensor, Tensor]:
+        return check_qk("ShawRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
     def _distance_logits(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor | None]:
         """``q · r / sqrt(D)`` and (relative_key_query) ``k · r / sqrt(D)``: ``(B, H, T, 2R + 1)`` each."""
@@ -121,7 +122,7 @@ class ShawRelative(BiasScheme):
         return q_logits, k_logits
 
     def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
-        self._check_qk(q_positions, k_positions, q, k)
+        q, k = self._check_qk(q_positions, k_positions, q, k)
         q_logits, k_logits = self._distance_logits(q, k)
         batch, heads, q_len, _ = q_logits.shape
         rows = distance_index(relative_positions(q_positions, k_positions), self.max_distance)  # (..., Tq, Tk)
@@ -132,7 +133,7 @@ class ShawRelative(BiasScheme):
         return bias
 
     def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
-        self._check_qk(q_positions, k_positions, q, k)
+        q, k = self._check_qk(q_positions, k_positions, q, k)
         q_logits, k_logits = self._distance_logits(q, k)
         relative = relative_position_fn(q_positions, k_positions)
         reach = self.max_distance

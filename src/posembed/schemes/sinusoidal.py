@@ -168,6 +168,7 @@ class Sinusoidal(AbsoluteScheme):
 
     inv_freq = Fp32Buffer()  # (C/2,), float32 whatever the module's dtype
     table = Fp32Buffer()  # (max_len, C) or None, float32
+    output_dtype: Tensor  # (0,), of the output dtype: a buffer that dtype casts move
 
     def __init__(
         self,

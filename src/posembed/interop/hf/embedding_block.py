@@ -301,10 +301,10 @@ def save_embeddings(emb: TransformerEmbeddings, folder: str | Path) -> Path:
 
     Returns the folder.
     """
-    _check_savable(emb)
+    position = _savable_position(emb)
     tensors = {
         "embeddings.word_embeddings.weight": emb.token_embeddings.weight,
-        "embeddings.position_embeddings.weight": emb.position.weight,
+        "embeddings.position_embeddings.weight": position.weight,
         "embeddings.token_type_embeddings.weight": _segment_table(emb),
         "embeddings.LayerNorm.weight": emb.norm.weight,
         "embeddings.LayerNorm.bias": emb.norm.bias,
@@ -314,12 +314,13 @@ def save_embeddings(emb: TransformerEmbeddings, folder: str | Path) -> Path:
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     target = Path(folder)
     atomic_write_bytes(target / "model.safetensors", safetensors_bytes(tensors, metadata={"format": "pt"}))
-    atomic_write_json(target / "config.json", _bert_config(emb))
+    atomic_write_json(target / "config.json", _bert_config(emb, position))
     logger.info("saved the embedding block to %s", target)
     return target
 
 
-def _check_savable(emb: TransformerEmbeddings) -> None:
+def _savable_position(emb: TransformerEmbeddings) -> LearnedAbsolute | LearnedParameter:
+    """``emb``'s learned position table, once ``emb`` is checked to map to a BERT checkpoint."""
     if not isinstance(emb, TransformerEmbeddings):
         raise TypeError(f"save_embeddings expects a TransformerEmbeddings, got {type(emb).__name__}")
     if not isinstance(emb.position, (LearnedAbsolute, LearnedParameter)):
@@ -332,6 +333,7 @@ def _check_savable(emb: TransformerEmbeddings) -> None:
         raise ValueError(f"only combine='add' maps to a BERT checkpoint; this block has combine={emb.combine_mode!r}")
     if emb.token_scale != 1.0:
         raise ValueError(f"only token_scale=1 maps to a BERT checkpoint; this block has token_scale={emb.token_scale:g}")
+    return emb.position
 
 
 def _segment_table(emb: TransformerEmbeddings) -> Tensor:
@@ -340,13 +342,13 @@ def _segment_table(emb: TransformerEmbeddings) -> Tensor:
     return emb.norm.weight.new_zeros(1, emb.hidden_size)
 
 
-def _bert_config(emb: TransformerEmbeddings) -> dict:
+def _bert_config(emb: TransformerEmbeddings, position: LearnedAbsolute | LearnedParameter) -> dict:
     return {
         "architectures": ["BertModel"],
         "model_type": "bert",
         "vocab_size": emb.vocab_size,
         "hidden_size": emb.hidden_size,
-        "max_position_embeddings": emb.position.max_len,
+        "max_position_embeddings": position.max_len,
         "type_vocab_size": max(emb.type_vocab_size, 1),
         "pad_token_id": emb.pad_token_id if emb.pad_token_id is not None else 0,
         "layer_norm_eps": emb.norm.eps,
