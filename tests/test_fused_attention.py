@@ -104,6 +104,15 @@ def test_no_scheme_equals_sdpa():
     assert_close(bias_attention(q, k, v, None, causal=True, block_size=8), expected, atol=2e-6)
 
 
+def test_nope_adds_no_bias_and_equals_sdpa():
+    """NoPE declares no bias and no head count: the kernel runs it as plain attention, not a head-count error."""
+    from posembed.schemes.nope import NoPE
+
+    q, k, v = torch.randn(3, B, H, T, D).unbind(0)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert_close(bias_attention(q, k, v, NoPE(), causal=True, block_size=8), expected, atol=2e-6)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
