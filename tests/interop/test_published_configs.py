@@ -216,3 +216,15 @@ def test_the_effective_context_is_stated_exactly_where_the_numbers_agree(rope_ty
         assert ("context_lengths" in {t.code for t in report.traps}) is not agree
 
     check()
+
+
+@pytest.mark.parametrize("raw", [
+    json.loads((CORPUS / "gpt-j-6b.json").read_text(encoding="utf-8")),
+    {"model_type": "codegen", "n_embd": 1024, "n_head": 16, "rotary_dim": 32, "n_positions": 2048},
+])
+def test_a_rotary_with_a_table_and_no_init_is_compared_with_its_table(raw):
+    # GPT-J's and CodeGen's rotary embeddings hold a sin / cos table (forward returns (sin, cos)) and no rope init
+    # function: rope check compares with the angles of that table, where it used to report "rope init failed"
+    (layer,) = check_rope_config(raw).layers
+    assert layer.comparisons and all(c.equal for c in layer.comparisons), layer.comparison_note
+    assert "sin / cos table of transformers'" in layer.comparison_note and "RotaryEmbedding" in layer.comparison_note
