@@ -228,3 +228,17 @@ def test_a_rotary_with_a_table_and_no_init_is_compared_with_its_table(raw):
     (layer,) = check_rope_config(raw).layers
     assert layer.comparisons and all(c.equal for c in layer.comparisons), layer.comparison_note
     assert "sin / cos table of transformers'" in layer.comparison_note and "RotaryEmbedding" in layer.comparison_note
+
+
+def test_remote_code_that_states_no_rope_field_is_refused_not_called_ropeless(capsys):
+    # ChatGLM2's config names no RoPE field (its rotation is in its own modeling code) and transformers does not know
+    # 'chatglm': rope check says so in one line, where it used to stop at "the config has no RoPE"
+    path = CORPUS / "chatglm2-6b.json"
+    assert main(["rope", "check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "transformers does not know model_type 'chatglm'" in out and "the rotation is in that code" in out
+    with pytest.raises(ValueError, match="transformers does not know model_type 'chatglm'"):  # no default RoPE guessed
+        rotary_from_hf_config(path)  # it used to build full-width RoPE at theta 10000; ChatGLM2 rotates half its head
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4}  # a type transformers knows, with no RoPE: still an error
+    with pytest.raises(ValueError, match=r"the config has no RoPE \(gpt2\)"):
+        check_rope_config(gpt2)

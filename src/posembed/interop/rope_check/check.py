@@ -23,7 +23,7 @@ import copy
 import logging
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -330,7 +330,16 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     raw = model_part(whole, part)
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
     numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
-    settings = read_rope_settings(numbers)
+    try:
+        settings = read_rope_settings(numbers)
+    except ValueError as error:  # remote code whose config states no RoPE field (ChatGLM's rotation is in its code)
+        refused = [t for t in refused_traps(whole) if t.message.startswith("transformers does not know")]
+        if not refused or not str(error).startswith("the config has no RoPE"):
+            raise
+        said = refused[0].message.split(": posembed reads")[0]
+        trap = replace(refused[0], message=f"{said}: {error}, so posembed builds none; the rotation is in that code")
+        logger.info("checked RoPE of %s: refused, %s", source, trap.message)
+        return RopeReport(source, raw.get("model_type"), "no RoPE field", length, (), (trap,))
     stated = [stated_of(numbers, s) for s in settings]
     traps = find_traps(numbers, strings, settings, stated)
     if whole.get("model_type") != raw.get("model_type"):  # a part: transformers refuses the file if it does not know the whole
