@@ -180,9 +180,9 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
     reads); unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare one its class's)."""
     raw = model_part(config_dict(config), part)
     if not has_rope(raw) and _remote_code_type(raw):  # no class default to fill in: only its own code rotates
-        raise ValueError(f"the config has no RoPE field and transformers does not know model_type {raw['model_type']!r}: "
-                         "only the checkpoint's own remote code decides its rotation (ChatGLM's is in its modeling "
-                         "code), so posembed builds none rather than guess one")
+        raise ValueError(f"the config has no RoPE field and transformers does not know model_type "
+                         f"{raw['model_type']!r}: only the checkpoint's own remote code decides its rotation (ChatGLM's "
+                         "is in its modeling code), so posembed builds none rather than guess one")
     layers, hf = read_parameters(raw)
     dicts = [key for key, value in stated(raw)[1].items() if isinstance(value, Mapping)]
     if list(layers) == [ALL_LAYERS] and dicts:  # the builder refuses rather than build the flat parameters alone

@@ -244,7 +244,8 @@ def _table_frequencies(config: Any, s: RopeSettings) -> tuple[Tensor, float, str
     found = rotary_classes(type(config), "forward")
     if not found:
         raise LookupError(f"{type(config).__name__}'s modeling module has no RotaryEmbedding class")
-    first, second = (part[0].double() for part in found[0](config)(torch.zeros(1, 2, s.head_dim), torch.tensor([[0, 1]])))
+    out = found[0](config)(torch.zeros(1, 2, s.head_dim), torch.tensor([[0, 1]]))  # positions 0 and 1
+    first, second = (part[0].double() for part in out)
     cos, sin = (second, first) if bool((first[0] == 0).all()) and not bool((second[0] == 0).all()) else (first, second)
     cos, sin = cos[1, : s.rotary_dim // 2], sin[1, : s.rotary_dim // 2]
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean()), found[0].__name__
@@ -281,7 +282,8 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
     note = f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies" if forward else _INIT_NOTE
     if not forward and s.rope_type == "default" and not rotary_classes(type(hf_config)):
-        note = f"compared with the sin / cos table of transformers' {_table_frequencies(hf_config, s)[2]} (it has no rope init function)"
+        name = _table_frequencies(hf_config, s)[2]
+        note = f"compared with the sin / cos table of transformers' {name} (it has no rope init function)"
     return tuple(comparisons), note
 
 
