@@ -239,6 +239,8 @@ def test_remote_code_that_states_no_rope_field_is_refused_not_called_ropeless(ca
     assert "transformers does not know model_type 'chatglm'" in out and "the rotation is in that code" in out
     with pytest.raises(ValueError, match="transformers does not know model_type 'chatglm'"):  # no default RoPE guessed
         rotary_from_hf_config(path)  # it used to build full-width RoPE at theta 10000; ChatGLM2 rotates half its head
+    bare = {"model_type": "", "hidden_size": 64, "num_attention_heads": 4}  # a sub-config's empty type: defaults, as before
+    assert rotary_from_hf_config(bare).base == 1e4
     gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4}  # a type transformers knows, with no RoPE: still an error
     with pytest.raises(ValueError, match=r"the config has no RoPE \(gpt2\)"):
         check_rope_config(gpt2)

@@ -167,12 +167,13 @@ def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
 
 def _remote_code_type(raw: Mapping) -> bool:
     """Whether the config's ``model_type`` is a name transformers does not know (a checkpoint's remote code);
-    ``False`` without transformers or without a ``model_type``."""
+    ``False`` without transformers or without a ``model_type`` (a sub-config's empty one: ESMFold2's atom encoder)."""
     try:
         from transformers import CONFIG_MAPPING
     except ImportError:
         return False
-    return isinstance(raw.get("model_type"), str) and raw["model_type"] not in CONFIG_MAPPING
+    model_type = raw.get("model_type")
+    return isinstance(model_type, str) and bool(model_type) and model_type not in CONFIG_MAPPING
 
 
 def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
