@@ -216,3 +216,31 @@ def test_the_effective_context_is_stated_exactly_where_the_numbers_agree(rope_ty
         assert ("context_lengths" in {t.code for t in report.traps}) is not agree
 
     check()
+
+
+@pytest.mark.parametrize("raw", [
+    json.loads((CORPUS / "gpt-j-6b.json").read_text(encoding="utf-8")),
+    {"model_type": "codegen", "n_embd": 1024, "n_head": 16, "rotary_dim": 32, "n_positions": 2048},
+])
+def test_a_rotary_with_a_table_and_no_init_is_compared_with_its_table(raw):
+    # GPT-J's and CodeGen's rotary embeddings hold a sin / cos table (forward returns (sin, cos)) and no rope init
+    # function: rope check compares with the angles of that table, where it used to report "rope init failed"
+    (layer,) = check_rope_config(raw).layers
+    assert layer.comparisons and all(c.equal for c in layer.comparisons), layer.comparison_note
+    assert "sin / cos table of transformers'" in layer.comparison_note and "RotaryEmbedding" in layer.comparison_note
+
+
+def test_remote_code_that_states_no_rope_field_is_refused_not_called_ropeless(capsys):
+    # ChatGLM2's config names no RoPE field (its rotation is in its own modeling code) and transformers does not know
+    # 'chatglm': rope check says so in one line, where it used to stop at "the config has no RoPE"
+    path = CORPUS / "chatglm2-6b.json"
+    assert main(["rope", "check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "transformers does not know model_type 'chatglm'" in out and "the rotation is in that code" in out
+    with pytest.raises(ValueError, match="transformers does not know model_type 'chatglm'"):  # no default RoPE guessed
+        rotary_from_hf_config(path)  # it used to build full-width RoPE at theta 10000; ChatGLM2 rotates half its head
+    bare = {"model_type": "", "hidden_size": 64, "num_attention_heads": 4}  # a sub-config's empty type: defaults, as before
+    assert rotary_from_hf_config(bare).base == 1e4
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4}  # a type transformers knows, with no RoPE: still an error
+    with pytest.raises(ValueError, match=r"the config has no RoPE \(gpt2\)"):
+        check_rope_config(gpt2)

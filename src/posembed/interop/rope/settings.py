@@ -165,10 +165,25 @@ def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
     return [_settings(raw, hf, width, layer, params) for layer, params in layers.items()]
 
 
+def _remote_code_type(raw: Mapping) -> bool:
+    """Whether the config's ``model_type`` is a name transformers does not know (a checkpoint's remote code);
+    ``False`` without transformers or without a ``model_type`` (a sub-config's empty one: ESMFold2's atom encoder)."""
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False
+    model_type = raw.get("model_type")
+    return isinstance(model_type, str) and bool(model_type) and model_type not in CONFIG_MAPPING
+
+
 def layer_settings(config: Any, layer_type: str | None = None, part: str = "text") -> RopeSettings:
     """The :class:`RopeSettings` of one layer type (:func:`select_layer`) of any accepted config (what the builder
     reads); unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare one its class's)."""
     raw = model_part(config_dict(config), part)
+    if not has_rope(raw) and _remote_code_type(raw):  # no class default to fill in: only its own code rotates
+        raise ValueError(f"the config has no RoPE field and transformers does not know model_type "
+                         f"{raw['model_type']!r}: only the checkpoint's own remote code decides its rotation (ChatGLM's "
+                         "is in its modeling code), so posembed builds none rather than guess one")
     layers, hf = read_parameters(raw)
     dicts = [key for key, value in stated(raw)[1].items() if isinstance(value, Mapping)]
     if list(layers) == [ALL_LAYERS] and dicts:  # the builder refuses rather than build the flat parameters alone

@@ -23,14 +23,14 @@ import copy
 import logging
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from posembed.interop.rope.config import rotary_from_settings
-from posembed.interop.rope.model import build_config, model_part, rotary_class
+from posembed.interop.rope.model import build_config, model_part, rotary_class, rotary_classes
 from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config_dict, read_rope_settings
 from posembed.interop.rope_check.numbers import read_numbers
 from posembed.interop.rope_check.stated import Stated, stated_of
@@ -224,6 +224,8 @@ def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | No
         from posembed.interop.rope.axial import axial_class
 
         inv_freq, factor = axial_class(config).compute_axial_rope_parameters(config)
+    elif s.rope_type == "default" and not rotary_classes(type(config)):  # GPT-J, CodeGen: a table, no init function
+        return _table_frequencies(config, s)[:2]
     elif s.rope_type == "default":
         init = rotary_class(config).compute_default_rope_parameters
         inv_freq, factor = init(config, layer_type=layer) if layer else init(config)
@@ -232,6 +234,21 @@ def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | No
 
         inv_freq, factor = ROPE_INIT_FUNCTIONS[s.rope_type](config, None, seq_len=seq_len, layer_type=layer)
     return inv_freq.float(), float(factor)
+
+
+def _table_frequencies(config: Any, s: RopeSettings) -> tuple[Tensor, float, str]:
+    """``(inv_freq, attention factor, class name)`` of a rotary embedding that holds a sin / cos table and has no rope
+    init function (GPT-J's, CodeGen's): the angles its ``forward`` returns at position 1. Its forward returns
+    ``(sin, cos)``; the sine is told from the cosine as the one that is zero at position 0. ``LookupError``: the model
+    has no rotary embedding class."""
+    found = rotary_classes(type(config), "forward")
+    if not found:
+        raise LookupError(f"{type(config).__name__}'s modeling module has no RotaryEmbedding class")
+    out = found[0](config)(torch.zeros(1, 2, s.head_dim), torch.tensor([[0, 1]]))  # positions 0 and 1
+    first, second = (part[0].double() for part in out)
+    cos, sin = (second, first) if bool((first[0] == 0).all()) and not bool((second[0] == 0).all()) else (first, second)
+    cos, sin = cos[1, : s.rotary_dim // 2], sin[1, : s.rotary_dim // 2]
+    return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean()), found[0].__name__
 
 
 def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[tuple[Comparison, ...], str]:
@@ -264,6 +281,9 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
     note = f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies" if forward else _INIT_NOTE
+    if not forward and s.rope_type == "default" and not rotary_classes(type(hf_config)):
+        name = _table_frequencies(hf_config, s)[2]
+        note = f"compared with the sin / cos table of transformers' {name} (it has no rope init function)"
     return tuple(comparisons), note
 
 
@@ -312,7 +332,16 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     raw = model_part(whole, part)
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
     numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
-    settings = read_rope_settings(numbers)
+    try:
+        settings = read_rope_settings(numbers)
+    except ValueError as error:  # remote code whose config states no RoPE field (ChatGLM's rotation is in its code)
+        refused = [t for t in refused_traps(whole) if t.message.startswith("transformers does not know")]
+        if not refused or not str(error).startswith("the config has no RoPE"):
+            raise
+        said = refused[0].message.split(": posembed reads")[0]
+        trap = replace(refused[0], message=f"{said}: {error}, so posembed builds none; the rotation is in that code")
+        logger.info("checked RoPE of %s: refused, %s", source, trap.message)
+        return RopeReport(source, raw.get("model_type"), "no RoPE field", length, (), (trap,))
     stated = [stated_of(numbers, s) for s in settings]
     traps = find_traps(numbers, strings, settings, stated)
     if whole.get("model_type") != raw.get("model_type"):  # a part: transformers refuses the file if it does not know the whole
