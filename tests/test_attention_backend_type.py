@@ -95,7 +95,11 @@ def test_backend_for_names_the_backend_forward_runs(
         mask[1, : length // 2] = 0
     ran = []
     real_run = attention_backends.run_backend
-    monkeypatch_module.setattr(attention, "run_backend", lambda name, *a, **k: ran.append(name) or real_run(name, *a, **k))
+    def spy(name, *args, **kwargs):
+        ran.append(name)
+        return real_run(name, *args, **kwargs)
+
+    monkeypatch_module.setattr(attention, "run_backend", spy)
     with torch.set_grad_enabled(grad):
         named = attn.backend_for(x, position_ids=positions, attention_mask=mask if padded else None)
         attn(x, position_ids=positions, attention_mask=mask if padded else None)

@@ -635,4 +635,5 @@ def test_untie_copies_only_tensors_that_share_memory():
     out = _untie({"a": weight, "b": weight, "c": alone, "d": weight.t()})
     assert out["c"].data_ptr() == alone.data_ptr()  # not copied
     assert len({out[k].data_ptr() for k in "abd"} | {weight.data_ptr()}) == 4  # each tied one copied apart
-    assert all(torch.equal(out[k], v) and out[k].is_contiguous() for k, v in (("a", weight), ("b", weight), ("d", weight.t())))
+    for name, expected in (("a", weight), ("b", weight), ("d", weight.t())):
+        assert torch.equal(out[name], expected) and out[name].is_contiguous()

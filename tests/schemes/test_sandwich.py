@@ -112,7 +112,8 @@ def test_dtype_casts_leave_the_float64_constants_exact(cast):
     to fp32): the bias of a cast module now equals a fresh module's, bit for bit."""
     fresh, cast_module = Sandwich(num_heads=4, dim=64), CASTS[cast](Sandwich(num_heads=4, dim=64))
     assert cast_module.frequencies.dtype == cast_module.head_scales.dtype == torch.float64
-    assert torch.equal(cast_module.frequencies, fresh.frequencies) and torch.equal(cast_module.head_scales, fresh.head_scales)
+    assert torch.equal(cast_module.frequencies, fresh.frequencies)
+    assert torch.equal(cast_module.head_scales, fresh.head_scales)
     positions = torch.arange(40)
     assert torch.equal(cast_module.bias(positions, positions), fresh.bias(positions, positions))
     assert torch.equal(cast_module.distance_table(50), fresh.distance_table(50))

@@ -213,7 +213,7 @@ def _shards_to_rewrite(layout: CheckpointLayout, keys: set[str]) -> dict[str, tu
     """Output file name -> (all its tensors, safetensors metadata), for each file holding ``keys``."""
     weights = layout.weights
     if _is_bin(layout):  # every file converted, every name kept; tied tensors (shared memory) copied apart
-        return {_safetensors_name(path.name): (_untie(load_torch_bin(path)), {"format": "pt"}) for path in weight_files(weights)}
+        return {_safetensors_name(p.name): (_untie(load_torch_bin(p)), {"format": "pt"}) for p in weight_files(weights)}
     from safetensors import safe_open
 
     names = [weights.name]
