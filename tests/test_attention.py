@@ -58,7 +58,7 @@ def _run(attn: SelfAttention, backend: str, x, mask, positions, backward: bool):
     attn.zero_grad(set_to_none=True)
     x = x.clone().requires_grad_(backward)
     out = attn(x, position_ids=positions, attention_mask=mask)
-    assert attn.last_backend == backend
+    assert attn.backend_for(x, position_ids=positions, attention_mask=mask) == backend
     if not backward:
         return out.detach(), {}
     (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
@@ -143,16 +143,12 @@ def test_auto_rule(monkeypatch) -> None:
     monkeypatch.setattr(attention_backends, "AUTO_SDPA_MAX_LENGTH", 6)
     x_short, x_long = torch.randn(1, 6, DIM), torch.randn(1, 7, DIM)
     alibi = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True)
-    alibi(x_short)
-    assert alibi.last_backend == "sdpa"
-    alibi(x_long)
-    assert alibi.last_backend == "fused"
-    alibi(x_long, position_ids=torch.arange(7)[None])  # (B, T) positions
-    assert alibi.last_backend == "chunked"
+    assert alibi.backend_for(x_short) == "sdpa"
+    assert alibi.backend_for(x_long) == "fused"
+    assert alibi.backend_for(x_long, position_ids=torch.arange(7)[None]) == "chunked"  # (B, T) positions
     for scheme in (None, NoPE(), RotaryEmbedding(HEAD_DIM)):
         attn = SelfAttention(DIM, HEADS, scheme=scheme, causal=True)
-        attn(x_long)
-        assert attn.last_backend == "sdpa", scheme
+        assert attn.backend_for(x_long) == "sdpa", scheme
 
 
 def test_flex_fallbacks_are_logged_once(caplog) -> None:
@@ -165,15 +161,15 @@ def test_flex_fallbacks_are_logged_once(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):
         for _ in range(3):
             attn(x).sum().backward()  # gradients needed on CPU: flex has no backward there
-            assert attn.last_backend == "chunked"
+            assert attn.backend_for(x) == "chunked"
         with torch.no_grad():
             attn(x)
-        assert attn.last_backend == "flex"
+            assert attn.backend_for(x) == "flex"
         dropped = SelfAttention(DIM, HEADS, causal=True, dropout=0.1, backend="flex").train()
         with torch.no_grad():
             dropped(x)
             dropped(x)
-        assert dropped.last_backend == "chunked"
+            assert dropped.backend_for(x) == "chunked"
     messages = [r.getMessage() for r in caplog.records]
     assert sum("no backward on CPU" in m for m in messages) == 1, messages
     assert sum("no attention dropout" in m for m in messages) == 1, messages
@@ -301,7 +297,7 @@ def test_compiled_flex_matches_eager() -> None:
         expected = attn(x, position_ids=positions, attention_mask=mask)
         attn.backend = "flex"
         out = attn(x, position_ids=positions, attention_mask=mask)
-    assert attn.last_backend == "flex"
+        assert attn.backend_for(x, position_ids=positions, attention_mask=mask) == "flex"
     assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -332,7 +328,7 @@ def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
     x, mask, positions = _inputs(padded=True)
     with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):
         attn(x, position_ids=positions, attention_mask=mask)
-    assert attn.last_backend == "chunked"
+        assert attn.backend_for(x, position_ids=positions, attention_mask=mask) == "chunked"
     assert "backend 'fused' does not apply (positions differ per row)" in caplog.text
 
 

@@ -59,7 +59,7 @@ def test_explicit_scale_on_every_backend(scheme_id):
         for backend in backends:
             attn.backend = backend
             out = attn(x, attention_mask=mask)
-            assert attn.last_backend == backend
+            assert attn.backend_for(x, attention_mask=mask) == backend
             real = mask.bool()
             assert_close(out[real], expected[real], atol=1e-5, rtol=1e-5, msg=backend)
 

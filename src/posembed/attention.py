@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_number, check_positive_int
-from posembed.attention_backends import BACKENDS, choose_backend, run_backend
+from posembed.attention_backends import Backend, choose_backend, run_backend
 from posembed.attention_inputs import AttentionInputs, adds_bias
 from posembed.positions import default_positions, resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
@@ -52,7 +52,8 @@ class SelfAttention(nn.Module):
             ``causal``, odd head dim for RoPE raise ``ValueError``).
         causal: mask keys after the query (decoder).
         dropout: dropout on the attention probabilities (training only).
-        backend: ``"auto"``, ``"sdpa"``, ``"flex"``, ``"fused"``, ``"chunked"`` or ``"eager"``; see
+        backend: a :class:`~posembed.attention_backends.Backend` or its name: ``"auto"``, ``"sdpa"``,
+            ``"flex"``, ``"fused"``, ``"chunked"`` or ``"eager"`` (``ValueError`` otherwise); see
             :func:`posembed.attention_backends.choose_backend` for the ``"auto"`` rule and the
             logged fallbacks.
         bias: whether the q/k/v/output projections have biases.
@@ -98,7 +99,7 @@ class SelfAttention(nn.Module):
         scheme: PositionScheme | None = None,
         causal: bool = False,
         dropout: float = 0.0,
-        backend: str = "auto",
+        backend: Backend | str = "auto",
         bias: bool = True,
         untied_dim: int | None = None,
         chunk_size: int = 256,
@@ -108,7 +109,7 @@ class SelfAttention(nn.Module):
         dtype=None,
     ) -> None:
         super().__init__()
-        _check_arguments(dim, num_heads, scheme, backend, dropout)
+        _check_arguments(dim, num_heads, scheme, dropout)
         self.scale = None if scale is None else _check_scale(scale)
         self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         if scheme is not None:
@@ -127,8 +128,18 @@ class SelfAttention(nn.Module):
         if self.untied_dim is not None:
             self.pos_q = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
             self.pos_k = nn.Linear(self.untied_dim, dim, bias=bias, **factory)
-        #: name of the backend used by the last forward (for tests and benchmarks)
-        self.last_backend: str | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """The requested backend (``AUTO`` or one to run); :meth:`backend_for` says which one a call runs.
+
+        Assigning a :class:`~posembed.attention_backends.Backend` or its name checks it (``ValueError``).
+        """
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: Backend | str) -> None:
+        self._backend = Backend.parse(value)
 
     @property
     def q_proj(self) -> "ProjectionView":
@@ -167,7 +178,7 @@ class SelfAttention(nn.Module):
         scale = f", scale={self.scale:g}" if self.scale is not None else ""
         return (
             f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}, "
-            f"backend={self.backend!r}, dropout={self.dropout}{untied}{scale}"
+            f"backend={self.backend.value!r}, dropout={self.dropout}{untied}{scale}"
         )
 
     def forward(
@@ -178,6 +189,44 @@ class SelfAttention(nn.Module):
         position_vectors: Tensor | None = None,
     ) -> Tensor:
         """Attend; see the class docstring for shapes."""
+        inp = self._inputs(x, position_ids, attention_mask, position_vectors)
+        backend = self._choose(inp)
+        compile_flex = self.compile_flex or (self.backend is Backend.AUTO and backend == Backend.FLEX)  # auto: compiled
+        out = run_backend(backend, inp, chunk_size=self.chunk_size, compile_flex=compile_flex)  # (B, H, T, D)
+        batch, length, _ = x.shape
+        out = out.transpose(1, 2).reshape(batch, length, self.dim)  # (B, T, C)
+        return self.out_proj(out)
+
+    def backend_for(
+        self,
+        x: Tensor,
+        position_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_vectors: Tensor | None = None,
+    ) -> Backend:
+        """The :class:`~posembed.attention_backends.Backend` that ``forward`` would run on these
+        arguments, in this mode (``training``) and grad mode; writes no state.
+
+        It builds the same inputs as ``forward`` (the projections run) and asks the same
+        :func:`~posembed.attention_backends.choose_backend`, so the two cannot disagree; a
+        fallback is logged once, as ``forward`` logs it.
+
+        Example:
+            >>> from posembed.schemes.alibi import ALiBi
+            >>> attn = SelfAttention(16, 4, scheme=ALiBi(4), causal=True, backend="fused").eval()
+            >>> attn.backend_for(torch.randn(1, 5, 16))
+            <Backend.FUSED: 'fused'>
+        """
+        return self._choose(self._inputs(x, position_ids, attention_mask, position_vectors))
+
+    def _choose(self, inp: AttentionInputs) -> Backend:
+        """The one decision ``forward`` and :meth:`backend_for` share."""
+        return choose_backend(self.backend, inp, adds_bias(inp.scheme), self.training, compile_flex=self.compile_flex)
+
+    def _inputs(
+        self, x: Tensor, position_ids: Tensor | None, attention_mask: Tensor | None, position_vectors: Tensor | None
+    ) -> AttentionInputs:
+        """Check the arguments and build what a backend reads: projected, rotated (and untied) q, k, v."""
         self._check_x(x)
         batch, length, _ = x.shape
         if isinstance(self.scheme, RotaryScheme) and self.scheme.num_axes > 1:
@@ -194,16 +243,10 @@ class SelfAttention(nn.Module):
         bias_scheme = self.scheme if isinstance(self.scheme, BiasScheme) else None
         qk = (q, k) if bias_scheme is not None and bias_scheme.needs_qk else None
         q, k = self._untie(q, k, position_vectors, batch, length)
-        inp = AttentionInputs(
+        return AttentionInputs(
             q=q, k=k, v=v, scale=self.softmax_scale, causal=self.causal, positions=positions, key_mask=key_mask,
             scheme=bias_scheme, qk=qk, dropout=self.dropout if self.training else 0.0,
         )
-        name = choose_backend(self.backend, inp, adds_bias(bias_scheme), self.training, compile_flex=self.compile_flex)
-        self.last_backend = name
-        compile_flex = self.compile_flex or (self.backend == "auto" and name == "flex")  # auto: CUDA, compiled
-        out = run_backend(name, inp, chunk_size=self.chunk_size, compile_flex=compile_flex)  # (B, H, T, D)
-        out = out.transpose(1, 2).reshape(batch, length, self.dim)  # (B, T, C)
-        return self.out_proj(out)
 
     def _check_x(self, x: Tensor) -> None:
         if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.dim:
@@ -262,14 +305,12 @@ def _check_scale(scale: object) -> float:
     return value
 
 
-def _check_arguments(dim: int, num_heads: int, scheme: PositionScheme | None, backend: str, dropout: float) -> None:
+def _check_arguments(dim: int, num_heads: int, scheme: PositionScheme | None, dropout: float) -> None:
     check_positive_int(dim, "dim")
     check_positive_int(num_heads, "num_heads")
     if dim % num_heads:
         raise ValueError(f"dim={dim} is not divisible by num_heads={num_heads}")
     require_kind(scheme, (Kind.ROTARY, Kind.BIAS), "SelfAttention")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout}")
 

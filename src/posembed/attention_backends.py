@@ -47,7 +47,9 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
+from enum import Enum
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +63,7 @@ from posembed.devices import cpu_tuned
 from posembed.fused.masks import visibility_mod, visible_keys
 
 __all__ = [
+    "Backend",
     "BACKENDS",
     "AUTO_SDPA_MAX_LENGTH",
     "FLEX_MIN_HEAD_DIM",
@@ -81,8 +84,44 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: backend names accepted by :class:`~posembed.attention.SelfAttention`
-BACKENDS = ("auto", "sdpa", "flex", "fused", "chunked", "eager")
+
+
+class Backend(str, Enum):
+    """The attention backends; a ``str`` enum, so ``backend="sdpa"`` and ``Backend.SDPA`` are one value.
+
+    ``AUTO`` is a request only (:func:`choose_backend` turns it into one of the others); the rest
+    run through :func:`run_backend`.
+
+    Example:
+        >>> Backend.parse("sdpa") is Backend.SDPA, Backend.SDPA == "sdpa"
+        (True, True)
+        >>> Backend.parse("dense")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown backend 'dense'; choose one of auto, sdpa, flex, fused, chunked, eager
+    """
+
+    AUTO = "auto"
+    SDPA = "sdpa"
+    FLEX = "flex"
+    FUSED = "fused"
+    CHUNKED = "chunked"
+    EAGER = "eager"
+
+    def __str__(self) -> str:  # the name as users write it, in f-strings too (StrEnum from Python 3.11)
+        return self.value
+
+    @classmethod
+    def parse(cls, value: object) -> "Backend":
+        """``value`` (a name or a :class:`Backend`) as a :class:`Backend`; ``ValueError`` naming it and the choices."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"unknown backend {value!r}; choose one of {', '.join(BACKENDS)}") from None
+
+
+#: backend names accepted by :class:`~posembed.attention.SelfAttention` (the values of :class:`Backend`)
+BACKENDS = tuple(backend.value for backend in Backend)
 
 #: ``backend="auto"``: bias schemes use SDPA (materialised bias) up to this length, fused or chunked above
 AUTO_SDPA_MAX_LENGTH = 1024
@@ -221,8 +260,8 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim
 
 
 def choose_backend(
-    requested: str, inp: AttentionInputs, adds_bias: bool, training: bool, *, compile_flex: bool = False
-) -> str:
+    requested: Backend | str, inp: AttentionInputs, adds_bias: bool, training: bool, *, compile_flex: bool = False
+) -> Backend:
     """The one dispatch point: the backend that will run ``inp``.
 
     Rules:
@@ -242,48 +281,52 @@ def choose_backend(
       ``"auto"`` takes SDPA up to the threshold, and above it flex with zero-padded heads;
       ``"flex"`` with ``compile_flex`` pads. Both logged once with the reason.
     - ``"sdpa"``, ``"chunked"``, ``"eager"`` run as asked.
+
+    ``requested`` is a :class:`Backend` or its name (``ValueError`` for another); the answer is
+    never :attr:`Backend.AUTO`.
     """
-    if requested == "auto":
+    requested = Backend.parse(requested)
+    if requested is Backend.AUTO:
         length = inp.q.shape[-2]
         if not adds_bias:
-            return "sdpa"
+            return Backend.SDPA
         if not cpu_tuned(inp.q.device):
             if flex_applies(inp, training) is None:
-                return _narrow_flex(inp, "sdpa" if length <= AUTO_SDPA_MAX_LENGTH else "flex")
-            return "sdpa" if length <= AUTO_SDPA_MAX_LENGTH else "chunked"
+                return _narrow_flex(inp, Backend.SDPA if length <= AUTO_SDPA_MAX_LENGTH else Backend.FLEX)
+            return Backend.SDPA if length <= AUTO_SDPA_MAX_LENGTH else Backend.CHUNKED
         if length <= AUTO_SDPA_MAX_LENGTH:
-            return "sdpa"
-        return "fused" if fused_applies(inp, training) is None else "chunked"
-    if requested == "fused":
+            return Backend.SDPA
+        return Backend.FUSED if fused_applies(inp, training) is None else Backend.CHUNKED
+    if requested is Backend.FUSED:
         reason = fused_applies(inp, training)
         if reason is not None:
             log_once(f"backend 'fused' does not apply ({reason}); using 'chunked'")
-            return "chunked"
-        return "fused"
-    if requested != "flex":
+            return Backend.CHUNKED
+        return Backend.FUSED
+    if requested is not Backend.FLEX:
         return requested
     if not flex_available():
         log_once("backend 'flex' requested but torch.nn.attention.flex_attention is unavailable; using 'sdpa'")
-        return "sdpa"
+        return Backend.SDPA
     if inp.q.device.type == "cpu" and needs_grad(inp):
         log_once("backend 'flex' has no backward on CPU (torch 2.13) and gradients are needed; using 'chunked'")
-        return "chunked"
+        return Backend.CHUNKED
     if training and inp.dropout > 0.0:
         log_once("backend 'flex' has no attention dropout; using 'chunked' while training with dropout > 0")
-        return "chunked"
-    return _narrow_flex(inp, "flex") if compile_flex else "flex"
+        return Backend.CHUNKED
+    return _narrow_flex(inp, Backend.FLEX) if compile_flex else Backend.FLEX
 
 
-def _narrow_flex(inp: AttentionInputs, instead: str) -> str:
+def _narrow_flex(inp: AttentionInputs, instead: Backend) -> Backend:
     """``"flex"`` for heads compiled flex lowers; for narrower ones ``instead`` (``"sdpa"``, or
     ``"flex"``, which pads them: :func:`flex_attention`), logged once with the reason."""
     reason = _narrow_head(inp)
     if reason is None:
-        return "flex"
-    if instead == "flex":
+        return Backend.FLEX
+    if instead is Backend.FLEX:
         log_once(f"{reason}; running 'flex' with the heads zero-padded to {flex_head_floor(inp.q.device)} channels")
     else:
-        log_once(f"{reason}; using {instead!r} (materialised bias) up to T={AUTO_SDPA_MAX_LENGTH}")
+        log_once(f"{reason}; using {instead.value!r} (materialised bias) up to T={AUTO_SDPA_MAX_LENGTH}")
     return instead
 
 
@@ -322,14 +365,21 @@ def _shared_positions_no_dropout(inp: AttentionInputs, training: bool) -> str | 
     return None
 
 
-def run_backend(name: str, inp: AttentionInputs, *, chunk_size: int = 256, compile_flex: bool = False) -> Tensor:
-    """Run the backend ``name`` (one of :data:`BACKENDS` except ``"auto"``) on ``inp``."""
-    if name == "sdpa":
-        return sdpa_attention(inp)
-    if name == "fused":
-        return fused_attention(inp)
-    if name == "chunked":
-        return chunked_attention(inp, chunk_size)
-    if name == "flex":
-        return flex_attention(inp, compiled=compile_flex)
-    return eager_attention(inp)
+#: the function that runs each backend but ``AUTO`` (``(inputs, chunk_size, compile_flex) -> (B, H, T, Dv)``)
+_RUNNERS: dict[Backend, Callable[[AttentionInputs, int, bool], Tensor]] = {
+    Backend.SDPA: lambda inp, chunk_size, compile_flex: sdpa_attention(inp),
+    Backend.FUSED: lambda inp, chunk_size, compile_flex: fused_attention(inp),
+    Backend.CHUNKED: lambda inp, chunk_size, compile_flex: chunked_attention(inp, chunk_size),
+    Backend.FLEX: lambda inp, chunk_size, compile_flex: flex_attention(inp, compiled=compile_flex),
+    Backend.EAGER: lambda inp, chunk_size, compile_flex: eager_attention(inp),
+}
+
+
+def run_backend(
+    name: Backend | str, inp: AttentionInputs, *, chunk_size: int = 256, compile_flex: bool = False
+) -> Tensor:
+    """Run the backend ``name`` (a :class:`Backend` or its name, not ``"auto"``) on ``inp``."""
+    backend = Backend.parse(name)
+    if backend is Backend.AUTO:
+        raise ValueError("run_backend runs a chosen backend: pass choose_backend('auto', ...)'s answer, not 'auto'")
+    return _RUNNERS[backend](inp, chunk_size, compile_flex)

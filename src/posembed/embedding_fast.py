@@ -1,7 +1,8 @@
 """The two fast paths of :class:`~posembed.embeddings.TransformerEmbeddings`, run on its tables.
 
 :meth:`TransformerEmbeddings._fused_path <posembed.embeddings.TransformerEmbeddings._fused_path>`
-is the one dispatch point that picks a path; these functions only hand the block's token,
+is the one dispatch point that picks a path (a :class:`FusedPath`, run by :func:`run_fused_path`
+through one table); these functions only hand the block's token,
 position, segment and LayerNorm tables to the kernel it picked:
 
 - :func:`chunked_forward`: :func:`posembed.fused.embedding.fused_embedding` (the CPU);
@@ -14,13 +15,31 @@ Both return ``LayerNorm((tok + seg) + pos)``, shape ``(B, T, C)``; the block app
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import Enum
+
 from torch import Tensor, nn
 
 from posembed.embedding_checks import check_ids
 from posembed.fused.embedding import fused_embedding
 from posembed.fused.embedding_compiled import compiled_embedding
 
-__all__ = ["chunked_forward", "compiled_forward"]
+__all__ = ["FusedPath", "run_fused_path", "chunked_forward", "compiled_forward"]
+
+
+class FusedPath(str, Enum):
+    """A fast path of the embedding block (``str``-valued: ``FusedPath.CHUNKED == "chunked"``).
+
+    Example:
+        >>> FusedPath("compiled") is FusedPath.COMPILED, f"{FusedPath.CHUNKED}"
+        (True, 'chunked')
+    """
+
+    CHUNKED = "chunked"  #: :func:`chunked_forward`, the CPU kernel
+    COMPILED = "compiled"  #: :func:`compiled_forward`, one compiled kernel (CUDA)
+
+    def __str__(self) -> str:  # the name, in f-strings too (StrEnum from Python 3.11)
+        return self.value
 
 
 def chunked_forward(block: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor) -> Tensor:
@@ -62,3 +81,21 @@ def compiled_forward(
         None if segments is None else segments.weight, block.norm.weight, block.norm.bias,
         eps=block.norm.eps, dropout=0.0, training=False, padding_idx=block.pad_token_id,
     )  # fmt: skip
+
+
+#: the function that runs each path: ``(block, input_ids, token_type_ids, position_ids, default) -> (B, T, C)``
+_PATHS: dict[FusedPath, Callable[[nn.Module, Tensor, Tensor | None, Tensor, bool], Tensor]] = {
+    FusedPath.CHUNKED: lambda block, ids, types, positions, default: chunked_forward(block, ids, types, positions),
+    FusedPath.COMPILED: compiled_forward,
+}
+
+
+def run_fused_path(
+    path: FusedPath, block: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor,
+    default: bool,
+) -> Tensor:
+    """Run ``path`` on ``block``'s tables: ``LayerNorm((tok + seg) + pos)``, before the block's dropout.
+
+    ``default`` says ``position_ids`` is the block's default ``arange(T)`` (:func:`compiled_forward`).
+    """
+    return _PATHS[FusedPath(path)](block, input_ids, token_type_ids, position_ids, default)

@@ -41,7 +41,7 @@ from posembed.embedding_checks import (
     check_type_vocab,
     token_width,
 )
-from posembed.embedding_fast import chunked_forward, compiled_forward
+from posembed.embedding_fast import FusedPath, run_fused_path
 from posembed.fused.embedding_compiled import compiled_applies
 from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
 
@@ -207,10 +207,8 @@ class TransformerEmbeddings(nn.Module):
         default = position_ids is None
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
         path = self._fused_path(position_ids, input_ids, token_type_ids)
-        if path == "chunked":  # LayerNorm(tok + seg + pos) fused; the block's own dropout module after it
-            return self.dropout(chunked_forward(self, input_ids, token_type_ids, position_ids))
-        if path == "compiled":
-            return self.dropout(compiled_forward(self, input_ids, token_type_ids, position_ids, default))
+        if path is not None:  # LayerNorm(tok + seg + pos) fused; the block's own dropout module after it
+            return self.dropout(run_fused_path(path, self, input_ids, token_type_ids, position_ids, default))
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
@@ -225,8 +223,9 @@ class TransformerEmbeddings(nn.Module):
 
     def _fused_path(
         self, position_ids: Tensor, input_ids: Tensor | None = None, token_type_ids: Tensor | None = None
-    ) -> str | None:
-        """The one dispatch point of the fast paths: ``"chunked"``, ``"compiled"`` or ``None`` (eager).
+    ) -> FusedPath | None:
+        """The one dispatch point of the fast paths: a :class:`~posembed.embedding_fast.FusedPath`
+        (``CHUNKED``, ``COMPILED``) or ``None`` (eager).
 
         Both compute the same block with far less memory traffic, for ``add`` of a lookup table
         (learned positions), BERT's token scale, 1-D/2-D position ids, ``int64``/``int32`` ids,
@@ -260,8 +259,8 @@ class TransformerEmbeddings(nn.Module):
             return None
         device = self.token_embeddings.weight.device
         if cpu_tuned(device):
-            return "chunked"
-        return "compiled" if compiled_applies(device) else None
+            return FusedPath.CHUNKED
+        return FusedPath.COMPILED if compiled_applies(device) else None
 
     def _plain_submodules(self) -> bool:
         """Whether the fused kernels compute what the submodules would: ``token_embeddings`` (and

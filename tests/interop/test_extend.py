@@ -600,3 +600,40 @@ def test_tensor_bytes_counts_every_tensor_whatever_its_name(tmp_path):
     save_file({"A.weight": torch.zeros(3), "0.bias": torch.zeros(2, dtype=torch.float64), "b": torch.zeros(2, 2)}, str(path),
               metadata={"format": "pt"})
     assert _tensor_bytes(path) == 3 * 4 + 2 * 8 + 4 * 4
+
+
+def test_a_tied_legacy_bin_keeps_every_name_and_loads_as_head_and_base(tmp_path):
+    """A ``.bin`` saved by ``torch.save(model.state_dict())`` holds the MLM decoder tied to the word
+    embeddings (one storage). Each name is written (safetensors' ``save_model`` would keep only
+    ``lm_head.decoder.weight``, the first in sorted order, and ``RobertaModel`` would then start
+    from random word embeddings); both the head model and the base model load it whole."""
+    torch.manual_seed(0)
+    model = transformers.RobertaForMaskedLM(transformers.RobertaConfig(max_position_embeddings=34, **SMALL)).eval()
+    src = tmp_path / "roberta-mlm"
+    model.config.save_pretrained(src)
+    state = model.state_dict()
+    tied = ("lm_head.decoder.weight", "roberta.embeddings.word_embeddings.weight")
+    assert state[tied[0]].data_ptr() == state[tied[1]].data_ptr()
+    torch.save(state, src / "pytorch_model.bin")
+    result = extend_checkpoint(src, tmp_path / "out", to=66, method="copy")
+    written = _read_safetensors(result.out / "model.safetensors")
+    assert written.keys() == state.keys()
+    ids = torch.randint(3, 120, (2, 30))
+    head, info = transformers.RobertaForMaskedLM.from_pretrained(str(result.out), output_loading_info=True)
+    assert not any(info.values()), info
+    with torch.no_grad():
+        assert torch.equal(head.eval()(input_ids=ids).logits, model(input_ids=ids).logits)
+    base, info = transformers.AutoModel.from_pretrained(str(result.out), output_loading_info=True)  # RobertaModel
+    assert info["missing_keys"] == {"pooler.dense.weight", "pooler.dense.bias"}  # an MLM checkpoint has no pooler
+    assert torch.equal(base.embeddings.word_embeddings.weight, state[tied[1]])
+
+
+def test_untie_copies_only_tensors_that_share_memory():
+    from posembed.interop.extend.checkpoint import _untie
+
+    weight, alone = torch.randn(4, 3), torch.randn(5)
+    out = _untie({"a": weight, "b": weight, "c": alone, "d": weight.t()})
+    assert out["c"].data_ptr() == alone.data_ptr()  # not copied
+    assert len({out[k].data_ptr() for k in "abd"} | {weight.data_ptr()}) == 4  # each tied one copied apart
+    for name, expected in (("a", weight), ("b", weight), ("d", weight.t())):
+        assert torch.equal(out[name], expected) and out[name].is_contiguous()

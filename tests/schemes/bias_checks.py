@@ -65,7 +65,7 @@ def check_self_attention(
             expected = reference_attention(attn, x, reference_bias(q, k), causal)
             plain = reference_attention(attn, x, torch.zeros(()), causal)
         actual = attn(x)
-        assert attn.last_backend == backend, (backend, attn.last_backend)
+        assert attn.backend_for(x) == backend, (backend, attn.backend_for(x))
         assert_close(actual.detach(), expected, atol=1e-5, rtol=1e-5, msg=f"backend {backend!r}")
         assert max_abs_diff(actual.detach(), plain) > 1e-4, "the bias did not change the output"
         actual.square().sum().backward()

@@ -126,4 +126,5 @@ def test_auto_never_picks_flex_or_fused_for_cope():
     model = Decoder(30, dim=DIM, depth=1, num_heads=HEADS, scheme=CoPE(HEADS, HEAD_DIM, npos_max=4, device="meta"), device="meta")
     ids = torch.zeros(2, 5, dtype=torch.long, device="meta")
     assert model(ids, attention_mask=torch.ones(2, 5, dtype=torch.long, device="meta")).shape == (2, 5, 30)
-    assert model.blocks[0].attn.last_backend == "sdpa"
+    hidden, mask = torch.zeros(2, 5, DIM, device="meta"), torch.ones(2, 5, dtype=torch.long, device="meta")
+    assert model.blocks[0].attn.backend_for(hidden, attention_mask=mask) == "sdpa"

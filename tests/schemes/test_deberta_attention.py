@@ -103,7 +103,7 @@ def test_layer_equals_transformers_deberta_v2_attention(case, dtype, monkeypatch
             attn = layer_from(model, scheme, backend, dtype)
             assert math.isclose(attn.softmax_scale, 1 / math.sqrt(HIDDEN // HEADS * (1 + len(scheme.attention_terms))))
             out = attn(hidden, attention_mask=mask)
-            assert attn.last_backend == backend
+            assert attn.backend_for(hidden, attention_mask=mask) == backend
             probs = layer_probabilities(attn, backend, hidden, mask)
             for ours, theirs in zip(real_rows(out, mask, 1), real_rows(expected, mask, 1)):
                 assert_close(ours, theirs, atol=output_atol, msg=f"{case} {backend}: output")

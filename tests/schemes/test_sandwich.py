@@ -96,3 +96,39 @@ def test_score_mod_off_the_cpu_reads_no_range_back_and_equals_the_bias(monkeypat
         scheme.score_mod(pos, pos, q, k)
     assert reads == []
     check_score_mod(scheme, pos, pos, q, k, causal=True, flex=False)  # the inline path, against the bias
+
+
+CASTS = {
+    "half then float": lambda m: m.half().float(),
+    "bf16": lambda m: m.to(torch.bfloat16),
+    "float": lambda m: m.float(),
+    "double": lambda m: m.double(),
+}
+
+
+@pytest.mark.parametrize("cast", CASTS)
+def test_dtype_casts_leave_the_float64_constants_exact(cast):
+    """``.half()`` used to round the float64 frequencies and head scales to fp16 (and ``.float()``
+    to fp32): the bias of a cast module now equals a fresh module's, bit for bit."""
+    fresh, cast_module = Sandwich(num_heads=4, dim=64), CASTS[cast](Sandwich(num_heads=4, dim=64))
+    assert cast_module.frequencies.dtype == cast_module.head_scales.dtype == torch.float64
+    assert torch.equal(cast_module.frequencies, fresh.frequencies)
+    assert torch.equal(cast_module.head_scales, fresh.head_scales)
+    positions = torch.arange(40)
+    assert torch.equal(cast_module.bias(positions, positions), fresh.bias(positions, positions))
+    assert torch.equal(cast_module.distance_table(50), fresh.distance_table(50))
+    assert cast_module.state_dict() == {}  # rebuilt from the settings, never saved
+
+
+def test_the_constants_move_with_to_and_survive_to_empty():
+    scheme = Sandwich(num_heads=2, dim=8, device="meta")
+    assert scheme.frequencies.is_meta and scheme.frequencies.dtype == torch.float64
+    scheme.half().to_empty(device="cpu")
+    scheme.reset_parameters()
+    fresh = Sandwich(num_heads=2, dim=8)
+    assert torch.equal(scheme.frequencies, fresh.frequencies) and torch.equal(scheme.head_scales, fresh.head_scales)
+
+
+def test_a_float64_constant_refuses_another_dtype():
+    with pytest.raises(TypeError, match=r"Sandwich.frequencies is a float64 buffer, got a torch.float32 tensor"):
+        Sandwich(num_heads=1, dim=2).frequencies = torch.zeros(1)

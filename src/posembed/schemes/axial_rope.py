@@ -32,6 +32,7 @@ from torch import Tensor
 
 from posembed._checks import check_number, check_positive_int
 from posembed.schemes.base import RotaryScheme
+from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary import rope_inv_freq
 from posembed.schemes.rotary_checks import check_base, check_head_dim
@@ -136,7 +137,9 @@ class SectionedRotary(RotaryScheme):
 
     The base of :class:`AxialRotary`, :class:`~posembed.schemes.pixtral_rope.PixtralRotary` and
     :class:`~posembed.schemes.mrope.MRoPE`; they set ``head_dim``, ``rotary_dim`` and ``num_axes``
-    and implement :meth:`_frequencies`. Buffers are float32 / long and non-persistent.
+    and implement :meth:`_frequencies`. Buffers are float32 / long and non-persistent; ``inv_freq``
+    is an :class:`~posembed.schemes.fp32_buffers.Fp32Buffer`, so ``.half()`` / ``.to(dtype)`` leave
+    it float32 (bit for bit) and ``.to(device)`` moves it.
 
     Shape:
         - q: ``(B, H, Tq, D)``, k: ``(B, H, Tk, D)``.
@@ -147,6 +150,8 @@ class SectionedRotary(RotaryScheme):
 
     num_axes: int
     rotary_dim: int
+    # float32 whatever the model's dtype: casts skip it (kept as int32 bits), .to(device) moves it
+    inv_freq = Fp32Buffer()  # (rotary_dim / 2,)
 
     def __init__(self, *, layout: str, angles: str, device=None) -> None:
         super().__init__()
@@ -155,7 +160,7 @@ class SectionedRotary(RotaryScheme):
         self.layout = layout
         self.angles = check_angles(angles)
         inv_freq, axis_of = self._frequencies()
-        self.register_buffer("inv_freq", inv_freq.to(device, torch.float32), persistent=False)
+        self.inv_freq = inv_freq.to(device, torch.float32)
         self.register_buffer("axis_of", axis_of.to(device, torch.long), persistent=False)
 
     def _frequencies(self) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
@@ -163,20 +168,11 @@ class SectionedRotary(RotaryScheme):
         raise NotImplementedError
 
     def reset_parameters(self) -> None:
-        """Rebuild the frequencies (after ``to_empty`` from the meta device, or a dtype cast)."""
+        """Rebuild the frequencies (after ``to_empty`` from the meta device)."""
         inv_freq, axis_of = self._frequencies()
         with torch.no_grad():
             self.inv_freq.copy_(inv_freq)
             self.axis_of.copy_(axis_of)
-
-    def _apply(self, fn, recurse: bool = True):
-        # .half() / .to(dtype) would round the fp32 frequencies: rebuild them in fp32.
-        super()._apply(fn, recurse)
-        if self.inv_freq.dtype != torch.float32:
-            self._buffers["inv_freq"] = torch.empty_like(self.inv_freq, dtype=torch.float32)
-            if not self.inv_freq.is_meta:
-                self.reset_parameters()
-        return self
 
     def cos_sin(self, coords: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin (float32) of coordinates ``(..., A)`` -> two tensors ``(..., rotary_dim / 2)``."""

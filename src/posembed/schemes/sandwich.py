@@ -21,6 +21,7 @@ from torch import Tensor
 from posembed._checks import check_number, check_positive_int
 from posembed.devices import host_checks
 from posembed.schemes.base import BiasScheme, ScoreMod, as_float_positions
+from posembed.schemes.fp32_buffers import Fp64Buffer
 from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
 
 __all__ = ["Sandwich", "sandwich_frequencies", "sandwich_head_scales", "sandwich_bias"]
@@ -88,6 +89,9 @@ class Sandwich(BiasScheme):
     name = "sandwich"
     paper = "Chi et al. 2023 (Sandwich, ACL)"
     extrapolates = True
+    # float64 whatever the model's dtype: .half() / .float() leave them exact, .to(device) moves them
+    frequencies = Fp64Buffer()  # (d' / 2,)
+    head_scales = Fp64Buffer()  # (H,)
 
     def __init__(self, num_heads: int, dim: int, *, base: float = 10000.0, device=None) -> None:
         super().__init__(num_heads)
@@ -97,8 +101,8 @@ class Sandwich(BiasScheme):
         self.base = check_number(base, "base", 0.0)
         if self.base <= 0.0:
             raise ValueError(f"base must be positive, got {base}")
-        self.register_buffer("frequencies", torch.empty(dim // 2, dtype=torch.float64, device=device), persistent=False)
-        self.register_buffer("head_scales", torch.empty(num_heads, dtype=torch.float64, device=device), persistent=False)
+        self.frequencies = torch.empty(dim // 2, dtype=torch.float64, device=device)
+        self.head_scales = torch.empty(num_heads, dtype=torch.float64, device=device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -212,9 +212,8 @@ def _write_weights(layout: CheckpointLayout, work: Path, to: int, method: str, t
 def _shards_to_rewrite(layout: CheckpointLayout, keys: set[str]) -> dict[str, tuple[dict[str, Tensor], dict]]:
     """Output file name -> (all its tensors, safetensors metadata), for each file holding ``keys``."""
     weights = layout.weights
-    if _is_bin(layout):  # every file converted; safetensors refuses tensors that share memory (tied heads): copies
-        return {_safetensors_name(path.name): ({k: v.detach().clone().contiguous() for k, v in load_torch_bin(path).items()},
-                                               {"format": "pt"}) for path in weight_files(weights)}
+    if _is_bin(layout):  # every file converted, every name kept; tied tensors (shared memory) copied apart
+        return {_safetensors_name(p.name): (_untie(load_torch_bin(p)), {"format": "pt"}) for p in weight_files(weights)}
     from safetensors import safe_open
 
     names = [weights.name]
@@ -226,6 +225,34 @@ def _shards_to_rewrite(layout: CheckpointLayout, keys: set[str]) -> dict[str, tu
         with safe_open(str(weights.parent / name), framework="pt") as handle:
             shards[name] = ({key: handle.get_tensor(key) for key in handle.keys()}, handle.metadata() or {"format": "pt"})
     return shards
+
+
+def _untie(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    """``tensors`` with every tensor that shares memory with another copied apart (contiguous);
+    the others are returned as they are.
+
+    safetensors refuses a file whose tensors share memory, as a tied head does in a legacy
+    ``.bin``. Its ``save_model`` would keep one name per shared group, the first in sorted order,
+    which is not always the one transformers keeps: for GPT-2 it drops ``transformer.wte.weight``
+    for ``lm_head.weight``, and ``GPT2Model.from_pretrained`` then initialises ``wte`` at random.
+    So every name is written, as the ``.bin`` held it.
+
+    Example:
+        >>> weight = torch.ones(2, 2)
+        >>> out = _untie({"wte": weight, "lm_head": weight, "wpe": torch.zeros(3)})
+        >>> out["wte"] is weight, out["wte"].data_ptr() == out["lm_head"].data_ptr(), torch.equal(out["wte"], weight)
+        (False, False, True)
+    """
+    owners: dict[tuple[str, int], int] = {}
+    for tensor in tensors.values():
+        key = (tensor.device.type, tensor.untyped_storage().data_ptr())
+        owners[key] = owners.get(key, 0) + 1
+    shared = {key for key, count in owners.items() if count > 1}
+    return {
+        name: tensor.detach().clone().contiguous()
+        if (tensor.device.type, tensor.untyped_storage().data_ptr()) in shared else tensor.detach().contiguous()
+        for name, tensor in tensors.items()
+    }
 
 
 def _rewrite_index(layout: CheckpointLayout, work: Path, shards: list[str]) -> str:
