@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posembed.interop.rope.model import config_value, model_rotation, own_position_class, rotary_class, rotary_classes
+from posembed.interop.rope.model import REFUSED, config_value, model_rotation, own_position_class, rotary_class, rotary_classes
 from posembed.positions import CLS_PLACES, patch_grid_positions
 
 __all__ = ["AxialSettings", "axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
@@ -52,7 +52,7 @@ def _sines(embedding: Any, coords: torch.Tensor, width: int) -> torch.Tensor | N
         try:
             with torch.no_grad():
                 out = embedding(torch.zeros(1, coords.shape[0], 8), form)
-        except Exception:  # noqa: BLE001 - the wrong form: the next one
+        except REFUSED:  # the wrong form: the next one
             continue
         sin = (out.imag if isinstance(out, torch.Tensor) else out[1]).float()
         while sin.dim() > 2 and sin.shape[0] == 1:
@@ -120,7 +120,7 @@ def model_axial(config: Any) -> AxialSettings | None:
         embedding = axial_class(config)(copy.deepcopy(config))
         axis_dim = 2 * embedding.inv_freq.numel()
         base = float(params.get("rope_theta", 10000.0))
-    except Exception as error:  # noqa: BLE001 - a module that cannot be built is read without axial settings
+    except REFUSED as error:  # a module that cannot be built is read without axial settings
         logger.debug("the axial rotary module of %s cannot be built: %s", type(config).__name__, error)
         return None
     widths = _head_widths(config)  # the axes the module splits its head into: axis_dim = (head_dim // A) rounded to even
@@ -193,7 +193,7 @@ def model_grid_axial(config: Any) -> AxialSettings | None:
     try:
         table = own_grid_table(config)
         base = float((getattr(config, "rope_parameters", None) or {}).get("rope_theta", 10000.0))
-    except Exception as error:  # noqa: BLE001 - a module that cannot be built or called is not read
+    except REFUSED as error:  # a module that cannot be built or called is not read
         logger.debug("the rotary module of %s cannot be read at its own grid: %s", type(config).__name__, error)
         return None
     rotation = None if table is None or table.shape[-1] % 2 else model_rotation(config)

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 
 from posembed.interop.rope.axial import pair_form
-from posembed.interop.rope.model import ALL_LAYERS, rotary_class
+from posembed.interop.rope.model import ALL_LAYERS, REFUSED, rotary_class
 from posembed.schemes.mrope import MROPE_ARRANGEMENTS, mrope_pairs
 
 __all__ = ["MRopeSections", "model_sections", "axes_of_pairs"]
@@ -78,7 +78,7 @@ def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None
         if section is None:
             return None
         axes = axes_of_pairs(_probe_sin(embedding, layer))
-    except Exception as error:  # noqa: BLE001 - a module that cannot be probed is read without sections
+    except REFUSED as error:  # a module that cannot be probed is read without sections
         logger.debug("the M-RoPE sections of %s cannot be read: %s", type(config).__name__, error)
         return None
     if axes is None:
