@@ -21,9 +21,17 @@ ROOT = Path(__file__).resolve().parents[2]
 SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 256, "rope_theta": 10000.0}
 
 
+def _pin() -> str:
+    """The transformers version constraints.txt pins (the one CI installs and the table is derived from)."""
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return next(line.split("==")[1].strip() for line in lines if line.startswith("transformers=="))
+
+
 @pytest.fixture(scope="module")
 def derived():
-    pytest.importorskip("transformers")
+    transformers = pytest.importorskip("transformers")
+    if transformers.__version__ != _pin():
+        pytest.skip(f"the table is derived from transformers {_pin()} (constraints.txt); {transformers.__version__} is installed")
     from tools import rope_table as tool
 
     return tool.derive()
@@ -34,6 +42,7 @@ def test_the_shipped_table_is_what_the_tool_derives(derived):
     from tools import rope_table as tool
 
     shipped = json.loads((ROOT / "src/posembed/interop/rope/rotations.json").read_text())
+    assert shipped["transformers"] == _pin()
     assert tool.differences(shipped, derived) == []
     assert shipped == rope_table.rotation_table()  # the package reads that file
     assert json.loads(tool.dumps(derived)) == derived

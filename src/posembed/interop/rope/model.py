@@ -1,5 +1,6 @@
-"""What a model's own transformers code decides about its RoPE (its config object, its ``*RotaryEmbedding``, its
-attention's rotation function), asked instead of re-deriving its rules.
+"""What a model's own transformers code decides about its RoPE (its config object, its ``*RotaryEmbedding``), asked
+instead of re-deriving its rules; its attention's rotation as the shipped table declares it
+(:mod:`posembed.interop.rope.table`: nothing here reads transformers' source).
 
 Example:
     >>> config = transformers_config({"model_type": "cohere", "hidden_size": 64, "num_attention_heads": 4})
