@@ -59,7 +59,7 @@ def test_check_names_a_wrong_entry(derived, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tool, "TABLE", path)
     monkeypatch.setattr(tool, "derive", lambda: derived)
     assert tool.main(["--check"]) == 1
-    assert "classes['CohereConfig']: ['half', 'forward', 'first'] shipped" in capsys.readouterr().err
+    assert "classes['CohereConfig']: {'rotation': ['half', 'forward', 'first']} shipped" in capsys.readouterr().err
     path.write_text(tool.dumps(derived))
     assert tool.main(["--check"]) == 0
 

@@ -32,9 +32,15 @@ logger = logging.getLogger(__name__)
 
 #: layer-type name of a config with one set of RoPE parameters for every layer; transformers' pre-training length
 ALL_LAYERS, ORIGINAL = "all", "original_max_position_embeddings"
-#: what transformers' config classes and rotary modules raise on a config or input they refuse (a heterogeneous
-#: config's AmbiguousGlobalPerLayerAttributeError is a RuntimeError; a missing field an AttributeError or KeyError)
-REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RuntimeError, ArithmeticError, AssertionError)
+try:  # transformers' config classes validate their fields as huggingface_hub's strict dataclasses
+    from huggingface_hub.errors import StrictDataclassError
+except ImportError:  # no huggingface_hub (then no transformers), or one before strict dataclasses
+    StrictDataclassError = ValueError  # type: ignore[misc,assignment]
+
+#: what transformers' config classes and rotary modules raise on a config or input they refuse (a field of the wrong
+#: type: StrictDataclassError; a heterogeneous config's AmbiguousGlobalPerLayerAttributeError: a RuntimeError)
+REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RuntimeError, ArithmeticError, AssertionError,
+           StrictDataclassError)  # fmt: skip
 #: words that name a tower other than the language model in a class name
 _TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "Image", "Video", "Speech")
 
