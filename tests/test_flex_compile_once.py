@@ -56,7 +56,6 @@ def counted_flex(monkeypatch, torch_config) -> CompileCounter:
 def _torch_default_limits(monkeypatch, torch_config) -> None:
     """torch's own limits (8 graphs per frame), as in a fresh process before any flex call."""
     torch_config(torch._dynamo.config, recompile_limit=8, accumulated_recompile_limit=256)
-    monkeypatch.setattr(attention_backends, "_limits_raised", False)
 
 
 def _trial(name: str, factory, padded: bool = False) -> None:
@@ -118,18 +117,35 @@ def test_trained_values_do_not_recompile(counted_flex) -> None:
         assert not torch.allclose(before, after)  # the new values were read
 
 
-def test_the_limits_are_raised_once_and_never_lowered(monkeypatch, caplog, torch_config) -> None:
-    _torch_default_limits(monkeypatch, torch_config)
-    with caplog.at_level(logging.INFO, logger="posembed.attention_backends"):
-        attention_backends._raise_flex_recompile_limits()
-        attention_backends._raise_flex_recompile_limits()
-    assert torch._dynamo.config.recompile_limit == attention_backends.FLEX_RECOMPILE_LIMIT
-    assert torch._dynamo.config.accumulated_recompile_limit == attention_backends.FLEX_RECOMPILE_LIMIT
-    assert caplog.text.count("recompile_limit raised from 8 to 1024") == 1
-    _torch_default_limits(monkeypatch, torch_config)
-    torch_config(torch._dynamo.config, recompile_limit=5000)  # the user's own, higher
-    attention_backends._raise_flex_recompile_limits()
-    assert torch._dynamo.config.recompile_limit == 5000
+def test_a_forward_leaves_the_process_wide_limits_as_they_were(counted_flex) -> None:
+    """The limits are raised around the compiled call only: dynamo sees 1024 inside it, the
+    process keeps torch's 8 (and 256) before and after."""
+    config = torch._dynamo.config
+    seen = []
+    compiled = attention_backends._compiled_flex()  # the counted one
+
+    def spy(*args, **kwargs):
+        seen.append((config.recompile_limit, config.accumulated_recompile_limit))
+        return compiled(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(attention_backends, "_compiled_flex", lambda: spy)
+        _trial("alibi", _kinds()["alibi"])
+    limit = attention_backends.FLEX_RECOMPILE_LIMIT
+    assert seen == [(limit, limit)] * len(LENGTHS)
+    assert (config.recompile_limit, config.accumulated_recompile_limit) == (8, 256)
+
+
+def test_the_limits_are_put_back_after_an_error_and_a_higher_one_is_kept(torch_config) -> None:
+    from posembed._torch_private import recompile_limits
+
+    config = torch._dynamo.config
+    torch_config(config, recompile_limit=5000, accumulated_recompile_limit=256)  # the user's own, higher
+    with pytest.raises(RuntimeError, match="inside"):
+        with recompile_limits(1024):
+            assert (config.recompile_limit, config.accumulated_recompile_limit) == (5000, 1024)
+            raise RuntimeError("inside")
+    assert (config.recompile_limit, config.accumulated_recompile_limit) == (5000, 256)
 
 
 def test_a_layer_compiled_whole_traces_flex_into_its_own_graph(monkeypatch) -> None:

@@ -11,6 +11,7 @@ import torch
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
 from posembed.fused import embedding as fused
+from posembed.fused import dropout
 from posembed.fused.dropout import KeepMask, sparse_positions
 from tests.helpers import assert_close
 
@@ -57,25 +58,43 @@ def test_the_two_kinds_of_drop_add_up_to_exactly_p():
 
 
 def test_sparse_positions_are_bernoulli_at_the_rate():
-    generator = np.random.Generator(np.random.SFC64(0))
+    torch.manual_seed(0)
     count, rate, total = 200_000, 1e-3, 0
     for _ in range(10):
-        picks = sparse_positions(generator, rate, count)
-        assert picks.size == 0 or (np.all(np.diff(picks) > 0) and 0 <= picks[0] and picks[-1] < count)
-        total += picks.size
+        picks = sparse_positions(rate, count)
+        assert picks.numel() == 0 or (bool(torch.all(picks.diff() > 0)) and 0 <= picks[0] and picks[-1] < count)
+        total += picks.numel()
     expected = 10 * count * rate
     assert abs(total - expected) < 5 * math.sqrt(expected * (1 - rate))
 
 
-class _Unlucky:
-    """A generator whose geometric gaps are all 1: the first batch falls short and is topped up."""
+def test_sparse_positions_top_up_a_short_batch(monkeypatch):
+    """Geometric gaps that are all 1: the first batch falls short and is topped up."""
+    monkeypatch.setattr(dropout, "_gaps", lambda rate, size, device: torch.ones(size, dtype=torch.long))
+    assert sparse_positions(1e-6, 100).tolist() == list(range(100))
 
-    def geometric(self, rate, size):
-        return np.ones(size, dtype=np.int64)
 
+@pytest.mark.parametrize("p", [0.1, 0.5 + 2.0**-17])
+def test_the_masks_come_from_torchs_generator(p):
+    """The same ``torch.manual_seed`` gives the same mask, another seed another one, and the
+    draws advance torch's default generator (numpy's global state plays no part)."""
+    word, pos, typ = _tables()
+    ids = torch.randint(0, 50, (4, 32))
 
-def test_sparse_positions_top_up_a_short_batch():
-    assert sparse_positions(_Unlucky(), 1e-6, 100).tolist() == list(range(100))
+    def run(seed):
+        torch.manual_seed(seed)
+        np.random.seed(seed + 1000)  # numpy's state must not matter
+        out = fused.fused_embedding(ids, word, pos, type_weight=typ, dropout=p, training=True)
+        return out, torch.rand(())
+
+    first, after_first = run(7)
+    np.random.seed(0)
+    again, after_again = run(7)
+    assert torch.equal(first, again) and torch.equal(after_first, after_again)
+    other, _ = run(8)
+    assert not torch.equal(first != 0, other != 0)
+    torch.manual_seed(7)
+    assert not torch.equal(after_first, torch.rand(()))  # the mask consumed torch's stream
 
 
 def _block(**kwargs):

@@ -70,3 +70,12 @@ def test_the_full_study_is_simulated_on_its_own_seeds_and_questions(tmp_path):
 
     data = null_data(np.random.default_rng(0), "full")
     assert {len(t) for t in data.groups().values()} == {8}
+
+
+def test_the_study_block_names_its_committed_preregistration():
+    # the study ran on code that predates the store's record: the committed file is its record
+    block = lab_page.blocks()["lab-full"]
+    assert "none explored, so its verdicts confirm on fresh seeds" in block
+    assert "declared in `results/lab/full/PREREGISTRATION.md`, committed at 2c031c6" in block
+    assert "holds no record" not in block and "changed since" not in block
+    assert "96 trials, 8 seeds per group" in block

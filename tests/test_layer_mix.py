@@ -9,6 +9,7 @@ zoo reach the right layers with transformers' own per-layer frequencies.
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 import torch
@@ -73,9 +74,16 @@ def test_shared_scheme_objects_are_saved_once_and_not_reinitialised():
     before = t5.relative_attention_bias.weight.clone()
     model = Decoder(VOCAB, dim=DIM, depth=4, num_heads=HEADS, schemes=[t5, None, t5, other])
     assert torch.equal(t5.relative_attention_bias.weight, before)  # the constructor keeps a scheme's weights
-    keys = [key for key in model.state_dict() if "relative_attention_bias" in key]
-    assert keys == ["blocks.0.attn.scheme.relative_attention_bias.weight",
-                    "blocks.3.attn.scheme.relative_attention_bias.weight"]  # fmt: skip
+    assert model.blocks[2].attn.scheme is model.blocks[0].attn.scheme is t5
+    with tempfile.TemporaryDirectory() as folder:
+        from safetensors import safe_open
+        from safetensors.torch import save_model
+
+        save_model(model, f"{folder}/model.safetensors")  # each shared tensor once on disk
+        with safe_open(f"{folder}/model.safetensors", "pt") as file:
+            keys = [key for key in file.keys() if "relative_attention_bias" in key]
+    assert sorted(keys) == ["blocks.0.attn.scheme.relative_attention_bias.weight",
+                            "blocks.3.attn.scheme.relative_attention_bias.weight"]  # fmt: skip
     config = model.config_dict()["layer_schemes"]
     assert config[1] is None and config[2] == {"same_as": 0} and config[3]["name"] == config[0]["name"]
 

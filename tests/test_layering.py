@@ -8,7 +8,7 @@ where ``FORBIDDEN_SIDEWAYS`` says otherwise):
 tier  files                                                       what they are
 ====  ==========================================================  =================================
 0     ``_checks``, ``_names``, ``_io``, ``_logging``, ``errors``, helpers
-      ``_memory``, ``_files``, ``_data``, ``_shared``, ``devices``,
+      ``_memory``, ``_torch_private``, ``_files``, ``_data``, ``devices``,
       ``_progress``, ``positions``, ``report``, ``stats``
 1     ``schemes/``                                                one positional scheme per file
 2     ``fused/``                                                  optional fast kernels
@@ -43,8 +43,8 @@ PACKAGE = SRC / "posembed"
 
 #: (path prefix relative to src/posembed, tier); the longest matching prefix wins
 TIERS: tuple[tuple[str, int], ...] = (
-    ("_checks.py", 0), ("_io.py", 0), ("_logging.py", 0), ("_memory.py", 0), ("positions.py", 0), ("report.py", 0),
-    ("errors.py", 0), ("_files.py", 0), ("_data.py", 0), ("_shared.py", 0), ("devices.py", 0), ("_progress.py", 0), ("_hints.py", 0), ("_times.py", 0), ("_names.py", 0), ("stats.py", 0), ("power.py", 0),
+    ("_checks.py", 0), ("_io.py", 0), ("_logging.py", 0), ("_memory.py", 0), ("_torch_private.py", 0), ("positions.py", 0), ("report.py", 0),
+    ("errors.py", 0), ("_files.py", 0), ("_data.py", 0), ("devices.py", 0), ("_progress.py", 0), ("_hints.py", 0), ("_times.py", 0), ("_names.py", 0), ("stats.py", 0), ("power.py", 0),
     ("schemes/", 1),
     ("fused/", 2),
     ("embeddings.py", 3), ("embedding_checks.py", 3), ("embedding_fast.py", 3),

@@ -1,7 +1,9 @@
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from posembed.pairs import encode_texts
+from posembed.pairs import TextTooLongError, encode_texts
 from posembed.interop.hf import load_embeddings
 from tests.helpers import assert_close
 
@@ -154,3 +156,64 @@ def test_transformers_own_length_warning_is_not_raised(tokenizer, monkeypatch):
     with pytest.raises(ValueError):
         encode_texts(tokenizer, " ".join(["word"] * 600))
     assert seen == [False]
+
+
+WORDS = ["the", "cat", "sat", "on", "mat", "positional", "encodings", "transformer", "hello", "!", "order", "zyzzyva"]
+_text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), max_length=st.integers(3, 24), left=st.booleans())
+def test_truncated_pairs_equal_the_tokenizer_s_longest_first_tensor_for_tensor(tokenizer, data, max_length, left):
+    """Full-tensor parity with ``tokenizer(a, b, truncation="longest_first", padding=True)``."""
+    rows = data.draw(st.integers(1, 4))
+    texts_a, texts_b = data.draw(st.lists(_text, min_size=rows, max_size=rows)), data.draw(
+        st.lists(_text, min_size=rows, max_size=rows))
+    tokenizer.padding_side = "left" if left else "right"
+    try:
+        batch = encode_texts(tokenizer, texts_a, texts_b, max_length=max_length, truncation=True)
+        expected = tokenizer(texts_a, texts_b, truncation="longest_first", padding=True, max_length=max_length,
+                             return_tensors="pt")
+        full = tokenizer(texts_a, texts_b)["input_ids"]
+    finally:
+        tokenizer.padding_side = "right"
+    _assert_same_as_tokenizer(batch, expected)
+    assert batch.full_lengths == tuple(len(ids) for ids in full)
+    assert batch.truncated == any(len(ids) > max_length for ids in full)
+
+
+def _roberta_style_tokenizer():
+    """A word-level tokenizer with RoBERTa's pair layout ``<s> A </s></s> B </s>``, built here (no download)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    vocab = {word: index for index, word in enumerate(["<pad>", "<s>", "</s>", "<unk>", *WORDS])}
+    inner = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    inner.pre_tokenizer = pre_tokenizers.Whitespace()
+    inner.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B:1 </s>:1", special_tokens=[("<s>", 1), ("</s>", 2)])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=inner, cls_token="<s>", sep_token="</s>",
+                                                pad_token="<pad>", unk_token="<unk>", model_max_length=16)
+
+
+def test_the_tokenizer_s_own_pair_layout_is_used_not_bert_s():
+    """A tokenizer whose pairs are ``<s> A </s></s> B </s>`` gets its own layout, segment ids and limit."""
+    roberta = _roberta_style_tokenizer()
+    batch = encode_texts(roberta, ["the cat", "hello"], ["sat", "order !"])
+    expected = roberta(["the cat", "hello"], ["sat", "order !"], padding=True, return_token_type_ids=True,
+                       return_tensors="pt")
+    _assert_same_as_tokenizer(batch, expected)
+    assert batch.input_ids[0].tolist() == [1, 4, 5, 2, 2, 6, 2]
+    assert batch.token_type_ids[0].tolist() == [0, 0, 0, 0, 0, 1, 1]
+    with pytest.raises(TextTooLongError, match=r"text 0 encodes to 17 tokens .*max_length=16"):
+        encode_texts(roberta, " ".join(["cat"] * 9), " ".join(["mat"] * 4))
+
+
+def test_padding_needs_a_pad_token_and_max_length_padding_needs_a_limit():
+    roberta = _roberta_style_tokenizer()
+    roberta.pad_token = None
+    assert encode_texts(roberta, ["the cat", "on mat"]).input_ids.shape == (2, 4)  # equal rows: nothing to pad
+    with pytest.raises(ValueError, match=r"pad(ding)? token"):
+        encode_texts(roberta, ["the cat sat", "hello"])
+    roberta.model_max_length = int(1e30)  # Hugging Face's "no limit"
+    with pytest.raises(ValueError, match=r"padding='max_length' needs max_length"):
+        encode_texts(roberta, "the cat", padding="max_length")

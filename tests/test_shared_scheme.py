@@ -48,15 +48,42 @@ def test_layers_hold_the_shared_scheme_as_a_submodule():
     assert all(p.dtype == torch.float64 for p in model.blocks[1].attn.scheme.parameters())
 
 
-def test_saved_keys_are_those_of_a_model_that_registers_the_scheme_once():
+def _file_keys(path):
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as file:
+        return sorted(file.keys())
+
+
+def test_the_state_dict_lists_every_name_and_the_file_holds_a_shared_scheme_once(tmp_path):
+    """As torch (and transformers, for tied weights) do: every name in ``state_dict()``, each tensor once on disk."""
+    from safetensors.torch import save_model
+
     model = _t5_decoder()
-    state = model.state_dict()
-    assert not [k for k in state if ".attn.scheme." in k]
-    layer_state = model.blocks[0].attn.state_dict()  # a layer on its own saves its scheme
-    assert {k for k in layer_state if k.startswith("scheme.")} == {f"scheme.{k}" for k in model.scheme.state_dict()}
+    table = "relative_attention_bias.weight"
+    assert [k for k in model.state_dict() if k.endswith(table)] == [
+        f"scheme.{table}", f"blocks.0.attn.scheme.{table}", f"blocks.1.attn.scheme.{table}"]
+    save_model(model, str(tmp_path / "model.safetensors"))
+    assert [k for k in _file_keys(tmp_path / "model.safetensors") if k.endswith(table)] == [
+        f"blocks.0.attn.scheme.{table}"]  # safetensors keeps the first name in sorted order
     learned = Decoder(VOCAB, dim=DIM, depth=1, num_heads=HEADS, scheme=LearnedAbsolute(8, DIM))
     assert learned.scheme is learned.embeddings.position
-    assert not [k for k in learned.state_dict() if k.startswith("scheme.")]  # saved under embeddings.position
+    save_model(learned, str(tmp_path / "learned.safetensors"))
+    assert not [k for k in _file_keys(tmp_path / "learned.safetensors") if k.startswith("scheme.")]
+
+
+def test_a_checkpoint_written_with_the_scheme_under_scheme_only_still_loads(tmp_path):
+    """Files from before (the shared scheme saved once, under ``scheme.``) load strictly, every layer filled."""
+    from safetensors.torch import load_model, save_file
+
+    model = _t5_decoder()
+    old = {k: v.contiguous() for k, v in model.state_dict().items() if ".attn.scheme." not in k}
+    save_file(old, str(tmp_path / "old.safetensors"))
+    rebuilt = build_model(model.config_dict())
+    load_model(rebuilt, str(tmp_path / "old.safetensors"), strict=True)
+    ids = torch.randint(0, VOCAB, (2, 7))
+    assert rebuilt.blocks[1].attn.scheme is rebuilt.scheme
+    assert_close(rebuilt(ids), model(ids), atol=0, rtol=0)
 
 
 def test_checkpoints_load_with_or_without_alias_keys(tmp_path):

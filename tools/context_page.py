@@ -93,38 +93,52 @@ def _differs(a: dict, b: dict) -> str:
     return " and ".join(what) or "nothing stated"
 
 
+def _cell(text: str) -> str:
+    """``text`` safe in a markdown table cell."""
+    return text.replace("|", "\\|")
+
+
 def rate_text(rate: dict) -> str:
-    """For each set of runs, ``k of n seeds`` reaching the criterion (counted here from the per-seed
-    values) with an exact (Clopper-Pearson) 95 % interval, its kernels, command, commit, machine and
-    date; then, for each two sets sharing seeds, the seeds whose verdict is not the same in both."""
+    """The rate as tables: for each set of runs, ``k of n`` seeds reaching the criterion (counted here
+    from the per-seed values) with an exact (Clopper-Pearson) 95 % interval, its kernels, commit, date
+    and per-seed accuracies, then each set's command; then, for each two sets sharing seeds and
+    differing in one thing only, the seeds whose verdict is not the same in both."""
     criterion, sets, verdicts = rate["criterion"], _sets(rate), retrieves(rate)
-    parts = []
+    lines = [f"**RoPE learns passkey retrieval at L**, counted over seeds: a seed counts when its accuracy at L, "
+             f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}.", "",
+             "| set of runs | torch's kernels (capability) | commit | date | seeds that retrieve | "
+             "exact 95 % interval of the rate | accuracy at L, by seed |",
+             "|---|---|---|---|---|---|---|"]
     for name, values in sets.items():
         k, n = sum(verdicts[name].values()), len(verdicts[name])
         low, high = clopper_pearson(k, n)
-        parts.append(f"{name}: on {k} of {n} seeds with torch's {values['kernels']} kernels (capability "
-                     f"{values['capability']}; exact 95 % Clopper-Pearson interval of the rate: {low:.2f} to "
-                     f"{high:.2f}; `{values['command']}` at commit {values['commit'][:7]}, {values['machine']}, "
-                     f"{values['date']})")
-    text = (f"**RoPE learns passkey retrieval at L** ({'; '.join(parts)}). A seed counts when its accuracy at L, "
-            f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}.")
+        accuracies = values["accuracy_at_L"]
+        per_seed = ", ".join(f"{s}: {accuracies[s]:.4g}" for s in _seeds(accuracies))
+        lines.append(f"| {name} | {values['kernels']} ({values['capability']}) | {values['commit'][:7]} | "
+                     f"{values['date']} | {k} of {n} | {low:.2f} to {high:.2f} | {per_seed} |")
+    lines += ["", "Each set's command and machine:", ""]
+    lines += [f"- {name}: `{values['command']}` ({values['machine']})" for name, values in sets.items()]
+    compared = []
     names = list(sets)
     for i, first in enumerate(names):
         for second in names[i + 1:]:
             a, b = sets[first]["accuracy_at_L"], sets[second]["accuracy_at_L"]
             both = [s for s in _seeds(a) if s in b]
-            if not both or " and " in _differs(sets[first], sets[second]):  # nothing shared, or two things differ
+            differs = _differs(sets[first], sets[second])
+            if not both or " and " in differs:  # nothing shared, or two things differ: not comparable
                 continue
             flipped = [s for s in both if verdicts[first][s] != verdicts[second][s]]
-            per_seed = ", ".join(f"seed {s}: {a[s]:.4g} / {b[s]:.4g}" for s in both)
-            head = (f" {first} against {second} (they differ in {_differs(sets[first], sets[second])}; "
-                    f"accuracy at L {per_seed}): ")
             if flipped:
-                text += head + (f"**the verdict is not the same** on {len(flipped)} of the {len(both)} seeds run in "
-                                f"both (seed {', '.join(flipped)}).")
+                verdict = (f"**not the same** on {len(flipped)} of {len(both)} (seed "
+                           + ", ".join(f"{s}: {a[s]:.4g} / {b[s]:.4g}" for s in flipped) + ")")
             else:
-                text += head + f"the verdict is the same on each of the {len(both)} seeds run in both."
-    return text
+                verdict = f"the same on each of {len(both)}"
+            compared.append(f"| {_cell(first)} against {_cell(second)} | {differs} | "
+                            f"{', '.join(both)} | {verdict} |")
+    if compared:
+        lines += ["", "Sets of runs that differ in one thing only, on the seeds run in both:", "",
+                  "| compared | they differ in | seeds in both | the verdict is |", "|---|---|---|---|", *compared]
+    return "\n".join(lines)
 
 
 def _run_text(meta: dict) -> str:

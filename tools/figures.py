@@ -39,7 +39,7 @@ FIGURES = ROOT / "docs" / "figures"
 QUESTIONS = ROOT / "docs" / "questions"
 LAB = ROOT / "results" / "lab"
 #: the stored lab run the pages quote
-RUN = "quick"
+RUN = "full"
 #: the sentence pair the BERT page tokenizes (the same as docs/bert.md's first pair)
 PAIR = ("How do transformers know where a token is?", "By adding a learned row per position.")
 
@@ -459,7 +459,8 @@ def _family_note(data: Data) -> str:
     seeds = sorted({len(t) for t in data.lab[0].groups().values()})
     return (f"Measured by `{meta['command']}` at commit {meta['commit'][:7]} ({meta['trials']} trials, "
             f"{seeds[-1]} seeds per arm, stored in `results/lab/{RUN}/`). Error rate: every verdict word above is one "
-            f"of a family of {len(family)} tests held together by Holm's method at 5 %, so the chance that any of them "
+            f"of a family of {len(family)} comparisons ({data.decisions.tests} tests: a difference and an equivalence test "
+            f"each) held together by Holm's method at 5 %, so the chance that any of them "
             f"is wrong when nothing differs is at most 5 %; 'alike' needs an equivalence test inside the margin "
             f"({data.decisions.margin_note().split(': ', 1)[1]}). A 'cannot tell' names the smallest difference the "
             f"test could detect and the seeds per arm that would decide the difference seen.")

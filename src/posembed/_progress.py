@@ -1,16 +1,18 @@
 """Progress of a long loop (a sweep's trials, a benchmark's suites, an inspection's sections, an
-extension's evaluations): a bar, log lines, or nothing; and transformers' own bars kept out.
+extension's evaluations): a tqdm bar, tqdm lines in the log, or nothing; and transformers' own
+bars kept out.
 
 Every long command reports in this one style, from every layer (hence a helper module here rather
 than in ``lab/``, which :mod:`posembed.lab.sweep.progress` re-exports).
 
-Three modes:
+Three modes, all one tqdm counter:
 
-- ``"bar"``: a tqdm bar with ETA on stderr, for a terminal;
-- ``"lines"``: one INFO record per finished item on the logger it is given
-  (default :data:`LAB_LOGGER`, ``posembed.lab.sweep.progress``), e.g. ``lab trials: 3/8 done (copy/learned/s0, 2.1 s);
-  elapsed 0:07, ETA 0:12``; what shows them is the caller's logging set-up (the CLI's
-  :func:`log_to_stderr`), so the library itself never prints;
+- ``"bar"``: tqdm's bar with its ETA on stderr, for a terminal;
+- ``"lines"``: the same counter written as one INFO record per finished item on the logger it is
+  given (default :data:`LAB_LOGGER`, ``posembed.lab.sweep.progress``), e.g. ``lab trials: 3/8 done
+  (copy/learned/s0, 2.1 s); elapsed 00:07, ETA 00:12`` (tqdm's clock and mean-rate ETA); what
+  shows them is the caller's logging set-up (the CLI's :func:`log_to_stderr`), so the library
+  itself never prints;
 - ``"off"``.
 
 :func:`progress_mode` picks one: ``None`` (the default) or ``True`` means a bar on a terminal
@@ -22,13 +24,13 @@ and lines otherwise, ``False`` means off.
 ...     def emit(self, record): records.append(record.getMessage())
 >>> log = logging.getLogger("posembed.doctest.progress")
 >>> log.addHandler(Keep()); log.setLevel(logging.INFO)
->>> clock = iter([0.0, 10.0, 20.0]).__next__
->>> with Progress(4, 1, mode="lines", desc="demo", unit="item", logger=log,
-...               clock=clock, settle=2) as progress:
+>>> with Progress(4, 1, mode="lines", desc="demo", unit="item", logger=log, settle=2) as progress:
 ...     progress.advance("first", seconds=9.5)
 ...     progress.advance("second")
->>> records
-['demo: 2/4 done (first, 9.5 s); elapsed 0:10, ETA after 2 items', 'demo: 3/4 done (second); elapsed 0:20, ETA 0:10']
+>>> records[0]
+'demo: 2/4 done (first, 9.5 s); elapsed 00:00, ETA after 2 items'
+>>> records[1].split(", ")[0], records[1].split(", ")[-1].startswith("ETA ")
+('demo: 3/4 done (second); elapsed 00:00', True)
 """
 
 from __future__ import annotations
@@ -36,10 +38,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import time
-from typing import Callable, Iterator
+from typing import Iterator
 
-__all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "clock_text", "MODES", "LAB_LOGGER"]
+__all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "MODES", "LAB_LOGGER"]
 
 MODES = ("bar", "lines", "off")
 
@@ -60,35 +61,34 @@ def progress_mode(progress: bool | str | None, stream=None) -> str:
             raise ValueError(f"progress must be one of {', '.join(MODES)}, got {progress!r}")
         return progress
     stream = sys.stderr if stream is None else stream
-    return "bar" if _isatty(stream) else "lines"
-
-
-def _isatty(stream) -> bool:
     try:
-        return bool(stream.isatty())
+        return "bar" if stream.isatty() else "lines"
     except (AttributeError, ValueError):  # a closed or a fake stream
-        return False
+        return "lines"
 
 
-def clock_text(seconds: float) -> str:
-    """``H:MM:SS`` (``M:SS`` under an hour).
+class _LogLines:
+    """tqdm's ``file`` in ``"lines"`` mode: each refresh (``"\\r" + line``) becomes one INFO record."""
 
-    >>> clock_text(7), clock_text(3725.4)
-    ('0:07', '1:02:05')
-    """
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+
+    def write(self, text: str) -> None:
+        if text.strip():
+            self.logger.info("%s", text.strip())
+
+    def flush(self) -> None:
+        pass
 
 
 class Progress:
     """``total`` items of which ``done`` were finished before; :meth:`advance` after each one.
 
-    The ETA is the wall time per item finished in this run times the items left (so items
-    running side by side in workers count at their real pace). It is held back until ``settle``
-    items of this run have finished (``ETA after 3 trials``): the first item carries the start-up
-    (imports, data, the workers' first batch) and side-by-side workers finish their first items
-    together, so a guess from one item is often many times too long.
+    A tqdm counter. Its ETA is tqdm's: the rate of items finished in this run (mean rate in
+    ``"lines"``, tqdm's smoothed one on a bar) times the items left. It is held back until
+    ``settle`` items of this run have finished (``ETA after 3 trials``): the first item carries
+    the start-up (imports, data, the workers' first batch) and side-by-side workers finish their
+    first items together, so a guess from one item is often many times too long.
 
     Args:
         mode: ``"bar"``, ``"lines"`` or ``"off"`` (see :func:`progress_mode`).
@@ -96,33 +96,28 @@ class Progress:
         unit: the bar's unit.
         logger: where ``"lines"`` go (INFO records); default :data:`LAB_LOGGER`.
         settle: how many items of this run finish before an ETA is given (at least 1).
-        clock: seconds, monotonic (tests pass a fake one).
     """
 
     def __init__(self, total: int, done: int = 0, *, mode: str = "off", desc: str = "lab trials", unit: str = "trial",
-                 logger: logging.Logger | None = None, settle: int = 3,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 logger: logging.Logger | None = None, settle: int = 3) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if settle < 1:
             raise ValueError(f"settle must be at least 1, got {settle}")
-        self.total, self.done, self.mode, self.desc = total, done, mode, desc
-        self._first, self._clock = done, clock
-        # never wait for more items than this run has
-        self._settle = max(1, min(settle, total - done))
+        self.total, self.done, self.mode, self._first = total, done, mode, done
+        self._settle = max(1, min(settle, total - done))  # never wait for more items than this run has
         self._waiting = f"ETA after {self._settle} {unit}{'s' if self._settle > 1 else ''}"
-        self._start = clock()
-        self._logger = logger or logging.getLogger(LAB_LOGGER)
         self._bar = None
         if mode == "bar":
             from tqdm.auto import tqdm
 
             self._bar = tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, file=sys.stderr,
-                             bar_format=self._unsettled_bar())
+                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, " + self._waiting + "{postfix}]")
+        elif mode == "lines":  # plain tqdm (not a notebook widget); a record per finished item (miniters=1,
+            from tqdm import tqdm  # mininterval=0), none before the first (delay) nor at close (leave=False)
 
-    def _unsettled_bar(self) -> str:
-        """tqdm's default layout with the ETA (``<{remaining}``) replaced by when it will come."""
-        return "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, " + self._waiting + "{postfix}]"
+            self._bar = tqdm(total=total, initial=done, desc=desc, unit=unit, miniters=1, mininterval=0, smoothing=0,
+                             delay=1e-9, leave=False, file=_LogLines(logger or logging.getLogger(LAB_LOGGER)))
 
     @property
     def settled(self) -> bool:
@@ -131,26 +126,22 @@ class Progress:
 
     def working_on(self, label: str) -> None:
         """Show what runs now (on the bar; lines only report finished items)."""
-        if self._bar is not None:
+        if self.mode == "bar":
             self._bar.set_postfix_str(label)
 
     def advance(self, label: str = "", seconds: float | None = None) -> None:
         """One more item finished (``label`` names it, ``seconds`` its own time)."""
         self.done += 1
-        if self._bar is not None:
-            if self.settled and self._bar.bar_format is not None:
-                self._bar.bar_format = None  # tqdm's own layout, with its ETA
-            self._bar.update(1)
-        elif self.mode == "lines":
-            self._logger.info("%s", self.line(label, seconds))
-
-    def line(self, label: str = "", seconds: float | None = None) -> str:
-        """The progress line after the latest :meth:`advance`."""
-        elapsed = self._clock() - self._start
-        finished = self.done - self._first
-        what = f" ({label}{f', {seconds:.1f} s' if seconds is not None else ''})" if label else ""
-        eta = f"ETA {clock_text(elapsed / finished * (self.total - self.done))}" if self.settled else self._waiting
-        return f"{self.desc}: {self.done}/{self.total} done{what}; elapsed {clock_text(elapsed)}, {eta}"
+        if self._bar is None:
+            return
+        if self.mode == "lines":
+            what = f" ({label}{f', {seconds:.1f} s' if seconds is not None else ''})" if label else ""
+            what = what.replace("{", "{{").replace("}", "}}")
+            eta = "ETA {remaining}" if self.settled else self._waiting
+            self._bar.bar_format = "{desc}: {n_fmt}/{total_fmt} done" + what + "; elapsed {elapsed}, " + eta
+        elif self.settled:
+            self._bar.bar_format = None  # tqdm's own layout, with its ETA
+        self._bar.update(1)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -19,17 +19,19 @@ TIMES: dict[str, str] = {
     # posembed lab run --preset smoke (15 trials): 8-13 s at load 1-8 (issue 35's walk-through); at load 19-22
     # (2026-11-27) 33, 55 and 47 s with 6.7-7.2 s of CPU time; its report 35 s (4.3 s of CPU time)
     "smoke": "8–13 s on 2 CPU cores",
-    # posembed lab run --preset quick, the 84-trial preset of 2026-11-28 (evaluated at 10/30/100 % with matched text):
-    # 991 CPU s (user + sys) and 38 min 10 s wall at load 9-16 beside 7 other sessions; not timed on idle cores. The
-    # 70-trial preset before it: 460 CPU s, 44 min 14 s and 29 min 32 s at load 8-30; the 96-trial one 5 min 05 s idle
-    "quick": "about 990 CPU seconds: about 8–9 minutes on 2 idle CPU cores, 30–45 on a busy machine",
+    # posembed lab run --preset quick, the 84-trial preset of 2026-11-28 with no biases and fused AdamW (evaluated at
+    # 10/30/100 % with matched text): README's command, run then report, 4 min 54 s + 8 s on 2 idle cores (load 1.9 at
+    # the end; results/lab/quick/meta.json); the same trials under load 2-19: 655 CPU s (user + sys), 22 min 19 s wall.
+    # Before (biases, for-loop AdamW, the 8x lengths scored twice): 991 CPU s, 38 min 10 s at load 9-16
+    "quick": "about 655 CPU seconds: about 5 minutes on 2 idle CPU cores, 20–40 on a busy machine",
     # python -m pytest -n 2 -q: 13 min 47 s at load 2-4 for 4,041 tests with a study paused beside it (2026-11-28 11:55;
     # the figures, the exact McNemar and scipy's t tests added ~4 CPU minutes); 5 min 44 s at load 1.5-2.2
     # (3,662 tests, CI rehearsal 2026-11-27 11:12; 5 min 20 s
     # for 3,626 at load 1-3 at 09:12; 11 min 07 s for
     # 3,599 at load 4 the same day; 4 min 47 s for 3,475 at load 3-4 earlier; 3 min 10 s for
     # 2,999 tests on 2026-11-26); 8-15 min at load 5-7 (2,999 tests)
-    "tests": "about 14 minutes with nothing else running, 20 or more under other jobs",
+    # 2026-11-28 15:15 and 15:28: 8 min 52 s and 9 min 21 s for 4,220 tests with CI's Ray tests, 2 idle cores
+    "tests": "about 9 minutes with nothing else running, 20 or more under other jobs",
     # posembed extend-eval --quick (256 and 1024 tokens, 10 queries): 2 min 25 s at load 1-8 (issue 35's walk-through);
     # 17 min 37 s at load 20-25 with 153 s of CPU time (2026-11-27); 12 min 25 s busy (2026-11-26); 7 min 40 s at
     # load 7-9 with 141 s of CPU time (2026-11-28, niced)
@@ -47,9 +49,11 @@ TIMES: dict[str, str] = {
     "bench-quick": "about 70 s of CPU time, so about a minute on an idle 2-core machine",
     # posembed lab run --preset full (96 trials of 1500 steps): a trial's 1500 steps at 86.6 ms (one thread, two trials
     # side by side at load ~2, 2026-11-28 probe of the recipe) plus its three evaluations, about 160 CPU s; on a GPU
-    # not measured (the 96-trial quick took 77.5 s on an H200: results/gpu/2026-11-27-h200); Ray spreads the CPU hours
+    # not measured (the 96-trial quick took 77.5 s on an H200: results/gpu/2026-11-27-h200); Ray spreads the CPU hours.
+    # The stored run (results/lab/full/meta.json): 4 h 11 min wall in two sittings on 2 cores shared at load 2-19
     "full": "about 160 CPU seconds a trial, 96 trials: about 4.3 CPU hours, so about 2 h 10 min on 2 idle CPU "
-            "cores, about 16 min on a 16-core Ray cluster (--ray); on a GPU not yet measured",
+            "cores (the stored run: 4 h 11 min on 2 cores shared with other jobs, load 2-19), about 16 min on a "
+            "16-core Ray cluster (--ray); on a GPU not yet measured",
     "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
     "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
 }

@@ -20,7 +20,8 @@ applies it. They differ in what they materialise:
   then takes SDPA up to :data:`AUTO_SDPA_MAX_LENGTH`, and above it flex with the heads
   zero-padded to that width (``q . k`` unchanged, ``v``'s extra channels sliced off, the scale
   still the true width's), logged once. Compiled kernels are built once per shape and scheme
-  kind and reused by every later model (:data:`FLEX_RECOMPILE_LIMIT`).
+  kind and reused by every later model: dynamo's recompile limits are raised to
+  :data:`FLEX_RECOMPILE_LIMIT` around each compiled call, and put back after it.
 - ``chunked``: a loop over query chunks, each under ``torch.utils.checkpoint``: only
   ``(B, H, chunk, T)`` scores and bias exist at a time, in the forward and the backward; trains.
   Measured on CPU (ALiBi, H = 4, C = 64, B = 1, forward + backward, peak RSS growth): T = 4096,
@@ -53,6 +54,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from posembed._logging import log_once as _log_once
+from posembed._torch_private import recompile_limits
 from posembed.attention_inputs import AttentionInputs, adds_bias, mask_keyword, needs_grad
 from posembed.attention_kernels import chunked_attention, eager_attention, fused_attention, sdpa_attention
 from posembed.devices import cpu_tuned
@@ -91,7 +93,8 @@ FLEX_MIN_HEAD_DIM = 16
 
 #: compiled FlexAttention graphs dynamo keeps for its one ``flex_attention`` frame (one per
 #: shape, scheme kind, mask kind and grad mode; torch's default, 8, is spent by two scheme kinds
-#: at a few lengths, after which every new shape runs the uncompiled reference)
+#: at a few lengths, after which every new shape runs the uncompiled reference). Set only
+#: around posembed's compiled flex call (:func:`posembed._torch_private.recompile_limits`).
 FLEX_RECOMPILE_LIMIT = 1024
 
 
@@ -115,29 +118,6 @@ def _compiled_flex():
     from torch.nn.attention.flex_attention import flex_attention as _flex
 
     return torch.compile(_flex, dynamic=False)
-
-
-#: whether :func:`_raise_flex_recompile_limits` has run in this process
-_limits_raised = False
-
-
-def _raise_flex_recompile_limits() -> None:
-    """Give dynamo room for :data:`FLEX_RECOMPILE_LIMIT` compiled flex graphs, once per process.
-
-    Raised process-wide (the settings are global; patching them around each call costs about
-    0.2 ms a call, measured) and never lowered: a limit the user set higher stays. Logged once at
-    INFO. A torch without these settings is left as it is.
-    """
-    global _limits_raised
-    if _limits_raised:
-        return
-    _limits_raised = True
-    config = torch._dynamo.config
-    for name in ("recompile_limit", "accumulated_recompile_limit"):
-        if hasattr(config, name) and getattr(config, name) < FLEX_RECOMPILE_LIMIT:
-            logger.info("torch._dynamo.config.%s raised from %s to %d: compiled FlexAttention keeps one graph "
-                        "per shape and scheme kind", name, getattr(config, name), FLEX_RECOMPILE_LIMIT)
-            setattr(config, name, FLEX_RECOMPILE_LIMIT)
 
 
 def flex_head_floor(device: torch.device) -> int:
@@ -224,11 +204,11 @@ def flex_attention(inp: AttentionInputs, compiled: bool = False, *, min_head_dim
         block_mask = build(inp.q.shape[-2], inp.q.device)
     if compiled:
         if torch.compiler.is_compiling():  # inside an outer torch.compile: its graph compiles the call
-            kernel = _eager_flex
+            out = _eager_flex(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
         else:
-            _raise_flex_recompile_limits()
-            kernel = _compiled_flex()
-        out = kernel(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
+            # room for one graph per shape and scheme kind, during this call only
+            with recompile_limits(FLEX_RECOMPILE_LIMIT):
+                out = _compiled_flex()(inp.q, inp.k, inp.v, score_mod=score_mod, block_mask=block_mask, scale=inp.scale)
         return out[..., :value_width]  # (B, H, T, Dv)
     log_once(
         "backend 'flex' runs uncompiled: PyTorch's reference FlexAttention materialises the scores; "

@@ -8,7 +8,8 @@ position, segment and LayerNorm tables to the kernel it picked:
 - :func:`compiled_forward`: :func:`posembed.fused.embedding_compiled.compiled_embedding`, one
   compiled kernel (CUDA), the ids checked against the tables on the device first.
 
-Both return ``dropout(LayerNorm((tok + seg) + pos))``, shape ``(B, T, C)``.
+Both return ``LayerNorm((tok + seg) + pos)``, shape ``(B, T, C)``; the block applies its own
+``dropout`` module after them.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ def chunked_forward(block: nn.Module, input_ids: Tensor, token_type_ids: Tensor 
         norm_weight=block.norm.weight,
         norm_bias=block.norm.bias,
         eps=block.norm.eps,
-        dropout=block.dropout.p,
-        training=block.training,
         padding_idx=block.pad_token_id,
     )
 
@@ -61,5 +60,5 @@ def compiled_forward(
     return compiled_embedding(
         input_ids, position_ids, token_type_ids, block.token_embeddings.weight, table,
         None if segments is None else segments.weight, block.norm.weight, block.norm.bias,
-        eps=block.norm.eps, dropout=block.dropout.p, training=block.training, padding_idx=block.pad_token_id,
+        eps=block.norm.eps, dropout=0.0, training=False, padding_idx=block.pad_token_id,
     )  # fmt: skip

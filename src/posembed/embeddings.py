@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from posembed._checks import check_number, check_pad_token, check_positive_int, check_table_size
+from posembed._torch_private import has_hooks
 from posembed.devices import cpu_tuned
 from posembed.embedding_checks import (
     COMBINES,
@@ -85,9 +86,10 @@ class TransformerEmbeddings(nn.Module):
         fused: run a fast path where one applies (see :meth:`_fused_path`; the default): on the
             CPU the chunked :func:`~posembed.fused.embedding.fused_embedding`, on CUDA one
             compiled kernel (:func:`~posembed.fused.embedding_compiled.compiled_embedding`; the
-            first call per shape compiles). They compute the same block with far less memory
-            traffic and the same dropout rate and scale, but their dropout masks come from their
-            own random streams: for the same seed they differ from ``nn.Dropout``'s.
+            first call per shape compiles). They compute ``LayerNorm(tok + seg + pos)`` with far
+            less memory traffic; the block's own ``dropout`` module then runs on it, so its hooks
+            fire and its mask is ``nn.Dropout``'s for the same seed. A replaced or hooked
+            ``norm`` (or token tables, or position scheme) turns the fast path off.
             ``False`` always runs the eager ``nn.LayerNorm`` + ``nn.Dropout`` path.
         device, dtype: where the block's own tables are made and their dtype. A ``position``
             scheme passed in is moved to ``device`` (``position.to(device=device)``) and keeps
@@ -179,7 +181,9 @@ class TransformerEmbeddings(nn.Module):
         """
         token_std = init_std if self.token_scale == 1.0 else 1.0 / self.token_scale
         nn.init.normal_(self.token_embeddings.weight, std=token_std)
-        self.token_embeddings._fill_padding_idx_with_zero()
+        if self.pad_token_id is not None:
+            with torch.no_grad():
+                self.token_embeddings.weight[self.pad_token_id].zero_()
         if self.token_type_embeddings is not None:
             nn.init.normal_(self.token_type_embeddings.weight, std=init_std)
         if self.projection is not None:
@@ -203,10 +207,10 @@ class TransformerEmbeddings(nn.Module):
         default = position_ids is None
         position_ids = self._check_inputs(input_ids, token_type_ids, position_ids)
         path = self._fused_path(position_ids, input_ids, token_type_ids)
-        if path == "chunked":
-            return chunked_forward(self, input_ids, token_type_ids, position_ids)
+        if path == "chunked":  # LayerNorm(tok + seg + pos) fused; the block's own dropout module after it
+            return self.dropout(chunked_forward(self, input_ids, token_type_ids, position_ids))
         if path == "compiled":
-            return compiled_forward(self, input_ids, token_type_ids, position_ids, default)
+            return self.dropout(compiled_forward(self, input_ids, token_type_ids, position_ids, default))
         positions = None if self.position is None else self.position(position_ids)
         combined = self.combine(self.token_vectors(input_ids), positions, token_type_ids)
         return self.dropout(self.norm(combined))
@@ -227,8 +231,9 @@ class TransformerEmbeddings(nn.Module):
         Both compute the same block with far less memory traffic, for ``add`` of a lookup table
         (learned positions), BERT's token scale, 1-D/2-D position ids, ``int64``/``int32`` ids,
         every table in one dtype, not under ``torch.compile`` (the compiler fuses the eager path
-        itself), and ``fused=True``. They add in Hugging Face's order, so the result equals the
-        eager path (in training, with another dropout mask). Which one runs is the device's:
+        itself), ``fused=True``, and submodules the kernels stand for (:meth:`_plain_submodules`:
+        plain ``nn.Embedding``/``nn.LayerNorm``, no hooks). They add in Hugging Face's order, so
+        the result equals the eager path; ``self.dropout`` runs after either. Which one runs is the device's:
 
         - ``"chunked"``: tables on the CPU, where it was tuned and measured to win
           (:func:`posembed.fused.embedding.fused_embedding`, :func:`posembed.devices.cpu_tuned`);
@@ -237,6 +242,8 @@ class TransformerEmbeddings(nn.Module):
         - ``None`` elsewhere (``meta``) and for what the fast paths do not cover.
         """
         if not (self.fused and self.combine_mode == "add" and self.token_scale == 1.0 and self.position is not None):
+            return None
+        if not self._plain_submodules():
             return None
         table = self.position.lookup_table
         ids = (input_ids, position_ids, token_type_ids)
@@ -255,6 +262,24 @@ class TransformerEmbeddings(nn.Module):
         if cpu_tuned(device):
             return "chunked"
         return "compiled" if compiled_applies(device) else None
+
+    def _plain_submodules(self) -> bool:
+        """Whether the fused kernels compute what the submodules would: ``token_embeddings`` (and
+        ``token_type_embeddings``) plain ``nn.Embedding``, ``norm`` a plain ``nn.LayerNorm`` over the
+        last dimension with weight and bias, and no hook on them, on ``position`` or registered
+        globally (``dropout`` always runs as the module). Replaced or hooked, they run themselves."""
+        segments = self.token_type_embeddings
+        norm = self.norm
+        parts = [self.token_embeddings, norm, self.position] + ([] if segments is None else [segments])
+        return (
+            type(self.token_embeddings) is nn.Embedding
+            and (segments is None or type(segments) is nn.Embedding)
+            and type(norm) is nn.LayerNorm
+            and len(norm.normalized_shape) == 1
+            and norm.weight is not None
+            and norm.bias is not None
+            and not has_hooks(*parts)
+        )
 
     def token_vectors(self, input_ids: Tensor) -> Tensor:
         """The token table's rows times ``token_scale``, shape ``(B, T, token_dim)``."""

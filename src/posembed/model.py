@@ -7,8 +7,9 @@ Any scheme of any kind goes in one place:
   stream before every block after the first; ``untied=True`` instead feeds them to TUPE-A untied
   position attention in every layer, Ke et al. 2021);
 - rotary and bias schemes are shared by every :class:`~posembed.attention.SelfAttention` layer
-  (each layer holds the same module, as ``model.scheme`` does; the state dict saves it once,
-  under ``scheme.``, see :mod:`posembed._shared`);
+  (each layer holds the same module, as ``model.scheme`` does; the state dict lists it under
+  every name, as torch does for any shared module, and a checkpoint file holds it once:
+  ``safetensors.torch.save_model`` / ``load_model``);
 - ``scheme=None`` is NoPE (no position information; causal decoders still recover it,
   Haviv et al. 2022);
 - ``schemes=[s_0, ..., s_{depth-1}]`` instead gives each layer its own rotary or bias scheme
@@ -33,7 +34,6 @@ import torch  # noqa: F401 (the doctests use it)
 from torch import Tensor, nn
 
 from posembed._checks import check_positive_int
-from posembed._shared import save_shared_once
 from posembed.attention import SelfAttention
 from posembed.embeddings import TransformerEmbeddings
 from posembed.model_checks import check_mask, check_options
@@ -141,7 +141,6 @@ class TransformerModel(nn.Module):
             for layer in in_attention
         )
         self.norm = nn.LayerNorm(dim, bias=bias, **factory)
-        save_shared_once(self)  # the shared scheme's tensors are saved once, as before it was shared
 
     @property
     def layer_schemes(self) -> list[PositionScheme | None]:

@@ -6,8 +6,8 @@ ones, and RoPE layers can sit beside ALiBi ones. :class:`~posembed.model.Decoder
 :class:`~posembed.model.Encoder` take such a mix as ``schemes=[s_0, ..., s_{depth-1}]``; this
 module checks the list and turns it into a JSON-able list and back.
 
-Layers handed the *same* scheme object share it (saved once in the state dict, see
-:mod:`posembed._shared`). The config list keeps that sharing: a layer whose scheme is the same
+Layers handed the *same* scheme object share it (saved once in a checkpoint file, by
+``safetensors.torch.save_model``). The config list keeps that sharing: a layer whose scheme is the same
 object as an earlier layer's is written ``{"same_as": j}`` (``j`` the first layer holding it),
 so that a rebuilt model has the same modules, hence the same state-dict keys, as the saved one.
 ``None`` is a layer without positions.

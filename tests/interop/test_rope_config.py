@@ -110,3 +110,16 @@ def test_path_errors_name_the_path(tmp_path):
     (tmp_path / "config.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="holds a JSON list, not a config object"):
         read_config(tmp_path)
+
+
+def test_a_config_that_is_not_utf8_is_a_value_error_naming_the_file(tmp_path):
+    # Latin-1 'é' (0xe9) at offset 36: was a bare UnicodeDecodeError naming neither the file nor what was expected
+    (tmp_path / "config.json").write_bytes('{"model_type": "llama", "name": "caf\u00e9"}'.encode("latin-1"))
+    for given in (tmp_path, tmp_path / "config.json", str(tmp_path)):
+        with pytest.raises(ValueError) as caught:
+            read_config(given)
+        assert str(caught.value) == (
+            f"{tmp_path / 'config.json'} is not UTF-8 JSON: byte 0xe9 at offset 36 cannot be decoded (invalid "
+            "continuation byte); a transformers config.json is a UTF-8 JSON object, as from_pretrained reads it")
+    with pytest.raises(ValueError, match="config.json is not UTF-8 JSON: byte 0xe9"):
+        rotary_from_hf_config(tmp_path)

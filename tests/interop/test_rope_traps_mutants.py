@@ -138,10 +138,12 @@ def test_llama3_bounds():
     missing = "llama3 scaling needs low_freq_factor and high_freq_factor"
     assert messages(llama3(low_freq_factor=1.0), "llama3_bounds") == [missing]
     assert messages(llama3(high_freq_factor=4.0), "llama3_bounds") == [missing]
-    for low, high in ((4.0, 1.0), (2.0, 2.0), (-1.0, 4.0)):  # low 0: check_rope_config fails building it
+    for low, high in ((4.0, 1.0), (-1.0, 4.0)):  # low 0: check_rope_config fails building it
         assert found(llama3(low_freq_factor=low, high_freq_factor=high), "llama3_bounds") == [(
             "llama3_bounds", "error", "all",
-            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")], (low, high)
+            f"llama3 needs 0 < low_freq_factor <= high_freq_factor, got {low:g} and {high:g}")], (low, high)
+    # equal bounds (Llama 4 Scout's 1 and 1): a step, which transformers builds: a note, not an error
+    assert [t[1] for t in found(llama3(low_freq_factor=2.0, high_freq_factor=2.0), "llama3_bounds")] == ["note"]
 
 
 def test_theta_against_the_family():
@@ -570,6 +572,29 @@ def test_a_per_layer_class_merges_an_old_rope_scaling_under_rope_type_default():
         "rope_scaling into parameters whose rope_type is already 'default'); write rope_type")]
 
 
+def test_the_old_type_key_is_ignored_only_where_it_names_nothing_that_is_built():
+    # 'type' is checked against the rope types the settings build (config.built_types), not against the one
+    # hard-coded 'mrope': M-RoPE's 'mrope' names the sections also where a scaled rope_type is dealt to them
+    qwen = {"model_type": "qwen2_5_vl", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096,
+            "rope_theta": 1e6}
+    sections = {"type": "mrope", "mrope_section": [2, 3, 3]}
+    assert not found(qwen | {"rope_scaling": sections}, "type_ignored")  # rope_type 'default' from 'type': 'mrope'
+    scaled = qwen | {"rope_scaling": {**sections, "rope_type": "yarn", "factor": 4.0,
+                                      "original_max_position_embeddings": 1024}}
+    (layer,) = check_rope_config(scaled, compare=False).layers
+    assert layer.settings.rope_type == "yarn" and layer.settings.mrope.section == (2, 3, 3)  # yarn dealt to M-RoPE
+    assert not found(scaled, "type_ignored")  # the old check warned "builds 'yarn' and ignores 'type'"
+    no_sections = llama(rope_scaling={"type": "mrope", "rope_type": "linear", "factor": 2.0})  # no M-RoPE is built
+    assert messages(no_sections, "type_ignored") == [
+        "the RoPE parameters name their type with the old key 'type' ('mrope') beside rope_type 'linear': transformers "
+        "builds 'linear' and ignores 'type'; write rope_type"]
+    scaled_other = qwen | {"rope_scaling": {**sections, "type": "linear", "rope_type": "yarn", "factor": 4.0,
+                                            "original_max_position_embeddings": 1024}}
+    assert messages(scaled_other, "type_ignored") == [
+        "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'yarn': transformers "
+        "builds 'yarn' and ignores 'type'; write rope_type"]
+
+
 def test_an_old_longrope_name_is_ignored_only_on_the_models_that_rename_it():
     linear = llama(rope_scaling={"rope_type": "linear", "factor": 2.0, "type": "yarn"})
     assert messages(linear, "type_ignored") == [
@@ -587,4 +612,4 @@ def test_a_llama3_low_freq_factor_of_zero_is_the_bounds_error_not_a_crash():
               "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.0,
                                                         "high_freq_factor": 4.0,
                                                         "original_max_position_embeddings": 2048}}
-    assert messages(config, "llama3_bounds") == ["llama3 needs 0 < low_freq_factor < high_freq_factor, got 0 and 4"]
+    assert messages(config, "llama3_bounds") == ["llama3 needs 0 < low_freq_factor <= high_freq_factor, got 0 and 4"]

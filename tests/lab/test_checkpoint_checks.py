@@ -97,3 +97,26 @@ def test_alibi_layers_round_trip(tmp_path):
     model = Decoder(11, dim=8, depth=2, num_heads=2, schemes=[ALiBi(2), None])
     save_checkpoint(model, tmp_path, {"task": "copy"})
     assert load_checkpoint(tmp_path)[0].config_dict() == model.config_dict()
+
+
+def test_a_shared_table_is_read_under_any_one_of_its_names_and_missing_names_it(tmp_path):
+    """safetensors writes a shared tensor once (first name in sorted order); files from before hold it
+    under ``scheme.``: both load strictly; a file without it names the table."""
+    from safetensors.torch import save_file
+
+    from posembed.schemes.t5_bias import T5RelativeBias
+
+    torch.manual_seed(0)
+    model = Decoder(11, dim=8, depth=2, num_heads=2, scheme=T5RelativeBias(2, bidirectional=False))
+    save_checkpoint(model, tmp_path, {"task": "copy"})
+    ids = torch.randint(0, 11, (2, 5))
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    for keep in ("scheme.", "blocks.1.attn.scheme."):
+        table = f"{keep}relative_attention_bias.weight"
+        save_file({k: v for k, v in state.items() if ".scheme." not in f".{k}" or k == table},
+                  str(tmp_path / "model.safetensors"))
+        loaded, _ = load_checkpoint(tmp_path)
+        assert torch.equal(loaded(ids), model.eval()(ids)), keep
+    save_file({k: v for k, v in state.items() if "relative_attention_bias" not in k}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"missing scheme\.relative_attention_bias\.weight$"):
+        load_checkpoint(tmp_path)

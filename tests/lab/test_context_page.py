@@ -85,14 +85,18 @@ def test_the_rate_counts_seeds_at_the_criterion_with_an_exact_interval(tmp_path)
     assert {key: rate["sets"]["AVX-512 run"][key] for key in ABOUT} == ABOUT
     text = context_page.rate_text(rate)
     # 0.8 counts, 0.79 does not: 2 of 3; Clopper-Pearson for 2 of 3 is [0.094, 0.992]
-    assert text == ("**RoPE learns passkey retrieval at L** (AVX-512 run: on 2 of 3 seeds with torch's AVX-512 kernels "
-                    "(capability AVX512; exact 95 % Clopper-Pearson interval of the rate: 0.09 to 0.99; "
-                    "`posembed lab context --preset context --out DIR --set seeds=0,1,2` at commit aaaaaaa, "
-                    "cpu: 2 cores, 2026-11-28)). A seed counts when its accuracy at L, the mean over 5 depths x 16 "
-                    "documents, is >= 0.8.")
+    assert text.splitlines() == [
+        "**RoPE learns passkey retrieval at L**, counted over seeds: a seed counts when its accuracy at L, the mean "
+        "over 5 depths x 16 documents, is >= 0.8.", "",
+        "| set of runs | torch's kernels (capability) | commit | date | seeds that retrieve | "
+        "exact 95 % interval of the rate | accuracy at L, by seed |",
+        "|---|---|---|---|---|---|---|",
+        "| AVX-512 run | AVX-512 (AVX512) | aaaaaaa | 2026-11-28 | 2 of 3 | 0.09 to 0.99 | 0: 1, 1: 0.79, 2: 0.8 |",
+        "", "Each set's command and machine:", "",
+        "- AVX-512 run: `posembed lab context --preset context --out DIR --set seeds=0,1,2` (cpu: 2 cores)"]
     rate["sets"]["AVX-512 run"]["accuracy_at_L"] = {"0": 1.0, "1": 0.9}
     every = context_page.rate_text(rate)
-    assert "on 2 of 2 seeds" in every and "interval of the rate: 0.16 to 1.00" in every
+    assert "| 2 of 2 | 0.16 to 1.00 |" in every
 
 
 def test_clopper_pearson_is_exact_at_the_edges_and_refuses_impossible_counts():
@@ -153,24 +157,20 @@ def test_the_rate_states_each_set_with_its_command_and_the_seeds_whose_verdict_d
                                             "AVX2 run": {"0": True, "1": False, "2": False}}
     text = context_page.rate_text(rate)
     # 2 of 3: [0.09, 0.99]; 1 of 3: [0.008, 0.906]
-    assert ("AVX-512 run: on 2 of 3 seeds with torch's AVX-512 kernels (capability AVX512; exact 95 % Clopper-Pearson "
-            "interval of the rate: 0.09 to 0.99; `posembed lab context --preset context --out DIR --set seeds=0,1,2`"
-            ) in text
-    assert ("AVX2 run: on 1 of 3 seeds with torch's AVX2 kernels (capability AVX2; exact 95 % Clopper-Pearson "
-            "interval of the rate: 0.01 to 0.91; `ATEN_CPU_CAPABILITY=avx2 posembed lab context") in text
-    assert text.endswith(" AVX-512 run against AVX2 run (they differ in kernels; accuracy at L seed 0: 1 / 1, seed 1: 0.95 / "
-                         "0.0125, seed 2: 0.1 / 0.1): **the verdict is not the same** on 1 of the 3 seeds run in "
-                         "both (seed 1).")
+    assert "| AVX-512 run | AVX-512 (AVX512) | aaaaaaa | 2026-11-28 | 2 of 3 | 0.09 to 0.99 | 0: 1, 1: 0.95, 2: 0.1 |" in text
+    assert "| AVX2 run | AVX2 (AVX2) | aaaaaaa | 2026-11-28 | 1 of 3 | 0.01 to 0.91 | 0: 1, 1: 0.0125, 2: 0.1 |" in text
+    assert "- AVX2 run: `ATEN_CPU_CAPABILITY=avx2 posembed lab context --preset context" in text
+    assert text.endswith("| AVX-512 run against AVX2 run | kernels | 0, 1, 2 | **not the same** on 1 of 3 "
+                         "(seed 1: 0.95 / 0.0125) |")
 
 
 def test_the_rate_says_when_the_verdict_is_the_same_and_compares_only_sets_that_differ_in_one_thing(tmp_path):
     rate = _two_kernel_rate(tmp_path, {0: 1.0, 3: 0.5}, {0: 0.85, 3: 0.0})
     assert rate["sets"]["AVX2 run"]["final_loss"] == {"0": 1.085, "3": 1.0}
     assert context_page.rate_text(rate).endswith(
-        " AVX-512 run against AVX2 run (they differ in kernels; accuracy at L seed 0: 1 / 0.85, seed 3: 0.5 / 0): the verdict "
-        "is the same on each of the 2 seeds run in both.")
+        "| AVX-512 run against AVX2 run | kernels | 0, 3 | the same on each of 2 |")
     later = _two_kernel_rate(tmp_path / "later", {0: 1.0}, {0: 0.0}, {**AVX2_ABOUT, "date": "2026-11-29"})
     assert "against" not in context_page.rate_text(later)  # kernels and day both differ: no comparison
     same_kernels = _two_kernel_rate(tmp_path / "day", {0: 1.0}, {0: 0.0}, {**ABOUT, "date": "2026-11-29"})
-    assert "(they differ in day; accuracy at L seed 0: 1 / 0): **the verdict is not the same**" in \
-        context_page.rate_text(same_kernels)
+    assert context_page.rate_text(same_kernels).endswith(
+        "| AVX-512 run against AVX2 run | day | 0 | **not the same** on 1 of 1 (seed 0: 1 / 0) |")

@@ -16,8 +16,18 @@ from posembed.lab.sweep.progress import LAB_LOGGER, Progress, log_to_stderr, pro
 TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=2",
         "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
 
-_LINE = re.compile(r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d+:\d\d, "
-                   r"ETA (after 2 trials|\d+:\d\d)$")
+_LINE = re.compile(r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d\d:\d\d, "
+                   r"ETA (after 2 trials|\d\d:\d\d)$")
+
+
+@pytest.fixture()
+def clock(monkeypatch):
+    """tqdm's clock, set by the test: ``clock.now = seconds``."""
+    import tqdm.std
+
+    fake = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(tqdm.std, "time", lambda: fake.now)
+    return fake
 
 
 def _run(out, *extra) -> list[str]:
@@ -46,15 +56,19 @@ def test_the_old_progress_flag_is_accepted(tmp_path, capsys):
     assert len(capsys.readouterr().err.splitlines()) == 2
 
 
-def test_the_lines_are_log_records_not_prints(caplog):
-    """The library logs: without the CLI's handler nothing reaches stderr, a caller's handler sees the lines."""
-    clock = iter([0.0, 30.0, 60.0]).__next__
+def test_the_lines_are_log_records_not_prints(caplog, clock, capsys):
+    """The library logs: without the CLI's handler nothing reaches stderr, a caller's handler sees the lines
+    (one per finished item: none at the start, none at close), braces in a label kept as they are."""
     with caplog.at_level(logging.INFO, logger=LAB_LOGGER):
-        with Progress(3, 0, mode="lines", desc="sweep", clock=clock) as progress:
+        with Progress(3, 0, mode="lines", desc="sweep") as progress:
+            clock.now = 30.0
             progress.advance("a", 30.0)
-            progress.advance("b", 30.0)
-    assert caplog.messages == ["sweep: 1/3 done (a, 30.0 s); elapsed 0:30, ETA after 3 trials",
-                               "sweep: 2/3 done (b, 30.0 s); elapsed 1:00, ETA after 3 trials"]
+            progress.working_on("c")  # lines report finished items only
+            clock.now = 60.0
+            progress.advance("{b}", 30.0)
+    assert caplog.messages == ["sweep: 1/3 done (a, 30.0 s); elapsed 00:30, ETA after 3 trials",
+                               "sweep: 2/3 done ({b}, 30.0 s); elapsed 01:00, ETA after 3 trials"]
+    assert capsys.readouterr().err == ""
 
 
 def test_modes(monkeypatch):
@@ -105,22 +119,29 @@ def test_bench_reports_each_suite(tmp_path, capsys, monkeypatch):
     assert lines[1].startswith("bench suites: 2/2 done (fake_b, 0 cases, ")
 
 
-def test_the_eta_waits_for_three_finished_items():
-    """A slow first item (start-up, or workers finishing together) gives no hour-long first guess."""
-    clock = iter([0.0, 600.0, 620.0, 640.0, 660.0]).__next__
-    progress = Progress(100, 0, clock=clock)
-    lines = [(progress.advance(), progress.line())[1] for _ in range(4)]
+def test_the_eta_waits_for_three_finished_items(caplog, clock):
+    """A slow first item (start-up, or workers finishing together) gives no hour-long first guess; then
+    tqdm's mean rate over this run's items."""
+    with caplog.at_level(logging.INFO, logger=LAB_LOGGER), Progress(100, 0, mode="lines") as progress:
+        for now in (600.0, 620.0, 640.0, 660.0):
+            clock.now = now
+            progress.advance()
     # from the first item alone the guess would have been 600 s x 99 = 16:30:00
-    assert [line.split(", ")[-1] for line in lines] == ["ETA after 3 trials"] * 2 + ["ETA 5:44:53", "ETA 4:24:00"]
+    assert [line.split(", ")[-1] for line in caplog.messages] == ["ETA after 3 trials"] * 2 + ["ETA 5:44:53",
+                                                                                               "ETA 4:24:00"]
     assert not Progress(10, 8).settled and Progress(10, 8, settle=1).settled is False
 
 
-def test_a_resumed_run_with_fewer_items_left_than_settle_settles_on_the_last():
-    clock = iter([0.0, 5.0, 5.0]).__next__
-    progress = Progress(5, 4, unit="suite", clock=clock)
-    assert progress.line() == "lab trials: 4/5 done; elapsed 0:05, ETA after 1 suite"
-    progress.advance()
-    assert progress.settled and progress.line().endswith("ETA 0:00")
+def test_a_resumed_run_with_fewer_items_left_than_settle_settles_on_the_last(caplog, clock):
+    with caplog.at_level(logging.INFO, logger=LAB_LOGGER), Progress(6, 4, mode="lines", unit="suite") as progress:
+        clock.now = 5.0
+        progress.advance()
+        assert not progress.settled
+        clock.now = 10.0
+        progress.advance()
+    assert progress.settled
+    assert caplog.messages == ["lab trials: 5/6 done; elapsed 00:05, ETA after 2 suites",
+                               "lab trials: 6/6 done; elapsed 00:10, ETA 00:00"]
 
 
 def test_settle_must_be_positive():

@@ -84,3 +84,12 @@ def test_the_registry_states_each_metric():
 def test_a_bad_entry_is_refused(fields, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         TaskEntry(**{"name": "x", "model": "decoder", "where": "algorithmic:CopyTask", **fields})
+
+
+def test_a_task_trains_a_model_kind_not_a_string():
+    from posembed.lab.task_registry import TASKS, Model, TaskEntry
+
+    assert TaskEntry("t", "decoder", "algorithmic:CopyTask").model is Model.DECODER
+    assert {TASKS["charlm"], TASKS["order"]} == {Model.DECODER, Model.ENCODER}
+    with pytest.raises(ValueError, match="model must be one of .*'decoder', 'encoder'.*got 'lm'"):
+        TaskEntry("t", "lm", "algorithmic:CopyTask")

@@ -222,9 +222,10 @@ def test_meta_device_init_equals_real_init():
 def test_module_dtype_casts_keep_fp32_frequencies(cast):
     real = RotaryEmbedding(D, max_len=8)
     cast_rope = cast(RotaryEmbedding(D, max_len=8))
-    for name, buffer in real.named_buffers():
-        cast_buffer = dict(cast_rope.named_buffers())[name]
+    for name in ("inv_freq", "cos_cached", "sin_cached"):  # float32 views of int32 bits (Fp32Buffer)
+        cast_buffer, buffer = getattr(cast_rope, name), getattr(real, name)
         assert cast_buffer.dtype == torch.float32 and torch.equal(cast_buffer, buffer), name
+    assert all(torch.equal(a, b) for a, b in zip(cast_rope.buffers(), real.buffers()))
 
 
 def test_buffers_are_not_saved():

@@ -13,8 +13,8 @@ Example:
 from __future__ import annotations
 
 import math
-import textwrap
 import statistics
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 

@@ -2,7 +2,7 @@
 
 - :func:`rotary_pairs`: each frequency pair's wavelength ``2 pi / theta_i`` before and after the
   scaling (YaRN, NTK, Llama 3 ...), read from ``posembed rope check``'s report for a Hugging Face
-  config, else from the scheme itself.
+  config (its trained and scaled context, not the configured length), else from the scheme itself.
 - :func:`rope_decay`: how q.k of aligned vectors changes with the relative distance m: the mean
   ``cos(m theta_i)`` over pairs, and RoFormer's long-term decay bound
   ``(2 / D) sum_j |S_j|``, ``S_j = sum_{i < j} exp(i m theta_i)`` (Su et al. 2021, section 3.4.3),
@@ -46,7 +46,7 @@ class RotaryPairs:
     channels: list[tuple[int, int]]
     treatments: list[str]
     trained: int | None
-    effective: int | None
+    effective: int | None  # the scaled context: the length the scaling stretches ``trained`` to (factor x trained)
     attention_factor: float
 
     @property
@@ -72,7 +72,7 @@ def rotary_pairs(source: Source, length: int | None = None) -> RotaryPairs | Non
         used = np.array([2 * np.pi / r.scaled_wavelength if math.isfinite(r.scaled_wavelength) else 0.0 for r in rows])
         return RotaryPairs(layer.scheme or "RoPE", used, np.array([2 * np.pi / r.wavelength for r in rows]),
                            [tuple(r.channels) for r in rows], [r.treatment for r in rows], layer.trained_context,
-                           layer.effective_context, float(layer.attention_factor or 1.0))  # fmt: skip
+                           layer.scaled_context, float(layer.attention_factor or 1.0))  # fmt: skip
     scheme = source.scheme
     if isinstance(scheme, RotaryScheme) and not isinstance(scheme, RotaryEmbedding):
         return _sectioned_pairs(scheme, source.trained_length)

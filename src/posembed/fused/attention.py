@@ -23,6 +23,7 @@ import math
 import torch
 from torch import Tensor
 
+from posembed._torch_private import flash_cpu_ops
 from posembed.fused.masks import visible_keys
 from posembed.schemes.base import BiasScheme
 
@@ -163,13 +164,10 @@ class _Plan:
         return mask
 
 
-_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-_FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
-
-
 def _use_flash(q: Tensor, params: tuple) -> bool:
-    """PyTorch's fused CPU kernel per block, when no bias parameter needs a gradient from it."""
-    return q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16) and not params
+    """PyTorch's fused CPU kernel per block, when no bias parameter needs a gradient from it and
+    this torch has the kernel (:func:`posembed._torch_private.flash_cpu_ops`)."""
+    return q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16) and not params and flash_cpu_ops() is not None
 
 
 class _BiasAttention(torch.autograd.Function):
@@ -222,7 +220,7 @@ def _flash_forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _Plan) -> Tensor:
     for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2]):
         for b in plan.batches(q.shape[0]):
             mask = plan.mask(start, stop, kend, q, b)
-            block, lse = _FLASH(q[b, :, start:stop], k[b, :, :kend], v[b, :, :kend], attn_mask=mask, scale=plan.scale)
+            block, lse = flash_cpu_ops()[0](q[b, :, start:stop], k[b, :, :kend], v[b, :, :kend], attn_mask=mask, scale=plan.scale)
             out[b, :, start:stop] = block
             lses.append(lse)
     ctx.save_for_backward(q, k, v, out, *lses)
@@ -236,7 +234,7 @@ def _flash_backward(ctx, grad_out: Tensor):
     blocks = [(start, stop, kend, b) for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2]) for b in plan.batches(q.shape[0])]
     for (start, stop, kend, b), lse in zip(blocks, lses):
         rows = slice(start, stop)
-        dq_blk, dk_part, dv_part = _FLASH_BACKWARD(
+        dq_blk, dk_part, dv_part = flash_cpu_ops()[1](
             grad_out[b, :, rows], q[b, :, rows], k[b, :, :kend], v[b, :, :kend], out[b, :, rows], lse, 0.0, False,
             attn_mask=plan.mask(start, stop, kend, q, b), scale=plan.scale,
         )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -26,11 +25,12 @@ class KeepMask:
     ``1 / (1 - p)``, as ``nn.Dropout``: the expectation is kept.
 
     Four 16-bit draws come out of every 64-bit random number (``bernoulli_`` draws one random
-    number per element and costs about 4x more). The bits come from numpy's SFC64 seeded by
-    one draw of torch's default generator (so ``torch.manual_seed`` makes a run reproducible),
-    and the comparison from numpy's vectorised ``greater_equal``. Off the CPU, torch draws 32
-    bits per element against ``round(p * 2**32)`` (within 2**-33 of ``p``). Either stream is
-    its own: for the same seed the masks differ from ``nn.Dropout``'s.
+    number per element and costs more). Every bit comes from torch's default generator
+    (``random_`` and ``geometric_``), so ``torch.manual_seed`` governs the masks and
+    ``torch.random.fork_rng`` isolates them. Off the CPU, 32 bits per element are compared with
+    ``round(p * 2**32)`` (within 2**-33 of ``p``). Either stream is its own: for the same seed
+    the masks differ from ``nn.Dropout``'s (:class:`~posembed.embeddings.TransformerEmbeddings`
+    applies its own ``dropout`` module instead).
     """
 
     def __init__(self, p: float, device: torch.device) -> None:
@@ -39,44 +39,46 @@ class KeepMask:
         covered = self.threshold / 65536
         #: probability of the sparse extra drops among the elements the threshold keeps
         self.extra = (p - covered) / (1.0 - covered)
-        self.generator = None
-        if device.type == "cpu":
-            seed = int(torch.empty((), dtype=torch.int64).random_(generator=torch.default_generator))
-            self.generator = np.random.Generator(np.random.SFC64(seed))
+        self.cpu = device.type == "cpu"
 
     def fill(self, mask: Tensor, scratch) -> None:
         """Fill the bool ``mask`` (any shape, contiguous) with keep decisions.
 
         ``scratch.get(name, shape, like, dtype)`` lends a reusable buffer (the fused embedding's
-        per-thread chunk buffers) for the random bits off the CPU.
+        per-thread chunk buffers) for the random bits.
         """
         count = mask.numel()
-        if self.generator is None:
-            bits = scratch.get("bits", ((count + 1) // 2,), mask, torch.int64).random_(-(2**63), 2**63 - 1)
+        per_draw = 4 if self.cpu else 2  # 16-bit draws on the CPU, 32-bit ones elsewhere
+        bits = scratch.get("bits", ((count + per_draw - 1) // per_draw,), mask, torch.int64)
+        bits.random_(-(2**63), 2**63 - 1)
+        if not self.cpu:
             limit = min(round(self.p * 2**32), 2**32 - 1) - 2**31
             torch.ge(bits.view(torch.int32)[:count].view_as(mask), limit, out=mask)
             return
-        keep = mask.numpy().reshape(-1)
-        raw = self.generator.bit_generator.random_raw((count + 3) // 4).view(np.int16)[:count]
-        np.greater_equal(raw, self.threshold - 32768, out=keep)  # signed view of u >= threshold
+        torch.ge(bits.view(torch.int16)[:count].view_as(mask), self.threshold - 32768, out=mask)  # u >= threshold
         if self.extra > 0.0:
-            keep[sparse_positions(self.generator, self.extra, count)] = False
+            mask.view(-1)[sparse_positions(self.extra, count, mask.device)] = False
 
 
-def sparse_positions(generator: np.random.Generator, rate: float, count: int) -> np.ndarray:
-    """Positions in ``[0, count)`` each chosen independently with probability ``rate`` (small).
+def sparse_positions(rate: float, count: int, device: torch.device | str = "cpu") -> Tensor:
+    """Positions in ``[0, count)`` each chosen independently with probability ``rate`` (small),
+    drawn from torch's default generator.
 
     The gaps between chosen positions are geometric; a batch of them is drawn at once (the
     expected number plus a margin) and topped up in the rare case it falls short.
 
-    >>> gen = np.random.Generator(np.random.SFC64(0))
-    >>> picks = sparse_positions(gen, 0.01, 10**6)
-    >>> bool(np.all(np.diff(picks) > 0)), 9000 < picks.size < 11000
+    >>> _ = torch.manual_seed(0)
+    >>> picks = sparse_positions(0.01, 10**6)
+    >>> bool(torch.all(picks.diff() > 0)), 9000 < picks.numel() < 11000
     (True, True)
     """
     batch = int(count * rate + 6 * math.sqrt(count * rate)) + 8
-    positions = np.cumsum(generator.geometric(rate, size=batch)) - 1
+    positions = _gaps(rate, batch, device).cumsum(0) - 1
     while positions[-1] < count:
-        more = np.cumsum(generator.geometric(rate, size=batch)) + positions[-1]
-        positions = np.concatenate([positions, more])
+        positions = torch.cat([positions, _gaps(rate, batch, device).cumsum(0) + positions[-1]])
     return positions[positions < count]
+
+
+def _gaps(rate: float, size: int, device) -> Tensor:
+    """``size`` geometric gaps (trials to the first success, at least 1) at ``rate``, as int64."""
+    return torch.empty(size, dtype=torch.float64, device=device).geometric_(rate).long()

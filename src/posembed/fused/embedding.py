@@ -44,6 +44,7 @@ from torch.autograd.function import once_differentiable
 
 from posembed._checks import check_index_tensor, check_probability
 from posembed._memory import advise_huge_pages
+from posembed._torch_private import layer_norm_backward
 from posembed.fused.dropout import KeepMask
 
 __all__ = ["fused_embedding", "combined_table", "clear_workspace", "CHUNK_ELEMENTS"]
@@ -267,7 +268,7 @@ class _FusedEmbedding(torch.autograd.Function):
                 # multiplying by the mask's bytes as uint8 is ~3x faster than by bool
                 torch.mul(normed, keep[start:stop].view(torch.uint8), out=chunk).mul_(ctx.scale)
         ctx.save_for_backward(ids, rows, word, table, weight, bias, mean, rstd, keep)
-        ctx.padding_idx, ctx.parts = padding_idx, parts
+        ctx.padding_idx, ctx.parts, ctx.eps = padding_idx, parts, eps
         return out
 
     @staticmethod
@@ -292,8 +293,8 @@ class _FusedEmbedding(torch.autograd.Function):
             summed = scratch.get("summed", grad.shape, word)
             torch.index_select(word, 0, ids[start:stop], out=summed)
             _add_rows(summed, additions, start, stop, scratch)
-            dx, dw, db = torch.ops.aten.native_layer_norm_backward(
-                grad, summed, (width,), mean[start:stop], rstd[start:stop], weight, bias, mask
+            dx, dw, db = layer_norm_backward(
+                grad, summed, width, mean[start:stop], rstd[start:stop], weight, bias, mask, ctx.eps
             )
             # scatter the chunk's rows while they are still in cache
             if grad_word is not None:

@@ -33,10 +33,10 @@ from torch.overrides import TorchFunctionMode
 from posembed._checks import device_memory_bytes, format_bytes
 from posembed._files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
+from posembed.lab.task_registry import MODELS
 
 __all__ = ["read_checkpoint_json", "read_weight_shapes", "check_lab_checkpoint"]
 
-_ARCHITECTURES = ("decoder", "encoder")
 _POSITIVE_INTS = ("vocab_size", "dim", "depth", "num_heads", "mlp_ratio")
 _BLOCK = re.compile(r"blocks\.(\d+)\.")
 _LAYER_SCHEME = re.compile(r"blocks\.(\d+)\.attn\.scheme\.")
@@ -82,7 +82,7 @@ def _is_int(value: object) -> bool:
 
 def _check_types(config: dict, path: Path) -> None:
     architecture = config.get("architecture")
-    if architecture not in _ARCHITECTURES:
+    if architecture not in MODELS:
         raise CheckpointError(path, f"says model.architecture must be 'decoder' or 'encoder', got {architecture!r}")
     for name in _POSITIVE_INTS:
         value = config.get(name)
@@ -212,8 +212,13 @@ def _check_built_shapes(config: dict, shapes: dict[str, tuple[int, ...]], path: 
             model = build_model(config)
     except (ValueError, TypeError, MemoryError) as error:  # MemoryError: a table refused by its size alone
         raise CheckpointError(path, f"holds a model config that does not build: {error}") from None
-    saved = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    problems = [f"missing {name}" for name in saved if name not in shapes]
+    state = model.state_dict(keep_vars=True)  # a module shared by several owners: one tensor, every name
+    saved = {name: tuple(t.shape) for name, t in state.items()}
+    names: dict[int, list[str]] = {}
+    for name, tensor in state.items():
+        names.setdefault(id(tensor), []).append(name)
+    # safetensors' save_model writes a shared tensor under one of its names, load_model fills the others
+    problems = [f"missing {group[0]}" for group in names.values() if not any(name in shapes for name in group)]
     problems += [f"unexpected {name}" for name in shapes if name not in saved]
     problems += [
         f"{name} is {shapes[name]} in the file, {shape} by the config"

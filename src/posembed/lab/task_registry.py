@@ -16,8 +16,8 @@ A stored task the registry no longer has reads as an exact-match decoder task (:
 The table imports nothing (the configs below the tasks read it); the classes are loaded by
 :func:`posembed.lab.tasks.make_task` when a trial is built.
 
->>> TASKS["copy"], TASKS["order"], TASK_ENTRIES["sort"].where
-('decoder', 'encoder', 'algorithmic:SortTask')
+>>> TASKS["copy"] is Model.DECODER, TASKS["order"] is Model.ENCODER, TASK_ENTRIES["sort"].where
+(True, True, 'algorithmic:SortTask')
 >>> charlm = task_entry("charlm")
 >>> charlm.metric, charlm.shown, METRICS[charlm.shown].label, METRICS[charlm.metric].higher_is_better
 ('val_loss', 'perplexity', 'perplexity', False)
@@ -28,12 +28,22 @@ The table imports nothing (the configs below the tasks read it); the classes are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
-__all__ = ["TaskEntry", "ENTRIES", "TASK_ENTRIES", "TASKS", "MODELS", "Metric", "METRICS", "task_entry",
+__all__ = ["TaskEntry", "ENTRIES", "TASK_ENTRIES", "TASKS", "MODELS", "Model", "Metric", "METRICS", "task_entry",
            "metric_label"]
 
-#: the models a task trains: a causal decoder LM or a bidirectional encoder classifier
-MODELS = ("decoder", "encoder")
+
+class Model(str, Enum):
+    """The model a task trains: a causal decoder LM, or a bidirectional encoder classifier. Its value
+    is the name a checkpoint's config stores (``"decoder"``, ``"encoder"``)."""
+
+    DECODER = "decoder"
+    ENCODER = "encoder"
+
+
+#: the models' names, as configs and checkpoints write them
+MODELS = tuple(model.value for model in Model)
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,7 @@ class TaskEntry:
     the figures' axis)."""
 
     name: str
-    model: str
+    model: Model
     where: str
     metric: str = "exact_match"
     shown: str | None = None
@@ -80,6 +90,7 @@ class TaskEntry:
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"task {self.name!r}: model must be one of {MODELS}, got {self.model!r}")
+        object.__setattr__(self, "model", Model(self.model))
         module, _, cls = self.where.partition(":")
         if not (module.isidentifier() and cls.isidentifier()):
             raise ValueError(
@@ -104,8 +115,8 @@ ENTRIES: tuple[TaskEntry, ...] = (
 
 #: task name -> its entry
 TASK_ENTRIES: dict[str, TaskEntry] = {entry.name: entry for entry in ENTRIES}
-#: task name -> model kind it trains ("decoder" causal LM, "encoder" classifier)
-TASKS: dict[str, str] = {entry.name: entry.model for entry in ENTRIES}
+#: task name -> the model it trains
+TASKS: dict[str, Model] = {entry.name: entry.model for entry in ENTRIES}
 
 
 def task_entry(name: str) -> TaskEntry:

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from posembed._checks import did_you_mean
 from posembed.devices import autocast, on_device, resolve_device
 from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
+from posembed.lab.task_registry import Model
 from posembed.lab.schedule import warmup_cosine
 from posembed.lab.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
@@ -99,7 +100,7 @@ def trial_sizes(cfg: TrialConfig, table_size: int) -> ModelSizes:
     width = (cfg.concat_dim or cfg.dim // 2) if cfg.combine == "concat" else cfg.dim
     return ModelSizes(
         dim=width, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=table_size,
-        causal=TASKS[cfg.task] == "decoder",
+        causal=TASKS[cfg.task] is Model.DECODER,
     )
 
 
@@ -136,7 +137,7 @@ def build_trial_model(cfg: TrialConfig, task: Task) -> nn.Module:
         dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=scheme, combine=cfg.combine, inject=cfg.inject,
         untied=cfg.untied, dropout=cfg.dropout, mlp_ratio=cfg.mlp_ratio, backend=cfg.backend, bias=cfg.bias,
     )
-    if TASKS[cfg.task] == "encoder":
+    if TASKS[cfg.task] is Model.ENCODER:
         model = Encoder(task.vocab_size, num_classes=task.num_classes, **common)
     else:
         model = Decoder(task.vocab_size, **common)

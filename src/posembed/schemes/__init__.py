@@ -15,6 +15,7 @@ file                what
 ``config``          a scheme as a JSON-able dict and back
 ``catalog``         one row per factory entry (``posembed schemes``)
 ``phases``          cos and sin of position times frequency, exact in float32
+``fp32_buffers``    fp32 tables kept as int32 bits, so dtype casts leave them exact
 ``rotation``        RoPE's rotation: the formula, its compiled kernel, the dispatch point
 ``relative``        relative positions shared by the bias schemes
 ``rotary_checks``   input checks of the rotary schemes

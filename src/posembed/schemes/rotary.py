@@ -36,6 +36,7 @@ from torch import Tensor
 
 from posembed._checks import check_positive_int
 from posembed.schemes.base import RotaryScheme
+from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary_checks import (
     check_base, check_cache_range, check_forward_mscale, check_head_dim, past_cache_message, resolve_frequency_dim,
@@ -158,6 +159,10 @@ class RotaryEmbedding(RotaryScheme):
     extrapolates = False
     #: True when the frequencies depend on the current length (no cos/sin cache then)
     dynamic = False
+    # float32 whatever the model's dtype: .half() / .to(torch.bfloat16) leave them, .to(device) moves them
+    inv_freq = Fp32Buffer()  # (D/2,)
+    cos_cached = Fp32Buffer()  # (max_len, D/2), empty without a cache
+    sin_cached = Fp32Buffer()
 
     def __init__(
         self,
@@ -198,9 +203,9 @@ class RotaryEmbedding(RotaryScheme):
         self.attention_scaling = 1.0
         rows = 0 if (self.max_len is None or self.dynamic) else self.max_len
         half, fp32 = self.rotary_dim // 2, torch.float32
-        self.register_buffer("inv_freq", torch.empty(half, device=device, dtype=fp32), persistent=False)
-        self.register_buffer("cos_cached", torch.empty(rows, half, device=device, dtype=fp32), persistent=False)
-        self.register_buffer("sin_cached", torch.empty(rows, half, device=device, dtype=fp32), persistent=False)
+        self.inv_freq = torch.empty(half, device=device, dtype=fp32)
+        self.cos_cached = torch.empty(rows, half, device=device, dtype=fp32)
+        self.sin_cached = torch.empty(rows, half, device=device, dtype=fp32)
         self.reset_parameters()
 
     def _frequencies(self, device) -> tuple[Tensor, float]:
@@ -229,17 +234,6 @@ class RotaryEmbedding(RotaryScheme):
                 cos, sin = rope_cos_sin(positions, self.inv_freq, self.attention_scaling, angles=self.angles)
                 self.cos_cached.copy_(cos)
                 self.sin_cached.copy_(sin)
-
-    def _apply(self, fn, recurse: bool = True):
-        # nn.Module.to(dtype) / .half() would round the fp32 frequencies: rebuild them in fp32.
-        super()._apply(fn, recurse)
-        if any(buf.dtype != torch.float32 for buf in self.buffers(recurse=False)):
-            for name, buf in self._buffers.items():
-                if buf is not None:
-                    self._buffers[name] = torch.empty_like(buf, dtype=torch.float32)
-            if not self.inv_freq.is_meta:
-                self.reset_parameters()
-        return self
 
     def cos_sin(self, position_ids: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin (float32, attention scaling folded in) for explicit positions.

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_context_length, check_number
+from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.rotary import RotaryEmbedding
 
 __all__ = ["LongRoPERotary", "longrope_attention_factor"]
@@ -51,6 +52,7 @@ class LongRoPERotary(RotaryEmbedding):
     name = "rope_longrope"
     takes_frequency_dim = True
     paper = "Ding et al. 2024 (LongRoPE)"
+    long_inv_freq = Fp32Buffer()  # (D/2,), float32 whatever the model's dtype
     extrapolates = True
     dynamic = True
 
@@ -64,7 +66,7 @@ class LongRoPERotary(RotaryEmbedding):
         self.factor = check_number(factor, "factor", 0.0)
         self.attention_factor = None if attention_factor is None else check_number(attention_factor, "attention_factor", 0.0)
         super().__init__(head_dim, **rope_kwargs)
-        self.register_buffer("long_inv_freq", self._inv_freq("long_factor", self.inv_freq.device), persistent=False)
+        self.long_inv_freq = self._inv_freq("long_factor", self.inv_freq.device)
 
     def _inv_freq(self, which: str, device) -> Tensor:
         factors = getattr(self, which)
@@ -78,7 +80,7 @@ class LongRoPERotary(RotaryEmbedding):
         scaling = self.attention_factor
         if scaling is None:
             scaling = longrope_attention_factor(self.factor, self.original_max_len)
-        if hasattr(self, "long_inv_freq"):
+        if self.long_inv_freq is not None:  # None while RotaryEmbedding.__init__ runs
             self.long_inv_freq.copy_(self._inv_freq("long_factor", device))
         return self._inv_freq("short_factor", device), scaling
 

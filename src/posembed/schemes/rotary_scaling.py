@@ -82,7 +82,9 @@ def dynamic_ntk_inv_freq(length: Tensor, base: float, factor: float, original_ma
 def llama3_inv_freq(
     inv_freq: Tensor, factor: float, low_freq_factor: float, high_freq_factor: float, original_max_len: int
 ) -> Tensor:
-    """Llama 3.1 frequencies: long wavelengths divided by ``factor``, short ones kept, smooth in between."""
+    """Llama 3.1 frequencies: long wavelengths divided by ``factor``, short ones kept, smooth in between.
+    With ``low_freq_factor == high_freq_factor`` there is no in-between: a step at ``original_max_len /
+    low_freq_factor`` (the ramp's 0/0 is masked, as transformers' own computation masks it)."""
     low_freq_wavelen = original_max_len / low_freq_factor
     high_freq_wavelen = original_max_len / high_freq_factor
     wavelen = 2 * math.pi / inv_freq
@@ -221,9 +223,9 @@ class Llama3Rotary(RotaryEmbedding):
         self.high_freq_factor = check_number(high_freq_factor, "high_freq_factor", 0.0)
         if self.low_freq_factor == 0:  # original_max_len / low_freq_factor is the longest kept wavelength
             raise ValueError("low_freq_factor must be greater than 0 (it divides original_max_len), got 0")
-        if self.high_freq_factor <= self.low_freq_factor:
+        if self.high_freq_factor < self.low_freq_factor:  # equal: a clean step, no ramp (Llama 4 Scout publishes 1, 1)
             raise ValueError(
-                f"high_freq_factor={high_freq_factor} must be greater than low_freq_factor={low_freq_factor}"
+                f"high_freq_factor={high_freq_factor} must be at least low_freq_factor={low_freq_factor}"
             )
         super().__init__(head_dim, **rope_kwargs)
 

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from posembed._logging import log_once
 from posembed._memory import advise_huge_pages
+from posembed._torch_private import cpp_compiler
 
 __all__ = [
     "COMPILED_DTYPES", "ROPE_CHANNELS", "ROPE_DIRECTIONS", "ROPE_LAYOUTS", "CompiledRotation", "apply_rotary",
@@ -188,9 +189,7 @@ def compile_available(device_type: str = "cpu") -> bool:
             return torch.cuda.is_available() and has_triton()
         if device_type != "cpu":
             return False
-        from torch._inductor.cpp_builder import get_cpp_compiler
-
-        return bool(get_cpp_compiler())
+        return cpp_compiler() is not None
     except Exception as error:  # no Inductor, no C++ compiler, no Triton, unsupported platform, ...
         logger.info("compiled RoPE kernel unavailable on %s (%s); the eager formula is used", device_type, error)
         return False

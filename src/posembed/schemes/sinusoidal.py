@@ -20,13 +20,14 @@ only on ``k`` and ``PE(x + k)`` is a fixed rotation of ``PE(x)``: the tests chec
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
 from posembed._checks import check_index_tensor, check_positive_int, values_readable
 from posembed.schemes.base import AbsoluteScheme
+from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.phases import check_angles, cos_sin
 
 __all__ = [
@@ -165,8 +166,8 @@ class Sinusoidal(AbsoluteScheme):
     paper = "Vaswani et al. 2017"
     extrapolates = False  # Press et al. 2022: perplexity explodes past the training length
 
-    inv_freq: Tensor
-    table: Tensor | None
+    inv_freq = Fp32Buffer()  # (C/2,), float32 whatever the module's dtype
+    table = Fp32Buffer()  # (max_len, C) or None, float32
 
     def __init__(
         self,
@@ -185,28 +186,26 @@ class Sinusoidal(AbsoluteScheme):
         self.layout = layout
         self.angles = check_angles(angles)
         self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
-        self.dtype = torch.float32 if dtype is None else dtype
-        self.register_buffer("inv_freq", torch.empty(0), persistent=False)
-        self.register_buffer("table", None, persistent=False)
+        # an empty buffer of the output dtype: module.half() / .to(dtype) cast it, and forward follows it
+        self.register_buffer("output_dtype", torch.empty(0, device=device, dtype=dtype or torch.float32), persistent=False)
+        self.inv_freq = torch.empty(0, device=device)
+        self.table = None
         self.reset_parameters(device)
 
     def reset_parameters(self, device: torch.device | str | None = None) -> None:
-        """(Re)build the fp32 frequency table and the optional cache (no learned parameters)."""
+        """(Re)build the fp32 frequency table and the optional cache (no learned parameters), e.g. after
+        ``to_empty`` from the meta device (which leaves them uninitialised, as for any module)."""
         device = self.inv_freq.device if device is None else device
         self.inv_freq = sinusoid_inv_freq(self.dim, self.base, device=device)
         if self.max_len is not None:
             cached = torch.arange(self.max_len, device=self.inv_freq.device)
             self.table = self._compute(cached)
 
-    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Sinusoidal":
-        # nn.Module.to(dtype) / .half() would round the fp32 tables: follow the new dtype for the
-        # output only, move the buffers, and rebuild them in fp32 on their new device.
-        probe = fn(torch.zeros((), dtype=self.dtype))
-        super()._apply(fn, recurse)
-        if probe.dtype.is_floating_point:
-            self.dtype = probe.dtype
-        self.reset_parameters(probe.device)
-        return self
+    @property
+    def dtype(self) -> torch.dtype:
+        """The output dtype: ``dtype=`` at construction, then whatever ``.half()`` / ``.to(dtype)`` made it
+        (the tables stay float32)."""
+        return self.output_dtype.dtype
 
     def forward(self, position_ids: Tensor) -> Tensor:
         check_position_ids(position_ids)

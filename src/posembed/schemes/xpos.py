@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from posembed._checks import check_positive_int
+from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.rotary import RotaryEmbedding, rope_cos_sin
 from posembed.schemes.rotary_checks import resolve_qk_positions
 
@@ -63,6 +64,7 @@ class XPos(RotaryEmbedding):
     name = "xpos"
     paper = "Sun et al. 2022 (xPos, A Length-Extrapolatable Transformer)"
     extrapolates = True
+    zeta = Fp32Buffer()  # (D/2,), float32 whatever the model's dtype
 
     def __init__(
         self,
@@ -80,11 +82,11 @@ class XPos(RotaryEmbedding):
         super().__init__(
             head_dim, rotary_dim=rotary_dim, base=base, layout=layout, max_len=max_len, angles=angles, device=device
         )
-        self.register_buffer("zeta", xpos_zeta(self.rotary_dim, device=self.inv_freq.device), persistent=False)
+        self.zeta = xpos_zeta(self.rotary_dim, device=self.inv_freq.device)
 
     def reset_parameters(self) -> None:
         super().reset_parameters()
-        if hasattr(self, "zeta"):
+        if self.zeta is not None:  # None while RotaryEmbedding.__init__ runs
             with torch.no_grad():
                 self.zeta.copy_(xpos_zeta(self.rotary_dim, device=self.zeta.device))
 

@@ -21,7 +21,8 @@ def read_config(source: str | os.PathLike) -> dict:
 
     Raises:
         FileNotFoundError: naming the path that was looked at.
-        ValueError: the file is not JSON, or holds no JSON object.
+        ValueError: the file is not UTF-8 (naming the file, the byte and what was expected), is not JSON, or holds
+            no JSON object.
     """
     path = Path(source)
     if path.is_dir():
@@ -30,8 +31,13 @@ def read_config(source: str | os.PathLike) -> dict:
         raise FileNotFoundError(
             f"no transformers config at {str(path)!r} (pass a checkpoint folder or its config.json)"
         )
+    data = path.read_bytes()
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 JSON: byte 0x{data[error.start]:02x} at offset {error.start} cannot be "
+                         f"decoded ({error.reason}); a transformers config.json is a UTF-8 JSON object, as "
+                         f"from_pretrained reads it") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{str(path)!r} is not valid JSON: {error}") from None
     if not isinstance(config, dict):

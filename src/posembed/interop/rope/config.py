@@ -17,7 +17,7 @@ from posembed.interop.rope.settings import RopeSettings, layer_parameters, layer
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, ROPE_TYPE_SCHEMES, build_from_kwargs, rope_entry, rope_kwargs
 
-__all__ = ["rotary_from_hf_config", "rotary_from_settings", "rope_parameters", "read_config", "ROPE_TYPES"]
+__all__ = ["rotary_from_hf_config", "rotary_from_settings", "rope_parameters", "read_config", "ROPE_TYPES", "built_types"]
 
 #: the rope types posembed builds, in the factory's order (:data:`posembed.schemes.factory.ROPE_TYPE_SCHEMES`)
 ROPE_TYPES: tuple[str, ...] = tuple(ROPE_TYPE_SCHEMES)
@@ -91,6 +91,20 @@ def rotary_from_settings(
         kwargs = {**rope_kwargs(sections, values), **{k: v for k, v in common.items() if k in sections.accepted}}
         return build_from_kwargs(sections.name, kwargs).deal(scheme)
     return scheme
+
+
+def built_types(settings: RopeSettings) -> frozenset[str]:
+    """The rope types one layer type's settings build, by the names a config declares them with: their ``rope_type``,
+    and the factory entry a field of the settings builds (``"mrope"`` where they hold M-RoPE sections, alone or with
+    a scaled type dealt to them).
+
+    >>> from posembed.interop.rope.settings import layer_settings
+    >>> sorted(built_types(layer_settings({"model_type": "qwen2_vl", "hidden_size": 64, "num_attention_heads": 4,
+    ...                                    "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}})))
+    ['default', 'mrope']
+    """
+    entry = rope_entry("default", _values(settings))
+    return frozenset({settings.rope_type, *([entry.name] if entry is not None and entry.rope_type is None else [])})
 
 
 def _values(s: RopeSettings) -> dict[str, Any]:

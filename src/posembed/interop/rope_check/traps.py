@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from posembed.interop.rope.config import built_types
 from posembed.interop.rope.model import build_config
 from posembed.interop.rope.parameters import DEFAULT_THETA, stated, stated_layer, states_rope, why_ignored
 from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings
@@ -232,10 +233,8 @@ def refused_traps(raw: dict) -> Iterator[Trap]:
 
 def _check_type_key(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     old = s.params.get("type")
-    if old is None or old == s.rope_type or (old in OLD_LONGROPE and s.rope_type == "longrope"):
-        return
-    if old == "mrope" and s.rope_type == "default" and s.mrope is not None:  # Qwen2(.5)-VL's classes read it so
-        return
+    if old is None or old in built_types(s) or (old in OLD_LONGROPE and s.rope_type == "longrope"):
+        return  # 'type' names what is built: the rope type, or M-RoPE's 'mrope' where the sections are built
     why = ""
     if s.layer_type != ALL_LAYERS and raw.get("rope_scaling") is not None:
         why = (f" (transformers' {raw['model_type']} config class merges a 4.x rope_scaling into parameters whose "

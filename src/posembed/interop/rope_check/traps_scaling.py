@@ -88,9 +88,13 @@ def _check_llama3(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     low, high, original = s.params.get("low_freq_factor"), s.params.get("high_freq_factor"), s.original_max_len
     if low is None or high is None:
         yield Trap("llama3_bounds", "error", s.layer_type, "llama3 scaling needs low_freq_factor and high_freq_factor")
-    elif not 0 < low < high:
+    elif not 0 < low <= high:
         yield Trap("llama3_bounds", "error", s.layer_type,
-                   f"llama3 needs 0 < low_freq_factor < high_freq_factor, got {low:g} and {high:g}")  # fmt: skip
+                   f"llama3 needs 0 < low_freq_factor <= high_freq_factor, got {low:g} and {high:g}")  # fmt: skip
+    elif low == high:
+        yield Trap("llama3_bounds", "note", s.layer_type,
+                   f"llama3 with low_freq_factor = high_freq_factor = {low:g}: no smooth ramp, a step: wavelengths "
+                   f"above original / low_freq_factor = {original / low:g} are interpolated (x{s.factor:g}), the rest kept")  # fmt: skip
     else:
         yield Trap("llama3_bounds", "note", s.layer_type,
                    f"llama3: wavelengths above original / low_freq_factor = {original / low:g} are interpolated "

@@ -168,13 +168,18 @@ def confirmation(data: LabData) -> list[str]:
     if record is None:
         lines.append("This store holds no record of its questions made before the run (it predates the record, or "
                      "the preset declares none): its questions are the package's today.")
+    elif "source" in record:  # a run whose code predates the store's record: the committed file is the record
+        lines.append(f"The questions were declared in `{record['source']}`, committed at "
+                     f"{record.get('declared_at', '?')} before the run's first trial trained (the run, at commit "
+                     f"{str(record.get('run_commit', '?'))[:7]}, predates the store's own record, so that file is it).")
     else:
         lines.append(f"The questions were declared at commit {record.get('declared_at', '?')} and recorded in this "
                      f"store when the run (commit {str(record.get('run_commit', '?'))[:7]}) claimed it, before its "
                      "first trial trained.")
-        if entry is not None and record.get("questions") != [describe(a) for a in PRIMARY.get(data.name, ())]:
-            lines.append("The package's questions have changed since this run recorded its own: the report tests "
-                         "today's, so its verdicts are not the run's pre-declared ones.")
+    if record is not None and entry is not None and record.get("questions") != [describe(a) for a in
+                                                                            PRIMARY.get(data.name, ())]:
+        lines.append("The package's questions have changed since this run recorded its own: the report tests "
+                     "today's, so its verdicts are not the run's pre-declared ones.")
     if data.name != DECIDES:
         full = get_preset(DECIDES)
         base = full.base("charlm")

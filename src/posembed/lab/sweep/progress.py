@@ -7,6 +7,6 @@
 
 from __future__ import annotations
 
-from posembed._progress import LAB_LOGGER, MODES, Progress, clock_text, log_to_stderr, progress_mode, quiet_transformers
+from posembed._progress import LAB_LOGGER, MODES, Progress, log_to_stderr, progress_mode, quiet_transformers
 
-__all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "clock_text", "MODES", "LAB_LOGGER"]
+__all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "MODES", "LAB_LOGGER"]

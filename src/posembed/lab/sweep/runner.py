@@ -33,6 +33,7 @@ from typing import Callable
 
 from posembed.lab.checkpoint import save_checkpoint, trial_folder_name
 from posembed.lab.config import TASKS, VARIANTS, ExperimentConfig, TrialConfig
+from posembed.lab.task_registry import Model
 from posembed.lab.ddp import barrier, broadcast, rank_and_world
 from posembed.lab.sweep.lock import OutDirLock, out_dir_error
 from posembed.lab.sweep.progress import Progress, progress_mode
@@ -89,7 +90,7 @@ def refusal(cfg: TrialConfig) -> str:
     >>> refusal(TrialConfig(task="copy", scheme="fire")), refusal(TrialConfig(task="order", scheme="kerple"))
     ('', '')
     """
-    if TASKS[cfg.task] == "decoder":
+    if TASKS[cfg.task] is Model.DECODER:
         return ""
     scheme = build_trial_scheme(cfg, table_size=max(2, cfg.table_size or 2 * cfg.context))
     if scheme is None:

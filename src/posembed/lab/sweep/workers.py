@@ -49,6 +49,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from posembed._torch_private import inductor_cache_dir, inductor_caches_off
 from posembed.lab.config import TrialConfig
 from posembed.lab.train import TrialResult, train_trial
 from posembed.lab.sweep.worker_plan import available_cores
@@ -73,20 +74,12 @@ def default_workers(threads: int = 1) -> int:
 def compile_cache_dir() -> str | None:
     """The Inductor cache directory this process compiles into (``TORCHINDUCTOR_CACHE_DIR``, else
     torch's per-user default; ``None`` where this torch has no Inductor): one for the whole sweep."""
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-    except ImportError:  # pragma: no cover - a torch without Inductor compiles nothing
-        return None
-    return cache_dir()
+    return inductor_cache_dir()
 
 
 def _warn_if_caches_are_off() -> None:
     """Say once when torch is told to keep no compile cache: every trial then compiles again."""
-    try:
-        from torch._inductor import config
-    except ImportError:  # pragma: no cover
-        return
-    if getattr(config, "force_disable_caches", False) or not getattr(config, "fx_graph_cache", True):
+    if inductor_caches_off():
         logger.warning("torch's compile caches are off (TORCHINDUCTOR_FORCE_DISABLE_CACHES or fx_graph_cache): "
                        "each worker compiles every kernel again")
 
