@@ -152,3 +152,34 @@ def test_a_known_type_reads_without_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="posembed"):
         assert layer_settings({"model_type": "cohere", **SHAPE}).layout == "interleaved"
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("raw", "layout", "head_dim", "rotary_dim", "scheme"),
+    [
+        ({"model_type": "gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256}, "interleaved", 16, 8, None),
+        ({"model_type": "codegen", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256}, "interleaved", 16, 8, None),
+        ({"model_type": "pixtral", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "image_size": 64,
+          "patch_size": 16}, "half", 16, 16, "rope_pixtral"),
+        ({"model_type": "mlcd_vision_model", "hidden_size": 64, "num_attention_heads": 4, "image_size": 64,
+          "patch_size": 16}, "half", 16, 16, "rope_axial"),
+    ],
+)  # fmt: skip
+def test_a_family_without_a_default_rotary_class_is_read(raw, layout, head_dim, rotary_dim, scheme):
+    """GPT-J and CodeGen (sinusoid tables) and the Pixtral / MLCD towers (axial rotaries only) have no
+    ``*RotaryEmbedding`` with ``compute_default_rope_parameters``: the reader reads them from the table and their config,
+    not rotary_class's LookupError (which escaped the narrowed except clauses: 23 catalogue pairs refused)."""
+    pytest.importorskip("transformers")
+    from posembed.interop.rope.axial import axial_class, model_axial_class
+
+    hf = rope_model.transformers_config(raw)
+    assert rope_model.model_rotary_class(hf) is None
+    with pytest.raises(LookupError, match="has no RotaryEmbedding with compute_default_rope_parameters"):
+        rope_model.rotary_class(hf)
+    assert (model_axial_class(hf) is None) == (scheme is None)
+    if scheme is None:
+        with pytest.raises(LookupError, match="compute_axial_rope_parameters or compute_default_rope_parameters"):
+            axial_class(hf)
+    s = layer_settings(raw)
+    assert (s.layout, s.head_dim, s.rotary_dim) == (layout, head_dim, rotary_dim)
+    assert (s.axial.scheme if s.axial is not None else None) == scheme

@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posembed.interop.rope.model import REFUSED, config_value, model_rotation, own_position_class, rotary_class, rotary_classes
+from posembed.interop.rope.model import (REFUSED, config_value, model_rotary_class, model_rotation, own_position_class,
+                                         rotary_classes)
 from posembed.positions import CLS_PLACES, patch_grid_positions
 
-__all__ = ["AxialSettings", "axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
+__all__ = ["AxialSettings", "axial_class", "model_axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +78,23 @@ def pair_form(sin: torch.Tensor, axis_dim: int) -> tuple[torch.Tensor, str, str]
     return None
 
 
+def model_axial_class(config: Any) -> type | None:
+    """The rotary class of the config's tower with ``compute_axial_rope_parameters``, else its rotary class
+    (:func:`~posembed.interop.rope.model.model_rotary_class`); ``None``: neither."""
+    try:
+        found = rotary_classes(type(config), "compute_axial_rope_parameters")
+    except ImportError:  # a config class without a modeling module
+        return None
+    return found[0] if found else model_rotary_class(config)
+
+
 def axial_class(config: Any) -> type:
-    """The rotary class of the config's tower with ``compute_axial_rope_parameters``, else its rotary class."""
-    found = rotary_classes(type(config), "compute_axial_rope_parameters")
-    return found[0] if found else rotary_class(config)
+    """:func:`model_axial_class`; ``LookupError``: none."""
+    found = model_axial_class(config)
+    if found is None:
+        raise LookupError(f"{type(config).__name__}'s modeling module has no RotaryEmbedding with "
+                          f"compute_axial_rope_parameters or compute_default_rope_parameters")
+    return found
 
 
 def _head_widths(config: Any) -> list[int]:
@@ -116,8 +130,11 @@ def model_axial(config: Any) -> AxialSettings | None:
     params = getattr(config, "rope_parameters", None) or {}
     if not isinstance(params, dict) or params.get("rope_type") != "axial":
         return None
+    cls = model_axial_class(config)
+    if cls is None:  # no axial rotary class to read
+        return None
     try:
-        embedding = axial_class(config)(copy.deepcopy(config))
+        embedding = cls(copy.deepcopy(config))
         axis_dim = 2 * embedding.inv_freq.numel()
         base = float(params.get("rope_theta", 10000.0))
     except REFUSED as error:  # a module that cannot be built is read without axial settings

@@ -25,7 +25,7 @@ from posembed.interop.rope.table import class_rotation
 __all__ = [
     "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_rotation",
     "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
-    "REFUSED", "modeling_module", "tower_of",
+    "REFUSED", "modeling_module", "tower_of", "model_rotary_class",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -181,12 +181,24 @@ def rotary_classes(config_type: type, builder: str = "compute_default_rope_param
     return tuple(found)
 
 
+def model_rotary_class(config: Any) -> type | None:
+    """The first of :func:`rotary_classes`; ``None``: the config class has no modeling module, or its module no
+    ``*RotaryEmbedding`` with ``compute_default_rope_parameters`` (GPT-J's and CodeGen's sinusoid tables; vision
+    towers whose rotary is only axial or computes its own grid: Pixtral, MLCD, the SAM 2 / SAM 3 towers)."""
+    try:
+        found = rotary_classes(type(config))
+    except ImportError:  # a config class without a modeling module
+        return None
+    return found[0] if found else None
+
+
 def rotary_class(config: Any) -> type:
-    """The first of :func:`rotary_classes`; ``LookupError``: none."""
-    found = rotary_classes(type(config))
-    if not found:
-        raise LookupError(f"{modeling_module(type(config)).__name__} has no RotaryEmbedding with compute_default_rope_parameters")
-    return found[0]
+    """The first of :func:`rotary_classes`; ``LookupError``: none (:func:`model_rotary_class` answers ``None``)."""
+    found = model_rotary_class(config)
+    if found is None:
+        raise LookupError(f"{type(config).__module__.replace('.configuration_', '.modeling_')} has no RotaryEmbedding "
+                          f"with compute_default_rope_parameters")
+    return found
 
 
 @functools.lru_cache(maxsize=None)
@@ -231,8 +243,11 @@ def _head_dim(config: Any) -> int:
 def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
     """``{layer type: (head_dim, rotary_dim)}``: ``rotary_dim`` twice the ``inv_freq`` width of the model's own rotary
     embedding (Gemma 4's ``global_head_dim``, a class's own partial factor); ``None`` when it cannot be built."""
+    cls = model_rotary_class(config)
+    if cls is None:  # no rotary class to ask: the reader's widths
+        return None
     try:
-        embedding = rotary_class(config)(copy.deepcopy(config))
+        embedding = cls(copy.deepcopy(config))
     except REFUSED as error:  # a rotary class that refuses the config leaves the widths to the reader
         logger.debug("the rotary embedding of %s cannot be built: %s", type(config).__name__, error)
         return None
@@ -251,8 +266,11 @@ def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
     positions (``original_max_position_embeddings``, else ``max_position_embeddings``) and past it, where that forward
     departs from its init: another factor than the init's, or (dynamic, longrope) the init's frequencies kept past
     the switch (PhiMoE); ``None``: neither, or not probed. The cos at position 0 is the factor itself."""
+    cls = model_rotary_class(config)
+    if cls is None:  # no rotary class: no forward to probe
+        return None
     try:
-        embedding = rotary_class(config)(copy.deepcopy(config))
+        embedding = cls(copy.deepcopy(config))
         params, first = config.rope_parameters, embedding.inv_freq.clone()
         switch = int(params.get(ORIGINAL) or config.max_position_embeddings)
         far = max(switch, int(config.max_position_embeddings)) + 1  # past the switch of longrope and dynamic NTK
