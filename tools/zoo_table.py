@@ -11,6 +11,8 @@ Usage (from the repository root)::
     PYTHONPATH=src python tools/zoo_table.py --expected   # also rewrites the expected-failures list
     PYTHONPATH=src python tools/zoo_table.py --refresh    # re-enumerate transformers first (new pin), then rewrite
 
+``--refresh`` also rewrites the reader's rotation table (``tools/rope_table.py``) before the catalogue runs.
+
 Every form runs the whole catalogue first; only ``--print`` leaves the files as they are.
 """
 
@@ -38,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     from tests.interop import rope_catalogue_table as table
 
     if args.refresh:
+        from posembed.interop.rope.table import rotation_table
+        from tools import rope_table
+
+        rope_table.main([])  # the reader's rotation table, from this transformers
+        rotation_table.cache_clear()
         catalogue.write_cache(catalogue.enumerate_pairs())
         catalogue.catalogue.cache_clear()
     rows = compare.run(catalogue.catalogue())

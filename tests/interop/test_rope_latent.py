@@ -110,12 +110,14 @@ def test_latent_is_read_from_the_config_object():
 
 
 def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
-    """No class to ask: a stated qk_rope_head_dim is the rotary head, rope_interleave the layout (else halves)."""
+    """No class to ask: a stated qk_rope_head_dim is the rotary head, rope_interleave the layout; without it the
+    shipped table's default for the type (DeepseekV3Config's rope_interleave=True: what transformers reads too)."""
     expected = layer_settings(copy.deepcopy(deepseek_v3()))
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
     settings = layer_settings({**copy.deepcopy(deepseek_v3()), "rope_interleave": True})
     assert (settings.head_dim, settings.rotary_dim, settings.layout) == (expected.head_dim, 8, "interleaved")
-    assert layer_settings(copy.deepcopy(deepseek_v3())).layout == "half"
+    assert layer_settings(copy.deepcopy(deepseek_v3())).layout == expected.layout == "interleaved"
+    assert layer_settings({**copy.deepcopy(deepseek_v3()), "rope_interleave": False}).layout == "half"
     assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 16
 
 

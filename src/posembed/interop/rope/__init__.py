@@ -3,6 +3,7 @@
 Files: ``settings.py`` (:class:`~posembed.interop.rope.settings.RopeSettings` per layer type, the reader's entry
 points), ``parameters.py`` (the parameters per layer type), ``model.py`` (what the model's own transformers code
 decides), ``sections.py`` (M-RoPE), ``axial.py`` (vision towers), ``width.py`` (head width, rotary widths, layout),
+``table.py`` with ``rotations.json`` (each transformers family's rotation, declared; ``tools/rope_table.py`` writes it),
 ``config.py`` (:func:`~posembed.interop.rope.config.rotary_from_hf_config` / ``rotary_from_settings``).
 
 ``posembed rope check`` (:mod:`posembed.interop.rope_check`), the zoo and the inspector read the settings. Adding a

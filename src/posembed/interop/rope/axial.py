@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posembed.interop.rope.model import config_value, model_rotation, own_position_class, rotary_class, rotary_classes
+from posembed.interop.rope.model import (REFUSED, config_value, model_rotary_class, model_rotation, own_position_class,
+                                         rotary_classes)
 from posembed.positions import CLS_PLACES, patch_grid_positions
 
-__all__ = ["AxialSettings", "axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
+__all__ = ["AxialSettings", "axial_class", "model_axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def _sines(embedding: Any, coords: torch.Tensor, width: int) -> torch.Tensor | N
         try:
             with torch.no_grad():
                 out = embedding(torch.zeros(1, coords.shape[0], 8), form)
-        except Exception:  # noqa: BLE001 - the wrong form: the next one
+        except REFUSED:  # the wrong form: the next one
             continue
         sin = (out.imag if isinstance(out, torch.Tensor) else out[1]).float()
         while sin.dim() > 2 and sin.shape[0] == 1:
@@ -77,10 +78,23 @@ def pair_form(sin: torch.Tensor, axis_dim: int) -> tuple[torch.Tensor, str, str]
     return None
 
 
+def model_axial_class(config: Any) -> type | None:
+    """The rotary class of the config's tower with ``compute_axial_rope_parameters``, else its rotary class
+    (:func:`~posembed.interop.rope.model.model_rotary_class`); ``None``: neither."""
+    try:
+        found = rotary_classes(type(config), "compute_axial_rope_parameters")
+    except ImportError:  # a config class without a modeling module
+        return None
+    return found[0] if found else model_rotary_class(config)
+
+
 def axial_class(config: Any) -> type:
-    """The rotary class of the config's tower with ``compute_axial_rope_parameters``, else its rotary class."""
-    found = rotary_classes(type(config), "compute_axial_rope_parameters")
-    return found[0] if found else rotary_class(config)
+    """:func:`model_axial_class`; ``LookupError``: none."""
+    found = model_axial_class(config)
+    if found is None:
+        raise LookupError(f"{type(config).__name__}'s modeling module has no RotaryEmbedding with "
+                          f"compute_axial_rope_parameters or compute_default_rope_parameters")
+    return found
 
 
 def _head_widths(config: Any) -> list[int]:
@@ -116,11 +130,14 @@ def model_axial(config: Any) -> AxialSettings | None:
     params = getattr(config, "rope_parameters", None) or {}
     if not isinstance(params, dict) or params.get("rope_type") != "axial":
         return None
+    cls = model_axial_class(config)
+    if cls is None:  # no axial rotary class to read
+        return None
     try:
-        embedding = axial_class(config)(copy.deepcopy(config))
+        embedding = cls(copy.deepcopy(config))
         axis_dim = 2 * embedding.inv_freq.numel()
         base = float(params.get("rope_theta", 10000.0))
-    except Exception as error:  # noqa: BLE001 - a module that cannot be built is read without axial settings
+    except REFUSED as error:  # a module that cannot be built is read without axial settings
         logger.debug("the axial rotary module of %s cannot be built: %s", type(config).__name__, error)
         return None
     widths = _head_widths(config)  # the axes the module splits its head into: axis_dim = (head_dim // A) rounded to even
@@ -193,7 +210,7 @@ def model_grid_axial(config: Any) -> AxialSettings | None:
     try:
         table = own_grid_table(config)
         base = float((getattr(config, "rope_parameters", None) or {}).get("rope_theta", 10000.0))
-    except Exception as error:  # noqa: BLE001 - a module that cannot be built or called is not read
+    except REFUSED as error:  # a module that cannot be built or called is not read
         logger.debug("the rotary module of %s cannot be read at its own grid: %s", type(config).__name__, error)
         return None
     rotation = None if table is None or table.shape[-1] % 2 else model_rotation(config)

@@ -1,5 +1,6 @@
-"""What a model's own transformers code decides about its RoPE (its config object, its ``*RotaryEmbedding``, its
-attention's rotation function), asked instead of re-deriving its rules.
+"""What a model's own transformers code decides about its RoPE (its config object, its ``*RotaryEmbedding``), asked
+instead of re-deriving its rules; its attention's rotation as the shipped table declares it
+(:mod:`posembed.interop.rope.table`: nothing here reads transformers' source).
 
 Example:
     >>> config = transformers_config({"model_type": "cohere", "hidden_size": 64, "num_attention_heads": 4})
@@ -9,33 +10,39 @@ Example:
 
 from __future__ import annotations
 
-import ast
 import copy
 import functools
 import importlib
 import inspect
 import json
 import logging
-import re
 from typing import Any, Mapping
 
 import torch
 
+from posembed.interop.rope.table import class_rotation
+
 __all__ = [
     "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_rotation",
     "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
+    "REFUSED", "modeling_module", "tower_of", "model_rotary_class",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 #: layer-type name of a config with one set of RoPE parameters for every layer; transformers' pre-training length
 ALL_LAYERS, ORIGINAL = "all", "original_max_position_embeddings"
-#: the name of a module-level rotation function (``apply_rotary_pos_emb``, ``apply_rotary_emb``, ...)
-_APPLY = re.compile(r"(rotary|rope|pos_emb)", re.I)
+try:  # transformers' config classes validate their fields as huggingface_hub's strict dataclasses
+    from huggingface_hub.errors import StrictDataclassError
+except ImportError:  # no huggingface_hub (then no transformers), or one before strict dataclasses
+    StrictDataclassError = ValueError  # type: ignore[misc,assignment]
+
+#: what transformers' config classes and rotary modules raise on a config or input they refuse (a field of the wrong
+#: type: StrictDataclassError; a heterogeneous config's AmbiguousGlobalPerLayerAttributeError: a RuntimeError)
+REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RuntimeError, ArithmeticError, AssertionError,
+           StrictDataclassError)  # fmt: skip
 #: words that name a tower other than the language model in a class name
 _TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "Image", "Video", "Speech")
-#: source that rotates pairs of adjacent channels (when a probe cannot call the function)
-_INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "d // 2, 2", "-1, 2)")
 
 
 def build_config(raw: Mapping) -> Any | None:
@@ -62,7 +69,7 @@ def transformers_config(raw: Mapping) -> Any | None:
     """:func:`build_config`, or ``None`` for a config its class refuses (the reader then reads the dict as written)."""
     try:
         return build_config(raw)
-    except Exception as error:  # noqa: BLE001 - whatever the class refuses, the dict is read as written
+    except REFUSED as error:  # whatever the class refuses, the dict is read as written
         logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
         return None
 
@@ -101,7 +108,7 @@ def _built_part_type(raw: Mapping, key: str) -> str | None:
     """The ``model_type`` of the class transformers builds ``raw``'s ``key`` sub-config with (``None``: it cannot)."""
     try:
         part = getattr(build_config(raw), key, None)
-    except Exception as error:  # noqa: BLE001 - a config the class refuses: the part is read as written
+    except REFUSED as error:  # a config the class refuses: the part is read as written
         logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
         return None
     return getattr(type(part), "model_type", None) or getattr(part, "model_type", None)
@@ -117,7 +124,7 @@ def _flat_text_part(raw: Mapping, config_class: Any) -> dict:
         return dict(raw)
     try:
         text = getattr(build_config(raw), "text_config", None)
-    except Exception as error:  # noqa: BLE001 - a config the class refuses is read as written
+    except REFUSED as error:  # a config the class refuses is read as written
         logger.debug("transformers' %s config class refuses this config: %s", raw.get("model_type"), error)
         return dict(raw)
     shared = [name for name in ("hidden_size", "num_attention_heads", "max_position_embeddings") if name in raw]
@@ -139,11 +146,12 @@ def _config_class(model_type: Any) -> Any | None:
     return CONFIG_MAPPING[model_type] if isinstance(model_type, str) and model_type in CONFIG_MAPPING else None
 
 
-def _modeling(config_type: type):
+def modeling_module(config_type: type):
+    """The ``modeling_*`` module beside a config class's ``configuration_*`` module (``ImportError``: none)."""
     return importlib.import_module(config_type.__module__.replace(".configuration_", ".modeling_"))
 
 
-def _tower(name: str) -> str:
+def tower_of(name: str) -> str:
     """The tower a class name belongs to (``"Vision"``, ``"Audio"``, ...; ``""``: the language model)."""
     return next((tower for tower in _TOWERS if tower in name), "")
 
@@ -159,7 +167,7 @@ def _takes(cls: type, config_type: type) -> bool:
 
 
 def _rotaries(config_type: type) -> list[type]:
-    module = _modeling(config_type)
+    module = modeling_module(config_type)
     return [cls for cls in (getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")) if isinstance(cls, type)]
 
 
@@ -168,17 +176,29 @@ def rotary_classes(config_type: type, builder: str = "compute_default_rope_param
     """The ``*RotaryEmbedding`` classes of a config class's modeling module that define ``builder``: those of its
     tower first (a ``...AudioConfig``: the audio ones), then those whose ``__init__`` takes the config class."""
     found = [cls for cls in _rotaries(config_type) if hasattr(cls, builder)]
-    tower = _tower(config_type.__name__)
-    found.sort(key=lambda cls: (_tower(cls.__name__) != tower, not _takes(cls, config_type)))  # the config's tower's first
+    tower = tower_of(config_type.__name__)
+    found.sort(key=lambda cls: (tower_of(cls.__name__) != tower, not _takes(cls, config_type)))  # the config's tower's first
     return tuple(found)
 
 
+def model_rotary_class(config: Any) -> type | None:
+    """The first of :func:`rotary_classes`; ``None``: the config class has no modeling module, or its module no
+    ``*RotaryEmbedding`` with ``compute_default_rope_parameters`` (GPT-J's and CodeGen's sinusoid tables; vision
+    towers whose rotary is only axial or computes its own grid: Pixtral, MLCD, the SAM 2 / SAM 3 towers)."""
+    try:
+        found = rotary_classes(type(config))
+    except ImportError:  # a config class without a modeling module
+        return None
+    return found[0] if found else None
+
+
 def rotary_class(config: Any) -> type:
-    """The first of :func:`rotary_classes`; ``LookupError``: none."""
-    found = rotary_classes(type(config))
-    if not found:
-        raise LookupError(f"{_modeling(type(config)).__name__} has no RotaryEmbedding with compute_default_rope_parameters")
-    return found[0]
+    """The first of :func:`rotary_classes`; ``LookupError``: none (:func:`model_rotary_class` answers ``None``)."""
+    found = model_rotary_class(config)
+    if found is None:
+        raise LookupError(f"{type(config).__module__.replace('.configuration_', '.modeling_')} has no RotaryEmbedding "
+                          f"with compute_default_rope_parameters")
+    return found
 
 
 @functools.lru_cache(maxsize=None)
@@ -212,7 +232,7 @@ def config_value(config: Any, name: str, default: Any = None) -> Any:
     """``getattr(config, name, default)``, also where a heterogeneous config refuses it (Gemma 4's ``head_dim``)."""
     try:
         return getattr(config, name, default)
-    except Exception:  # noqa: BLE001 - AmbiguousGlobalPerLayerAttributeError is a RuntimeError
+    except RuntimeError:  # AmbiguousGlobalPerLayerAttributeError
         return default
 
 
@@ -223,9 +243,12 @@ def _head_dim(config: Any) -> int:
 def model_widths(config: Any) -> dict[str, tuple[int, int]] | None:
     """``{layer type: (head_dim, rotary_dim)}``: ``rotary_dim`` twice the ``inv_freq`` width of the model's own rotary
     embedding (Gemma 4's ``global_head_dim``, a class's own partial factor); ``None`` when it cannot be built."""
+    cls = model_rotary_class(config)
+    if cls is None:  # no rotary class to ask: the reader's widths
+        return None
     try:
-        embedding = rotary_class(config)(copy.deepcopy(config))
-    except Exception as error:  # noqa: BLE001 - a rotary class that refuses the config leaves the widths to the reader
+        embedding = cls(copy.deepcopy(config))
+    except REFUSED as error:  # a rotary class that refuses the config leaves the widths to the reader
         logger.debug("the rotary embedding of %s cannot be built: %s", type(config).__name__, error)
         return None
     if isinstance(getattr(embedding, "inv_freq", None), torch.Tensor):
@@ -243,8 +266,11 @@ def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
     positions (``original_max_position_embeddings``, else ``max_position_embeddings``) and past it, where that forward
     departs from its init: another factor than the init's, or (dynamic, longrope) the init's frequencies kept past
     the switch (PhiMoE); ``None``: neither, or not probed. The cos at position 0 is the factor itself."""
+    cls = model_rotary_class(config)
+    if cls is None:  # no rotary class: no forward to probe
+        return None
     try:
-        embedding = rotary_class(config)(copy.deepcopy(config))
+        embedding = cls(copy.deepcopy(config))
         params, first = config.rope_parameters, embedding.inv_freq.clone()
         switch = int(params.get(ORIGINAL) or config.max_position_embeddings)
         far = max(switch, int(config.max_position_embeddings)) + 1  # past the switch of longrope and dynamic NTK
@@ -252,7 +278,7 @@ def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
         with torch.no_grad():
             short, (cos, sin) = embedding(x, torch.tensor([[0]]))[0], embedding(x, torch.tensor([[0, 1, far]]))
         angles = torch.atan2(sin.flatten(0, -2)[1].double(), cos.flatten(0, -2)[1].double())[: first.numel()]
-    except Exception as error:  # noqa: BLE001 - per-layer, axial or complex modules: the attention factor
+    except REFUSED as error:  # per-layer, axial or complex modules: the attention factor
         logger.debug("the forward of %s's rotary embedding cannot be probed: %s", type(config).__name__, error)
         return None
     named = [float(v) for v in (params.get("short_mscale"), params.get("long_mscale"), factor) if isinstance(v, (int, float))]
@@ -264,92 +290,10 @@ def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
     return *scales, switch
 
 
-def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:
-    """The module-level rotation functions a class calls, and whether it reads ``rope_interleave``."""
-    names = {node.func.id for node in ast.walk(cls) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    applies = sorted(name for name in names if _APPLY.search(name) and inspect.isfunction(getattr(module, name, None)))
-    switch = any(isinstance(node, ast.Attribute) and node.attr == "rope_interleave" for node in ast.walk(cls))
-    return applies, switch
-
-
-def _apply_function(module: Any, interleave: bool, tower: str):
-    """The rotation function the attention of ``tower`` (``""``: the language model) calls (its interleaved one where
-    it switches on ``rope_interleave`` and the config sets it)."""
-    tree = ast.parse(inspect.getsource(module))
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and _tower(node.name) == tower]
-    for wanted in ("Attention", "Layer", ""):
-        for cls in classes:
-            applies, switch = _called(cls, module) if wanted in cls.name else ([], False)
-            if applies:
-                picked = [name for name in applies if ("interleave" in name) == (switch and interleave)] or applies
-                return getattr(module, picked[0])
-    return None
-
-
-def _caller(apply):
-    """``call(x, cos, sin)`` of a rotation function taking ``(q, k, cos, sin, ...)`` or ``(x, cos, sin, ...)``."""
-    names = list(inspect.signature(apply).parameters)
-    if len(names) > 1 and names[1] == "cos":
-        return lambda x, cos, sin: apply(x, cos, sin)
-    return lambda x, cos, sin: apply(x, x, cos, sin)[0]
-
-
-def _probe(apply) -> tuple[str, str, str] | None:
-    """``(layout, direction, channels)`` of a rotation function, from one-hot vectors: the channel it pairs with
-    channel 0 (1: interleaved, ``D / 2``: half), the sign of a quarter turn (``-``: reversed, nanochat), and with
-    cos / sin half as wide, the first or the last channels turned (DeepSeek-V4); ``None``: unclear."""
-    d, call = 8, _caller(apply)
-    eye = torch.eye(d)
-    for width in (d, d // 2):  # cos / sin as wide as the head, or one entry per pair
-        one, zero = torch.ones(1, 1, width), torch.zeros(1, 1, width)
-        try:
-            turned = call(eye[:1].view(1, 1, 1, d), zero, one).reshape(d).float()  # a quarter turn
-            scores = call(eye[[1, d // 2]].view(2, 1, 1, d), one, zero).reshape(2, d).float() @ turned  # none
-            break
-        except Exception:  # noqa: BLE001 - another width, or another signature: read its source
-            continue
-    else:
-        return None
-    if scores.abs()[0] > 0.5 > scores.abs()[1]:
-        layout, sign = "interleaved", scores[0]
-    elif scores.abs()[1] > 0.5 > scores.abs()[0]:
-        layout, sign = "half", scores[1]
-    else:
-        return None
-    try:  # cos / sin half as wide: which end turns
-        ends = eye[[0, d - 1]].view(2, 1, 1, d)
-        moved = (call(ends, zero[..., : width // 2], one[..., : width // 2]).reshape(2, d).float() - eye[[0, d - 1]]).abs()
-        channels = "last" if moved[1].sum() > 0.5 > moved[0].sum() else "first"
-    except Exception:  # noqa: BLE001 - a function that needs cos / sin as wide as the head rotates it all
-        channels = "first"
-    return layout, "reversed" if sign < 0 else "forward", channels
-
-
-@functools.lru_cache(maxsize=None)
-def _module_rotation(module_name: str, interleave: bool, tower: str) -> tuple[str, str, str] | None:
-    module = importlib.import_module(module_name)
-    apply = _apply_function(module, interleave, tower)
-    if apply is None:
-        return None
-    probed = _probe(apply)
-    if probed is not None:
-        return probed
-    source = inspect.getsource(apply) + "".join(
-        inspect.getsource(getattr(module, name)) for name in apply.__code__.co_names if inspect.isfunction(getattr(module, name, None))
-    )
-    return ("interleaved" if any(mark in source for mark in _INTERLEAVED_SOURCE) else "half"), "forward", "first"
-
-
 def model_rotation(config: Any) -> tuple[str, str, str] | None:
-    """``(layout, direction, channels)`` the rotation function of the model's attention applies: ``"interleaved"``
-    or ``"half"``, ``"forward"`` or ``"reversed"``, the ``"first"`` or ``"last"`` channels; ``None``: none found."""
-    try:
-        module = _modeling(type(config))
-    except ImportError:
-        return None
-    own = own_position_class(type(config))  # Llama 4's vision tower: its own attention's rotation, not the text model's
-    try:
-        tower = _tower((own or rotary_class(config)).__name__)
-    except LookupError:  # GPT-J, CodeGen: sinusoidal positions without a rotary class, in the language model
-        tower = ""
-    return _module_rotation(module.__name__, bool(config_value(config, "rope_interleave", False)), tower)
+    """``(layout, direction, channels)`` the rotation function of the model's attention applies, as the shipped table
+    declares it for the config's class (:mod:`posembed.interop.rope.table`; its ``rope_interleave`` where the
+    attention switches on it): ``"interleaved"`` or ``"half"``, ``"forward"`` or ``"reversed"``, the ``"first"`` or
+    ``"last"`` channels; ``None``: a class the table does not know."""
+    interleave = config_value(config, "rope_interleave")
+    return class_rotation(type(config).__name__, None if interleave is None else bool(interleave))

@@ -12,7 +12,7 @@ import copy
 import inspect
 from typing import Any, Mapping
 
-from posembed.interop.rope.model import ALL_LAYERS, ORIGINAL, model_part, transformers_config
+from posembed.interop.rope.model import ALL_LAYERS, ORIGINAL, REFUSED, model_part, transformers_config
 
 __all__ = [
     "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "states_rope", "stated", "stated_layer", "dict_parameters",
@@ -118,7 +118,7 @@ def object_parameters(hf: Any) -> dict[str, dict] | None:
     config = copy.deepcopy(hf)
     try:
         config.standardize_rope_params()
-    except Exception:  # noqa: BLE001 - a heterogeneous config standardizes per layer: its parameters as they are
+    except REFUSED:  # a heterogeneous config standardizes per layer: its parameters as they are
         config = hf
     params = getattr(config, "rope_parameters", None)
     if not isinstance(params, dict) or not params:

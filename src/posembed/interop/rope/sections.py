@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 
 from posembed.interop.rope.axial import pair_form
-from posembed.interop.rope.model import ALL_LAYERS, rotary_class
+from posembed.interop.rope.model import ALL_LAYERS, REFUSED, model_rotary_class
 from posembed.schemes.mrope import MROPE_ARRANGEMENTS, mrope_pairs
 
 __all__ = ["MRopeSections", "model_sections", "axes_of_pairs"]
@@ -72,13 +72,16 @@ def _section_of(embedding: Any, layer: str) -> tuple[int, ...] | None:
 def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None:
     """The :class:`MRopeSections` of the config's M-RoPE rotary embedding, read from what its forward does; ``None``:
     not M-RoPE, not three sections, or an arrangement :class:`~posembed.schemes.mrope.MRoPE` does not have."""
+    cls = model_rotary_class(config)
+    if cls is None:  # no rotary class: no sections to read
+        return None
     try:
-        embedding = rotary_class(config)(copy.deepcopy(config))
+        embedding = cls(copy.deepcopy(config))
         section = _section_of(embedding, layer)
         if section is None:
             return None
         axes = axes_of_pairs(_probe_sin(embedding, layer))
-    except Exception as error:  # noqa: BLE001 - a module that cannot be probed is read without sections
+    except REFUSED as error:  # a module that cannot be probed is read without sections
         logger.debug("the M-RoPE sections of %s cannot be read: %s", type(config).__name__, error)
         return None
     if axes is None:

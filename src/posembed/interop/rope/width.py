@@ -1,8 +1,11 @@
 """How wide and in which layout a config rotates: :func:`rotary_width`.
 
-Where transformers knows the model type its own code answers (:mod:`posembed.interop.rope.model`; a rotary that
-computes its own positions is its patch grid's axial RoPE, Llama 4's vision tower, or refused); otherwise the dict:
-``head_dim``, else ``qk_rope_head_dim``, else ``hidden_size // num_attention_heads``; ``rope_interleave``.
+Where transformers knows the model type its own code answers the widths, sections and axes
+(:mod:`posembed.interop.rope.model`; a rotary that computes its own positions is its patch grid's axial RoPE, Llama 4's
+vision tower, or refused); otherwise the dict: ``head_dim``, else ``qk_rope_head_dim``, else
+``hidden_size // num_attention_heads``. The rotation (layout, direction, channels) is the shipped table's for the
+config class or model type, with or without transformers (:mod:`posembed.interop.rope.table`); a type it does not
+know is read from its ``rope_interleave``, else halves after one warning naming the type.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from posembed.interop.rope.model import (config_value, model_forward_mscale, mod
                                          transformers_config)
 from posembed.interop.rope.axial import AxialSettings, model_axial, model_grid_axial
 from posembed.interop.rope.sections import MRopeSections, model_sections
+from posembed.interop.rope.table import declared_rotation, type_rotation
 
 __all__ = ["RotaryWidth", "rotary_width"]
 
@@ -59,7 +63,8 @@ def rotary_width(raw: Mapping) -> RotaryWidth:
     hf = transformers_config(raw)
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
-        rotation = ("interleaved" if raw.get("rope_interleave") else "half", "forward", "first")
+        interleave = raw.get("rope_interleave")
+        rotation = type_rotation(raw.get("model_type"), interleave) or declared_rotation(raw.get("model_type"), interleave)
         model, mrope, axial, mscale = None, None, None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
         own, grid = model_own_positions(hf), None
@@ -68,12 +73,14 @@ def rotary_width(raw: Mapping) -> RotaryWidth:
                              "posembed does not model it")  # fmt: skip
         hidden, heads = config_value(hf, "hidden_size", hidden), config_value(hf, "num_attention_heads", heads)
         max_pos, model = config_value(hf, "max_position_embeddings", max_pos), model_widths(hf)
-        rotation = model_rotation(hf) or ("half", "forward", "first")
         head_dim, mrope, axial = config_value(hf, "head_dim"), model_sections(hf), grid or model_axial(hf)
         mscale = model_forward_mscale(hf) if axial is None and mrope is None else None
         if axial is not None:  # the pairs its forward lays out (the rotation function takes its cos / sin as given)
             rotation = (axial.layout, "forward", "first")
             head_dim = axial.head_dim  # Qwen2-VL's vision embed_dim / heads; SAM 2 video's memory attention
+        else:
+            model_type = config_value(hf, "model_type", raw.get("model_type"))
+            rotation = model_rotation(hf) or declared_rotation(model_type, config_value(hf, "rope_interleave"))
     if not head_dim and model:
         head_dim = next(iter(model.values()))[0]
     if not head_dim:

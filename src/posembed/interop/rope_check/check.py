@@ -328,7 +328,7 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     """
     if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 2):
         raise ValueError(f"length must be an int >= 2 (a context length), got {length!r}")
-    whole, given, source = _load(config)
+    whole, given, source = load_config_dict(config)  # a file that is not UTF-8: read_config's error names it
     raw = model_part(whole, part)
     given = given if raw == whole else None  # a part: transformers' config is built from its dict
     numbers, strings = read_numbers(raw)  # a number written as a string is read, and an error trap
@@ -351,20 +351,6 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
     spelling = "rope_parameters (transformers 5.x)" if raw.get("rope_parameters") else "rope_scaling + rope_theta (transformers 4.x)"
     return RopeReport(source, raw.get("model_type"), spelling, length, tuple(layers), tuple(traps))
-
-
-def _load(config: Any) -> tuple[dict, Any, str]:
-    """:func:`load_config_dict`, a file that is not UTF-8 named with what was expected."""
-    try:
-        return load_config_dict(config)
-    except UnicodeDecodeError as error:
-        from pathlib import Path
-
-        path = Path(config)
-        file = path / "config.json" if path.is_dir() else path
-        raise ValueError(f"{file} is not UTF-8 JSON: byte 0x{error.object[error.start]:02x} at offset {error.start} "
-                         f"cannot be decoded ({error.reason}); a transformers config.json is a UTF-8 JSON object, as "
-                         f"from_pretrained reads it") from None
 
 
 def report_json(report: RopeReport) -> dict:
