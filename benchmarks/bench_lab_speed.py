@@ -25,16 +25,32 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
   and the rest, beside the step's median thread CPU time. The matrix products do the same
   arithmetic in every model (the lab's defaults add the biases: ``addmm`` copies each bias into
   its output first), so their share bounds what eager changes elsewhere can gain.
+- ``compile``: whether ``torch.compile`` (Inductor) makes the lab's CPU step faster: the ``full``
+  preset's trial (the study's cost: ``bias=False``, the for-loop AdamW) eager, with the fused
+  AdamW kernel, compiled (forward and backward, ``fullgraph=True``, each ``--compile-modes``),
+  compiled with the fused AdamW, and compiled with a compiled optimizer step, interleaved step by
+  step with the reference at each ``--threads``: medians of wall and thread CPU ms, and each
+  model's first step in seconds (the compile; Inductor's FX graph cache as found, so run it in
+  a fresh ``TORCHINDUCTOR_CACHE_DIR`` for the cold cost and again for the warm one).
+- ``determinism``: the ``full`` preset's trial trained ``--steps`` steps by the lab's loop
+  (:func:`~posembed.lab.train.train_model`) under ``torch.compile`` in two fresh processes (the
+  first may compile cold, the second loads from the cache): whether their losses are bit for bit
+  the same, and how far they are from the eager losses.
+- ``run --trial full --compile``: the whole ``full`` trial, compile included, beside the eager
+  trial and the reference loop (the CPU is compiled here by patching
+  :func:`~posembed.lab.train.compile_training`, which never compiles the CPU itself).
 
 Usage::
 
     python benchmarks/bench_lab_speed.py [--threads 1 2] [--rounds 60] [--steps 2000] [--runs 1]
-                                         [--only step|run|profile|levers] [--json OUT]
+                                         [--only step|run|profile|levers|compile|determinism]
+                                         [--trial calibration|full] [--compile] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -209,25 +225,157 @@ def bench_levers(rounds: int) -> dict:
     return out
 
 
-def bench_run(threads: int, steps: int, runs: int) -> dict:
-    from posembed.lab.train import train_trial
+def full_trial():
+    """The ``full`` preset's trial (the study's cost): nanoGPT's CPU size, ``bias=False``, for-loop AdamW."""
+    from posembed.lab.presets import get_preset
+
+    return get_preset("full").bases[0]
+
+
+def _char_data() -> tuple[torch.Tensor, int]:
+    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(chars)}
+    return torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long), len(chars)
+
+
+def compile_variants(modes: tuple[str, ...] = ("default",)) -> list[tuple[str, dict]]:
+    """``(name, how)`` for each lab step :func:`bench_compile` times: ``how`` holds ``optimizer``
+    (``adamw`` or ``adamw_fused``), ``mode`` (``None``: eager; else the ``torch.compile`` mode,
+    ``"default"`` meaning ``mode=None``) and ``compile_optimizer``."""
+    out = [("full trial, eager", {"optimizer": "adamw", "mode": None, "compile_optimizer": False}),
+           ("full trial, eager, fused AdamW", {"optimizer": "adamw_fused", "mode": None, "compile_optimizer": False})]
+    for mode in modes:
+        out.append((f"full trial, compiled ({mode})", {"optimizer": "adamw", "mode": mode, "compile_optimizer": False}))
+    out += [("full trial, compiled (default), fused AdamW", {"optimizer": "adamw_fused", "mode": "default", "compile_optimizer": False}),
+            ("full trial, compiled (default), compiled AdamW", {"optimizer": "adamw", "mode": "default", "compile_optimizer": True})]
+    return out
+
+
+def _compiled(model, mode: str):
+    return torch.compile(model, fullgraph=True, mode=None if mode == "default" else mode)
+
+
+def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default",)) -> dict:
+    """The reference and each of :func:`compile_variants` interleaved step by step at ``threads``:
+    medians of wall and thread CPU ms, ratios to the reference, each first step's wall seconds."""
+    from posembed.lab.tasks import make_task
+    from posembed.lab.train import build_trial_model, make_optimizer
+
+    torch.set_num_threads(threads)
+    data, vocab = _char_data()
+    torch.manual_seed(CFG.seed)
+    reference = NanoGPT(vocab, dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
+    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(
+        reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data, foreach_clip=False)}
+    first: dict[str, float] = {}
+    for name, how in compile_variants(modes):
+        cfg = dataclasses.replace(full_trial(), optimizer=how["optimizer"])
+        torch.manual_seed(cfg.seed)
+        model = build_trial_model(cfg, make_task(cfg))
+        optimizer = make_optimizer(model, cfg, torch.device("cpu"))
+        if how["compile_optimizer"]:
+            optimizer.step = torch.compile(optimizer.step)  # the learning rate stays put here: no recompiles
+        steps[name] = _step_fn(model if how["mode"] is None else _compiled(model, how["mode"]), optimizer, data,
+                               foreach_clip=True)
+        start = time.perf_counter()
+        steps[name]()
+        first[name] = time.perf_counter() - start
+    for fn in steps.values():
+        for _ in range(5):
+            fn()
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            w, c = time.perf_counter(), time.thread_time()
+            fn()
+            cpu[name].append((time.thread_time() - c) * 1e3)
+            wall[name].append((time.perf_counter() - w) * 1e3)
+    out: dict = {name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
+                 for name in steps}
+    ref = out["nanoGPT-style reference"]
+    for name in list(out)[1:]:
+        out[name]["speedup (reference / this), wall"] = ref["wall_ms"] / out[name]["wall_ms"]
+        out[name]["speedup (reference / this), thread CPU"] = ref["thread_cpu_ms"] / out[name]["thread_cpu_ms"]
+        out[name]["first step, wall s"] = first[name]
+    out["inductor cache"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "(default)")
+    return out
+
+
+def trial_losses(steps: int, *, compiled: bool, threads: int = 1) -> list[float]:
+    """The ``full`` preset's trial shortened to ``steps`` steps, trained by the lab's loop
+    (:func:`~posembed.lab.train.train_model`, deterministic algorithms on, as a CPU trial), eager or
+    under ``torch.compile``: every step's loss."""
+    from posembed.lab.tasks import make_task
+    from posembed.lab.train import build_trial_model, deterministic, train_model
+
+    torch.set_num_threads(threads)
+    cfg = dataclasses.replace(full_trial(), steps=steps)
+    task = make_task(cfg)
+    torch.manual_seed(cfg.seed)
+    model = build_trial_model(cfg, task)
+    generator = torch.Generator().manual_seed(cfg.seed * 1000)
+
+    def batches(step: int):
+        batch = task.train_batch(generator, cfg.batch)
+        return batch.input_ids, batch.targets
+
+    with deterministic():
+        return train_model(torch.compile(model) if compiled else model, cfg, batches, device=torch.device("cpu"),
+                           min_lr=cfg.min_lr, log_every=cfg.log_every)
+
+
+def bench_determinism(steps: int, threads: int = 1) -> dict:
+    """:func:`trial_losses` compiled in two fresh processes (``--only losses``) and eager here: whether
+    the two compiled runs agree bit for bit, and their largest distance from the eager losses."""
+    import subprocess
+    import sys
+
+    runs = []
+    for _ in range(2):
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, __file__, "--only", "losses", "--steps", str(steps),
+                               "--threads", str(threads)], check=True, capture_output=True, text=True)
+        runs.append({"wall_s": time.perf_counter() - start, "losses": json.loads(done.stdout.strip().splitlines()[-1])})
+    eager = trial_losses(steps, compiled=False, threads=threads)
+    a, b = runs[0]["losses"], runs[1]["losses"]
+    return {"steps": steps, "threads": threads, "process wall s (compile included)": [r["wall_s"] for r in runs],
+            "compiled runs bit-identical": a == b,
+            "max |compiled - eager| loss": max(abs(x - y) for x, y in zip(a, eager)),
+            "last loss (compiled, compiled, eager)": [a[-1], b[-1], eager[-1]]}
+
+
+def bench_run(threads: int, steps: int, runs: int, *, trial: str = "calibration", compiled: bool = False) -> dict:
+    """The reference loop against the lab's trial (``trial``: the calibration preset's or the
+    ``full`` preset's), interleaved run by run; with ``compiled`` also that trial under
+    ``torch.compile`` (compile included in its seconds)."""
+    from unittest import mock
+
+    import posembed.lab.train as lab_train
 
     torch.set_num_threads(threads)
     text = resolve_text_path(CFG.text).read_text(encoding="utf-8")
-    cfg = dataclasses.replace(CFG, steps=steps)
-    times: dict[str, list[float]] = {"nanoGPT-style loop": [], "posembed lab trial": []}
+    cfg = dataclasses.replace(CFG if trial == "calibration" else full_trial(), steps=steps)
+    names = ["nanoGPT-style loop", "posembed lab trial"] + (["posembed lab trial, compiled"] if compiled else [])
+    times: dict[str, list[float]] = {name: [] for name in names}
     losses: dict[str, float] = {}
     for _ in range(runs):
         start = time.perf_counter()
         ref = train_reference(text, steps=steps)
         times["nanoGPT-style loop"].append(time.perf_counter() - start)
         losses["nanoGPT-style loop"] = ref.val_loss
-        start = time.perf_counter()
-        result, _ = train_trial(cfg, device="cpu")
-        times["posembed lab trial"].append(time.perf_counter() - start)
-        losses["posembed lab trial"] = result.value("val_loss", cfg.context)
+        for name in names[1:]:
+            always = mock.patch.object(lab_train, "compile_training", lambda device, cfg: True)
+            with always if name.endswith("compiled") else contextlib.nullcontext():
+                start = time.perf_counter()
+                result, _ = lab_train.train_trial(cfg, device="cpu")
+                times[name].append(time.perf_counter() - start)
+            losses[name] = result.value("val_loss", cfg.context)
     out = {name: {"wall_s": statistics.median(v), "all_s": v, "val_loss": losses[name]} for name, v in times.items()}
-    out["speedup (reference / posembed)"] = out["nanoGPT-style loop"]["wall_s"] / out["posembed lab trial"]["wall_s"]
+    for name in names[1:]:
+        out[f"speedup (reference / {name})"] = out["nanoGPT-style loop"]["wall_s"] / out[name]["wall_s"]
+    out["trial"] = trial
     return out
 
 
@@ -237,27 +385,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=60, help="interleaved steps per model (step bench)")
     parser.add_argument("--steps", type=int, default=CFG.steps, help="iterations per whole run")
     parser.add_argument("--runs", type=int, default=1, help="interleaved whole runs per side")
-    parser.add_argument("--only", choices=("step", "run", "profile", "levers"))
+    parser.add_argument("--only", choices=("step", "run", "profile", "levers", "compile", "determinism", "losses"))
+    parser.add_argument("--trial", choices=("calibration", "full"), default="calibration", help="the lab trial of run")
+    parser.add_argument("--compile", action="store_true", help="run: also the lab trial under torch.compile")
+    parser.add_argument("--compile-modes", nargs="+", default=["default"],
+                        help="compile: torch.compile modes (default, max-autotune-no-cudagraphs, ...)")
     parser.add_argument("--profile-steps", type=int, default=20, help="profiled steps per model (profile)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args(argv)
+    if args.only == "losses":  # one process of determinism: its compiled losses, JSON on the last line
+        print(json.dumps(trial_losses(args.steps, compiled=True, threads=args.threads[0])))
+        return 0
     report = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "torch": torch.__version__}
+    if args.only == "determinism":
+        report["determinism"] = bench_determinism(args.steps, args.threads[0])
+        print(json.dumps(report["determinism"], indent=1), flush=True)
     if args.only == "profile":
         report["profile, 1 thread"] = bench_profile(args.profile_steps)
         print(json.dumps(report["profile, 1 thread"], indent=1), flush=True)
     if args.only == "levers":
         report["levers, 1 thread"] = bench_levers(args.rounds)
         print(json.dumps(report["levers, 1 thread"], indent=1), flush=True)
-    for threads in args.threads if args.only not in ("profile", "levers") else ():
+    for threads in args.threads if args.only not in ("profile", "levers", "determinism") else ():
+        if args.only == "compile":
+            report[f"compile, {threads} thread(s)"] = bench_compile(threads, args.rounds, tuple(args.compile_modes))
+            print(json.dumps({f"compile, {threads} thread(s)": report[f"compile, {threads} thread(s)"]}, indent=1), flush=True)
         if args.only in (None, "step"):
             report[f"step, {threads} thread(s)"] = bench_step(threads, args.rounds)
             print(json.dumps({f"step, {threads} thread(s)": report[f"step, {threads} thread(s)"]}, indent=1), flush=True)
         if args.only in (None, "run"):
-            report[f"run, {threads} thread(s)"] = bench_run(threads, args.steps, args.runs)
+            report[f"run, {threads} thread(s)"] = bench_run(threads, args.steps, args.runs, trial=args.trial,
+                                                             compiled=args.compile)
             print(json.dumps({f"run, {threads} thread(s)": report[f"run, {threads} thread(s)"]}, indent=1), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(report, handle, indent=1)
+            json.dump(report | {"load_average_end": os.getloadavg()}, handle, indent=1)
     return 0
 
 

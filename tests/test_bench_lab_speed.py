@@ -38,3 +38,57 @@ def test_profile_counts_the_biases_copies_only_where_there_are_biases(profiled):
     the bias-free reference."""
     copies = {name: row["self_cpu_ms_by_part"]["copies"] for name, row in profiled.items()}
     assert copies["posembed Decoder, lab defaults"] > 5 * copies["nanoGPT-style reference"]
+
+
+def test_compile_variants_time_the_full_trial_eager_fused_and_compiled_in_each_mode():
+    variants = dict(bench.compile_variants(("default", "max-autotune-no-cudagraphs")))
+    assert list(variants) == [
+        "full trial, eager", "full trial, eager, fused AdamW", "full trial, compiled (default)",
+        "full trial, compiled (max-autotune-no-cudagraphs)", "full trial, compiled (default), fused AdamW",
+        "full trial, compiled (default), compiled AdamW"]
+    assert variants["full trial, eager"] == {"optimizer": "adamw", "mode": None, "compile_optimizer": False}
+    assert variants["full trial, compiled (default), compiled AdamW"]["compile_optimizer"] is True
+    assert [how["mode"] for how in variants.values()].count(None) == 2
+
+
+def test_the_full_trial_is_the_studys_trial():
+    from posembed.lab.presets import get_preset
+
+    trial = bench.full_trial()
+    assert trial == get_preset("full").bases[0]
+    assert (trial.dim, trial.depth, trial.heads, trial.context, trial.batch, trial.steps) == (128, 4, 4, 64, 12, 1500)
+    assert (trial.bias, trial.optimizer) == (False, "adamw")
+
+
+def test_trial_losses_are_the_lab_trials_losses_bit_for_bit():
+    """The determinism bench's eager losses are what ``train_trial`` trains on the CPU: its logged
+    mean over the shortened trial's steps is the mean of these losses, exactly."""
+    import dataclasses
+
+    from posembed.lab.train import train_trial
+
+    threads = torch.get_num_threads()
+    try:
+        losses = bench.trial_losses(3, compiled=False)
+        again = bench.trial_losses(3, compiled=False)
+        cfg = dataclasses.replace(bench.full_trial(), steps=3, eval_batches=1)
+        result, _ = train_trial(cfg, device="cpu")
+    finally:
+        torch.set_num_threads(threads)
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert losses == again
+    assert result.curve == [(3, sum(losses) / 3)]
+
+
+@pytest.mark.slow
+def test_compiled_trial_losses_stay_within_rounding_of_eager():
+    """The measurement's claim for ``torch.compile`` on the CPU: a few steps of the ``full`` trial
+    compiled land within fp32 rounding of the eager losses (not bit for bit: fused kernels sum in
+    another order). Compiles the model: a minute or more cold."""
+    threads = torch.get_num_threads()
+    try:
+        compiled = bench.trial_losses(3, compiled=True)
+        eager = bench.trial_losses(3, compiled=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert max(abs(a - b) for a, b in zip(compiled, eager)) < 1e-5

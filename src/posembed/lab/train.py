@@ -256,7 +256,9 @@ def compile_training(device: torch.device, cfg: TrialConfig) -> bool:
     """Whether ``cfg`` trains under ``torch.compile`` on ``device``: only on CUDA, and only when the
     eager training time it is estimated to save (:data:`COMPILE_SAVING` of
     :func:`~posembed.lab.trial_cost.trial_seconds`) repays a cold compile (:data:`COMPILE_SECONDS`).
-    The CPU never compiles here (its numbers stay bit for bit), nor do the presets' short trials.
+    The CPU never compiles here (its numbers stay bit for bit; compiling gains at most ~10 % of the
+    ``full`` trial's CPU step and a cold compile costs minutes: BENCHMARKS.md), nor do the
+    presets' short trials.
 
     >>> compile_training(torch.device("cpu"), TrialConfig(steps=10**6, dim=1024, depth=24))
     False
