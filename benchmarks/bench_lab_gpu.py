@@ -142,7 +142,7 @@ def describe_device(device: str) -> str:
     """``cuda:0 (NVIDIA H200, CUDA 13.0, torch 2.11)`` or ``cpu (torch ...)``."""
     import torch
 
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
 
     target = resolve_device(device)
     if target.type == "cuda":

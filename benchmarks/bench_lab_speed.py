@@ -11,12 +11,12 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
 - ``levers``: the lab defaults' step several ways against the reference, interleaved step by
   step at 1 thread (median thread CPU ms): eager; under ``torch.compile`` (Inductor, the model's
   forward and backward; the first step's seconds, compile included, reported apart); inside
-  :func:`posembed.fused.cpu_matmul.bf16_matmuls` (fp32 matrix products in oneDNN's bf16 math
+  :func:`posembed.kernels.cpu_matmul.bf16_matmuls` (fp32 matrix products in oneDNN's bf16 math
   mode, AMX where the CPU has it; attention kept fp32); and under bf16 autocast on the CPU; and
   the calibration preset's step eager and inside ``bf16_matmuls``. Each but eager changes the
   arithmetic.
 - ``run``: the whole calibration run, :func:`posembed.lab.calibration.run_calibration`'s trial
-  (:func:`~posembed.lab.train.train_trial`, scoring the whole validation split at the end)
+  (:func:`~posembed.lab.training.train.train_trial`, scoring the whole validation split at the end)
   against :func:`posembed.bench.nanogpt_ref.train_reference` (nanoGPT's loop: 20 + 20 eval
   batches every 250 iterations), interleaved run by run (A B A B ...), wall seconds.
 - ``profile``: where each ``step`` model's step spends its time at 1 thread: torch.profiler's
@@ -33,12 +33,12 @@ nanoGPT's CPU recipe (4 layers, 4 heads, width 128, block 64, batch 12, tinyshak
   model's first step in seconds (the compile; Inductor's FX graph cache as found, so run it in
   a fresh ``TORCHINDUCTOR_CACHE_DIR`` for the cold cost and again for the warm one).
 - ``determinism``: the ``full`` preset's trial trained ``--steps`` steps by the lab's loop
-  (:func:`~posembed.lab.train.train_model`) under ``torch.compile`` in two fresh processes (the
+  (:func:`~posembed.lab.training.train.train_model`) under ``torch.compile`` in two fresh processes (the
   first may compile cold, the second loads from the cache): whether their losses are bit for bit
   the same, and how far they are from the eager losses.
 - ``run --trial full --compile``: the whole ``full`` trial, compile included, beside the eager
   trial and the reference loop (the CPU is compiled here by patching
-  :func:`~posembed.lab.train.compile_training`, which never compiles the CPU itself).
+  :func:`~posembed.lab.training.train.compile_training`, which never compiles the CPU itself).
 
 Usage::
 
@@ -89,7 +89,7 @@ def _steps() -> dict:
     it, with its defaults (biases, the for-loop AdamW) and with the calibration preset's nanoGPT
     recipe (``bias=False``, fused AdamW)."""
     from posembed.lab.tasks import make_task
-    from posembed.lab.train import build_trial_model, make_optimizer
+    from posembed.lab.training.train import build_trial_model, make_optimizer
 
     text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
     chars = sorted(set(text))
@@ -175,9 +175,9 @@ def bench_profile(steps_per_model: int) -> dict:
 def bench_levers(rounds: int) -> dict:
     """:func:`_steps`'s reference and lab defaults, the latter also compiled, in bf16 matmul mode
     and under bf16 autocast; see the module docstring."""
-    from posembed.fused.cpu_matmul import bf16_matmuls
+    from posembed.kernels.cpu_matmul import bf16_matmuls
     from posembed.lab.tasks import make_task
-    from posembed.lab.train import build_trial_model, make_optimizer
+    from posembed.lab.training.train import build_trial_model, make_optimizer
 
     torch.set_num_threads(1)
     text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
@@ -260,7 +260,7 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
     """The reference and each of :func:`compile_variants` interleaved step by step at ``threads``:
     medians of wall and thread CPU ms, ratios to the reference, each first step's wall seconds."""
     from posembed.lab.tasks import make_task
-    from posembed.lab.train import build_trial_model, make_optimizer
+    from posembed.lab.training.train import build_trial_model, make_optimizer
 
     torch.set_num_threads(threads)
     data, vocab = _char_data()
@@ -305,10 +305,10 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
 
 def trial_losses(steps: int, *, compiled: bool, threads: int = 1) -> list[float]:
     """The ``full`` preset's trial shortened to ``steps`` steps, trained by the lab's loop
-    (:func:`~posembed.lab.train.train_model`, deterministic algorithms on, as a CPU trial), eager or
+    (:func:`~posembed.lab.training.train.train_model`, deterministic algorithms on, as a CPU trial), eager or
     under ``torch.compile``: every step's loss."""
     from posembed.lab.tasks import make_task
-    from posembed.lab.train import build_trial_model, deterministic, train_model
+    from posembed.lab.training.train import build_trial_model, deterministic, train_model
 
     torch.set_num_threads(threads)
     cfg = dataclasses.replace(full_trial(), steps=steps)
@@ -352,7 +352,7 @@ def bench_run(threads: int, steps: int, runs: int, *, trial: str = "calibration"
     ``torch.compile`` (compile included in its seconds)."""
     from unittest import mock
 
-    import posembed.lab.train as lab_train
+    import posembed.lab.training.train as lab_train
 
     torch.set_num_threads(threads)
     text = resolve_text_path(CFG.text).read_text(encoding="utf-8")

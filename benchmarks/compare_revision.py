@@ -9,7 +9,7 @@ process, so the ratio posembed / reference is read in one process under one load
 
 Works (``--work``, comma-separated; default all three):
 
-- ``rope``: :class:`~posembed.schemes.rotary.RotaryEmbedding` on q and k ``(4, 16, 2048, 64)``
+- ``rope``: :class:`~posembed.schemes.rotary.rope.RotaryEmbedding` on q and k ``(4, 16, 2048, 64)``
   fp32 with position ids ``(4, 2048)``: forward+backward of ``a.sum() + b.sum()`` and forward
   only, against transformers' ``apply_rotary_pos_emb`` (its cos/sin built each call, as its
   rotary module does).
@@ -73,7 +73,7 @@ def _rope_cases() -> tuple[dict[str, Callable[[], object]], dict[str, tuple[str,
     import torch
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     batch, heads, length, dim = 4, 16, 2048, 64
     q = torch.randn(batch, heads, length, dim, requires_grad=True)
@@ -111,8 +111,8 @@ def _embedding_cases() -> tuple[dict[str, Callable[[], object]], dict[str, tuple
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertEmbeddings
 
-    from posembed.embeddings import TransformerEmbeddings
-    from posembed.schemes.learned import LearnedAbsolute
+    from posembed.nn.embedding.block import TransformerEmbeddings
+    from posembed.schemes.absolute.learned import LearnedAbsolute
 
     config = BertConfig(hidden_dropout_prob=0.1)  # BERT-base: 30522 x 768, 512 positions, 2 segments
     bert = BertEmbeddings(config)
@@ -166,8 +166,8 @@ def _lab_cases() -> tuple[dict[str, Callable[[], object]], dict[str, tuple[str, 
     import torch.nn.functional as F
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from posembed.model import Decoder
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.nn.model.transformer import Decoder
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     vocab, depth, heads, dim, block, batch = 65, 4, 4, 128, 64, 12  # nanoGPT's CPU recipe, characters
     scheme = RotaryEmbedding(dim // heads, max_len=block)

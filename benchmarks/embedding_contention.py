@@ -31,7 +31,7 @@ def _variants(shape: dict) -> dict:
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertEmbeddings
 
-    from posembed.fused import embedding as fused
+    from posembed.kernels import embedding as fused
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=shape["vocab"], hidden_size=shape["width"], max_position_embeddings=512,

@@ -2,7 +2,7 @@
 
 The docstrings follow torch.nn's habits, which mkdocstrings' Google parser does not read:
 
-- Sphinx roles (``:meth:`~posembed.fused.embedding.fused_embedding```, ``:class:`Foo```) become
+- Sphinx roles (``:meth:`~posembed.kernels.embedding.fused_embedding```, ``:class:`Foo```) become
   autorefs links: the object's page anchor where the API page renders it, else its name as code
   (an *optional* reference: no warning, no broken link);
 - doctest lines (``>>> x``, with the output under them) become a fenced ``pycon`` block, so a

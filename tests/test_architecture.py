@@ -180,7 +180,7 @@ import posembed
 from posembed.cli import main
 from posembed.lab.config import TrialConfig
 from posembed.lab.tasks import make_task
-from posembed.lab.train import build_trial_model
+from posembed.lab.training.train import build_trial_model
 from posembed.schemes.config import build_scheme, scheme_config
 from posembed.schemes.factory import ENTRIES, ModelSizes, build_from_sizes
 
@@ -206,12 +206,12 @@ def test_a_new_scheme_is_a_file_an_entry_and_an_export(copy):
     know it."""
     (copy / "schemes" / "toy_decay.py").write_text(SCHEME_FILE, encoding="utf-8")
     factory = copy / "schemes" / "factory.py"
-    _add_line(factory, "from posembed.schemes.t5_bias import", "from posembed.schemes.toy_decay import ToyDecay")
+    _add_line(factory, "from posembed.schemes.bias.t5 import", "from posembed.schemes.toy_decay import ToyDecay")
     _add_line(factory, "SchemeEntry(NoPE,",
               'SchemeEntry(ToyDecay, (_size("num_heads", "num_heads"), _opt("slope", "float"))),')
     without_export = _run(copy, SCHEME_CHECK)
     assert "AssertionError: ['ToyDecay']" in without_export.stderr, without_export.stderr
-    _add_line(copy / "__init__.py", '"NoPE": "posembed.schemes.nope",', '"ToyDecay": "posembed.schemes.toy_decay",')
+    _add_line(copy / "__init__.py", '"NoPE": "posembed.schemes.bias.nope",', '"ToyDecay": "posembed.schemes.toy_decay",')
     done = _run(copy, SCHEME_CHECK)
     assert done.returncode == 0 and done.stdout.strip() == "picked up", done.stderr
 
@@ -237,7 +237,7 @@ from posembed.lab.config import TASKS, TrialConfig
 from posembed.lab.sweep.listing import MAIN_METRIC
 from posembed.lab.tasks import make_task
 from posembed.lab.tasks.algorithmic import make_example
-from posembed.lab.train import train_trial
+from posembed.lab.training.train import train_trial
 
 cfg = TrialConfig(task="echo", scheme="rope", dim=16, heads=2, depth=1, context=3, steps=2, batch=4,
                   eval_batches=1, warmup=0, log_every=1, eval_scales=(1.0, 2.0))
@@ -267,7 +267,7 @@ COMMAND_FILE = '''
 
 import argparse
 
-from posembed.positions import default_positions
+from posembed.schemes.positions import default_positions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -307,7 +307,7 @@ ROPE_FILE = '''
 
 from torch import Tensor
 
-from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
+from posembed.schemes.rotary.rope import RotaryEmbedding, rope_inv_freq
 
 
 class ToyStretchRotary(RotaryEmbedding):
@@ -325,7 +325,7 @@ ROPE_CHECK = """
 import torch
 from posembed.interop.rope.config import rotary_from_hf_config
 from posembed.interop.rope_check.check import check_rope_config
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 config = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 256,
           "rope_parameters": {"rope_type": "toy_stretch", "stretch": 4.0, "rope_theta": 1e4}}
@@ -346,7 +346,7 @@ def test_a_new_rope_type_is_a_scheme_file_and_an_entry(copy):
     ``rotary_from_hf_config`` builds it from a config dict with that rope type and ``rope check`` reads it."""
     (copy / "schemes" / "toy_stretch.py").write_text(ROPE_FILE, encoding="utf-8")
     factory = copy / "schemes" / "factory.py"
-    _add_line(factory, "from posembed.schemes.t5_bias import", "from posembed.schemes.toy_stretch import ToyStretchRotary")
+    _add_line(factory, "from posembed.schemes.bias.t5 import", "from posembed.schemes.toy_stretch import ToyStretchRotary")
     unknown = _run(copy, ROPE_CHECK)
     assert "unknown rope_type 'toy_stretch'" in unknown.stderr, unknown.stderr
     _add_line(factory, "SchemeEntry(NTKAwareRotary,",

@@ -8,10 +8,10 @@ import os
 import pytest
 import torch
 
-from posembed import attention_backends
-from posembed.attention import SelfAttention
-from posembed.positions import positions_from_mask
-from posembed.schemes.learned import LearnedAbsolute
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.layer import SelfAttention
+from posembed.schemes.positions import positions_from_mask
+from posembed.schemes.absolute.learned import LearnedAbsolute
 from tests.helpers import assert_close
 
 DIM, HEADS, HEAD_DIM, LENGTH = 16, 2, 8, 7
@@ -19,13 +19,13 @@ DIM, HEADS, HEAD_DIM, LENGTH = 16, 2, 8, 7
 
 def scheme_factories(causal: bool, num_heads: int = HEADS, head_dim: int = HEAD_DIM) -> dict:
     """Every real rotary/bias scheme (plus ``None``) that fits an attention layer, by id."""
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.nope import NoPE
-    from posembed.schemes.rotary import RotaryEmbedding
-    from posembed.schemes.rotary_yarn import YaRNRotary
-    from posembed.schemes.shaw import ShawRelative
-    from posembed.schemes.t5_bias import T5RelativeBias
-    from posembed.schemes.xpos import XPos
+    from posembed.schemes.bias.alibi import ALiBi
+    from posembed.schemes.bias.nope import NoPE
+    from posembed.schemes.rotary.rope import RotaryEmbedding
+    from posembed.schemes.rotary.yarn import YaRNRotary
+    from posembed.schemes.bias.shaw import ShawRelative
+    from posembed.schemes.bias.t5 import T5RelativeBias
+    from posembed.schemes.rotary.xpos import XPos
 
     factories = {
         "none": lambda: None,
@@ -91,7 +91,7 @@ def test_backends_match_eager(causal: bool, padded: bool) -> None:
 
 def test_eager_matches_hand_written_attention() -> None:
     """The reference itself: softmax(q k^T / sqrt(D) + bias + causal mask) v, written out."""
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="eager")
     x = torch.randn(2, LENGTH, DIM)
@@ -123,7 +123,7 @@ def test_bfloat16_follows_float32(scheme_id: str) -> None:
 
 
 def test_chunk_size_does_not_change_the_result() -> None:
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     attn = SelfAttention(DIM, HEADS, scheme=T5RelativeBias(HEADS, bidirectional=False), causal=True, backend="chunked")
     x = torch.randn(2, 11, DIM)
@@ -136,9 +136,9 @@ def test_chunk_size_does_not_change_the_result() -> None:
 def test_auto_rule(monkeypatch) -> None:
     """auto: SDPA without bias or up to the length threshold; above it fused for bias schemes, or
     chunked where fused does not apply (per-row positions)."""
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.nope import NoPE
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.bias.alibi import ALiBi
+    from posembed.schemes.bias.nope import NoPE
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     monkeypatch.setattr(attention_backends, "AUTO_SDPA_MAX_LENGTH", 6)
     x_short, x_long = torch.randn(1, 6, DIM), torch.randn(1, 7, DIM)
@@ -152,13 +152,13 @@ def test_auto_rule(monkeypatch) -> None:
 
 
 def test_flex_fallbacks_are_logged_once(caplog) -> None:
-    from posembed._logging import forget_logged
-    from posembed.schemes.alibi import ALiBi
+    from posembed._utils.logging import forget_logged
+    from posembed.schemes.bias.alibi import ALiBi
 
     forget_logged()
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="flex")
     x = torch.randn(2, 5, DIM)
-    with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):
+    with caplog.at_level(logging.WARNING, logger="posembed.nn.attention.backends"):
         for _ in range(3):
             attn(x).sum().backward()  # gradients needed on CPU: flex has no backward there
             assert attn.backend_for(x) == "chunked"
@@ -213,21 +213,21 @@ def test_absolute_scheme_is_refused() -> None:
 
 
 def test_head_count_mismatch() -> None:
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
     with pytest.raises(ValueError, match="num_heads=4.*num_heads=2"):
         SelfAttention(DIM, HEADS, scheme=ALiBi(4), causal=True)
 
 
 def test_rotary_head_dim_mismatch() -> None:
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     with pytest.raises(ValueError, match="head_dim=4.*head_dim=8"):
         SelfAttention(DIM, HEADS, scheme=RotaryEmbedding(4))
 
 
 def test_xpos_needs_causal() -> None:
-    from posembed.schemes.xpos import XPos
+    from posembed.schemes.rotary.xpos import XPos
 
     with pytest.raises(ValueError, match="causal"):
         SelfAttention(DIM, HEADS, scheme=XPos(HEAD_DIM), causal=False)
@@ -289,7 +289,7 @@ def test_bad_dropout_and_chunk() -> None:
 )
 def test_compiled_flex_matches_eager() -> None:
     """torch.compile'd FlexAttention (the fused kernel, no T x T scores) against eager: forward."""
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="eager", compile_flex=True)
     x, mask, positions = _inputs(padded=True)
@@ -319,14 +319,14 @@ def test_fused_backend_matches_eager_forward_and_backward(causal: bool, padded: 
 
 
 def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
-    from posembed._logging import forget_logged
+    from posembed._utils.logging import forget_logged
 
     forget_logged()
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="fused")
     x, mask, positions = _inputs(padded=True)
-    with caplog.at_level(logging.WARNING, logger="posembed.attention_backends"):
+    with caplog.at_level(logging.WARNING, logger="posembed.nn.attention.backends"):
         attn(x, position_ids=positions, attention_mask=mask)
         assert attn.backend_for(x, position_ids=positions, attention_mask=mask) == "chunked"
     assert "backend 'fused' does not apply (positions differ per row)" in caplog.text
@@ -367,7 +367,7 @@ def test_fused_qkv_equals_three_projections(scheme_id: str) -> None:
 @pytest.mark.parametrize("untied", [False, True])
 def test_old_checkpoints_with_separate_projections_load(untied: bool) -> None:
     """State dicts with q_proj/k_proj/v_proj keys load into the fused layer, bit for bit."""
-    from posembed.attention import fuse_legacy_qkv, fused_qkv_shapes
+    from posembed.nn.attention.layer import fuse_legacy_qkv, fused_qkv_shapes
 
     torch.manual_seed(0)
     attn = SelfAttention(DIM, HEADS, causal=True, untied_dim=4 if untied else None)
@@ -384,7 +384,7 @@ def test_old_checkpoints_with_separate_projections_load(untied: bool) -> None:
 
 
 def test_old_model_checkpoint_loads_into_the_decoder() -> None:
-    from posembed.model import Decoder
+    from posembed.nn.model.transformer import Decoder
 
     torch.manual_seed(0)
     model = Decoder(11, dim=DIM, depth=2, num_heads=HEADS, scheme=LearnedAbsolute(LENGTH, DIM))

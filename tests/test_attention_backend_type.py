@@ -1,4 +1,4 @@
-"""Attention backends as a type: :class:`~posembed.attention_backends.Backend`, dispatch by table,
+"""Attention backends as a type: :class:`~posembed.nn.attention.backends.Backend`, dispatch by table,
 and :meth:`SelfAttention.backend_for` (the decision ``forward`` takes, asked without running it)."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import posembed.attention as attention
-from posembed import attention_backends
-from posembed.attention import SelfAttention
-from posembed.attention_backends import BACKENDS, Backend, choose_backend, run_backend
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.rotary import RotaryEmbedding
+import posembed.nn.attention.layer as attention
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.attention.backends import BACKENDS, Backend, choose_backend, run_backend
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 DIM, HEADS = 16, 2
 

@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
-from posembed.attention import SelfAttention
-from posembed.model import Block
-from posembed.schemes.alibi import ALiBi
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.model.transformer import Block
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.base import PositionScheme
-from posembed.schemes.deberta import DebertaRelative
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.bias.deberta import DebertaRelative
+from posembed.schemes.rotary.rope import RotaryEmbedding
 from tests.helpers import assert_close
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")

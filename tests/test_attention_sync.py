@@ -12,19 +12,19 @@ import contextlib
 import pytest
 import torch
 
-from posembed import attention_backends
-from posembed.attention import SelfAttention
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.layer import SelfAttention
 
 DIM, HEADS, LENGTH = 32, 2, 9
 BACKENDS = ("sdpa", "eager", "chunked", "fused")
 
 
 def _schemes() -> dict:
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.kerple import Kerple
-    from posembed.schemes.nope import NoPE
-    from posembed.schemes.rotary import RotaryEmbedding
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.alibi import ALiBi
+    from posembed.schemes.bias.kerple import Kerple
+    from posembed.schemes.bias.nope import NoPE
+    from posembed.schemes.rotary.rope import RotaryEmbedding
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     return {
         "none": lambda: None,
@@ -160,9 +160,9 @@ def test_attention_on_cuda_never_synchronises(backend: str) -> None:
 
 def _position_dependent_rotaries() -> dict:
     """The rotary variants whose frequencies or factor a call's largest position chooses."""
-    from posembed.schemes.rotary import RotaryEmbedding
-    from posembed.schemes.rotary_longrope import LongRoPERotary
-    from posembed.schemes.rotary_scaling import DynamicNTKRotary
+    from posembed.schemes.rotary.rope import RotaryEmbedding
+    from posembed.schemes.rotary.longrope import LongRoPERotary
+    from posembed.schemes.rotary.scaling import DynamicNTKRotary
 
     return {
         "dynamic_ntk": DynamicNTKRotary(16, factor=2.0, original_max_len=8),

@@ -65,7 +65,7 @@ def test_trial_losses_are_the_lab_trials_losses_bit_for_bit():
     mean over the shortened trial's steps is the mean of these losses, exactly."""
     import dataclasses
 
-    from posembed.lab.train import train_trial
+    from posembed.lab.training.train import train_trial
 
     threads = torch.get_num_threads()
     try:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from posembed.bench import attention as bench_attention
-from posembed.schemes.alibi import ALiBi
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.factory import FACTORY
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.schemes.bias.t5 import T5RelativeBias
 
 
 def test_every_timed_scheme_is_a_factory_name():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed import _checks
-from posembed.attention import SelfAttention
-from posembed.embeddings import TransformerEmbeddings
-from posembed.positions import positions_from_documents, positions_from_mask, positions_with_offset
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
+from posembed._utils import checks as _checks
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.embedding.block import TransformerEmbeddings
+from posembed.schemes.positions import positions_from_documents, positions_from_mask, positions_with_offset
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
 
 
 @pytest.mark.parametrize(

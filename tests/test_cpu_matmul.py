@@ -1,4 +1,4 @@
-"""posembed.fused.cpu_matmul: the opt-in bf16 matrix products on the CPU, attention kept fp32."""
+"""posembed.kernels.cpu_matmul: the opt-in bf16 matrix products on the CPU, attention kept fp32."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posembed.attention_inputs import AttentionInputs
-from posembed.attention_kernels import sdpa_attention
-from posembed.fused.cpu_matmul import bf16_matmuls, bf16_matmuls_enabled, fp32_sdpa
+from posembed.nn.attention.inputs import AttentionInputs
+from posembed.nn.attention.kernels import sdpa_attention
+from posembed.kernels.cpu_matmul import bf16_matmuls, bf16_matmuls_enabled, fp32_sdpa
 
 
 def _qkv(seed: int = 0, shape=(3, 4, 64, 32)):

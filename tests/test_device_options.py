@@ -52,7 +52,7 @@ def test_inspect_scheme_on_the_cpu_is_the_default_run(tmp_path, capsys, monkeypa
 
 
 def test_inspect_checkpoint_on_the_cpu(tmp_path, capsys):
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
     folder = save_lab_decoder(tmp_path / "ckpt", ALiBi(4))
     argv = ["inspect", str(folder), "--quick", "--json", "--device", "cpu", "--out", str(tmp_path / "out")]
@@ -104,8 +104,8 @@ def test_first_layer_moves_and_keeps_its_fields():
 def test_lab_text_model_keeps_its_model_on_the_cpu(monkeypatch):
     """Off the CPU the forward runs on a copy (``device_copy``): the report reads the CPU model's scheme."""
     from posembed.analysis import text_model
-    from posembed.model import Decoder
-    from posembed.schemes.learned import LearnedAbsolute
+    from posembed.nn.model.transformer import Decoder
+    from posembed.schemes.absolute.learned import LearnedAbsolute
 
     model = Decoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(8, 8)).eval()
     copies = []
@@ -192,7 +192,7 @@ def test_inspect_scheme_on_cuda_matches_the_cpu(tmp_path, name):
 @pytest.mark.cuda
 @needs_cuda
 def test_inspect_lab_checkpoint_on_cuda(tmp_path, capsys):
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     folder = save_lab_decoder(tmp_path / "ckpt", RotaryEmbedding(8, max_len=64))
     for device in ("cpu", "cuda"):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.attention import SelfAttention
-from posembed.embeddings import TransformerEmbeddings
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.schemes.base import Kind
 from posembed.schemes.factory import FACTORY, build_from_sizes
 from tests.schemes.test_factory import NEEDS, SIZES

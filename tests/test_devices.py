@@ -1,4 +1,4 @@
-"""posembed.devices: the device resolver, and every CPU-tuned dispatch decision for other devices.
+"""posembed._utils.devices: the device resolver, and every CPU-tuned dispatch decision for other devices.
 
 No CUDA is needed: the CUDA decisions are checked on ``meta`` tensors (device type ``meta``,
 not ``cpu``) or with the device type mocked; the tests that run on a GPU are marked ``cuda``.
@@ -9,13 +9,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-import posembed.devices as devices
-from posembed import attention_backends
-from posembed.attention_backends import AttentionInputs, choose_backend
-from posembed.devices import DeviceError, autocast_dtype, cpu_tuned, resolve_device
-from posembed.embeddings import TransformerEmbeddings
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
+import posembed._utils.devices as devices
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.backends import AttentionInputs, choose_backend
+from posembed._utils.devices import autocast_dtype, cpu_tuned, resolve_device
+from posembed.errors import DeviceError
+from posembed.nn.embedding.block import TransformerEmbeddings
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
 from tests.helpers import assert_close
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -85,14 +86,14 @@ def test_a_cuda_device_type_takes_the_eager_path(monkeypatch):
     fused = emb(ids)
     monkeypatch.setattr(devices, "_device_type", lambda device: "cuda")
     assert not emb._fused_applies(torch.arange(9))
-    import posembed.embedding_fast as embedding_fast
+    import posembed.nn.embedding.fast as embedding_fast
 
     monkeypatch.setattr(embedding_fast, "fused_embedding", lambda *a, **k: pytest.fail("fused path taken on cuda"))
     assert_close(emb(ids), fused, atol=1e-6, rtol=1e-5)
 
 
 def test_huge_page_advice_only_on_the_cpu(monkeypatch):
-    from posembed._memory import MIN_BYTES, advise_huge_pages
+    from posembed._utils.memory import MIN_BYTES, advise_huge_pages
 
     assert advise_huge_pages(torch.empty(MIN_BYTES // 4, device="meta")) is False
     monkeypatch.setattr(devices, "_device_type", lambda device: "cuda")
@@ -137,7 +138,7 @@ def test_auto_on_the_cpu_is_unchanged(monkeypatch):
 
 def test_self_attention_compiles_flex_when_auto_picks_it(monkeypatch):
     """The layer hands ``compile_flex=True`` to the backend when ``auto`` chose flex (CUDA)."""
-    from posembed.attention import SelfAttention
+    from posembed.nn.attention.layer import SelfAttention
 
     seen = {}
 
@@ -145,7 +146,7 @@ def test_self_attention_compiles_flex_when_auto_picks_it(monkeypatch):
         seen.update(name=name, compile_flex=compile_flex)
         return inp.v
 
-    import posembed.attention as attention
+    import posembed.nn.attention.layer as attention
 
     monkeypatch.setattr(attention, "choose_backend", lambda *args, **kwargs: "flex")
     monkeypatch.setattr(attention, "run_backend", fake_run)
@@ -161,8 +162,8 @@ def test_self_attention_compiles_flex_when_auto_picks_it(monkeypatch):
 def test_lab_policy_for_cuda_without_cuda(monkeypatch):
     """autocast bf16 and fused AdamW are chosen for a CUDA device; the CPU keeps fp32 and the for-loop.
     The machine is told it has no CUDA (torch's autocast then warns), so this holds on a GPU machine too."""
-    from posembed.devices import autocast
-    from posembed.lab.train import make_optimizer
+    from posembed._utils.devices import autocast
+    from posembed.lab.training.train import make_optimizer
     from tests.lab.conftest import tiny_trial
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -177,8 +178,8 @@ def test_lab_policy_for_cuda_without_cuda(monkeypatch):
 
 
 def test_on_device_wrapper_moves_inputs_and_outputs():
-    from posembed.devices import OnDevice
-    from posembed.model import Decoder
+    from posembed._utils.devices import OnDevice
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(11, dim=8, depth=1, num_heads=2, scheme=LearnedAbsolute(8, 8)).eval()
     wrapped = OnDevice(model, torch.device("cpu"))
@@ -191,7 +192,7 @@ def test_on_device_wrapper_moves_inputs_and_outputs():
 @needs_cuda
 @pytest.mark.parametrize("scheme", ["learned", "alibi", "rope"])
 def test_lab_trains_on_cuda(scheme):
-    from posembed.lab.train import train_trial
+    from posembed.lab.training.train import train_trial
     from tests.lab.conftest import tiny_trial
 
     result, model = train_trial(tiny_trial(scheme=scheme, steps=4), device="cuda")

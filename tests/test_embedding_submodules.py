@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
-from posembed.fused import embedding as fused_kernel
+from posembed.kernels import embedding as fused_kernel
 
 
 def _pair(dropout: float = 0.0, type_vocab_size: int = 2):
@@ -64,7 +64,7 @@ def test_a_hook_on_dropout_alone_keeps_the_fast_path_and_fires(monkeypatch):
     ids, types = _ids()
     calls = []
     kernel = fused_kernel.fused_embedding
-    monkeypatch.setattr("posembed.embedding_fast.fused_embedding", lambda *a, **k: calls.append("kernel") or kernel(*a, **k))
+    monkeypatch.setattr("posembed.nn.embedding.fast.fused_embedding", lambda *a, **k: calls.append("kernel") or kernel(*a, **k))
     fast.dropout.register_forward_hook(lambda module, args, out: calls.append("dropout") or None)
     fast.eval(), eager.eval()
     torch.testing.assert_close(fast(ids, token_type_ids=types), eager(ids, token_type_ids=types), rtol=0, atol=1e-6)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from posembed import LearnedAbsolute, LearnedParameter, Sinusoidal, Sinusoidal2D, Sinusoidal3D, TransformerEmbeddings
-from posembed.schemes.sinusoidal_nd import grid_coordinates
+from posembed.schemes.absolute.sinusoidal_nd import grid_coordinates
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, RotaryScheme
 from posembed.interop.hf import save_embeddings
 from tests.helpers import assert_close

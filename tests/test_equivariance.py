@@ -13,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed.attention import SelfAttention
-from posembed.model import Encoder
-from posembed.schemes.nope import NoPE
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.model.transformer import Encoder
+from posembed.schemes.bias.nope import NoPE
 from tests.helpers import assert_close
 from tests.test_attention import DIM, HEADS, HEAD_DIM, scheme_factories
 from tests.test_model import absolute_factories

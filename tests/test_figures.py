@@ -33,7 +33,7 @@ from posembed.analysis.figures import (
     readability_problems,
     svg_text,
 )
-from posembed.report import new_figure
+from posembed._utils.html import new_figure
 
 QUESTIONS = ROOT / "docs" / "questions"
 FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -279,7 +279,7 @@ def test_arms_figure_draws_curves_when_the_store_has_steps_and_dots_when_not():
 
 
 def _decision(name, difference, interval, word, log=False, margin=0.02):
-    from posembed.stats import Comparison, Decision
+    from posembed.stats.verdict import Comparison, Decision
 
     c = Comparison(name, "A", "B", (1.0, 2.0), (1.5, 2.5), higher_is_better=False, margin=margin, log_scale=log)
     return Decision(c, word, difference, interval, "95 %", 0.01, 0.02, 0.5, 0.5, 0.03)

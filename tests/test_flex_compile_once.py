@@ -18,17 +18,17 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
-from posembed import attention_backends
-from posembed.attention import SelfAttention
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.layer import SelfAttention
 
 LENGTHS = (8, 12, 16, 24)
 
 
 def _kinds() -> dict:
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.dynamic_bias import DynamicPositionBias
-    from posembed.schemes.kerple import Kerple
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.alibi import ALiBi
+    from posembed.schemes.bias.dynamic import DynamicPositionBias
+    from posembed.schemes.bias.kerple import Kerple
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     return {
         "alibi": lambda: ALiBi(2),
@@ -102,8 +102,8 @@ def test_padding_masks_reuse_their_graph_across_models(counted_flex) -> None:
 def test_trained_values_do_not_recompile(counted_flex) -> None:
     """Changing a scheme's learned values (an optimizer step between evaluations) keeps the graph:
     values are tensors read by the kernel, never constants baked into it."""
-    from posembed.schemes.kerple import Kerple
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.kerple import Kerple
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     for factory in (lambda: T5RelativeBias(2, num_buckets=8, max_distance=16, bidirectional=False), lambda: Kerple(2)):
         attn = SelfAttention(32, 2, scheme=factory(), causal=True, backend="flex", compile_flex=True).eval()
@@ -138,7 +138,7 @@ def test_a_forward_leaves_the_process_wide_limits_as_they_were(counted_flex) -> 
 
 
 def test_the_limits_are_put_back_after_an_error_and_a_higher_one_is_kept(torch_config) -> None:
-    from posembed._torch_private import recompile_limits
+    from posembed._utils.torch_private import recompile_limits
 
     config = torch._dynamo.config
     torch_config(config, recompile_limit=5000, accumulated_recompile_limit=256)  # the user's own, higher
@@ -154,7 +154,7 @@ def test_a_layer_compiled_whole_traces_flex_into_its_own_graph(monkeypatch) -> N
     wrapper traced (warnings are errors here), the same output as the layer alone."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
     attn = SelfAttention(32, 2, scheme=ALiBi(2), causal=True, backend="flex", compile_flex=True).eval()
     x = torch.randn(2, 16, 32)

@@ -12,17 +12,17 @@ import logging
 import pytest
 import torch
 
-from posembed import attention_backends
-from posembed._logging import forget_logged
-from posembed.attention import SelfAttention
-from posembed.attention_backends import AttentionInputs, choose_backend, eager_attention, flex_attention
+from posembed.nn.attention import backends as attention_backends
+from posembed._utils.logging import forget_logged
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.attention.backends import AttentionInputs, choose_backend, eager_attention, flex_attention
 from tests.helpers import assert_close
 
-LOGGER = "posembed.attention_backends"
+LOGGER = "posembed.nn.attention.backends"
 
 
 def _alibi(heads: int, causal: bool = True):
-    from posembed.schemes.alibi import ALiBi
+    from posembed.schemes.bias.alibi import ALiBi
 
     return ALiBi(heads, symmetric=not causal)
 
@@ -119,7 +119,7 @@ def _recording_compiled_flex(monkeypatch) -> list[tuple[int, int, int]]:
 def test_compiled_flex_gets_padded_heads_and_equals_eager(as_cuda, monkeypatch, padded: bool) -> None:
     """What reaches the compiled kernel is 16 wide; q . k, the scale and the output are the
     unpadded ones (ALiBi and T5 bias, with and without a padding mask)."""
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     widths = _recording_compiled_flex(monkeypatch)
     for scheme in (_alibi(2), T5RelativeBias(2, num_buckets=8, max_distance=16, bidirectional=False, init_std=0.5)):
@@ -187,7 +187,7 @@ def test_a_narrow_head_decoder_trains_off_compiled_flex_under_the_cuda_policy(as
         chosen.append(choose(*args, **kwargs))
         return chosen[-1]
 
-    import posembed.attention as attention
+    import posembed.nn.attention.layer as attention
 
     monkeypatch.setattr(attention, "choose_backend", spy)
     monkeypatch.setattr(bench_training, "CONFIG", {"depth": 1, "heads": 2, "dim": 16, "block": 8, "batch": 2})

@@ -1,4 +1,4 @@
-"""posembed.fused.attention against the materialised reference softmax(q k^T / sqrt(D) + bias) v."""
+"""posembed.kernels.attention against the materialised reference softmax(q k^T / sqrt(D) + bias) v."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 import torch
 
-from posembed.fused.attention import bias_attention
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.kernels.attention import bias_attention
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.bias.t5 import T5RelativeBias
 from tests.helpers import assert_close
 
 B, H, T, D = 2, 4, 37, 8
@@ -106,7 +106,7 @@ def test_no_scheme_equals_sdpa():
 
 def test_nope_adds_no_bias_and_equals_sdpa():
     """NoPE declares no bias and no head count: the kernel runs it as plain attention, not a head-count error."""
-    from posembed.schemes.nope import NoPE
+    from posembed.schemes.bias.nope import NoPE
 
     q, k, v = torch.randn(3, B, H, T, D).unbind(0)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
-from posembed.fused import embedding as fused
-from posembed.fused import dropout
-from posembed.fused.dropout import KeepMask, sparse_positions
+from posembed.kernels import embedding as fused
+from posembed.kernels import dropout
+from posembed.kernels.dropout import KeepMask, sparse_positions
 from tests.helpers import assert_close
 
 

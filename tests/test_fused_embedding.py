@@ -1,4 +1,4 @@
-"""posembed.fused.embedding against Hugging Face ``BertEmbeddings`` (forward and every gradient)."""
+"""posembed.kernels.embedding against Hugging Face ``BertEmbeddings`` (forward and every gradient)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed.fused.embedding import combined_table, fused_embedding
+from posembed.kernels.embedding import combined_table, fused_embedding
 from tests.helpers import assert_close
 
 transformers = pytest.importorskip("transformers")
@@ -68,7 +68,7 @@ def test_forward_and_gradients_match_bert_embeddings(with_types, with_positions)
 
 def test_chunked_path_matches_on_many_chunks(monkeypatch):
     """Several row chunks (tiny CHUNK_ELEMENTS) give the same result as one."""
-    import posembed.fused.embedding as fused
+    import posembed.kernels.embedding as fused
 
     module, config = _bert()
     ids = torch.randint(0, config.vocab_size, (4, 24))
@@ -180,7 +180,7 @@ def test_reused_chunk_buffers_follow_width_dtype_and_threads(monkeypatch):
     """The per-thread chunk buffers are reused across calls of other widths, dtypes and threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import posembed.fused.embedding as fused
+    import posembed.kernels.embedding as fused
 
     monkeypatch.setattr(fused, "CHUNK_ELEMENTS", 64)  # many chunks, buffers resized between calls
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed import devices
-from posembed import embedding_fast
-from posembed import embeddings as embeddings_module
-from posembed.devices import host_checks
-from posembed.embedding_checks import check_ids
-from posembed.embeddings import TransformerEmbeddings
-from posembed.fused import embedding_compiled
-from posembed.fused.embedding_compiled import compiled_applies, embedding_formula
-from posembed.schemes.learned import LearnedAbsolute
+from posembed._utils import devices
+from posembed.nn.embedding import fast as embedding_fast
+from posembed.nn.embedding import block as embeddings_module
+from posembed._utils.devices import host_checks
+from posembed.nn.embedding.checks import check_ids
+from posembed.nn.embedding.block import TransformerEmbeddings
+from posembed.kernels import embedding_compiled
+from posembed.kernels.embedding_compiled import compiled_applies, embedding_formula
+from posembed.schemes.absolute.learned import LearnedAbsolute
 from tests.helpers import assert_close
 
 VOCAB, WIDTH, POSITIONS, BATCH, LENGTH = 40, 32, 24, 4, 16

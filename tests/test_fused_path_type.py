@@ -1,5 +1,5 @@
-"""The embedding block's fast paths as a type: :class:`~posembed.embedding_fast.FusedPath`, run
-through one table by :func:`~posembed.embedding_fast.run_fused_path`."""
+"""The embedding block's fast paths as a type: :class:`~posembed.nn.embedding.fast.FusedPath`, run
+through one table by :func:`~posembed.nn.embedding.fast.run_fused_path`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
-from posembed import embedding_fast
-from posembed.embedding_fast import FusedPath, run_fused_path
+from posembed.nn.embedding import fast as embedding_fast
+from posembed.nn.embedding.fast import FusedPath, run_fused_path
 
 
 def _block(**kwargs) -> TransformerEmbeddings:

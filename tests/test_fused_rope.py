@@ -1,12 +1,12 @@
-"""posembed.fused.rope (compiled kernel) against the references: transformers and rotary-embedding-torch."""
+"""posembed.kernels.rope (compiled kernel) against the references: transformers and rotary-embedding-torch."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from posembed.fused import rope as fused
-from posembed.schemes.rotary import apply_rotary, rope_cos_sin, rope_inv_freq
+from posembed.kernels import rope as fused
+from posembed.schemes.rotary.rope import apply_rotary, rope_cos_sin, rope_inv_freq
 from tests.helpers import assert_close
 
 pytestmark = pytest.mark.skipif(not fused.available(), reason="torch.compile cannot build kernels here")
@@ -78,7 +78,7 @@ def test_compile_failure_falls_back_to_the_eager_formula(monkeypatch, caplog):
     def broken():
         raise RuntimeError("no compiler")
 
-    from posembed._logging import forget_logged
+    from posembed._utils.logging import forget_logged
 
     forget_logged()
     state = fused.CompiledRotation(build=broken)  # the kernel's explicit state: no module-level flag

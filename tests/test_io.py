@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from posembed._io import atomic_write_bytes, atomic_write_json, atomic_write_with, current_umask
+from posembed._utils.io import atomic_write_bytes, atomic_write_json, atomic_write_with, current_umask
 
 
 @pytest.fixture

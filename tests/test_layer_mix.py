@@ -14,13 +14,13 @@ import tempfile
 import pytest
 import torch
 
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
-from posembed.model import Decoder, Encoder, build_model
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.nope import NoPE
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
+from posembed.nn.model.transformer import Decoder, Encoder, build_model
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.nope import NoPE
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.bias.t5 import T5RelativeBias
 
 VOCAB, DIM, HEADS, LENGTH = 13, 16, 2, 9
 HEAD_DIM = DIM // HEADS

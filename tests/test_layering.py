@@ -7,17 +7,13 @@ where ``FORBIDDEN_SIDEWAYS`` says otherwise):
 ====  ==========================================================  =================================
 tier  files                                                       what they are
 ====  ==========================================================  =================================
-0     ``_checks``, ``_names``, ``_io``, ``_logging``, ``errors``, helpers
-      ``_memory``, ``_torch_private``, ``_files``, ``_data``, ``devices``,
-      ``_progress``, ``positions``, ``report``, ``stats``
-1     ``schemes/``                                                one positional scheme per file
-2     ``fused/``                                                  optional fast kernels
-3     ``embeddings``, ``embedding_checks``, ``embedding_fast``,   the blocks
-      ``attention``, ``attention_backends``,
-      ``attention_inputs``, ``attention_kernels``
-4     ``model``, ``model_layers``, ``model_checks``               small encoder / decoder
-5     ``pairs``, ``encode_report``, ``interop/``, ``lab/``,       Hugging Face at the edge,
-      ``analysis/``                                               experiments, analysis
+0     ``_utils/``, ``errors``, ``stats/``                         helpers, errors, statistics
+1     ``schemes/`` (``absolute/``, ``rotary/``, ``bias/``)        one positional scheme per file
+2     ``kernels/``                                                optional fast kernels
+3     ``nn/attention/``, ``nn/embedding/``                        the blocks
+4     ``nn/model/``                                               small encoder / decoder
+5     ``encode/``, ``interop/``, ``lab/``, ``analysis/``          Hugging Face at the edge,
+                                                                  experiments, analysis
 6     ``bench/``                                                  benchmark suites
 7     ``cli/``, ``__main__``                                      the command
 ====  ==========================================================  =================================
@@ -43,21 +39,19 @@ PACKAGE = SRC / "posembed"
 
 #: (path prefix relative to src/posembed, tier); the longest matching prefix wins
 TIERS: tuple[tuple[str, int], ...] = (
-    ("_checks.py", 0), ("_io.py", 0), ("_logging.py", 0), ("_memory.py", 0), ("_torch_private.py", 0), ("positions.py", 0), ("report.py", 0),
-    ("errors.py", 0), ("_files.py", 0), ("_data.py", 0), ("devices.py", 0), ("_progress.py", 0), ("_hints.py", 0), ("_times.py", 0), ("_names.py", 0), ("stats.py", 0), ("power.py", 0),
+    ("_utils/", 0), ("errors.py", 0), ("stats/", 0),
     ("schemes/", 1),
-    ("fused/", 2),
-    ("embeddings.py", 3), ("embedding_checks.py", 3), ("embedding_fast.py", 3),
-    ("attention.py", 3), ("attention_backends.py", 3), ("attention_inputs.py", 3), ("attention_kernels.py", 3),
-    ("model.py", 4), ("model_layers.py", 4), ("model_checks.py", 4),
-    ("pairs.py", 5), ("encode_report.py", 5), ("interop/", 5), ("lab/", 5), ("analysis/", 5),
+    ("kernels/", 2),
+    ("nn/", 3), ("nn/attention/", 3), ("nn/embedding/", 3),
+    ("nn/model/", 4),
+    ("encode/", 5), ("interop/", 5), ("lab/", 5), ("analysis/", 5),
     ("bench/", 6),
     ("cli/", 7), ("__main__.py", 7),
 )
 #: (importer prefix, imported prefix) pairs that are the same tier but still forbidden
 FORBIDDEN_SIDEWAYS = (
     ("interop/", "lab/"), ("interop/", "analysis/"), ("lab/", "analysis/"), ("lab/", "interop/"),
-    ("pairs.py", "interop/"), ("pairs.py", "lab/"), ("pairs.py", "analysis/"),
+    ("encode/", "interop/"), ("encode/", "lab/"), ("encode/", "analysis/"),
 )
 #: the top-level ``posembed/__init__.py`` re-exports the public names; nothing inside imports it
 FACADE = "__init__.py"
@@ -206,7 +200,7 @@ def test_the_rooms_of_lab_import_one_way():
     circle: the trainer never reaches back into ``sweep/`` (its process-group helpers are ``lab/ddp``,
     its cost estimate ``lab/trial_cost``), and ``lengthgen/`` (imported by the presets) reads no store."""
     edges = _rooms("lab/")
-    assert {"sweep/", "train.py", "presets.py", "lengthgen/", "tasks/", "config.py"} <= set(edges)
+    assert {"sweep/", "training/", "presets.py", "lengthgen/", "tasks/", "config.py"} <= set(edges)
     assert not _cycles(edges), _cycles(edges)
 
 
@@ -216,16 +210,16 @@ def test_rooms_of_a_folder_take_subfolders_whole():
     assert not any("/" in room.rstrip("/") for room in edges)
 
 
-@pytest.mark.parametrize("module", ["posembed.schemes.rotary", "posembed.schemes", "posembed.positions"])
+@pytest.mark.parametrize("module", ["posembed.schemes.rotary.rope", "posembed.schemes", "posembed.schemes.positions"])
 def test_low_layers_import_without_the_blocks(module):
-    """``import posembed.schemes.rotary`` loads no attention, fused-embedding or Hugging Face code."""
+    """``import posembed.schemes.rotary.rope`` loads no attention, fused-embedding or Hugging Face code."""
     import subprocess
     import sys
 
     code = (
         f"import sys, {module}; "
-        "bad = [m for m in sys.modules if m.startswith(('posembed.attention', 'posembed.fused', "
-        "'posembed.embeddings', 'posembed.interop', 'posembed.lab', 'transformers'))]; print(bad)"
+        "bad = [m for m in sys.modules if m.startswith(('posembed.nn.attention.layer', 'posembed.kernels', "
+        "'posembed.nn.embedding.block', 'posembed.interop', 'posembed.lab', 'transformers'))]; print(bad)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

@@ -1,4 +1,4 @@
-"""posembed._memory: huge-page advice for large fresh tensors changes speed, never values."""
+"""posembed._utils.memory: huge-page advice for large fresh tensors changes speed, never values."""
 
 import sys
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from posembed._memory import MIN_BYTES, advise_huge_pages
+from posembed._utils.memory import MIN_BYTES, advise_huge_pages
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
@@ -27,7 +27,7 @@ def test_a_large_fresh_tensor_is_advised_and_keeps_its_values():
 def test_the_advice_can_be_turned_off_for_a_block_and_from_the_environment():
     import subprocess
 
-    from posembed._memory import huge_pages
+    from posembed._utils.memory import huge_pages
 
     large = 4 * MIN_BYTES // 4
     with huge_pages(False):
@@ -38,9 +38,9 @@ def test_the_advice_can_be_turned_off_for_a_block_and_from_the_environment():
 
     # this checkout's posembed, whatever is installed: its src first on PYTHONPATH, the rest of the env kept
     src = Path(__file__).resolve().parents[1] / "src"
-    assert (src / "posembed" / "_memory.py").is_file()
+    assert (src / "posembed" / "_utils" / "memory.py").is_file()
     code = (
-        "import torch, posembed; from posembed._memory import advise_huge_pages as a; "
+        "import torch, posembed; from posembed._utils.memory import advise_huge_pages as a; "
         "print(posembed.__file__); print(a(torch.empty(1 << 22)))"
     )
     python_path = os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))
@@ -53,7 +53,7 @@ def test_the_advice_can_be_turned_off_for_a_block_and_from_the_environment():
 
 
 def test_the_kernel_mode_is_reported():
-    from posembed._memory import transparent_huge_pages
+    from posembed._utils.memory import transparent_huge_pages
 
     mode = transparent_huge_pages()
     assert mode in {"always", "madvise", "never", "unknown"}

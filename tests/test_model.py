@@ -12,8 +12,8 @@ import re
 import pytest
 import torch
 
-from posembed.model import Decoder, Encoder, build_model, scheme_config
-from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
+from posembed.nn.model.transformer import Decoder, Encoder, build_model, scheme_config
+from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
 from tests.helpers import assert_close
 from tests.test_attention import scheme_factories
 
@@ -22,7 +22,7 @@ ENCODER_KINDS = ("none", "learned", "rope", "t5", "shaw_key")
 
 
 def absolute_factories(width: int = DIM) -> dict:
-    from posembed.schemes.sinusoidal import ScaledSinusoidal, Sinusoidal
+    from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
 
     return {
         "learned": lambda: LearnedAbsolute(32, width),
@@ -93,7 +93,7 @@ def test_a_shared_scheme_is_one_module_and_one_tensor_on_disk(tmp_path) -> None:
     from safetensors import safe_open
     from safetensors.torch import load_model, save_model
 
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     model = _model(True, T5RelativeBias(HEADS, bidirectional=False))
     assert all(block.attn.scheme is model.scheme for block in model.blocks)
@@ -223,7 +223,7 @@ def test_build_model_bad_configs() -> None:
 
 
 def test_constructor_keeps_a_given_schemes_parameters() -> None:
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     scheme = T5RelativeBias(HEADS, bidirectional=False)
     before = {k: v.clone() for k, v in scheme.state_dict().items()}

@@ -9,10 +9,10 @@ import torch
 
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import TrialConfig
-from posembed.lab.train import make_optimizer
-from posembed.model import Decoder, Encoder, build_model
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.lab.training.train import make_optimizer
+from posembed.nn.model.transformer import Decoder, Encoder, build_model
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 
 def _decoder(**kwargs) -> Decoder:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.model import Decoder
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.nn.model.transformer import Decoder
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.bias.t5 import T5RelativeBias
 
 SCHEMES = {
     "learned": lambda: LearnedAbsolute(16, 32),

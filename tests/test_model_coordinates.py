@@ -6,12 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posembed.attention import SelfAttention
-from posembed.model import Decoder, Encoder
-from posembed.schemes.axial_rope import AxialRotary
-from posembed.schemes.mrope import MRoPE
-from posembed.schemes.mrope_positions import mrope_position_ids
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.model.transformer import Decoder, Encoder
+from posembed.schemes.rotary.axial import AxialRotary
+from posembed.schemes.rotary.mrope import MRoPE
+from posembed.schemes.rotary.mrope_positions import mrope_position_ids
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 
 def test_attention_with_coordinates_equals_rotating_by_hand():

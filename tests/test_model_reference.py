@@ -24,12 +24,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posembed.model import Decoder, Encoder
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.sinusoidal import Sinusoidal
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.nn.model.transformer import Decoder, Encoder
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.absolute.sinusoidal import Sinusoidal
+from posembed.schemes.bias.t5 import T5RelativeBias
 from tests.helpers import assert_close
 
 VOCAB, DIM, HEADS, DEPTH, LENGTH = 13, 16, 2, 2, 9

@@ -25,7 +25,7 @@ def test_each_target_names_functions_and_tests_that_exist(target):
 
 
 def test_a_mutant_changes_one_site_and_the_baseline_none():
-    source = (SRC / "posembed" / "positions.py").read_text(encoding="utf-8")
+    source = (SRC / "posembed" / "schemes" / "positions.py").read_text(encoding="utf-8")
     found = mutants("positions")
     assert found and [m.index for m in found] == list(range(len(found)))
     assert mutated_source(Mutant("positions", -1, 0, 0, "-", "baseline")) == source

@@ -3,7 +3,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed.pairs import TextTooLongError, encode_texts
+from posembed.encode.pairs import encode_texts
+from posembed.errors import TextTooLongError
 from posembed.interop.hf import load_embeddings
 from tests.helpers import assert_close
 
@@ -129,7 +130,7 @@ def test_tokenizer_without_special_tokens_is_refused():
 
 
 def test_the_length_error_carries_its_numbers_and_truncation_is_recorded(tokenizer):
-    from posembed.pairs import TextTooLongError
+    from posembed.errors import TextTooLongError
 
     with pytest.raises(TextTooLongError) as error:
         encode_texts(tokenizer, ["short", " ".join(["word"] * 600)])

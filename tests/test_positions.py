@@ -3,7 +3,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed.positions import (
+from posembed.schemes.positions import (
     default_positions,
     positions_from_documents,
     positions_from_mask,
@@ -178,7 +178,7 @@ def test_offset_positions_hand_values():
 
 
 def test_offset_positions_stop_exactly_at_the_largest_long():
-    from posembed.positions import MAX_POSITION
+    from posembed.schemes.positions import MAX_POSITION
 
     assert MAX_POSITION == 2**63 - 1
     assert positions_with_offset(1, MAX_POSITION).tolist() == [MAX_POSITION]
@@ -239,7 +239,7 @@ def test_offset_positions_are_built_on_the_offsets_device():
 
 def test_offset_positions_follow_the_offset_not_the_default_device(monkeypatch):
     """Where the base ``arange`` is built: on the offset's device, read from the tensor itself."""
-    import posembed.positions as positions
+    import posembed.schemes.positions as positions
 
     seen = []
     real = positions.default_positions
@@ -275,8 +275,8 @@ def refuse_host_reads(monkeypatch):
 def test_value_checks_off_the_cpu_run_on_the_device(monkeypatch, refuse_host_reads):
     """With the device policy seen as CUDA, the checks read nothing back and assert on the device
     (torch._assert_async: on CPU tensors it raises at once, naming the check)."""
-    import posembed.devices as devices
-    import posembed.positions as positions
+    import posembed._utils.devices as devices
+    import posembed.schemes.positions as positions
 
     monkeypatch.setattr(devices, "cpu_tuned", lambda device: False)  # the device policy, seen as CUDA
     monkeypatch.delenv("POSEMBED_HOST_CHECKS", raising=False)
@@ -292,8 +292,8 @@ def test_value_checks_off_the_cpu_run_on_the_device(monkeypatch, refuse_host_rea
 
 
 def test_the_debug_switch_names_the_value_off_the_cpu(monkeypatch):
-    import posembed.devices as devices
-    import posembed.positions as positions
+    import posembed._utils.devices as devices
+    import posembed.schemes.positions as positions
 
     monkeypatch.setattr(devices, "cpu_tuned", lambda device: False)  # the device policy, seen as CUDA
     monkeypatch.setenv("POSEMBED_HOST_CHECKS", "1")
@@ -324,7 +324,7 @@ def test_positions_on_cuda_never_synchronise():
 
 
 def test_offset_errors_name_the_last_position_and_the_largest_offset():
-    from posembed.positions import MAX_POSITION
+    from posembed.schemes.positions import MAX_POSITION
 
     top = MAX_POSITION
     message = (

@@ -6,7 +6,7 @@ option, a newly required one) fails here with its page. A command named alone (`
 inspect`` in a sentence) must answer ``--help``. The cheap ones run for real (the first look,
 ``schemes``, ``models``, ``encode``); every ``posembed.X`` a page names resolves. README's set-up
 holds exactly two commands (the main job, the tests) and .ci/run runs the test command as
-written; the measured times README and the ``--help`` texts state are :mod:`posembed._times`'s.
+written; the measured times README and the ``--help`` texts state are :mod:`posembed._utils.times`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from posembed._times import BLOCKS, TIMES
+from posembed._utils.times import BLOCKS, TIMES
 from posembed.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,9 +186,9 @@ def test_readme_has_the_times_blocks():
 
 @pytest.mark.parametrize("page, name, text", _blocks(), ids=[f"{p}:{n}" for p, n, _ in _blocks()])
 def test_each_times_block_states_the_measured_times(page, name, text):
-    assert name in BLOCKS, f"{page}: block times:{name} is not in posembed._times.BLOCKS"
+    assert name in BLOCKS, f"{page}: block times:{name} is not in posembed._utils.times.BLOCKS"
     for key in BLOCKS[name]:
-        assert TIMES[key] in text, f"{page} times:{name} does not say {TIMES[key]!r} (posembed._times)"
+        assert TIMES[key] in text, f"{page} times:{name} does not say {TIMES[key]!r} (posembed._utils.times)"
 
 
 def _help(*argv: str) -> str:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from posembed.report import HtmlReport, format_cell, new_figure
+from posembed._utils.html import HtmlReport, format_cell, new_figure
 from tests.browser import render_images
 
 

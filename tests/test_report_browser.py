@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 from tests.browser import FLAGS, require_chromium
 
 pytestmark = pytest.mark.browser

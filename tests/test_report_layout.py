@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 
 
 def _page(build) -> str:

@@ -10,15 +10,15 @@ import inspect
 import pytest
 import torch
 
-from posembed import attention_backends
-from posembed.attention import SelfAttention
-from posembed.attention_backends import AttentionInputs
-from posembed.fused import attention as fused_attention
-from posembed.fused.masks import visibility_mod, visible_keys
-from posembed.model import Decoder, Encoder, build_model
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.attention.backends import AttentionInputs
+from posembed.kernels import attention as fused_attention
+from posembed.kernels.masks import visibility_mod, visible_keys
+from posembed.nn.model.transformer import Decoder, Encoder, build_model
 from posembed.schemes.base import BiasScheme
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.t5 import T5RelativeBias
 from tests.helpers import assert_close
 
 VOCAB, DIM, HEADS = 13, 16, 4
@@ -149,7 +149,7 @@ def test_adds_bias_is_declared_by_the_scheme_not_probed(backend):
 def test_the_masking_rule_has_one_definition_and_the_kernel_does_not_import_its_dispatcher():
     tree = ast.parse(inspect.getsource(fused_attention))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "posembed.attention_backends" not in imported
+    assert "posembed.nn.attention.backends" not in imported
     assert attention_backends.visible_keys is visible_keys
     key_mask = torch.tensor([[True, False, True, True], [False, True, True, False]])
     for causal in (False, True):

@@ -1,4 +1,4 @@
-"""posembed.stats: exact values against scipy.stats, and the error rates by seeded simulation.
+"""posembed.stats.verdict: exact values against scipy.stats, and the error rates by seeded simulation.
 
 The simulations draw every group from one distribution (nothing differs) and count how often
 the rule says "better" or "alike": per comparison and per family (Holm over the family's tests).
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from posembed import stats
-from posembed.stats import Comparison, decide
+from posembed.stats import verdict as stats
+from posembed.stats.verdict import Comparison, decide
 
 #: simulated draws per rate: 2000 gives a Monte Carlo standard error of 0.49 points at 5 %
 DRAWS = 2000
@@ -266,7 +266,7 @@ def test_power_at_a_stated_difference():
 def test_seeds_to_detect_is_the_first_count_whose_test_has_the_power():
     """At the count it names, simulated seed-paired t tests of a true difference reject about 80 % of
     the time; one seed fewer falls short of what the power function says."""
-    from posembed.power import min_detectable_difference, seeds_to_detect
+    from posembed.stats.power import min_detectable_difference, seeds_to_detect
 
     sigma, difference, units = 1.0, 0.9, 4
     n = seeds_to_detect(difference, se=sigma / math.sqrt(units), df=units - 1, units=units, test="paired", alpha=0.05)
@@ -280,7 +280,7 @@ def test_seeds_to_detect_is_the_first_count_whose_test_has_the_power():
 
 
 def test_seeds_to_detect_says_nothing_it_cannot_say():
-    from posembed.power import MAX_SEEDS, seeds_to_detect
+    from posembed.stats.power import MAX_SEEDS, seeds_to_detect
 
     assert seeds_to_detect(0.0, se=1.0, df=2.0, units=3, test="paired", alpha=0.05) is None  # no difference
     assert seeds_to_detect(0.5, se=1.0, df=2.0, units=3, test="mcnemar", alpha=0.05) is None  # a query is the unit
@@ -349,7 +349,7 @@ def test_mcnemar_false_alike_at_the_margin_is_at_most_5_percent(pairs, only_a):
 def test_mcnemar_equivalence_is_the_largest_null_probability():
     """The exact p is the trinomial probability of the region "as close as seen", maximised over
     the nuisance: checked by brute-force enumeration on a fine grid, both sides."""
-    from posembed.stats import _score_z
+    from posembed.stats.verdict import _score_z
 
     pairs, margin, seen = 30, 0.2, (2, 3)
     x_a, x_b = np.meshgrid(np.arange(pairs + 1), np.arange(pairs + 1), indexing="ij")
@@ -373,7 +373,7 @@ def test_mcnemar_equivalence_is_the_largest_null_probability():
 @given(st.integers(1, 400), st.floats(0.005, 0.95))
 def test_the_score_statistic_rises_with_the_pairs_b_wins(pairs, margin):
     """The exact test's region is "only_b <= bound" at each only_a: it needs this monotonicity."""
-    from posembed.stats import _score_z
+    from posembed.stats.verdict import _score_z
 
     x_a = np.arange(pairs + 1)[:, None]
     x_b = np.arange(pairs + 1)[None, :]
@@ -413,7 +413,7 @@ def test_an_untestable_welch_comparison_of_unequal_arms_needs_no_seed_count():
 
 
 def test_seeds_to_detect_refuses_unequal_welch_arms_without_their_variances():
-    from posembed.power import seeds_to_detect
+    from posembed.stats.power import seeds_to_detect
 
     with pytest.raises(ValueError, match="needs the arms' variances"):
         seeds_to_detect(0.5, se=1.0, df=2.0, units=3, units_b=5, test="welch", alpha=0.05)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_context_presets():
 
 
 def test_lab_scheme_names():
-    from posembed.lab.train import check_scheme_name
+    from posembed.lab.training.train import check_scheme_name
 
     with pytest.raises(ValueError, match=r"^unknown scheme 'Alibi' \(did you mean 'alibi'\?\); known: "):
         check_scheme_name("Alibi")

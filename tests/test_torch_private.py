@@ -15,10 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from posembed import LearnedAbsolute, TransformerEmbeddings, _torch_private
-from posembed.fused import attention as fused_attention
-from posembed.fused import embedding as fused_embedding
-from posembed.schemes.alibi import ALiBi
+from posembed import LearnedAbsolute, TransformerEmbeddings
+from posembed._utils import torch_private as _torch_private
+from posembed.kernels import attention as fused_attention
+from posembed.kernels import embedding as fused_embedding
+from posembed.schemes.bias.alibi import ALiBi
 
 
 def test_the_private_ops_are_found_on_this_torch():
@@ -27,7 +28,7 @@ def test_the_private_ops_are_found_on_this_torch():
 
 
 def test_an_op_that_is_missing_or_takes_other_arguments_is_not_used(caplog):
-    with caplog.at_level(logging.INFO, logger="posembed._torch_private"):
+    with caplog.at_level(logging.INFO, logger="posembed._utils.torch_private"):
         assert _torch_private._aten_op("_no_such_op_anywhere", ("x",)) is None
         assert _torch_private._aten_op("native_layer_norm_backward", ("grad_out", "input")) is None
     assert "has no aten._no_such_op_anywhere" in caplog.text

@@ -189,7 +189,7 @@ def blocks() -> dict[str, str]:
 def export(runs: list[str], out: Path = RESULTS) -> Path:
     """The runs ``STORE:CONFIG_ID`` (one per seed, from one or more context.sqlite stores) as
     ``study.json``: the config of the first (its seed and seed list dropped) and every row with its seed."""
-    from posembed._io import atomic_write_text
+    from posembed._utils.io import atomic_write_text
     from posembed.lab.context.store import ContextStore
 
     rows, ids, config = [], [], None
@@ -210,7 +210,7 @@ def export_rate(runs: list[str], name: str, about: dict[str, str], out: Path = R
     into ``passkey-rate.json`` as the set of runs ``name`` (replacing one of that name), with each model's
     final training loss and ``about`` (:data:`ABOUT`); the file keeps the criterion the report counts by
     and the documents behind each value, the same for every set."""
-    from posembed._io import atomic_write_text
+    from posembed._utils.io import atomic_write_text
     from posembed.lab.context.store import NO_DEPTH, ContextStore, train_id_of
     from posembed.lab.report.context_verdicts import RETRIEVES
 

@@ -64,7 +64,7 @@ class Data:
         """The 512 x 384 sinusoidal table (MiniLM's shape), float64."""
         import torch
 
-        from posembed.schemes.sinusoidal import sinusoidal_table
+        from posembed.schemes.absolute.sinusoidal import sinusoidal_table
 
         return sinusoidal_table(torch.arange(512), 384).double().numpy()
 
@@ -122,7 +122,7 @@ def _lookup(data: Data):
 def _phi(dim: int, length: int = 256) -> np.ndarray:
     import torch
 
-    from posembed.schemes.sinusoidal import sinusoidal_table
+    from posembed.schemes.absolute.sinusoidal import sinusoidal_table
 
     table = sinusoidal_table(torch.arange(length + 1), dim).double()
     return (table[:1] @ table.T).numpy()[0]  # phi(k) = PE(0) . PE(k), the same from any x
@@ -226,7 +226,7 @@ ROPE_HEAD, ROPE_BASE, ROPE_L, ROPE_FACTOR = 128, 10000.0, 4096, 4.0
 def _decay(data: Data):
     from posembed.analysis.rotary_math import distance_grid, rope_decay
     from posembed.analysis.scheme_plots import decay_figure
-    from posembed.schemes.rotary import rope_inv_freq
+    from posembed.schemes.rotary.rope import rope_inv_freq
 
     distances = distance_grid(65536)
     curves = {}
@@ -243,14 +243,14 @@ def scaled_inv_freq() -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Plain RoPE's frequencies and each scaling method's (the library's schemes, 4x from 4096)."""
     import torch
 
-    from posembed.schemes.rotary import rope_inv_freq
-    from posembed.schemes.rotary_scaling import (
+    from posembed.schemes.rotary.rope import rope_inv_freq
+    from posembed.schemes.rotary.scaling import (
         LinearScalingRotary,
         Llama3Rotary,
         NTKAwareRotary,
         dynamic_ntk_inv_freq,
     )
-    from posembed.schemes.rotary_yarn import YaRNRotary
+    from posembed.schemes.rotary.yarn import YaRNRotary
 
     plain = rope_inv_freq(ROPE_HEAD, ROPE_BASE).double().numpy()
     common = {"base": ROPE_BASE}
@@ -279,7 +279,7 @@ def _alibi(data: Data):
     import torch
 
     from posembed.analysis.scheme_plots import bias_distance_figure
-    from posembed.schemes.alibi import alibi_bias, alibi_slopes
+    from posembed.schemes.bias.alibi import alibi_bias, alibi_slopes
 
     distances = np.arange(0, 129)
     slopes = torch.tensor(alibi_slopes(8))
@@ -295,7 +295,7 @@ def _t5(data: Data):
     import torch
 
     from posembed.analysis.figures import t5_bucket_figure
-    from posembed.schemes.t5_bias import relative_position_bucket
+    from posembed.schemes.bias.t5 import relative_position_bucket
 
     distances = np.arange(-160, 161)
     relative = torch.from_numpy(distances)

@@ -10,21 +10,21 @@ __all__ = ["TARGETS"]
 
 #: name: (module file under src/posembed, functions to mutate ("*" = all), fast tests)
 TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "positions": ("positions.py", ("*",), ("tests/test_positions.py",)),
+    "positions": ("schemes/positions.py", ("*",), ("tests/test_positions.py",)),
     "sinusoidal": (
-        "schemes/sinusoidal.py",
+        "schemes/absolute/sinusoidal.py",
         ("check_sinusoid_args", "sinusoid_inv_freq", "_lay_out", "sinusoidal_table", "_within", "reset_parameters"),
         ("tests/schemes/test_formulas.py", "tests/schemes/test_sinusoidal.py", "-k", "not compiled and not linear_probe"),
     ),
-    "rotary": ("schemes/rotary.py", ("rope_inv_freq",), ("tests/schemes/test_formulas.py", "tests/schemes/test_rotary.py", "-k", "not compiled")),
-    "alibi": ("schemes/alibi.py", ("alibi_slopes", "power_of_two", "alibi_bias"), ("tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py")),
+    "rotary": ("schemes/rotary/rope.py", ("rope_inv_freq",), ("tests/schemes/test_formulas.py", "tests/schemes/test_rotary.py", "-k", "not compiled")),
+    "alibi": ("schemes/bias/alibi.py", ("alibi_slopes", "power_of_two", "alibi_bias"), ("tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py")),
     "t5_bias": (
-        "schemes/t5_bias.py",
+        "schemes/bias/t5.py",
         ("relative_position_bucket", "_check_bucket_config"),
         ("tests/schemes/test_formulas.py", "tests/schemes/test_t5_bias.py"),
     ),
     "relative": (
-        "schemes/relative.py",
+        "schemes/bias/relative.py",
         ("*",),
         (
             "tests/schemes/test_formulas.py", "tests/schemes/test_alibi.py", "tests/schemes/test_t5_bias.py", "tests/schemes/test_score_mod.py",
@@ -32,7 +32,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ),
     ),
     "rotary_yarn": (
-        "schemes/rotary_yarn.py",
+        "schemes/rotary/yarn.py",
         ("*",),
         ("tests/schemes/test_rotary_yarn.py", "tests/schemes/test_rotary_scaling.py", "tests/schemes/test_rotary_config.py"),
     ),
@@ -72,7 +72,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("wilson", "chance"),
         ("tests/interop/test_retrieval.py", "-k", "chance or wilson or mcnemar"),
     ),
-    "perplexity": ("lab/perplexity.py", ("*",), ("tests/lab/test_perplexity.py",)),
+    "perplexity": ("lab/tasks/perplexity.py", ("*",), ("tests/lab/test_perplexity.py",)),
     "worker_plan": (
         "lab/sweep/worker_plan.py", ("*",), ("tests/lab/test_worker_plan.py", "-k", "not runner_plans_when_workers"),
     ),

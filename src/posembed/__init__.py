@@ -5,8 +5,8 @@ input-embedding block, an inspector and an experiment lab.
 
 Public names are imported lazily: ``import posembed`` stays cheap (no torch), and optional
 dependencies (transformers, matplotlib, scikit-learn) load only when used. The parts are
-attributes too, imported on first use: ``posembed.schemes``, ``posembed.positions``,
-``posembed.interop``, ``posembed.analysis``, ``posembed.lab``, ``posembed.fused``, ...
+attributes too, imported on first use: ``posembed.schemes``, ``posembed.schemes.positions``,
+``posembed.interop``, ``posembed.analysis``, ``posembed.lab``, ``posembed.kernels``, ...
 (:data:`SUBPACKAGES`), and so are theirs, at any depth (``posembed.interop.hf.load_embeddings``).
 A name guessed from transformers' habits (``posembed.from_hf``) says which one does the job.
 
@@ -21,7 +21,7 @@ import importlib.metadata
 import logging
 from typing import TYPE_CHECKING, Any
 
-from posembed import _names
+from posembed._utils import names as _names
 
 try:
     __version__ = importlib.metadata.version("posembed")
@@ -40,54 +40,54 @@ _EXPORTS: dict[str, str] = {
     "BiasScheme": "posembed.schemes.base",
     "SCHEMES": "posembed.schemes",
     # absolute
-    "LearnedAbsolute": "posembed.schemes.learned",
-    "LearnedParameter": "posembed.schemes.learned",
-    "Sinusoidal": "posembed.schemes.sinusoidal",
-    "ScaledSinusoidal": "posembed.schemes.sinusoidal",
-    "Sinusoidal2D": "posembed.schemes.sinusoidal_nd",
-    "Sinusoidal3D": "posembed.schemes.sinusoidal_nd",
+    "LearnedAbsolute": "posembed.schemes.absolute.learned",
+    "LearnedParameter": "posembed.schemes.absolute.learned",
+    "Sinusoidal": "posembed.schemes.absolute.sinusoidal",
+    "ScaledSinusoidal": "posembed.schemes.absolute.sinusoidal",
+    "Sinusoidal2D": "posembed.schemes.absolute.sinusoidal_nd",
+    "Sinusoidal3D": "posembed.schemes.absolute.sinusoidal_nd",
     # rotary
-    "RotaryEmbedding": "posembed.schemes.rotary",
-    "LinearScalingRotary": "posembed.schemes.rotary_scaling",
-    "NTKAwareRotary": "posembed.schemes.rotary_scaling",
-    "DynamicNTKRotary": "posembed.schemes.rotary_scaling",
-    "YaRNRotary": "posembed.schemes.rotary_yarn",
-    "Llama3Rotary": "posembed.schemes.rotary_scaling",
-    "LongRoPERotary": "posembed.schemes.rotary_longrope",
-    "ProportionalRotary": "posembed.schemes.rotary_scaling",
-    "XPos": "posembed.schemes.xpos",
-    "AxialRotary": "posembed.schemes.axial_rope",
-    "PixtralRotary": "posembed.schemes.pixtral_rope",
-    "MRoPE": "posembed.schemes.mrope",
-    "half_to_interleaved_qk_weight": "posembed.schemes.rotary_layout",
-    "interleaved_to_half_qk_weight": "posembed.schemes.rotary_layout",
+    "RotaryEmbedding": "posembed.schemes.rotary.rope",
+    "LinearScalingRotary": "posembed.schemes.rotary.scaling",
+    "NTKAwareRotary": "posembed.schemes.rotary.scaling",
+    "DynamicNTKRotary": "posembed.schemes.rotary.scaling",
+    "YaRNRotary": "posembed.schemes.rotary.yarn",
+    "Llama3Rotary": "posembed.schemes.rotary.scaling",
+    "LongRoPERotary": "posembed.schemes.rotary.longrope",
+    "ProportionalRotary": "posembed.schemes.rotary.scaling",
+    "XPos": "posembed.schemes.rotary.xpos",
+    "AxialRotary": "posembed.schemes.rotary.axial",
+    "PixtralRotary": "posembed.schemes.rotary.pixtral",
+    "MRoPE": "posembed.schemes.rotary.mrope",
+    "half_to_interleaved_qk_weight": "posembed.schemes.rotary.layout",
+    "interleaved_to_half_qk_weight": "posembed.schemes.rotary.layout",
     # bias
-    "ALiBi": "posembed.schemes.alibi",
-    "T5RelativeBias": "posembed.schemes.t5_bias",
-    "ShawRelative": "posembed.schemes.shaw",
-    "Kerple": "posembed.schemes.kerple",
-    "Sandwich": "posembed.schemes.sandwich",
-    "FIRE": "posembed.schemes.fire",
-    "DynamicPositionBias": "posembed.schemes.dynamic_bias",
-    "ForgettingGate": "posembed.schemes.forgetting",
-    "CoPE": "posembed.schemes.cope",
-    "DebertaRelative": "posembed.schemes.deberta",
-    "NoPE": "posembed.schemes.nope",
+    "ALiBi": "posembed.schemes.bias.alibi",
+    "T5RelativeBias": "posembed.schemes.bias.t5",
+    "ShawRelative": "posembed.schemes.bias.shaw",
+    "Kerple": "posembed.schemes.bias.kerple",
+    "Sandwich": "posembed.schemes.bias.sandwich",
+    "FIRE": "posembed.schemes.bias.fire",
+    "DynamicPositionBias": "posembed.schemes.bias.dynamic",
+    "ForgettingGate": "posembed.schemes.bias.forgetting",
+    "CoPE": "posembed.schemes.bias.cope",
+    "DebertaRelative": "posembed.schemes.bias.deberta",
+    "NoPE": "posembed.schemes.bias.nope",
     # blocks
-    "TransformerEmbeddings": "posembed.embeddings",
-    "SelfAttention": "posembed.attention",
-    "Encoder": "posembed.model",
-    "Decoder": "posembed.model",
-    "build_model": "posembed.model",
-    "EmbeddingComponents": "posembed.embeddings",
-    "encode_texts": "posembed.pairs",
-    "EncodedBatch": "posembed.pairs",
-    "explain_encoding": "posembed.encode_report",
+    "TransformerEmbeddings": "posembed.nn.embedding.block",
+    "SelfAttention": "posembed.nn.attention.layer",
+    "Encoder": "posembed.nn.model.transformer",
+    "Decoder": "posembed.nn.model.transformer",
+    "build_model": "posembed.nn.model.transformer",
+    "EmbeddingComponents": "posembed.nn.embedding.block",
+    "encode_texts": "posembed.encode.pairs",
+    "EncodedBatch": "posembed.encode.pairs",
+    "explain_encoding": "posembed.encode.report",
     # positions
-    "default_positions": "posembed.positions",
-    "positions_from_mask": "posembed.positions",
-    "positions_from_documents": "posembed.positions",
-    "positions_with_offset": "posembed.positions",
+    "default_positions": "posembed.schemes.positions",
+    "positions_from_mask": "posembed.schemes.positions",
+    "positions_from_documents": "posembed.schemes.positions",
+    "positions_with_offset": "posembed.schemes.positions",
 }
 
 #: names people guess from transformers' habits -> the posembed name that does the job (the error suggests it)
@@ -98,55 +98,63 @@ _GUESSES: dict[str, str] = {
     ),
     **dict.fromkeys(("save_pretrained", "to_hf", "save_hf"), "posembed.interop.hf.save_embeddings"),
     **dict.fromkeys(("from_config", "rope_from_config", "from_hf_config"), "posembed.interop.rope.config.rotary_from_hf_config"),
+    # the parts' old top-level places (issue 43 moved them into folders)
+    "fused": "posembed.kernels",
+    "attention": "posembed.nn.attention",
+    "embeddings": "posembed.nn.embedding",
+    "model": "posembed.nn.model",
+    "positions": "posembed.schemes.positions",
+    "devices": "posembed._utils.devices",
+    "pairs": "posembed.encode.pairs",
+    "encode_report": "posembed.encode.report",
+    "power": "posembed.stats.power",
 }
 
 #: the parts README's table names, reached as attributes (``posembed.lab``), each imported on first use
 SUBPACKAGES: tuple[str, ...] = (
-    "analysis", "attention", "bench", "cli", "devices", "embeddings", "errors", "fused", "interop", "lab",
-    "model", "positions", "schemes",
+    "analysis", "bench", "cli", "encode", "errors", "interop", "kernels", "lab", "nn", "schemes", "stats",
 )  # fmt: skip
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports each on first use
-    from posembed import analysis, attention, bench, cli, devices, embeddings, errors, fused, interop, lab
-    from posembed import model, positions, schemes
-    from posembed.attention import SelfAttention
-    from posembed.embeddings import EmbeddingComponents, TransformerEmbeddings
-    from posembed.encode_report import explain_encoding
-    from posembed.model import Decoder, Encoder, build_model
-    from posembed.pairs import EncodedBatch, encode_texts
-    from posembed.positions import default_positions, positions_from_documents, positions_from_mask
-    from posembed.positions import positions_with_offset
+    from posembed import analysis, bench, cli, encode, errors, interop, kernels, lab, nn, schemes, stats
+    from posembed.nn.attention.layer import SelfAttention
+    from posembed.nn.embedding.block import EmbeddingComponents, TransformerEmbeddings
+    from posembed.encode.report import explain_encoding
+    from posembed.nn.model.transformer import Decoder, Encoder, build_model
+    from posembed.encode.pairs import EncodedBatch, encode_texts
+    from posembed.schemes.positions import default_positions, positions_from_documents, positions_from_mask
+    from posembed.schemes.positions import positions_with_offset
     from posembed.schemes import SCHEMES
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.axial_rope import AxialRotary
+    from posembed.schemes.bias.alibi import ALiBi
+    from posembed.schemes.rotary.axial import AxialRotary
     from posembed.schemes.base import AbsoluteScheme, BiasScheme, Kind, PositionScheme, RotaryScheme
-    from posembed.schemes.cope import CoPE
-    from posembed.schemes.deberta import DebertaRelative
-    from posembed.schemes.dynamic_bias import DynamicPositionBias
-    from posembed.schemes.fire import FIRE
-    from posembed.schemes.forgetting import ForgettingGate
-    from posembed.schemes.kerple import Kerple
-    from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
-    from posembed.schemes.rotary_longrope import LongRoPERotary
-    from posembed.schemes.mrope import MRoPE
-    from posembed.schemes.nope import NoPE
-    from posembed.schemes.pixtral_rope import PixtralRotary
-    from posembed.schemes.rotary import RotaryEmbedding
-    from posembed.schemes.rotary_layout import half_to_interleaved_qk_weight, interleaved_to_half_qk_weight
-    from posembed.schemes.rotary_scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary
-    from posembed.schemes.rotary_scaling import NTKAwareRotary, ProportionalRotary
-    from posembed.schemes.rotary_yarn import YaRNRotary
-    from posembed.schemes.sandwich import Sandwich
-    from posembed.schemes.shaw import ShawRelative
-    from posembed.schemes.sinusoidal import ScaledSinusoidal, Sinusoidal
-    from posembed.schemes.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
-    from posembed.schemes.t5_bias import T5RelativeBias
-    from posembed.schemes.xpos import XPos
+    from posembed.schemes.bias.cope import CoPE
+    from posembed.schemes.bias.deberta import DebertaRelative
+    from posembed.schemes.bias.dynamic import DynamicPositionBias
+    from posembed.schemes.bias.fire import FIRE
+    from posembed.schemes.bias.forgetting import ForgettingGate
+    from posembed.schemes.bias.kerple import Kerple
+    from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
+    from posembed.schemes.rotary.longrope import LongRoPERotary
+    from posembed.schemes.rotary.mrope import MRoPE
+    from posembed.schemes.bias.nope import NoPE
+    from posembed.schemes.rotary.pixtral import PixtralRotary
+    from posembed.schemes.rotary.rope import RotaryEmbedding
+    from posembed.schemes.rotary.layout import half_to_interleaved_qk_weight, interleaved_to_half_qk_weight
+    from posembed.schemes.rotary.scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary
+    from posembed.schemes.rotary.scaling import NTKAwareRotary, ProportionalRotary
+    from posembed.schemes.rotary.yarn import YaRNRotary
+    from posembed.schemes.bias.sandwich import Sandwich
+    from posembed.schemes.bias.shaw import ShawRelative
+    from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
+    from posembed.schemes.absolute.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
+    from posembed.schemes.bias.t5 import T5RelativeBias
+    from posembed.schemes.rotary.xpos import XPos
 
 
-def __getattr__(name: str) -> Any:  # Any: a lazily found part (posembed.stats) is a module type checkers cannot see
+def __getattr__(name: str) -> Any:  # Any: a lazily found part (posembed.stats.verdict) is a module type checkers cannot see
     return _names.facade_attribute(__name__, name, _EXPORTS, _GUESSES)
 
 

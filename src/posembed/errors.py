@@ -1,4 +1,4 @@
-"""The library's error types (helper tier: imports nothing from posembed).
+"""Every exception class of the package (helper tier: imports nothing from posembed).
 
 :class:`CheckpointError` is the one error every checkpoint loader raises for a file that is
 there but cannot be used: empty, truncated or garbage weights, a pickle refused as unsafe,
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["CheckpointError"]
+__all__ = ["CheckpointError", "DeviceError", "TextTooLongError", "ExtensionError", "UnsupportedCheckpoint", "AlreadyExtended", "OutDirError", "OutDirBusyError", "WorkerError", "StoreError", "ForeignStoreError", "UserError"]
 
 
 class CheckpointError(ValueError):
@@ -37,3 +37,54 @@ class CheckpointError(ValueError):
 
     def __reduce__(self):  # keep it picklable (multiprocessing) despite the two-argument constructor
         return type(self), (self.path, self.problem)
+
+
+class DeviceError(ValueError):
+    """A device request that this machine cannot serve (unknown name, no CUDA, no such GPU)."""
+
+
+class TextTooLongError(ValueError):
+    """A row longer than ``max_length`` without ``truncation``: which one, its tokens and the limit."""
+
+    def __init__(self, index: int, tokens: int, limit: int, layout: str) -> None:
+        self.index, self.tokens, self.limit, self.layout = index, tokens, limit, layout
+        super().__init__(
+            f"text {index} encodes to {tokens} tokens ({layout}), but the position table holds "
+            f"max_length={limit} positions; shorten the text, or use a position scheme without a length limit"
+        )
+
+
+class ExtensionError(ValueError):
+    """A checkpoint folder or request that ``extend`` refuses (the message says why)."""
+
+
+class UnsupportedCheckpoint(ExtensionError):
+    """The folder is not a BERT-family checkpoint with a learned absolute position table."""
+
+
+class AlreadyExtended(ExtensionError):
+    """The folder's config records an earlier posembed extension (pass ``force=True``)."""
+
+
+class OutDirError(ValueError):
+    """The out folder cannot be used or written (busy, read-only, full); the message names the path."""
+
+
+class OutDirBusyError(OutDirError):
+    """Another live process holds the out folder's lock."""
+
+
+class WorkerError(RuntimeError):
+    """A worker process died (killed, out of memory) before it sent its trial back."""
+
+
+class StoreError(ValueError):
+    """The store file cannot be used: empty, a folder, damaged, read-only, or its disk is full."""
+
+
+class ForeignStoreError(ValueError):
+    """The out dir's store belongs to another experiment, or its database to another program."""
+
+
+class UserError(Exception):
+    """An error the user can fix; the CLI prints its message without a traceback."""

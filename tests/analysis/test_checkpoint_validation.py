@@ -14,10 +14,10 @@ import torch
 from posembed.analysis.sources import load_source
 from posembed.cli import main
 from posembed.errors import CheckpointError
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
-from posembed.model import Decoder, Encoder
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
+from posembed.nn.model.transformer import Decoder, Encoder
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 #: refusals take ~0.02 s here; the bound leaves room for a loaded CI machine's first torch imports
 REFUSAL_SECONDS = 30

@@ -13,8 +13,8 @@ from posembed.analysis.decomposition import add_or_concat
 from posembed.analysis.inspect_report import InspectOptions, run_inspect
 from posembed.analysis.scheme_details import load_for_inspect
 from posembed.analysis.sources import load_hf, load_scheme
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.rotary.rope import RotaryEmbedding
 from tests.analysis.tiny_checkpoints import save_lab_decoder, save_tiny_llama
 from tests.browser import render_images
 

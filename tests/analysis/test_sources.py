@@ -131,9 +131,9 @@ def test_bad_scheme_arguments():
 
 
 def test_lab_checkpoint(tmp_path):
-    from posembed.lab.checkpoint import save_checkpoint
-    from posembed.model import Decoder
-    from posembed.schemes.learned import LearnedAbsolute
+    from posembed.lab.training.checkpoint import save_checkpoint
+    from posembed.nn.model.transformer import Decoder
+    from posembed.schemes.absolute.learned import LearnedAbsolute
 
     model = Decoder(30, dim=16, depth=2, num_heads=2, scheme=LearnedAbsolute(48, 16))
     folder = save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "t7", "step": 11})
@@ -161,8 +161,8 @@ def test_missing_default_model_package_is_named(monkeypatch):
 def test_lab_rotary_checkpoint_gives_its_closeness(tmp_path):
     from posembed import RotaryEmbedding
     from posembed.analysis.sources import rotary_closeness
-    from posembed.lab.checkpoint import save_checkpoint
-    from posembed.model import Decoder
+    from posembed.lab.training.checkpoint import save_checkpoint
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(30, dim=16, depth=1, num_heads=2, scheme=RotaryEmbedding(8), max_len=40)
     source = load_source(save_checkpoint(model, tmp_path / "rope", {"task": "copy", "trial": "r", "step": 1}))
@@ -171,7 +171,7 @@ def test_lab_rotary_checkpoint_gives_its_closeness(tmp_path):
 
 
 def test_lab_charlm_analyses_the_trained_rows_only(lab_charlm):
-    from posembed.lab.checkpoint import load_checkpoint
+    from posembed.lab.training.checkpoint import load_checkpoint
 
     model, meta = load_checkpoint(lab_charlm["base"])
     assert model.max_len is None and model.embeddings.max_positions == 128 == 8 * meta["config"]["context"]
@@ -186,7 +186,7 @@ def test_lab_charlm_analyses_the_trained_rows_only(lab_charlm):
 
 
 def test_lab_untied_checkpoint_table_is_the_scheme(lab_charlm):
-    from posembed.lab.checkpoint import load_checkpoint
+    from posembed.lab.training.checkpoint import load_checkpoint
 
     model, _ = load_checkpoint(lab_charlm["untied"])
     assert model.untied and model.embeddings.max_positions is None
@@ -201,8 +201,8 @@ def test_lab_untied_checkpoint_table_is_the_scheme(lab_charlm):
 
 def test_lab_learned_table_without_max_len_bounds_the_probe(tmp_path):
     from posembed import LearnedAbsolute
-    from posembed.lab.checkpoint import save_checkpoint
-    from posembed.model import Decoder
+    from posembed.lab.training.checkpoint import save_checkpoint
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(24, 16))
     source = load_source(save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "t", "step": 1}))
@@ -213,7 +213,7 @@ def test_lab_learned_table_without_max_len_bounds_the_probe(tmp_path):
 def test_lab_training_lengths():
     from posembed import LearnedAbsolute
     from posembed.analysis.lab_source import analysed_length, training_length
-    from posembed.model import Decoder
+    from posembed.nn.model.transformer import Decoder
 
     assert training_length({"config": {"task": "addition", "context": 4}})[0] == 15
     assert training_length({"config": {"task": "order", "context": 12}})[0] == 12

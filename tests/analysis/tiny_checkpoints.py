@@ -70,8 +70,8 @@ def save_lab_decoder(folder: Path, scheme, context: int = 32, vocab_size: int = 
 
     The meta records a char-LM trial of ``context`` characters, as the lab runner writes it.
     """
-    from posembed.lab.checkpoint import save_checkpoint
-    from posembed.model import Decoder
+    from posembed.lab.training.checkpoint import save_checkpoint
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(vocab_size, dim=32, depth=2, num_heads=4, scheme=scheme)
     meta = {"task": "charlm", "trial": "tiny", "step": 0, "config": {"task": "charlm", "context": context}}

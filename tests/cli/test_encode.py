@@ -97,7 +97,7 @@ def test_truncation_is_said_once_and_transformers_warning_is_not_shown(tmp_path)
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
     assert done.returncode == 0 and done.stdout.count("\n") > 100
-    assert done.stderr == ("WARNING posembed.encode_report: the text encodes to 602 tokens, longer than the model's "
+    assert done.stderr == ("WARNING posembed.encode.report: the text encodes to 602 tokens, longer than the model's "
                            "512 positions: truncated to 100\n")
 
 
@@ -144,7 +144,7 @@ def minilm_tokenizer(minilm_path):
 
 
 def test_max_length_truncates_longest_first_like_the_tokenizer(minilm_block, minilm_tokenizer):
-    from posembed.encode_report import explain_encoding
+    from posembed.encode.report import explain_encoding
 
     pairs = [("one two three four five six seven", "alpha beta gamma delta"),
              ("one two three", "alpha beta gamma delta eps zeta eta"),
@@ -173,7 +173,7 @@ def test_max_length_on_the_command_line(capsys, minilm_path):
 
 
 def test_text_that_cannot_be_encoded_is_named(capsys, minilm_path, minilm_tokenizer):
-    from posembed.pairs import encode_texts
+    from posembed.encode.pairs import encode_texts
 
     code, out, err = _run(capsys, "caf\udce9", "--model", str(minilm_path))  # argv byte 0xe9, not UTF-8
     _one_line(code, out, err)
@@ -189,7 +189,7 @@ def test_text_that_cannot_be_encoded_is_named(capsys, minilm_path, minilm_tokeni
 
 def _encode_on(capsys, monkeypatch, *argv):
     """``posembed encode --json`` and the device its embedding block ran on."""
-    import posembed.encode_report as encode_report
+    import posembed.encode.report as encode_report
 
     devices = []
     explain = encode_report.explain_encoding
@@ -219,7 +219,7 @@ def _assert_reports_close(actual: dict, expected: dict) -> None:
 def test_device_cpu_equals_default_and_cuda_without_cuda_is_one_line(capsys, monkeypatch):
     """The default runs where ``auto`` picks (and equals naming that device); ``--device cpu`` runs
     on the CPU and agrees with it within bf16 tolerance; CUDA asked for without CUDA is one line."""
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
 
     auto = resolve_device("auto")
     default, ran_on = _encode_on(capsys, monkeypatch)

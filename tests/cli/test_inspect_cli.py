@@ -82,9 +82,9 @@ def test_bad_arguments(capsys):
 
 
 def test_lab_checkpoint_end_to_end(tmp_path, capsys):
-    from posembed.lab import checkpoint as lab
+    from posembed.lab.training import checkpoint as lab
     from posembed import RotaryEmbedding
-    from posembed.model import Encoder
+    from posembed.nn.model.transformer import Encoder
 
     model = Encoder(300, dim=16, depth=2, num_heads=2, scheme=RotaryEmbedding(8), max_len=48)
     folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "order", "trial": "abc", "step": 9})
@@ -98,8 +98,8 @@ def test_lab_checkpoint_end_to_end(tmp_path, capsys):
 def test_lab_checkpoint_with_a_short_learned_table(tmp_path, capsys):
     """A small lab model's table (37 positions) holds fewer basis frequencies than the default 32."""
     from posembed import LearnedAbsolute
-    from posembed.lab import checkpoint as lab
-    from posembed.model import Decoder
+    from posembed.lab.training import checkpoint as lab
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(37, 16), max_len=37)
     folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "short", "step": 3})
@@ -111,8 +111,8 @@ def test_lab_checkpoint_with_a_short_learned_table(tmp_path, capsys):
 def test_lab_learned_table_without_max_len(tmp_path, capsys):
     """Lab models have max_len=None: the per-layer probe stays within the 24-row table."""
     from posembed import LearnedAbsolute
-    from posembed.lab import checkpoint as lab
-    from posembed.model import Decoder
+    from posembed.lab.training import checkpoint as lab
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(24, 16))
     folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "t24", "step": 3})
@@ -123,8 +123,8 @@ def test_lab_learned_table_without_max_len(tmp_path, capsys):
 
 def test_lab_untied_checkpoint(tmp_path, capsys):
     from posembed import LearnedAbsolute
-    from posembed.lab import checkpoint as lab
-    from posembed.model import Decoder
+    from posembed.lab.training import checkpoint as lab
+    from posembed.nn.model.transformer import Decoder
 
     model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(24, 16), untied=True)
     folder = lab.save_checkpoint(model, tmp_path / "ckpt", {"task": "copy", "trial": "tupe", "step": 3})

@@ -48,7 +48,7 @@ def _perplexity(model, val: torch.Tensor, length: int, windows: int) -> float:
 
 
 def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
-    from posembed.lab.checkpoint import load_checkpoint
+    from posembed.lab.training.checkpoint import load_checkpoint
     from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
     from posembed.lab.context.evaluate import ContextData
     from posembed.lab.tasks.passkey import depth_grid, min_length

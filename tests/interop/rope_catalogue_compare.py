@@ -350,7 +350,7 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
     """``(verdict, why)`` of one layer type. ``source``: what posembed reads (a published ``config.json``'s path or
     dict, :mod:`tests.interop.test_published_configs`); default the root (``top-level``) or the sub-config."""
     from posembed.interop.rope.config import rotary_from_hf_config
-    from posembed.schemes.axial_rope import SectionedRotary
+    from posembed.schemes.rotary.axial import SectionedRotary
 
     try:
         out, positions, ours_at = _their_call(rotary, variant, layer, sub)

@@ -186,12 +186,12 @@ def test_the_primary_family_is_each_system_against_the_longest_truncation_beyond
     assert by["copy", "beyond the table"]["word"] == "copy better"
     assert by["grouped", "beyond the table"]["word"] == "truncate-512 better"
     assert by["grouped", "within the table"]["word"] == "truncate-512 better"
-    # identical outcomes on 200 pairs, none discordant: the exact equivalence test (posembed.stats) shows the
+    # identical outcomes on 200 pairs, none discordant: the exact equivalence test (posembed.stats.verdict) shows the
     # hit rates within the 0.1 margin (a normal approximation had no standard error and could not say)
     assert by["hierarchical", "beyond the table"]["word"] == "alike"
-    # Holm over the family's 8 tests: the p's match posembed.stats.decide on the same comparisons
+    # Holm over the family's 8 tests: the p's match posembed.stats.verdict.decide on the same comparisons
     from posembed.interop.extend.retrieval_verdicts import primary_comparisons
-    from posembed.stats import decide
+    from posembed.stats.verdict import decide
 
     expected = decide([c for c, _ in primary_comparisons(cells, 512)])
     assert [d["p_adjusted"] for d in summary["decisions"]] == [e.p_adjusted for e in expected]

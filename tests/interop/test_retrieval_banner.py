@@ -6,7 +6,7 @@ import pytest
 
 from posembed.interop.extend.retrieval import QUICK, BenchmarkConfig
 from posembed.interop.extend.retrieval_report import ENOUGH_QUERIES, summarise, too_small, wilson, write_report
-from posembed.report import too_small_banner
+from posembed._utils.html import too_small_banner
 
 FRAME = ("This run is too small to conclude: ", ". No verdict below is a finding; run ")
 

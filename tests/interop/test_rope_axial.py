@@ -9,8 +9,8 @@ pytest.importorskip("transformers")
 
 from posembed.interop.rope.axial import AxialSettings, model_axial, pair_form  # noqa: E402
 from posembed.interop.rope.config import rotary_from_hf_config  # noqa: E402
-from posembed.schemes.axial_rope import AxialRotary  # noqa: E402
-from posembed.schemes.pixtral_rope import PixtralRotary  # noqa: E402
+from posembed.schemes.rotary.axial import AxialRotary  # noqa: E402
+from posembed.schemes.rotary.pixtral import PixtralRotary  # noqa: E402
 from tests.interop import rope_catalogue as catalogue  # noqa: E402
 from tests.interop import rope_catalogue_compare as compare  # noqa: E402
 

@@ -1,5 +1,5 @@
 """A rotary that rotates its own patch grid (Llama 4's vision tower) read as an axial RoPE at the coordinates its model
-uses (posembed.interop.rope.axial.model_grid_axial), and the coordinates helper (posembed.positions.patch_grid_positions).
+uses (posembed.interop.rope.axial.model_grid_axial), and the coordinates helper (posembed.schemes.positions.patch_grid_positions).
 
 Llama 4's ``Llama4VisionRotaryEmbedding.forward`` takes no positions: it returns the complex table it built at init
 for the config's ``image_size // patch_size`` grid, patches at ``(row + 1, column + 1)``, its CLS token (appended
@@ -13,13 +13,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posembed.positions import patch_grid_positions
+from posembed.schemes.positions import patch_grid_positions
 
 transformers = pytest.importorskip("transformers")
 
 from posembed.interop.rope.axial import AxialSettings, model_grid_axial  # noqa: E402
 from posembed.interop.rope.config import rotary_from_hf_config  # noqa: E402
-from posembed.schemes.axial_rope import AxialRotary  # noqa: E402
+from posembed.schemes.rotary.axial import AxialRotary  # noqa: E402
 from tests.interop import rope_catalogue as catalogue  # noqa: E402
 from tests.interop import rope_catalogue_compare as compare  # noqa: E402
 

@@ -82,7 +82,7 @@ def test_the_harness_sees_a_wrong_layout(monkeypatch):
 
 def test_the_harness_sees_wrong_values(monkeypatch):
     from posembed.interop.rope import config
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     monkeypatch.setattr(config, "rotary_from_hf_config", lambda *a, **k: RotaryEmbedding(128, base=5e5, angles="fp32"))
     assert compare.verdict(_llama(), "default")[0] == compare.VALUES

@@ -298,7 +298,7 @@ def test_llama3_equal_bounds_are_a_step_not_an_error():
     # Llama 4 Scout publishes low_freq_factor = high_freq_factor = 1: transformers builds a clean step
     import torch
 
-    from posembed.schemes.rotary_scaling import Llama3Rotary, llama3_inv_freq
+    from posembed.schemes.rotary.scaling import Llama3Rotary, llama3_inv_freq
 
     equal = raw_llama(max_position_embeddings=2048, rope_theta=5e5,
                       rope_scaling={**LLAMA3, "low_freq_factor": 1.0, "high_freq_factor": 1.0})

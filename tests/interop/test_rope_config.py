@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from posembed.interop.rope.config import read_config, rope_parameters, rotary_from_hf_config
-from posembed.schemes import rotary_scaling as rs
+from posembed.schemes.rotary import scaling as rs
 from tests.helpers import assert_close
 
 transformers = pytest.importorskip("transformers")

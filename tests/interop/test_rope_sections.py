@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 from posembed.interop.rope.config import rotary_from_hf_config  # noqa: E402
 from posembed.interop.rope.model import rotary_class, transformers_config  # noqa: E402
 from posembed.interop.rope.sections import MRopeSections, axes_of_pairs, model_sections  # noqa: E402
-from posembed.schemes.mrope import MRoPE  # noqa: E402
+from posembed.schemes.rotary.mrope import MRoPE  # noqa: E402
 
 #: (model type, sections / arrangement / order the module deals) for the default section of each class
 FAMILIES = [

@@ -15,7 +15,7 @@ from posembed.interop.zoo import (
     FAMILIES, ZOO_TABLE_MARKER, load_positional_weights, position_offset, zoo_family, zoo_scheme, zoo_schemes,
     zoo_table_markdown,
 )  # fmt: skip
-from posembed.schemes.nope import NoPE
+from posembed.schemes.bias.nope import NoPE
 from tests.helpers import assert_close
 
 transformers = pytest.importorskip("transformers")
@@ -127,7 +127,7 @@ def check_llama4(model_type):
 
 
 def check_qwen2_vl(model_type):
-    from posembed.schemes.mrope_positions import mrope_position_ids
+    from posembed.schemes.rotary.mrope_positions import mrope_position_ids
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
 
     text = {**SMALL, "num_key_value_heads": 1, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from posembed.errors import CheckpointError
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
-from posembed.model import Decoder
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
+from posembed.nn.model.transformer import Decoder
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 
 def _per_layer_checkpoint(folder, scheme=None):
@@ -49,7 +49,7 @@ def test_a_layer_table_too_large_names_its_layer_not_model_scheme(tmp_path):
 
 
 def test_a_shared_layer_table_is_counted_once_and_the_sum_of_distinct_ones_is_checked(tmp_path, monkeypatch):
-    import posembed.lab.checkpoint_checks as checks
+    import posembed.lab.training.checkpoint_checks as checks
 
     table = 2 * 10**6 * 2 * 4  # cos and sin, (10**6, 2) float32 each: 16 MB
     monkeypatch.setattr(checks, "device_memory_bytes", lambda device: table * 3 // 2)
@@ -104,7 +104,7 @@ def test_a_shared_table_is_read_under_any_one_of_its_names_and_missing_names_it(
     under ``scheme.``: both load strictly; a file without it names the table."""
     from safetensors.torch import save_file
 
-    from posembed.schemes.t5_bias import T5RelativeBias
+    from posembed.schemes.bias.t5 import T5RelativeBias
 
     torch.manual_seed(0)
     model = Decoder(11, dim=8, depth=2, num_heads=2, scheme=T5RelativeBias(2, bidirectional=False))

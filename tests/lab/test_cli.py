@@ -173,7 +173,7 @@ def test_a_cuda_device_without_cuda_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_device_cpu_trains_like_auto_here(tmp_path):
     """``auto`` is the CPU here (the same numbers), or CUDA (the same within bf16 autocast's tolerance)."""
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
     from posembed.lab.sweep.store import load_results
 
     argv = ["lab", "run", "--preset", "smoke", "--set", "steps=3", "--set", "tasks=copy", "--set", "schemes=alibi",

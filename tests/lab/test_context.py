@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.devices import on_device, resolve_device
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
+from posembed._utils.devices import on_device, resolve_device
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import METHODS, longrope_factors, method_scheme, swap_scheme
 from posembed.lab.context.presets import REFERENCES, ContextConfig, get_context_preset, with_overrides
 from posembed.lab.context.corpus import ContextData
@@ -16,10 +16,10 @@ from posembed.lab.context.run import finetuned_name, run_context
 from posembed.lab.context.store import ContextStore
 from posembed.lab.report.context import Results, write_context_report
 from posembed.lab.report.context_verdicts import verdicts
-from posembed.model import Decoder
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.t5_bias import T5RelativeBias
+from posembed.nn.model.transformer import Decoder
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.bias.t5 import T5RelativeBias
 
 L = 16
 

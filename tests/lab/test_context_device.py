@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 
-import posembed.devices as devices
-from posembed.devices import DeviceError, OnDevice, on_device
+import posembed._utils.devices as devices
+from posembed._utils.devices import OnDevice, on_device
+from posembed.errors import DeviceError
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.evaluate import evaluate_rows

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from posembed.devices import OnDevice, model_device, on_device
+from posembed._utils.devices import OnDevice, model_device, on_device
 from posembed.lab.context import evaluate
 from posembed.lab.context import train as context_train
 from posembed.lab.context.corpus import ContextData

@@ -20,10 +20,10 @@ from posembed.lab.context.run import run_context
 from posembed.lab.context.models import STUDY_SCHEMES, build_context_model
 from posembed.schemes.factory import FACTORY, REFERENCE_SCHEMES, ModelSizes, build_from_sizes
 from posembed.lab.context.store import ContextStore
-from posembed.model import Decoder
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.fire import fire_inputs
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.nn.model.transformer import Decoder
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.bias.fire import fire_inputs
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 CFG = ContextConfig(name="x", context=96, dim=16, depth=1, heads=2)
 

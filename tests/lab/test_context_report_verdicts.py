@@ -1,4 +1,4 @@
-"""The context report's verdicts under the one rule (posembed.stats.decide): primary comparisons
+"""The context report's verdicts under the one rule (posembed.stats.verdict.decide): primary comparisons
 named before the run, seed-paired tests on log perplexity, "alike" only by TOST, "cannot tell" with
 the detectable difference; passkey retrieval counted over seeds; simulated whole reports."""
 
@@ -68,7 +68,7 @@ def test_a_consistent_seed_paired_difference_reproduces_with_the_paired_t_p_over
     logs = [math.log(b) - math.log(a) for a, b in zip(yarn, linear)]
     p = stats.ttest_rel([math.log(v) for v in linear], [math.log(v) for v in yarn]).pvalue
     # the family is this one comparison: its difference and its equivalence cannot both hold, so Holm under
-    # Shaffer's constraint multiplies by 1 (posembed.stats.decide)
+    # Shaffer's constraint multiplies by 1 (posembed.stats.verdict.decide)
     assert row["p (Holm)"] == pytest.approx(min(1.0, p), rel=1e-9)
     mean = sum(logs) / 3
     half = stats.t.ppf(0.975, 2) * statistics.stdev(logs) / math.sqrt(3)

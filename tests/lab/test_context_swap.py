@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
 from posembed.lab.context.extend import reevaluate_checkpoint
-from posembed.model import Decoder, build_model
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.learned import LearnedAbsolute
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotary_scaling import LinearScalingRotary
-from posembed.schemes.rotary_yarn import YaRNRotary
+from posembed.nn.model.transformer import Decoder, build_model
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.rotary.scaling import LinearScalingRotary
+from posembed.schemes.rotary.yarn import YaRNRotary
 
 V, L = 13, 16
 

@@ -175,7 +175,7 @@ def test_a_full_disk_keeps_what_was_stored(tmp_path, capsys, monkeypatch, checkp
 def test_a_full_disk_without_tmpfs(tmp_path, capsys, monkeypatch, workers):
     """The same path where no tmpfs can be mounted: the checkpoint writer raises ENOSPC. With
     two workers too: the parent writes every checkpoint, the workers none."""
-    from posembed.lab import checkpoint
+    from posembed.lab.training import checkpoint
 
     calls = []
 

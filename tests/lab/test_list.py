@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from posembed.cli import main
-from posembed.lab.checkpoint import load_checkpoint, trial_folder_name
+from posembed.lab.training.checkpoint import load_checkpoint, trial_folder_name
 from posembed.lab.sweep.listing import list_trials
 from posembed.lab.sweep.store import load_results
 

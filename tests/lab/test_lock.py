@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from posembed.lab.sweep.lock import LOCK_NAME, OutDirBusyError, OutDirError, OutDirLock
+from posembed.lab.sweep.lock import LOCK_NAME, OutDirLock
+from posembed.errors import OutDirBusyError, OutDirError
 
 _HOLD = "import sys, time; from posembed.lab.sweep.lock import OutDirLock; OutDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
 

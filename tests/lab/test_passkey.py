@@ -114,8 +114,8 @@ def test_one_teacher_forced_pass_scores_like_greedy_decoding(wrong_digit):
 
 
 def test_teacher_forcing_agrees_with_greedy_on_a_random_model():
-    from posembed.model import Decoder
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.nn.model.transformer import Decoder
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     torch.manual_seed(0)
     model = Decoder(len(VOCAB), dim=16, depth=1, num_heads=2, scheme=RotaryEmbedding(8)).eval()

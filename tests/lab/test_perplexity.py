@@ -1,4 +1,4 @@
-"""The lab's one validation loss (:mod:`posembed.lab.perplexity`: ``val_loss`` and ``lm_perplexity``,
+"""The lab's one validation loss (:mod:`posembed.lab.tasks.perplexity`: ``val_loss`` and ``lm_perplexity``,
 used by the char-LM task and the context study) on models whose next-character distribution is
 known, checked to the digit.
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from posembed.lab.perplexity import lm_perplexity, val_loss
+from posembed.lab.tasks.perplexity import lm_perplexity, val_loss
 
 
 class TableModel(nn.Module):
@@ -155,7 +155,7 @@ def test_bad_sizes_name_the_value_and_the_limit(key, value):
 
 @pytest.mark.parametrize("scored", [(), [2], (2, 0), (2, 9)])
 def test_matched_losses_names_a_bad_scored(scored):
-    from posembed.lab.perplexity import matched_losses
+    from posembed.lab.tasks.perplexity import matched_losses
 
     with pytest.raises(ValueError, match="scored"):
         matched_losses(_successor_model(4), torch.arange(40) % 4, 8, scored=scored, span=8, windows=2)

@@ -16,7 +16,7 @@ from posembed.lab.report import write_report
 from posembed.lab.report.tables import scheme_family
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import load_results
-from posembed.lab.train import build_trial_scheme
+from posembed.lab.training.train import build_trial_scheme
 from posembed.schemes.factory import FACTORY
 from tests.lab.test_report import md_tables
 

@@ -159,7 +159,7 @@ def test_the_bar_holds_its_eta_back_then_shows_tqdm_s_own(capsys):
 
 def test_quiet_transformers_hides_its_bars_and_restores_them():
     hf_logging = pytest.importorskip("transformers.utils.logging")
-    from posembed._progress import quiet_transformers
+    from posembed._utils.progress import quiet_transformers
 
     before = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
     with quiet_transformers():

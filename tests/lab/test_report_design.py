@@ -27,7 +27,7 @@ from posembed.lab.report.simulate import claims_winner, false_claims, null_data
 from posembed.lab.report.tables import FINAL, LabData, load_lab_data
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import ResultsStore
-from posembed.stats import ALPHA, Comparison, decide
+from posembed.stats.verdict import ALPHA, Comparison, decide
 
 
 def write_store(out: Path, data: LabData, preset: str = "quick", registered: bool = True) -> Path:
@@ -258,7 +258,7 @@ def test_press_threshold_rows_say_fails_not_which_arm_is_better():
 
     from posembed.lab.report.decisions import THRESHOLD
     from posembed.lab.report.rows import verdict_text
-    from posembed.stats import Comparison, decide
+    from posembed.stats.verdict import Comparison, decide
 
     def verdict(values):
         (d,) = decide([Comparison("Press: s fails beyond L (matched 8x/1x ratio >= 1.5)", "learned", THRESHOLD, values,

@@ -9,10 +9,11 @@ import sqlite3
 import pytest
 import torch
 
-from posembed.lab.checkpoint import load_checkpoint
+from posembed.lab.training.checkpoint import load_checkpoint
 from posembed.lab.config import ExperimentConfig, apply_overrides
 from posembed.lab.sweep.runner import expand, run_experiment
-from posembed.lab.sweep.store import ForeignStoreError, ResultsStore, load_results
+from posembed.lab.sweep.store import ResultsStore, load_results
+from posembed.errors import ForeignStoreError
 from posembed.lab.tasks import make_task
 from tests.helpers import assert_close
 from tests.lab.conftest import tiny_trial
@@ -57,7 +58,7 @@ def test_store_contents_and_checkpoint_round_trip(tmp_path, tiny_experiment):
     # the checkpoint reloads to the same model: same logits on the same input
     model, meta = load_checkpoint(tmp_path / copy.checkpoint)
     assert meta["trial"] == copy.trial_id and meta["task"] == "copy" and meta["step"] == copy.config.steps
-    from posembed.lab.train import train_trial
+    from posembed.lab.training.train import train_trial
 
     _, trained = train_trial(copy.config, device="cpu")
     ids = make_task(copy.config).train_batch(torch.Generator().manual_seed(5), 4).input_ids

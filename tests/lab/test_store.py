@@ -12,7 +12,8 @@ import pytest
 
 from posembed.lab.config import apply_overrides
 from posembed.lab.sweep.runner import run_experiment
-from posembed.lab.sweep.store import ForeignStoreError, ResultsStore, StoreError, load_results
+from posembed.lab.sweep.store import ResultsStore, StoreError, load_results
+from posembed.errors import ForeignStoreError
 from posembed.lab.sweep.store_file import create_store_file
 
 

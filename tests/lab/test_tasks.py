@@ -17,7 +17,7 @@ from posembed.lab.tasks.algorithmic import algorithm, make_example, sequence_len
 from posembed.lab.tasks.charlm import CharLMTask
 from posembed.lab.tasks.make import task_class
 from posembed.lab.tasks.order import order_batch
-from posembed.lab.train import build_trial_model
+from posembed.lab.training.train import build_trial_model
 from tests.lab.conftest import tiny_trial
 
 
@@ -176,7 +176,7 @@ def test_charlm_scores_its_validation_windows_with_the_one_loss_to_the_digit(tin
 
 def test_charlm_one_pass_at_the_longest_length_is_bit_for_bit_the_two_losses(tinyshakespeare):
     # the shared pass must not move a stored number: each loss equals its own function's to the bit
-    from posembed.lab.perplexity import matched_loss, val_loss
+    from posembed.lab.tasks.perplexity import matched_loss, val_loss
 
     cfg = tiny_trial(task="charlm", scheme="rope", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 2.0, 4.0),
                      batch=5, eval_batches=3)

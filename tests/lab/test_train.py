@@ -11,7 +11,7 @@ import torch
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.tasks import make_task
-from posembed.lab.train import build_trial_model, build_trial_scheme, lr_at, train_trial
+from posembed.lab.training.train import build_trial_model, build_trial_scheme, lr_at, train_trial
 from tests.helpers import assert_close
 from tests.lab.conftest import tiny_trial
 
@@ -67,7 +67,7 @@ def test_frozen_table_does_not_drift_and_trained_one_does():
     ],
 )
 def test_drift_hand_values(initial, final, rel, cosine):
-    from posembed.lab.train import drift
+    from posembed.lab.training.train import drift
 
     got = drift(torch.tensor(initial, dtype=torch.float64), torch.tensor(final, dtype=torch.float64))
     assert got == {"rel_frobenius": pytest.approx(rel, abs=1e-12), "cosine": pytest.approx(cosine, abs=1e-12)}
@@ -135,13 +135,13 @@ def test_learning_rate_schedule_is_nanogpts():
 
 
 def test_batch_must_split_over_processes(monkeypatch):
-    monkeypatch.setattr("posembed.lab.train.rank_and_world", lambda: (0, 3))
+    monkeypatch.setattr("posembed.lab.training.train.rank_and_world", lambda: (0, 3))
     with pytest.raises(ValueError, match="batch=8 must be divisible by the number of processes \\(3\\)"):
         train_trial(tiny_trial())
 
 
 def test_cpu_training_is_never_compiled(monkeypatch):
-    from posembed.lab.train import compile_training
+    from posembed.lab.training.train import compile_training
 
     real, compiled = torch.compile, []
 
@@ -162,7 +162,7 @@ def test_cuda_compiles_only_trials_that_repay_the_compile():
     from posembed.lab.calibration import NANOGPT_CPU
     from posembed.lab.presets import get_preset
     from posembed.lab.sweep.runner import expand
-    from posembed.lab.train import compile_training
+    from posembed.lab.training.train import compile_training
 
     cuda = torch.device("cuda")
     assert not any(compile_training(cuda, cfg) for cfg in expand(get_preset("quick")))
@@ -176,7 +176,7 @@ def test_cuda_compiles_only_trials_that_repay_the_compile():
 def test_the_trained_module_is_the_compiled_one_when_the_policy_says_so(monkeypatch):
     """With the policy mocked to compile, the loop trains what ``torch.compile`` returned (here the
     model itself, recorded), and the numbers are the eager ones."""
-    import posembed.lab.train as train_module
+    import posembed.lab.training.train as train_module
 
     compiled = []
 
@@ -195,7 +195,7 @@ def test_the_trained_module_is_the_compiled_one_when_the_policy_says_so(monkeypa
 def _loop_inputs(steps: int = 6, **overrides):
     """A tiny decoder, its training config and a batch source (fixed by the seed)."""
     from posembed.lab.config import TrainingConfig
-    from posembed.model import Decoder
+    from posembed.nn.model.transformer import Decoder
 
     cfg = TrainingConfig(**{"dim": 16, "depth": 1, "heads": 2, "context": 8, "batch": 4, "steps": steps, "lr": 3e-3,
                             "warmup": 2, "grad_clip": 0.5, **overrides})
@@ -207,7 +207,7 @@ def _loop_inputs(steps: int = 6, **overrides):
 
 def test_the_one_loop_is_the_plain_training_loop_to_the_bit():
     """AdamW with decay on matrices, nanoGPT's warmup-cosine, clipping: restated here without the lab."""
-    from posembed.lab.train import train_model
+    from posembed.lab.training.train import train_model
 
     cfg, model, batches = _loop_inputs()
     logged = []
@@ -238,7 +238,7 @@ def test_the_one_loop_is_the_plain_training_loop_to_the_bit():
 
 
 def test_the_loop_reads_the_losses_back_once_per_logged_step(monkeypatch):
-    from posembed.lab.train import train_model
+    from posembed.lab.training.train import train_model
 
     cfg, model, batches = _loop_inputs(steps=7)
     reads, tolist = [], torch.Tensor.tolist
@@ -249,7 +249,7 @@ def test_the_loop_reads_the_losses_back_once_per_logged_step(monkeypatch):
 
 @pytest.mark.parametrize("grad_clip, clipped", [(0.0, 0), (0.5, 3)])
 def test_the_loop_clips_only_when_asked(monkeypatch, grad_clip, clipped):
-    from posembed.lab.train import train_model
+    from posembed.lab.training.train import train_model
 
     cfg, model, batches = _loop_inputs(steps=3, grad_clip=grad_clip)
     calls, clip = [], torch.nn.utils.clip_grad_norm_
@@ -259,7 +259,7 @@ def test_the_loop_clips_only_when_asked(monkeypatch, grad_clip, clipped):
 
 
 def test_the_loop_passes_position_ids_and_names_a_non_finite_run(caplog):
-    from posembed.lab.train import train_model
+    from posembed.lab.training.train import train_model
 
     cfg, model, batches = _loop_inputs(steps=2)
     seen = []
@@ -267,7 +267,7 @@ def test_the_loop_passes_position_ids_and_names_a_non_finite_run(caplog):
     positions = torch.arange(8).expand(4, 8) * 2
     with torch.no_grad():
         model.head.weight.fill_(float("nan"))
-    with caplog.at_level("WARNING", logger="posembed.lab.train"):
+    with caplog.at_level("WARNING", logger="posembed.lab.training.train"):
         losses = train_model(model, cfg, lambda step: (*batches(step), positions), device=torch.device("cpu"),
                              min_lr=3e-4, log_every=1, label="run x")
     assert len(seen) == 2 and all(torch.equal(p, positions) for p in seen)
@@ -276,7 +276,7 @@ def test_the_loop_passes_position_ids_and_names_a_non_finite_run(caplog):
 
 def test_trials_and_the_context_study_train_by_the_one_loop(monkeypatch):
     import posembed.lab.context.train as context_eval
-    import posembed.lab.train as lab_train
+    import posembed.lab.training.train as lab_train
     from posembed.lab.context.presets import ContextConfig
     from posembed.lab.context.run import build_context_model
 

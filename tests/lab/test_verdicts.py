@@ -1,4 +1,4 @@
-"""The verdict words of :mod:`posembed.lab.verdicts`: one rule (:mod:`posembed.stats`), the papers' thresholds."""
+"""The verdict words of :mod:`posembed.lab.verdicts`: one rule (:mod:`posembed.stats.verdict`), the papers' thresholds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from posembed.lab import verdicts as rules
 
 
 def test_the_one_verdict_rule_is_reexported():
-    """The lab's verdicts module hands out posembed.stats' rule itself, not a copy of it."""
-    from posembed import stats
+    """The lab's verdicts module hands out posembed.stats.verdict' rule itself, not a copy of it."""
+    from posembed.stats import verdict as stats
 
     for name in ("Comparison", "Decision", "decide", "describe", "holm", "welch", "paired_t", "mcnemar", "tost",
                  "min_detectable_difference", "distinguishing"):

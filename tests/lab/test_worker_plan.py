@@ -122,7 +122,7 @@ def test_the_runner_plans_when_workers_is_none_and_stores_the_same_numbers(tmp_p
 @pytest.mark.parametrize("context", [3, 7])
 def test_the_estimated_sequence_length_is_the_tasks_own(task, context, tinyshakespeare):
     from posembed.lab.tasks import make_task
-    from posembed.lab.trial_cost import sequence_length
+    from posembed.lab.training.trial_cost import sequence_length
 
     cfg = TrialConfig(task=task, context=context, text=str(tinyshakespeare))
     # (B, T): a batch this large holds the longest operand (algorithmic batches pad to it)

@@ -19,7 +19,8 @@ from posembed.cli import main
 from posembed.lab.sweep import workers as workers_module
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import load_results
-from posembed.lab.sweep.workers import TrialPool, WorkerError, default_workers
+from posembed.lab.sweep.workers import TrialPool, default_workers
+from posembed.errors import WorkerError
 from tests.lab.conftest import tiny_trial
 
 
@@ -155,7 +156,7 @@ class _RecordingPool:
         return None
 
     def run(self, todo):
-        from posembed.lab.train import train_trial
+        from posembed.lab.training.train import train_trial
 
         for cfg in todo:
             result, model = train_trial(cfg, device="cpu")
@@ -165,7 +166,7 @@ class _RecordingPool:
 def test_on_cuda_workers_share_the_device(tmp_path, monkeypatch, tiny_experiment):
     """With the device policy saying CUDA, ``workers=2`` is a pool of two processes on that device
     (no longer one trial at a time), and ``workers=None`` asks the plan with the CUDA device."""
-    from posembed import devices
+    from posembed._utils import devices
     from posembed.lab.sweep import worker_plan
 
     monkeypatch.setattr(devices, "resolve_device", lambda spec="auto": torch.device("cuda"))

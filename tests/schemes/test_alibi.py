@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posembed import ALiBi
-from posembed.schemes.alibi import alibi_slopes
-from posembed.schemes.relative import relative_positions
+from posembed.schemes.bias.alibi import alibi_slopes
+from posembed.schemes.bias.relative import relative_positions
 from tests.helpers import assert_close
 
 x_transformers = pytest.importorskip("x_transformers.x_transformers")

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from posembed.schemes.axial_rope import AxialRotary, SectionedRotary, axial_cos_sin, axial_frequencies
+from posembed.schemes.rotary.axial import AxialRotary, SectionedRotary, axial_cos_sin, axial_frequencies
 from posembed.schemes.fp32_buffers import Fp32Buffer
-from posembed.schemes.mrope import MRoPE
-from posembed.schemes.pixtral_rope import PixtralRotary
-from posembed.schemes.rotation import apply_rotary
+from posembed.schemes.rotary.mrope import MRoPE
+from posembed.schemes.rotary.pixtral import PixtralRotary
+from posembed.schemes.rotary.rotation import apply_rotary
 
 HEAD_DIM, LENGTH = 32, 12
 AXIAL = {

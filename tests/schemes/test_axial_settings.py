@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.schemes.axial_rope import AxialRotary
+from posembed.schemes.rotary.axial import AxialRotary
 
 pytest.importorskip("transformers")
 

@@ -7,7 +7,7 @@ import torch
 from torch.func import functional_call
 
 from posembed import SelfAttention
-from posembed.schemes.cope import CoPE
+from posembed.schemes.bias.cope import CoPE
 from tests.helpers import assert_close
 from tests.schemes.bias_checks import check_self_attention
 

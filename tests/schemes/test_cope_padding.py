@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.attention import SelfAttention
-from posembed.attention_backends import AttentionInputs, choose_backend, fused_applies
-from posembed.model import Decoder
-from posembed.positions import positions_from_mask
-from posembed.schemes.cope import CoPE
+from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.attention.backends import AttentionInputs, choose_backend, fused_applies
+from posembed.nn.model.transformer import Decoder
+from posembed.schemes.positions import positions_from_mask
+from posembed.schemes.bias.cope import CoPE
 from tests.helpers import assert_close
 
 DIM, HEADS, HEAD_DIM, LENGTH = 16, 2, 8, 9

@@ -7,7 +7,7 @@ import torch
 from torch.func import functional_call
 
 from posembed import SelfAttention
-from posembed.schemes.deberta import DebertaRelative, log_bucket_position
+from posembed.schemes.bias.deberta import DebertaRelative, log_bucket_position
 from tests.helpers import assert_close
 from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from posembed import Encoder, SelfAttention
-from posembed.attention_backends import AttentionInputs, run_backend
-from posembed.model import build_model
-from posembed.schemes.deberta import DebertaRelative
+from posembed.nn.attention.backends import AttentionInputs, run_backend
+from posembed.nn.model.transformer import build_model
+from posembed.schemes.bias.deberta import DebertaRelative
 from tests.helpers import assert_close
 from tests.schemes.test_deberta import CASES, HEADS, HIDDEN, hf_model, ours_from
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from posembed.schemes.dynamic_bias import DynamicPositionBias
+from posembed.schemes.bias.dynamic import DynamicPositionBias
 from tests.helpers import assert_close
 from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
@@ -89,7 +89,7 @@ def test_gradcheck_float64():
 
 
 def test_compiled_path_without_host_sync_equals_table_path(monkeypatch):
-    import posembed.schemes.dynamic_bias as module
+    import posembed.schemes.bias.dynamic as module
 
     dpb = DynamicPositionBias(3, hidden=4, depth=2)
     pos = torch.tensor([[0, 1, 2, 5], [3, 4, 5, 6]])

@@ -168,7 +168,7 @@ def test_missing_required_arguments():
 
 
 def test_subclass_without_its_own_entry_is_refused():
-    from posembed.schemes.learned import LearnedAbsolute
+    from posembed.schemes.absolute.learned import LearnedAbsolute
 
     class Mine(LearnedAbsolute):
         pass

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from posembed import SelfAttention
-from posembed.schemes.forgetting import ForgettingGate
+from posembed.schemes.bias.forgetting import ForgettingGate
 from tests.helpers import assert_close
 from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 

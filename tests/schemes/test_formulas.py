@@ -12,11 +12,11 @@ import math
 import pytest
 import torch
 
-from posembed.schemes.alibi import alibi_bias, alibi_slopes
-from posembed.schemes.relative import check_positions, relative_position_fn, relative_positions
-from posembed.schemes.rotary import rope_inv_freq
-from posembed.schemes.sinusoidal import sinusoid_inv_freq, sinusoidal_table
-from posembed.schemes.t5_bias import T5RelativeBias, relative_position_bucket
+from posembed.schemes.bias.alibi import alibi_bias, alibi_slopes
+from posembed.schemes.bias.relative import check_positions, relative_position_fn, relative_positions
+from posembed.schemes.rotary.rope import rope_inv_freq
+from posembed.schemes.absolute.sinusoidal import sinusoid_inv_freq, sinusoidal_table
+from posembed.schemes.bias.t5 import T5RelativeBias, relative_position_bucket
 from tests.helpers import assert_close
 
 # --- RoPE ---------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def test_sinusoidal_table_hand_values():
 
 
 def test_sinusoidal_accepts_any_base_above_one():
-    from posembed.schemes.sinusoidal import Sinusoidal
+    from posembed.schemes.absolute.sinusoidal import Sinusoidal
 
     assert_close(sinusoid_inv_freq(4, base=1.5), torch.tensor([1.0, 1.5**-0.5]), atol=0, rtol=1e-7)
     assert Sinusoidal(4, base=1.5).base == 1.5
@@ -57,7 +57,7 @@ def test_sinusoidal_accepts_any_base_above_one():
 
 def test_sinusoidal_cache_edge_position_equals_the_formula():
     """Position ``max_len`` is the first one past the cache: computed, never looked up (index error)."""
-    from posembed.schemes.sinusoidal import Sinusoidal
+    from posembed.schemes.absolute.sinusoidal import Sinusoidal
 
     cached = Sinusoidal(4, max_len=3)
     expected = torch.tensor([[math.sin(p), math.cos(p), math.sin(p / 100), math.cos(p / 100)] for p in (2.0, 3.0)])
@@ -189,7 +189,7 @@ def test_check_positions_accepts_real_positions_only_when_asked():
 
 
 def test_sinusoidal_empty_positions_and_meta_buffers():
-    from posembed.schemes.sinusoidal import Sinusoidal
+    from posembed.schemes.absolute.sinusoidal import Sinusoidal
 
     assert Sinusoidal(4, max_len=3)(torch.zeros(0, dtype=torch.long)).shape == (0, 4)
     assert Sinusoidal(4, max_len=3)(torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0, 4)

@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 from posembed.schemes.fp32_buffers import Fp32Buffer
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_yarn import YaRNRotary
-from posembed.schemes.sinusoidal import ScaledSinusoidal, Sinusoidal
-from posembed.schemes.xpos import XPos
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.rotary.longrope import LongRoPERotary
+from posembed.schemes.rotary.yarn import YaRNRotary
+from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
+from posembed.schemes.rotary.xpos import XPos
 
 ROTARY = {
     "rope": lambda: RotaryEmbedding(head_dim=32, max_len=64),

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from posembed.schemes.kerple import KERPLE_EPS, Kerple
+from posembed.schemes.bias.kerple import KERPLE_EPS, Kerple
 from tests.helpers import assert_close
 from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 

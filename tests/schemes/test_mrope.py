@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.schemes.mrope import MRoPE, default_mrope_section
-from posembed.schemes.mrope_positions import IMAGE, TEXT, VIDEO, mrope_position_ids, vision_positions
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.rotary.mrope import MRoPE, default_mrope_section
+from posembed.schemes.rotary.mrope_positions import IMAGE, TEXT, VIDEO, mrope_position_ids, vision_positions
+from posembed.schemes.rotary.rope import RotaryEmbedding
 from tests.helpers import assert_close
 
 qwen2_vl = pytest.importorskip("transformers.models.qwen2_vl.modeling_qwen2_vl")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.attention import SelfAttention
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
-from posembed.model import Decoder, Encoder, build_model
-from posembed.schemes.mrope import MRoPE, mrope_frequencies
+from posembed.nn.attention.layer import SelfAttention
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
+from posembed.nn.model.transformer import Decoder, Encoder, build_model
+from posembed.schemes.rotary.mrope import MRoPE, mrope_frequencies
 from tests.helpers import assert_close
 
 SECTION = (2, 3, 3)  # head_dim 16

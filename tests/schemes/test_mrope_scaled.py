@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posembed import LongRoPERotary, MRoPE, RotaryEmbedding, YaRNRotary
-from posembed.schemes.axial_rope import axial_cos_sin
+from posembed.schemes.rotary.axial import axial_cos_sin
 from tests.helpers import assert_close
 
 D = 16

@@ -9,7 +9,7 @@ import importlib
 import pytest
 import torch
 
-from posembed.schemes.mrope import MRoPE, mrope_pairs
+from posembed.schemes.rotary.mrope import MRoPE, mrope_pairs
 
 transformers = pytest.importorskip("transformers")
 
@@ -69,7 +69,7 @@ def test_mrope_settings_equal_transformers(family):
 
 
 def test_text_positions_are_plain_rope_in_every_arrangement():
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     q = torch.randn(1, 2, 9, 32)
     plain, _ = RotaryEmbedding(32, layout="interleaved")(q, q)

@@ -22,7 +22,7 @@ def test_nope_adds_nothing():
 @pytest.mark.parametrize("heads, head_dim", [(1, 7), (3, 5), (12, 2), (64, 1)])
 def test_nope_accepts_any_attention_layer_and_changes_nothing(heads, head_dim, causal):
     """Any head count / odd head dim / either mask is accepted, and the layer equals one without a scheme."""
-    from posembed.attention import SelfAttention
+    from posembed.nn.attention.layer import SelfAttention
 
     assert NoPE().check_attention(num_heads=heads, head_dim=head_dim, causal=causal) is None
     torch.manual_seed(heads)

@@ -16,8 +16,8 @@ from posembed import (
     RotaryEmbedding, ScaledSinusoidal, Sinusoidal, Sinusoidal2D, Sinusoidal3D, XPos, YaRNRotary,
 )  # fmt: skip
 from posembed.schemes.phases import cos_sin
-from posembed.schemes.rotary_scaling import dynamic_ntk_inv_freq
-from posembed.schemes.rotation import rotate_reference
+from posembed.schemes.rotary.scaling import dynamic_ntk_inv_freq
+from posembed.schemes.rotary.rotation import rotate_reference
 from tests.helpers import max_abs_diff
 
 LIMIT = 2**24

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.schemes.pixtral_rope import PixtralRotary, patch_coordinates, pixtral_frequencies
+from posembed.schemes.rotary.pixtral import PixtralRotary, patch_coordinates, pixtral_frequencies
 from tests.helpers import assert_close
 
 pixtral = pytest.importorskip("transformers.models.pixtral.modeling_pixtral")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.schemes.rerotate import rerotate_keys, rotation_between
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_scaling import (
+from posembed.schemes.rotary.rerotate import rerotate_keys, rotation_between
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.rotary.longrope import LongRoPERotary
+from posembed.schemes.rotary.scaling import (
     DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary,
 )  # fmt: skip
-from posembed.schemes.rotary_yarn import YaRNRotary
-from posembed.schemes.xpos import XPos
+from posembed.schemes.rotary.yarn import YaRNRotary
+from posembed.schemes.rotary.xpos import XPos
 from tests.helpers import assert_close
 
 D = 16

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from posembed import RotaryEmbedding
 from posembed.schemes.base import SCHEMES, Kind
-from posembed.schemes.rotary import apply_rotary, rope_cos_sin, rope_inv_freq
+from posembed.schemes.rotary.rope import apply_rotary, rope_cos_sin, rope_inv_freq
 from tests.helpers import assert_close, max_abs_diff
 
 transformers = pytest.importorskip("transformers")
@@ -316,8 +316,8 @@ def test_compiled_equals_eager_without_graph_breaks(max_len, explicit):
 
 @pytest.mark.parametrize("layout, rotary_dim", [("half", None), ("interleaved", 4)])
 def test_compiled_rotation_equals_the_eager_path(layout, rotary_dim):
-    """RotaryEmbedding(compiled=True) dispatches to posembed.fused.rope: same values and gradients."""
-    from posembed.fused import rope as fused_rope
+    """RotaryEmbedding(compiled=True) dispatches to posembed.kernels.rope: same values and gradients."""
+    from posembed.kernels import rope as fused_rope
 
     if not fused_rope.available():
         pytest.skip("torch.compile cannot build kernels on this machine")
@@ -336,12 +336,12 @@ def test_compiled_rotation_equals_the_eager_path(layout, rotary_dim):
 
 def test_compiled_rotation_falls_back_for_float64(caplog):
     """The kernel covers fp32, bf16 and fp16 (tests/test_fused_rope.py); float64 rotates eagerly."""
-    from posembed._logging import forget_logged
+    from posembed._utils.logging import forget_logged
 
     forget_logged()
     rope = RotaryEmbedding(8, compiled=True)
     q = torch.randn(1, 2, 5, 8, dtype=torch.float64)
-    with caplog.at_level("WARNING", logger="posembed.schemes.rotation"):
+    with caplog.at_level("WARNING", logger="posembed.schemes.rotary.rotation"):
         out, _ = rope(q, q)
         rope(q, q)
     assert_close(out, RotaryEmbedding(8)(q, q)[0])

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from posembed.schemes.rotary_checks import check_cache_range, check_rotary_dim, resolve_qk_positions
+from posembed.schemes.rotary.checks import check_cache_range, check_rotary_dim, resolve_qk_positions
 from tests.helpers import assert_close
 
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from posembed.interop.rope.config import rotary_from_hf_config
-from posembed.schemes import rotary_scaling as rs
-from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_yarn import YaRNRotary
+from posembed.schemes.rotary import scaling as rs
+from posembed.schemes.rotary.longrope import LongRoPERotary
+from posembed.schemes.rotary.yarn import YaRNRotary
 from tests.helpers import assert_close, max_abs_diff
 
 transformers = pytest.importorskip("transformers")

@@ -3,7 +3,7 @@
 Levels, bottom to top: the leaf helpers (checks, rotation, phases), RotaryEmbedding, the variants,
 then the Hugging Face config reader in interop. One upward import is allowed: the lazy
 ``RotaryEmbedding.from_hf_config`` alias, marked ``# edge alias`` on its line. No scheme imports
-``posembed.fused``.
+``posembed.kernels``.
 """
 
 import ast
@@ -15,15 +15,15 @@ import posembed
 
 SRC = Path(posembed.__file__).parent
 LEVELS = {
-    "posembed.schemes.rotary_checks": 0,
-    "posembed.schemes.rotation": 0,
+    "posembed.schemes.rotary.checks": 0,
+    "posembed.schemes.rotary.rotation": 0,
     "posembed.schemes.phases": 0,
-    "posembed.schemes.rotary_layout": 0,
-    "posembed.schemes.rotary": 1,
-    "posembed.schemes.rotary_scaling": 2,
-    "posembed.schemes.rotary_yarn": 2,
-    "posembed.schemes.rotary_longrope": 2,
-    "posembed.schemes.xpos": 2,
+    "posembed.schemes.rotary.layout": 0,
+    "posembed.schemes.rotary.rope": 1,
+    "posembed.schemes.rotary.scaling": 2,
+    "posembed.schemes.rotary.yarn": 2,
+    "posembed.schemes.rotary.longrope": 2,
+    "posembed.schemes.rotary.xpos": 2,
     "posembed.interop.rope.config": 3,
 }
 
@@ -52,7 +52,7 @@ def test_imports_point_down(module):
     for name, line in _imports(_path(module)):
         if name in LEVELS and name != module:
             if "# edge alias" in line:
-                assert (module, name) == ("posembed.schemes.rotary", "posembed.interop.rope.config"), line
+                assert (module, name) == ("posembed.schemes.rotary.rope", "posembed.interop.rope.config"), line
                 continue
             assert LEVELS[name] < LEVELS[module], f"{module} imports {name} (level {LEVELS[name]}): {line.strip()}"
 
@@ -60,7 +60,7 @@ def test_imports_point_down(module):
 def test_schemes_never_import_fused():
     for path in sorted((SRC / "schemes").glob("*.py")):
         for name, line in _imports(path):
-            assert not name.startswith("posembed.fused"), f"{path.name}: {line.strip()}"
+            assert not name.startswith("posembed.kernels"), f"{path.name}: {line.strip()}"
 
 
 def test_no_rotary_config_module_left_in_schemes():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from posembed import RotaryEmbedding
-from posembed.schemes.rotary_layout import half_to_interleaved_qk_weight, interleaved_to_half_qk_weight
+from posembed.schemes.rotary.layout import half_to_interleaved_qk_weight, interleaved_to_half_qk_weight
 from tests.helpers import assert_close
 
 HEADS, D, C, T = 3, 8, 24, 7

@@ -12,8 +12,8 @@ import importlib
 import pytest
 import torch
 
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotation import apply_rotary, apply_rotary_placed
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.rotary.rotation import apply_rotary, apply_rotary_placed
 
 transformers = pytest.importorskip("transformers")
 
@@ -99,7 +99,7 @@ def test_an_odd_frequency_width_is_transformers_ceil():
     torch.testing.assert_close(ours(q, q, position_ids=positions)[0], their_q, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="frequency_dim=21 gives 11 frequencies, which rotate 22 channels; rotary_dim=20"):
         RotaryEmbedding(42, frequency_dim=21, rotary_dim=20)
-    from posembed.schemes.rotary_scaling import LinearScalingRotary, NTKAwareRotary
+    from posembed.schemes.rotary.scaling import LinearScalingRotary, NTKAwareRotary
 
     with pytest.raises(ValueError, match=r"an odd frequency_dim \(21\) .* NTKAwareRotary does not take it"):
         NTKAwareRotary(42, factor=2.0, frequency_dim=21)

@@ -15,8 +15,8 @@ from posembed import (
     YaRNRotary,
 )
 from posembed.schemes.base import SCHEMES
-from posembed.schemes.rotary import rope_inv_freq
-from posembed.schemes.rotary_scaling import ProportionalRotary, ntk_base
+from posembed.schemes.rotary.rope import rope_inv_freq
+from posembed.schemes.rotary.scaling import ProportionalRotary, ntk_base
 from tests.helpers import assert_close
 
 D = 16

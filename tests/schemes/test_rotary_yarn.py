@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from posembed import YaRNRotary
-from posembed.schemes.rotary import rope_inv_freq
-from posembed.schemes.rotary_yarn import yarn_attention_factor
+from posembed.schemes.rotary.rope import rope_inv_freq
+from posembed.schemes.rotary.yarn import yarn_attention_factor
 from tests.helpers import assert_close
 
 D = 16
@@ -124,7 +124,7 @@ def test_attention_factor_at_small_factors_and_deepseek_halves():
 
 
 def test_the_function_defaults_are_the_papers_and_the_class_s():
-    from posembed.schemes.rotary_yarn import yarn_inv_freq
+    from posembed.schemes.rotary.yarn import yarn_inv_freq
 
     rope = YaRNRotary(128, factor=8.0, original_max_len=4096)
     assert (rope.beta_fast, rope.beta_slow, rope.truncate) == (32.0, 1.0, True)

@@ -1,4 +1,4 @@
-"""posembed.schemes.rotation: the exact inverse-rotation backward, the dtype-preserving compiled
+"""posembed.schemes.rotary.rotation: the exact inverse-rotation backward, the dtype-preserving compiled
 kernel (bf16/fp16 rotated in float32 inside), the one dispatch point's device policy, and no host
 reads in the forward and backward."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed._logging import forget_logged
-from posembed.schemes import rotation
-from posembed.schemes.rotary import RotaryEmbedding, rope_cos_sin, rope_inv_freq
+from posembed._utils.logging import forget_logged
+from posembed.schemes.rotary import rotation
+from posembed.schemes.rotary.rope import RotaryEmbedding, rope_cos_sin, rope_inv_freq
 from tests.helpers import assert_close
 
 SHAPE = (2, 3, 16, 8)  # (B, H, T, D)
@@ -242,7 +242,7 @@ def test_forward_and_backward_never_read_a_value_back(monkeypatch, compiled, max
 
 def test_dynamic_frequencies_never_read_a_value_back(monkeypatch):
     """Dynamic NTK's frequencies follow the largest position, on the device."""
-    from posembed.schemes.rotary_scaling import DynamicNTKRotary
+    from posembed.schemes.rotary.scaling import DynamicNTKRotary
 
     _never_reads(monkeypatch, DynamicNTKRotary(8, factor=2.0, original_max_len=8), explicit=True)
 

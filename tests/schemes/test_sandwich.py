@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from posembed.schemes.sandwich import Sandwich
+from posembed.schemes.bias.sandwich import Sandwich
 from tests.helpers import assert_close
 from tests.schemes.bias_checks import check_score_mod, check_score_mod_memory, check_self_attention
 
@@ -83,7 +83,7 @@ def test_score_mod_captures_no_t_by_t_tensor():
 def test_score_mod_off_the_cpu_reads_no_range_back_and_equals_the_bias(monkeypatch):
     """Where a host read would sync (CUDA; the device policy mocked here), the score_mod evaluates
     the sum inline from integer positions instead of reading their range for a table."""
-    from posembed.schemes import sandwich
+    from posembed.schemes.bias import sandwich
 
     monkeypatch.setattr(sandwich, "host_checks", lambda device: False)
     scheme = Sandwich(2, 16)

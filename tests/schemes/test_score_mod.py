@@ -160,8 +160,8 @@ def test_compiled_flex_attention_smallest_case(caplog):
     """
     import logging
 
-    from posembed.attention import SelfAttention
-    from posembed.attention_backends import _compiled_flex
+    from posembed.nn.attention.layer import SelfAttention
+    from posembed.nn.attention.backends import _compiled_flex
 
     torch.manual_seed(0)
     heads, head_dim, length = 2, 4, 5
@@ -170,7 +170,7 @@ def test_compiled_flex_attention_smallest_case(caplog):
     mask = torch.ones(2, length, dtype=torch.long)
     mask[1, -2:] = 0  # right padding
     before = _compiled_flex.cache_info().misses + _compiled_flex.cache_info().hits
-    with torch.no_grad(), caplog.at_level(logging.INFO, logger="posembed.attention_backends"):
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="posembed.nn.attention.backends"):
         out = attn(x, attention_mask=mask)
         assert attn.backend_for(x, attention_mask=mask) == "flex"
     assert _compiled_flex.cache_info().misses + _compiled_flex.cache_info().hits == before + 1  # the compiled path
@@ -185,7 +185,7 @@ def test_compiled_flex_attention_smallest_case(caplog):
         i = torch.arange(length).view(-1, 1)
         j = torch.arange(length).view(1, -1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim) + slopes * (j - i).float()
-        # causal, real keys only, and a query always sees itself (posembed.fused.masks' rule)
+        # causal, real keys only, and a query always sees itself (posembed.kernels.masks' rule)
         visible = ((j <= i) & mask.bool().view(2, 1, 1, length)) | (i == j)
         probs = scores.masked_fill(~visible, float("-inf")).softmax(-1)
         expected = attn.out_proj((probs @ v).transpose(1, 2).reshape(2, length, heads * head_dim))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posembed import ShawRelative
-from posembed.schemes.shaw import distance_index
+from posembed.schemes.bias.shaw import distance_index
 from tests.helpers import assert_close
 
 MODES = ["relative_key", "relative_key_query"]

@@ -10,8 +10,8 @@ from positional_encodings.torch_encodings import PositionalEncoding1D
 from x_transformers.x_transformers import ScaledSinusoidalEmbedding
 
 from posembed import ScaledSinusoidal, Sinusoidal
-from posembed.positions import default_positions, positions_with_offset
-from posembed.schemes.sinusoidal import sinusoid_inv_freq, sinusoidal_table
+from posembed.schemes.positions import default_positions, positions_with_offset
+from posembed.schemes.absolute.sinusoidal import sinusoid_inv_freq, sinusoidal_table
 from tests.helpers import assert_close, max_abs_diff
 
 #: the reference libraries compute base^(-2i/C) in fp32 with a few ulps of error; ours is

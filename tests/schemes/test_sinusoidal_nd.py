@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from positional_encodings.torch_encodings import PositionalEncoding2D, PositionalEncoding3D
 
 from posembed import Sinusoidal, Sinusoidal2D, Sinusoidal3D
-from posembed.schemes.sinusoidal import sinusoid_inv_freq
-from posembed.schemes.sinusoidal_nd import axis_width, grid_coordinates, sinusoidal_nd_table
+from posembed.schemes.absolute.sinusoidal import sinusoid_inv_freq
+from posembed.schemes.absolute.sinusoidal_nd import axis_width, grid_coordinates, sinusoidal_nd_table
 from tests.helpers import assert_close
 
 FREQ_RTOL = 4 * 2.0**-23  # see test_sinusoidal.py: reference fp32 frequencies vs ours

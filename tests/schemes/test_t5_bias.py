@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posembed import T5RelativeBias
-from posembed.schemes.t5_bias import relative_position_bucket
+from posembed.schemes.bias.t5 import relative_position_bucket
 from tests.helpers import assert_close
 
 t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
@@ -205,7 +205,7 @@ def test_head_count_mismatch_with_attention():
 
 
 def test_causal_form_refuses_bidirectional_attention():
-    from posembed.attention import SelfAttention
+    from posembed.nn.attention.layer import SelfAttention
 
     causal = T5RelativeBias(2, bidirectional=False)
     causal.check_attention(num_heads=2, head_dim=8, causal=True)

@@ -5,7 +5,7 @@ import torch
 
 from posembed import RotaryEmbedding, XPos
 from posembed.schemes.base import SCHEMES
-from posembed.schemes.xpos import xpos_zeta
+from posembed.schemes.rotary.xpos import xpos_zeta
 from tests.helpers import assert_close, max_abs_diff
 
 D = 16

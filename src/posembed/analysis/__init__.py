@@ -33,6 +33,6 @@ file                what
 =================== ============================================================================
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.analysis.<file>: imported on first use

@@ -6,7 +6,7 @@ key at distance 0. The receptive field of a head is the distance at which that f
 (and 1/100): ``b(m) - b(0) <= -ln 10``.
 
 Example:
-    >>> from posembed.schemes.alibi import ALiBi
+    >>> from posembed.schemes.bias.alibi import ALiBi
     >>> bias = bias_by_distance(ALiBi(num_heads=2), 1024)  # slopes 1/16 and 1/256
     >>> bias.shape, receptive_field(bias, 10.0), receptive_field(bias[:, :64], 10.0)
     ((2, 1024), [37, 590], [37, None])
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from posembed.analysis import scheme_plots
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 from posembed.schemes.base import BiasScheme
 
 __all__ = ["bias_by_distance", "receptive_field", "bias_horizon", "section_bias_distance", "section_receptive_field"]

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import torch
 
-from posembed.report import new_figure
+from posembed._utils.html import new_figure
 
 __all__ = [
     "COLUMN_INCHES",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posembed.report import new_figure
+from posembed._utils.html import new_figure
 
 __all__ = ["ForestRow", "arm_series", "arms_figure", "forest_figure", "forest_rows"]
 
@@ -47,7 +47,7 @@ def _unit(decision) -> str:
 
 
 def forest_rows(decisions: Iterable, shown: Callable[[object], str] | None = None) -> list[ForestRow]:
-    """:class:`ForestRow` of every decision (:class:`posembed.stats.Decision`) with a finite interval;
+    """:class:`ForestRow` of every decision (:class:`posembed.stats.verdict.Decision`) with a finite interval;
     exploratory ones (no word) included as ``exploratory``. ``shown(decision)``: the verdict as the
     report words it (the lab passes :func:`posembed.lab.report.rows.verdict_text`, so a threshold test
     reads "learned fails ..." as on every page); default the rule's word."""

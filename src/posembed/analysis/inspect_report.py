@@ -41,13 +41,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from posembed._io import atomic_write_json
-from posembed._progress import Progress, progress_mode
+from posembed._utils.io import atomic_write_json
+from posembed._utils.progress import Progress, progress_mode
 from posembed.analysis import bias_sections, model_sections, rotary_sections, table_sections
 from posembed.analysis.scheme_details import position_kind
 from posembed.analysis.sources import Source
 from posembed.analysis.text_model import DEFAULT_TEXT, load_probe_text
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 from posembed.schemes.base import BiasScheme
 
 __all__ = ["InspectOptions", "run_inspect", "PLANS", "TITLES"]
@@ -287,7 +287,7 @@ def run_inspect(
 
     ``progress``: a bar on a terminal and else one INFO line per finished section on
     :data:`PROGRESS_LOGGER` (``None``, the default), ``False`` for none, or a mode of
-    :func:`~posembed._progress.progress_mode`.
+    :func:`~posembed._utils.progress.progress_mode`.
     """
     options = options or InspectOptions()
     out = Path(out)

@@ -5,7 +5,7 @@ table to the longest *evaluated* sequence (for ``charlm`` 8x the training contex
 beyond the training length were never updated; the inspector reads the training length from the
 checkpoint's ``meta["config"]`` (``context``, turned into a sequence length per task) and analyses
 rows ``0 .. L-1``, capped by whatever hard limit the model has (table size, ``max_len``:
-:func:`posembed.lab.train.model_position_limit`).
+:func:`posembed.lab.training.train.model_position_limit`).
 
 Example:
     >>> training_length({"task": "copy", "config": {"context": 6}})
@@ -26,7 +26,7 @@ from posembed.analysis.probes import MIN_POSITIONS
 from posembed.analysis.scheme_source import scheme_closeness
 from posembed.analysis.source_types import Source
 from posembed.analysis.text_model import LabTextModel
-from posembed.lab.train import model_position_limit
+from posembed.lab.training.train import model_position_limit
 
 __all__ = ["load_lab_checkpoint", "training_length", "analysed_length"]
 
@@ -82,7 +82,7 @@ def load_lab_checkpoint(folder: str | Path, device: torch.device | None = None) 
     The model stays on the CPU; its forward (the text model) and the scheme's closeness run on
     ``device`` (default: the CPU).
     """
-    from posembed.lab.checkpoint import load_checkpoint
+    from posembed.lab.training.checkpoint import load_checkpoint
     from posembed.schemes.base import AbsoluteScheme
 
     model, meta = load_checkpoint(folder)

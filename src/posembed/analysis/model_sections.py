@@ -1,10 +1,10 @@
 """The model sections of the inspector report: the model on real text, attention logits, segment vectors.
 
-Each ``section_*`` function adds to the :class:`~posembed.report.HtmlReport` and returns its metrics.
+Each ``section_*`` function adds to the :class:`~posembed._utils.html.HtmlReport` and returns its metrics.
 
 Example:
     >>> import numpy as np
-    >>> from posembed.report import HtmlReport
+    >>> from posembed._utils.html import HtmlReport
     >>> found = section_segments(HtmlReport("t"), np.ones((2, 4)), np.ones((8, 4)), 2 * np.ones((10, 4)))
     >>> found["segment_norms"], found["segment_to_position_ratio"], found["segment_to_token_ratio"]
     ([2.0, 2.0], 1.0, 0.5)
@@ -22,7 +22,7 @@ from posembed.analysis.decomposition import TERMS, add_or_concat, four_terms, la
 from posembed.analysis.probes import layer_probes
 from posembed.analysis.sources import FirstLayer
 from posembed.analysis.text_model import TextModel, make_windows
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 
 __all__ = ["text_windows", "section_layers", "section_decomposition", "section_segments", "decompose_windows"]
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from posembed.report import new_figure
+from posembed._utils.html import new_figure
 
 __all__ = [
     "similarity_figure",

@@ -30,8 +30,8 @@ import torch
 
 from posembed.analysis.source_types import AttentionWeights, Source
 from posembed.schemes.base import RotaryScheme
-from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
-from posembed.schemes.rotary_scaling import pair_treatment
+from posembed.schemes.rotary.rope import RotaryEmbedding, rope_inv_freq
+from posembed.schemes.rotary.scaling import pair_treatment
 
 __all__ = ["RotaryPairs", "rotary_pairs", "rope_decay", "distance_grid", "receding_below", "level_near", "pair_usage"]
 

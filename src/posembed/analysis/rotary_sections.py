@@ -1,12 +1,12 @@
 """The rotary report sections: per-pair wavelengths, the long-term decay of q.k, which pairs the model uses.
 
 Each ``section_*`` function adds a numbered section (opening with its finding) to an
-:class:`~posembed.report.HtmlReport` and returns its metrics; the numbers come from
+:class:`~posembed._utils.html.HtmlReport` and returns its metrics; the numbers come from
 :mod:`posembed.analysis.rotary_math`.
 
 Example:
     >>> from posembed.analysis.sources import load_scheme
-    >>> from posembed.report import HtmlReport
+    >>> from posembed._utils.html import HtmlReport
     >>> source = load_scheme("rope_yarn", dim=16, max_len=32, overrides={"factor": 4, "original_max_len": 64})
     >>> pairs = rotary_pairs(source)
     >>> found = section_rope_frequencies(HtmlReport("t"), pairs)
@@ -25,7 +25,7 @@ from posembed.analysis.rotary_math import (
     RotaryPairs, distance_grid, level_near, pair_usage, receding_below, rope_decay, rotary_pairs,
 )  # fmt: skip
 from posembed.analysis.source_types import AttentionWeights
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 
 __all__ = ["rotary_pairs", "section_rope_frequencies", "section_rope_decay", "section_rope_usage"]
 

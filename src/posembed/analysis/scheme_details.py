@@ -31,7 +31,7 @@ from posembed.analysis.scheme_source import rotary_closeness
 from posembed.analysis.source_types import AttentionWeights, Source
 from posembed.analysis.sources import load_source
 from posembed.schemes.base import BiasScheme, RotaryScheme
-from posembed.schemes.nope import NoPE
+from posembed.schemes.bias.nope import NoPE
 
 __all__ = ["KINDS", "position_kind", "load_for_inspect", "attach_details", "lab_attention"]
 
@@ -82,7 +82,7 @@ def attach_details(source: Source, folder: Path | None) -> Source:
 
 
 def lab_attention(model) -> list[AttentionWeights]:
-    """Each block's ``q_proj`` / ``k_proj`` weights of a :mod:`posembed.model` model."""
+    """Each block's ``q_proj`` / ``k_proj`` weights of a :mod:`posembed.nn.model.transformer` model."""
     found = []
     for block in model.blocks:
         attn = block.attn

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from posembed.report import new_figure
+from posembed._utils.html import new_figure
 
 __all__ = ["MAX_LINES", "wavelength_figure", "decay_figure", "usage_figure", "bias_distance_figure",
            "receptive_field_figure"]  # fmt: skip

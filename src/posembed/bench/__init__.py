@@ -26,7 +26,7 @@ file            what
 =============== ================================================================================
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.bench.run import run_suites
 from posembed.bench.suites import PROGRESS_LOGGER, SUITES
 

@@ -32,7 +32,7 @@ import statistics
 import torch
 
 from posembed.bench.harness import Row, as_device, failure_note, peak_memory_mb, run_worker, start_memory, time_ms
-from posembed.devices import cpu_tuned
+from posembed._utils.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ CUDA_HEADS = 16
 
 
 def _posembed(backend: str, scheme: str, device: torch.device, heads: int = HEADS):
-    from posembed.attention import SelfAttention
+    from posembed.nn.attention.layer import SelfAttention
 
     compiled = backend == "flex" and not cpu_tuned(device)  # off the CPU flex runs compiled, as auto runs it
     attention = SelfAttention(heads * DIM_HEAD, heads, scheme=_scheme(scheme, heads), causal=True, backend=backend,

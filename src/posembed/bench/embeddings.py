@@ -7,7 +7,7 @@ forward+backward (training mode, dropout 0.1, gradients reset to ``None`` every 
 and the chunked ``fused_embedding`` on its own.
 
 On CUDA (``device="cuda"``) the block dispatches to its compiled kernel
-(:mod:`posembed.fused.embedding_compiled`) and every pass runs in eval and in train, in bf16
+(:mod:`posembed.kernels.embedding_compiled`) and every pass runs in eval and in train, in bf16
 and in fp32 (four rows per dtype); the CPU-tuned cases are left out (logged), and posembed's
 eager path (``fused=False``) is timed beside the kernel.
 
@@ -23,7 +23,7 @@ import logging
 import torch
 
 from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, failure_note, median, rows_from_times
-from posembed.devices import cpu_tuned
+from posembed._utils.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,8 @@ _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "f
 
 def _setup(shape: dict, device: torch.device, dtype: torch.dtype = torch.float32):
     """posembed's block (BERT's sizes, dropout 0.1) on ``device`` and a batch of sentence pairs."""
-    from posembed.embeddings import TransformerEmbeddings
-    from posembed.schemes.learned import LearnedAbsolute
+    from posembed.nn.embedding.block import TransformerEmbeddings
+    from posembed.schemes.absolute.learned import LearnedAbsolute
 
     block = TransformerEmbeddings(
         shape["vocab"], shape["width"], position=LearnedAbsolute(POSITIONS, shape["width"]), type_vocab_size=TYPES,
@@ -88,7 +88,7 @@ def _reference(block):
 
 
 def _fused_call(block, ids, types, compiled=False):
-    from posembed.fused.embedding import fused_embedding
+    from posembed.kernels.embedding import fused_embedding
 
     def call():
         return fused_embedding(
@@ -102,7 +102,7 @@ def _fused_call(block, ids, types, compiled=False):
 
 def _without_huge_pages(fn):
     """``fn`` with posembed's huge-page advice off: what the block does where THP is unavailable."""
-    from posembed._memory import huge_pages
+    from posembed._utils.memory import huge_pages
 
     def call():
         with huge_pages(False):

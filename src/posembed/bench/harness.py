@@ -33,9 +33,9 @@ from typing import Callable
 
 import torch
 
-from posembed._hints import extra_hint
-from posembed._io import atomic_write_text
-from posembed._memory import transparent_huge_pages
+from posembed._utils.hints import extra_hint
+from posembed._utils.io import atomic_write_text
+from posembed._utils.memory import transparent_huge_pages
 
 __all__ = [
     "Row", "as_device", "compare", "copy_bandwidth", "device_name", "failure_note", "machine_info", "notes_text",

@@ -23,9 +23,9 @@ import logging
 
 import torch
 
-from posembed._hints import package_hint
+from posembed._utils.hints import package_hint
 from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, failure_note, rows_from_times
-from posembed.devices import cpu_tuned
+from posembed._utils.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def _transformers(length: int, dim: int, device: torch.device, dtype=torch.float
 
 def _posembed(length: int, dim: int, device: torch.device, dtype=torch.float32):
     """The module as a model holds it: its default dispatch (eager on the CPU, compiled on CUDA)."""
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     rope = RotaryEmbedding(dim, max_len=length).to(device)
     return lambda q, k: rope(q, k)
@@ -75,7 +75,7 @@ def _posembed(length: int, dim: int, device: torch.device, dtype=torch.float32):
 
 def _posembed_eager(length: int, dim: int, device: torch.device, dtype=torch.float32):
     """The module's eager path (``compiled=False``), what it runs on every device without a compiler."""
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     rope = RotaryEmbedding(dim, max_len=length, compiled=False).to(device)
     return lambda q, k: rope(q, k)
@@ -97,9 +97,9 @@ def _x_transformers(length: int, dim: int, device: torch.device, dtype=torch.flo
 
 
 def _posembed_fused(length: int, dim: int, device: torch.device, dtype=torch.float32):
-    """The module with its compiled dispatch (``posembed.fused.rope``), same cache as above."""
-    from posembed.fused.rope import available
-    from posembed.schemes.rotary import RotaryEmbedding
+    """The module with its compiled dispatch (``posembed.kernels.rope``), same cache as above."""
+    from posembed.kernels.rope import available
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     if not available():
         raise RuntimeError("torch.compile cannot build the kernel here")

@@ -11,7 +11,7 @@ import torch
 
 from posembed.bench.harness import Row, machine_info, write_report
 from posembed.bench.suites import PROGRESS_LOGGER, SUITES
-from posembed.devices import cpu_tuned, resolve_device
+from posembed._utils.devices import cpu_tuned, resolve_device
 
 __all__ = ["run_suites"]
 
@@ -25,7 +25,7 @@ def run_suites(
 ) -> dict:
     """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets.
 
-    ``device``: where the suites time (:func:`posembed.devices.resolve_device`; ``auto`` is CUDA
+    ``device``: where the suites time (:func:`posembed._utils.devices.resolve_device`; ``auto`` is CUDA
     when present, else the CPU); the report records it. Each suite's ``targets`` were set for the
     CPU's fast paths and are checked there; off the CPU its ``cuda_targets``, where it has them.
 

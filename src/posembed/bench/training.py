@@ -9,7 +9,7 @@ the small CPU configuration of nanoGPT's README on tinyshakespeare characters (4
 width 128, block 64, batch 12, dropout 0) and AdamW; their steps are interleaved in one process.
 
 On CUDA (``device="cuda"``) every model trains there as the lab trains on it
-(:mod:`posembed.lab.train`): bf16 autocast and fused AdamW; batches are cut on the CPU and
+(:mod:`posembed.lab.training.train`): bf16 autocast and fused AdamW; batches are cut on the CPU and
 copied over, as nanoGPT's loop does. There the suite also times GPT-2 small (12 layers of 768,
 12 heads, block 1024, batch 8, GPT-2's vocabulary padded to 50304, random tokens), and each size
 eagerly and under ``torch.compile`` (a quick run: the CPU recipe's size, eager only).
@@ -23,7 +23,7 @@ from torch import nn
 
 from posembed.bench.harness import Row, as_device, compare, median
 from posembed.bench.nanogpt_ref import NanoGPT
-from posembed.devices import cpu_tuned
+from posembed._utils.devices import cpu_tuned
 
 SECTION = "lab training throughput"
 REFERENCE = "nanoGPT-style (learned absolute)"
@@ -47,10 +47,10 @@ def _data(config: dict) -> tuple[torch.Tensor, int]:
 
 
 def _models(vocab: int, c: dict) -> dict[str, nn.Module]:
-    from posembed.model import Decoder
-    from posembed.schemes.alibi import ALiBi
-    from posembed.schemes.learned import LearnedAbsolute
-    from posembed.schemes.rotary import RotaryEmbedding
+    from posembed.nn.model.transformer import Decoder
+    from posembed.schemes.bias.alibi import ALiBi
+    from posembed.schemes.absolute.learned import LearnedAbsolute
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     # bias=False as nanoGPT's model and the lab's calibration preset: the same layers on both sides
     common = {"dim": c["dim"], "depth": c["depth"], "num_heads": c["heads"], "dropout": 0.0, "bias": False}
@@ -72,7 +72,7 @@ def plan(quick: bool, device: torch.device) -> list[tuple[dict, bool]]:
 
 
 def _step(model: nn.Module, data: torch.Tensor, vocab: int, config: dict, device: torch.device):
-    from posembed.devices import autocast
+    from posembed._utils.devices import autocast
 
     fused = {"fused": True} if device.type == "cuda" else {}  # as the lab's optimizer on CUDA
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **fused)

@@ -26,9 +26,10 @@ file                what
 =================== ============================================================================
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.cli.command import build_parser, main
-from posembed.cli.shared import DEFAULT_MODEL, DEFAULT_MODEL_HELP, UserError, add_run_options, model_folder
+from posembed.cli.shared import DEFAULT_MODEL, DEFAULT_MODEL_HELP, add_run_options, model_folder
+from posembed.errors import UserError
 
 __all__ = ["main", "build_parser", "UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
 

@@ -11,13 +11,13 @@ import argparse
 import json
 from pathlib import Path
 
-from posembed._hints import extra_hint
-from posembed._times import quote
+from posembed._utils.hints import extra_hint
+from posembed._utils.times import quote
 from posembed.bench.suites import SUITES
 from posembed.cli import UserError, add_run_options
-from posembed.devices import DEVICE_HELP
+from posembed._utils.devices import DEVICE_HELP
 
-#: the time is posembed._times.TIMES["bench-quick"] (measured 2026-11-26: 72 s of CPU time for the four
+#: the time is posembed._utils.times.TIMES["bench-quick"] (measured 2026-11-26: 72 s of CPU time for the four
 #: suites; 9 min 44 s of wall time at load average 20 on 2 shared cores)
 QUICK_HELP = f"small shapes: {quote('bench-quick')}, longer in proportion on a busy one (a full run: about 12 minutes)"
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats must be >= 1, got {args.repeats}")
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
 
     device = resolve_device(args.device)  # a DeviceError (exit 2) before any suite starts
     from posembed.bench import PROGRESS_LOGGER, run_suites

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.tolerance > 0:
         raise UserError(f"--tolerance must be positive, got {args.tolerance}")
-    from posembed._progress import quiet_transformers
+    from posembed._utils.progress import quiet_transformers
 
     with quiet_transformers(enabled=not args.verbose):  # transformers' own warnings would drown the report
         report = check_positions(model_folder(args.model, "MODEL"), args.texts, tolerance=args.tolerance)

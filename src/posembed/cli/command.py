@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from posembed.cli.shared import UserError
+from posembed.errors import UserError
 
 __all__ = ["main", "build_parser", "COMMANDS", "package_version"]
 
@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
     def _check_value(self, action: argparse.Action, value) -> None:
         if action.choices is not None and isinstance(value, str) and value not in action.choices:
-            from posembed._checks import did_you_mean
+            from posembed._utils.checks import did_you_mean
 
             hint = did_you_mean(value, [str(choice) for choice in action.choices])
             if hint:
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"posembed {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:
-        from posembed._hints import install_hint
+        from posembed._utils.hints import install_hint
 
         print(
             f"posembed {args.command}: error: the optional package {error.name!r} is needed here; "

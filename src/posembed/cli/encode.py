@@ -1,6 +1,6 @@
 """``posembed encode "text A" ["text B"] [--model DIR] [--max-length N] [--json]``: the embedding block, token by token.
 
-Thin over :func:`posembed.encode_report.explain_encoding`. Works on BERT-family checkpoints (an
+Thin over :func:`posembed.encode.report.explain_encoding`. Works on BERT-family checkpoints (an
 embedding block of token, learned position and segment tables with a LayerNorm); other model
 families are named and refused.
 """
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from posembed.encode_report import explain_encoding, format_table, report_json
+    from posembed.encode.report import explain_encoding, format_table, report_json
 
     for name, text in (("TEXT_A", args.text_a), ("TEXT_B", args.text_b)):
         _check_text(name, text)
@@ -61,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--max-length must be at least {need}, got {args.max_length}")
     folder = model_folder(args.model, "--model")
     emb, tokenizer = _load(folder)
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
 
     emb = emb.to(resolve_device(args.device))
-    from posembed.pairs import TextTooLongError
+    from posembed.errors import TextTooLongError
 
     try:
         rows = explain_encoding(emb, tokenizer, args.text_a, args.text_b, max_length=args.max_length)

@@ -14,9 +14,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from posembed._times import quote
-from posembed._io import atomic_write_text
-from posembed._progress import quiet_transformers
+from posembed._utils.times import quote
+from posembed._utils.io import atomic_write_text
+from posembed._utils.progress import quiet_transformers
 from posembed.cli import UserError, model_folder
 
 EXTEND_HELP = "give a BERT-family checkpoint folder a longer position table"
@@ -144,7 +144,7 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
 def run_extend(args: argparse.Namespace) -> int:
     from posembed.interop.extend import extend_checkpoint
 
-    from posembed._progress import log_to_stderr
+    from posembed._utils.progress import log_to_stderr
     from posembed.interop.extend.finetune import logger as tuning_logger
 
     shown = not args.quiet and args.finetune > 0
@@ -225,7 +225,7 @@ def _json_or_none(line: str):
 def run_eval(args: argparse.Namespace) -> int:
     from posembed.interop.extend.retrieval import PROGRESS_LOGGER, evaluate_extension
     from posembed.interop.extend.retrieval_report import format_table, write_report
-    from posembed._progress import log_to_stderr
+    from posembed._utils.progress import log_to_stderr
 
     config = eval_config(args)
     if args.out is not None and args.out.exists() and not args.out.is_dir():

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from posembed.cli import DEFAULT_MODEL_HELP, UserError, add_run_options
-from posembed.devices import DEVICE_HELP
+from posembed._utils.devices import DEVICE_HELP
 
 __all__ = ["register", "run", "parse_sets"]
 
@@ -86,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _source(args: argparse.Namespace):
     from posembed.analysis.scheme_details import load_for_inspect
     from posembed.analysis.sources import load_scheme
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
 
     device = resolve_device(args.device)  # a DeviceError (exit 2) before anything loads
 
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path("posembed-inspect") / source.name.split(" ")[0]
     options = InspectOptions.small() if args.quick else InspectOptions()
     from posembed.analysis.inspect_report import PROGRESS_LOGGER
-    from posembed._progress import log_to_stderr
+    from posembed._utils.progress import log_to_stderr
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
         metrics = run_inspect(source, out, text_path=args.text, options=options, progress=False if args.quiet else None)

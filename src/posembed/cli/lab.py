@@ -29,7 +29,7 @@ import contextlib
 import importlib
 from pathlib import Path
 
-from posembed._times import quote
+from posembed._utils.times import quote
 from posembed.cli import UserError
 from posembed.cli.lab_context import register_actions, run_context_command, run_extend_command
 
@@ -91,7 +91,7 @@ question at every training point, 'alike' only within a stated margin; the rest 
   survey every task with every 1-D scheme on 3 seeds: exploratory numbers across the lab's range.
   smoke  1 seed: decides nothing (a pipeline test)."""
 
-#: measured wall time of each preset with the defaults (posembed._times, which README quotes)
+#: measured wall time of each preset with the defaults (posembed._utils.times, which README quotes)
 PRESET_TIMES = {
     "smoke": quote("smoke"),
     "quick": quote("quick") + " (with its report; README)",
@@ -140,11 +140,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from posembed.lab.config import apply_overrides
-    from posembed.lab.ddp import init_distributed, rank_and_world, shutdown
+    from posembed.lab.training.ddp import init_distributed, rank_and_world, shutdown
     from posembed.lab.presets import get_preset
     from posembed.lab.sweep.progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.sweep.runner import run_experiment
-    from posembed.lab.sweep.workers import WorkerError
+    from posembed.errors import WorkerError
 
     experiment = apply_overrides(get_preset(args.preset), args.overrides)
     if args.threads < 1:

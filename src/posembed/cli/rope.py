@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.length is not None and args.length < 2:
         raise UserError(f"--length must be at least 2, got {args.length}")
-    from posembed._progress import quiet_transformers
+    from posembed._utils.progress import quiet_transformers
 
     with quiet_transformers(enabled=not args.verbose):  # its own config warnings would drown the report
         report = check_rope_config(args.config, args.length, compare=not args.no_compare, part=args.part)

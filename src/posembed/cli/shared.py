@@ -5,6 +5,7 @@ runs on a device (:func:`add_run_options`). No torch at import (``posembed --ver
 from __future__ import annotations
 
 import argparse
+from posembed.errors import UserError
 
 __all__ = ["UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
 
@@ -22,16 +23,12 @@ def add_run_options(parser: argparse.ArgumentParser, device_help: str, finished:
                         help=f"no progress (default: a bar on a terminal, else one line per finished {finished} on stderr)")
 
 
-class UserError(Exception):
-    """An error the user can fix; the CLI prints its message without a traceback."""
-
-
 def model_folder(model, argument: str):
     """``model`` as a ``Path``, or the bundled model's folder (:data:`DEFAULT_MODEL`) when it is ``None``."""
     from pathlib import Path
 
-    from posembed._hints import package_hint
-    from posembed.encode_report import MODEL_PACKAGE, default_model_path
+    from posembed._utils.hints import package_hint
+    from posembed.encode.report import MODEL_PACKAGE, default_model_path
 
     if model is not None:
         return Path(model)

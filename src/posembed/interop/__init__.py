@@ -18,6 +18,6 @@ room             what
 ================ ===================================================================================
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.interop.<file>: imported on first use

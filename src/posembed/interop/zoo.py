@@ -6,9 +6,9 @@ test compares with the model's own code, and how exactly they agree);
 parity check per row against transformers' own modules (tiny configs, random weights).
 
 - :func:`zoo_schemes` gives one scheme per layer (the same object for every layer when the family
-  has one scheme; per layer type for Gemma 3 / ModernBERT; :class:`~posembed.schemes.nope.NoPE`
+  has one scheme; per layer type for Gemma 3 / ModernBERT; :class:`~posembed.schemes.bias.nope.NoPE`
   for Llama 4's ``no_rope_layers``); :func:`zoo_scheme` the one scheme of a uniform family;
-  :func:`zoo_decoder` a posembed :class:`~posembed.model.Decoder` carrying them, layer by layer.
+  :func:`zoo_decoder` a posembed :class:`~posembed.nn.model.transformer.Decoder` carrying them, layer by layer.
 - :func:`load_positional_weights` copies a checkpoint's learned positional weights (learned
   tables, T5's bucket table, DeBERTa's relative embeddings) into a scheme through an explicit
   key map, with shape checks; :func:`position_offset` is RoBERTa's padding offset.
@@ -31,11 +31,11 @@ from posembed.interop.hf.config import load_config_dict
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.model import model_part
 from posembed.interop.rope.settings import ALL_LAYERS, layer_pattern, read_rope_settings
-from posembed.model import Decoder
+from posembed.nn.model.transformer import Decoder
 from posembed.schemes.base import Kind, PositionScheme
-from posembed.schemes.deberta import DebertaRelative
+from posembed.schemes.bias.deberta import DebertaRelative
 from posembed.schemes.factory import ModelSizes, build_from_sizes
-from posembed.schemes.nope import NoPE
+from posembed.schemes.bias.nope import NoPE
 
 __all__ = [
     "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "zoo_decoder", "load_positional_weights", "position_offset",
@@ -115,7 +115,7 @@ def _int(raw: dict, *names: str) -> int:
 
 def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
     """Each layer's scheme: its layer type's rotary scheme (M-RoPE where the parameters hold ``mrope_section``),
-    :class:`~posembed.schemes.nope.NoPE` where the settings give a layer none (Llama 4's NoPE layers)."""
+    :class:`~posembed.schemes.bias.nope.NoPE` where the settings give a layer none (Llama 4's NoPE layers)."""
     settings = {s.layer_type: s for s in read_rope_settings(raw)}
     built: dict[str | None, PositionScheme] = {None: NoPE()}
     schemes: list[PositionScheme] = []
@@ -216,7 +216,7 @@ def zoo_scheme(config: Any, *, angles: str = "exact") -> PositionScheme:
 
 
 def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "exact", **model_kwargs) -> Decoder:
-    """A posembed :class:`~posembed.model.Decoder` with the positions of a transformers config, layer by layer.
+    """A posembed :class:`~posembed.nn.model.transformer.Decoder` with the positions of a transformers config, layer by layer.
 
     The model takes the config's depth, heads and head dim (width ``heads * head_dim``) and
     :func:`zoo_schemes`' scheme of each layer (an absolute one goes to the embeddings); the rest
@@ -225,7 +225,7 @@ def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "ex
 
     Args:
         config: as :func:`zoo_schemes`. vocab_size: token ids (``None``: the config's ``vocab_size``).
-        angles: rotary angle mode. model_kwargs: other :class:`~posembed.model.Decoder` arguments
+        angles: rotary angle mode. model_kwargs: other :class:`~posembed.nn.model.transformer.Decoder` arguments
             (``mlp_ratio``, ``dropout``, ``max_len``, ``backend``, ``device``, ``dtype``).
 
     Example:

@@ -24,7 +24,9 @@ module              what
 ``perplexity``      the one validation loss (mean next-token cross-entropy over held-out windows)
                     the char-LM task and the context study score with
 ``calibration``     nanoGPT's CPU recipe on tinyshakespeare (val loss ~1.886)
-``verdicts``        the papers' thresholds and posembed.stats' one verdict rule, re-exported
+``verdicts``        the papers' thresholds and posembed.stats.verdict' one verdict rule, re-exported
+``training/``       the one training loop and what it needs: ``train``, ``schedule``, ``ddp``,
+                    ``trial_cost``, ``checkpoint``, ``checkpoint_checks``
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
                     finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``),
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,
@@ -42,6 +44,6 @@ Command line: ``posembed lab run --preset quick --out lab-quick`` then ``posembe
 runs the context-extension study.
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.lab.<file>: imported on first use

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 
 from posembed.lab.config import TrialConfig
-from posembed.lab.train import StepCallback, train_trial
+from posembed.lab.training.train import StepCallback, train_trial
 
 __all__ = ["NANOGPT_CPU", "TARGET_VAL_LOSS", "TOLERANCE", "CalibrationResult", "run_calibration"]
 

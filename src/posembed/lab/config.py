@@ -1,7 +1,7 @@
 """Typed, frozen experiment configs and ``key=value`` overrides.
 
 - :class:`TrainingConfig`: what every lab training run has, checked once, and what the lab's one
-  loop :func:`posembed.lab.train.train_model` reads; the base of :class:`TrialConfig` and of the
+  loop :func:`posembed.lab.training.train.train_model` reads; the base of :class:`TrialConfig` and of the
   context study's :class:`~posembed.lab.context.presets.ContextConfig`.
 - :class:`TrialConfig`: one training run (task, scheme, variant flags, model size,
   optimiser, seed, evaluation lengths). Its hash is the trial's id in the results store.
@@ -35,7 +35,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from posembed._checks import closest, did_you_mean
+from posembed._utils.checks import closest, did_you_mean
 from posembed.lab.task_registry import TASKS
 
 #: ``TASKS`` (task name -> the model it trains) is the task registry's (:mod:`posembed.lab.task_registry`)
@@ -58,7 +58,7 @@ BASE_BESIDE: dict[str, str] = {
     "concat": "add", "every_layer": "once", "frozen": "trained", "untied": "tied", "randomized": "in order",
 }
 
-#: optimizer name -> the AdamW implementation (see :func:`posembed.lab.train.make_optimizer`)
+#: optimizer name -> the AdamW implementation (see :func:`posembed.lab.training.train.make_optimizer`)
 OPTIMIZERS = ("adamw", "adamw_fused")
 
 _CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
@@ -160,7 +160,7 @@ class TrialConfig(TrainingConfig):
     bias: bool = True
 
     def __post_init__(self) -> None:
-        from posembed.attention_backends import BACKENDS
+        from posembed.nn.attention.backends import BACKENDS
 
         for name, choices in (*_CHOICES.items(), ("backend", BACKENDS)):
             if getattr(self, name) not in choices:

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed._data import tinyshakespeare_path
+from posembed._utils.data import tinyshakespeare_path
 
 __all__ = ["CharCorpus", "check_text_file", "load_text", "resolve_text_path", "DEFAULT_TEXT"]
 

@@ -46,7 +46,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.lengthgen.presets import lengthgen

@@ -8,7 +8,7 @@ lengths count. Each :class:`Metric` a task records says its display name and its
 :data:`posembed.lab.config.TASKS` (the names a config accepts and the model each builds),
 :func:`posembed.lab.tasks.make_task` (the task object of a config), the algorithmic tasks'
 :func:`~posembed.lab.tasks.algorithmic.make_example` / ``sequence_length``, a trial's time
-estimate (:mod:`posembed.lab.trial_cost`), the metric ``posembed lab list`` shows
+estimate (:mod:`posembed.lab.training.trial_cost`), the metric ``posembed lab list`` shows
 (:data:`posembed.lab.sweep.listing.MAIN_METRIC`), the lab report's metrics, their names, directions
 and axes (:mod:`posembed.lab.report`) and the inspector's training length of a lab checkpoint.
 A stored task the registry no longer has reads as an exact-match decoder task (:func:`task_entry`).

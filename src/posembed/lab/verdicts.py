@@ -1,6 +1,6 @@
 """The lab's verdict words: the papers' thresholds and how partial verdicts combine.
 
-The one rule every report decides by is :mod:`posembed.stats` (re-exported here: ``Comparison``,
+The one rule every report decides by is :mod:`posembed.stats.verdict` (re-exported here: ``Comparison``,
 ``Decision``, ``decide``, ``describe``, ...): the seed as the unit, Holm over a report's family at
 5 %, "alike" only from an equivalence test. The lab report (:mod:`posembed.lab.report.decisions`
 and :mod:`posembed.lab.report.calibration`) and docs/results.md's lab section
@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from posembed.stats import (Comparison, Decision, Estimate, decide, describe, distinguishing, holm, mcnemar,
+from posembed.stats.verdict import (Comparison, Decision, Estimate, decide, describe, distinguishing, holm, mcnemar,
                             min_detectable_difference, paired_t, tost, welch)
 
 __all__ = [
     "AGREE", "DISAGREE", "PARTLY", "CANNOT_TELL", "FAIL_RATIO", "PRESS_SCHEMES", "KAZEMNEJAD_FAVOURED", "nanogpt",
     "ONE_SEED", "combine_strict", "no_difference", "NOT_COMPARABLE",
-    # the one verdict rule (posembed.stats), re-exported
+    # the one verdict rule (posembed.stats.verdict), re-exported
     "Comparison", "Decision", "Estimate", "decide", "describe", "distinguishing", "holm", "mcnemar",
     "min_detectable_difference", "paired_t", "tost", "welch",
 ]  # fmt: skip

@@ -22,8 +22,8 @@ from typing import Callable, ClassVar
 import torch
 from torch import Tensor, nn
 
-from posembed._checks import check_positive_int
-from posembed.schemes.rotary_checks import check_qk
+from posembed._utils.checks import check_positive_int
+from posembed.schemes.rotary.checks import check_qk
 
 __all__ = [
     "Kind",
@@ -106,7 +106,7 @@ class PositionScheme(nn.Module):
     def attention_scale(self, width: int) -> float:
         """The factor on ``q . k`` that this scheme's attention needs, for queries and keys of ``width``.
 
-        :class:`~posembed.attention.SelfAttention` asks for it when it is given no explicit
+        :class:`~posembed.nn.attention.layer.SelfAttention` asks for it when it is given no explicit
         ``scale`` (``width`` is D, or 2D with TUPE). The default is the usual ``1 / sqrt(width)``;
         a scheme whose published attention divides the logits otherwise declares it here
         (DeBERTa: ``1 / sqrt(width * (1 + number of position terms))``).
@@ -264,7 +264,7 @@ def check_built_for(scheme: PositionScheme, field: str, value: int) -> None:
     """``ValueError`` if the attention layer's ``field`` (``num_heads``, ``head_dim``) is not the
     one ``scheme`` was built for: the one wording every scheme's :meth:`check_attention` uses.
 
-    >>> from posembed.schemes.alibi import ALiBi
+    >>> from posembed.schemes.bias.alibi import ALiBi
     >>> check_built_for(ALiBi(4), "num_heads", 8)
     Traceback (most recent call last):
     ...

@@ -52,7 +52,7 @@ def has_length_limit(cls: type[PositionScheme]) -> bool:
 def constructor_parameters(cls: type) -> str:
     """The constructor's arguments as one would call it, without ``device``/``dtype`` (for display).
 
-    >>> from posembed.schemes.learned import LearnedAbsolute
+    >>> from posembed.schemes.absolute.learned import LearnedAbsolute
     >>> constructor_parameters(LearnedAbsolute)
     'max_len, dim, *, init_std=0.02'
     """

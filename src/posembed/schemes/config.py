@@ -6,7 +6,7 @@ each argument from where its :class:`~posembed.schemes.factory.Arg` says it is s
 :class:`~posembed.schemes.factory.SchemeEntry` and rebuilds it.
 
 Example:
-    >>> from posembed.schemes.learned import LearnedAbsolute
+    >>> from posembed.schemes.absolute.learned import LearnedAbsolute
     >>> scheme_config(LearnedAbsolute(32, 8))
     {'name': 'learned', 'max_len': 32, 'dim': 8, 'init_std': 0.02}
     >>> build_scheme({"name": "learned", "max_len": 32, "dim": 8}).max_positions

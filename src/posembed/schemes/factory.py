@@ -27,31 +27,31 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from posembed._checks import did_you_mean
-from posembed.schemes.alibi import ALiBi
-from posembed.schemes.axial_rope import AxialRotary
+from posembed._utils.checks import did_you_mean
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.rotary.axial import AxialRotary
 from posembed.schemes.base import PositionScheme
-from posembed.schemes.cope import CoPE
-from posembed.schemes.deberta import DebertaRelative
+from posembed.schemes.bias.cope import CoPE
+from posembed.schemes.bias.deberta import DebertaRelative
 from posembed.schemes.entry import SIZE_FIELDS, Arg, ModelSizes, Reader, SchemeEntry, StudyReference, listed
-from posembed.schemes.dynamic_bias import DynamicPositionBias
-from posembed.schemes.fire import FIRE
-from posembed.schemes.forgetting import ForgettingGate
-from posembed.schemes.kerple import Kerple
-from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
-from posembed.schemes.mrope import MRoPE
-from posembed.schemes.nope import NoPE
-from posembed.schemes.pixtral_rope import PixtralRotary
-from posembed.schemes.rotary import RotaryEmbedding
-from posembed.schemes.rotary_longrope import LongRoPERotary
-from posembed.schemes.rotary_scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary
-from posembed.schemes.rotary_yarn import YaRNRotary
-from posembed.schemes.sandwich import Sandwich
-from posembed.schemes.shaw import ShawRelative
-from posembed.schemes.sinusoidal import ScaledSinusoidal, Sinusoidal
-from posembed.schemes.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
-from posembed.schemes.t5_bias import T5RelativeBias
-from posembed.schemes.xpos import XPos
+from posembed.schemes.bias.dynamic import DynamicPositionBias
+from posembed.schemes.bias.fire import FIRE
+from posembed.schemes.bias.forgetting import ForgettingGate
+from posembed.schemes.bias.kerple import Kerple
+from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
+from posembed.schemes.rotary.mrope import MRoPE
+from posembed.schemes.bias.nope import NoPE
+from posembed.schemes.rotary.pixtral import PixtralRotary
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.rotary.longrope import LongRoPERotary
+from posembed.schemes.rotary.scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary
+from posembed.schemes.rotary.yarn import YaRNRotary
+from posembed.schemes.bias.sandwich import Sandwich
+from posembed.schemes.bias.shaw import ShawRelative
+from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
+from posembed.schemes.absolute.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
+from posembed.schemes.bias.t5 import T5RelativeBias
+from posembed.schemes.rotary.xpos import XPos
 
 __all__ = [
     "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",

@@ -67,7 +67,7 @@ class Fp32Buffer(_BitsBuffer):
 class Fp64Buffer(_BitsBuffer):
     """Descriptor of a float64 buffer (or ``None``) kept as the non-persistent int64 buffer ``<name>_fp64bits``.
 
-    For constants a scheme evaluates in float64 (:class:`~posembed.schemes.sandwich.Sandwich`):
+    For constants a scheme evaluates in float64 (:class:`~posembed.schemes.bias.sandwich.Sandwich`):
     ``.half()`` / ``.float()`` leave them exact.
     """
 

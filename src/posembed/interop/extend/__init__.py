@@ -11,7 +11,7 @@ Files:
 ``retrieval``           ``posembed extend-eval``: the protocol, the systems, the run
 ``retrieval_data``      its passkey and needle documents, offline
 ``retrieval_embed``     its encoder: documents and queries to vectors, and their ranking
-``retrieval_verdicts``  its primary comparisons under :mod:`posembed.stats` (McNemar, Holm)
+``retrieval_verdicts``  its primary comparisons under :mod:`posembed.stats.verdict` (McNemar, Holm)
 ``retrieval_report``    its summary, tables, HTML report and docs/checkpoints.md's blocks
 ``position_check``      ``posembed check-positions``: position ids under padding and packing
 ======================= ===========================================================================
@@ -54,17 +54,10 @@ Example:
     (16, 64, 64)
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.interop.extend.checkpoint import extend_checkpoint
-from posembed.interop.extend.layout import (
-    FAMILIES,
-    AlreadyExtended,
-    CheckpointLayout,
-    ExtensionError,
-    ExtensionResult,
-    UnsupportedCheckpoint,
-    read_layout,
-)
+from posembed.interop.extend.layout import FAMILIES, CheckpointLayout, ExtensionResult, read_layout
+from posembed.errors import AlreadyExtended, ExtensionError, UnsupportedCheckpoint
 
 __all__ = [
     "FAMILIES",

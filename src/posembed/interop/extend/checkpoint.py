@@ -15,9 +15,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed.interop.extend.layout import (
-    BUFFERS, MAX_POSITIONS, TABLE_KEY, AlreadyExtended, CheckpointLayout, ExtensionError, ExtensionResult, read_layout,
-)
+from posembed.interop.extend.layout import BUFFERS, MAX_POSITIONS, TABLE_KEY, CheckpointLayout, ExtensionResult, read_layout
+from posembed.errors import AlreadyExtended, ExtensionError
 from posembed.interop.extend.methods import KEEPS_TRAINED_ROWS, METHODS, extend_table
 from posembed.interop.hf.checks import load_torch_bin, shard_map, weight_files
 

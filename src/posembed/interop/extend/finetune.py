@@ -20,7 +20,7 @@ at the end.
 Example (a random 1-layer BERT; the real use is ``posembed extend MODEL --to 2048 --finetune 300``):
     >>> import tempfile, pathlib, shutil, transformers, torch
     >>> from posembed.interop.extend.methods import copy_rows
-    >>> from posembed.encode_report import default_model_path
+    >>> from posembed.encode.report import default_model_path
     >>> folder = pathlib.Path(tempfile.mkdtemp()) / "bert"
     >>> config = transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
     ...     intermediate_size=32, max_position_embeddings=32)
@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed._progress import Progress, progress_mode
+from posembed._utils.progress import Progress, progress_mode
 from posembed.interop.extend.retrieval_data import corpus_tokens, default_text, read_text, split_text
 
 __all__ = ["tune_new_rows", "TEMPERATURE"]

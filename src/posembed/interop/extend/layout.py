@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from posembed.interop.hf.checks import check_hf_folder, weight_shapes, weights_file
+from posembed.errors import AlreadyExtended, ExtensionError, UnsupportedCheckpoint
 
 __all__ = [
     "FAMILIES", "TABLE_KEY", "BUFFERS", "MAX_POSITIONS", "ExtensionError", "UnsupportedCheckpoint", "AlreadyExtended",
@@ -35,18 +36,6 @@ TABLE_KEY = "position_embeddings.weight"
 BUFFERS = ("position_ids", "token_type_ids")
 #: the most positions ``extend`` writes (a BERT attention over 2**20 tokens is far past any use)
 MAX_POSITIONS = 1 << 20
-
-
-class ExtensionError(ValueError):
-    """A checkpoint folder or request that ``extend`` refuses (the message says why)."""
-
-
-class UnsupportedCheckpoint(ExtensionError):
-    """The folder is not a BERT-family checkpoint with a learned absolute position table."""
-
-
-class AlreadyExtended(ExtensionError):
-    """The folder's config records an earlier posembed extension (pass ``force=True``)."""
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 
 __all__ = [
     "METHODS",

@@ -291,7 +291,7 @@ class _Data:
 
 
 def _run_jobs(jobs: list, data: _Data, progress, on_cell, done: Mapping) -> tuple[list[dict], dict[str, float]]:
-    from posembed._progress import Progress, progress_mode
+    from posembed._utils.progress import Progress, progress_mode
 
     tasks = data.config.tasks
     keys = [(task, system.name, length) for _, system, lengths in jobs for task in tasks for length in lengths]

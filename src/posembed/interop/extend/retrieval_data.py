@@ -34,7 +34,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from posembed._data import tinyshakespeare_path
+from posembed._utils.data import tinyshakespeare_path
 
 __all__ = [
     "TASKS",

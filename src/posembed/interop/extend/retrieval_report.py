@@ -26,9 +26,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from posembed._io import atomic_write_json
-from posembed.report import too_small_banner
-from posembed.stats import CANNOT_TELL
+from posembed._utils.io import atomic_write_json
+from posembed._utils.html import too_small_banner
+from posembed.stats.verdict import CANNOT_TELL
 
 __all__ = ["wilson", "summarise", "chance", "format_table", "markdown_table", "write_report", "WILSON", "too_small",
            "ENOUGH_QUERIES"]
@@ -196,7 +196,7 @@ def too_small(result: dict) -> str:
 
 
 def _plot(result: dict):
-    from posembed.report import new_figure
+    from posembed._utils.html import new_figure
 
     cells = result["cells"]
     tasks = _ordered(c["task"] for c in cells)
@@ -227,7 +227,7 @@ def _plot(result: dict):
 
 def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
     """Write ``extend_eval.json`` and ``extend_eval.html`` (+ its PNG) into ``folder``."""
-    from posembed.report import HtmlReport
+    from posembed._utils.html import HtmlReport
 
     folder = Path(folder)
     json_path = atomic_write_json(folder / "extend_eval.json", result)

@@ -1,4 +1,4 @@
-"""The verdicts of ``posembed extend-eval``, under the one rule of :mod:`posembed.stats`.
+"""The verdicts of ``posembed extend-eval``, under the one rule of :mod:`posembed.stats.verdict`.
 
 The primary comparisons follow from the protocol alone, before any cell is measured:
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from posembed.interop.extend.methods import KEEPS_TRAINED_ROWS, METHODS
-from posembed.stats import CANNOT_TELL, Comparison, Decision, decide
+from posembed.stats.verdict import CANNOT_TELL, Comparison, Decision, decide
 
 __all__ = ["MARGIN", "baseline", "primary_comparisons", "primary_decisions", "exploratory_decisions", "paired_hits"]
 

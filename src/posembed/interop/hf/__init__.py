@@ -7,7 +7,7 @@
 - ``config.py``: a transformers config as a plain dict, from a folder, a file, a dict or a config object.
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.interop.hf.embedding_block import (
     HF_KEY_MAP,
     bert_family_problem,

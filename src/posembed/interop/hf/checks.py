@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from posembed._files import read_json, safetensors_shapes
+from posembed._utils.files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
 
 __all__ = [

@@ -33,11 +33,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed._io import atomic_write_bytes, atomic_write_json
-from posembed.embeddings import TransformerEmbeddings
+from posembed._utils.io import atomic_write_bytes, atomic_write_json
+from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.errors import CheckpointError
 from posembed.interop.hf.checks import load_torch_bin, read_hf_config, shard_map, weight_shapes, weights_file
-from posembed.schemes.learned import LearnedAbsolute, LearnedParameter
+from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
 
 __all__ = ["load_embeddings", "save_embeddings", "read_embedding_config", "bert_family_problem", "HF_KEY_MAP"]
 

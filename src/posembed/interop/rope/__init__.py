@@ -11,6 +11,6 @@ transformers rope type is a scheme file in ``schemes/`` and one ``SchemeEntry`` 
 and each argument's ``Arg.rope`` keys); nothing here changes.
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.interop.rope.<file>: imported on first use

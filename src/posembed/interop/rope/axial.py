@@ -4,7 +4,7 @@ transformers' vision towers with ``rope_type == "axial"`` (Qwen2-VL's and ~25 mo
 ``axis_dim / 2`` shared frequencies and place the axes' pairs their own way (NeoX halves, adjacent pairs, one axis
 after the other, width first, round robin, three axes). Rather than a table of classes, the reader gives the module
 ``A + 1`` tokens (token ``a`` at 1 on axis ``a``, the last at the origin) and keeps the
-:class:`~posembed.schemes.axial_rope.AxialRotary` settings whose sines are the ones it returns.
+:class:`~posembed.schemes.rotary.axial.AxialRotary` settings whose sines are the ones it returns.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 from posembed.interop.rope.model import (REFUSED, config_value, model_rotary_class, model_rotation, own_position_class,
                                          rotary_classes)
-from posembed.positions import CLS_PLACES, patch_grid_positions
+from posembed.schemes.positions import CLS_PLACES, patch_grid_positions
 
 __all__ = ["AxialSettings", "axial_class", "model_axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
 
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 class AxialSettings(NamedTuple):
-    """:class:`~posembed.schemes.axial_rope.AxialRotary`'s arguments that a vision tower's module decides."""
+    """:class:`~posembed.schemes.rotary.axial.AxialRotary`'s arguments that a vision tower's module decides."""
 
     num_axes: int
     axis_dim: int
@@ -112,9 +112,9 @@ def _head_of(widths: list[int], axes: int, axis_dim: int) -> int | None:
 
 def _placement(axes: int, axis_dim: int, base: float, coords: torch.Tensor, sin: torch.Tensor,
                blocks: bool = False) -> tuple[tuple[int, ...], str] | None:
-    """``(axis_order, frequency_order)`` of the :class:`~posembed.schemes.axial_rope.AxialRotary` whose sines at
+    """``(axis_order, frequency_order)`` of the :class:`~posembed.schemes.rotary.axial.AxialRotary` whose sines at
     ``coords`` are ``sin`` (``blocks``: frequencies in blocks only), or ``None``."""
-    from posembed.schemes.axial_rope import AxialRotary
+    from posembed.schemes.rotary.axial import AxialRotary
 
     for order, frequencies in itertools.product(itertools.permutations(range(axes)), ("blocks",) if blocks else ("blocks", "interleaved")):
         ours = AxialRotary(axes * axis_dim, num_axes=axes, axis_dim=axis_dim, base=base, angles="fp32",
@@ -161,8 +161,8 @@ def model_axial(config: Any) -> AxialSettings | None:
 
 
 def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | None:
-    """Pixtral's placement (:class:`~posembed.schemes.pixtral_rope.PixtralRotary`), if the module's sines are its."""
-    from posembed.schemes.pixtral_rope import PixtralRotary
+    """Pixtral's placement (:class:`~posembed.schemes.rotary.pixtral.PixtralRotary`), if the module's sines are its."""
+    from posembed.schemes.rotary.pixtral import PixtralRotary
 
     if not head or head % 2 or 2 * embedding.inv_freq.numel() != head:
         return None

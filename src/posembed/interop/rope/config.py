@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 from posembed.interop.hf.config import config_dict, read_config
 from posembed.interop.rope.settings import RopeSettings, layer_parameters, layer_settings, select_layer
 from posembed.schemes.base import PositionScheme
@@ -45,10 +45,10 @@ def rotary_from_hf_config(config: Any, *, layout: str | None = None, max_len: in
         layout: ``None`` (default): the layout the config's model rotates (``"half"`` for Llama-style checkpoints,
             ``"interleaved"`` for GPT-J, CodeGen, Llama 4, DeepSeek-V2, Cohere, GLM, ...); or ``"half"`` /
             ``"interleaved"`` to override it (Meta-layout weights).
-        max_len: cos/sin cache size (see :class:`~posembed.schemes.rotary.RotaryEmbedding`).
+        max_len: cos/sin cache size (see :class:`~posembed.schemes.rotary.rope.RotaryEmbedding`).
         layer_type: the layer type to read where ``rope_parameters`` is nested by layer type (``"full_attention"``).
         angles: ``"exact"`` (float64 angles, accurate at long positions) or ``"fp32"``
-            (transformers' float32 angles, bit for bit); see :class:`~posembed.schemes.rotary.RotaryEmbedding`.
+            (transformers' float32 angles, bit for bit); see :class:`~posembed.schemes.rotary.rope.RotaryEmbedding`.
         part: ``"text"`` (default: a multimodal config's language model) or ``"vision"`` (its vision tower).
 
     Raises:

@@ -3,7 +3,7 @@
 transformers' M-RoPE classes (Qwen2-VL and ~20 more) take ``rope_parameters["mrope_section"]`` or a default of their
 own and deal the sections to the frequencies their own way (blocks, round robin, ERNIE's h/w pairs). Rather than a
 table of families, the reader gives the module three tokens (token ``a`` at 1 on axis ``a``), reads which token turns
-each pair, and keeps the :class:`~posembed.schemes.mrope.MRoPE` arrangement and section order that deal them the same.
+each pair, and keeps the :class:`~posembed.schemes.rotary.mrope.MRoPE` arrangement and section order that deal them the same.
 
 Example:
     >>> from posembed.interop.rope.model import transformers_config
@@ -24,7 +24,7 @@ import torch
 
 from posembed.interop.rope.axial import pair_form
 from posembed.interop.rope.model import ALL_LAYERS, REFUSED, model_rotary_class
-from posembed.schemes.mrope import MROPE_ARRANGEMENTS, mrope_pairs
+from posembed.schemes.rotary.mrope import MROPE_ARRANGEMENTS, mrope_pairs
 
 __all__ = ["MRopeSections", "model_sections", "axes_of_pairs"]
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 class MRopeSections(NamedTuple):
-    """How an M-RoPE module deals its frequencies to the axes: :class:`~posembed.schemes.mrope.MRoPE`'s
+    """How an M-RoPE module deals its frequencies to the axes: :class:`~posembed.schemes.rotary.mrope.MRoPE`'s
     ``mrope_section``, ``arrangement`` and ``section_axes``."""
 
     section: tuple[int, int, int]
@@ -71,7 +71,7 @@ def _section_of(embedding: Any, layer: str) -> tuple[int, ...] | None:
 
 def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None:
     """The :class:`MRopeSections` of the config's M-RoPE rotary embedding, read from what its forward does; ``None``:
-    not M-RoPE, not three sections, or an arrangement :class:`~posembed.schemes.mrope.MRoPE` does not have."""
+    not M-RoPE, not three sections, or an arrangement :class:`~posembed.schemes.rotary.mrope.MRoPE` does not have."""
     cls = model_rotary_class(config)
     if cls is None:  # no rotary class: no sections to read
         return None

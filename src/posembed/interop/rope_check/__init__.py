@@ -10,6 +10,6 @@ what the config wrote beside them (its traps must see it). Files:
 - ``traps.py``, ``traps_scaling.py``: the traps, every layer's and the scaled rope types'.
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.interop.rope_check.<file>: imported on first use

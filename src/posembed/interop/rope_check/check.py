@@ -35,8 +35,8 @@ from posembed.interop.rope.settings import ALL_LAYERS, RopeSettings, load_config
 from posembed.interop.rope_check.numbers import read_numbers
 from posembed.interop.rope_check.stated import Stated, stated_of
 from posembed.interop.rope_check.traps import MSCALE_FORWARD, Trap, find_traps, refused_traps
-from posembed.schemes.rotary import RotaryEmbedding, rope_inv_freq
-from posembed.schemes.rotary_scaling import pair_treatment
+from posembed.schemes.rotary.rope import RotaryEmbedding, rope_inv_freq
+from posembed.schemes.rotary.scaling import pair_treatment
 
 __all__ = ["check_rope_config", "RopeReport", "LayerReport", "PairRow", "Comparison", "format_report", "report_json"]
 
@@ -408,7 +408,7 @@ def _layer_lines(layer: LayerReport) -> Iterator[str]:
     if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at
         cls = f"the class token at (0, 0), {s.axial.cls_token}" if s.axial.cls_token else "no class token"
         yield (f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
-               f"{s.axial.grid_offset}), {cls} (posembed.positions.patch_grid_positions)")  # fmt: skip
+               f"{s.axial.grid_offset}), {cls} (posembed.schemes.positions.patch_grid_positions)")  # fmt: skip
     for c in layer.comparisons:
         yield (f"  vs transformers (seq_len {c.seq_len}): {'equal' if c.equal else 'DIFFERENT'}, inv_freq max rel diff "
                f"{c.max_inv_freq_rel_diff:.2e}, attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip

@@ -33,7 +33,7 @@ file            what
 ('YaRNRotary', 4.0, 64)
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.lab.context.methods import METHODS, extended, longrope_factors, method_scheme
 from posembed.lab.context.swap import rope_base, rotary_head_dim, swap_scheme
 

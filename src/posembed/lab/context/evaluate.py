@@ -2,11 +2,11 @@
 writes the store).
 
 - :func:`evaluate_rows`: one model at one length: char-LM perplexity on consecutive held-out
-  windows (:func:`posembed.lab.perplexity.lm_perplexity`, the loss the ``charlm`` task scores),
+  windows (:func:`posembed.lab.tasks.perplexity.lm_perplexity`, the loss the ``charlm`` task scores),
   passkey accuracy per depth (:func:`passkey_grid`) and their mean.
 - :func:`evaluate_at`: :func:`evaluate_rows` as a study sets it, at one of its lengths.
 
-The scores run on the CPU: a model elsewhere is scored through :func:`posembed.devices.on_device`
+The scores run on the CPU: a model elsewhere is scored through :func:`posembed._utils.devices.on_device`
 (its outputs come back as fp32).
 """
 
@@ -16,11 +16,11 @@ import logging
 
 from torch import nn
 
-from posembed.devices import on_device
+from posembed._utils.devices import on_device
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH
-from posembed.lab.perplexity import lm_perplexity
+from posembed.lab.tasks.perplexity import lm_perplexity
 from posembed.lab.tasks.passkey import depth_grid, min_length, passkey_accuracy
 
 __all__ = ["evaluate_rows", "evaluate_at", "passkey_grid"]

@@ -7,17 +7,17 @@ import os
 
 import torch
 
-from posembed._checks import check_number
-from posembed._progress import Progress, progress_mode
-from posembed.devices import on_device, resolve_device
-from posembed.lab.checkpoint import load_checkpoint, save_checkpoint
+from posembed._utils.checks import check_number
+from posembed._utils.progress import Progress, progress_mode
+from posembed._utils.devices import on_device, resolve_device
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.methods import extended
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH
 from posembed.lab.context.train import TASK, finetune_config, train_steps
-from posembed.schemes.rotary import MIN_FACTOR
+from posembed.schemes.rotary.rope import MIN_FACTOR
 
 __all__ = ["reevaluate_checkpoint"]
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 from posembed.lab.context.swap import rope_base, rotary_head_dim, swap_scheme
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, build_from_kwargs

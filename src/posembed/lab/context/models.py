@@ -27,7 +27,7 @@ from torch import nn
 from posembed.lab.context.presets import REFERENCES, ContextConfig
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, ModelSizes, build_from_sizes
-from posembed.schemes.nope import NoPE
+from posembed.schemes.bias.nope import NoPE
 
 __all__ = ["STUDY_SCHEMES", "study_scheme", "build_context_model"]
 
@@ -51,7 +51,7 @@ def study_scheme(cfg: ContextConfig, scheme: str) -> PositionScheme | None:
 def build_context_model(cfg: ContextConfig, scheme: str, vocab_size: int) -> nn.Module:
     """A fresh decoder (on the CPU) of the study's size with ``scheme`` (one of :data:`STUDY_SCHEMES`,
     built by :func:`study_scheme`); the same seed gives the same weights."""
-    from posembed.model import Decoder
+    from posembed.nn.model.transformer import Decoder
 
     torch.manual_seed(cfg.seed)  # before the scheme: FIRE's and KERPLE's parameters draw from it too
     position = study_scheme(cfg, scheme)

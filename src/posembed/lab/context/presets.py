@@ -32,7 +32,7 @@ import typing
 from dataclasses import dataclass
 from typing import Callable
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 from posembed.lab.config import TrainingConfig, check_fields
 from posembed.lab.context.methods import METHODS
 from posembed.lab.context.store import config_id_of, train_id_of

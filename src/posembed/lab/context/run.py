@@ -14,10 +14,10 @@ changed) is retrained, with a warning, and its rows evaluated again.
 The report (:mod:`posembed.lab.report.context`) reads the store afterwards (:func:`run_study` hands
 it on, open).
 
-Models train and evaluate on ``device`` (:func:`posembed.devices.resolve_device`: ``auto`` =
-CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed.devices.autocast`),
+Models train and evaluate on ``device`` (:func:`posembed._utils.devices.resolve_device`: ``auto`` =
+CUDA when present, else the CPU; bf16 autocast on CUDA, :func:`posembed._utils.devices.autocast`),
 while batches are drawn and every score is computed on the CPU from fp32 logits brought back
-(:func:`posembed.devices.on_device`).
+(:func:`posembed._utils.devices.on_device`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from posembed._progress import Progress, progress_mode
-from posembed.devices import resolve_device
+from posembed._utils.progress import Progress, progress_mode
+from posembed._utils.devices import resolve_device
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.methods import extended
@@ -67,7 +67,7 @@ def run_context(
     """Run (or resume) the study ``cfg`` into ``out`` on ``device`` (``auto``: CUDA when present,
     else the CPU), once per seed of ``cfg.seeds`` (:meth:`ContextConfig.per_seed`); returns the
     store's path. ``progress``: ``False`` (default) none; ``None`` a bar on a terminal and a line
-    per finished step otherwise (INFO records of :data:`~posembed._progress.LAB_LOGGER`);
+    per finished step otherwise (INFO records of :data:`~posembed._utils.progress.LAB_LOGGER`);
     ``"bar"`` / ``"lines"`` that style."""
     return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress).path
 

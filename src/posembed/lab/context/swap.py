@@ -1,8 +1,8 @@
 """Swap a trained model's attention schemes for others, keeping its weights: :func:`swap_scheme`,
 and what its rotary layers agree on (:func:`rope_base`, :func:`rotary_head_dim`).
 
->>> from posembed.model import Decoder
->>> from posembed.schemes.rotary import RotaryEmbedding
+>>> from posembed.nn.model.transformer import Decoder
+>>> from posembed.schemes.rotary.rope import RotaryEmbedding
 >>> model = Decoder(11, dim=16, depth=2, num_heads=2, scheme=RotaryEmbedding(8, base=500.0))
 >>> rope_base(model), rotary_head_dim(model)
 (500.0, 8)
@@ -17,7 +17,7 @@ from torch import nn
 
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.config import scheme_config
-from posembed.schemes.rotary import RotaryEmbedding
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 __all__ = ["swap_scheme", "rope_base", "rotary_head_dim"]
 
@@ -69,7 +69,7 @@ def _agreed(model: nn.Module, attribute: str):
 
 
 def swap_scheme(model: nn.Module, new_scheme: PositionScheme | Sequence[PositionScheme | None]) -> nn.Module:
-    """A copy of ``model`` (a :mod:`posembed.model` Encoder/Decoder) with the same weights and other
+    """A copy of ``model`` (a :mod:`posembed.nn.model.transformer` Encoder/Decoder) with the same weights and other
     attention schemes; ``model`` itself is left as it was.
 
     ``new_scheme`` is one scheme, or a list with one entry per layer:
@@ -90,8 +90,8 @@ def swap_scheme(model: nn.Module, new_scheme: PositionScheme | Sequence[Position
     part of the embeddings and the weights.
 
     Example:
-        >>> from posembed.model import Decoder
-        >>> from posembed.schemes.rotary_scaling import LinearScalingRotary
+        >>> from posembed.nn.model.transformer import Decoder
+        >>> from posembed.schemes.rotary.scaling import LinearScalingRotary
         >>> model = Decoder(11, dim=16, depth=2, num_heads=2, scheme=RotaryEmbedding(8))
         >>> longer = swap_scheme(model, LinearScalingRotary(8, factor=2.0))
         >>> type(longer.blocks[1].attn.scheme).__name__, type(model.scheme).__name__

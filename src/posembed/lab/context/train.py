@@ -2,12 +2,12 @@
 
 - :func:`finetune_config`: how a fine-tune trains (no curriculum: passkey rows mixed in from the start).
 - :func:`train_steps`: a model trained as its :class:`~posembed.lab.context.presets.ContextConfig`
-  says by the lab's one loop (:func:`posembed.lab.train.train_model`), on batches mixing char-LM
+  says by the lab's one loop (:func:`posembed.lab.training.train.train_model`), on batches mixing char-LM
   windows with passkey documents after a passkey-only curriculum (:func:`_batch`). The model trains
   where its parameters are: batches are drawn on the CPU and moved there, the forward runs under
-  :func:`posembed.devices.autocast` (bf16 on CUDA).
+  :func:`posembed._utils.devices.autocast` (bf16 on CUDA).
 - :func:`trained_model`: a model from its checkpoint when stored and built as this code builds it,
-  else trained and saved (:func:`~posembed.lab.checkpoint.save_checkpoint`), with its facts for the
+  else trained and saved (:func:`~posembed.lab.training.checkpoint.save_checkpoint`), with its facts for the
   run to store (this file reads and writes no store).
 """
 
@@ -22,13 +22,13 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from posembed.devices import model_device
-from posembed.lab.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
+from posembed._utils.devices import model_device
+from posembed.lab.training.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
 from posembed.lab.tasks.passkey import training_rows
-from posembed.lab.train import train_model
+from posembed.lab.training.train import train_model
 
 __all__ = ["TASK", "finetune_config", "train_steps", "trained_model"]
 

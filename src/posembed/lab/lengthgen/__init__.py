@@ -11,6 +11,6 @@ The preset is registered in :data:`posembed.lab.presets.PRESETS`; a run's rows c
 store through :func:`posembed.lab.sweep.listing.store_rows`.
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.lab.lengthgen.<file>: imported on first use

@@ -38,7 +38,7 @@ file              what
 ``context``       the context study's section "Which context extension works?"
 ``context_plots`` the context report's figures
 ``context_results`` the context study's stored rows per seed, with display names from the factory
-``context_verdicts`` the context study's primary comparisons, decided by :mod:`posembed.stats`
+``context_verdicts`` the context study's primary comparisons, decided by :mod:`posembed.stats.verdict`
 ================= ==============================================================================
 
 Example:
@@ -49,7 +49,7 @@ Example:
     ValueError: '...' holds no results.sqlite; run `posembed lab run --preset quick --out ...` first
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.lab.report.write import REPORT_HTML, REPORT_MD, SMOKE_PRESETS, build_sections, too_small, write_report
 
 __all__ = ["write_report", "build_sections", "too_small", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]

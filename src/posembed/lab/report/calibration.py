@@ -35,7 +35,7 @@ from posembed.lab.report.questions import DECISION_HEADER, Section, decision_row
 from posembed.lab.report.tables import LabData
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.verdicts import FAIL_RATIO
-from posembed.stats import ALIKE, Decision, distinguishing
+from posembed.stats.verdict import ALIKE, Decision, distinguishing
 
 __all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO"]
 

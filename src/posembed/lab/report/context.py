@@ -7,7 +7,7 @@ only lay that page out (:func:`write_pages`). The page holds:
 
 - verdicts: the primary comparisons, named before the run (the published orderings of
   :data:`~posembed.lab.context.published.CLAIMS`: the method ordering at the longest length and
-  what fine-tuning does), decided as one family by :func:`posembed.stats.decide`
+  what fine-tuning does), decided as one family by :func:`posembed.stats.verdict.decide`
   (:mod:`posembed.lab.report.context_verdicts`);
 - passkey retrieval at L counted over seeds (``k of n``), then passkey accuracy tables and heatmaps;
 - the references (ALiBi, NoPE, FIRE, KERPLE, Sandwich, CoPE, trained at L and evaluated as they
@@ -105,7 +105,7 @@ def context_page(results: Results) -> ContextPage:
 
 def write_pages(page: ContextPage, out_dir: str | os.PathLike) -> tuple[Path, Path]:
     """Write ``context.md`` and ``context.html`` (with its PNGs) of ``page`` into ``out_dir``; returns both paths."""
-    from posembed._io import atomic_write_text
+    from posembed._utils.io import atomic_write_text
 
     text, html = page.markdown(), _html(page)
     out = Path(out_dir)
@@ -121,9 +121,9 @@ def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLi
 
 
 def _html(page: ContextPage):
-    """The page as an :class:`~posembed.report.HtmlReport`, with the figures of its results."""
+    """The page as an :class:`~posembed._utils.html.HtmlReport`, with the figures of its results."""
     from posembed.lab.report.context_plots import passkey_figure, perplexity_figure
-    from posembed.report import HtmlReport
+    from posembed._utils.html import HtmlReport
 
     passkey, perplexity = passkey_figure(page.results, skip=set(page.empty)), perplexity_figure(page.results)
     report = HtmlReport(page.title)
@@ -164,7 +164,7 @@ def metric_table(results: Results, metric: str) -> str:
 
 
 def _markdown_table(header: list[str], rows: list[list]) -> str:
-    from posembed.report import format_cell
+    from posembed._utils.html import format_cell
 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(format_cell(c).replace("|", "/") for c in row) + " |" for row in rows]

@@ -39,7 +39,7 @@ def _leading_digit(value: float) -> int:
 def perplexity_figure(results: Any):
     """Held-out perplexity against evaluated length (both axes logarithmic, ticks in plain numbers:
     the measured lengths on x), one line per (model, method)."""
-    from posembed.report import new_figure
+    from posembed._utils.html import new_figure
 
     figure = new_figure(7.0, 4.2)
     axes = figure.add_subplot()
@@ -63,7 +63,7 @@ def perplexity_figure(results: Any):
 def passkey_figure(results: Any, skip: Collection[str] = ()):
     """Passkey accuracy heatmaps, one panel per line whose label is not in ``skip`` (the all-zero
     ones, which the report names in words instead); ``None`` when no panel is left."""
-    from posembed.report import new_figure
+    from posembed._utils.html import new_figure
 
     lines = [line for line in results.lines if results.label(line) not in skip
              and results.value(*line, results.lengths[0], "passkey_mean") is not None]

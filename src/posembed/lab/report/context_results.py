@@ -29,7 +29,7 @@ __all__ = ["Results", "display_name", "paper_of", "group_text", "INTERVAL_NOTE",
            "reference_rows", "reference_note", "empty_heatmaps", "intro", "too_small", "published_rows",
            "retrieval_note", "empty_note"]
 
-#: what a table cell's brackets are (:func:`posembed.stats.describe`)
+#: what a table cell's brackets are (:func:`posembed.stats.verdict.describe`)
 INTERVAL_NOTE = ("a cell is the mean over the seeds and, in brackets, a 95 % t interval of that mean (with 2 seeds: "
                  "the seeds' range; for accuracies cut to [0, 1]); perplexity cells are geometric means with the "
                  "interval taken on log perplexity")
@@ -57,10 +57,10 @@ def display_name(model: str, method: str = "none") -> str:
 
 
 def group_text(values: Sequence[float], log_scale: bool = False, digits: int = 3) -> str:
-    """``mean [low, high]`` of one group over its seeds (:func:`posembed.stats.describe`; on the log
+    """``mean [low, high]`` of one group over its seeds (:func:`posembed.stats.verdict.describe`; on the log
     scale for perplexity, shown back as a geometric mean); a single seed is its bare value."""
-    from posembed.report import format_cell
-    from posembed.stats import describe
+    from posembed._utils.html import format_cell
+    from posembed.stats.verdict import describe
 
     if not values:
         return "not measured"

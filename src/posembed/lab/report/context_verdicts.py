@@ -1,5 +1,5 @@
 """The context report's decisions: its primary comparisons, named before any run, decided by
-:func:`posembed.stats.decide` as one family; and passkey retrieval counted per seed.
+:func:`posembed.stats.verdict.decide` as one family; and passkey retrieval counted per seed.
 
 Primary comparisons (:data:`PRIMARY`): the published orderings of
 :data:`~posembed.lab.context.published.CLAIMS`, which are the study's two questions, *the method
@@ -82,9 +82,9 @@ def _paired(results: Results, primary: Primary) -> tuple[str, str, list[float], 
 
 
 def comparisons(results: Results) -> dict[str, object]:
-    """Claim key -> its :class:`posembed.stats.Comparison` (``a`` = the side published as better),
+    """Claim key -> its :class:`posembed.stats.verdict.Comparison` (``a`` = the side published as better),
     or the reason it is not tested: ``"not measured"``, :data:`ONE_SEED`, ``"not testable ..."``."""
-    from posembed.stats import Comparison
+    from posembed.stats.verdict import Comparison
 
     out: dict[str, object] = {}
     for primary in PRIMARY:
@@ -115,9 +115,9 @@ def _word(claim: Claim, decision) -> str:
         return "does not reproduce (a difference)" if tie else "reproduces"
     if decision.word == f"{c.b} better":
         return "does not reproduce (a difference)" if tie else "does not reproduce (reversed)"
-    if math.isnan(decision.p):  # every seed pair differs alike (posembed.stats): no spread, no test
+    if math.isnan(decision.p):  # every seed pair differs alike (posembed.stats.verdict): no spread, no test
         return "cannot tell (no spread over the seed pairs to test)"
-    from posembed.stats import seeds_clause
+    from posembed.stats.verdict import seeds_clause
 
     return f"cannot tell (could detect {_size_text(c, decision.mdd)}{seeds_clause(decision)})"
 
@@ -146,7 +146,7 @@ def _difference_text(decision) -> str:
 def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
     """One row per primary comparison: both sides over the seeds, the tested difference with its
     interval, Holm-adjusted p of the difference and of equivalence, and the verdict word."""
-    from posembed.stats import Comparison, decide
+    from posembed.stats.verdict import Comparison, decide
 
     found = comparisons(results)
     tested = [c for c in found.values() if isinstance(c, Comparison)]

@@ -1,4 +1,4 @@
-"""The lab report's family of tested comparisons, decided once with :func:`posembed.stats.decide`.
+"""The lab report's family of tested comparisons, decided once with :func:`posembed.stats.verdict.decide`.
 
 The family holds the experiment's primary comparisons (:data:`posembed.lab.presets.PRIMARY`,
 named before the run) at *every training point* the trials were evaluated at (each trial's
@@ -33,7 +33,7 @@ from posembed.lab.report.tables import FINAL, LabData, metric_lengths, point_lab
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.task_registry import METRICS, task_entry
 from posembed.lab.verdicts import FAIL_RATIO, KAZEMNEJAD_FAVOURED, PRESS_SCHEMES
-from posembed.stats import ALPHA, Comparison, Decision, decide
+from posembed.stats.verdict import ALPHA, Comparison, Decision, decide
 
 __all__ = ["LabDecisions", "Look", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "group_labels",
            "ratio_values", "matched_ratio_values", "beyond_values", "THRESHOLD", "MATCHED", "asked_comparison",

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from posembed.lab.report.tables import GroupKey, LabData, Stat, metric_lengths, metric_stat, scheme_family, train_length
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.task_registry import METRICS, metric_label, task_entry
-from posembed.report import new_figure
+from posembed._utils.html import new_figure
 
 __all__ = ["length_figure", "loss_figure", "facets", "scheme_family", "MAX_LINES"]
 

@@ -8,7 +8,7 @@ the smallest difference the comparison could have detected. Every other comparis
 shows is *exploratory*: its numbers and unadjusted p, no winner word. When the store lacks the
 trials a question needs, the section says so and names the presets that have them.
 
->>> from posembed.stats import Comparison, decide
+>>> from posembed.stats.verdict import Comparison, decide
 >>> (d,) = decide([Comparison("Q2 charlm: concat vs add", "add", "concat", (2.30, 2.31, 2.32), (2.40, 2.42, 2.41),
 ...                           False, 0.02, test="paired")])
 >>> decision_row(d)[3:]
@@ -27,7 +27,7 @@ from posembed.lab.report.rows import (DECISION_HEADER, TRAINING_HEADER, changes,
 from posembed.lab.report.tables import (LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family,
                                        train_length)
 from posembed.lab.task_registry import METRICS, metric_label
-from posembed.stats import CANNOT_TELL, Comparison, Decision, seeds_clause
+from posembed.stats.verdict import CANNOT_TELL, Comparison, Decision, seeds_clause
 
 __all__ = [
     "Section", "judged_metric", "presets_with", "learned_vs_sinusoidal", "variant_question", "extrapolation",

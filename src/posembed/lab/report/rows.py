@@ -1,7 +1,7 @@
 """A decision as the lab report writes it: one table row, its verdict in words, the rule it was
 decided by, and one question's verdicts over training.
 
-Verdict words are :func:`posembed.stats.decide`'s; this module only says them: a difference shown
+Verdict words are :func:`posembed.stats.verdict.decide`'s; this module only says them: a difference shown
 inside the margin says so, an interaction says whether the answer depends on the scheme, the
 Vaswani test says whether the difference lies beyond the margin; a bounded measure's interval
 stays in its bounds; the rule note says what this run used (seeds per group, training points,
@@ -18,7 +18,7 @@ from posembed.lab.report.decisions import THRESHOLD, VASWANI_BEYOND, LabDecision
 from posembed.lab.report.tables import LabData
 from posembed.lab.task_registry import METRICS
 from posembed.lab.verdicts import FAIL_RATIO
-from posembed.stats import ALIKE, ALPHA, Comparison, Decision, describe, number_text
+from posembed.stats.verdict import ALIKE, ALPHA, Comparison, Decision, describe, number_text
 
 __all__ = ["group_text", "DECISION_HEADER", "decision_row", "shown_name", "mdd_text", "verdict_text", "rule_note",
            "short_label", "TRAINING_HEADER", "training_table", "changes"]
@@ -28,7 +28,7 @@ Table = tuple[list[str], list[list[Any]]]
 
 def group_text(values: tuple[float, ...] | list[float], digits: int = 4,
                bounds: tuple[float, float] | None = None) -> str:
-    """``mean [low, high]`` with what the interval is (:func:`posembed.stats.describe`); a measure
+    """``mean [low, high]`` with what the interval is (:func:`posembed.stats.verdict.describe`); a measure
     bounded to ``bounds`` (accuracy: ``(0, 1)``) has its t interval clipped to them, and says so.
 
     >>> group_text([1.0, 2.0]), group_text([1.0, 2.0, 3.0]), group_text([2.5])

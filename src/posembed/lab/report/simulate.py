@@ -37,7 +37,7 @@ from posembed.lab.sweep.runner import expand
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.tasks.base import EvalPoint
 from posembed.lab.verdicts import FAIL_RATIO, PRESS_SCHEMES
-from posembed.stats import ALPHA, Comparison, Estimate, estimate, holm, tost
+from posembed.stats.verdict import ALPHA, Comparison, Estimate, estimate, holm, tost
 
 __all__ = ["null_data", "false_claims", "claims_winner", "POINTS"]
 
@@ -93,7 +93,7 @@ def null_data(rng: np.random.Generator, preset: str = "quick", points: Sequence[
 
 
 def claims_winner(comparisons: Sequence[Comparison], alpha: float = ALPHA, per_look: bool = False) -> bool:
-    """Whether :func:`~posembed.stats.decide` would say "better" anywhere in this family: Holm
+    """Whether :func:`~posembed.stats.verdict.decide` would say "better" anywhere in this family: Holm
     over every testable comparison's difference and equivalence p (at most one null of each
     holds), a "better" where the difference's adjusted p is under ``alpha``. The same rule as
     ``decide``'s words without its power side (the MDD, the seeds a "cannot tell" needs), which

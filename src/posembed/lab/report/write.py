@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from posembed._io import atomic_write_text
+from posembed._utils.io import atomic_write_text
 from posembed.lab.report.calibration import calibration_section
 from posembed.lab.report.decisions import lab_decisions
 from posembed.lab.report.plots import length_figure, loss_figure
@@ -21,7 +21,7 @@ from posembed.lab.report.questions import (
     Section, exploratory, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, untested_elsewhere, variant_question,
 )
 from posembed.lab.report.tables import LabData, drift_table, load_lab_data, primary_metric, results_table
-from posembed.report import HtmlReport, format_cell
+from posembed._utils.html import HtmlReport, format_cell
 
 __all__ = ["write_report", "build_sections", "too_small", "confirmation", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
 

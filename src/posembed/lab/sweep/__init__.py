@@ -11,12 +11,12 @@ file            what
 ``worker_plan`` how many trials train at once by default, from the work and the device
 ``workers``     trials side by side in worker processes, the parent the only writer
 ``ray_runner``  trials as Ray tasks on a cluster, the driver the only writer
-``ddp_trial``   one trial of a preset, data-parallel under ``torchrun`` (helpers: :mod:`posembed.lab.ddp`)
+``ddp_trial``   one trial of a preset, data-parallel under ``torchrun`` (helpers: :mod:`posembed.lab.training.ddp`)
 ``listing``     what an out folder holds (``posembed lab list``), and its exact-match rows
-``progress``    the lab's progress lines and bars (:mod:`posembed._progress`)
+``progress``    the lab's progress lines and bars (:mod:`posembed._utils.progress`)
 =============== ===============================================================================
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 
 __getattr__ = submodules(__name__)  # posembed.lab.sweep.<file>: imported on first use

@@ -7,7 +7,7 @@
 
 Rank 0 writes the trial's result (the same fields a single process stores). Without
 ``torchrun`` the module runs the trial in one process. The process-group helpers are in
-:mod:`posembed.lab.ddp`; this entry point sits above the presets, which it reads.
+:mod:`posembed.lab.training.ddp`; this entry point sits above the presets, which it reads.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import logging
 import sys
 from pathlib import Path
 
-from posembed._io import atomic_write_json
+from posembed._utils.io import atomic_write_json
 from posembed.lab.config import VARIANTS, apply_overrides
-from posembed.lab.ddp import init_distributed, rank_and_world, shutdown
+from posembed.lab.training.ddp import init_distributed, rank_and_world, shutdown
 from posembed.lab.presets import get_preset
-from posembed.lab.train import TrialResult, train_trial
+from posembed.lab.training.train import TrialResult, train_trial
 
 __all__ = ["main", "build_parser", "result_dict"]
 

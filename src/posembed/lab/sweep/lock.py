@@ -16,7 +16,7 @@ again, so two runs can never both hold the folder.
 ...     OutDirLock(folder).acquire()  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-posembed.lab.sweep.lock.OutDirBusyError: out folder '...' is in use by another posembed lab run (pid ...); wait for it to end or choose another --out folder
+posembed.errors.OutDirBusyError: out folder '...' is in use by another posembed lab run (pid ...); wait for it to end or choose another --out folder
 """
 
 from __future__ import annotations
@@ -26,20 +26,13 @@ import logging
 import os
 import time
 from pathlib import Path
+from posembed.errors import OutDirBusyError, OutDirError
 
 __all__ = ["OutDirLock", "OutDirError", "OutDirBusyError", "LOCK_NAME", "out_dir_error"]
 
 logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".posembed-lab.lock"
-
-
-class OutDirError(ValueError):
-    """The out folder cannot be used or written (busy, read-only, full); the message names the path."""
-
-
-class OutDirBusyError(OutDirError):
-    """Another live process holds the out folder's lock."""
 
 
 def out_dir_error(error: OSError, what: str, path: str | os.PathLike, hint: str = "") -> OutDirError:

@@ -9,10 +9,10 @@ Design, the same as the local worker pool's (:mod:`posembed.lab.sweep.workers`):
 
 - Each trial is one Ray task (``max_retries=2``: a task whose worker process or node dies is
   run again, up to three attempts in all). A task asks for ``threads`` CPUs, sets that many
-  torch threads and trains the trial with :func:`~posembed.lab.train.train_trial`, seeded from
+  torch threads and trains the trial with :func:`~posembed.lab.training.train.train_trial`, seeded from
   the trial's config alone: the numbers and the weights are those of the sequential run, bit
   for bit (same torch, same CPU kind).
-- Tasks write nothing. A task returns the :class:`~posembed.lab.train.TrialResult` and, when
+- Tasks write nothing. A task returns the :class:`~posembed.lab.training.train.TrialResult` and, when
   checkpoints are kept, the model's config and ``torch.save`` bytes of its state dict; the
   driver rebuilds the model and stores the trial and its checkpoint. So the out folder's lock,
   the one-transaction-per-trial store and resume hold unchanged: interrupt the driver and run
@@ -33,10 +33,11 @@ from typing import Callable, Iterator
 
 from torch import nn
 
-from posembed._hints import install_hint
+from posembed._utils.hints import install_hint
 from posembed.lab.config import TrialConfig
-from posembed.lab.train import TrialResult
-from posembed.lab.sweep.workers import WorkerError, available_cores, train_packed, unpack_model
+from posembed.lab.training.train import TrialResult
+from posembed.lab.sweep.workers import available_cores, train_packed, unpack_model
+from posembed.errors import WorkerError
 
 __all__ = ["RayTrialPool", "require_ray", "check_address", "MAX_RETRIES"]
 
@@ -48,7 +49,7 @@ MAX_RETRIES = 2
 
 def require_ray():
     """The ``ray`` module, or an ``ImportError`` whose message is the one line to install it
-    (:func:`posembed._hints.install_hint`: the ``[ray]`` extra, the installed torch kept)."""
+    (:func:`posembed._utils.hints.install_hint`: the ``[ray]`` extra, the installed torch kept)."""
     try:
         import ray
     except ImportError:

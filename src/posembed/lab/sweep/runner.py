@@ -3,7 +3,7 @@
 :func:`expand` lists the experiment's trials (skipping variants that do not apply to a scheme);
 :func:`run_experiment` trains every trial not yet in ``<out>/results.sqlite``, stores each one
 atomically as soon as it finishes and saves its checkpoint under ``<out>/checkpoints/<name>``
-(``copy-learned-concat-s0-1a2b3c4d``: :func:`~posembed.lab.checkpoint.trial_folder_name`; the
+(``copy-learned-concat-s0-1a2b3c4d``: :func:`~posembed.lab.training.checkpoint.trial_folder_name`; the
 store records each folder, so stores with the older hash-only names read as before).
 Interrupt it at any point and run it again: finished trials are skipped.
 
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from posembed.lab.checkpoint import save_checkpoint, trial_folder_name
+from posembed.lab.training.checkpoint import save_checkpoint, trial_folder_name
 from posembed.lab.config import TASKS, VARIANTS, ExperimentConfig, TrialConfig
 from posembed.lab.task_registry import Model
-from posembed.lab.ddp import barrier, broadcast, rank_and_world
+from posembed.lab.training.ddp import barrier, broadcast, rank_and_world
 from posembed.lab.sweep.lock import OutDirLock, out_dir_error
 from posembed.lab.sweep.progress import Progress, progress_mode
 from posembed.lab.sweep.store import ResultsStore
-from posembed.lab.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
+from posembed.lab.training.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
 from posembed.schemes.base import Kind
 
 __all__ = ["expand", "run_experiment", "RunSummary", "applies", "refusal", "trial_label"]
@@ -167,14 +167,14 @@ def run_experiment(
     for the run. With ``workers`` > 1 the trials train side by side in worker processes
     (:mod:`posembed.lab.sweep.workers`); each trial's numbers and weights are the same as in the
     sequential run, and only this process writes the store and the checkpoints. Under
-    ``torchrun`` (an initialised process group, :func:`posembed.lab.ddp.init_distributed`)
+    ``torchrun`` (an initialised process group, :func:`posembed.lab.training.ddp.init_distributed`)
     every rank trains each trial data-parallel, one trial at a time (``workers`` is ignored),
     and only rank 0 takes the lock, opens the store and writes results and checkpoints; the
     others wait at a barrier after each trial.
 
     Args:
         checkpoints: save each trained model under ``<out>/checkpoints/<name>``
-            (:func:`~posembed.lab.checkpoint.trial_folder_name`).
+            (:func:`~posembed.lab.training.checkpoint.trial_folder_name`).
         progress: ``None``/``True``: a bar on a terminal, else one INFO record per finished trial
             on the ``posembed.lab.sweep.progress`` logger; ``False``: none (never off rank 0); or a
             mode of :func:`~posembed.lab.sweep.progress.progress_mode`.
@@ -187,7 +187,7 @@ def run_experiment(
             cluster, else a fresh local instance) or a cluster's ``HOST:PORT``; this process still
             writes the store and the checkpoints. Not under ``torchrun``.
         device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``
-            (:func:`posembed.devices.resolve_device`). On a GPU the ``workers`` processes share the
+            (:func:`posembed._utils.devices.resolve_device`). On a GPU the ``workers`` processes share the
             device, each training its own trials (bf16 autocast: each trial's numbers equal those of
             the same trial trained alone within bf16 tolerance); Ray tasks pick their own device
             (``"auto"`` on each node).
@@ -207,7 +207,7 @@ def run_experiment(
     """
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    from posembed.devices import resolve_device
+    from posembed._utils.devices import resolve_device
 
     target = resolve_device(device)
     rank, world = rank_and_world()

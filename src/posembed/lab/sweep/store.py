@@ -67,9 +67,11 @@ from pathlib import Path
 from typing import Any
 
 from posembed.lab.config import ExperimentConfig, TrialConfig
-from posembed.lab.sweep.store_file import StoreError, check_store_file, create_store_file, store_error
+from posembed.lab.sweep.store_file import check_store_file, create_store_file, store_error
+from posembed.errors import StoreError
 from posembed.lab.tasks import EvalPoint
-from posembed.lab.train import TrialResult
+from posembed.lab.training.train import TrialResult
+from posembed.errors import ForeignStoreError
 
 __all__ = ["ResultsStore", "TrialRecord", "Results", "load_results", "STORE_NAME", "SCHEMA_VERSION", "ForeignStoreError",
            "StoreError"]
@@ -105,10 +107,6 @@ CREATE TABLE IF NOT EXISTS curves (
 """ + _DURING
 
 _TABLES = ("meta", "trials", "evals", "curves", "during")
-
-
-class ForeignStoreError(ValueError):
-    """The out dir's store belongs to another experiment, or its database to another program."""
 
 
 @dataclass(kw_only=True)
@@ -275,7 +273,7 @@ class ResultsStore:
         return {record.trial_id for record in self.records()}
 
     def add(self, result, checkpoint: str | None = None) -> None:
-        """Store one finished :class:`~posembed.lab.train.TrialResult` in one transaction."""
+        """Store one finished :class:`~posembed.lab.training.train.TrialResult` in one transaction."""
         cfg: TrialConfig = result.config
         drift = result.drift or {}
         row = (

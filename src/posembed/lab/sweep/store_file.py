@@ -22,15 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from posembed._io import current_umask
+from posembed._utils.io import current_umask
+from posembed.errors import StoreError
 
 __all__ = ["StoreError", "check_store_file", "store_error", "create_store_file"]
 
 _CHOOSE = "remove it or choose another --out folder"
-
-
-class StoreError(ValueError):
-    """The store file cannot be used: empty, a folder, damaged, read-only, or its disk is full."""
 
 
 def check_store_file(path: Path, *, required: bool) -> None:
@@ -42,7 +39,7 @@ def check_store_file(path: Path, *, required: bool) -> None:
     >>> check_store_file(empty, required=False)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    posembed.lab.sweep.store_file.StoreError: '...results.sqlite' is empty (0 bytes), not a results store: it may be a truncated copy; remove it or choose another --out folder
+    posembed.errors.StoreError: '...results.sqlite' is empty (0 bytes), not a results store: it may be a truncated copy; remove it or choose another --out folder
     """
     where = repr(str(path))
     if path.is_dir():

@@ -5,10 +5,10 @@ Design:
 - Workers are started with the ``spawn`` context (torch and ``fork`` do not mix: a forked
   child inherits the parent's thread pools and locks in whatever state they were in). Each
   runs ``torch.set_num_threads(threads)`` once and then trains whole trials with
-  :func:`~posembed.lab.train.train_trial`, which seeds everything from the trial's config: a
+  :func:`~posembed.lab.training.train.train_trial`, which seeds everything from the trial's config: a
   trial gives the same numbers and the same weights in any worker, in any order, as in the
   sequential run.
-- Workers write nothing. A worker sends back the :class:`~posembed.lab.train.TrialResult` and,
+- Workers write nothing. A worker sends back the :class:`~posembed.lab.training.train.TrialResult` and,
   when checkpoints are kept, the model's config and its state dict (``torch.save`` bytes); the
   parent rebuilds the model and stores the trial and its checkpoint as the sequential run does.
   So the out folder's lock, the one-transaction-per-trial store and resume hold unchanged.
@@ -49,10 +49,11 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from posembed._torch_private import inductor_cache_dir, inductor_caches_off
+from posembed._utils.torch_private import inductor_cache_dir, inductor_caches_off
 from posembed.lab.config import TrialConfig
-from posembed.lab.train import TrialResult, train_trial
+from posembed.lab.training.train import TrialResult, train_trial
 from posembed.lab.sweep.worker_plan import available_cores
+from posembed.errors import WorkerError
 
 __all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "compile_cache_dir", "train_packed",
            "unpack_model"]
@@ -60,10 +61,6 @@ __all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "co
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-
-
-class WorkerError(RuntimeError):
-    """A worker process died (killed, out of memory) before it sent its trial back."""
 
 
 def default_workers(threads: int = 1) -> int:
@@ -184,7 +181,7 @@ def train_packed(cfg: TrialConfig, keep_model: bool, device: str = "auto") -> tu
 
 def unpack_model(config: dict, weights: bytes) -> nn.Module:
     """The worker's trained model (:func:`train_packed`), rebuilt in the parent (the same tensors, bit for bit)."""
-    from posembed.model import build_model
+    from posembed.nn.model.transformer import build_model
 
     model = build_model(config)
     model.load_state_dict(torch.load(io.BytesIO(weights), weights_only=True), strict=True)

@@ -29,6 +29,7 @@ file            what
 ``algorithmic`` copy, reverse, sort, addition (decoder, one small class each)
 ``charlm``      the character-level LM on a text file
 ``passkey``     passkey retrieval rows and their scoring (the context study's)
+``perplexity``  the char LM's one validation loss and its matched-length losses
 =============== ======================================================================
 
 A new task is one file here with a class on the types of ``base`` (taking the
@@ -36,7 +37,7 @@ A new task is one file here with a class on the types of ``base`` (taking the
 in :mod:`posembed.lab.task_registry` (which also says each metric's display name and direction).
 """
 
-from posembed._names import submodules
+from posembed._utils.names import submodules
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, Task, eval_lengths, loss_fn
 from posembed.lab.tasks.make import make_task
 

@@ -4,10 +4,10 @@ Training draws random windows of ``context + 1`` characters from the first 90 % 
 (nanoGPT's ``get_batch``). Validation scores consecutive non-overlapping windows of the last
 10 % at each evaluated context (``context * eval_scales``, e.g. 1x, 2x, 4x, 8x as in Press et
 al. 2022, ALiBi), every position of every window, at most ``eval_batches * batch`` windows
-(:func:`posembed.lab.perplexity.val_loss`, the loss the context study scores too: ``val_loss``
+(:func:`posembed.lab.tasks.perplexity.val_loss`, the loss the context study scores too: ``val_loss``
 and ``perplexity``). Those windows hold different text at each length, so a ratio between two
 lengths mixes the text with the context; ``matched_loss`` scores the same characters at every
-length instead (:func:`posembed.lab.perplexity.matched_loss`: the last L characters of windows that
+length instead (:func:`posembed.lab.tasks.perplexity.matched_loss`: the last L characters of windows that
 end at the same places, every ``longest`` characters, read with each length's context), the
 number the lab's length ratios are taken from.
 """
@@ -22,7 +22,7 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
-from posembed.lab.perplexity import matched_loss, matched_losses, val_loss
+from posembed.lab.tasks.perplexity import matched_loss, matched_losses, val_loss
 from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 
 __all__ = ["CharLMTask", "load_corpus"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-from posembed._checks import did_you_mean
+from posembed._utils.checks import did_you_mean
 from posembed.lab.config import TrialConfig
 from posembed.lab.task_registry import TASK_ENTRIES
 from posembed.lab.tasks.base import Task
