@@ -39,8 +39,13 @@ def run(quick: bool = False, repeats: int | None = None):
 
     steps = 200 if quick else NANOGPT_CPU.steps
     result = run_calibration(steps=steps)
-    extra = {"val_loss": round(result.val_loss, 4), "target": TARGET_VAL_LOSS, "tolerance": TOLERANCE,
-             "iterations": steps, "seconds": round(result.seconds, 1)}
+    extra = {
+        "val_loss": round(result.val_loss, 4),
+        "target": TARGET_VAL_LOSS,
+        "tolerance": TOLERANCE,
+        "iterations": steps,
+        "seconds": round(result.seconds, 1),
+    }
     return [Row(SECTION, _label(steps), IMPL, round(1000 * result.seconds_per_iteration, 2), None, extra)]
 
 
@@ -49,17 +54,21 @@ def targets(rows) -> list[dict]:
     for row in rows:
         if row.section == SECTION and row.extra.get("iterations") == NANOGPT_CPU.steps:
             loss = row.extra["val_loss"]
-            found.append({
-                "target": f"nanoGPT CPU recipe: val loss {TARGET_VAL_LOSS} +/- {TOLERANCE}",
-                "measured": f"{loss:.4f} ({row.median_ms:.0f} ms/iteration)",
-                "met": abs(loss - TARGET_VAL_LOSS) <= TOLERANCE,
-            })
+            found.append(
+                {
+                    "target": f"nanoGPT CPU recipe: val loss {TARGET_VAL_LOSS} +/- {TOLERANCE}",
+                    "measured": f"{loss:.4f} ({row.median_ms:.0f} ms/iteration)",
+                    "met": abs(loss - TARGET_VAL_LOSS) <= TOLERANCE,
+                }
+            )
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--text", default="tinyshakespeare", help="text file (default: the tinyshakespeare text shipped in the package)")
+    parser.add_argument(
+        "--text", default="tinyshakespeare", help="text file (default: the tinyshakespeare text shipped in the package)"
+    )
     parser.add_argument("--steps", type=int, default=None, help="fewer iterations for a quick look (default 2000)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
@@ -67,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
-    result = run_calibration(args.text, steps=args.steps, on_step=lambda s, l: print(f"iter {s:5d}  train loss {l:.4f}", flush=True))
+    result = run_calibration(
+        args.text, steps=args.steps, on_step=lambda s, l: print(f"iter {s:5d}  train loss {l:.4f}", flush=True)
+    )
     print(result.summary())
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

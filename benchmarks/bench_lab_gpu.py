@@ -73,8 +73,11 @@ def _wall(argv: list[str], repeats: int, timelines: list | None = None) -> list[
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="posembed-gpu-bench-") as folder:
             start, clock = time.perf_counter(), time.time()
-            done = subprocess.run([sys.executable, "-m", "posembed.cli", *argv, "--out", str(Path(folder) / "out")],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "posembed.cli", *argv, "--out", str(Path(folder) / "out")],
+                capture_output=True,
+                text=True,
+            )
             times.append(time.perf_counter() - start)
             if done.returncode == 0 and timelines is not None:
                 timelines.append(timeline(Path(folder) / "out", clock, clock + times[-1]))
@@ -103,9 +106,15 @@ def timeline(out: Path, started: float, ended: float) -> dict[str, float]:
     for end, t in sorted(zip(ends, trials), key=lambda pair: pair[0]):
         by_kind.setdefault(t.config.scheme, []).append(t.seconds)
     first = sum(max(0.0, s[0] - statistics.median(s[1:])) for s in by_kind.values() if len(s) > 1)
-    return {"wall": ended - started, "startup": max(0.0, min(starts) - started), "trials": span,
-            "parallel": sum(t.seconds for t in trials) / span if span > 0 else float("nan"),
-            "tail": max(0.0, ended - max(ends)), "first_of_kind": first, "count": len(trials)}
+    return {
+        "wall": ended - started,
+        "startup": max(0.0, min(starts) - started),
+        "trials": span,
+        "parallel": sum(t.seconds for t in trials) / span if span > 0 else float("nan"),
+        "tail": max(0.0, ended - max(ends)),
+        "first_of_kind": first,
+        "count": len(trials),
+    }
 
 
 def quick_target(device: str, repeats: int, overrides: list[str], cpu_seconds: float) -> Target:
@@ -116,11 +125,19 @@ def quick_target(device: str, repeats: int, overrides: list[str], cpu_seconds: f
     seconds = statistics.median(_wall(argv, repeats, timelines))
     notes = [f"reduced: {', '.join(overrides)}"] if overrides else []
     spent = timelines[len(timelines) // 2]  # the middle run's (one run: its own)
-    notes.append(f"where it went: {spent['startup']:.1f} s to the first trial, {spent['count']:.0f} trials over "
-                 f"{spent['trials']:.1f} s ({spent['parallel']:.1f} at once on average; each kind's first trial "
-                 f"{spent['first_of_kind']:.1f} s more than its others, summed), {spent['tail']:.1f} s after the last")
-    return Target("`lab run --preset quick`", seconds, "s", QUICK_FRACTION * cpu_seconds,
-                  f"{cpu_seconds:.1f} s on 2 CPU cores (2 workers)", "; ".join(notes))
+    notes.append(
+        f"where it went: {spent['startup']:.1f} s to the first trial, {spent['count']:.0f} trials over "
+        f"{spent['trials']:.1f} s ({spent['parallel']:.1f} at once on average; each kind's first trial "
+        f"{spent['first_of_kind']:.1f} s more than its others, summed), {spent['tail']:.1f} s after the last"
+    )
+    return Target(
+        "`lab run --preset quick`",
+        seconds,
+        "s",
+        QUICK_FRACTION * cpu_seconds,
+        f"{cpu_seconds:.1f} s on 2 CPU cores (2 workers)",
+        "; ".join(notes),
+    )
 
 
 def context_target(device: str, repeats: int) -> Target:
@@ -134,8 +151,14 @@ def calibration_target(device: str, steps: int | None) -> Target:
 
     result = run_calibration(steps=steps, device=device)
     note = f"{result.steps} iterations, val loss {result.val_loss:.4f}"
-    return Target("calibration (nanoGPT CPU recipe)", 1000 * result.seconds_per_iteration, "ms/iteration",
-                  CALIBRATION_MS, f"55-58 ms on the CPU; {NANOGPT_CPU.steps} iterations in full", note)
+    return Target(
+        "calibration (nanoGPT CPU recipe)",
+        1000 * result.seconds_per_iteration,
+        "ms/iteration",
+        CALIBRATION_MS,
+        f"55-58 ms on the CPU; {NANOGPT_CPU.steps} iterations in full",
+        note,
+    )
 
 
 def describe_device(device: str) -> str:
@@ -147,7 +170,9 @@ def describe_device(device: str) -> str:
     target = resolve_device(device)
     if target.type == "cuda":
         index = target.index if target.index is not None else torch.cuda.current_device()
-        return f"cuda:{index} ({torch.cuda.get_device_name(index)}, CUDA {torch.version.cuda}, torch {torch.__version__})"
+        return (
+            f"cuda:{index} ({torch.cuda.get_device_name(index)}, CUDA {torch.version.cuda}, torch {torch.__version__})"
+        )
     return f"cpu (torch {torch.__version__})"
 
 
@@ -173,10 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="where the lab trains (default cuda)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each command (median; default 1)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="overrides for the quick run (a reduced look)")
-    parser.add_argument("--cpu-quick-seconds", type=float, default=CPU_QUICK_SECONDS,
-                        help=f"the CPU's quick time to compare with (default {CPU_QUICK_SECONDS}, README)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="overrides for the quick run (a reduced look)",
+    )
+    parser.add_argument(
+        "--cpu-quick-seconds",
+        type=float,
+        default=CPU_QUICK_SECONDS,
+        help=f"the CPU's quick time to compare with (default {CPU_QUICK_SECONDS}, README)",
+    )
     parser.add_argument("--calibration-steps", type=int, default=None, help="fewer calibration iterations")
     parser.add_argument("--skip-quick", action="store_true")
     parser.add_argument("--skip-context", action="store_true")

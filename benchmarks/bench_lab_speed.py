@@ -97,10 +97,18 @@ def _steps() -> dict:
     data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
     torch.manual_seed(CFG.seed)
     reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data,
-                                                    foreach_clip=False)}
-    for name, cfg in (("posembed Decoder, lab defaults", dataclasses.replace(CFG, bias=True, optimizer="adamw")),
-                      ("posembed Decoder, calibration preset", CFG)):
+    steps = {
+        "nanoGPT-style reference": _step_fn(
+            reference,
+            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
+            data,
+            foreach_clip=False,
+        )
+    }
+    for name, cfg in (
+        ("posembed Decoder, lab defaults", dataclasses.replace(CFG, bias=True, optimizer="adamw")),
+        ("posembed Decoder, calibration preset", CFG),
+    ):
         model = build_trial_model(cfg, make_task(cfg))
         steps[name] = _step_fn(model, make_optimizer(model, cfg, torch.device("cpu")), data, foreach_clip=True)
     return steps
@@ -121,7 +129,10 @@ def bench_step(threads: int, rounds: int) -> dict:
             fn()
             cpu[name].append((time.thread_time() - c) * 1e3)
             wall[name].append((time.perf_counter() - w) * 1e3)
-    out = {name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])} for name in steps}
+    out = {
+        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
+        for name in steps
+    }
     ref = out["nanoGPT-style reference"]
     for name in list(out)[1:]:
         out[f"speedup (reference / {name})"] = {k: ref[k] / out[name][k] for k in ref}
@@ -163,12 +174,18 @@ def bench_profile(steps_per_model: int) -> dict:
         for event in events:
             start = event.time_range.start
             inside = any(a <= start < b for a, b in in_optimizer)
-            part = "optimizer" if inside else next(
-                (p for p, keys in PARTS[1:] if any(k in event.name for k in keys)), "other")
+            part = (
+                "optimizer"
+                if inside
+                else next((p for p, keys in PARTS[1:] if any(k in event.name for k in keys)), "other")
+            )
             parts[part] += event.self_cpu_time_total / 1e3 / steps_per_model
         total = sum(parts.values())
-        out[name] = {"thread_cpu_ms": statistics.median(cpu), "self_cpu_ms_by_part": parts,
-                     "share_by_part": {part: ms / total for part, ms in parts.items()}}
+        out[name] = {
+            "thread_cpu_ms": statistics.median(cpu),
+            "self_cpu_ms_by_part": parts,
+            "share_by_part": {part: ms / total for part, ms in parts.items()},
+        }
     return out
 
 
@@ -193,18 +210,30 @@ def bench_levers(rounds: int) -> dict:
         inner = _step_fn(wrap(model) if wrap else model, optimizer, data, foreach_clip=True)
 
         def step():
-            context = torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else bf16_matmuls(mode == "bf16")
+            context = (
+                torch.autocast("cpu", dtype=torch.bfloat16) if mode == "autocast" else bf16_matmuls(mode == "bf16")
+            )
             with context:
                 inner()
+
         return step
 
     torch.manual_seed(CFG.seed)
     reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(
-        reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data, foreach_clip=False),
-             "lab defaults, eager": lab(), "lab defaults, torch.compile": lab(wrap=torch.compile),
-             "lab defaults, bf16 matmuls": lab(mode="bf16"), "lab defaults, bf16 autocast": lab(mode="autocast"),
-             "calibration preset, eager": lab(trial=CFG), "calibration preset, bf16 matmuls": lab(mode="bf16", trial=CFG)}
+    steps = {
+        "nanoGPT-style reference": _step_fn(
+            reference,
+            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
+            data,
+            foreach_clip=False,
+        ),
+        "lab defaults, eager": lab(),
+        "lab defaults, torch.compile": lab(wrap=torch.compile),
+        "lab defaults, bf16 matmuls": lab(mode="bf16"),
+        "lab defaults, bf16 autocast": lab(mode="autocast"),
+        "calibration preset, eager": lab(trial=CFG),
+        "calibration preset, bf16 matmuls": lab(mode="bf16", trial=CFG),
+    }
     start = time.perf_counter()
     steps["lab defaults, torch.compile"]()
     compile_s = time.perf_counter() - start
@@ -243,12 +272,22 @@ def compile_variants(modes: tuple[str, ...] = ("default",)) -> list[tuple[str, d
     """``(name, how)`` for each lab step :func:`bench_compile` times: ``how`` holds ``optimizer``
     (``adamw`` or ``adamw_fused``), ``mode`` (``None``: eager; else the ``torch.compile`` mode,
     ``"default"`` meaning ``mode=None``) and ``compile_optimizer``."""
-    out = [("full trial, eager", {"optimizer": "adamw", "mode": None, "compile_optimizer": False}),
-           ("full trial, eager, fused AdamW", {"optimizer": "adamw_fused", "mode": None, "compile_optimizer": False})]
+    out = [
+        ("full trial, eager", {"optimizer": "adamw", "mode": None, "compile_optimizer": False}),
+        ("full trial, eager, fused AdamW", {"optimizer": "adamw_fused", "mode": None, "compile_optimizer": False}),
+    ]
     for mode in modes:
         out.append((f"full trial, compiled ({mode})", {"optimizer": "adamw", "mode": mode, "compile_optimizer": False}))
-    out += [("full trial, compiled (default), fused AdamW", {"optimizer": "adamw_fused", "mode": "default", "compile_optimizer": False}),
-            ("full trial, compiled (default), compiled AdamW", {"optimizer": "adamw", "mode": "default", "compile_optimizer": True})]
+    out += [
+        (
+            "full trial, compiled (default), fused AdamW",
+            {"optimizer": "adamw_fused", "mode": "default", "compile_optimizer": False},
+        ),
+        (
+            "full trial, compiled (default), compiled AdamW",
+            {"optimizer": "adamw", "mode": "default", "compile_optimizer": True},
+        ),
+    ]
     return out
 
 
@@ -266,8 +305,14 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
     data, vocab = _char_data()
     torch.manual_seed(CFG.seed)
     reference = NanoGPT(vocab, dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {"nanoGPT-style reference": _step_fn(reference, configure_optimizer(
-        reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay), data, foreach_clip=False)}
+    steps = {
+        "nanoGPT-style reference": _step_fn(
+            reference,
+            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
+            data,
+            foreach_clip=False,
+        )
+    }
     first: dict[str, float] = {}
     for name, how in compile_variants(modes):
         cfg = dataclasses.replace(full_trial(), optimizer=how["optimizer"])
@@ -276,8 +321,9 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
         optimizer = make_optimizer(model, cfg, torch.device("cpu"))
         if how["compile_optimizer"]:
             optimizer.step = torch.compile(optimizer.step)  # the learning rate stays put here: no recompiles
-        steps[name] = _step_fn(model if how["mode"] is None else _compiled(model, how["mode"]), optimizer, data,
-                               foreach_clip=True)
+        steps[name] = _step_fn(
+            model if how["mode"] is None else _compiled(model, how["mode"]), optimizer, data, foreach_clip=True
+        )
         start = time.perf_counter()
         steps[name]()
         first[name] = time.perf_counter() - start
@@ -292,8 +338,10 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
             fn()
             cpu[name].append((time.thread_time() - c) * 1e3)
             wall[name].append((time.perf_counter() - w) * 1e3)
-    out: dict = {name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
-                 for name in steps}
+    out: dict = {
+        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
+        for name in steps
+    }
     ref = out["nanoGPT-style reference"]
     for name in list(out)[1:]:
         out[name]["speedup (reference / this), wall"] = ref["wall_ms"] / out[name]["wall_ms"]
@@ -322,8 +370,14 @@ def trial_losses(steps: int, *, compiled: bool, threads: int = 1) -> list[float]
         return batch.input_ids, batch.targets
 
     with deterministic():
-        return train_model(torch.compile(model) if compiled else model, cfg, batches, device=torch.device("cpu"),
-                           min_lr=cfg.min_lr, log_every=cfg.log_every)
+        return train_model(
+            torch.compile(model) if compiled else model,
+            cfg,
+            batches,
+            device=torch.device("cpu"),
+            min_lr=cfg.min_lr,
+            log_every=cfg.log_every,
+        )
 
 
 def bench_determinism(steps: int, threads: int = 1) -> dict:
@@ -335,15 +389,23 @@ def bench_determinism(steps: int, threads: int = 1) -> dict:
     runs = []
     for _ in range(2):
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, __file__, "--only", "losses", "--steps", str(steps),
-                               "--threads", str(threads)], check=True, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, __file__, "--only", "losses", "--steps", str(steps), "--threads", str(threads)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         runs.append({"wall_s": time.perf_counter() - start, "losses": json.loads(done.stdout.strip().splitlines()[-1])})
     eager = trial_losses(steps, compiled=False, threads=threads)
     a, b = runs[0]["losses"], runs[1]["losses"]
-    return {"steps": steps, "threads": threads, "process wall s (compile included)": [r["wall_s"] for r in runs],
-            "compiled runs bit-identical": a == b,
-            "max |compiled - eager| loss": max(abs(x - y) for x, y in zip(a, eager)),
-            "last loss (compiled, compiled, eager)": [a[-1], b[-1], eager[-1]]}
+    return {
+        "steps": steps,
+        "threads": threads,
+        "process wall s (compile included)": [r["wall_s"] for r in runs],
+        "compiled runs bit-identical": a == b,
+        "max |compiled - eager| loss": max(abs(x - y) for x, y in zip(a, eager)),
+        "last loss (compiled, compiled, eager)": [a[-1], b[-1], eager[-1]],
+    }
 
 
 def bench_run(threads: int, steps: int, runs: int, *, trial: str = "calibration", compiled: bool = False) -> dict:
@@ -388,8 +450,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("step", "run", "profile", "levers", "compile", "determinism", "losses"))
     parser.add_argument("--trial", choices=("calibration", "full"), default="calibration", help="the lab trial of run")
     parser.add_argument("--compile", action="store_true", help="run: also the lab trial under torch.compile")
-    parser.add_argument("--compile-modes", nargs="+", default=["default"],
-                        help="compile: torch.compile modes (default, max-autotune-no-cudagraphs, ...)")
+    parser.add_argument(
+        "--compile-modes",
+        nargs="+",
+        default=["default"],
+        help="compile: torch.compile modes (default, max-autotune-no-cudagraphs, ...)",
+    )
     parser.add_argument("--profile-steps", type=int, default=20, help="profiled steps per model (profile)")
     parser.add_argument("--json", help="write the numbers here")
     args = parser.parse_args(argv)
@@ -409,13 +475,19 @@ def main(argv: list[str] | None = None) -> int:
     for threads in args.threads if args.only not in ("profile", "levers", "determinism") else ():
         if args.only == "compile":
             report[f"compile, {threads} thread(s)"] = bench_compile(threads, args.rounds, tuple(args.compile_modes))
-            print(json.dumps({f"compile, {threads} thread(s)": report[f"compile, {threads} thread(s)"]}, indent=1), flush=True)
+            print(
+                json.dumps({f"compile, {threads} thread(s)": report[f"compile, {threads} thread(s)"]}, indent=1),
+                flush=True,
+            )
         if args.only in (None, "step"):
             report[f"step, {threads} thread(s)"] = bench_step(threads, args.rounds)
-            print(json.dumps({f"step, {threads} thread(s)": report[f"step, {threads} thread(s)"]}, indent=1), flush=True)
+            print(
+                json.dumps({f"step, {threads} thread(s)": report[f"step, {threads} thread(s)"]}, indent=1), flush=True
+            )
         if args.only in (None, "run"):
-            report[f"run, {threads} thread(s)"] = bench_run(threads, args.steps, args.runs, trial=args.trial,
-                                                             compiled=args.compile)
+            report[f"run, {threads} thread(s)"] = bench_run(
+                threads, args.steps, args.runs, trial=args.trial, compiled=args.compile
+            )
             print(json.dumps({f"run, {threads} thread(s)": report[f"run, {threads} thread(s)"]}, indent=1), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

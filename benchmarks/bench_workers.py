@@ -41,8 +41,20 @@ REDUCED = ["tasks=copy,charlm", "seeds=0", "steps=150"]
 def _run(out: Path, workers: str, overrides: list[str], threads: int, preset: str = "quick") -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system, the run and its workers) of one run (``workers``
     ``"default"``: no ``--workers``, the count the sweep's plan picks)."""
-    args = [sys.executable, "-m", "posembed.cli", "lab", "run", "--preset", preset, "--out", str(out), "--quiet",
-            "--threads", str(threads)]
+    args = [
+        sys.executable,
+        "-m",
+        "posembed.cli",
+        "lab",
+        "run",
+        "--preset",
+        preset,
+        "--out",
+        str(out),
+        "--quiet",
+        "--threads",
+        str(threads),
+    ]
     if workers != "default":
         args += ["--workers", workers]
     for item in overrides:
@@ -63,19 +75,30 @@ def _children_cpu() -> float:
 def _numbers(out: Path) -> dict:
     from posembed.lab.sweep.store import load_results
 
-    return {r.trial_id: (r.final_loss, r.curve, [(p.metric, p.length, p.value) for p in r.evals])
-            for r in load_results(out).trials}
+    return {
+        r.trial_id: (r.final_loss, r.curve, [(p.metric, p.length, p.value) for p in r.evals])
+        for r in load_results(out).trials
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="2", help="the parallel setting: a count, or 'default' (no --workers: "
-                                                       "the count the plan picks; default 2)")
+    parser.add_argument(
+        "--workers",
+        default="2",
+        help="the parallel setting: a count, or 'default' (no --workers: the count the plan picks; default 2)",
+    )
     parser.add_argument("--preset", default="quick", help="the preset timed (default quick)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per trial (default 1)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each setting, alternated (default 1)")
-    parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="KEY=VALUE",
-                        help=f"overrides of the quick preset (default: {' '.join(REDUCED)})")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help=f"overrides of the quick preset (default: {' '.join(REDUCED)})",
+    )
     parser.add_argument("--full-quick", action="store_true", help="the whole quick preset, no overrides")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
@@ -92,24 +115,37 @@ def main(argv: list[str] | None = None) -> int:
                 wall, used = _run(out, workers, overrides, args.threads, args.preset)
                 times[workers].append(wall)
                 cpu[workers].append(used)
-                print(f"--workers {workers}: {wall:.1f} s wall, {used:.1f} s CPU (load {os.getloadavg()[0]:.2f})",
-                      file=sys.stderr)
+                print(
+                    f"--workers {workers}: {wall:.1f} s wall, {used:.1f} s CPU (load {os.getloadavg()[0]:.2f})",
+                    file=sys.stderr,
+                )
         same = _numbers(Path(tmp) / "w1-r0") == _numbers(Path(tmp) / f"w{args.workers}-r0")
         trials = len(_numbers(Path(tmp) / "w1-r0"))
     load_after = os.getloadavg()
     sequential, parallel = statistics.median(times["1"]), statistics.median(times[args.workers])
     report = {
-        "experiment": args.preset + (f" with {' '.join(overrides)}" if overrides else ""), "trials": trials,
-        "threads_per_trial": args.threads, "cores": os.cpu_count(), "repeats": args.repeats,
-        "seconds_workers_1": times["1"], f"seconds_workers_{args.workers}": times[args.workers],
-        "median_workers_1": sequential, f"median_workers_{args.workers}": parallel, "ratio": parallel / sequential,
-        "cpu_seconds_workers_1": cpu["1"], f"cpu_seconds_workers_{args.workers}": cpu[args.workers],
-        "same_numbers": same, "load_before": load_before, "load_after": load_after,
+        "experiment": args.preset + (f" with {' '.join(overrides)}" if overrides else ""),
+        "trials": trials,
+        "threads_per_trial": args.threads,
+        "cores": os.cpu_count(),
+        "repeats": args.repeats,
+        "seconds_workers_1": times["1"],
+        f"seconds_workers_{args.workers}": times[args.workers],
+        "median_workers_1": sequential,
+        f"median_workers_{args.workers}": parallel,
+        "ratio": parallel / sequential,
+        "cpu_seconds_workers_1": cpu["1"],
+        f"cpu_seconds_workers_{args.workers}": cpu[args.workers],
+        "same_numbers": same,
+        "load_before": load_before,
+        "load_after": load_after,
     }
-    print(f"{report['experiment']}: {trials} trials; --workers 1 {sequential:.1f} s, --workers {args.workers} "
-          f"{parallel:.1f} s (median of {args.repeats}): ratio {report['ratio']:.2f}; CPU "
-          f"{statistics.median(cpu['1']):.0f} s vs {statistics.median(cpu[args.workers]):.0f} s; same numbers: {same}; "
-          f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores")
+    print(
+        f"{report['experiment']}: {trials} trials; --workers 1 {sequential:.1f} s, --workers {args.workers} "
+        f"{parallel:.1f} s (median of {args.repeats}): ratio {report['ratio']:.2f}; CPU "
+        f"{statistics.median(cpu['1']):.0f} s vs {statistics.median(cpu[args.workers]):.0f} s; same numbers: {same}; "
+        f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores"
+    )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0 if same else 1

@@ -46,8 +46,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 WORKS = ("rope", "embedding", "lab")
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,9 +117,12 @@ def _embedding_cases() -> tuple[dict[str, Callable[[], object]], dict[str, tuple
     config = BertConfig(hidden_dropout_prob=0.1)  # BERT-base: 30522 x 768, 512 positions, 2 segments
     bert = BertEmbeddings(config)
     block = TransformerEmbeddings(
-        config.vocab_size, config.hidden_size,
+        config.vocab_size,
+        config.hidden_size,
         position=LearnedAbsolute(config.max_position_embeddings, config.hidden_size),
-        type_vocab_size=config.type_vocab_size, pad_token_id=config.pad_token_id, dropout=config.hidden_dropout_prob,
+        type_vocab_size=config.type_vocab_size,
+        pad_token_id=config.pad_token_id,
+        dropout=config.hidden_dropout_prob,
     )
     with torch.no_grad():
         block.token_embeddings.weight.copy_(bert.word_embeddings.weight)

@@ -34,12 +34,17 @@ def _variants(shape: dict) -> dict:
     from posembed.kernels import embedding as fused
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=shape["vocab"], hidden_size=shape["width"], max_position_embeddings=512,
-                        type_vocab_size=2, pad_token_id=0)
+    config = BertConfig(
+        vocab_size=shape["vocab"],
+        hidden_size=shape["width"],
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        pad_token_id=0,
+    )
     bert = BertEmbeddings(config).eval()
     ids = torch.randint(1, shape["vocab"], (shape["batch"], shape["length"]))
     types = torch.zeros_like(ids)
-    types[:, shape["length"] // 2:] = 1
+    types[:, shape["length"] // 2 :] = 1
     word, pos, typ = bert.word_embeddings.weight, bert.position_embeddings.weight, bert.token_type_embeddings.weight
     norm = bert.LayerNorm
 
@@ -48,10 +53,19 @@ def _variants(shape: dict) -> dict:
             saved = fused.CHUNK_ELEMENTS
             fused.CHUNK_ELEMENTS = elements
             try:
-                return fused.fused_embedding(ids, word, pos, token_type_ids=types, type_weight=typ,
-                                             norm_weight=norm.weight, norm_bias=norm.bias, eps=norm.eps)
+                return fused.fused_embedding(
+                    ids,
+                    word,
+                    pos,
+                    token_type_ids=types,
+                    type_weight=typ,
+                    norm_weight=norm.weight,
+                    norm_bias=norm.bias,
+                    eps=norm.eps,
+                )
             finally:
                 fused.CHUNK_ELEMENTS = saved
+
         return call
 
     default = fused.CHUNK_ELEMENTS
@@ -92,12 +106,20 @@ def main() -> None:
                 times[name].append((time.perf_counter() - start) * 1e3)
     for process in spinners:
         process.terminate()
-    print(json.dumps({
-        "spinning processes": args.spin, "order": list(variants), "threads": torch.get_num_threads(), "rounds": args.rounds,
-        "load before": [round(x, 2) for x in load_before], "load after": [round(x, 2) for x in os.getloadavg()],
-        "cpu s": round(time.process_time() - cpu, 1),
-        "median ms": {name: round(statistics.median(values), 3) for name, values in times.items()},
-    }))
+    print(
+        json.dumps(
+            {
+                "spinning processes": args.spin,
+                "order": list(variants),
+                "threads": torch.get_num_threads(),
+                "rounds": args.rounds,
+                "load before": [round(x, 2) for x in load_before],
+                "load after": [round(x, 2) for x in os.getloadavg()],
+                "cpu s": round(time.process_time() - cpu, 1),
+                "median ms": {name: round(statistics.median(values), 3) for name, values in times.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

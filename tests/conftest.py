@@ -19,7 +19,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

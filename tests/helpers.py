@@ -13,7 +13,9 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, *, atol: float | None = None, rtol: float | None = None, msg: str = "") -> None:
+def assert_close(
+    actual: torch.Tensor, expected: torch.Tensor, *, atol: float | None = None, rtol: float | None = None, msg: str = ""
+) -> None:
     """Full-tensor comparison with the tolerance of ``actual``'s dtype (overridable)."""
     default_atol, default_rtol = TOLERANCES.get(actual.dtype, (1e-6, 1e-5))
     torch.testing.assert_close(
@@ -42,8 +44,12 @@ def save_random_bert(folder, minilm_path, *, hidden_size: int, max_position_embe
 
     torch.manual_seed(0)
     config = transformers.BertConfig(
-        vocab_size=30522, hidden_size=hidden_size, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=2 * hidden_size, max_position_embeddings=max_position_embeddings,
+        vocab_size=30522,
+        hidden_size=hidden_size,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=max_position_embeddings,
     )
     transformers.BertModel(config).save_pretrained(folder)
     for name in TOKENIZER_FILES:

@@ -49,7 +49,8 @@ def _unlisted(folder: Path) -> list[str]:
     names = [p.stem for p in folder.glob("*.py") if p.name != "__init__.py"]
     names += [d.name for d in folder.iterdir() if (d / "__init__.py").is_file()]
     return sorted(
-        name for name in names
+        name
+        for name in names
         if not re.search(rf"``{re.escape(name)}(\.py|/)?``|:mod:`[~\w.]*\.{re.escape(name)}`", doc)
     )
 
@@ -80,8 +81,11 @@ def init_logic(path: Path, facade: bool = False) -> list[str]:
             continue
         if _type_checking_imports(node):  # the lazy names as type checkers see them
             continue
-        if (isinstance(node, ast.FunctionDef) and node.name in LAZY_FUNCTIONS
-                and node.end_lineno - node.lineno < MAX_LAZY_LINES):
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name in LAZY_FUNCTIONS
+            and node.end_lineno - node.lineno < MAX_LAZY_LINES
+        ):
             continue
         found.append(f"line {node.lineno}: {type(node).__name__} {getattr(node, 'name', '')}".rstrip())
     return found
@@ -89,8 +93,13 @@ def init_logic(path: Path, facade: bool = False) -> list[str]:
 
 def _type_checking_imports(node: ast.stmt) -> bool:
     """``if TYPE_CHECKING:`` holding imports only."""
-    return (isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-            and not node.orelse and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body))
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        and not node.orelse
+        and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body)
+    )
 
 
 @pytest.mark.parametrize("init", sorted(PACKAGE.rglob("__init__.py")), ids=lambda p: p.relative_to(PACKAGE).as_posix())
@@ -101,9 +110,11 @@ def test_no_init_holds_logic(init):
 
 def test_the_init_check_sees_logic(tmp_path):
     init = tmp_path / "__init__.py"
-    init.write_text('"""Doc."""\nimport os\n__all__ = ["f"]\ndef f():\n    return 1\nclass C:\n    pass\n'
-                    'def __getattr__(name):\n    raise AttributeError(name)\nif os.name:\n    pass\n'
-                    'if TYPE_CHECKING:\n    import os\nif TYPE_CHECKING:\n    x = 1\n')
+    init.write_text(
+        '"""Doc."""\nimport os\n__all__ = ["f"]\ndef f():\n    return 1\nclass C:\n    pass\n'
+        "def __getattr__(name):\n    raise AttributeError(name)\nif os.name:\n    pass\n"
+        "if TYPE_CHECKING:\n    import os\nif TYPE_CHECKING:\n    x = 1\n"
+    )
     assert init_logic(init) == ["line 4: FunctionDef f", "line 6: ClassDef C", "line 10: If", "line 14: If"]
 
 
@@ -142,8 +153,12 @@ def _add_line(path: Path, anchor: str, line: str) -> None:
 
 def _run(copy: Path, code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args], cwd=copy.parent, capture_output=True, text=True,
-        env={"PYTHONPATH": str(copy.parent), "PATH": "/usr/bin:/bin", "HOME": str(copy.parent)}, timeout=300,
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=copy.parent,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(copy.parent), "PATH": "/usr/bin:/bin", "HOME": str(copy.parent)},
+        timeout=300,
     )
 
 
@@ -207,11 +222,16 @@ def test_a_new_scheme_is_a_file_an_entry_and_an_export(copy):
     (copy / "schemes" / "toy_decay.py").write_text(SCHEME_FILE, encoding="utf-8")
     factory = copy / "schemes" / "factory.py"
     _add_line(factory, "from posembed.schemes.bias.t5 import", "from posembed.schemes.toy_decay import ToyDecay")
-    _add_line(factory, "SchemeEntry(NoPE,",
-              'SchemeEntry(ToyDecay, (_size("num_heads", "num_heads"), _opt("slope", "float"))),')
+    _add_line(
+        factory,
+        "SchemeEntry(NoPE,",
+        'SchemeEntry(ToyDecay, (_size("num_heads", "num_heads"), _opt("slope", "float"))),',
+    )
     without_export = _run(copy, SCHEME_CHECK)
     assert "AssertionError: ['ToyDecay']" in without_export.stderr, without_export.stderr
-    _add_line(copy / "__init__.py", '"NoPE": "posembed.schemes.bias.nope",', '"ToyDecay": "posembed.schemes.toy_decay",')
+    _add_line(
+        copy / "__init__.py", '"NoPE": "posembed.schemes.bias.nope",', '"ToyDecay": "posembed.schemes.toy_decay",'
+    )
     done = _run(copy, SCHEME_CHECK)
     assert done.returncode == 0 and done.stdout.strip() == "picked up", done.stderr
 
@@ -346,11 +366,16 @@ def test_a_new_rope_type_is_a_scheme_file_and_an_entry(copy):
     ``rotary_from_hf_config`` builds it from a config dict with that rope type and ``rope check`` reads it."""
     (copy / "schemes" / "toy_stretch.py").write_text(ROPE_FILE, encoding="utf-8")
     factory = copy / "schemes" / "factory.py"
-    _add_line(factory, "from posembed.schemes.bias.t5 import", "from posembed.schemes.toy_stretch import ToyStretchRotary")
+    _add_line(
+        factory, "from posembed.schemes.bias.t5 import", "from posembed.schemes.toy_stretch import ToyStretchRotary"
+    )
     unknown = _run(copy, ROPE_CHECK)
     assert "unknown rope_type 'toy_stretch'" in unknown.stderr, unknown.stderr
-    _add_line(factory, "SchemeEntry(NTKAwareRotary,",
-              'SchemeEntry(ToyStretchRotary, (_HEAD_DIM, _opt("stretch", "float", required=True, rope="stretch"), '
-              '*_ROPE_OPTIONS), rope_type="toy_stretch", rope_needs=("stretch",)),')
+    _add_line(
+        factory,
+        "SchemeEntry(NTKAwareRotary,",
+        'SchemeEntry(ToyStretchRotary, (_HEAD_DIM, _opt("stretch", "float", required=True, rope="stretch"), '
+        '*_ROPE_OPTIONS), rope_type="toy_stretch", rope_needs=("stretch",)),',
+    )
     done = _run(copy, ROPE_CHECK)
     assert done.returncode == 0 and done.stdout.strip() == "picked up", done.stderr

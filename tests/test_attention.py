@@ -10,8 +10,8 @@ import torch
 
 from posembed.nn.attention import backends as attention_backends
 from posembed.nn.attention.layer import SelfAttention
-from posembed.schemes.positions import positions_from_mask
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.positions import positions_from_mask
 from tests.helpers import assert_close
 
 DIM, HEADS, HEAD_DIM, LENGTH = 16, 2, 8, 7
@@ -21,11 +21,11 @@ def scheme_factories(causal: bool, num_heads: int = HEADS, head_dim: int = HEAD_
     """Every real rotary/bias scheme (plus ``None``) that fits an attention layer, by id."""
     from posembed.schemes.bias.alibi import ALiBi
     from posembed.schemes.bias.nope import NoPE
-    from posembed.schemes.rotary.rope import RotaryEmbedding
-    from posembed.schemes.rotary.yarn import YaRNRotary
     from posembed.schemes.bias.shaw import ShawRelative
     from posembed.schemes.bias.t5 import T5RelativeBias
+    from posembed.schemes.rotary.rope import RotaryEmbedding
     from posembed.schemes.rotary.xpos import XPos
+    from posembed.schemes.rotary.yarn import YaRNRotary
 
     factories = {
         "none": lambda: None,
@@ -319,9 +319,8 @@ def test_fused_backend_matches_eager_forward_and_backward(causal: bool, padded: 
 
 
 def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
-    from posembed.schemes.bias.alibi import ALiBi
-
     from posembed._utils.logging import forget_logged
+    from posembed.schemes.bias.alibi import ALiBi
 
     forget_logged()
     attn = SelfAttention(DIM, HEADS, scheme=ALiBi(HEADS), causal=True, backend="fused")
@@ -330,7 +329,6 @@ def test_fused_backend_falls_back_where_it_does_not_apply(caplog) -> None:
         attn(x, position_ids=positions, attention_mask=mask)
         assert attn.backend_for(x, position_ids=positions, attention_mask=mask) == "chunked"
     assert "backend 'fused' does not apply (positions differ per row)" in caplog.text
-
 
 
 # ---------------------------------------------------------------------- fused qkv projection

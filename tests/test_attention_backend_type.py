@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import posembed.nn.attention.layer as attention
 from posembed.nn.attention import backends as attention_backends
-from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.attention.backends import BACKENDS, Backend, choose_backend, run_backend
+from posembed.nn.attention.layer import SelfAttention
 from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.rotary.rope import RotaryEmbedding
 
@@ -95,6 +95,7 @@ def test_backend_for_names_the_backend_forward_runs(
         mask[1, : length // 2] = 0
     ran = []
     real_run = attention_backends.run_backend
+
     def spy(name, *args, **kwargs):
         ran.append(name)
         return real_run(name, *args, **kwargs)

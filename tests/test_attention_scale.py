@@ -10,8 +10,8 @@ import torch
 
 from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.model.transformer import Block
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.base import PositionScheme
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.bias.deberta import DebertaRelative
 from posembed.schemes.rotary.rope import RotaryEmbedding
 from tests.helpers import assert_close

@@ -23,8 +23,8 @@ def _schemes() -> dict:
     from posembed.schemes.bias.alibi import ALiBi
     from posembed.schemes.bias.kerple import Kerple
     from posembed.schemes.bias.nope import NoPE
-    from posembed.schemes.rotary.rope import RotaryEmbedding
     from posembed.schemes.bias.t5 import T5RelativeBias
+    from posembed.schemes.rotary.rope import RotaryEmbedding
 
     return {
         "none": lambda: None,
@@ -160,8 +160,8 @@ def test_attention_on_cuda_never_synchronises(backend: str) -> None:
 
 def _position_dependent_rotaries() -> dict:
     """The rotary variants whose frequencies or factor a call's largest position chooses."""
-    from posembed.schemes.rotary.rope import RotaryEmbedding
     from posembed.schemes.rotary.longrope import LongRoPERotary
+    from posembed.schemes.rotary.rope import RotaryEmbedding
     from posembed.schemes.rotary.scaling import DynamicNTKRotary
 
     return {

@@ -92,7 +92,9 @@ def test_run_suites_hands_the_device_over_and_checks_targets_on_the_cpu(tmp_path
     monkeypatch.setitem(sys.modules, "tests.fake_suite", _fake_suite("fake", seen))
     monkeypatch.setattr(bench, "SUITES", {"fake": "tests.fake_suite"})
     result = bench.run_suites(out=tmp_path / "cpu", device="cpu", progress=False)
-    assert seen == {"fake": torch.device("cpu"), "targets": ["fake"]} and [t["target"] for t in result["targets"]] == ["fake"]
+    assert seen == {"fake": torch.device("cpu"), "targets": ["fake"]} and [t["target"] for t in result["targets"]] == [
+        "fake"
+    ]
     seen.clear()
     monkeypatch.setattr(bench, "resolve_device", lambda spec: torch.device(spec))  # as if CUDA were there
     result = bench.run_suites(out=tmp_path / "gpu", device="cuda", progress=False)
@@ -137,7 +139,9 @@ def test_embeddings_on_cuda_time_every_pass_in_bf16_and_fp32(monkeypatch):
             timed = {row.impl for row in rows if row.case == case and row.median_ms}
             assert timed == {bench_embeddings.REFERENCE, bench_embeddings.BLOCK, bench_embeddings.BLOCK_EAGER}
     targets = bench_embeddings.cuda_targets(rows)
-    assert len(targets) == 8 and all(">= 2x transformers eager (posembed TransformerEmbeddings)" in t["target"] for t in targets)
+    assert len(targets) == 8 and all(
+        ">= 2x transformers eager (posembed TransformerEmbeddings)" in t["target"] for t in targets
+    )
     assert any(t["target"].startswith("embedding block forward+backward (train, dropout 0.1) (2, 16, 32), vocab 100, bf16")
                for t in targets)  # fmt: skip
 
@@ -153,7 +157,9 @@ def test_embeddings_without_transformers_skip_its_rows(monkeypatch):
     rows = bench_embeddings.run(quick=True, repeats=1)
     reference = [row for row in rows if row.impl == bench_embeddings.REFERENCE]
     assert len(reference) == 2 and all(row.median_ms is None for row in reference)
-    assert all(row.note == f"skipped: pip install 'posembed[bench]' {PIN} (transformers is not installed)" for row in reference)
+    assert all(
+        row.note == f"skipped: pip install 'posembed[bench]' {PIN} (transformers is not installed)" for row in reference
+    )
     block = [row for row in rows if row.impl == bench_embeddings.BLOCK]
     assert block and all(row.median_ms and row.speedup is None for row in block)
     assert not any("failed" in row.note for row in rows)
@@ -222,7 +228,8 @@ def test_attention_worker_reports_a_missing_library_as_skipped(monkeypatch):
     monkeypatch.setattr(bench_attention, "_x_transformers", missing)
     spec = {"impl": "x-transformers", "scheme": "alibi", "length": 16, "mode": "infer", "repeats": 1}
     assert bench_attention.worker(spec) == {
-        "skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"}
+        "skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"
+    }
 
 
 def test_a_worker_that_dies_of_a_missing_library_is_skipped(monkeypatch):
@@ -233,7 +240,9 @@ def test_a_worker_that_dies_of_a_missing_library_is_skipped(monkeypatch):
     tail = "Traceback ...\nModuleNotFoundError: No module named 'x_transformers.x_transformers'\n"
     done = subprocess.CompletedProcess([], 1, stdout="", stderr=tail)
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: done)
-    assert run_worker("m", {}) == {"skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"}
+    assert run_worker("m", {}) == {
+        "skipped": f"skipped: pip install 'posembed[bench]' {PIN} (x_transformers is not installed)"
+    }
     done.stderr = "RuntimeError: boom"
     assert run_worker("m", {}) == {"error": "exit 1: RuntimeError: boom"}
 
@@ -261,7 +270,14 @@ def test_training_plan_per_device():
     cuda = bench_training.plan(False, torch.device("cuda"))
     assert cuda == [(bench_training.CONFIG, False), (bench_training.CONFIG, True),
                     (bench_training.GPT2_SMALL, False), (bench_training.GPT2_SMALL, True)]  # fmt: skip
-    assert bench_training.GPT2_SMALL == {"depth": 12, "heads": 12, "dim": 768, "block": 1024, "batch": 8, "vocab": 50304}
+    assert bench_training.GPT2_SMALL == {
+        "depth": 12,
+        "heads": 12,
+        "dim": 768,
+        "block": 1024,
+        "batch": 8,
+        "vocab": 50304,
+    }
     assert bench_training.plan(True, torch.device("cuda")) == [(bench_training.CONFIG, False)]
 
 
@@ -374,7 +390,15 @@ def test_a_full_gpu_run_writes_the_gpu_section_with_the_cards_name(tmp_path, cud
     write_gpu_section = importlib.import_module("benchmarks.__main__").write_gpu_section
     benchmarks_md = tmp_path / "BENCHMARKS.md"
     benchmarks_md.write_text(f"# Benchmarks\n\nCPU tables.\n\n{START}\n{NO_RUN}\n{END}\n\n## After\n")
-    rows = [Row("embedding block", "forward (eval) (2, 16, 32), vocab 100, bf16", "posembed TransformerEmbeddings", 0.0512, 2.5)]
+    rows = [
+        Row(
+            "embedding block",
+            "forward (eval) (2, 16, 32), vocab 100, bf16",
+            "posembed TransformerEmbeddings",
+            0.0512,
+            2.5,
+        )
+    ]
     out = tmp_path / "gpu"
     write_report(rows, [], machine_info(torch.device("cuda", 0)), out, quick=False)
     assert write_gpu_section(out, benchmarks_md)

@@ -27,16 +27,37 @@ def test_markdown_names_the_device_and_each_target():
 
 def test_a_reduced_dry_run_on_the_cpu_writes_json_and_markdown(tmp_path, capsys):
     out_json, out_md = tmp_path / "gpu.json", tmp_path / "gpu.md"
-    argv = ["--device", "cpu", "--skip-context", "--skip-calibration", "--json", str(out_json),
-            "--markdown", str(out_md)]
-    for override in ("tasks=copy", "schemes=learned", "variants=base", "seeds=0", "steps=2", "dim=16", "depth=1",
-                     "batch=4", "eval_batches=1"):
+    argv = [
+        "--device",
+        "cpu",
+        "--skip-context",
+        "--skip-calibration",
+        "--json",
+        str(out_json),
+        "--markdown",
+        str(out_md),
+    ]
+    for override in (
+        "tasks=copy",
+        "schemes=learned",
+        "variants=base",
+        "seeds=0",
+        "steps=2",
+        "dim=16",
+        "depth=1",
+        "batch=4",
+        "eval_batches=1",
+    ):
         argv += ["--set", override]
     assert bench.main(argv) == 0
     data = json.loads(out_json.read_text())
     assert data["device"].startswith("cpu (torch ")
     (row,) = data["targets"]
-    assert row["work"] == "`lab run --preset quick`" and row["measured"] > 0 and row["met"] is (row["measured"] <= row["limit"])
+    assert (
+        row["work"] == "`lab run --preset quick`"
+        and row["measured"] > 0
+        and row["met"] is (row["measured"] <= row["limit"])
+    )
     assert row["note"].startswith("reduced: tasks=copy")
     assert out_md.read_text() in capsys.readouterr().out
 
@@ -58,8 +79,9 @@ def test_the_timeline_splits_a_sweeps_wall_time(monkeypatch):
     import posembed.lab.sweep.store as store
 
     def trial(scheme, end, seconds):
-        return SimpleNamespace(finished_at=f"2026-11-27T10:00:{end:02d}+00:00", seconds=seconds,
-                               config=SimpleNamespace(scheme=scheme))
+        return SimpleNamespace(
+            finished_at=f"2026-11-27T10:00:{end:02d}+00:00", seconds=seconds, config=SimpleNamespace(scheme=scheme)
+        )
 
     trials = [trial("alibi", 20, 12.0), trial("rope", 18, 10.0), trial("alibi", 24, 4.0), trial("rope", 23, 5.0)]
     monkeypatch.setattr(store, "load_results", lambda out: SimpleNamespace(trials=trials))

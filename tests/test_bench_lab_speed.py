@@ -21,8 +21,11 @@ def profiled():
 
 
 def test_profile_covers_the_three_steps_and_every_part(profiled):
-    assert list(profiled) == ["nanoGPT-style reference", "posembed Decoder, lab defaults",
-                              "posembed Decoder, calibration preset"]
+    assert list(profiled) == [
+        "nanoGPT-style reference",
+        "posembed Decoder, lab defaults",
+        "posembed Decoder, calibration preset",
+    ]
     parts = [part for part, _ in bench.PARTS] + ["other"]
     for row in profiled.values():
         assert list(row["self_cpu_ms_by_part"]) == parts
@@ -43,9 +46,13 @@ def test_profile_counts_the_biases_copies_only_where_there_are_biases(profiled):
 def test_compile_variants_time_the_full_trial_eager_fused_and_compiled_in_each_mode():
     variants = dict(bench.compile_variants(("default", "max-autotune-no-cudagraphs")))
     assert list(variants) == [
-        "full trial, eager", "full trial, eager, fused AdamW", "full trial, compiled (default)",
-        "full trial, compiled (max-autotune-no-cudagraphs)", "full trial, compiled (default), fused AdamW",
-        "full trial, compiled (default), compiled AdamW"]
+        "full trial, eager",
+        "full trial, eager, fused AdamW",
+        "full trial, compiled (default)",
+        "full trial, compiled (max-autotune-no-cudagraphs)",
+        "full trial, compiled (default), fused AdamW",
+        "full trial, compiled (default), compiled AdamW",
+    ]
     assert variants["full trial, eager"] == {"optimizer": "adamw", "mode": None, "compile_optimizer": False}
     assert variants["full trial, compiled (default), compiled AdamW"]["compile_optimizer"] is True
     assert [how["mode"] for how in variants.values()].count(None) == 2

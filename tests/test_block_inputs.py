@@ -8,9 +8,9 @@ import torch
 from posembed._utils import checks as _checks
 from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.embedding.block import TransformerEmbeddings
-from posembed.schemes.positions import positions_from_documents, positions_from_mask, positions_with_offset
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.alibi import ALiBi
+from posembed.schemes.positions import positions_from_documents, positions_from_mask, positions_with_offset
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,9 @@ def test_the_meta_device_allocates_nothing_and_is_not_checked():
 
 def test_check_table_size_is_the_helper_for_learned_tables(monkeypatch):
     monkeypatch.setattr(_checks, "device_memory_bytes", lambda device: 16 * 10**9)
-    with pytest.raises(MemoryError, match=r"position table of shape \(1000000000000, 768\) bfloat16 would need 1536.0 TB"):
+    with pytest.raises(
+        MemoryError, match=r"position table of shape \(1000000000000, 768\) bfloat16 would need 1536.0 TB"
+    ):
         _checks.check_table_size(10**12, 768, "position table", dtype=torch.bfloat16)
     _checks.check_table_size(512, 768, "position table")
 
@@ -64,16 +66,24 @@ def test_a_materialised_bias_at_65536_tokens_is_refused_before_allocating(monkey
     monkeypatch.setattr(_checks, "device_memory_bytes", lambda device: 16 * 10**9)
     attn = SelfAttention(8, 1, scheme=ALiBi(1), causal=True, backend=backend)
     copies, need = {"eager": (3, "51.5"), "sdpa": (2, "34.4")}[backend]
-    with torch.no_grad(), pytest.raises(MemoryError, match=rf"backend '{backend}' at T=65536: {copies} float32 tensors "
-                                        rf"of shape \(B, H, T, T\) = \(1, 1, 65536, 65536\) would need "
-                                        rf"{need} GB, more than the 16.0 GB"):
+    with (
+        torch.no_grad(),
+        pytest.raises(
+            MemoryError,
+            match=rf"backend '{backend}' at T=65536: {copies} float32 tensors "
+            rf"of shape \(B, H, T, T\) = \(1, 1, 65536, 65536\) would need "
+            rf"{need} GB, more than the 16.0 GB",
+        ),
+    ):
         attn(torch.randn(1, 65536, 8))
 
 
 def test_positions_with_offset_refuses_positions_past_int64():
     top = torch.iinfo(torch.int64).max
     assert positions_with_offset(1, top).tolist() == [top]
-    with pytest.raises(ValueError, match=rf"offset {top - 1} \+ length 3 - 1 = {top + 1} is past the largest torch.long"):
+    with pytest.raises(
+        ValueError, match=rf"offset {top - 1} \+ length 3 - 1 = {top + 1} is past the largest torch.long"
+    ):
         positions_with_offset(3, top - 1)
     with pytest.raises(ValueError, match=r"is past the largest torch.long position"):
         positions_with_offset(3, torch.tensor([0, top - 1]))

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from posembed.kernels.cpu_matmul import bf16_matmuls, bf16_matmuls_enabled, fp32_sdpa
 from posembed.nn.attention.inputs import AttentionInputs
 from posembed.nn.attention.kernels import sdpa_attention
-from posembed.kernels.cpu_matmul import bf16_matmuls, bf16_matmuls_enabled, fp32_sdpa
 
 
 def _qkv(seed: int = 0, shape=(3, 4, 64, 32)):

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 import posembed._utils.devices as devices
-from posembed.nn.attention import backends as attention_backends
-from posembed.nn.attention.backends import AttentionInputs, choose_backend
 from posembed._utils.devices import autocast_dtype, cpu_tuned, resolve_device
 from posembed.errors import DeviceError
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.backends import AttentionInputs, choose_backend
 from posembed.nn.embedding.block import TransformerEmbeddings
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.alibi import ALiBi
 from tests.helpers import assert_close
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -69,7 +69,9 @@ def test_policy_by_device_type():
 
 
 def _embeddings(device=None) -> TransformerEmbeddings:
-    return TransformerEmbeddings(60, 16, position=LearnedAbsolute(32, 16), type_vocab_size=2, dropout=0.0, device=device)
+    return TransformerEmbeddings(
+        60, 16, position=LearnedAbsolute(32, 16), type_vocab_size=2, dropout=0.0, device=device
+    )
 
 
 def test_fused_embedding_only_on_the_cpu():
@@ -103,12 +105,19 @@ def test_huge_page_advice_only_on_the_cpu(monkeypatch):
 # ---------------------------------------------------------------------- attention dispatch
 
 
-def _inputs(device: str, *, length: int = 8, dropout: float = 0.0, scheme=None, positions=None,
-            width: int = 4) -> AttentionInputs:
+def _inputs(
+    device: str, *, length: int = 8, dropout: float = 0.0, scheme=None, positions=None, width: int = 4
+) -> AttentionInputs:
     q = torch.randn(2, 2, length, width, device=device)
     return AttentionInputs(
-        q=q, k=q, v=q, scale=0.5, causal=True, scheme=scheme if scheme is not None else ALiBi(2),
-        positions=torch.arange(length, device=device) if positions is None else positions, dropout=dropout,
+        q=q,
+        k=q,
+        v=q,
+        scale=0.5,
+        causal=True,
+        scheme=scheme if scheme is not None else ALiBi(2),
+        positions=torch.arange(length, device=device) if positions is None else positions,
+        dropout=dropout,
     )
 
 

@@ -29,10 +29,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from posembed.cli import build_parser
 from tests.test_readme_commands import PLACEHOLDERS, SHOWN, _argv, _command_words
@@ -78,8 +78,10 @@ def _commands(page: Path) -> list[tuple[str, str]]:
             for offset, line in ((m.start(), m.group(0)) for m in re.finditer(r"^.*$", match.group(2), re.M)):
                 lines.append((start + offset, line))
     fenced = [(m.start(), m.end()) for m in FENCE.finditer(text)]
-    outside = "".join(" " * (e - s) if any(a <= s < b for a, b in fenced) else text[s:e]
-                      for s, e in ((i, i + 1) for i in range(len(text))))
+    outside = "".join(
+        " " * (e - s) if any(a <= s < b for a, b in fenced) else text[s:e]
+        for s, e in ((i, i + 1) for i in range(len(text)))
+    )
     lines += _indented_blocks(outside)
     lines += [(m.start(), m.group(1)) for m in SPAN.finditer(outside) if STARTS.match(_unset(m.group(1)))]
     found = []
@@ -125,8 +127,9 @@ def _script_parses(script: str, args: list[str]) -> str:
 def _help_runs(argv: list[str]) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, *argv, "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, *argv, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     return "" if done.returncode == 0 else f"`{' '.join(argv)} --help` exits {done.returncode}: {done.stderr[-500:]}"
 
 
@@ -180,7 +183,9 @@ def why_not(command: str) -> str:
     if words[:3] in (["python", "-m", "venv"], ["python", "-m", "pytest"]) or words[:2] == [".", ".venv/bin/activate"]:
         return ""  # the venv line; the test command .ci/run runs as README writes it (test_readme_commands)
     if words[0] == "mkdocs":
-        return "" if words[1:] in (["serve"], ["build", "--strict"]) else f"mkdocs {words[1:]}: not what test_docs builds"
+        return (
+            "" if words[1:] in (["serve"], ["build", "--strict"]) else f"mkdocs {words[1:]}: not what test_docs builds"
+        )
     if words[0] == "pip" and words[1] in ("install", "wheel"):
         return _pip(words)
     if words[:2] == ["python", "-m"]:

@@ -102,7 +102,10 @@ def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return out
@@ -115,8 +118,11 @@ def test_site_builds_strict(site):
 
 
 def _pages(site: Path) -> list[tuple[str, str]]:
-    return [(str(path.relative_to(site)), path.read_text(encoding="utf-8")) for path in sorted(site.rglob("index.html"))
-            if "404" not in str(path)]
+    return [
+        (str(path.relative_to(site)), path.read_text(encoding="utf-8"))
+        for path in sorted(site.rglob("index.html"))
+        if "404" not in str(path)
+    ]
 
 
 def test_the_api_page_renders_examples_as_code_and_roles_as_links(site):
@@ -124,7 +130,9 @@ def test_the_api_page_renders_examples_as_code_and_roles_as_links(site):
     assert not hooks.RAW_ROLE.search(api)
     assert "<blockquote>" not in api  # doctest lines read as nested quotes before
     assert api.count('<span class="gp">&gt;&gt;&gt; </span>') >= 20  # examples highlighted as Python sessions
-    calls = re.findall(r'<a class="autorefs autorefs-internal"[^>]*href="#posembed[.\w]+"><code>[\w.]+\(\)</code></a>', api)
+    calls = re.findall(
+        r'<a class="autorefs autorefs-internal"[^>]*href="#posembed[.\w]+"><code>[\w.]+\(\)</code></a>', api
+    )
     assert len(calls) >= 3, calls  # :func: / :meth: roles resolved to the objects' anchors
 
 
@@ -136,8 +144,11 @@ def test_no_page_shows_a_list_as_a_paragraph(site):
 
 def test_nested_lists_render_nested(site):
     """Every page that nests a list (two-space indents, as on GitHub) renders it nested."""
-    nesting = [page for page in (ROOT / "docs").glob("*.md")
-               if re.search(r"^\s*[-*] .*\n {2,}[-*] ", page.read_text(encoding="utf-8"), re.M)]
+    nesting = [
+        page
+        for page in (ROOT / "docs").glob("*.md")
+        if re.search(r"^\s*[-*] .*\n {2,}[-*] ", page.read_text(encoding="utf-8"), re.M)
+    ]
     for page in nesting:
         html = (site / page.stem / "index.html") if page.stem != "index" else (site / "index.html")
         assert re.search(r"<li>(?:(?!</li>).)*<ul>", html.read_text(encoding="utf-8"), re.S), page.name
@@ -173,7 +184,8 @@ def test_the_griffe_extension_fences_doctests_and_leaves_code_alone():
     pytest.importorskip("griffe", reason="pip install 'posembed[docs]'")
     text = "Intro.\n>>> a = 1\n>>> a\n1\n\nAfter.\n\n```python\n>>> kept\n```"
     assert griffe_sphinx.convert(text, "m") == (
-        "Intro.\n\n```pycon\n>>> a = 1\n>>> a\n1\n```\n\n\nAfter.\n\n```python\n>>> kept\n```")
+        "Intro.\n\n```pycon\n>>> a = 1\n>>> a\n1\n```\n\n\nAfter.\n\n```python\n>>> kept\n```"
+    )
     section = "Example:\n    >>> f(:class:`X`)\n    2"
     assert griffe_sphinx.convert(section, "m") == "Example:\n    ```pycon\n    >>> f(:class:`X`)\n    2\n    ```\n"
 
@@ -195,8 +207,20 @@ def test_navigation_is_visible_at_1200px(site, tmp_path):
       document.body.appendChild(out); });</script>"""
     page = site / "api" / "probe.html"
     page.write_text((site / "api" / "index.html").read_text(encoding="utf-8").replace("</body>", probe + "</body>"))
-    done = subprocess.run([str(binary), *FLAGS, "--window-size=1200,900", f"--user-data-dir={tmp_path}/profile",
-                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=90, check=False)
+    done = subprocess.run(
+        [
+            str(binary),
+            *FLAGS,
+            "--window-size=1200,900",
+            f"--user-data-dir={tmp_path}/profile",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
     found = json.loads(re.search(r'<pre id="nav-probe">(.*?)</pre>', done.stdout, re.S).group(1).replace("&quot;", '"'))
     assert found["left"] >= 0 and found["right"] <= found["content"] + 1, found  # beside the page, not over it
     assert found["links"] >= 9, found  # every page of the nav on screen

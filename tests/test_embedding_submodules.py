@@ -17,10 +17,12 @@ from posembed.kernels import embedding as fused_kernel
 def _pair(dropout: float = 0.0, type_vocab_size: int = 2):
     """A default (fused) block and an eager (``fused=False``) copy with the same weights."""
     torch.manual_seed(0)
-    fast = TransformerEmbeddings(40, 16, position=LearnedAbsolute(16, 16), dropout=dropout,
-                                 type_vocab_size=type_vocab_size)
-    eager = TransformerEmbeddings(40, 16, position=LearnedAbsolute(16, 16), dropout=dropout,
-                                  type_vocab_size=type_vocab_size, fused=False)
+    fast = TransformerEmbeddings(
+        40, 16, position=LearnedAbsolute(16, 16), dropout=dropout, type_vocab_size=type_vocab_size
+    )
+    eager = TransformerEmbeddings(
+        40, 16, position=LearnedAbsolute(16, 16), dropout=dropout, type_vocab_size=type_vocab_size, fused=False
+    )
     eager.load_state_dict(fast.state_dict())
     return fast, eager
 
@@ -64,7 +66,9 @@ def test_a_hook_on_dropout_alone_keeps_the_fast_path_and_fires(monkeypatch):
     ids, types = _ids()
     calls = []
     kernel = fused_kernel.fused_embedding
-    monkeypatch.setattr("posembed.nn.embedding.fast.fused_embedding", lambda *a, **k: calls.append("kernel") or kernel(*a, **k))
+    monkeypatch.setattr(
+        "posembed.nn.embedding.fast.fused_embedding", lambda *a, **k: calls.append("kernel") or kernel(*a, **k)
+    )
     fast.dropout.register_forward_hook(lambda module, args, out: calls.append("dropout") or None)
     fast.eval(), eager.eval()
     torch.testing.assert_close(fast(ids, token_type_ids=types), eager(ids, token_type_ids=types), rtol=0, atol=1e-6)
@@ -75,7 +79,9 @@ def test_a_global_module_hook_turns_the_fast_path_off():
     fast, eager = _pair()
     ids, types = _ids()
     names = []
-    handle = nn.modules.module.register_module_forward_hook(lambda module, args, out: names.append(type(module).__name__))
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda module, args, out: names.append(type(module).__name__)
+    )
     try:
         assert fast._fused_path(torch.arange(12), ids) is None
         fast.eval()
@@ -86,8 +92,15 @@ def test_a_global_module_hook_turns_the_fast_path_off():
     assert fast._fused_path(torch.arange(12), ids) == "chunked"
 
 
-@pytest.mark.parametrize("make", [lambda: nn.RMSNorm(16), nn.Identity, lambda: nn.LayerNorm(16, bias=False),
-                                  lambda: nn.LayerNorm(16, elementwise_affine=False)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: nn.RMSNorm(16),
+        nn.Identity,
+        lambda: nn.LayerNorm(16, bias=False),
+        lambda: nn.LayerNorm(16, elementwise_affine=False),
+    ],
+)
 def test_a_replaced_norm_is_used(make):
     fast, eager = _pair()
     ids, types = _ids()

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from posembed import LearnedAbsolute, LearnedParameter, Sinusoidal, Sinusoidal2D, Sinusoidal3D, TransformerEmbeddings
+from posembed.interop.hf import save_embeddings
 from posembed.schemes.absolute.sinusoidal_nd import grid_coordinates
 from posembed.schemes.base import AbsoluteScheme, BiasScheme, RotaryScheme
-from posembed.interop.hf import save_embeddings
 from tests.helpers import assert_close
 
 
@@ -59,8 +59,12 @@ class TinyBias(BiasScheme):
 def _block(combine="add", pos_dim=8, hidden=8, token_dim=None, type_vocab_size=2, vocab=40, max_len=16):
     torch.manual_seed(1)
     emb = TransformerEmbeddings(
-        vocab, hidden, position=LearnedAbsolute(max_len, pos_dim), combine=combine,
-        token_dim=token_dim, type_vocab_size=type_vocab_size,
+        vocab,
+        hidden,
+        position=LearnedAbsolute(max_len, pos_dim),
+        combine=combine,
+        token_dim=token_dim,
+        type_vocab_size=type_vocab_size,
     )
     with torch.no_grad():  # non-trivial LayerNorm affine
         emb.norm.weight.normal_()
@@ -150,7 +154,11 @@ def test_concat_with_projection_maps_back_to_hidden():
 )
 def test_components_sum_to_the_combined_input(combine, batch, length, types, offset):
     """For every variant, token + position + segment == what the block normalises."""
-    kwargs = {"add": {}, "concat": {"combine": "concat", "pos_dim": 3}, "project": {"combine": "concat", "pos_dim": 5, "token_dim": 7}}[combine]
+    kwargs = {
+        "add": {},
+        "concat": {"combine": "concat", "pos_dim": 3},
+        "project": {"combine": "concat", "pos_dim": 5, "token_dim": 7},
+    }[combine]
     emb = _block(type_vocab_size=types, **kwargs)
     ids = torch.randint(0, 40, (batch, length))
     token_types = torch.randint(0, types, (batch, length)) if types else None
@@ -167,7 +175,11 @@ def test_unlimited_fp32_scheme_is_cast_to_the_block_dtype():
     ids = torch.randint(0, 30, (2, 700))
     out = emb(ids, position_ids=torch.arange(700) + 5000)
     assert out.dtype == torch.bfloat16 and out.shape == (2, 700, 6)
-    pre = emb.token_embeddings(ids) + emb.token_type_embeddings.weight[0] + RampPositions(6)(torch.arange(700) + 5000).bfloat16()
+    pre = (
+        emb.token_embeddings(ids)
+        + emb.token_type_embeddings.weight[0]
+        + RampPositions(6)(torch.arange(700) + 5000).bfloat16()
+    )
     assert_close(emb.components(ids, position_ids=torch.arange(700) + 5000).combined, pre)
 
 
@@ -300,9 +312,13 @@ def test_coordinate_schemes_add_scheme_of_coordinates(cls, sizes, batched):
 def test_coordinate_schemes_need_coordinates_matching_the_ids():
     emb = TransformerEmbeddings(40, 8, position=Sinusoidal2D(8))
     ids = torch.randint(0, 40, (2, 6))
-    with pytest.raises(ValueError, match=r"Sinusoidal2D embeds 2-D coordinates, so position_ids are required.*\(6, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"Sinusoidal2D embeds 2-D coordinates, so position_ids are required.*\(6, 2\)"
+    ):
         emb(ids)
-    with pytest.raises(ValueError, match=r"position_ids has shape \(6,\), but Sinusoidal2D takes coordinates of shape \(6, 2\)"):
+    with pytest.raises(
+        ValueError, match=r"position_ids has shape \(6,\), but Sinusoidal2D takes coordinates of shape \(6, 2\)"
+    ):
         emb(ids, position_ids=torch.arange(6))
     with pytest.raises(ValueError, match=r"shape \(5, 2\).*input_ids of shape \(2, 6\)"):
         emb(ids, position_ids=grid_coordinates(1, 5))
@@ -331,7 +347,9 @@ def test_token_types_of_shape_1_t_broadcast_like_positions():
         assert_close(emb(ids, types[0], torch.arange(6)), expected, atol=0, rtol=0)
         parts = emb.components(ids, types)
         assert_close(parts.token + parts.position + parts.segment, parts.combined)
-    with pytest.raises(ValueError, match=r"token_type_ids has shape \(2, 6\) but input_ids has shape \(3, 6\).*\(1, T\)"):
+    with pytest.raises(
+        ValueError, match=r"token_type_ids has shape \(2, 6\) but input_ids has shape \(3, 6\).*\(1, T\)"
+    ):
         emb(ids, torch.zeros(2, 6, dtype=torch.long))
 
 

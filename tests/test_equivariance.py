@@ -17,7 +17,7 @@ from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.model.transformer import Encoder
 from posembed.schemes.bias.nope import NoPE
 from tests.helpers import assert_close
-from tests.test_attention import DIM, HEADS, HEAD_DIM, scheme_factories
+from tests.test_attention import DIM, HEAD_DIM, HEADS, scheme_factories
 from tests.test_model import absolute_factories
 
 UNORDERED = {"none": lambda: None, "nope": NoPE}

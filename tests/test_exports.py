@@ -111,10 +111,17 @@ def test_every_dotted_name_the_pages_write_resolves_by_attribute():
     assert not failed, failed
 
 
-@pytest.mark.parametrize("name", ["posembed.interop.zoo", "posembed.interop.hf.load_embeddings",
-                                  "posembed.interop.rope.config.rotary_from_hf_config",
-                                  "posembed.interop.extend.retrieval_verdicts", "posembed.stats.verdict",
-                                  "posembed.lab.sweep.worker_plan.plan_workers"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "posembed.interop.zoo",
+        "posembed.interop.hf.load_embeddings",
+        "posembed.interop.rope.config.rotary_from_hf_config",
+        "posembed.interop.extend.retrieval_verdicts",
+        "posembed.stats.verdict",
+        "posembed.lab.sweep.worker_plan.plan_workers",
+    ],
+)
 def test_a_deep_name_resolves_first_thing_in_a_fresh_interpreter(name):
     """Nothing imported before it: the lazy lookup of each package, not a side effect of an earlier import."""
     code = f"import posembed\nvalue = {name}\nprint(getattr(value, '__module__', None) or value.__name__)"
@@ -140,21 +147,29 @@ def test_import_posembed_imports_no_torch_by_importtime():
     """``python -X importtime -c "import posembed"`` lists no torch module; a wrong guess's hint loads none either."""
     imported = [line.split("|")[-1].strip() for line in _fresh_importtime().splitlines() if "|" in line]
     assert "posembed" in imported and not [name for name in imported if name.split(".")[0] == "torch"]
-    check = _fresh("import sys, posembed\ntry:\n    posembed.from_hf\nexcept AttributeError:\n    pass\n"
-                   "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
+    check = _fresh(
+        "import sys, posembed\ntry:\n    posembed.from_hf\nexcept AttributeError:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    )
     assert check.stdout.strip() == "[]", check.stdout
 
 
 def _fresh_importtime() -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-X", "importtime", "-c", "import posembed"], capture_output=True,
-                          text=True, env=env, check=True).stderr
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import posembed"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stderr
 
 
 @pytest.mark.parametrize("guess", ["from_hf", "from_pretrained", "load_pretrained", "load_hf"])
 def test_a_name_guessed_from_transformers_names_the_loader(guess):
-    with pytest.raises(AttributeError, match=re.escape(f"no attribute {guess!r} (did you mean "
-                                                       "'posembed.interop.hf.load_embeddings'?)")):
+    with pytest.raises(
+        AttributeError, match=re.escape(f"no attribute {guess!r} (did you mean 'posembed.interop.hf.load_embeddings'?)")
+    ):
         getattr(posembed, guess)
 
 
@@ -189,7 +204,9 @@ def test_a_file_that_fails_its_own_import_raises_as_it_is(tmp_path, monkeypatch)
     """A missing optional dependency inside a file is that error, not "no attribute"."""
     package = tmp_path / "lazy_pkg_41"
     package.mkdir()
-    (package / "__init__.py").write_text("from posembed._utils.names import submodules\n__getattr__ = submodules(__name__)\n")
+    (package / "__init__.py").write_text(
+        "from posembed._utils.names import submodules\n__getattr__ = submodules(__name__)\n"
+    )
     (package / "broken.py").write_text("import nonesuch_dependency_41\n")
     (package / "fine.py").write_text("VALUE = 41\n")
     monkeypatch.syspath_prepend(str(tmp_path))

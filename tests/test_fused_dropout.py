@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from posembed import LearnedAbsolute, TransformerEmbeddings
-from posembed.kernels import embedding as fused
 from posembed.kernels import dropout
+from posembed.kernels import embedding as fused
 from posembed.kernels.dropout import KeepMask, sparse_positions
 from tests.helpers import assert_close
 
@@ -110,7 +110,9 @@ def test_fused_switch_runs_the_eager_layer_norm_and_dropout():
     torch.manual_seed(3)
     out = eager(ids)
     torch.manual_seed(3)
-    reference = eager.dropout(eager.norm(eager.combine(eager.token_vectors(ids), eager.position(torch.arange(6)), None)))
+    reference = eager.dropout(
+        eager.norm(eager.combine(eager.token_vectors(ids), eager.position(torch.arange(6)), None))
+    )
     assert torch.equal(out, reference)  # nn.Dropout's own mask for the same seed
     default = _block()
     assert default.fused and default._fused_applies(torch.arange(6), ids) and "fused=True" in repr(default)

@@ -17,8 +17,12 @@ from transformers.models.bert.modeling_bert import BertEmbeddings  # noqa: E402
 
 def _bert(vocab=50, width=16, positions=24, types=2):
     config = BertConfig(
-        vocab_size=vocab, hidden_size=width, max_position_embeddings=positions, type_vocab_size=types,
-        hidden_dropout_prob=0.0, pad_token_id=0,
+        vocab_size=vocab,
+        hidden_size=width,
+        max_position_embeddings=positions,
+        type_vocab_size=types,
+        hidden_dropout_prob=0.0,
+        pad_token_id=0,
     )
     module = BertEmbeddings(config)
     with torch.no_grad():  # non-trivial LayerNorm affine so its gradients are tested too
@@ -29,11 +33,18 @@ def _bert(vocab=50, width=16, positions=24, types=2):
 
 def _fused(module, ids, *, position_ids=None, token_type_ids=None, dropout=0.0, training=False):
     return fused_embedding(
-        ids, module.word_embeddings.weight, module.position_embeddings.weight,
-        position_ids=position_ids, token_type_ids=token_type_ids,
+        ids,
+        module.word_embeddings.weight,
+        module.position_embeddings.weight,
+        position_ids=position_ids,
+        token_type_ids=token_type_ids,
         type_weight=module.token_type_embeddings.weight,
-        norm_weight=module.LayerNorm.weight, norm_bias=module.LayerNorm.bias,
-        eps=module.LayerNorm.eps, dropout=dropout, training=training, padding_idx=0,
+        norm_weight=module.LayerNorm.weight,
+        norm_bias=module.LayerNorm.bias,
+        eps=module.LayerNorm.eps,
+        dropout=dropout,
+        training=training,
+        padding_idx=0,
     )
 
 
@@ -117,12 +128,19 @@ def test_frozen_tables_get_no_gradient():
 
 @settings(max_examples=15, deadline=None)
 @given(
-    batch=st.integers(1, 3), length=st.integers(1, 12), table=st.integers(12, 16),
-    types=st.integers(1, 3), seed=st.integers(0, 2**16),
+    batch=st.integers(1, 3),
+    length=st.integers(1, 12),
+    table=st.integers(12, 16),
+    types=st.integers(1, 3),
+    seed=st.integers(0, 2**16),
 )
 def test_property_equals_gather_add_layer_norm(batch, length, table, types, seed):
     g = torch.Generator().manual_seed(seed)
-    word, pos, typ = torch.randn(7, 8, generator=g), torch.randn(table, 8, generator=g), torch.randn(types, 8, generator=g)
+    word, pos, typ = (
+        torch.randn(7, 8, generator=g),
+        torch.randn(table, 8, generator=g),
+        torch.randn(types, 8, generator=g),
+    )
     ids = torch.randint(0, 7, (batch, length), generator=g)
     tt = torch.randint(0, types, (batch, length), generator=g)
     pids = torch.randint(0, table, (batch, length), generator=g)
@@ -169,9 +187,15 @@ def test_compiled_inference_variant_matches_bert_embeddings():
     with torch.no_grad():
         expected = module(ids, token_type_ids=types)
         actual = fused_embedding(
-            ids, module.word_embeddings.weight, module.position_embeddings.weight, token_type_ids=types,
-            type_weight=module.token_type_embeddings.weight, norm_weight=module.LayerNorm.weight,
-            norm_bias=module.LayerNorm.bias, eps=module.LayerNorm.eps, compiled=True,
+            ids,
+            module.word_embeddings.weight,
+            module.position_embeddings.weight,
+            token_type_ids=types,
+            type_weight=module.token_type_embeddings.weight,
+            norm_weight=module.LayerNorm.weight,
+            norm_bias=module.LayerNorm.bias,
+            eps=module.LayerNorm.eps,
+            compiled=True,
         )
     assert_close(actual, expected)
 

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from posembed._utils import devices
-from posembed.nn.embedding import fast as embedding_fast
-from posembed.nn.embedding import block as embeddings_module
 from posembed._utils.devices import host_checks
-from posembed.nn.embedding.checks import check_ids
-from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.kernels import embedding_compiled
 from posembed.kernels.embedding_compiled import compiled_applies, embedding_formula
+from posembed.nn.embedding import block as embeddings_module
+from posembed.nn.embedding import fast as embedding_fast
+from posembed.nn.embedding.block import TransformerEmbeddings
+from posembed.nn.embedding.checks import check_ids
 from posembed.schemes.absolute.learned import LearnedAbsolute
 from tests.helpers import assert_close
 
@@ -35,7 +35,9 @@ def _pair(dropout: float) -> tuple[TransformerEmbeddings, TransformerEmbeddings]
     with torch.no_grad():  # a non-trivial LayerNorm, so its gradients are compared too
         fast.norm.weight.uniform_(0.5, 1.5)
         fast.norm.bias.normal_()
-    eager = TransformerEmbeddings(VOCAB, WIDTH, position=LearnedAbsolute(POSITIONS, WIDTH), dropout=dropout, fused=False)
+    eager = TransformerEmbeddings(
+        VOCAB, WIDTH, position=LearnedAbsolute(POSITIONS, WIDTH), dropout=dropout, fused=False
+    )
     eager.load_state_dict(fast.state_dict())
     return fast, eager
 

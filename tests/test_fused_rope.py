@@ -33,7 +33,9 @@ def test_half_layout_matches_transformers_forward_and_backward():
     full_cos, full_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)  # (T, D): HF's layout
 
     out, dq = _backward(lambda x: fused.rotate(x, cos, sin), q, grad)
-    expected, expected_dq = _backward(lambda x: apply_rotary_pos_emb(x, x, full_cos, full_sin, unsqueeze_dim=0)[0], q, grad)
+    expected, expected_dq = _backward(
+        lambda x: apply_rotary_pos_emb(x, x, full_cos, full_sin, unsqueeze_dim=0)[0], q, grad
+    )
     assert_close(out, expected)
     assert_close(dq, expected_dq)
     with torch.no_grad():  # the no-grad path runs the kernel directly

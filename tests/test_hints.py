@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from posembed._utils import hints as _hints
 from posembed.cli import main
@@ -60,7 +60,8 @@ def test_without_torch_the_hint_points_at_the_cpu_wheels(monkeypatch):
     monkeypatch.setattr(_hints.importlib.metadata, "version", missing)
     assert _hints.install_hint("matplotlib") == (
         "pip install 'posembed[plot]' --extra-index-url https://download.pytorch.org/whl/cpu "
-        "(a CPU-only torch, not a CUDA build of several GB)")
+        "(a CPU-only torch, not a CUDA build of several GB)"
+    )
 
 
 def test_a_module_no_extra_brings_is_named_itself():
@@ -68,8 +69,9 @@ def test_a_module_no_extra_brings_is_named_itself():
     assert _hints.install_hint("liger_kernel.ops").startswith("pip install liger_kernel 'torch==")
 
 
-@pytest.mark.parametrize("module, extra", [("tqdm", "lab"), ("matplotlib", "plot"), ("sklearn", "analysis"),
-                                           ("transformers", "hf")])
+@pytest.mark.parametrize(
+    "module, extra", [("tqdm", "lab"), ("matplotlib", "plot"), ("sklearn", "analysis"), ("transformers", "hf")]
+)
 def test_the_command_line_names_the_extra_not_all(capsys, monkeypatch, module, extra):
     import posembed.cli.schemes as command
 
@@ -117,25 +119,40 @@ def install_lines(path: Path) -> list[str]:
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = {id(node.body[0].value) for node in ast.walk(tree)  # docstrings: prose may show an install line
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and ast.get_docstring(node, clean=False) is not None}
-    return [f"{path.relative_to(SRC).as_posix()}:{node.lineno}" for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "pip install" in node.value
-            and id(node) not in skip]
+    skip = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)  # docstrings: prose may show an install line
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and ast.get_docstring(node, clean=False) is not None
+    }
+    return [
+        f"{path.relative_to(SRC).as_posix()}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and "pip install" in node.value
+        and id(node) not in skip
+    ]
 
 
 def test_no_install_line_is_formed_outside_hints():
-    found = [hit for path in sorted(SRC.rglob("*.py")) if path.relative_to(SRC).as_posix() != "_utils/hints.py" for hit in install_lines(path)]
+    found = [
+        hit
+        for path in sorted(SRC.rglob("*.py"))
+        if path.relative_to(SRC).as_posix() != "_utils/hints.py"
+        for hit in install_lines(path)
+    ]
     assert not found, "install lines written outside posembed/_utils/hints.py (ask it):\n" + "\n".join(found)
 
 
 def test_the_scan_finds_an_install_line(tmp_path):
     probe = SRC / "_probe_hint.py"  # under src/ so that its path is reported as one
     try:
-        probe.write_text('"""Run ``pip install x`` first."""\nHINT = "pip install x"\n'
-                         'def f(m):\n    """pip install in a docstring."""\n    return f"needs: pip install {m}"\n',
-                         encoding="utf-8")
+        probe.write_text(
+            '"""Run ``pip install x`` first."""\nHINT = "pip install x"\n'
+            'def f(m):\n    """pip install in a docstring."""\n    return f"needs: pip install {m}"\n',
+            encoding="utf-8",
+        )
         assert install_lines(probe) == ["_probe_hint.py:2", "_probe_hint.py:5"]
     finally:
         probe.unlink()
@@ -154,10 +171,12 @@ def test_ray_and_the_bench_keep_the_installed_torch(monkeypatch):
     assert str(raised.value).startswith(f"--ray needs Ray: pip install 'posembed[ray]' 'torch=={version}' (the pin")
     missing = ModuleNotFoundError("No module named 'x_transformers.x'", name="x_transformers.x")
     assert failure_note(missing) == (
-        f"skipped: pip install 'posembed[bench]' 'torch=={version}' (x_transformers is not installed)")
+        f"skipped: pip install 'posembed[bench]' 'torch=={version}' (x_transformers is not installed)"
+    )
     monkeypatch.setattr(bench_rope.importlib.util, "find_spec", lambda name: None)
     assert bench_rope.liger_skip_reason("cuda") == (
-        f"liger-kernel is not installed (pip install liger-kernel 'torch=={version}')")
+        f"liger-kernel is not installed (pip install liger-kernel 'torch=={version}')"
+    )
 
 
 def test_without_torch_the_short_form_still_points_at_the_cpu_wheels(monkeypatch):
@@ -166,4 +185,5 @@ def test_without_torch_the_short_form_still_points_at_the_cpu_wheels(monkeypatch
 
     monkeypatch.setattr(_hints.importlib.metadata, "version", missing)
     assert _hints.extra_hint("bench", explain=False) == (
-        "pip install 'posembed[bench]' --extra-index-url https://download.pytorch.org/whl/cpu")
+        "pip install 'posembed[bench]' --extra-index-url https://download.pytorch.org/whl/cpu"
+    )

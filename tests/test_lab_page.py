@@ -15,8 +15,17 @@ from posembed.lab.report.tables import load_lab_data
 from tests.lab.test_report_design import LATE, write_store
 from tools import lab_page
 
-META = {"command": "posembed lab run --preset quick --out lab-quick", "commit": "abc1234", "device": "CPU",
-        "wall": "1 s", "cpu": "1 s", "threads": 1, "workers": 2, "load": "1.0", "date": "2026-11-28T00:00:00+00:00"}
+META = {
+    "command": "posembed lab run --preset quick --out lab-quick",
+    "commit": "abc1234",
+    "device": "CPU",
+    "wall": "1 s",
+    "cpu": "1 s",
+    "threads": 1,
+    "workers": 2,
+    "load": "1.0",
+    "date": "2026-11-28T00:00:00+00:00",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +64,10 @@ def test_the_simulation_block_says_what_was_simulated(tmp_path):
     found = lab_page.simulate(3, path=path)
     assert found["reports"] == 3 and found["looks"] > 30 and json.loads(path.read_text()) == found
     text = lab_page._simulation_block(path)
-    assert text.startswith("3 simulated `quick` reports in which no group differs") and "results/lab/simulation.json" in text
+    assert (
+        text.startswith("3 simulated `quick` reports in which no group differs")
+        and "results/lab/simulation.json" in text
+    )
 
 
 def test_the_full_study_is_simulated_on_its_own_seeds_and_questions(tmp_path):

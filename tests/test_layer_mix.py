@@ -16,11 +16,11 @@ import torch
 
 from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.nn.model.transformer import Decoder, Encoder, build_model
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.bias.nope import NoPE
-from posembed.schemes.rotary.rope import RotaryEmbedding
 from posembed.schemes.bias.t5 import T5RelativeBias
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 VOCAB, DIM, HEADS, LENGTH = 13, 16, 2, 9
 HEAD_DIM = DIM // HEADS
@@ -169,8 +169,14 @@ def test_gemma3_layer_types_reach_a_decoder():
     from posembed.interop.zoo import zoo_schemes
 
     config = transformers.Gemma3TextConfig(
-        hidden_size=DIM, num_attention_heads=HEADS, head_dim=HEAD_DIM, num_key_value_heads=1, num_hidden_layers=6,
-        intermediate_size=16, vocab_size=VOCAB, sliding_window_pattern=3,
+        hidden_size=DIM,
+        num_attention_heads=HEADS,
+        head_dim=HEAD_DIM,
+        num_key_value_heads=1,
+        num_hidden_layers=6,
+        intermediate_size=16,
+        vocab_size=VOCAB,
+        sliding_window_pattern=3,
     )
     model = Decoder(VOCAB, dim=DIM, depth=6, num_heads=HEADS, schemes=zoo_schemes(config, angles="fp32"))
     reference = Gemma3RotaryEmbedding(config)
@@ -192,8 +198,13 @@ def test_llama4_nope_layers_reach_a_decoder():
     from posembed.interop.zoo import zoo_schemes
 
     config = transformers.Llama4TextConfig(
-        hidden_size=DIM, num_attention_heads=HEADS, head_dim=HEAD_DIM, num_key_value_heads=1, num_hidden_layers=8,
-        intermediate_size=16, vocab_size=VOCAB,
+        hidden_size=DIM,
+        num_attention_heads=HEADS,
+        head_dim=HEAD_DIM,
+        num_key_value_heads=1,
+        num_hidden_layers=8,
+        intermediate_size=16,
+        vocab_size=VOCAB,
     )
     model = Decoder(VOCAB, dim=DIM, depth=8, num_heads=HEADS, schemes=zoo_schemes(config))
     kinds = [isinstance(block.attn.scheme, NoPE) for block in model.blocks]
@@ -206,8 +217,14 @@ def test_zoo_decoder_takes_the_configs_sizes_and_layer_schemes():
     from posembed.interop.zoo import zoo_decoder, zoo_schemes
 
     gemma = transformers.Gemma3TextConfig(
-        hidden_size=32, num_attention_heads=HEADS, head_dim=HEAD_DIM, num_key_value_heads=1, num_hidden_layers=4,
-        intermediate_size=16, vocab_size=VOCAB, sliding_window_pattern=2,
+        hidden_size=32,
+        num_attention_heads=HEADS,
+        head_dim=HEAD_DIM,
+        num_key_value_heads=1,
+        num_hidden_layers=4,
+        intermediate_size=16,
+        vocab_size=VOCAB,
+        sliding_window_pattern=2,
     )
     model = zoo_decoder(gemma, mlp_ratio=2)
     assert (model.dim, model.depth, model.num_heads, model.vocab_size) == (HEADS * HEAD_DIM, 4, HEADS, VOCAB)

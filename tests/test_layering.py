@@ -39,19 +39,32 @@ PACKAGE = SRC / "posembed"
 
 #: (path prefix relative to src/posembed, tier); the longest matching prefix wins
 TIERS: tuple[tuple[str, int], ...] = (
-    ("_utils/", 0), ("errors.py", 0), ("stats/", 0),
+    ("_utils/", 0),
+    ("errors.py", 0),
+    ("stats/", 0),
     ("schemes/", 1),
     ("kernels/", 2),
-    ("nn/", 3), ("nn/attention/", 3), ("nn/embedding/", 3),
+    ("nn/", 3),
+    ("nn/attention/", 3),
+    ("nn/embedding/", 3),
     ("nn/model/", 4),
-    ("encode/", 5), ("interop/", 5), ("lab/", 5), ("analysis/", 5),
+    ("encode/", 5),
+    ("interop/", 5),
+    ("lab/", 5),
+    ("analysis/", 5),
     ("bench/", 6),
-    ("cli/", 7), ("__main__.py", 7),
+    ("cli/", 7),
+    ("__main__.py", 7),
 )
 #: (importer prefix, imported prefix) pairs that are the same tier but still forbidden
 FORBIDDEN_SIDEWAYS = (
-    ("interop/", "lab/"), ("interop/", "analysis/"), ("lab/", "analysis/"), ("lab/", "interop/"),
-    ("encode/", "interop/"), ("encode/", "lab/"), ("encode/", "analysis/"),
+    ("interop/", "lab/"),
+    ("interop/", "analysis/"),
+    ("lab/", "analysis/"),
+    ("lab/", "interop/"),
+    ("encode/", "interop/"),
+    ("encode/", "lab/"),
+    ("encode/", "analysis/"),
 )
 #: the top-level ``posembed/__init__.py`` re-exports the public names; nothing inside imports it
 FACADE = "__init__.py"
@@ -182,7 +195,7 @@ def _rooms(folder: str) -> dict[str, set[str]]:
     def room(file: str) -> str | None:
         if not file.startswith(folder) or file == f"{folder}__init__.py":
             return None
-        head, _, rest = file[len(folder):].partition("/")
+        head, _, rest = file[len(folder) :].partition("/")
         return f"{head}/" if rest else head
 
     edges: dict[str, set[str]] = {}

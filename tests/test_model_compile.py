@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from posembed.nn.model.transformer import Decoder
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
-from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.bias.t5 import T5RelativeBias
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 SCHEMES = {
     "learned": lambda: LearnedAbsolute(16, 32),

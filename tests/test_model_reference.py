@@ -25,11 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from posembed.nn.model.transformer import Decoder, Encoder
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
-from posembed.schemes.rotary.rope import RotaryEmbedding
 from posembed.schemes.absolute.sinusoidal import Sinusoidal
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.bias.t5 import T5RelativeBias
+from posembed.schemes.rotary.rope import RotaryEmbedding
 from tests.helpers import assert_close
 
 VOCAB, DIM, HEADS, DEPTH, LENGTH = 13, 16, 2, 2, 9
@@ -67,7 +67,9 @@ def alibi_reference(positions: torch.Tensor, *, symmetric: bool) -> torch.Tensor
     return slopes[:, None, None] * distance
 
 
-def t5_reference(table: torch.Tensor, positions: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int):
+def t5_reference(
+    table: torch.Tensor, positions: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int
+):
     """``(H, T, T)``: ``W[bucket(j - i), h]`` with transformers' T5 bucket function."""
     from transformers.models.t5.modeling_t5 import T5Attention
 
@@ -82,8 +84,15 @@ def t5_reference(table: torch.Tensor, positions: torch.Tensor, *, bidirectional:
 
 
 def reference_forward(
-    weights: dict, ids: torch.Tensor, mask: torch.Tensor | None, *, causal: bool, absolute=None, token_scale=1.0,
-    rotate=None, bias=None,
+    weights: dict,
+    ids: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    causal: bool,
+    absolute=None,
+    token_scale=1.0,
+    rotate=None,
+    bias=None,
 ) -> torch.Tensor:
     """Pre-LN transformer logits ``(B, T, V)`` in float64 from a state dict."""
     w = {name: value.detach().double() for name, value in weights.items()}
@@ -161,33 +170,41 @@ def _t5(bidirectional: bool):
 CASES = {
     # id: (model class, scheme factory, reference keyword arguments (a function of the model))
     "decoder-sinusoidal": (
-        Decoder, lambda: Sinusoidal(DIM),
+        Decoder,
+        lambda: Sinusoidal(DIM),
         lambda model: {"absolute": sinusoidal_reference, "token_scale": math.sqrt(DIM)},
     ),
     "encoder-learned": (
-        Encoder, lambda: LearnedAbsolute(32, DIM),
+        Encoder,
+        lambda: LearnedAbsolute(32, DIM),
         lambda model: {"absolute": lambda p: model.scheme.weight.detach().double()[p]},
     ),
     "decoder-rope": (Decoder, lambda: RotaryEmbedding(HEAD_DIM), lambda model: {"rotate": rope_reference}),
     "encoder-rope-base-100": (
-        Encoder, lambda: RotaryEmbedding(HEAD_DIM, base=100.0),
+        Encoder,
+        lambda: RotaryEmbedding(HEAD_DIM, base=100.0),
         lambda model: {"rotate": lambda q, k, p: rope_reference(q, k, p, base=100.0)},
     ),
     "decoder-alibi": (
-        Decoder, lambda: ALiBi(HEADS), lambda model: {"bias": lambda p: alibi_reference(p, symmetric=False)},
+        Decoder,
+        lambda: ALiBi(HEADS),
+        lambda model: {"bias": lambda p: alibi_reference(p, symmetric=False)},
     ),
     "encoder-alibi-symmetric": (
-        Encoder, lambda: ALiBi(HEADS, symmetric=True),
+        Encoder,
+        lambda: ALiBi(HEADS, symmetric=True),
         lambda model: {"bias": lambda p: alibi_reference(p, symmetric=True)},
     ),
     "encoder-t5": (
-        Encoder, lambda: _t5(True),
+        Encoder,
+        lambda: _t5(True),
         lambda model: {
             "bias": lambda p: t5_reference(model.scheme.weight, p, bidirectional=True, num_buckets=8, max_distance=6)
         },
     ),
     "decoder-t5": (
-        Decoder, lambda: _t5(False),
+        Decoder,
+        lambda: _t5(False),
         lambda model: {
             "bias": lambda p: t5_reference(model.scheme.weight, p, bidirectional=False, num_buckets=8, max_distance=6)
         },
@@ -206,9 +223,7 @@ def test_logits_equal_the_reference_forward(case, padded):
     mask = mask if padded else None
     with torch.no_grad():
         logits = model(ids, attention_mask=mask)
-    expected = reference_forward(
-        model.state_dict(), ids, mask, causal=cls is Decoder, **reference_kwargs(model)
-    )
+    expected = reference_forward(model.state_dict(), ids, mask, causal=cls is Decoder, **reference_kwargs(model))
     assert logits.shape == expected.shape == (3, LENGTH, VOCAB)
     assert_close(logits.double(), expected, atol=2e-5, rtol=2e-5, msg=case)
 

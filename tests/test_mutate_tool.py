@@ -18,7 +18,9 @@ def test_each_target_names_functions_and_tests_that_exist(target):
     path, functions, tests = TARGETS[target]
     tree = ast.parse((SRC / "posembed" / path).read_text(encoding="utf-8"))
     defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    assert "*" in functions or not set(functions) - defined, f"{target}: {sorted(set(functions) - defined)} not in {path}"
+    assert "*" in functions or not set(functions) - defined, (
+        f"{target}: {sorted(set(functions) - defined)} not in {path}"
+    )
     assert mutants(target)
     files = [t for t in tests if t.startswith("tests/")]
     assert files and all((SRC.parent / t).is_file() for t in files), files

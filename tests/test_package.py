@@ -27,7 +27,9 @@ PROJECT_FILES = ("pyproject.toml", "README.md", "constraints.txt")
 
 def _run(command: list[str], cwd: Path, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    )
     return done
 
 
@@ -42,15 +44,32 @@ def installed(tmp_path_factory) -> tuple[Path, dict, Path]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "POSEMBED_TINYSHAKESPEARE")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     dist = base / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-          "-w", str(dist), str(source)], cwd=base, env=env)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(dist),
+            str(source),
+        ],
+        cwd=base,
+        env=env,
+    )
     wheels = list(dist.glob("posembed-*.whl"))
     assert len(wheels) == 1, wheels
     env_dir = base / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheels[0])],
-         cwd=base, env=env)
+    _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheels[0])],
+        cwd=base,
+        env=env,
+    )
     work = base / "work"  # no checkout, no ../shared
     work.mkdir()
     return python, env, work
@@ -58,8 +77,16 @@ def installed(tmp_path_factory) -> tuple[Path, dict, Path]:
 
 def test_the_installed_copy_is_the_wheel_not_the_checkout(installed):
     python, env, work = installed
-    done = _run([str(python), "-c", "import posembed, importlib.resources as r; print(posembed.__file__); "
-                 "print(r.files('posembed') / 'data' / 'tinyshakespeare.txt')"], cwd=work, env=env)
+    done = _run(
+        [
+            str(python),
+            "-c",
+            "import posembed, importlib.resources as r; print(posembed.__file__); "
+            "print(r.files('posembed') / 'data' / 'tinyshakespeare.txt')",
+        ],
+        cwd=work,
+        env=env,
+    )
     module, data = done.stdout.split()
     assert str(ROOT) not in module and "site-packages" in module
     assert Path(data).stat().st_size == 1_115_394
@@ -84,16 +111,22 @@ def test_main_job_commands_run_from_the_wheel(installed):
     assert (work / "lab-smoke" / "report.html").is_file() or list((work / "lab-smoke").glob("*.html"))
     _run([posembed, "bench", "--quick", "--only", "rope", "--repeats", "1", "--out", "bench"], cwd=work, env=env)
     assert (work / "bench" / "results.json").is_file()
-    _run([posembed, "inspect", "--scheme", "sinusoidal", "--dim", "64", "--max-len", "64", "--quick", "--out", "insp"],
-         cwd=work, env=env)
+    _run(
+        [posembed, "inspect", "--scheme", "sinusoidal", "--dim", "64", "--max-len", "64", "--quick", "--out", "insp"],
+        cwd=work,
+        env=env,
+    )
     assert (work / "insp" / "report.html").is_file()
     done = _run([posembed, "encode", "where is the token"], cwd=work, env=env)
     assert "[CLS]" in done.stdout
 
 
 def _string_constants(path: Path) -> list[str]:
-    return [node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)
-            and isinstance(node.value, str)]
+    return [
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
 
 
 def test_no_source_file_reaches_outside_the_package():
@@ -121,15 +154,28 @@ def test_version_answers_without_importing_torch():
     """``--version`` reads the package metadata and builds no parser (whose subcommands import torch)."""
     from importlib.metadata import version
 
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "posembed", "--version"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "posembed", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0 and done.stdout.strip() == f"posembed {version('posembed')}"
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     assert "posembed.cli" in imported and not [name for name in imported if name.split(".")[0] == "torch"]
 
 
-@pytest.mark.parametrize("argv, asks", [(["--version"], True), (["-v", "--version"], True),
-                                        (["encode", "--version"], False), (["--help", "--version"], False), ([], False)])
+@pytest.mark.parametrize(
+    "argv, asks",
+    [
+        (["--version"], True),
+        (["-v", "--version"], True),
+        (["encode", "--version"], False),
+        (["--help", "--version"], False),
+        ([], False),
+    ],
+)
 def test_only_a_top_level_version_option_is_answered_early(argv, asks):
     from posembed.cli.command import _asks_version
 

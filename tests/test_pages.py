@@ -6,7 +6,9 @@ import pytest
 
 from tools import pages
 
-PAGE = "top\n<!-- generated:a -->\nold a\n<!-- /generated:a -->\nmiddle <!-- generated:b -->1.5<!-- /generated:b --> end\n"
+PAGE = (
+    "top\n<!-- generated:a -->\nold a\n<!-- /generated:a -->\nmiddle <!-- generated:b -->1.5<!-- /generated:b --> end\n"
+)
 
 
 def test_read_replace_check_and_names():
@@ -27,13 +29,16 @@ def test_write_block_changes_only_the_block(tmp_path):
     assert pages.write_block(path, "a", "\nnew a\n") is False
 
 
-@pytest.mark.parametrize("page, name, message", [
-    (PAGE, "c", "holds <!-- generated:c --> 0 times"),
-    (PAGE + "<!-- generated:a -->", "a", "1 times|2 times"),
-    ("<!-- generated:a --> no end", "a", "needs exactly one"),
-    ("<!-- /generated:a --> <!-- generated:a -->", "a", "needs exactly one"),
-    (PAGE, "bad name", "a block name is"),
-])
+@pytest.mark.parametrize(
+    "page, name, message",
+    [
+        (PAGE, "c", "holds <!-- generated:c --> 0 times"),
+        (PAGE + "<!-- generated:a -->", "a", "1 times|2 times"),
+        ("<!-- generated:a --> no end", "a", "needs exactly one"),
+        ("<!-- /generated:a --> <!-- generated:a -->", "a", "needs exactly one"),
+        (PAGE, "bad name", "a block name is"),
+    ],
+)
 def test_bad_pages_and_names_are_refused(page, name, message):
     with pytest.raises(ValueError, match=message):
         pages.read_block(page, name)

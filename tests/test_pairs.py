@@ -134,7 +134,12 @@ def test_the_length_error_carries_its_numbers_and_truncation_is_recorded(tokeniz
 
     with pytest.raises(TextTooLongError) as error:
         encode_texts(tokenizer, ["short", " ".join(["word"] * 600)])
-    assert (error.value.index, error.value.tokens, error.value.limit, error.value.layout) == (1, 602, 512, "[CLS] A [SEP]")
+    assert (error.value.index, error.value.tokens, error.value.limit, error.value.layout) == (
+        1,
+        602,
+        512,
+        "[CLS] A [SEP]",
+    )
     cut = encode_texts(tokenizer, ["one two three four", "one"], max_length=4, truncation=True)
     assert cut.full_lengths == (6, 3) and cut.truncated
     whole = encode_texts(tokenizer, ["one two three four", "one"], max_length=6, truncation=True)
@@ -168,13 +173,16 @@ _text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
 def test_truncated_pairs_equal_the_tokenizer_s_longest_first_tensor_for_tensor(tokenizer, data, max_length, left):
     """Full-tensor parity with ``tokenizer(a, b, truncation="longest_first", padding=True)``."""
     rows = data.draw(st.integers(1, 4))
-    texts_a, texts_b = data.draw(st.lists(_text, min_size=rows, max_size=rows)), data.draw(
-        st.lists(_text, min_size=rows, max_size=rows))
+    texts_a, texts_b = (
+        data.draw(st.lists(_text, min_size=rows, max_size=rows)),
+        data.draw(st.lists(_text, min_size=rows, max_size=rows)),
+    )
     tokenizer.padding_side = "left" if left else "right"
     try:
         batch = encode_texts(tokenizer, texts_a, texts_b, max_length=max_length, truncation=True)
-        expected = tokenizer(texts_a, texts_b, truncation="longest_first", padding=True, max_length=max_length,
-                             return_tensors="pt")
+        expected = tokenizer(
+            texts_a, texts_b, truncation="longest_first", padding=True, max_length=max_length, return_tensors="pt"
+        )
         full = tokenizer(texts_a, texts_b)["input_ids"]
     finally:
         tokenizer.padding_side = "right"
@@ -191,17 +199,25 @@ def _roberta_style_tokenizer():
     inner = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     inner.pre_tokenizer = pre_tokenizers.Whitespace()
     inner.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B:1 </s>:1", special_tokens=[("<s>", 1), ("</s>", 2)])
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=inner, cls_token="<s>", sep_token="</s>",
-                                                pad_token="<pad>", unk_token="<unk>", model_max_length=16)
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B:1 </s>:1", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=inner,
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        model_max_length=16,
+    )
 
 
 def test_the_tokenizer_s_own_pair_layout_is_used_not_bert_s():
     """A tokenizer whose pairs are ``<s> A </s></s> B </s>`` gets its own layout, segment ids and limit."""
     roberta = _roberta_style_tokenizer()
     batch = encode_texts(roberta, ["the cat", "hello"], ["sat", "order !"])
-    expected = roberta(["the cat", "hello"], ["sat", "order !"], padding=True, return_token_type_ids=True,
-                       return_tensors="pt")
+    expected = roberta(
+        ["the cat", "hello"], ["sat", "order !"], padding=True, return_token_type_ids=True, return_tensors="pt"
+    )
     _assert_same_as_tokenizer(batch, expected)
     assert batch.input_ids[0].tolist() == [1, 4, 5, 2, 2, 6, 2]
     assert batch.token_type_ids[0].tolist() == [0, 0, 0, 0, 0, 1, 1]

@@ -53,23 +53,47 @@ def test_offset_positions():
     [
         (lambda: positions_with_offset(3, -1), ValueError, r"offset must be >= 0, got -1"),
         (lambda: positions_with_offset(3, 1.5), TypeError, r"offset must be an int or a tensor, got 1\.5"),
-        (lambda: positions_from_mask(torch.ones(3)), ValueError, r"attention_mask must have shape \(B, T\), got \(3,\)"),
-        (lambda: positions_from_mask(torch.ones(2, 3)), TypeError, r"0/1 integers or booleans, got dtype torch\.float32"),
+        (
+            lambda: positions_from_mask(torch.ones(3)),
+            ValueError,
+            r"attention_mask must have shape \(B, T\), got \(3,\)",
+        ),
+        (
+            lambda: positions_from_mask(torch.ones(2, 3)),
+            TypeError,
+            r"0/1 integers or booleans, got dtype torch\.float32",
+        ),
         (lambda: positions_from_mask(torch.full((2, 3), 2)), ValueError, r"attention_mask must hold only 0 and 1"),
         (lambda: positions_from_mask(torch.full((2, 3), -1)), ValueError, r"attention_mask must hold only 0 and 1"),
         (lambda: positions_from_mask(torch.ones(1, 2, 3, dtype=torch.long)), ValueError, r"\(B, T\), got \(1, 2, 3\)"),
         (lambda: positions_with_offset(2, torch.tensor(3)), ValueError, r"a \(B,\) tensor, got shape \(\)"),
         (lambda: positions_from_mask("1100"), TypeError, r"attention_mask must be a tensor .* got str"),
-        (lambda: positions_from_documents(torch.zeros(2, 3, 4)), ValueError, r"shape \(T,\) or \(B, T\), got \(2, 3, 4\)"),
-        (lambda: positions_from_documents([[0, 1], [2]]), TypeError, r"document_ids must be a tensor or a \(nested\) list"),
+        (
+            lambda: positions_from_documents(torch.zeros(2, 3, 4)),
+            ValueError,
+            r"shape \(T,\) or \(B, T\), got \(2, 3, 4\)",
+        ),
+        (
+            lambda: positions_from_documents([[0, 1], [2]]),
+            TypeError,
+            r"document_ids must be a tensor or a \(nested\) list",
+        ),
         (
             lambda: resolve_positions(torch.zeros(4, dtype=torch.long), 5, None),
             ValueError,
             r"position_ids has shape \(4,\); expected \(5,\) or \(B, 5\)",
         ),
-        (lambda: resolve_positions(torch.zeros(5), 5, None), TypeError, r"integers \(torch\.long\), got dtype torch\.float32"),
+        (
+            lambda: resolve_positions(torch.zeros(5), 5, None),
+            TypeError,
+            r"integers \(torch\.long\), got dtype torch\.float32",
+        ),
         (lambda: resolve_positions(torch.ones(5, dtype=torch.bool), 5, None), TypeError, r"got dtype torch\.bool"),
-        (lambda: positions_with_offset(2, torch.tensor([[1]])), ValueError, r"offset must be an int or a \(B,\) tensor"),
+        (
+            lambda: positions_with_offset(2, torch.tensor([[1]])),
+            ValueError,
+            r"offset must be an int or a \(B,\) tensor",
+        ),
         (lambda: positions_with_offset(2, torch.tensor([3, -2])), ValueError, r"offset must be >= 0, got -2"),
         (lambda: positions_with_offset(2, True), TypeError, r"offset must be an int or a tensor, got True"),
         (lambda: positions_with_offset(True, 0), TypeError, r"length must be an int, got True"),
@@ -205,7 +229,9 @@ def test_resolve_positions_hand_values():
 # --- lengths, devices and host reads ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", [(6,), (2, 6), (4,), (2, 4)], ids=["longer", "longer_batched", "shorter", "shorter_batched"])
+@pytest.mark.parametrize(
+    "shape", [(6,), (2, 6), (4,), (2, 4)], ids=["longer", "longer_batched", "shorter", "shorter_batched"]
+)
 def test_resolve_positions_refuses_ids_of_another_length(shape):
     """Position ids longer than the sequence are refused as much as shorter ones, naming both lengths."""
     ids = torch.zeros(shape, dtype=torch.long)
@@ -283,9 +309,13 @@ def test_value_checks_off_the_cpu_run_on_the_device(monkeypatch, refuse_host_rea
     assert positions.positions_with_offset(2, torch.tensor([3, 0])).shape == (2, 2)
     assert positions.positions_from_mask(torch.tensor([[1, 1, 0]])).shape == (1, 3)
     assert positions.resolve_positions(torch.arange(3), 3, "cpu").shape == (3,)
-    with pytest.raises(RuntimeError, match=r"offset must be >= 0, got another value \(checked on cpu; POSEMBED_HOST_CHECKS=1"):
+    with pytest.raises(
+        RuntimeError, match=r"offset must be >= 0, got another value \(checked on cpu; POSEMBED_HOST_CHECKS=1"
+    ):
         positions.positions_with_offset(2, torch.tensor([3, -1]))
-    with pytest.raises(RuntimeError, match=r"an offset is past the largest torch.long position .* largest offset for length 3"):
+    with pytest.raises(
+        RuntimeError, match=r"an offset is past the largest torch.long position .* largest offset for length 3"
+    ):
         positions.positions_with_offset(3, torch.tensor([0, positions.MAX_POSITION - 1]))
     with pytest.raises(RuntimeError, match=r"attention_mask must hold only 0 and 1, got another value"):
         positions.positions_from_mask(torch.tensor([[1, 2]]))
@@ -307,7 +337,11 @@ def test_the_debug_switch_names_the_value_off_the_cpu(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_positions_on_cuda_never_synchronise():
     device = torch.device("cuda")
-    offset, mask, ids = torch.tensor([3, 0], device=device), torch.ones(2, 5, device=device), torch.arange(5, device=device)
+    offset, mask, ids = (
+        torch.tensor([3, 0], device=device),
+        torch.ones(2, 5, device=device),
+        torch.arange(5, device=device),
+    )
     mask = mask.long()
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")

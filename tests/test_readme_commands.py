@@ -32,8 +32,15 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 INDENTED = re.compile(r"^ {4,}((?:python -m )?posembed .*)$", re.M)
 NAME = re.compile(r"`(posembed(?:\.[A-Za-z_]\w*)+)(?:\([^`]*\))?`")
 #: a page's placeholder -> a value of the right form (parsing never opens it)
-PLACEHOLDERS = {"CONFIG_OR_DIR": "config.json", "N": "1024", "PNG": "plot.png", "MODEL": "model-folder",
-                "CHECKPOINT": "checkpoint", "STEPS": "10", "DIR": "out-folder"}
+PLACEHOLDERS = {
+    "CONFIG_OR_DIR": "config.json",
+    "N": "1024",
+    "PNG": "plot.png",
+    "MODEL": "model-folder",
+    "CHECKPOINT": "checkpoint",
+    "STEPS": "10",
+    "DIR": "out-folder",
+}
 
 
 def _commands_in(text: str) -> list[str]:
@@ -129,8 +136,9 @@ def test_every_named_part_resolves(name, page):
 def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "posembed", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "posembed", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, f"posembed {' '.join(argv)}: {done.stderr[-2000:]}"
     return done
 

@@ -45,14 +45,19 @@ def test_every_lab_block_on_the_page_has_stored_results(generated):
     assert on_page == set(generated)
 
 
-@pytest.mark.parametrize("folder", sorted(p for p in lab_page.RESULTS.iterdir() if p.is_dir()
-                                           and (p / "trials.json").is_file()), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "folder",
+    sorted(p for p in lab_page.RESULTS.iterdir() if p.is_dir() and (p / "trials.json").is_file()),
+    ids=lambda p: p.name,
+)
 def test_each_stored_run_names_what_made_it(folder):
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     assert META <= set(meta), META - set(meta)
     trials = json.loads((folder / "trials.json").read_text(encoding="utf-8"))
     assert len(trials) == meta["trials"] and re.fullmatch(r"[0-9a-f]{7,40}", meta["commit"])
-    assert (folder / "trials.json").stat().st_size < 400_000  # per-seed values at each training point, never checkpoints
+    assert (
+        folder / "trials.json"
+    ).stat().st_size < 400_000  # per-seed values at each training point, never checkpoints
 
 
 @pytest.mark.parametrize("title", SECTIONS)

@@ -41,9 +41,13 @@ def test_table_from_dicts_and_from_header():
 
 def test_text_cells_are_left_aligned_and_never_broken_mid_word():
     report = HtmlReport("t")
-    report.table([["does not reproduce (reversed)", "0.61 [0.5, 0.7]", 0.25, "n/a"]], header=["verdict", "ours", "x", "y"])
+    report.table(
+        [["does not reproduce (reversed)", "0.61 [0.5, 0.7]", 0.25, "n/a"]], header=["verdict", "ours", "x", "y"]
+    )
     page = report.html()
-    assert '<td class="text">does not reproduce (reversed)</td><td>0.61 [0.5, 0.7]</td><td>0.25</td><td>n/a</td>' in page
+    assert (
+        '<td class="text">does not reproduce (reversed)</td><td>0.61 [0.5, 0.7]</td><td>0.25</td><td>n/a</td>' in page
+    )
     assert "td.text { text-align: left; overflow-wrap: normal; word-break: normal;" in page
 
 

@@ -62,7 +62,9 @@ def measure(html_path: Path) -> dict:
     binary = require_chromium()
     with tempfile.TemporaryDirectory(prefix="posembed-layout-") as tmp:
         page = Path(tmp) / "page.html"
-        page.write_text(html_path.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>", 1), encoding="utf-8")
+        page.write_text(
+            html_path.read_text(encoding="utf-8").replace("</body>", _PROBE + "</body>", 1), encoding="utf-8"
+        )
         command = [str(binary), *FLAGS, f"--window-size={WIDTH},900", f"--user-data-dir={tmp}/profile", "--dump-dom",
                    page.as_uri()]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
@@ -149,17 +151,34 @@ def _retrieval_cell(task: str, system: str, length: int, hits: int, n: int = 20)
     from posembed.interop.extend.retrieval_report import wilson
 
     low, high = wilson(hits, n)
-    return {"task": task, "system": system, "length": length, "hits": hits, "queries": n, "candidates": n,
-            "accuracy": hits / n, "mrr": hits / n, "low": low, "high": high, "longembed": "RP",
-            "positions_used": min(length, 512), "seconds": 1.5, "outcomes": []}
+    return {
+        "task": task,
+        "system": system,
+        "length": length,
+        "hits": hits,
+        "queries": n,
+        "candidates": n,
+        "accuracy": hits / n,
+        "mrr": hits / n,
+        "low": low,
+        "high": high,
+        "longembed": "RP",
+        "positions_used": min(length, 512),
+        "seconds": 1.5,
+        "outcomes": [],
+    }
 
 
 def test_extend_eval_report_fits_at_1200px(tmp_path):
     from posembed.interop.extend.retrieval_report import summarise, write_report
 
     systems = ("truncate-512", "chunk-256", "pcw-256", "copy", "interpolate", "grouped", "hierarchical", "tuned")
-    cells = [_retrieval_cell(task, system, length, (7 * i + length // 64) % 21)
-             for task in ("passkey", "needle") for length in (256, 1024, 2048) for i, system in enumerate(systems)]
+    cells = [
+        _retrieval_cell(task, system, length, (7 * i + length // 64) % 21)
+        for task in ("passkey", "needle")
+        for length in (256, 1024, 2048)
+        for i, system in enumerate(systems)
+    ]
     result = {"cells": cells, "summary": summarise(cells, 512), "seconds": {system: 2.0 for system in systems},
               "protocol": {"model": "all-MiniLM-L6-v2", "text": "tinyshakespeare.txt", "queries": 20,
                            "pooling": "mean", "interval": "95% Wilson", "targets": [1024, 2048], "seeds": [0],

@@ -25,14 +25,22 @@ def test_column_names_are_words():
 
 
 def test_a_column_of_words_is_left_aligned_header_included_a_mixed_one_is_not():
-    page = _page(lambda r: r.table([{"scheme": "rope", "verdict": "beats", "mixed": 1.0},
-                                    {"scheme": "alibi", "verdict": "", "mixed": "n/a yet"}]))
+    page = _page(
+        lambda r: r.table(
+            [
+                {"scheme": "rope", "verdict": "beats", "mixed": 1.0},
+                {"scheme": "alibi", "verdict": "", "mixed": "n/a yet"},
+            ]
+        )
+    )
     assert '<tr><th class="text">scheme</th><th class="text">verdict</th><th>mixed</th></tr>' in page
     assert re.search(r", th\.text \{ text-align: left; \}", page)
 
 
 def test_cells_never_break_inside_a_word_or_a_number():
-    page = _page(lambda r: r.table([{"source": "bob80333/investigating_extrapolation", "x": 0.5, "ppl": "64.83 ± 0.13"}]))
+    page = _page(
+        lambda r: r.table([{"source": "bob80333/investigating_extrapolation", "x": 0.5, "ppl": "64.83 ± 0.13"}])
+    )
     style = page.split("<style>")[1].split("</style>")[0]
     cell_rules = " ".join(rule for rule in style.split("}") if re.search(r"(^|[\s,])(td|th)[\s.,:{]", rule))
     assert "anywhere" not in cell_rules and "break-all" not in cell_rules and "break-word" not in cell_rules

@@ -10,14 +10,14 @@ import inspect
 import pytest
 import torch
 
-from posembed.nn.attention import backends as attention_backends
-from posembed.nn.attention.layer import SelfAttention
-from posembed.nn.attention.backends import AttentionInputs
 from posembed.kernels import attention as fused_attention
 from posembed.kernels.masks import visibility_mod, visible_keys
+from posembed.nn.attention import backends as attention_backends
+from posembed.nn.attention.backends import AttentionInputs
+from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.model.transformer import Decoder, Encoder, build_model
-from posembed.schemes.base import BiasScheme
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.base import BiasScheme
 from posembed.schemes.bias.t5 import T5RelativeBias
 from tests.helpers import assert_close
 
@@ -33,7 +33,9 @@ def _every_alias(model, state):
     """``state`` plus the keys torch lists for the scheme under every layer (no dedup hook)."""
     extra = {
         f"blocks.{i}.attn.{key}": value
-        for key, value in state.items() if key.startswith("scheme.") for i in range(len(model.blocks))
+        for key, value in state.items()
+        if key.startswith("scheme.")
+        for i in range(len(model.blocks))
     }
     return {**state, **extra}
 
@@ -62,10 +64,14 @@ def test_the_state_dict_lists_every_name_and_the_file_holds_a_shared_scheme_once
     model = _t5_decoder()
     table = "relative_attention_bias.weight"
     assert [k for k in model.state_dict() if k.endswith(table)] == [
-        f"scheme.{table}", f"blocks.0.attn.scheme.{table}", f"blocks.1.attn.scheme.{table}"]
+        f"scheme.{table}",
+        f"blocks.0.attn.scheme.{table}",
+        f"blocks.1.attn.scheme.{table}",
+    ]
     save_model(model, str(tmp_path / "model.safetensors"))
     assert [k for k in _file_keys(tmp_path / "model.safetensors") if k.endswith(table)] == [
-        f"blocks.0.attn.scheme.{table}"]  # safetensors keeps the first name in sorted order
+        f"blocks.0.attn.scheme.{table}"
+    ]  # safetensors keeps the first name in sorted order
     learned = Decoder(VOCAB, dim=DIM, depth=1, num_heads=HEADS, scheme=LearnedAbsolute(8, DIM))
     assert learned.scheme is learned.embeddings.position
     save_model(learned, str(tmp_path / "learned.safetensors"))

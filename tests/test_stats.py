@@ -35,6 +35,7 @@ A, B = [0.91, 1.07, 0.98, 1.12, 1.03], [1.21, 1.18, 1.35, 1.09, 1.27]
 
 # --- exact values against scipy.stats ---------------------------------------------------------
 
+
 def test_welch_matches_scipy():
     got = stats.welch(A, B[:4])
     ref = sps.ttest_ind(B[:4], A, equal_var=False)
@@ -117,6 +118,7 @@ def test_holm_never_lowers_a_p_and_keeps_the_order(ps):
 
 # --- the rule's words --------------------------------------------------------------------------
 
+
 def _c(a, b, **kw) -> Comparison:
     defaults = dict(name="x", a="a", b="b", values_a=a, values_b=b, higher_is_better=True, margin=0.1)
     return Comparison(**{**defaults, **kw})
@@ -163,16 +165,19 @@ def test_a_difference_shown_wins_over_equivalence():
     assert d.p_adjusted < 0.05 and d.p_equivalence_adjusted < 0.05 and d.word == "b better"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(test="ranks"), "test must be one of"),
-    (dict(margin=0.0), "margin must be"),
-    (dict(margin=math.inf), "margin must be"),
-    (dict(values_a=(1.0, math.nan)), "must be finite"),
-    (dict(values_a=(1.0, -1.0), log_scale=True), "log_scale needs values > 0"),
-    (dict(values_a=(1.0, 2.0, 3.0), test="paired"), "pairs the units"),
-    (dict(values_a=(1.0, 0.5), test="mcnemar"), "0/1 hits"),
-    (dict(values_a=(1.0, 0.0), values_b=(1.0, 1.0), test="mcnemar", log_scale=True), "no log scale"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(test="ranks"), "test must be one of"),
+        (dict(margin=0.0), "margin must be"),
+        (dict(margin=math.inf), "margin must be"),
+        (dict(values_a=(1.0, math.nan)), "must be finite"),
+        (dict(values_a=(1.0, -1.0), log_scale=True), "log_scale needs values > 0"),
+        (dict(values_a=(1.0, 2.0, 3.0), test="paired"), "pairs the units"),
+        (dict(values_a=(1.0, 0.5), test="mcnemar"), "0/1 hits"),
+        (dict(values_a=(1.0, 0.0), values_b=(1.0, 1.0), test="mcnemar", log_scale=True), "no log scale"),
+    ],
+)
 def test_bad_comparisons_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _c(kwargs.pop("values_a", (1.0, 2.0)), kwargs.pop("values_b", (1.0, 2.0)), **kwargs)
@@ -193,14 +198,17 @@ def test_bad_arguments_are_refused():
         stats.mcnemar([1], [1, 0])
 
 
-@pytest.mark.parametrize("value, threshold, shown", [(1.4976, 1.5, "1.498"), (1.5024, 1.5, "1.502"),
-                                                     (1.49999, 1.5, "1.49999"), (0.7, 1.5, "0.7")])
+@pytest.mark.parametrize(
+    "value, threshold, shown",
+    [(1.4976, 1.5, "1.498"), (1.5024, 1.5, "1.502"), (1.49999, 1.5, "1.49999"), (0.7, 1.5, "0.7")],
+)
 def test_distinguishing_prints_the_side_of_the_threshold(value, threshold, shown):
     assert stats.distinguishing(value, [threshold]) == shown
     assert (float(shown) < threshold) == (value < threshold)
 
 
 # --- error rates by simulation (nothing differs) -----------------------------------------------
+
 
 @pytest.mark.parametrize("n", [2, 3, 5])
 @pytest.mark.parametrize("test", ["welch", "paired"])
@@ -241,8 +249,10 @@ def test_family_wise_false_claims_are_at_most_5_percent(n, family):
     for _ in range(DRAWS // 2):
         draws = rng.normal(size=(family, 2, n))
         shifts = [margin * (k % 2) for k in range(family)]
-        family_ = [_c(a, b + s, margin=margin, test="paired" if k % 3 == 0 else "welch")
-                   for k, ((a, b), s) in enumerate(zip(draws, shifts))]
+        family_ = [
+            _c(a, b + s, margin=margin, test="paired" if k % 3 == 0 else "welch")
+            for k, ((a, b), s) in enumerate(zip(draws, shifts))
+        ]
         words = [d.word for d in decide(family_)]
         wrong += any(w.endswith("better") if s == 0 else w == "alike" for w, s in zip(words, shifts))
     rate = wrong / (DRAWS // 2)
@@ -275,7 +285,9 @@ def test_seeds_to_detect_is_the_first_count_whose_test_has_the_power():
     assert min_detectable_difference(sigma / math.sqrt(n - 1), n - 2, 0.05) > difference
     rng = random.Random(7)
     runs = 2000
-    hits = sum(stats.paired_t([0.0] * n, [rng.gauss(difference, sigma) for _ in range(n)]).p < 0.05 for _ in range(runs))
+    hits = sum(
+        stats.paired_t([0.0] * n, [rng.gauss(difference, sigma) for _ in range(n)]).p < 0.05 for _ in range(runs)
+    )
     assert abs(hits / runs - 0.80) < 3 * math.sqrt(0.8 * 0.2 / runs) + 0.02, hits / runs
 
 
@@ -292,6 +304,7 @@ def test_seeds_to_detect_says_nothing_it_cannot_say():
 
 # --- issue 40 item 7: the rule's smaller defects ------------------------------------------------
 
+
 def test_a_zero_standard_error_detects_nothing_it_can_state():
     """No spread is no test: its MDD is n/a (NaN), not "could detect 0"."""
     assert math.isnan(stats.min_detectable_difference(0.0, 4.0))
@@ -307,11 +320,14 @@ def test_decision_rows_render_an_untestable_mdd_as_n_a():
     assert decision_row(flat)[-1] == "n/a"
 
 
-@pytest.mark.parametrize("test, a, b", [
-    # the same 3 % perplexity ratio on every seed, on the log scale: the differences agree to the last bits
-    ("paired", [math.log(6.0), math.log(6.1), math.log(6.2)], [math.log(6.18), math.log(6.283), math.log(6.386)]),
-    ("welch", [0.1 + 0.2, 0.3, 0.3], [0.4, 0.1 + 0.3, 0.4]),  # each arm constant up to rounding
-])
+@pytest.mark.parametrize(
+    "test, a, b",
+    [
+        # the same 3 % perplexity ratio on every seed, on the log scale: the differences agree to the last bits
+        ("paired", [math.log(6.0), math.log(6.1), math.log(6.2)], [math.log(6.18), math.log(6.283), math.log(6.386)]),
+        ("welch", [0.1 + 0.2, 0.3, 0.3], [0.4, 0.1 + 0.3, 0.4]),  # each arm constant up to rounding
+    ],
+)
 def test_float_jitter_is_no_spread(test, a, b):
     """A difference constant up to float rounding is not a measured difference: no p, no winner."""
     d = decide([_c(a, b, test=test)])[0]
@@ -359,8 +375,9 @@ def test_mcnemar_equivalence_is_the_largest_null_probability():
         region = valid & (_score_z(a_, b_, pairs, margin) <= _score_z(sa, sb, pairs, margin) + 1e-12)
         best = 0.0
         for p_a in np.linspace(0, (1 - margin) / 2, 2001):
-            probability = sps.multinomial.pmf(np.stack([a_, b_, pairs - a_ - b_], -1)[region], pairs,
-                                              [p_a, p_a + margin, 1 - 2 * p_a - margin])
+            probability = sps.multinomial.pmf(
+                np.stack([a_, b_, pairs - a_ - b_], -1)[region], pairs, [p_a, p_a + margin, 1 - 2 * p_a - margin]
+            )
             best = max(best, probability.sum())
         return best
 
@@ -421,8 +438,10 @@ def test_seeds_to_detect_refuses_unequal_welch_arms_without_their_variances():
         seeds_to_detect(0.5, se=1.0, df=2.0, units=3, variances=(1.0, 1.0), test="paired", alpha=0.05)
 
 
-@pytest.mark.parametrize("args, message", [((0, 0, 10, 1.0), "must be in \\(0, 1\\)"),
-                                           ((5, 6, 10, 0.1), "sum to at most 10"), ((-1, 0, 10, 0.1), ">= 0")])
+@pytest.mark.parametrize(
+    "args, message",
+    [((0, 0, 10, 1.0), "must be in \\(0, 1\\)"), ((5, 6, 10, 0.1), "sum to at most 10"), ((-1, 0, 10, 0.1), ">= 0")],
+)
 def test_mcnemar_equivalence_refuses_bad_counts(args, message):
     with pytest.raises(ValueError, match=message):
         stats.mcnemar_equivalence(*args)
@@ -434,6 +453,7 @@ def test_mcnemar_margin_must_be_a_difference_of_hit_rates():
 
 
 # --- the library calls agree with statsmodels --------------------------------------------------
+
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12))

@@ -74,10 +74,15 @@ def test_lab_overrides(override, message):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["inspct"], "posembed: error: argument COMMAND: invalid choice: 'inspct' (did you mean 'inspect'?); choose from "),
+        (
+            ["inspct"],
+            "posembed: error: argument COMMAND: invalid choice: 'inspct' (did you mean 'inspect'?); choose from ",
+        ),
         (["lab", "runn"], "posembed lab: error: argument ACTION: invalid choice: 'runn' (did you mean 'run'?); "),
-        (["extend", "x", "--to", "1024", "--method", "interpolat"],
-         "posembed extend: error: argument --method: invalid choice: 'interpolat' (did you mean 'interpolate'?); "),
+        (
+            ["extend", "x", "--to", "1024", "--method", "interpolat"],
+            "posembed extend: error: argument --method: invalid choice: 'interpolat' (did you mean 'interpolate'?); ",
+        ),
     ],
 )
 def test_argparse_choices_suggest_the_closest(capsys, argv, message):
@@ -102,5 +107,7 @@ def test_extension_methods():
 
     from posembed.interop.extend.methods import extend_table
 
-    with pytest.raises(ValueError, match=r"^unknown extension method 'grouped_' \(did you mean 'grouped'\?\); choose one"):
+    with pytest.raises(
+        ValueError, match=r"^unknown extension method 'grouped_' \(did you mean 'grouped'\?\); choose one"
+    ):
         extend_table(torch.zeros(8, 4), 16, "grouped_")

@@ -69,8 +69,17 @@ def _embedding_grads(width=48):
     bias = torch.randn(width, generator=generator, requires_grad=True)
     ids = torch.randint(0, 30, (3, 20), generator=generator)
     types_ = torch.randint(0, 2, (3, 20), generator=generator)
-    out = fused_embedding.fused_embedding(ids, word, pos, token_type_ids=types_, type_weight=typ, norm_weight=weight,
-                                          norm_bias=bias, eps=1e-5, padding_idx=0)
+    out = fused_embedding.fused_embedding(
+        ids,
+        word,
+        pos,
+        token_type_ids=types_,
+        type_weight=typ,
+        norm_weight=weight,
+        norm_bias=bias,
+        eps=1e-5,
+        padding_idx=0,
+    )
     tensors = (word, pos, typ, weight, bias)
     return out, torch.autograd.grad(out, tensors, torch.randn(out.shape, generator=generator))
 
@@ -163,8 +172,12 @@ def test_recompile_limits_under_the_names_older_torches_use(monkeypatch):
 def test_has_hooks_sees_module_and_global_hooks_and_counts_an_unknown_torch_as_hooked(monkeypatch):
     plain, other = nn.Linear(2, 2), nn.Linear(2, 2)
     assert not _torch_private.has_hooks(plain, other)
-    for register in ("register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
-                     "register_full_backward_pre_hook"):
+    for register in (
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_full_backward_pre_hook",
+    ):
         handle = getattr(other, register)(lambda *args: None)
         assert _torch_private.has_hooks(plain, other), register
         handle.remove()

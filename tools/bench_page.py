@@ -40,16 +40,20 @@ def runs(results: Path = RESULTS) -> list[Path]:
 
 
 def _read(run: Path) -> tuple[dict, dict]:
-    return (json.loads((run / "results.json").read_text(encoding="utf-8")),
-            json.loads((run / "meta.json").read_text(encoding="utf-8")))
+    return (
+        json.loads((run / "results.json").read_text(encoding="utf-8")),
+        json.loads((run / "meta.json").read_text(encoding="utf-8")),
+    )
 
 
 def run_line(run: Path, meta: dict) -> str:
     """How a stored run was made, in one paragraph."""
     load = meta["load"]
-    return (f"Run `{meta['command']}` at commit {meta['commit']} on {meta['date']} ({meta['device']}; load "
-            f"{load['start']:g} at start, median {load['median']:g}, {load['min']:g}-{load['max']:g} during; "
-            f"{meta['wall']} wall, {meta['cpu_seconds']:.0f} CPU s). Stored in `results/bench/{run.name}/`.")
+    return (
+        f"Run `{meta['command']}` at commit {meta['commit']} on {meta['date']} ({meta['device']}; load "
+        f"{load['start']:g} at start, median {load['median']:g}, {load['min']:g}-{load['max']:g} during; "
+        f"{meta['wall']} wall, {meta['cpu_seconds']:.0f} CPU s). Stored in `results/bench/{run.name}/`."
+    )
 
 
 def targets_table(folders: list[Path]) -> list[str]:
@@ -75,8 +79,15 @@ def body(results: Path = RESULTS) -> str:
     latest = folders[-1]
     payload, meta = _read(latest)
     report = markdown([Row(**row) for row in payload["rows"]], payload["targets"], payload["machine"], payload["quick"])
-    lines = [f"Each target in the {len(folders)} stored full runs:", "", *targets_table(folders), "",
-             f"The latest, {latest.name}, in full. " + run_line(latest, meta), "", report.rstrip("\n")]
+    lines = [
+        f"Each target in the {len(folders)} stored full runs:",
+        "",
+        *targets_table(folders),
+        "",
+        f"The latest, {latest.name}, in full. " + run_line(latest, meta),
+        "",
+        report.rstrip("\n"),
+    ]
     return "\n" + "\n".join(lines) + "\n"
 
 
@@ -87,9 +98,11 @@ def ab_body(folder: Path = AB) -> str:
     stored = json.loads((folder / "compare.json").read_text(encoding="utf-8"))
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     tables = report(stored["revision"], stored["results"], (stored["revision"], "current"))
-    return (f"\nRun `{meta['command']}` at commit {meta['commit']} on {meta['date']} (load {meta['load']['start']:g} at "
-            f"start, {meta['load']['end']:g} at the end; {meta['threads']} thread, {meta['repeats']} timed repeats per "
-            f"process). Stored in `results/bench/{folder.name}/`.\n\n{tables.rstrip()}\n")
+    return (
+        f"\nRun `{meta['command']}` at commit {meta['commit']} on {meta['date']} (load {meta['load']['start']:g} at "
+        f"start, {meta['load']['end']:g} at the end; {meta['threads']} thread, {meta['repeats']} timed repeats per "
+        f"process). Stored in `results/bench/{folder.name}/`.\n\n{tables.rstrip()}\n"
+    )
 
 
 def blocks() -> dict[str, str]:

@@ -31,7 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "context"
 PAGE = ROOT / "docs" / "results.md"
 
-__all__ = ["ABOUT", "blocks", "clopper_pearson", "load_study", "rate_text", "retrieves", "export", "export_rate", "main"]
+__all__ = [
+    "ABOUT",
+    "blocks",
+    "clopper_pearson",
+    "load_study",
+    "rate_text",
+    "retrieves",
+    "export",
+    "export_rate",
+    "main",
+]
 
 
 def _read(name: str) -> dict:
@@ -78,8 +88,10 @@ def _sets(rate: dict) -> dict[str, dict]:
 
 def retrieves(rate: dict) -> dict[str, dict[str, bool]]:
     """Set name -> seed -> whether RoPE retrieves the passkey at L there (accuracy >= the criterion)."""
-    return {name: {seed: value >= rate["criterion"] for seed, value in values["accuracy_at_L"].items()}
-            for name, values in _sets(rate).items()}
+    return {
+        name: {seed: value >= rate["criterion"] for seed, value in values["accuracy_at_L"].items()}
+        for name, values in _sets(rate).items()
+    }
 
 
 def _seeds(values) -> list[str]:
@@ -88,8 +100,11 @@ def _seeds(values) -> list[str]:
 
 def _differs(a: dict, b: dict) -> str:
     """What differs between two sets of runs: their kernels, the day (the machine under it), the commit."""
-    what = [label for label, key, width in (("kernels", "kernels", None), ("day", "date", 10), ("commit", "commit", None))
-            if a[key][:width] != b[key][:width]]
+    what = [
+        label
+        for label, key, width in (("kernels", "kernels", None), ("day", "date", 10), ("commit", "commit", None))
+        if a[key][:width] != b[key][:width]
+    ]
     return " and ".join(what) or "nothing stated"
 
 
@@ -104,24 +119,29 @@ def rate_text(rate: dict) -> str:
     and per-seed accuracies, then each set's command; then, for each two sets sharing seeds and
     differing in one thing only, the seeds whose verdict is not the same in both."""
     criterion, sets, verdicts = rate["criterion"], _sets(rate), retrieves(rate)
-    lines = [f"**RoPE learns passkey retrieval at L**, counted over seeds: a seed counts when its accuracy at L, "
-             f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}.", "",
-             "| set of runs | torch's kernels (capability) | commit | date | seeds that retrieve | "
-             "exact 95 % interval of the rate | accuracy at L, by seed |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"**RoPE learns passkey retrieval at L**, counted over seeds: a seed counts when its accuracy at L, "
+        f"the mean over {rate['depths']} depths x {rate['samples']} documents, is >= {criterion:g}.",
+        "",
+        "| set of runs | torch's kernels (capability) | commit | date | seeds that retrieve | "
+        "exact 95 % interval of the rate | accuracy at L, by seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, values in sets.items():
         k, n = sum(verdicts[name].values()), len(verdicts[name])
         low, high = clopper_pearson(k, n)
         accuracies = values["accuracy_at_L"]
         per_seed = ", ".join(f"{s}: {accuracies[s]:.4g}" for s in _seeds(accuracies))
-        lines.append(f"| {name} | {values['kernels']} ({values['capability']}) | {values['commit'][:7]} | "
-                     f"{values['date']} | {k} of {n} | {low:.2f} to {high:.2f} | {per_seed} |")
+        lines.append(
+            f"| {name} | {values['kernels']} ({values['capability']}) | {values['commit'][:7]} | "
+            f"{values['date']} | {k} of {n} | {low:.2f} to {high:.2f} | {per_seed} |"
+        )
     lines += ["", "Each set's command and machine:", ""]
     lines += [f"- {name}: `{values['command']}` ({values['machine']})" for name, values in sets.items()]
     compared = []
     names = list(sets)
     for i, first in enumerate(names):
-        for second in names[i + 1:]:
+        for second in names[i + 1 :]:
             a, b = sets[first]["accuracy_at_L"], sets[second]["accuracy_at_L"]
             both = [s for s in _seeds(a) if s in b]
             differs = _differs(sets[first], sets[second])
@@ -129,23 +149,33 @@ def rate_text(rate: dict) -> str:
                 continue
             flipped = [s for s in both if verdicts[first][s] != verdicts[second][s]]
             if flipped:
-                verdict = (f"**not the same** on {len(flipped)} of {len(both)} (seed "
-                           + ", ".join(f"{s}: {a[s]:.4g} / {b[s]:.4g}" for s in flipped) + ")")
+                verdict = (
+                    f"**not the same** on {len(flipped)} of {len(both)} (seed "
+                    + ", ".join(f"{s}: {a[s]:.4g} / {b[s]:.4g}" for s in flipped)
+                    + ")"
+                )
             else:
                 verdict = f"the same on each of {len(both)}"
-            compared.append(f"| {_cell(first)} against {_cell(second)} | {differs} | "
-                            f"{', '.join(both)} | {verdict} |")
+            compared.append(f"| {_cell(first)} against {_cell(second)} | {differs} | {', '.join(both)} | {verdict} |")
     if compared:
-        lines += ["", "Sets of runs that differ in one thing only, on the seeds run in both:", "",
-                  "| compared | they differ in | seeds in both | the verdict is |", "|---|---|---|---|", *compared]
+        lines += [
+            "",
+            "Sets of runs that differ in one thing only, on the seeds run in both:",
+            "",
+            "| compared | they differ in | seeds in both | the verdict is |",
+            "|---|---|---|---|",
+            *compared,
+        ]
     return "\n".join(lines)
 
 
 def _run_text(meta: dict) -> str:
     lines = []
     for run in meta["runs"]:
-        lines.append(f"- `{run['command']}` at commit {run['commit'][:7]}, {run['threads']} thread, {run['device']}, "
-                     f"{run['date']}: {run['wall']} wall, {run['cpu']} CPU, load {run['load']}. {run['what']}")
+        lines.append(
+            f"- `{run['command']}` at commit {run['commit'][:7]}, {run['threads']} thread, {run['device']}, "
+            f"{run['date']}: {run['wall']} wall, {run['cpu']} CPU, load {run['load']}. {run['what']}"
+        )
     return "\n".join(lines)
 
 
@@ -166,8 +196,10 @@ def core_share_text(meta: dict) -> str:
     'the shared cores left the runs above 5.7 % to 30 % of a core (CPU time over wall time, per run).'
     """
     shares = sorted(_seconds(run["cpu"]) / _seconds(run["wall"]) for run in meta["runs"])
-    return (f"the shared cores left the runs above {100 * shares[0]:.2g} % to {100 * shares[-1]:.2g} % of a core "
-            f"(CPU time over wall time, per run).")
+    return (
+        f"the shared cores left the runs above {100 * shares[0]:.2g} % to {100 * shares[-1]:.2g} % of a core "
+        f"(CPU time over wall time, per run)."
+    )
 
 
 def blocks() -> dict[str, str]:
@@ -218,8 +250,12 @@ def export_rate(runs: list[str], name: str, about: dict[str, str], out: Path = R
         store, _, config_id = run.rpartition(":")
         context = ContextStore(store)
         _, body = context.configs()[config_id]
-        found = [r["value"] for r in context.rows(config_id) if (r["model"], r["method"], r["length"], r["metric"],
-                 r["depth"]) == ("rope", "extrapolate", body["context"], "passkey_mean", NO_DEPTH)]
+        found = [
+            r["value"]
+            for r in context.rows(config_id)
+            if (r["model"], r["method"], r["length"], r["metric"], r["depth"])
+            == ("rope", "extrapolate", body["context"], "passkey_mean", NO_DEPTH)
+        ]
         if len(found) != 1:
             raise ValueError(f"{run}: no passkey accuracy of rope at L = {body['context']}")
         loss = context.models(train_id_of(body)).get("rope", {}).get("final_loss")
@@ -239,10 +275,14 @@ def export_rate(runs: list[str], name: str, about: dict[str, str], out: Path = R
         sizes.add((body["depths"], body["samples"]))
     if len(sizes) != 1:
         raise ValueError(f"the runs measured passkey accuracy on different grids: {sorted(sizes)}")
-    (depths, samples), = sizes
+    ((depths, samples),) = sizes
     body.update(criterion=RETRIEVES, depths=depths, samples=samples)
-    body["sets"][name] = {**about, "runs": list(runs), "accuracy_at_L": {str(s): v for s, v, _, _ in measured},
-                          "final_loss": {str(s): loss for s, _, loss, _ in measured}}
+    body["sets"][name] = {
+        **about,
+        "runs": list(runs),
+        "accuracy_at_L": {str(s): v for s, v, _, _ in measured},
+        "final_loss": {str(s): loss for s, _, loss, _ in measured},
+    }
     out.mkdir(parents=True, exist_ok=True)
     return atomic_write_text(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
 
@@ -268,8 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     rate = sub.add_parser("rate")
     rate.add_argument("runs", nargs="+", metavar="STORE:CONFIG_ID")
     rate.add_argument("--name", required=True, help="the set of runs these are (replaces a stored set of that name)")
-    rate.add_argument("--about", action="append", default=[], metavar="KEY=VALUE",
-                      help=f"what made the runs, each of {', '.join(ABOUT)}")
+    rate.add_argument(
+        "--about",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"what made the runs, each of {', '.join(ABOUT)}",
+    )
     sub.add_parser("write")
     sub.add_parser("check")
     args = parser.parse_args(argv)

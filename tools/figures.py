@@ -43,7 +43,20 @@ RUN = "full"
 #: the sentence pair the BERT page tokenizes (the same as docs/bert.md's first pair)
 PAIR = ("How do transformers know where a token is?", "By adding a learned row per position.")
 
-__all__ = ["SPECS", "Data", "blocks", "check", "check_figures", "check_pages", "draw", "figure_blocks", "main", "render", "verdict_blocks", "write"]
+__all__ = [
+    "SPECS",
+    "Data",
+    "blocks",
+    "check",
+    "check_figures",
+    "check_pages",
+    "draw",
+    "figure_blocks",
+    "main",
+    "render",
+    "verdict_blocks",
+    "write",
+]
 
 
 class Data:
@@ -140,8 +153,9 @@ def _similarity(data: Data):
 
     _, learned = similarity_matrices(data.minilm.position_table)
     _, fixed = similarity_matrices(data.sinusoidal)
-    return similarity_pair_figure(learned, fixed, "all-MiniLM-L6-v2: learned table (512 x 384)",
-                                  "sinusoidal table (512 x 384)")
+    return similarity_pair_figure(
+        learned, fixed, "all-MiniLM-L6-v2: learned table (512 x 384)", "sinusoidal table (512 x 384)"
+    )
 
 
 def _pca(table: np.ndarray, title: str):
@@ -257,8 +271,9 @@ def scaled_inv_freq() -> tuple[np.ndarray, dict[str, np.ndarray]]:
     used = {
         "linear (PI)": LinearScalingRotary(ROPE_HEAD, factor=ROPE_FACTOR, **common).inv_freq,
         "NTK-aware": NTKAwareRotary(ROPE_HEAD, factor=ROPE_FACTOR, **common).inv_freq,
-        "dynamic NTK at 4L": dynamic_ntk_inv_freq(torch.tensor(int(ROPE_L * ROPE_FACTOR)), ROPE_BASE, ROPE_FACTOR,
-                                                  ROPE_L, ROPE_HEAD),
+        "dynamic NTK at 4L": dynamic_ntk_inv_freq(
+            torch.tensor(int(ROPE_L * ROPE_FACTOR)), ROPE_BASE, ROPE_FACTOR, ROPE_L, ROPE_HEAD
+        ),
         "YaRN": YaRNRotary(ROPE_HEAD, factor=ROPE_FACTOR, original_max_len=ROPE_L, **common).inv_freq,
         "Llama 3.1": Llama3Rotary(ROPE_HEAD, factor=ROPE_FACTOR, original_max_len=ROPE_L, **common).inv_freq,
     }
@@ -270,8 +285,10 @@ def _scaling(data: Data):
 
     plain, used = scaled_inv_freq()
     figure = scaling_figure(plain, used, ROPE_L, int(ROPE_L * ROPE_FACTOR))
-    figure.suptitle(f"what each scaling does to each frequency (head width {ROPE_HEAD}, base {ROPE_BASE:,.0f}, "
-                    f"{ROPE_FACTOR:g}x from L = {ROPE_L})")
+    figure.suptitle(
+        f"what each scaling does to each frequency (head width {ROPE_HEAD}, base {ROPE_BASE:,.0f}, "
+        f"{ROPE_FACTOR:g}x from L = {ROPE_L})"
+    )
     return figure
 
 
@@ -312,8 +329,10 @@ def _forest(data: Data):
     meta = data.lab[1]
     from posembed.lab.report.rows import verdict_text
 
-    return forest_figure(forest_rows(data.decisions.family, lambda d: verdict_text(d, data.decisions.look(d))),
-                         f"the lab's tested comparisons (run '{RUN}', {meta['trials']} trials; Holm at 5 %)")
+    return forest_figure(
+        forest_rows(data.decisions.family, lambda d: verdict_text(d, data.decisions.look(d))),
+        f"the lab's tested comparisons (run '{RUN}', {meta['trials']} trials; Holm at 5 %)",
+    )
 
 
 def _arms(data: Data):
@@ -359,58 +378,160 @@ class Spec:
 
 
 def _pca_alt(data: Data) -> str:
-    return ("The 512 positions of all-MiniLM-L6-v2's learned table projected on their first two principal "
-            "components, coloured by position: points scattered around a ring, early positions inside, late ones "
-            "outside.")
+    return (
+        "The 512 positions of all-MiniLM-L6-v2's learned table projected on their first two principal "
+        "components, coloured by position: points scattered around a ring, early positions inside, late ones "
+        "outside."
+    )
 
 
 SPECS: dict[str, Spec] = {
-    "lookup": Spec(_lookup, lambda d: "Three heatmaps: a one-hot matrix of 4 ids, an 8 by 6 embedding table, and "
-                   "their product, whose rows are the table's rows 3, 1, 3 and 6.", "embedding"),
-    "sinusoidal": Spec(_sinusoidal, lambda d: "Left: the sinusoidal table, fast stripes in the first dimensions and "
-                       "slow ones in the last. Right: the dot product of two positions against their distance for "
-                       "widths 64 to 768, falling from 1 and then oscillating.", "learned-or-sinusoidal"),
-    "similarity": Spec(_similarity, lambda d: "Two cosine-similarity heatmaps between positions: all-MiniLM-L6-v2's "
-                       "learned table and the sinusoidal table, both bright along the diagonal.", "learned-or-sinusoidal"),
-    "pca-learned": Spec(lambda d: _pca(d.minilm.position_table, "all-MiniLM-L6-v2's learned positions, PCA"), _pca_alt,
-                        "learned-or-sinusoidal"),
-    "pca-sinusoidal": Spec(lambda d: _pca(d.sinusoidal, "sinusoidal positions (d = 384), PCA"),
-                           lambda d: "The 512 positions of the sinusoidal table on their first two principal "
-                           "components, coloured by position: one smooth arc from position 0 to 511.", "learned-or-sinusoidal"),
-    "sinusoid-fit": Spec(_fit, lambda d: "Left: the share of each dimension of the learned table that sinusoids "
-                         "explain, sorted, against the same with rows shuffled. Right: which periods the fit uses.",
-                         "learned-or-sinusoidal"),
-    "segments": Spec(_segments, lambda d: "Bar chart of vector norms in all-MiniLM-L6-v2: the two segment rows, the "
-                     "mean position row and the mean token row (the measured values are in the text below).",
-                     "sentence-pair"),
-    "pair-parts": Spec(_pair, lambda d: "For each token of a tokenized sentence pair, the norm of its token row, its "
-                       "position row and its segment row; the second sentence is shaded.", "sentence-pair"),
-    "decomposition": Spec(_decomposition, lambda d: "Four heatmaps of first-layer attention logit terms of "
-                          "all-MiniLM-L6-v2 (word-word, word-position, position-word, position-position) and a bar "
-                          "chart of their shares.", "add-or-concatenate"),
-    "add-concat": Spec(_add_concat, lambda d: "Bars of each logit term's share when word and position vectors are "
-                       "added (measured) and when concatenated with separate projections, where the two mixed "
-                       "terms vanish.", "add-or-concatenate"),
-    "rope-decay": Spec(_decay, lambda d: "RoPE's average q·k and its RoFormer bound against distance on a log axis "
-                       "for bases 10,000 and 500,000: both fall with distance, the larger base later.", "extrapolation"),
-    "alibi": Spec(_alibi, lambda d: "ALiBi's bias against distance for 8 heads: straight lines down, steep for the "
-                  "first head and nearly flat for the last.", "extrapolation"),
-    "t5-buckets": Spec(_t5, lambda d: "T5's bucket number against relative position: one bucket per distance near "
-                       "0, wider buckets further out, a single bucket beyond 128.", "extrapolation"),
-    "lab-lengths": Spec(_lengths, lambda d: "Perplexity of the lab's character models against evaluated length, one "
-                        "line per scheme, with the training length marked.", "extrapolation"),
-    "rope-scaling": Spec(_scaling, lambda d: "Left: each RoPE frequency pair's wavelength under plain RoPE and five "
-                         "scalings. Right: how much each method slows each pair, from 1 (kept) to 4 (interpolated).",
-                         "context-extension"),
-    "context-perplexity": Spec(_context_ppl, lambda d: "Held-out perplexity against length for each context-extension "
-                               "method of the stored study, on log axes.", "context-extension"),
-    "context-passkey": Spec(_context_passkey, lambda d: "Heatmaps of passkey accuracy by length and depth, one per "
-                            "method of the stored study.", "context-extension"),
-    "lab-forest": Spec(_forest, lambda d: "Forest plot of the lab's tested comparisons: each difference with its 95 % "
-                       "interval and a grey equivalence band around zero; filled markers are verdicts, open ones "
-                       "cannot tell.", "lab-verdicts"),
-    "lab-arms": Spec(_arms, lambda d: "Validation loss of every arm of the stored lab run: one dot per seed and the "
-                     "mean as a bar.", "lab-verdicts"),
+    "lookup": Spec(
+        _lookup,
+        lambda d: (
+            "Three heatmaps: a one-hot matrix of 4 ids, an 8 by 6 embedding table, and "
+            "their product, whose rows are the table's rows 3, 1, 3 and 6."
+        ),
+        "embedding",
+    ),
+    "sinusoidal": Spec(
+        _sinusoidal,
+        lambda d: (
+            "Left: the sinusoidal table, fast stripes in the first dimensions and "
+            "slow ones in the last. Right: the dot product of two positions against their distance for "
+            "widths 64 to 768, falling from 1 and then oscillating."
+        ),
+        "learned-or-sinusoidal",
+    ),
+    "similarity": Spec(
+        _similarity,
+        lambda d: (
+            "Two cosine-similarity heatmaps between positions: all-MiniLM-L6-v2's "
+            "learned table and the sinusoidal table, both bright along the diagonal."
+        ),
+        "learned-or-sinusoidal",
+    ),
+    "pca-learned": Spec(
+        lambda d: _pca(d.minilm.position_table, "all-MiniLM-L6-v2's learned positions, PCA"),
+        _pca_alt,
+        "learned-or-sinusoidal",
+    ),
+    "pca-sinusoidal": Spec(
+        lambda d: _pca(d.sinusoidal, "sinusoidal positions (d = 384), PCA"),
+        lambda d: (
+            "The 512 positions of the sinusoidal table on their first two principal "
+            "components, coloured by position: one smooth arc from position 0 to 511."
+        ),
+        "learned-or-sinusoidal",
+    ),
+    "sinusoid-fit": Spec(
+        _fit,
+        lambda d: (
+            "Left: the share of each dimension of the learned table that sinusoids "
+            "explain, sorted, against the same with rows shuffled. Right: which periods the fit uses."
+        ),
+        "learned-or-sinusoidal",
+    ),
+    "segments": Spec(
+        _segments,
+        lambda d: (
+            "Bar chart of vector norms in all-MiniLM-L6-v2: the two segment rows, the "
+            "mean position row and the mean token row (the measured values are in the text below)."
+        ),
+        "sentence-pair",
+    ),
+    "pair-parts": Spec(
+        _pair,
+        lambda d: (
+            "For each token of a tokenized sentence pair, the norm of its token row, its "
+            "position row and its segment row; the second sentence is shaded."
+        ),
+        "sentence-pair",
+    ),
+    "decomposition": Spec(
+        _decomposition,
+        lambda d: (
+            "Four heatmaps of first-layer attention logit terms of "
+            "all-MiniLM-L6-v2 (word-word, word-position, position-word, position-position) and a bar "
+            "chart of their shares."
+        ),
+        "add-or-concatenate",
+    ),
+    "add-concat": Spec(
+        _add_concat,
+        lambda d: (
+            "Bars of each logit term's share when word and position vectors are "
+            "added (measured) and when concatenated with separate projections, where the two mixed "
+            "terms vanish."
+        ),
+        "add-or-concatenate",
+    ),
+    "rope-decay": Spec(
+        _decay,
+        lambda d: (
+            "RoPE's average q·k and its RoFormer bound against distance on a log axis "
+            "for bases 10,000 and 500,000: both fall with distance, the larger base later."
+        ),
+        "extrapolation",
+    ),
+    "alibi": Spec(
+        _alibi,
+        lambda d: (
+            "ALiBi's bias against distance for 8 heads: straight lines down, steep for the "
+            "first head and nearly flat for the last."
+        ),
+        "extrapolation",
+    ),
+    "t5-buckets": Spec(
+        _t5,
+        lambda d: (
+            "T5's bucket number against relative position: one bucket per distance near "
+            "0, wider buckets further out, a single bucket beyond 128."
+        ),
+        "extrapolation",
+    ),
+    "lab-lengths": Spec(
+        _lengths,
+        lambda d: (
+            "Perplexity of the lab's character models against evaluated length, one "
+            "line per scheme, with the training length marked."
+        ),
+        "extrapolation",
+    ),
+    "rope-scaling": Spec(
+        _scaling,
+        lambda d: (
+            "Left: each RoPE frequency pair's wavelength under plain RoPE and five "
+            "scalings. Right: how much each method slows each pair, from 1 (kept) to 4 (interpolated)."
+        ),
+        "context-extension",
+    ),
+    "context-perplexity": Spec(
+        _context_ppl,
+        lambda d: (
+            "Held-out perplexity against length for each context-extension method of the stored study, on log axes."
+        ),
+        "context-extension",
+    ),
+    "context-passkey": Spec(
+        _context_passkey,
+        lambda d: "Heatmaps of passkey accuracy by length and depth, one per method of the stored study.",
+        "context-extension",
+    ),
+    "lab-forest": Spec(
+        _forest,
+        lambda d: (
+            "Forest plot of the lab's tested comparisons: each difference with its 95 % "
+            "interval and a grey equivalence band around zero; filled markers are verdicts, open ones "
+            "cannot tell."
+        ),
+        "lab-verdicts",
+    ),
+    "lab-arms": Spec(
+        _arms,
+        lambda d: "Validation loss of every arm of the stored lab run: one dot per seed and the mean as a bar.",
+        "lab-verdicts",
+    ),
 }
 
 
@@ -447,7 +568,7 @@ def _decision_lines(found, decisions) -> list[str]:
     for d in found:
         name = d.comparison.name.split(" ", 1)[1] if d.comparison.name[:1] == "Q" else d.comparison.name
         text = d.text(digits=3)
-        body = text[len(d.word) + 2:-1] if text.startswith(f"{d.word} (") else text
+        body = text[len(d.word) + 2 : -1] if text.startswith(f"{d.word} (") else text
         shown = verdict_text(d, decisions.look(d))
         lines.append(f"- **{shown}** ({name}): {body}.")
     return lines
@@ -457,13 +578,15 @@ def _family_note(data: Data) -> str:
     meta = data.lab[1]
     family = data.decisions.family
     seeds = sorted({len(t) for t in data.lab[0].groups().values()})
-    return (f"Measured by `{meta['command']}` at commit {meta['commit'][:7]} ({meta['trials']} trials, "
-            f"{seeds[-1]} seeds per arm, stored in `results/lab/{RUN}/`). Error rate: every verdict word above is one "
-            f"of a family of {len(family)} comparisons ({data.decisions.tests} tests: a difference and an equivalence test "
-            f"each) held together by Holm's method at 5 %, so the chance that any of them "
-            f"is wrong when nothing differs is at most 5 %; 'alike' needs an equivalence test inside the margin "
-            f"({data.decisions.margin_note().split(': ', 1)[1]}). A 'cannot tell' names the smallest difference the "
-            f"test could detect and the seeds per arm that would decide the difference seen.")
+    return (
+        f"Measured by `{meta['command']}` at commit {meta['commit'][:7]} ({meta['trials']} trials, "
+        f"{seeds[-1]} seeds per arm, stored in `results/lab/{RUN}/`). Error rate: every verdict word above is one "
+        f"of a family of {len(family)} comparisons ({data.decisions.tests} tests: a difference and an equivalence test "
+        f"each) held together by Holm's method at 5 %, so the chance that any of them "
+        f"is wrong when nothing differs is at most 5 %; 'alike' needs an equivalence test inside the margin "
+        f"({data.decisions.margin_note().split(': ', 1)[1]}). A 'cannot tell' names the smallest difference the "
+        f"test could detect and the seeds per arm that would decide the difference seen."
+    )
 
 
 def verdict_blocks(data: Data) -> dict[str, str]:
@@ -479,9 +602,11 @@ def verdict_blocks(data: Data) -> dict[str, str]:
 
     frozen = ", ".join(presets_with(variants=("frozen",))) or "none"
     asked = sorted({p.question for p in decisions.asked})
-    parameter = (f"\nThe stored run `{RUN}` holds no trial with a frozen table (its tested questions: "
-                 f"{', '.join(asked)}), so there is no measured verdict here yet; the presets with frozen-table "
-                 f"trials: {frozen} (`posembed lab run --preset NAME`, then `posembed lab report`).\n")
+    parameter = (
+        f"\nThe stored run `{RUN}` holds no trial with a frozen table (its tested questions: "
+        f"{', '.join(asked)}), so there is no measured verdict here yet; the presets with frozen-table "
+        f"trials: {frozen} (`posembed lab run --preset NAME`, then `posembed lab report`).\n"
+    )
     sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
     from tools.context_page import blocks as context_blocks
 
@@ -518,10 +643,12 @@ def _fit_text(data: Data) -> str:
     dot, _ = similarity_matrices(data.minilm.position_table)
     phi = offset_closeness(dot)
     rise = first_nonmonotone_offset(phi)
-    return (f"\nOn all-MiniLM-L6-v2's 512 x 384 table, sinusoids at {len(fit.frequencies)} frequencies explain "
-            f"R² = {fit.r2:.3f} of the variance, against {fit.r2_shuffled:.3f} for the same rows shuffled (a "
-            f"table with no order); its dot product first rises again at offset {rise} (the sinusoidal table of the "
-            f"same width: {first_nonmonotone_offset(offset_closeness(similarity_matrices(data.sinusoidal)[0]))}).\n")
+    return (
+        f"\nOn all-MiniLM-L6-v2's 512 x 384 table, sinusoids at {len(fit.frequencies)} frequencies explain "
+        f"R² = {fit.r2:.3f} of the variance, against {fit.r2_shuffled:.3f} for the same rows shuffled (a "
+        f"table with no order); its dot product first rises again at offset {rise} (the sinusoidal table of the "
+        f"same width: {first_nonmonotone_offset(offset_closeness(similarity_matrices(data.sinusoidal)[0]))}).\n"
+    )
 
 
 def _segments_text(data: Data) -> str:
@@ -530,9 +657,11 @@ def _segments_text(data: Data) -> str:
     position = float(np.linalg.norm(s.position_table, axis=1).mean())
     token = float(np.linalg.norm(s.token_table, axis=1).mean())
     difference = float(np.linalg.norm(s.segment_table[0] - s.segment_table[1]))
-    return (f"\nIn all-MiniLM-L6-v2 the two segment rows have norms {norms[0]:.3f} and {norms[1]:.3f}, against "
-            f"{position:.3f} for the mean position row and {token:.3f} for the mean token row; what tells the "
-            f"sentences apart, ||s₀ − s₁||, is {difference:.3f} ({difference / position:.0%} of a position row).\n")
+    return (
+        f"\nIn all-MiniLM-L6-v2 the two segment rows have norms {norms[0]:.3f} and {norms[1]:.3f}, against "
+        f"{position:.3f} for the mean position row and {token:.3f} for the mean token row; what tells the "
+        f"sentences apart, ||s₀ − s₁||, is {difference:.3f} ({difference / position:.0%} of a position row).\n"
+    )
 
 
 def blocks(data: Data) -> dict[str, str]:
@@ -574,8 +703,11 @@ def check_pages(data: Data) -> list[str]:
         mine = {n: wanted[n] for n in block_names(text) if n in wanted}
         used[page.stem] = set(mine)
         problems += [f"{_show(page)}: {p}" for p in check_blocks(text, mine)]
-    return problems + [f"figure {name} is not on its page docs/questions/{spec.page}.md (<!-- generated:fig-{name} -->)"
-                       for name, spec in SPECS.items() if f"fig-{name}" not in used.get(spec.page, set())]
+    return problems + [
+        f"figure {name} is not on its page docs/questions/{spec.page}.md (<!-- generated:fig-{name} -->)"
+        for name, spec in SPECS.items()
+        if f"fig-{name}" not in used.get(spec.page, set())
+    ]
 
 
 def check(data: Data | None = None, names: list[str] | None = None) -> list[str]:

@@ -46,10 +46,15 @@ __all__ = ["load_run", "blocks", "store", "simulate", "simulation_path", "RESULT
 
 
 def _record_to_json(record) -> dict:
-    return {"trial_id": record.trial_id, "config": record.config.to_dict(), "final_loss": record.final_loss,
-            "num_params": record.num_params, "seconds": round(record.seconds, 3),
-            "evals": [[p.metric, p.length, p.value, p.note] for p in record.evals],
-            "during": [[p.metric, p.length, p.value, p.note, p.step] for p in record.during]}
+    return {
+        "trial_id": record.trial_id,
+        "config": record.config.to_dict(),
+        "final_loss": record.final_loss,
+        "num_params": record.num_params,
+        "seconds": round(record.seconds, 3),
+        "evals": [[p.metric, p.length, p.value, p.note] for p in record.evals],
+        "during": [[p.metric, p.length, p.value, p.note, p.step] for p in record.during],
+    }
 
 
 def load_run(name: str, root: Path = RESULTS):
@@ -62,10 +67,23 @@ def load_run(name: str, root: Path = RESULTS):
     folder = root / name
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     rows = json.loads((folder / "trials.json").read_text(encoding="utf-8"))
-    trials = [TrialRecord(config=TrialConfig.from_dict(r["config"]), evals=[EvalPoint(*e) for e in r["evals"]],
-                          during=[EvalPoint(*e) for e in r.get("during", [])], curve=[], drift=None,
-                          num_params=r["num_params"], final_loss=r["final_loss"], seconds=r["seconds"],
-                          seconds_per_step=0.0, world_size=1, checkpoint=None, finished_at=meta["date"]) for r in rows]
+    trials = [
+        TrialRecord(
+            config=TrialConfig.from_dict(r["config"]),
+            evals=[EvalPoint(*e) for e in r["evals"]],
+            during=[EvalPoint(*e) for e in r.get("during", [])],
+            curve=[],
+            drift=None,
+            num_params=r["num_params"],
+            final_loss=r["final_loss"],
+            seconds=r["seconds"],
+            seconds_per_step=0.0,
+            world_size=1,
+            checkpoint=None,
+            finished_at=meta["date"],
+        )
+        for r in rows
+    ]
     return LabData(folder, {"name": meta["experiment"]}, trials, registration=meta.get("registration")), meta
 
 
@@ -81,8 +99,10 @@ def store(out_dir: Path, name: str, meta: dict, root: Path = RESULTS) -> Path:
         meta = {**meta, "registration": json.loads(recorded)}
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
-    rows = sorted((_record_to_json(r) for r in results.trials),
-                  key=lambda r: (r["config"]["task"], r["config"]["scheme"], r["config"]["variant"], r["config"]["seed"]))
+    rows = sorted(
+        (_record_to_json(r) for r in results.trials),
+        key=lambda r: (r["config"]["task"], r["config"]["scheme"], r["config"]["variant"], r["config"]["seed"]),
+    )
     (folder / "trials.json").write_text(json.dumps(rows, indent=0) + "\n", encoding="utf-8")
     meta = {"experiment": results.experiment.get("name"), "trials": len(rows), **meta}
     (folder / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -104,20 +124,34 @@ def _run_block(name: str, root: Path = RESULTS) -> str:
     sections = build_sections(data)
     decisions = lab_decisions(data)
     seeds = sorted({len(t) for t in data.groups().values()})
-    lines = [f"Run `{meta['command']}` at commit {meta['commit'][:7]} on {meta['date'][:10]} ({meta['device']}, "
-             f"{meta['threads']} thread per worker, {meta['workers']} workers, load {meta['load']}; {meta['wall']}): "
-             f"{meta['trials']} trials, {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
-             f"seeds per group. Stored in `results/lab/{name}/`.", ""]
+    lines = [
+        f"Run `{meta['command']}` at commit {meta['commit'][:7]} on {meta['date'][:10]} ({meta['device']}, "
+        f"{meta['threads']} thread per worker, {meta['workers']} workers, load {meta['load']}; {meta['wall']}): "
+        f"{meta['trials']} trials, {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
+        f"seeds per group. Stored in `results/lab/{name}/`.",
+        "",
+    ]
     lines += [" ".join(confirmation(data)), ""]
     lines += ["| question | verdict |", "|---|---|"]
     lines += [_row([s.title, s.verdict or "no verdict (the store lacks its trials)"]) for s in sections]
     if len(decisions.points) > 1:
-        lines += ["", "Each primary comparison at every training point (one family with the rest):", "",
-                  _row(TRAINING_HEADER), "|" + "---|" * len(TRAINING_HEADER)]
+        lines += [
+            "",
+            "Each primary comparison at every training point (one family with the rest):",
+            "",
+            _row(TRAINING_HEADER),
+            "|" + "---|" * len(TRAINING_HEADER),
+        ]
         for question in dict.fromkeys(a.question for a in decisions.asked):
             lines += [_row(row) for row in training_table(decisions, question)[1]]
-    lines += ["", f"Tested comparisons at the end of training (the family holds {decisions.tests} tests in all; Holm "
-                  "at 5 % over all of them):", "", _row(DECISION_HEADER), "|" + "---|" * len(DECISION_HEADER)]
+    lines += [
+        "",
+        f"Tested comparisons at the end of training (the family holds {decisions.tests} tests in all; Holm "
+        "at 5 % over all of them):",
+        "",
+        _row(DECISION_HEADER),
+        "|" + "---|" * len(DECISION_HEADER),
+    ]
     lines += [_row(decision_row(d, decisions.look(d))) for d in decisions.family if decisions.look(d).point == FINAL]
     return "\n" + "\n".join(lines) + "\n"
 
@@ -139,23 +173,37 @@ def simulate(reports: int, seed: int = 40, path: Path | None = None, preset: str
     path = simulation_path(preset) if path is None else path
     rate, n, looks = false_claims(np.random.default_rng(seed), reports, preset)
     loose = false_claims(np.random.default_rng(seed), max(1, reports // 10), preset, per_look=True)[0]
-    command = f"python tools/lab_page.py simulate --reports {reports}" + ("" if preset == "quick" else f" --preset {preset}")
-    found = {"preset": preset, "reports": n, "rate": rate, "standard_error": (rate * (1 - rate) / n) ** 0.5,
-             "looks": looks, "points": list(POINTS), "rho": 0.8, "seed": seed, "per_look_rate": loose,
-             "per_look_reports": max(1, reports // 10), "command": command,
-             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    command = f"python tools/lab_page.py simulate --reports {reports}" + (
+        "" if preset == "quick" else f" --preset {preset}"
+    )
+    found = {
+        "preset": preset,
+        "reports": n,
+        "rate": rate,
+        "standard_error": (rate * (1 - rate) / n) ** 0.5,
+        "looks": looks,
+        "points": list(POINTS),
+        "rho": 0.8,
+        "seed": seed,
+        "per_look_rate": loose,
+        "per_look_reports": max(1, reports // 10),
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
     path.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
     return found
 
 
 def _simulation_block(path: Path = SIMULATION) -> str:
     sim = json.loads(path.read_text(encoding="utf-8"))
-    return (f"{sim['reports']:,} simulated `{sim.get('preset', 'quick')}` reports in which no group differs (every question at "
-            f"{len(sim['points'])} training points, correlated {sim['rho']:g} from one point to the next, and the paper "
-            f"checks: {sim['looks']} tested comparisons each) named a false winner in {sim['rate']:.2%} ± "
-            f"{sim['standard_error']:.2%} of them; judging each look alone at 5 % instead, in "
-            f"{sim['per_look_rate']:.0%} of {sim['per_look_reports']:,}. (`{sim['command']}`, {sim['date'][:10]}; "
-            f"stored in `results/lab/{path.name}`.)")
+    return (
+        f"{sim['reports']:,} simulated `{sim.get('preset', 'quick')}` reports in which no group differs (every question at "
+        f"{len(sim['points'])} training points, correlated {sim['rho']:g} from one point to the next, and the paper "
+        f"checks: {sim['looks']} tested comparisons each) named a false winner in {sim['rate']:.2%} ± "
+        f"{sim['standard_error']:.2%} of them; judging each look alone at 5 % instead, in "
+        f"{sim['per_look_rate']:.0%} of {sim['per_look_reports']:,}. (`{sim['command']}`, {sim['date'][:10]}; "
+        f"stored in `results/lab/{path.name}`.)"
+    )
 
 
 #: the verdicts docs/results.md printed for the 2026-11-26 quick run before issue 33 (interval
@@ -186,8 +234,10 @@ def _before_after(name: str) -> str:
     from posembed.lab.report.questions import exploratory
 
     data, _ = load_run(name)
-    now = {d.comparison.name: d.word or f"exploratory (unadjusted p = {d.p:.2g}): no claim"
-           for d in lab_decisions(data, exploratory(data)).by_name.values()}
+    now = {
+        d.comparison.name: d.word or f"exploratory (unadjusted p = {d.p:.2g}): no claim"
+        for d in lab_decisions(data, exploratory(data)).by_name.values()
+    }
     q6 = next(s for s in build_sections(data) if s.anchor == "q6").verdict
     for paper in ("Vaswani et al.", "Press et al.", "Kazemnejad et al."):
         now[paper] = q6.split(paper + " ", 1)[1].split(";")[0]
@@ -199,8 +249,11 @@ def _before_after(name: str) -> str:
 
 def blocks(root: Path = RESULTS) -> dict[str, str]:
     """``{"lab-<run>": block text}`` for every stored run, and the before/after table."""
-    found = {f"lab-{folder.name}": _run_block(folder.name, root) for folder in sorted(root.iterdir())
-             if (folder / "meta.json").is_file()}
+    found = {
+        f"lab-{folder.name}": _run_block(folder.name, root)
+        for folder in sorted(root.iterdir())
+        if (folder / "meta.json").is_file()
+    }
     for path in sorted(root.glob("simulation*.json")):
         found["lab-" + path.stem] = _simulation_block(path)
     from posembed.lab.report.decisions import LabDecisions
@@ -228,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     put.add_argument("--date", default=None)
     sim = sub.add_parser("simulate")
     sim.add_argument("--reports", type=int, default=4000)
-    sim.add_argument("--preset", default="quick", help="the preset whose procedure is simulated (its seeds and questions)")
+    sim.add_argument(
+        "--preset", default="quick", help="the preset whose procedure is simulated (its seeds and questions)"
+    )
     sub.add_parser("write")
     args = parser.parse_args(argv)
     if args.action == "simulate":

@@ -19,20 +19,50 @@ __all__ = ["Mutant", "mutants", "mutated_source", "SRC"]
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 COMPARE = {
-    ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq, ast.Gt, ast.Lt],  # != -> > : issue 14's mutant
-    ast.Lt: [ast.LtE, ast.Gt], ast.LtE: [ast.Lt, ast.GtE],
-    ast.Gt: [ast.GtE, ast.Lt], ast.GtE: [ast.Gt, ast.LtE], ast.Is: [ast.IsNot], ast.IsNot: [ast.Is],
-    ast.In: [ast.NotIn], ast.NotIn: [ast.In],
+    ast.Eq: [ast.NotEq],
+    ast.NotEq: [ast.Eq, ast.Gt, ast.Lt],  # != -> > : issue 14's mutant
+    ast.Lt: [ast.LtE, ast.Gt],
+    ast.LtE: [ast.Lt, ast.GtE],
+    ast.Gt: [ast.GtE, ast.Lt],
+    ast.GtE: [ast.Gt, ast.LtE],
+    ast.Is: [ast.IsNot],
+    ast.IsNot: [ast.Is],
+    ast.In: [ast.NotIn],
+    ast.NotIn: [ast.In],
 }
 BINARY = {
-    ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div], ast.Div: [ast.Mult], ast.FloorDiv: [ast.Div, ast.Mult],
-    ast.Pow: [ast.Mult], ast.Mod: [ast.FloorDiv], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd],
+    ast.Add: [ast.Sub],
+    ast.Sub: [ast.Add],
+    ast.Mult: [ast.Div],
+    ast.Div: [ast.Mult],
+    ast.FloorDiv: [ast.Div, ast.Mult],
+    ast.Pow: [ast.Mult],
+    ast.Mod: [ast.FloorDiv],
+    ast.BitAnd: [ast.BitOr],
+    ast.BitOr: [ast.BitAnd],
 }
 SYMBOL = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Is: "is",
-    ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
-    ast.Div: "/", ast.FloorDiv: "//", ast.Pow: "**", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|",
-    ast.And: "and", ast.Or: "or",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Pow: "**",
+    ast.Mod: "%",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.And: "and",
+    ast.Or: "or",
 }
 
 
@@ -99,7 +129,12 @@ def _sites(tree: ast.Module, wanted: tuple[str, ...]):
                 elif isinstance(value, int):
                     yield node, ("const", value + 1), name, f"{value} -> {value + 1}"
                 elif isinstance(value, float):
-                    yield node, ("const", value * 2 if value else 1.0), name, f"{value} -> {value * 2 if value else 1.0}"
+                    yield (
+                        node,
+                        ("const", value * 2 if value else 1.0),
+                        name,
+                        f"{value} -> {value * 2 if value else 1.0}",
+                    )
 
 
 def _apply(node: ast.AST, change: tuple) -> None:

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: ``tools.*`` from the repositor
 from tools.mutants import SRC, Mutant, mutants, mutated_source  # noqa: E402
 from tools.mutate_targets import TARGETS  # noqa: E402
 
+
 def run_tests(src_copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[bool, str]:
     """True when the tests pass with ``src_copy`` first on PYTHONPATH."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src_copy), os.environ.get("PYTHONPATH")]))}
@@ -139,8 +140,12 @@ def check_isolation(src_copy: Path) -> None:
     """The tests must import the copy, not the installed (editable) package."""
     env = {**os.environ, "PYTHONPATH": str(src_copy)}
     where = subprocess.run(
-        [sys.executable, "-c", "import posembed; print(posembed.__file__)"], cwd=ROOT, env=env,
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", "import posembed; print(posembed.__file__)"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     if not Path(where).resolve().is_relative_to(src_copy.resolve()):
         raise SystemExit(f"the copy is not imported first ({where}); cannot mutate safely")
@@ -195,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
                 survivors.append((mutant, outcome))
                 if outcome == "error":
                     print(output)
-            print(f"[{done[0]}/{len(todo) - len(baseline)}] {outcome:8s} {mutant.target}:{mutant.index} line {mutant.line} "
-                  f"{mutant.function}: {mutant.description}", flush=True)
+            print(
+                f"[{done[0]}/{len(todo) - len(baseline)}] {outcome:8s} {mutant.target}:{mutant.index} line {mutant.line} "
+                f"{mutant.function}: {mutant.description}",
+                flush=True,
+            )
 
         if args.no_fork or not hasattr(os, "fork"):
             with ThreadPoolExecutor(args.jobs) as pool:
@@ -205,9 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _preload()
             run_forked(todo, workdir, args.jobs, args.timeout, report)
-        todo = todo[len(baseline):]
-        print(f"\n{len(todo)} mutants, {len(todo) - len(survivors)} killed, {len(survivors)} survived "
-              f"({time.perf_counter() - start:.0f} s)")
+        todo = todo[len(baseline) :]
+        print(
+            f"\n{len(todo)} mutants, {len(todo) - len(survivors)} killed, {len(survivors)} survived "
+            f"({time.perf_counter() - start:.0f} s)"
+        )
         for mutant, outcome in survivors:
             print(f"  {outcome}: {TARGETS[mutant.target][0]}:{mutant.line} {mutant.function}: {mutant.description}")
         return 1 if survivors else 0

@@ -32,8 +32,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["block_names", "read_block", "replace_block", "check_block", "write_block", "check_blocks", "write_blocks",
-           "MARK"]
+__all__ = [
+    "block_names",
+    "read_block",
+    "replace_block",
+    "check_block",
+    "write_block",
+    "check_blocks",
+    "write_blocks",
+    "MARK",
+]
 
 #: the opening and closing markers of block ``NAME``
 MARK = ("<!-- generated:{name} -->", "<!-- /generated:{name} -->")

@@ -94,14 +94,16 @@ def probe(apply) -> tuple[str, str, str] | None:
         return None
     try:  # cos / sin half as wide: which end turns
         ends = eye[[0, d - 1]].view(2, 1, 1, d)
-        moved = (call(ends, zero[..., : width // 2], one[..., : width // 2]).reshape(2, d).float() - eye[[0, d - 1]]).abs()
+        moved = (
+            call(ends, zero[..., : width // 2], one[..., : width // 2]).reshape(2, d).float() - eye[[0, d - 1]]
+        ).abs()
         channels = "last" if moved[1].sum() > 0.5 > moved[0].sum() else "first"
     except (RuntimeError, TypeError, ValueError, IndexError):  # a function needing cos / sin as wide as the head
         channels = "first"
     return layout, "reversed" if sign < 0 else "forward", channels
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def module_rotation(module_name: str, interleave: bool, tower: str) -> tuple[str, str, str] | None:
     """``(layout, direction, channels)`` of the rotation function the attention of ``tower`` in a modeling module
     calls; ``None``: none found."""
@@ -113,7 +115,9 @@ def module_rotation(module_name: str, interleave: bool, tower: str) -> tuple[str
     if probed is not None:
         return probed
     source = inspect.getsource(apply) + "".join(
-        inspect.getsource(getattr(module, name)) for name in apply.__code__.co_names if inspect.isfunction(getattr(module, name, None))
+        inspect.getsource(getattr(module, name))
+        for name in apply.__code__.co_names
+        if inspect.isfunction(getattr(module, name, None))
     )
     return ("interleaved" if any(mark in source for mark in _INTERLEAVED_SOURCE) else "half"), "forward", "first"
 
@@ -175,7 +179,11 @@ def derive() -> dict:
         entry = class_entry(cls)
         if entry is not None:
             classes[name] = entry
-    types = {key: CONFIG_MAPPING[key].__name__ for key in sorted(CONFIG_MAPPING.keys()) if CONFIG_MAPPING[key].__name__ in classes}
+    types = {
+        key: CONFIG_MAPPING[key].__name__
+        for key in sorted(CONFIG_MAPPING.keys())
+        if CONFIG_MAPPING[key].__name__ in classes
+    }
     return {"transformers": transformers.__version__, "classes": dict(sorted(classes.items())), "model_types": types}
 
 
@@ -185,14 +193,21 @@ def dumps(table: dict) -> str:
     for section in ("classes", "model_types"):
         items = list(table[section].items())
         lines.append(f'"{section}": {{')
-        lines += [f"  {json.dumps(key)}: {json.dumps(value)}{',' if i < len(items) - 1 else ''}" for i, (key, value) in enumerate(items)]
+        lines += [
+            f"  {json.dumps(key)}: {json.dumps(value)}{',' if i < len(items) - 1 else ''}"
+            for i, (key, value) in enumerate(items)
+        ]
         lines.append("}," if section == "classes" else "}")
     return "\n".join(lines) + "}\n"
 
 
 def differences(shipped: dict, derived: dict) -> list[str]:
     """What differs between two tables, one line an entry (``[]``: none)."""
-    found = [f"transformers: {shipped.get('transformers')} shipped, {derived['transformers']} derived"] if shipped.get("transformers") != derived["transformers"] else []
+    found = (
+        [f"transformers: {shipped.get('transformers')} shipped, {derived['transformers']} derived"]
+        if shipped.get("transformers") != derived["transformers"]
+        else []
+    )
     for section in ("classes", "model_types"):
         mine, theirs = shipped.get(section, {}), derived[section]
         for key in sorted(set(mine) | set(theirs)):
@@ -203,7 +218,9 @@ def differences(shipped: dict, derived: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare the shipped table with a fresh one; write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="compare the shipped table with a fresh one; write nothing"
+    )
     args = parser.parse_args(argv)
     derived = derive()
     if args.check:

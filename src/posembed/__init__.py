@@ -97,7 +97,9 @@ _GUESSES: dict[str, str] = {
         "posembed.interop.hf.load_embeddings",
     ),
     **dict.fromkeys(("save_pretrained", "to_hf", "save_hf"), "posembed.interop.hf.save_embeddings"),
-    **dict.fromkeys(("from_config", "rope_from_config", "from_hf_config"), "posembed.interop.rope.config.rotary_from_hf_config"),
+    **dict.fromkeys(
+        ("from_config", "rope_from_config", "from_hf_config"), "posembed.interop.rope.config.rotary_from_hf_config"
+    ),
     # the parts' old top-level places (issue 43 moved them into folders)
     "fused": "posembed.kernels",
     "attention": "posembed.nn.attention",
@@ -119,42 +121,53 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports each on first use
     from posembed import analysis, bench, cli, encode, errors, interop, kernels, lab, nn, schemes, stats
+    from posembed.encode.pairs import EncodedBatch, encode_texts
+    from posembed.encode.report import explain_encoding
     from posembed.nn.attention.layer import SelfAttention
     from posembed.nn.embedding.block import EmbeddingComponents, TransformerEmbeddings
-    from posembed.encode.report import explain_encoding
     from posembed.nn.model.transformer import Decoder, Encoder, build_model
-    from posembed.encode.pairs import EncodedBatch, encode_texts
-    from posembed.schemes.positions import default_positions, positions_from_documents, positions_from_mask
-    from posembed.schemes.positions import positions_with_offset
     from posembed.schemes import SCHEMES
-    from posembed.schemes.bias.alibi import ALiBi
-    from posembed.schemes.rotary.axial import AxialRotary
+    from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
+    from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
+    from posembed.schemes.absolute.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
     from posembed.schemes.base import AbsoluteScheme, BiasScheme, Kind, PositionScheme, RotaryScheme
+    from posembed.schemes.bias.alibi import ALiBi
     from posembed.schemes.bias.cope import CoPE
     from posembed.schemes.bias.deberta import DebertaRelative
     from posembed.schemes.bias.dynamic import DynamicPositionBias
     from posembed.schemes.bias.fire import FIRE
     from posembed.schemes.bias.forgetting import ForgettingGate
     from posembed.schemes.bias.kerple import Kerple
-    from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
-    from posembed.schemes.rotary.longrope import LongRoPERotary
-    from posembed.schemes.rotary.mrope import MRoPE
     from posembed.schemes.bias.nope import NoPE
-    from posembed.schemes.rotary.pixtral import PixtralRotary
-    from posembed.schemes.rotary.rope import RotaryEmbedding
-    from posembed.schemes.rotary.layout import half_to_interleaved_qk_weight, interleaved_to_half_qk_weight
-    from posembed.schemes.rotary.scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary
-    from posembed.schemes.rotary.scaling import NTKAwareRotary, ProportionalRotary
-    from posembed.schemes.rotary.yarn import YaRNRotary
     from posembed.schemes.bias.sandwich import Sandwich
     from posembed.schemes.bias.shaw import ShawRelative
-    from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
-    from posembed.schemes.absolute.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
     from posembed.schemes.bias.t5 import T5RelativeBias
+    from posembed.schemes.positions import (
+        default_positions,
+        positions_from_documents,
+        positions_from_mask,
+        positions_with_offset,
+    )
+    from posembed.schemes.rotary.axial import AxialRotary
+    from posembed.schemes.rotary.layout import half_to_interleaved_qk_weight, interleaved_to_half_qk_weight
+    from posembed.schemes.rotary.longrope import LongRoPERotary
+    from posembed.schemes.rotary.mrope import MRoPE
+    from posembed.schemes.rotary.pixtral import PixtralRotary
+    from posembed.schemes.rotary.rope import RotaryEmbedding
+    from posembed.schemes.rotary.scaling import (
+        DynamicNTKRotary,
+        LinearScalingRotary,
+        Llama3Rotary,
+        NTKAwareRotary,
+        ProportionalRotary,
+    )
     from posembed.schemes.rotary.xpos import XPos
+    from posembed.schemes.rotary.yarn import YaRNRotary
 
 
-def __getattr__(name: str) -> Any:  # Any: a lazily found part (posembed.stats.verdict) is a module type checkers cannot see
+def __getattr__(
+    name: str,
+) -> Any:  # Any: a lazily found part (posembed.stats.verdict) is a module type checkers cannot see
     return _names.facade_attribute(__name__, name, _EXPORTS, _GUESSES)
 
 

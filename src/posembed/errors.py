@@ -18,7 +18,20 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["CheckpointError", "DeviceError", "TextTooLongError", "ExtensionError", "UnsupportedCheckpoint", "AlreadyExtended", "OutDirError", "OutDirBusyError", "WorkerError", "StoreError", "ForeignStoreError", "UserError"]
+__all__ = [
+    "CheckpointError",
+    "DeviceError",
+    "TextTooLongError",
+    "ExtensionError",
+    "UnsupportedCheckpoint",
+    "AlreadyExtended",
+    "OutDirError",
+    "OutDirBusyError",
+    "WorkerError",
+    "StoreError",
+    "ForeignStoreError",
+    "UserError",
+]
 
 
 class CheckpointError(ValueError):

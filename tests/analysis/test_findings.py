@@ -6,8 +6,15 @@ import pytest
 
 from posembed.analysis import findings
 from posembed.analysis.findings import (
-    CLOSE_DIMENSION_SHARE, CLOSE_GAP, CLOSE_R2, PARTLY_GAP, SEGMENT_LARGE, SEGMENT_SMALL, segments_finding,
-    sinusoid_verdict, spectrum_finding,
+    CLOSE_DIMENSION_SHARE,
+    CLOSE_GAP,
+    CLOSE_R2,
+    PARTLY_GAP,
+    SEGMENT_LARGE,
+    SEGMENT_SMALL,
+    segments_finding,
+    sinusoid_verdict,
+    spectrum_finding,
 )  # fmt: skip
 
 EPS = 1e-6
@@ -35,14 +42,16 @@ def test_close_needs_half_the_dimensions(dims, expected):
     assert sinusoid_verdict(_fit(0.95, dims=dims), 16) == expected
 
 
-@pytest.mark.parametrize("shuffled, expected", [(0.95 - CLOSE_GAP, "close to sinusoidal"),
-                                                (0.95 - CLOSE_GAP + 0.01, "partly sinusoidal")])
+@pytest.mark.parametrize(
+    "shuffled, expected", [(0.95 - CLOSE_GAP, "close to sinusoidal"), (0.95 - CLOSE_GAP + 0.01, "partly sinusoidal")]
+)
 def test_close_needs_the_gap_over_shuffled_rows(shuffled, expected):
     assert sinusoid_verdict(_fit(0.95, shuffled, 16), 16) == expected
 
 
-@pytest.mark.parametrize("shuffled, expected", [(0.5 - PARTLY_GAP, "partly sinusoidal"),
-                                                (0.5 - PARTLY_GAP + 0.01, "not sinusoidal")])
+@pytest.mark.parametrize(
+    "shuffled, expected", [(0.5 - PARTLY_GAP, "partly sinusoidal"), (0.5 - PARTLY_GAP + 0.01, "not sinusoidal")]
+)
 def test_partly_needs_its_gap(shuffled, expected):
     assert sinusoid_verdict(_fit(0.5, shuffled, 0), 16) == expected
     text, _ = spectrum_finding(_fit(0.5, shuffled, 0), 16)
@@ -51,8 +60,9 @@ def test_partly_needs_its_gap(shuffled, expected):
 
 
 def _segments(position: float | None, token: float) -> str:
-    return segments_finding({"segment_to_position_ratio": position, "segment_to_token_ratio": token,
-                             "segment_difference_norm": 1.0})[0]
+    return segments_finding(
+        {"segment_to_position_ratio": position, "segment_to_token_ratio": token, "segment_difference_norm": 1.0}
+    )[0]
 
 
 def test_the_reported_case_is_not_called_small_against_positions():
@@ -61,17 +71,27 @@ def test_the_reported_case_is_not_called_small_against_positions():
     assert text.startswith("Segment vectors are small against tokens but comparable to positions: 1x the mean position")
 
 
-@pytest.mark.parametrize("token, words", [(SEGMENT_SMALL - EPS, "small against tokens"),
-                                          (SEGMENT_SMALL, "comparable to tokens"),
-                                          (SEGMENT_LARGE, "comparable to tokens"),
-                                          (SEGMENT_LARGE + EPS, "larger than tokens")])
+@pytest.mark.parametrize(
+    "token, words",
+    [
+        (SEGMENT_SMALL - EPS, "small against tokens"),
+        (SEGMENT_SMALL, "comparable to tokens"),
+        (SEGMENT_LARGE, "comparable to tokens"),
+        (SEGMENT_LARGE + EPS, "larger than tokens"),
+    ],
+)
 def test_size_against_tokens_either_side_of_each_threshold(token, words):
     assert _segments(None, token).startswith(f"Segment vectors are {words}: ")
 
 
-@pytest.mark.parametrize("position, words", [(SEGMENT_SMALL - EPS, "small against tokens and positions"),
-                                             (SEGMENT_SMALL, "small against tokens but comparable to positions"),
-                                             (SEGMENT_LARGE + EPS, "small against tokens but larger than positions")])
+@pytest.mark.parametrize(
+    "position, words",
+    [
+        (SEGMENT_SMALL - EPS, "small against tokens and positions"),
+        (SEGMENT_SMALL, "small against tokens but comparable to positions"),
+        (SEGMENT_LARGE + EPS, "small against tokens but larger than positions"),
+    ],
+)
 def test_size_against_positions_either_side(position, words):
     assert _segments(position, 0.1).startswith(f"Segment vectors are {words}: ")
 

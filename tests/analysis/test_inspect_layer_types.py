@@ -7,8 +7,8 @@ import json
 import pytest
 
 from posembed.analysis.scheme_details import load_for_inspect
-from posembed.interop.rope.settings import read_rope_settings
 from posembed.interop.rope.config import rotary_from_hf_config
+from posembed.interop.rope.settings import read_rope_settings
 
 pytest.importorskip("transformers")
 
@@ -17,8 +17,15 @@ def _save_gemma3(folder):
     from transformers import Gemma3TextConfig, Gemma3TextModel
 
     config = Gemma3TextConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, max_position_embeddings=256, sliding_window=16,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        sliding_window=16,
         layer_types=["sliding_attention", "full_attention"],
     )
     Gemma3TextModel(config).save_pretrained(folder)

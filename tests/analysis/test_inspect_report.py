@@ -89,8 +89,11 @@ def test_decomposition_answers_add_or_concatenate(minilm_run):
     page = (out / "report.html").read_text()
     assert "Why add instead of concatenate?" in page
     assert f"the mixed terms hold {mixed:.1%} of the logit magnitude against {1 - mixed:.1%}" in page
-    expected = {"close to concatenation": "adding acts close to concatenation", "partly mixed": "sizeable minority",
-                "mixed": "as large as the pure terms"}[_verdict_by_hand(shares)]
+    expected = {
+        "close to concatenation": "adding acts close to concatenation",
+        "partly mixed": "sizeable minority",
+        "mixed": "as large as the pure terms",
+    }[_verdict_by_hand(shares)]
     assert expected in page
 
 
@@ -101,8 +104,10 @@ def _verdict_by_hand(shares):
 
 
 def test_add_or_concat_thresholds():
-    shares = [{"word-word": 1 - m, "word-position": m / 2, "position-word": m / 2, "position-position": 0.0}
-              for m in (0.1, 0.2, 0.39, 0.4)]
+    shares = [
+        {"word-word": 1 - m, "word-position": m / 2, "position-word": m / 2, "position-position": 0.0}
+        for m in (0.1, 0.2, 0.39, 0.4)
+    ]
     assert [add_or_concat(s)[0] for s in shares] == ["close to concatenation", "partly mixed", "partly mixed", "mixed"]
 
 
@@ -210,8 +215,9 @@ def test_the_report_leads_with_a_summary_linking_to_each_section(tmp_path):
     from posembed.analysis.inspect_report import InspectOptions, run_inspect
     from posembed.analysis.sources import load_scheme
 
-    metrics = run_inspect(load_scheme("alibi", dim=32, max_len=64), tmp_path, options=InspectOptions.small(),
-                          progress=False)
+    metrics = run_inspect(
+        load_scheme("alibi", dim=32, max_len=64), tmp_path, options=InspectOptions.small(), progress=False
+    )
     page = (tmp_path / "report.html").read_text()
     summary = page.split('<h2 id="summary">Summary</h2>', 1)[1].split("<h2", 1)[0]
     links = re.findall(r'<li><a href="#(section-\d+)">([^<]*)</a></li>', summary)
@@ -221,5 +227,5 @@ def test_the_report_leads_with_a_summary_linking_to_each_section(tmp_path):
     assert found and len(links) == len(found) + len(skipped)
     for (anchor, text), finding in zip(links, found):
         assert text.endswith(html.escape(finding)) and f'<h2 id="{anchor}">' in page
-    assert all(": skipped (" in text for _, text in links[len(found):])
+    assert all(": skipped (" in text for _, text in links[len(found) :])
     assert page.index('id="summary"') < page.index('id="section-1"')

@@ -19,7 +19,9 @@ CORPUS = Path(__file__).parents[1] / "interop" / "published_configs"
 
 
 def _source(name: str, **extra) -> Source:
-    return Source(name=name, family="hf", positions="rotary", rope_report=check_rope_config(CORPUS / name, compare=False), **extra)
+    return Source(
+        name=name, family="hf", positions="rotary", rope_report=check_rope_config(CORPUS / name, compare=False), **extra
+    )
 
 
 def test_llama_3_1_pairs_carry_the_scaled_context_the_report_states():

@@ -122,7 +122,9 @@ def test_bad_config_json(tmp_path):
 
 
 def test_bad_scheme_arguments():
-    with pytest.raises(ValueError, match=r"unknown scheme 'sinusoid' \(did you mean 'sinusoidal'\?\); known: .*sinusoidal"):
+    with pytest.raises(
+        ValueError, match=r"unknown scheme 'sinusoid' \(did you mean 'sinusoidal'\?\); known: .*sinusoidal"
+    ):
         load_scheme("sinusoid")
     with pytest.raises(ValueError, match="--max-len must be an int >= 10 for the analyses, got 4"):
         load_scheme("sinusoidal", dim=8, max_len=4)
@@ -219,10 +221,14 @@ def test_lab_training_lengths():
     assert training_length({"config": {"task": "order", "context": 12}})[0] == 12
     # the registry decides which tasks count operands: a name it lacks, or no name, trains on `context` tokens
     assert training_length({"config": {"task": "retired", "context": 7}}) == (
-        7, "retired trains on sequences of context=7 tokens")
+        7,
+        "retired trains on sequences of context=7 tokens",
+    )
     assert training_length({"config": {"task": ["copy"], "context": 7}})[0] == 7
     assert training_length({"task": "sort", "config": {"context": 3}}) == (
-        7, "sort operands of up to context=3 tokens make inputs of 7 tokens")
+        7,
+        "sort operands of up to context=3 tokens make inputs of 7 tokens",
+    )
     model = Decoder(40, dim=16, depth=1, num_heads=2, scheme=LearnedAbsolute(64, 16))
     assert analysed_length(model, {"config": {"task": "charlm", "context": 4}})[0] == 10  # the probes' minimum
     length, why = analysed_length(model, {"config": {"task": "charlm", "context": 16, "randomized_positions": True}})

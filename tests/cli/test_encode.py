@@ -83,9 +83,11 @@ def test_missing_model_package_names_it(capsys, monkeypatch):
 def test_text_too_long_names_both_numbers_and_the_ways_out(capsys, minilm_path):
     code, _, err = _run(capsys, " ".join(["word"] * 520), "--model", str(minilm_path))
     assert code == 2 and err.count("\n") == 1
-    assert err.strip() == ("posembed encode: error: TEXT_A encodes to 522 tokens ([CLS] A [SEP]), more than the model's "
-                           "512 positions: give --max-length 512 to truncate, or make a model with more positions with "
-                           "`posembed extend`")
+    assert err.strip() == (
+        "posembed encode: error: TEXT_A encodes to 522 tokens ([CLS] A [SEP]), more than the model's "
+        "512 positions: give --max-length 512 to truncate, or make a model with more positions with "
+        "`posembed extend`"
+    )
 
 
 def test_truncation_is_said_once_and_transformers_warning_is_not_shown(tmp_path):
@@ -93,12 +95,19 @@ def test_truncation_is_said_once_and_transformers_warning_is_not_shown(tmp_path)
     import os
     import subprocess
 
-    done = subprocess.run([sys.executable, "-m", "posembed", "encode", " ".join(["word"] * 600), "--max-length", "100"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
+    done = subprocess.run(
+        [sys.executable, "-m", "posembed", "encode", " ".join(["word"] * 600), "--max-length", "100"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"},
+    )
     assert done.returncode == 0 and done.stdout.count("\n") > 100
-    assert done.stderr == ("WARNING posembed.encode.report: the text encodes to 602 tokens, longer than the model's "
-                           "512 positions: truncated to 100\n")
+    assert done.stderr == (
+        "WARNING posembed.encode.report: the text encodes to 602 tokens, longer than the model's "
+        "512 positions: truncated to 100\n"
+    )
 
 
 def _one_line(code, out, err):
@@ -108,9 +117,18 @@ def _one_line(code, out, err):
 @pytest.mark.parametrize(
     ("config", "named"),
     [
-        ({"model_type": "gpt2", "vocab_size": 100, "n_positions": 64, "n_embd": 32}, "a GPT-2 model (model_type 'gpt2')"),
-        ({"model_type": "llama", "vocab_size": 100, "hidden_size": 32, "max_position_embeddings": 64}, "a Llama model (model_type 'llama')"),
-        ({"model_type": "mystery", "vocab_size": 100, "hidden_size": 32}, "without max_position_embeddings (model_type 'mystery')"),
+        (
+            {"model_type": "gpt2", "vocab_size": 100, "n_positions": 64, "n_embd": 32},
+            "a GPT-2 model (model_type 'gpt2')",
+        ),
+        (
+            {"model_type": "llama", "vocab_size": 100, "hidden_size": 32, "max_position_embeddings": 64},
+            "a Llama model (model_type 'llama')",
+        ),
+        (
+            {"model_type": "mystery", "vocab_size": 100, "hidden_size": 32},
+            "without max_position_embeddings (model_type 'mystery')",
+        ),
     ],
 )
 def test_other_model_families_are_named_with_the_scope(capsys, tmp_path, config, named):
@@ -146,9 +164,11 @@ def minilm_tokenizer(minilm_path):
 def test_max_length_truncates_longest_first_like_the_tokenizer(minilm_block, minilm_tokenizer):
     from posembed.encode.report import explain_encoding
 
-    pairs = [("one two three four five six seven", "alpha beta gamma delta"),
-             ("one two three", "alpha beta gamma delta eps zeta eta"),
-             ("one two three four", "alpha beta gamma delta")]
+    pairs = [
+        ("one two three four five six seven", "alpha beta gamma delta"),
+        ("one two three", "alpha beta gamma delta eps zeta eta"),
+        ("one two three four", "alpha beta gamma delta"),
+    ]
     for text_a, text_b in pairs:
         for n in range(3, 16):
             rows = explain_encoding(minilm_block, minilm_tokenizer, text_a, text_b, max_length=n)
@@ -157,7 +177,9 @@ def test_max_length_truncates_longest_first_like_the_tokenizer(minilm_block, min
             assert [r.segment for r in rows] == expected["token_type_ids"]
     for n in range(2, 8):
         rows = explain_encoding(minilm_block, minilm_tokenizer, "one two three four five six", max_length=n)
-        assert [r.id for r in rows] == minilm_tokenizer("one two three four five six", truncation=True, max_length=n)["input_ids"]
+        assert [r.id for r in rows] == minilm_tokenizer("one two three four five six", truncation=True, max_length=n)[
+            "input_ids"
+        ]
 
 
 def test_max_length_on_the_command_line(capsys, minilm_path):
@@ -181,7 +203,9 @@ def test_text_that_cannot_be_encoded_is_named(capsys, minilm_path, minilm_tokeni
     code, out, err = _run(capsys, "fine", "lone \ud800", "--model", str(minilm_path))
     _one_line(code, out, err)
     assert "TEXT_B holds a lone surrogate '\\ud800' at character 5" in err
-    with pytest.raises(ValueError, match=r"texts_b\[1\] cannot be encoded: character '\\ud800' at index 0 is a lone surrogate"):
+    with pytest.raises(
+        ValueError, match=r"texts_b\[1\] cannot be encoded: character '\\ud800' at index 0 is a lone surrogate"
+    ):
         encode_texts(minilm_tokenizer, ["a", "b"], ["c", "\ud800"])
     with pytest.raises(ValueError, match=r"texts_a cannot be encoded"):
         encode_texts(minilm_tokenizer, "x\udcff")

@@ -24,7 +24,11 @@ def _run(capsys, *argv):
 def roberta(tmp_path_factory):
     torch.manual_seed(0)
     config = transformers.RobertaConfig(
-        num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=60,
+        num_hidden_layers=1,
+        hidden_size=16,
+        num_attention_heads=2,
+        intermediate_size=32,
+        vocab_size=60,
         max_position_embeddings=34,
     )
     folder = tmp_path_factory.mktemp("cli") / "roberta"
@@ -34,12 +38,24 @@ def roberta(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def small_bert(minilm_path, tmp_path_factory):
-    return save_random_bert(tmp_path_factory.mktemp("cli") / "bert", minilm_path, hidden_size=16,
-                            max_position_embeddings=512)
+    return save_random_bert(
+        tmp_path_factory.mktemp("cli") / "bert", minilm_path, hidden_size=16, max_position_embeddings=512
+    )
 
 
 def test_extend_json(capsys, roberta, tmp_path):
-    code, out, err = _run(capsys, "extend", str(roberta), "--to", "100", "--method", "hierarchical", "--out", str(tmp_path / "o"), "--json")
+    code, out, err = _run(
+        capsys,
+        "extend",
+        str(roberta),
+        "--to",
+        "100",
+        "--method",
+        "hierarchical",
+        "--out",
+        str(tmp_path / "o"),
+        "--json",
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["positions"] == 100 and result["table_rows"] == 102 and result["original_positions"] == 32
@@ -80,7 +96,9 @@ def test_extend_takes_the_bundled_model_by_default(capsys, minilm_path, tmp_path
     assert code == 0, err
     result = json.loads(out)
     assert result["model_type"] == "bert" and result["original_positions"] == 512 and result["positions"] == 600
-    assert (tmp_path / "m" / "sentence_bert_config.json").is_file() == (minilm_path / "sentence_bert_config.json").is_file()
+    assert (tmp_path / "m" / "sentence_bert_config.json").is_file() == (
+        minilm_path / "sentence_bert_config.json"
+    ).is_file()
     assert "Loading weights" not in err and "\r" not in err
 
 
@@ -92,16 +110,55 @@ def test_eval_config_quick_and_overrides():
     parser = build_parser()
     assert eval_config(parser.parse_args(["extend-eval"])) == BenchmarkConfig()
     assert eval_config(parser.parse_args(["extend-eval", "--quick"])) == QUICK
-    changed = eval_config(parser.parse_args(["extend-eval", "--quick", "--tasks", "needle", "--queries", "5",
-                                             "--finetune-steps", "0", "--methods", "grouped"]))
-    assert (changed.tasks, changed.queries, changed.finetune_steps, changed.methods) == (("needle",), 5, 0, ("grouped",))
+    changed = eval_config(
+        parser.parse_args(
+            [
+                "extend-eval",
+                "--quick",
+                "--tasks",
+                "needle",
+                "--queries",
+                "5",
+                "--finetune-steps",
+                "0",
+                "--methods",
+                "grouped",
+            ]
+        )
+    )
+    assert (changed.tasks, changed.queries, changed.finetune_steps, changed.methods) == (
+        ("needle",),
+        5,
+        0,
+        ("grouped",),
+    )
     assert changed.lengths == QUICK.lengths
-    assert parser.parse_args(["extend-eval"]).model is None and parser.parse_args(["extend", "--to", "9", "--out", "o"]).model is None
+    assert (
+        parser.parse_args(["extend-eval"]).model is None
+        and parser.parse_args(["extend", "--to", "9", "--out", "o"]).model is None
+    )
 
 
 def _tiny_eval(small_bert, text, *more):
-    return ["extend-eval", str(small_bert), "--lengths", "128", "600", "--queries", "3", "--targets", "640",
-            "--finetune-steps", "1", "--methods", "copy", "grouped", "--text", str(text), *more]
+    return [
+        "extend-eval",
+        str(small_bert),
+        "--lengths",
+        "128",
+        "600",
+        "--queries",
+        "3",
+        "--targets",
+        "640",
+        "--finetune-steps",
+        "1",
+        "--methods",
+        "copy",
+        "grouped",
+        "--text",
+        str(text),
+        *more,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +174,14 @@ def test_extend_eval_tiny_json_and_report(capsys, small_bert, short_text, tmp_pa
     assert code == 0, err
     result = json.loads(out)
     assert {c["system"] for c in result["cells"]} == {
-        "truncate-256", "truncate-512", "chunk-512", "pcw-512", "copy", "grouped", "tuned"}
+        "truncate-256",
+        "truncate-512",
+        "chunk-512",
+        "pcw-512",
+        "copy",
+        "grouped",
+        "tuned",
+    }
     assert all(0 <= c["low"] <= c["accuracy"] <= c["high"] <= 1 for c in result["cells"])
     assert (tmp_path / "r" / "extend_eval.html").is_file() and (tmp_path / "r" / "extend_eval.json").is_file()
     kept = (tmp_path / "r" / "extend_eval_cells.jsonl").read_text().splitlines()
@@ -129,7 +193,9 @@ def test_extend_eval_tiny_json_and_report(capsys, small_bert, short_text, tmp_pa
     assert code == 2 and "extension targets [256] must be larger" in err
 
 
-def test_an_interrupted_extend_eval_resumes_from_the_cells_it_kept(capsys, small_bert, short_text, tmp_path, monkeypatch):
+def test_an_interrupted_extend_eval_resumes_from_the_cells_it_kept(
+    capsys, small_bert, short_text, tmp_path, monkeypatch
+):
     from posembed.interop.extend import retrieval
 
     argv = [*_tiny_eval(small_bert, short_text, "--quiet"), "--json", "--out", str(tmp_path / "r")]
@@ -147,8 +213,9 @@ def test_an_interrupted_extend_eval_resumes_from_the_cells_it_kept(capsys, small
     assert len(measured) == len(full) - 5  # the kept cells are not measured again
     resumed = json.loads(out)["cells"]
     drop = ("seconds",)
-    assert [{k: v for k, v in c.items() if k not in drop} for c in resumed] == \
-           [{k: v for k, v in c.items() if k not in drop} for c in full]  # same cells, same order
+    assert [{k: v for k, v in c.items() if k not in drop} for c in resumed] == [
+        {k: v for k, v in c.items() if k not in drop} for c in full
+    ]  # same cells, same order
     assert len(cells_file.read_text().splitlines()) == 1 + len(full)
     # another protocol starts over
     code, out, err = _run(capsys, *[a if a != "3" else "4" for a in argv])
@@ -177,8 +244,19 @@ def test_a_latin1_text_file_is_named_in_the_error(capsys, small_bert, roberta, t
     code, out, err = _run(capsys, *_tiny_eval(small_bert, latin, "--quiet"))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"{latin} is not UTF-8 text ('utf-8' codec can't decode byte 0xe7" in err
-    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(latin),
-                          "--out", str(tmp_path / "t"))
+    code, out, err = _run(
+        capsys,
+        "extend",
+        str(small_bert),
+        "--to",
+        "600",
+        "--finetune",
+        "1",
+        "--text",
+        str(latin),
+        "--out",
+        str(tmp_path / "t"),
+    )
     assert code == 2 and f"{latin} is not UTF-8 text" in err and not (tmp_path / "t").exists()
 
 
@@ -186,7 +264,9 @@ def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
     """``--quick`` end to end on a 1-layer model (the CI form; on MiniLM it is the same protocol)."""
     from posembed.interop.extend.retrieval import QUICK
 
-    code, out, err = _run(capsys, "extend-eval", str(small_bert), "--quick", "--text", str(short_text), "--quiet", "--json")
+    code, out, err = _run(
+        capsys, "extend-eval", str(small_bert), "--quick", "--text", str(short_text), "--quiet", "--json"
+    )
     assert code == 0, err
     result = json.loads(out)
     systems = [s.name for s in QUICK.systems()]
@@ -199,14 +279,37 @@ def test_extend_eval_quick_form_runs_in_ci(capsys, small_bert, short_text):
 
 
 def test_extend_finetune_reports_one_line_per_step_and_quiet_says_nothing(capsys, small_bert, short_text, tmp_path):
-    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "2", "--text", str(short_text),
-                          "--out", str(tmp_path / "tuned"))
+    code, out, err = _run(
+        capsys,
+        "extend",
+        str(small_bert),
+        "--to",
+        "600",
+        "--finetune",
+        "2",
+        "--text",
+        str(short_text),
+        "--out",
+        str(tmp_path / "tuned"),
+    )
     assert code == 0, err
     lines = [line for line in err.splitlines() if line.startswith("tuning new rows: ")]
     assert [line.split(" (")[0] for line in lines] == ["tuning new rows: 1/2 done", "tuning new rows: 2/2 done"], err
     assert "\r" not in err and "(loss " in lines[0]
-    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "1", "--text", str(short_text),
-                          "--out", str(tmp_path / "quiet"), "--quiet")
+    code, out, err = _run(
+        capsys,
+        "extend",
+        str(small_bert),
+        "--to",
+        "600",
+        "--finetune",
+        "1",
+        "--text",
+        str(short_text),
+        "--out",
+        str(tmp_path / "quiet"),
+        "--quiet",
+    )
     assert code == 0 and "tuning new rows" not in err, err
 
 
@@ -218,7 +321,9 @@ def test_extend_finetune_says_whether_the_loss_fell(capsys, small_bert, tmp_path
         return table, {"steps": kwargs["steps"], "seed": 0, "loss_first": 0.083, "loss_last_25": last}
 
     monkeypatch.setattr(finetune, "tune_new_rows", tuned)
-    code, out, err = _run(capsys, "extend", str(small_bert), "--to", "600", "--finetune", "5", "--out", str(tmp_path / "t"))
+    code, out, err = _run(
+        capsys, "extend", str(small_bert), "--to", "600", "--finetune", "5", "--out", str(tmp_path / "t")
+    )
     assert code == 0, err
     (line,) = [line for line in out.splitlines() if line.startswith("tuning: ")]
     assert line.startswith(f"tuning: {said}") and ("tune more steps, or none" in line) == (last > 0.083)

@@ -82,8 +82,8 @@ def test_bad_arguments(capsys):
 
 
 def test_lab_checkpoint_end_to_end(tmp_path, capsys):
-    from posembed.lab.training import checkpoint as lab
     from posembed import RotaryEmbedding
+    from posembed.lab.training import checkpoint as lab
     from posembed.nn.model.transformer import Encoder
 
     model = Encoder(300, dim=16, depth=2, num_heads=2, scheme=RotaryEmbedding(8), max_len=48)
@@ -164,7 +164,12 @@ SETS = {
     "rope_llama3": ["factor=8", "original_max_len=8"],
     "rope_proportional": ["rope_fraction=0.5"],
     "rope_yarn": ["factor=4", "original_max_len=8"],
-    "rope_longrope": ["short_factor=[1, 1, 1.5, 1.5, 2, 2]", "long_factor=[2, 3, 4, 5, 6, 7]", "original_max_len=8", "factor=2"],
+    "rope_longrope": [
+        "short_factor=[1, 1, 1.5, 1.5, 2, 2]",
+        "long_factor=[2, 3, 4, 5, 6, 7]",
+        "original_max_len=8",
+        "factor=2",
+    ],
     "cope": ["npos_max=8"],
 }
 

@@ -10,7 +10,18 @@ import torch
 
 from posembed.cli import main
 
-REDUCED = ["--set", "steps=12", "--set", "passkey_only_steps=4", "--set", "passkey_adjacent_steps=2", "--set", "finetune_steps=2", "--set", "scales=1,2"]
+REDUCED = [
+    "--set",
+    "steps=12",
+    "--set",
+    "passkey_only_steps=4",
+    "--set",
+    "passkey_adjacent_steps=2",
+    "--set",
+    "finetune_steps=2",
+    "--set",
+    "scales=1,2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -48,19 +59,23 @@ def _perplexity(model, val: torch.Tensor, length: int, windows: int) -> float:
 
 
 def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
-    from posembed.lab.training.checkpoint import load_checkpoint
     from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
     from posembed.lab.context.evaluate import ContextData
     from posembed.lab.tasks.passkey import depth_grid, min_length
+    from posembed.lab.training.checkpoint import load_checkpoint
 
     checkpoint = next(study.glob("models/*/rope"))
-    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--device", "cpu", "--json"]) == 0
+    assert (
+        main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--device", "cpu", "--json"]) == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert {(row["method"], row["factor"], row["finetune_steps"]) for row in rows} == {("yarn", 2.0, 0)}
     depths = list(depth_grid(5))  # lab extend's default grid: 5 depths, 8 documents each
     for length in (96, 192):  # the trained context L = 96 and 2 L
         found = {(row["metric"], row["depth"]): row["value"] for row in rows if row["length"] == length}
-        expected = {("perplexity", None)} | ({("passkey", d) for d in depths} | {("passkey_mean", None)} if length >= min_length(5) else set())
+        expected = {("perplexity", None)} | (
+            {("passkey", d) for d in depths} | {("passkey_mean", None)} if length >= min_length(5) else set()
+        )
         assert set(found) == expected and len(found) == len([r for r in rows if r["length"] == length])
         passkey = [found[("passkey", d)] for d in depths]
         assert all(value * 8 == round(value * 8) and 0 <= value <= 1 for value in passkey)  # k of 8 documents
@@ -69,17 +84,24 @@ def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
         model, meta = load_checkpoint(checkpoint, device="cpu")
         data = ContextData.load("tinyshakespeare")
         plain = _perplexity(model.eval(), data.val, length, windows=16)
-        scheme = method_scheme("yarn", head_dim=rotary_head_dim(model), factor=2.0, original_len=96, base=rope_base(model))
+        scheme = method_scheme(
+            "yarn", head_dim=rotary_head_dim(model), factor=2.0, original_len=96, base=rope_base(model)
+        )
         swapped = _perplexity(swap_scheme(model, scheme).eval(), data.val, length, windows=16)
         assert found[("perplexity", None)] == pytest.approx(swapped, rel=1e-6)  # fp32 sums against float64: ~5e-8
-        assert abs(swapped - plain) > 2e-5 * plain  # applied: ~6e-5 apart on this 12-step model, 10x the tolerance  # the method was applied: YaRN's frequencies differ from the model's
+        assert (
+            abs(swapped - plain) > 2e-5 * plain
+        )  # applied: ~6e-5 apart on this 12-step model, 10x the tolerance  # the method was applied: YaRN's frequencies differ from the model's
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["lab", "extend", "no-such-folder", "--method", "yarn", "--factor", "2"], "not a posembed lab checkpoint"),
-        (["lab", "extend", ".", "--method", "yarn", "--factor", "0.5"], "factor must be a finite number >= 1.0, got 0.5"),
+        (
+            ["lab", "extend", ".", "--method", "yarn", "--factor", "0.5"],
+            "factor must be a finite number >= 1.0, got 0.5",
+        ),
         (["lab", "context", "--preset", "contxt"], "unknown context preset 'contxt'"),
         (["lab", "context", "--preset", "context-smoke", "--set", "step=3"], "unknown context key 'step'"),
     ],
@@ -92,7 +114,9 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monke
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
-@pytest.mark.parametrize("action", [["context", "--preset", "context-smoke"], ["extend", ".", "--method", "yarn", "--factor", "2"]])
+@pytest.mark.parametrize(
+    "action", [["context", "--preset", "context-smoke"], ["extend", ".", "--method", "yarn", "--factor", "2"]]
+)
 def test_device_cuda_without_cuda_is_one_line_and_exit_2(action, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["lab", *action, "--device", "cuda"]) == 2
@@ -128,13 +152,49 @@ def test_context_study_reports_one_line_per_step_off_a_terminal(study, capsys):
 def test_lab_extend_reports_its_steps_off_a_terminal_and_quiet_says_nothing(study, capsys):
     checkpoint = next(study.glob("models/*/rope"))
     capsys.readouterr()
-    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--finetune", "1",
-                 "--device", "cpu", "--json"]) == 0
+    assert (
+        main(
+            [
+                "lab",
+                "extend",
+                str(checkpoint),
+                "--method",
+                "yarn",
+                "--factor",
+                "2",
+                "--finetune",
+                "1",
+                "--device",
+                "cpu",
+                "--json",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     lines = [line.split(";")[0] for line in err.splitlines() if line.startswith("lab extend: ")]
-    assert lines == ["lab extend: 1/3 done (fine-tuned 1 steps at 192)", "lab extend: 2/3 done (evaluated yarn at 96)",
-                     "lab extend: 3/3 done (evaluated yarn at 192)"], err
+    assert lines == [
+        "lab extend: 1/3 done (fine-tuned 1 steps at 192)",
+        "lab extend: 2/3 done (evaluated yarn at 96)",
+        "lab extend: 3/3 done (evaluated yarn at 192)",
+    ], err
     assert "\r" not in err
-    assert main(["lab", "extend", str(checkpoint), "--method", "yarn", "--factor", "2", "--device", "cpu", "--json",
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "lab",
+                "extend",
+                str(checkpoint),
+                "--method",
+                "yarn",
+                "--factor",
+                "2",
+                "--device",
+                "cpu",
+                "--json",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert "lab extend:" not in capsys.readouterr().err

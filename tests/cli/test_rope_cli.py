@@ -40,7 +40,9 @@ def test_json_plot_and_exit_1_on_a_warning(tmp_path, capsys):
            "rope_theta": 10000.0, "rope_scaling": {"type": "yarn", "factor": 4.0}}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(raw))
     png = tmp_path / "rope.png"
-    assert main(["rope", "check", str(tmp_path / "config.json"), "--json", "--plot", str(png), "--length", "65536"]) == 1
+    assert (
+        main(["rope", "check", str(tmp_path / "config.json"), "--json", "--plot", str(png), "--length", "65536"]) == 1
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and data["target_length"] == 65536
     assert "original_missing" in {t["code"] for t in data["traps"]}
@@ -75,11 +77,21 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "ma
     [
         ({"rope_theta": 10000.0, "rope_scaling": {"factor": 4.0}}, "WARNING factor_unread [all]: factor=4 is set"),
         ({"rope_theta": "1e4"}, "ERROR   not_a_number [*]: rope_theta is '1e4'"),
-        ({"rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": 1024}},
-         "WARNING factor_compounds [all]: original_max_position_embeddings equals max_position_embeddings (1024)"),
-        ({"max_position_embeddings": 4096, "rope_theta": 10000.0,
-          "rope_scaling": {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024}},
-         "WARNING factor_compounds [all]: max_position_embeddings=4096 is already factor x"),
+        (
+            {
+                "rope_theta": 10000.0,
+                "rope_scaling": {"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": 1024},
+            },
+            "WARNING factor_compounds [all]: original_max_position_embeddings equals max_position_embeddings (1024)",
+        ),
+        (
+            {
+                "max_position_embeddings": 4096,
+                "rope_theta": 10000.0,
+                "rope_scaling": {"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024},
+            },
+            "WARNING factor_compounds [all]: max_position_embeddings=4096 is already factor x",
+        ),
     ],
     ids=["factor_unread", "theta_string", "linear_compounds", "dynamic_compounds"],
 )
@@ -92,7 +104,9 @@ def test_the_users_mistakes_exit_1_with_their_trap(tmp_path, capsys, fields, lin
 
 
 def test_a_field_no_number_is_read_from_exits_2_naming_it(tmp_path, capsys):
-    (tmp_path / "config.json").write_text(json.dumps({**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": "four"}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({**LLAMA, "rope_scaling": {"rope_type": "linear", "factor": "four"}})
+    )
     assert main(["rope", "check", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "posembed rope: error: rope_scaling.factor must be a number, got 'four'"

@@ -14,7 +14,11 @@ ABSOLUTE = {
     "learned": ("LearnedAbsolute", "max_len, dim, *, init_std=0.02", True),
     "learned_parameter": ("LearnedParameter", "max_len, dim, *, init_std=0.02", True),
     "sinusoidal": ("Sinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None, angles='exact'", False),
-    "scaled_sinusoidal": ("ScaledSinusoidal", "dim, *, base=10000.0, layout='interleaved', max_len=None, angles='exact'", False),
+    "scaled_sinusoidal": (
+        "ScaledSinusoidal",
+        "dim, *, base=10000.0, layout='interleaved', max_len=None, angles='exact'",
+        False,
+    ),
     "sinusoidal_2d": ("Sinusoidal2D", "dim, *, base=10000.0, layout='interleaved', angles='exact'", False),
     "sinusoidal_3d": ("Sinusoidal3D", "dim, *, base=10000.0, layout='interleaved', angles='exact'", False),
 }
@@ -70,7 +74,11 @@ def test_table_lists_every_registered_scheme_once():
         assert tuple(row) == COLUMNS
         cls = SCHEMES[row["name"]]
         assert (row["class"], row["kind"], row["paper"], row["extrapolates"]) == (
-            cls.__name__, cls.kind.value, cls.paper, cls.extrapolates)
+            cls.__name__,
+            cls.kind.value,
+            cls.paper,
+            cls.extrapolates,
+        )
         assert row["paper"], f"{row['name']} cites no paper"
     kinds = [row["kind"] for row in rows]
     assert kinds == sorted(kinds, key=["absolute", "rotary", "bias"].index)
@@ -130,7 +138,6 @@ def test_format_table_yes_no():
     assert format_table([row]).splitlines()[1].split()[-2:] == ["yes", "no"]
 
 
-
 def test_default_table_fits_100_columns(capsys):
     assert main(["schemes"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -152,7 +159,10 @@ def test_narrow_table_cuts_the_last_column_to_fit():
 def test_rows_say_what_the_sizes_fill():
     rows = {row["name"]: row for row in scheme_table()}
     assert (rows["learned"]["sizes"], rows["learned"]["needs"]) == ("max_len, dim", "")
-    assert (rows["alibi"]["sizes"], rows["t5_bias"]["sizes"]) == ("num_heads, symmetric=bidirectional", "num_heads, bidirectional")
+    assert (rows["alibi"]["sizes"], rows["t5_bias"]["sizes"]) == (
+        "num_heads, symmetric=bidirectional",
+        "num_heads, bidirectional",
+    )
     assert (rows["shaw"]["sizes"], rows["shaw"]["needs"]) == ("num_heads, head_dim", "max_distance")
 
 

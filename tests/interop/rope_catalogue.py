@@ -85,7 +85,9 @@ def _init_config(body: str) -> str | None:
     return init.group(1) if init else None
 
 
-def _config_class_of(name: str, bodies: dict[str, str], depth: int = 0, hint: str | None = None) -> tuple[str | None, str]:
+def _config_class_of(
+    name: str, bodies: dict[str, str], depth: int = 0, hint: str | None = None
+) -> tuple[str | None, str]:
     """``(config class name, attribute path below it)`` that class ``name`` is built with. Where several builders
     build it with different config classes, the one ``hint`` names (the rotary class's own ``__init__``
     annotation) wins: Moshi's depth decoder builds its layers with ``MoshiDepthConfig`` and ``use_rope=False``, its
@@ -97,7 +99,10 @@ def _config_class_of(name: str, bodies: dict[str, str], depth: int = 0, hint: st
     if depth < 3:
         found = []
         for other, other_body in bodies.items():
-            call = re.search(rf"\b{name}\((?:[^()]*?\bconfig=|\s*)(self\.)?config((?:\.\w+_config|\.encoder|\.decoder)*)[,)]", other_body)
+            call = re.search(
+                rf"\b{name}\((?:[^()]*?\bconfig=|\s*)(self\.)?config((?:\.\w+_config|\.encoder|\.decoder)*)[,)]",
+                other_body,
+            )
             if call and other != name:
                 owner, path = _config_class_of(other, bodies, depth + 1, hint)
                 if owner is not None:

@@ -36,8 +36,16 @@ import torch
 
 from tests.interop.rope_catalogue import Pair
 from tests.interop.rope_catalogue_grid import OwnPositions, own_grid_call
-from tests.interop.rope_catalogue_rotation import (axial_call, cos_first, model_head_dim, scores, sliced_width,
-                                                   their_cos_sin, their_rotation, values_match)
+from tests.interop.rope_catalogue_rotation import (
+    axial_call,
+    cos_first,
+    model_head_dim,
+    scores,
+    sliced_width,
+    their_cos_sin,
+    their_rotation,
+    values_match,
+)
 
 EXACT, LAYOUT, VALUES, REFUSED, NO_REFERENCE = "exact", "layout wrong", "values wrong", "refused", "no reference"
 #: every verdict, best first (a pair's verdict over its layer types is the worst one)
@@ -181,7 +189,9 @@ def _runs(pair: Pair, module, rotary, sub) -> bool:
     try:
         positions = torch.arange(4)[None].expand(3, 1, 4)
         out, q = cos_first(rotary(torch.zeros(1, 4, 8), positions)), torch.randn(1, 4, model_head_dim(sub))
-        their_rotation(getattr(module, pair.apply or ""), q, q, out, positions, sliced_width(sub, their_cos_sin(out)[0], out))
+        their_rotation(
+            getattr(module, pair.apply or ""), q, q, out, positions, sliced_width(sub, their_cos_sin(out)[0], out)
+        )
     except Exception:  # noqa: BLE001 - its forward or its rotation fails on this head
         return False
     return True
@@ -205,7 +215,7 @@ def fitted(pair: Pair, sub):
     return rotary_module(pair, sub)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def default_reference(pair: Pair):
     """``(modeling module, root config, sub-config, rotary module)`` of the default config (built once per pair)."""
     root, sub = build_config(pair, "default", 0)
@@ -213,7 +223,7 @@ def default_reference(pair: Pair):
     return module, root, sub, rotary
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default_width(pair: Pair) -> int | None:
     """The number of frequencies the module builds from the config class's defaults, before :func:`fitted`."""
     first = frequencies(rotary_module(pair, build_config(pair, "default", 0)[1])[1], None)
@@ -227,7 +237,11 @@ def _variant_reference(pair: Pair, variant: str, base):
     if built is None:
         raise LookupError("no rope parameters")
     root, sub = built
-    return root, sub, (rotary_module if variant == "partial" else fitted)(pair, sub)[1]  # partial: as the class reads it
+    return (
+        root,
+        sub,
+        (rotary_module if variant == "partial" else fitted)(pair, sub)[1],
+    )  # partial: as the class reads it
 
 
 def language_model_path(root) -> str | None:
@@ -342,11 +356,16 @@ def _unless_unrunnable(fn, out, positions, sub, verdict: str, why: str) -> tuple
     try:
         their_rotation(fn, q, q, out, positions, sliced_width(sub, cos, out))
     except ValueError:
-        return NO_REFERENCE, f"transformers: its {fn.__name__} cannot rotate its {head}-channel heads with cos/sin {cos.shape[-1]} wide"
+        return (
+            NO_REFERENCE,
+            f"transformers: its {fn.__name__} cannot rotate its {head}-channel heads with cos/sin {cos.shape[-1]} wide",
+        )
     return verdict, why
 
 
-def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: str | None, source=None) -> tuple[str, str]:
+def compare_layer(
+    pair: Pair, module, root, sub, rotary, variant: str, layer: str | None, source=None
+) -> tuple[str, str]:
     """``(verdict, why)`` of one layer type. ``source``: what posembed reads (a published ``config.json``'s path or
     dict, :mod:`tests.interop.test_published_configs`); default the root (``top-level``) or the sub-config."""
     from posembed.interop.rope.config import rotary_from_hf_config
@@ -375,7 +394,11 @@ def compare_layer(pair: Pair, module, root, sub, rotary, variant: str, layer: st
         except ValueError as error:
             return VALUES, f"axes: {reason(error)}"
         cos, sin = their_cos_sin(out)
-    if ours_at.dim() == 3 and ours_at.shape[-1] == 3 and not (isinstance(scheme, SectionedRotary) and scheme.num_axes == 3):
+    if (
+        ours_at.dim() == 3
+        and ours_at.shape[-1] == 3
+        and not (isinstance(scheme, SectionedRotary) and scheme.num_axes == 3)
+    ):
         return VALUES, f"posembed builds {type(scheme).__name__}, not 3-axis M-RoPE"
     try:
         at = ours_at  # text positions on a sectioned scheme: every axis at the position, as transformers' expand

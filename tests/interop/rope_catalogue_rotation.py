@@ -47,8 +47,11 @@ def values_match(theirs: torch.Tensor, ours: torch.Tensor) -> bool:
 
 
 def _call_apply(fn, q, k, out, positions):
-    names = [n for n, p in inspect.signature(fn).parameters.items()
-             if p.default is inspect.Parameter.empty or n in ("k", "cos", "sin")]  # Qwen4-Exp's k=None, cos=None, ...
+    names = [
+        n
+        for n, p in inspect.signature(fn).parameters.items()
+        if p.default is inspect.Parameter.empty or n in ("k", "cos", "sin")
+    ]  # Qwen4-Exp's k=None, cos=None, ...
     cos_sin = (out,) if isinstance(out, torch.Tensor) else tuple(out)
     pair = len(names) > 1 and names[1].lower().lstrip("x").startswith("k")
     rest = names[2:] if pair else names[1:]
@@ -127,7 +130,10 @@ def axial_call(rotary, axes: int = 0):
             cos = out[0]
             while cos.dim() > 2 and cos.shape[0] == 1:
                 cos = cos[0]
-            widths = (2 * rotary.inv_freq.numel(), 2 * count * rotary.inv_freq.numel())  # one set of pairs, or one per axis
+            widths = (
+                2 * rotary.inv_freq.numel(),
+                2 * count * rotary.inv_freq.numel(),
+            )  # one set of pairs, or one per axis
             if cos.dim() == 2 and cos.shape[0] == 20 and cos.shape[1] in widths:
                 return out, form, coords
     raise ValueError("its forward reads none of the coordinate forms (A, N), (N, A), (1, N, A), (A, 1, N)")

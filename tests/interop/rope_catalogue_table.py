@@ -79,7 +79,10 @@ def write_page(body: str, page: Path = PAGE) -> None:
     """Replace the generated block of ``page`` (appending one at the end when there is none), atomically."""
     text = page.read_text(encoding="utf-8")
     if page_block(text) is None:
-        text = text.rstrip("\n") + f"\n\n## Every rotary class in transformers\n\n<!-- generated:{NAME} -->\n\n<!-- /generated:{NAME} -->\n"
+        text = (
+            text.rstrip("\n")
+            + f"\n\n## Every rotary class in transformers\n\n<!-- generated:{NAME} -->\n\n<!-- /generated:{NAME} -->\n"
+        )
     text = _pattern().sub(lambda m: m.group(1) + body + m.group(3), text)
     _atomic(page, text)
 

@@ -18,8 +18,7 @@ from posembed import LearnedAbsolute, TransformerEmbeddings
 from posembed.analysis.sources import load_hf
 from posembed.cli import main
 from posembed.errors import CheckpointError
-from posembed.interop.hf import load_embeddings
-from posembed.interop.hf import save_embeddings
+from posembed.interop.hf import load_embeddings, save_embeddings
 
 #: refusals take ~0.02 s here; the bound leaves room for a loaded CI machine's first torch imports
 REFUSAL_SECONDS = 30
@@ -103,12 +102,30 @@ def _damage(folder, how):
 
 
 DAMAGES = [
-    "empty", "truncated", "garbage", "truncated_header", "truncated_bin", "unsafe_pickle", "index_without_weight_map",
-    "bin_index_without_weight_map", "shard_outside", "shard_absolute", "config_list", "config_bad_json",
+    "empty",
+    "truncated",
+    "garbage",
+    "truncated_header",
+    "truncated_bin",
+    "unsafe_pickle",
+    "index_without_weight_map",
+    "bin_index_without_weight_map",
+    "shard_outside",
+    "shard_absolute",
+    "config_list",
+    "config_bad_json",
     "config_not_utf8",
 ]
 #: the inspector reads single-file safetensors checkpoints; the others it names as unsupported (one line too)
-SAFETENSORS_DAMAGES = ["empty", "truncated", "garbage", "truncated_header", "config_list", "config_bad_json", "config_not_utf8"]
+SAFETENSORS_DAMAGES = [
+    "empty",
+    "truncated",
+    "garbage",
+    "truncated_header",
+    "config_list",
+    "config_bad_json",
+    "config_not_utf8",
+]
 
 
 @pytest.mark.parametrize("how", DAMAGES)
@@ -148,9 +165,19 @@ def _one_line_refusal(code, err, *fragments):
 def test_cli_one_line_and_exit_2(tmp_path, capsys, how, command):
     folder = _folder(tmp_path / "ckpt")
     path, _ = _damage(folder, how)
-    argv = ["encode", "hi", "--model", str(folder)] if command == "encode" else ["inspect", str(folder), "--out", str(tmp_path / "o")]
+    argv = (
+        ["encode", "hi", "--model", str(folder)]
+        if command == "encode"
+        else ["inspect", str(folder), "--out", str(tmp_path / "o")]
+    )
     code, out, err = _cli(capsys, *argv)
-    no_safetensors = how in ("truncated_bin", "unsafe_pickle", "bin_index_without_weight_map", "shard_outside", "shard_absolute")
+    no_safetensors = how in (
+        "truncated_bin",
+        "unsafe_pickle",
+        "bin_index_without_weight_map",
+        "shard_outside",
+        "shard_absolute",
+    )
     expected = "not a checkpoint folder" if command == "inspect" and no_safetensors else path.name
     _one_line_refusal(code, err, f"posembed {command}: error:", expected)
     assert out == ""
@@ -160,7 +187,9 @@ def test_shards_inside_the_folder_still_load(tmp_path):
     folder = _folder(tmp_path / "ckpt")
     (folder / "model.safetensors").rename(folder / "sub-shard.safetensors")
     names = list(_read(folder / "sub-shard.safetensors"))
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": dict.fromkeys(names, "./sub-shard.safetensors")}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": dict.fromkeys(names, "./sub-shard.safetensors")})
+    )
     assert load_embeddings(folder).vocab_size == 50
 
 
@@ -169,7 +198,9 @@ def test_sharded_bin_checkpoint_loads(tmp_path):
     reference = load_embeddings(folder)
     _to_bin(folder).rename(folder / "pytorch_model-00001-of-00001.bin")
     names = list(torch.load(folder / "pytorch_model-00001-of-00001.bin", weights_only=True))
-    (folder / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": dict.fromkeys(names, "pytorch_model-00001-of-00001.bin")}))
+    (folder / "pytorch_model.bin.index.json").write_text(
+        json.dumps({"weight_map": dict.fromkeys(names, "pytorch_model-00001-of-00001.bin")})
+    )
     loaded = load_embeddings(folder)
     assert torch.equal(loaded.token_embeddings.weight, reference.token_embeddings.weight)
 
@@ -178,15 +209,24 @@ def test_sharded_bin_checkpoint_loads(tmp_path):
 
 #: (config change, what load_embeddings says, what the inspector says)
 BAD_SIZES = [
-    ({"vocab_size": 10**12}, "word_embeddings.weight has shape (50, 8), config.json implies (1000000000000, 8)",
-     "says vocab_size=1000000000000, but the weights' embeddings.word_embeddings.weight has shape (50, 8)"),
+    (
+        {"vocab_size": 10**12},
+        "word_embeddings.weight has shape (50, 8), config.json implies (1000000000000, 8)",
+        "says vocab_size=1000000000000, but the weights' embeddings.word_embeddings.weight has shape (50, 8)",
+    ),
     ({"vocab_size": -5}, "says vocab_size=-5; it must be a positive integer", None),
     ({"vocab_size": "lots"}, "says vocab_size='lots'; it must be a positive integer", None),
     ({"vocab_size": True}, "says vocab_size=True; it must be a positive integer", None),
-    ({"max_position_embeddings": 10**9}, "position_embeddings.weight has shape (20, 8), config.json implies (1000000000, 8)",
-     "says max_position_embeddings=1000000000, but the weights' embeddings.position_embeddings.weight"),
-    ({"hidden_size": 10**6}, "LayerNorm.weight has shape (8,), config.json implies (1000000,)",
-     "says hidden_size=1000000, but the weights' embeddings.word_embeddings.weight has shape (50, 8)"),
+    (
+        {"max_position_embeddings": 10**9},
+        "position_embeddings.weight has shape (20, 8), config.json implies (1000000000, 8)",
+        "says max_position_embeddings=1000000000, but the weights' embeddings.position_embeddings.weight",
+    ),
+    (
+        {"hidden_size": 10**6},
+        "LayerNorm.weight has shape (8,), config.json implies (1000000,)",
+        "says hidden_size=1000000, but the weights' embeddings.word_embeddings.weight has shape (50, 8)",
+    ),
     ({"layer_norm_eps": "small"}, "says layer_norm_eps='small'; it must be a number", None),
 ]
 
@@ -225,7 +265,11 @@ def test_layer_count_against_the_weights(tmp_path):
 def test_cli_refuses_bad_sizes_in_one_line(tmp_path, capsys, value, command):
     folder = _folder(tmp_path / "ckpt")
     _with_config(folder, {"vocab_size": value})
-    argv = ["encode", "hi", "--model", str(folder)] if command == "encode" else ["inspect", str(folder), "--out", str(tmp_path / "o")]
+    argv = (
+        ["encode", "hi", "--model", str(folder)]
+        if command == "encode"
+        else ["inspect", str(folder), "--out", str(tmp_path / "o")]
+    )
     start = time.perf_counter()
     code, _, err = _cli(capsys, *argv)
     assert time.perf_counter() - start < REFUSAL_SECONDS

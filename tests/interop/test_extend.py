@@ -58,7 +58,10 @@ def test_minilm_copy_reloads_and_is_bit_identical_within_512(minilm_path, minilm
     ids = torch.randint(1000, 20000, (2, 512))
     types = torch.randint(0, 2, (2, 512))
     assert torch.equal(_hidden(extended, ids), _hidden(original, ids))
-    assert torch.equal(_hidden(extended, ids[:, :77], token_type_ids=types[:, :77]), _hidden(original, ids[:, :77], token_type_ids=types[:, :77]))
+    assert torch.equal(
+        _hidden(extended, ids[:, :77], token_type_ids=types[:, :77]),
+        _hidden(original, ids[:, :77], token_type_ids=types[:, :77]),
+    )
     assert _hidden(extended, torch.randint(1000, 20000, (1, 1024))).shape == (1, 1024, 384)
 
 
@@ -66,7 +69,10 @@ def test_minilm_copy_files(minilm_path, minilm_copy):
     out = minilm_copy.out
     config = json.loads((out / "config.json").read_text())
     assert config["posembed_extension"] == {
-        "method": "copy", "original_positions": 512, "positions": 1024, "original_max_position_embeddings": 512
+        "method": "copy",
+        "original_positions": 512,
+        "positions": 1024,
+        "original_max_position_embeddings": 512,
     }
     assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 1024
     assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
@@ -173,7 +179,11 @@ def test_pytorch_bin_is_converted(tmp_path):
     assert torch.equal(written["bert.embeddings.position_ids"], torch.arange(64)[None])
     assert torch.equal(written["bert.embeddings.token_type_ids"], torch.zeros(1, 64, dtype=torch.long))
     assert written.keys() == state.keys()
-    grown = {"bert.embeddings.position_ids", "bert.embeddings.token_type_ids", "bert.embeddings.position_embeddings.weight"}
+    grown = {
+        "bert.embeddings.position_ids",
+        "bert.embeddings.token_type_ids",
+        "bert.embeddings.position_embeddings.weight",
+    }
     assert all(torch.equal(written[k], state[k]) for k in state.keys() - grown)
 
 
@@ -216,7 +226,10 @@ def test_refuses_a_size_not_larger(roberta, tmp_path):
     "config_class, kwargs",
     [
         ("GPT2Config", dict(n_layer=1, n_embd=16, n_head=2, vocab_size=50, n_positions=32)),
-        ("LlamaConfig", dict(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=50)),
+        (
+            "LlamaConfig",
+            dict(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32, vocab_size=50),
+        ),
     ],
 )
 def test_refuses_other_families(tmp_path, config_class, kwargs):
@@ -353,7 +366,9 @@ def _edit_config(folder, **changes):
 def test_a_bin_whose_table_disagrees_with_the_config_is_refused(tmp_path, configured):
     src = tmp_path / "bert"
     transformers.BertModel(transformers.BertConfig(max_position_embeddings=32, **SMALL)).save_pretrained(src)
-    torch.save(_read_safetensors(src / "model.safetensors"), src / "pytorch_model.bin")  # a .bin's shapes are read here only
+    torch.save(
+        _read_safetensors(src / "model.safetensors"), src / "pytorch_model.bin"
+    )  # a .bin's shapes are read here only
     (src / "model.safetensors").unlink()
     _edit_config(src, max_position_embeddings=configured)
     message = f"has a 32-row position table but config.json says max_position_embeddings={configured}$"
@@ -399,11 +414,16 @@ def _sharded_bin(tmp_path, name="bert-bin"):
     (src / "model.safetensors").unlink()
     state = {key: value.clone() for key, value in model.state_dict().items()}
     names = sorted(state)
-    shards = {"pytorch_model-00001-of-00002.bin": names[: len(names) // 2], "pytorch_model-00002-of-00002.bin": names[len(names) // 2 :]}
+    shards = {
+        "pytorch_model-00001-of-00002.bin": names[: len(names) // 2],
+        "pytorch_model-00002-of-00002.bin": names[len(names) // 2 :],
+    }
     for shard, keys in shards.items():
         torch.save({key: state[key] for key in keys}, src / shard)
     weight_map = {key: shard for shard, keys in shards.items() for key in keys}
-    (src / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
+    (src / "pytorch_model.bin.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map})
+    )
     return src, model, shards
 
 
@@ -436,7 +456,9 @@ def test_a_sharded_pytorch_bin_with_a_missing_shard_is_named(tmp_path):
 
     src, _, shards = _sharded_bin(tmp_path)
     (src / next(iter(shards))).unlink()
-    with pytest.raises(CheckpointError, match="maps '.*' to 'pytorch_model-00001-of-00002.bin', which is not in the folder"):
+    with pytest.raises(
+        CheckpointError, match="maps '.*' to 'pytorch_model-00001-of-00002.bin', which is not in the folder"
+    ):
         read_layout(src)
 
 
@@ -445,12 +467,17 @@ def test_a_sharded_pytorch_bin_with_a_missing_shard_is_named(tmp_path):
     [
         ({"embeddings.word_embeddings.weight": torch.zeros(120, 4)}, "found no key$"),
         (
-            {"embeddings.position_embeddings.weight": torch.zeros(32, 4),
-             "bert.embeddings.position_embeddings.weight": torch.zeros(32, 4)},
+            {
+                "embeddings.position_embeddings.weight": torch.zeros(32, 4),
+                "bert.embeddings.position_embeddings.weight": torch.zeros(32, 4),
+            },
             r"found 2 keys \(bert.embeddings.position_embeddings.weight, embeddings.position_embeddings.weight\)$",
         ),
         ({"embeddings.position_embeddings.weight": torch.zeros(32)}, r"has shape \(32,\), expected \(rows, width\)$"),
-        ({"embeddings.position_embeddings.weight": torch.zeros(32, 4, 1)}, r"has shape \(32, 4, 1\), expected \(rows, width\)$"),
+        (
+            {"embeddings.position_embeddings.weight": torch.zeros(32, 4, 1)},
+            r"has shape \(32, 4, 1\), expected \(rows, width\)$",
+        ),
     ],
 )
 def test_weights_need_exactly_one_2d_position_table(tmp_path, tensors, message):
@@ -458,7 +485,9 @@ def test_weights_need_exactly_one_2d_position_table(tmp_path, tensors, message):
 
     src = tmp_path / "bert"
     src.mkdir()
-    (src / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": 32, "vocab_size": 120}))
+    (src / "config.json").write_text(
+        json.dumps({"model_type": "bert", "max_position_embeddings": 32, "vocab_size": 120})
+    )
     save_file(tensors, str(src / "model.safetensors"))
     with pytest.raises(UnsupportedCheckpoint, match=message):
         read_layout(src)
@@ -472,7 +501,9 @@ def test_the_largest_sizes_accepted(roberta, tmp_path):
 
     layout = read_layout(roberta)
     assert MAX_POSITIONS == 2**20
-    assert _check_request(layout, tmp_path / "a", 2**20, "copy", False) == (tmp_path / "a").resolve()  # checked, not written
+    assert (
+        _check_request(layout, tmp_path / "a", 2**20, "copy", False) == (tmp_path / "a").resolve()
+    )  # checked, not written
     with pytest.raises(ExtensionError, match=r"^--to 1048577 is more than the 1048576 positions extend writes$"):
         _check_request(layout, tmp_path / "a", 2**20 + 1, "copy", False)
     result = extend_checkpoint(roberta, tmp_path / "h", to=64 * 64, method="hierarchical")  # L**2 exactly
@@ -499,7 +530,10 @@ def test_weights_in_other_formats_are_left_out_wherever_they_are(roberta, tmp_pa
     (src / "extra" / "pytorch_model.bin").write_bytes(b"kept")  # not the checkpoint's weights: copied
     result = extend_checkpoint(src, tmp_path / "out", to=100)
     assert result.left_out == ("exports/model_int8.onnx", "pytorch_model.bin", "tf_model.h5")
-    assert "extra/pytorch_model.bin" in result.copied and (result.out / "extra" / "pytorch_model.bin").read_bytes() == b"kept"
+    assert (
+        "extra/pytorch_model.bin" in result.copied
+        and (result.out / "extra" / "pytorch_model.bin").read_bytes() == b"kept"
+    )
     assert not (result.out / "pytorch_model.bin").exists() and not (result.out / "tf_model.h5").exists()
 
 
@@ -507,8 +541,14 @@ def test_weights_in_other_formats_are_left_out_wherever_they_are(roberta, tmp_pa
 def small_bert(minilm_path, tmp_path_factory):
     """A 1-layer, 16-wide random BERT with 32 positions and MiniLM's tokenizer (fine-tunes in a second)."""
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=32)
+    config = transformers.BertConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=32,
+    )
     folder = tmp_path_factory.mktemp("small") / "bert"
     transformers.BertModel(config).save_pretrained(folder)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
@@ -517,8 +557,9 @@ def small_bert(minilm_path, tmp_path_factory):
 
 
 @pytest.mark.parametrize("weights", ["safetensors", "bin"])
-def test_finetune_reads_the_table_from_either_format_with_seed_0_and_no_progress(small_bert, tinyshakespeare, tmp_path,
-                                                                                 caplog, weights):
+def test_finetune_reads_the_table_from_either_format_with_seed_0_and_no_progress(
+    small_bert, tinyshakespeare, tmp_path, caplog, weights
+):
     src = tmp_path / "src"
     shutil.copytree(small_bert, src)
     if weights == "bin":
@@ -537,11 +578,14 @@ def test_finetune_reads_the_table_from_either_format_with_seed_0_and_no_progress
     assert not torch.equal(table[32:64], trained)  # tuned away from the copy
 
 
-@pytest.mark.parametrize("stored, written", [
-    ({"model_max_length": 64, "do_lower_case": True}, {"model_max_length": 100, "do_lower_case": True}),
-    ({"max_len": 64}, {"max_len": 100, "model_max_length": 100}),  # a legacy config gets both
-    ({"do_lower_case": True}, {"do_lower_case": True, "model_max_length": 100}),
-])
+@pytest.mark.parametrize(
+    "stored, written",
+    [
+        ({"model_max_length": 64, "do_lower_case": True}, {"model_max_length": 100, "do_lower_case": True}),
+        ({"max_len": 64}, {"max_len": 100, "model_max_length": 100}),  # a legacy config gets both
+        ({"do_lower_case": True}, {"do_lower_case": True, "model_max_length": 100}),
+    ],
+)
 def test_tokenizer_config_gets_model_max_length_and_keeps_a_legacy_max_len(roberta, tmp_path, stored, written):
     src = tmp_path / "src"
     shutil.copytree(roberta, src)
@@ -549,8 +593,13 @@ def test_tokenizer_config_gets_model_max_length_and_keeps_a_legacy_max_len(rober
     (src / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64, "do_lower_case": False}))
     result = extend_checkpoint(src, tmp_path / "out", to=100)
     assert json.loads((result.out / "tokenizer_config.json").read_text()) == written
-    assert json.loads((result.out / "sentence_bert_config.json").read_text()) == {"max_seq_length": 100, "do_lower_case": False}
-    assert {"tokenizer_config.json", "sentence_bert_config.json", "config.json", "model.safetensors"} == set(result.rewritten)
+    assert json.loads((result.out / "sentence_bert_config.json").read_text()) == {
+        "max_seq_length": 100,
+        "do_lower_case": False,
+    }
+    assert {"tokenizer_config.json", "sentence_bert_config.json", "config.json", "model.safetensors"} == set(
+        result.rewritten
+    )
 
 
 def test_files_in_nested_folders_are_copied(roberta, tmp_path):
@@ -560,7 +609,9 @@ def test_files_in_nested_folders_are_copied(roberta, tmp_path):
     (src / "deep" / "er" / "a.txt").write_text("a")
     (src / "deep" / "er" / "b.txt").write_text("b")
     result = extend_checkpoint(src, tmp_path / "out", to=100)
-    assert (result.out / "deep" / "er" / "a.txt").read_text() == "a" and (result.out / "deep" / "er" / "b.txt").read_text() == "b"
+    assert (result.out / "deep" / "er" / "a.txt").read_text() == "a" and (
+        result.out / "deep" / "er" / "b.txt"
+    ).read_text() == "b"
     assert {"deep/er/a.txt", "deep/er/b.txt"} <= set(result.copied)
 
 
@@ -597,8 +648,11 @@ def test_tensor_bytes_counts_every_tensor_whatever_its_name(tmp_path):
     from posembed.interop.extend.checkpoint import _tensor_bytes
 
     path = tmp_path / "x.safetensors"
-    save_file({"A.weight": torch.zeros(3), "0.bias": torch.zeros(2, dtype=torch.float64), "b": torch.zeros(2, 2)}, str(path),
-              metadata={"format": "pt"})
+    save_file(
+        {"A.weight": torch.zeros(3), "0.bias": torch.zeros(2, dtype=torch.float64), "b": torch.zeros(2, 2)},
+        str(path),
+        metadata={"format": "pt"},
+    )
     assert _tensor_bytes(path) == 3 * 4 + 2 * 8 + 4 * 4
 
 

@@ -20,7 +20,6 @@ from tests.helpers import save_random_bert
 transformers = pytest.importorskip("transformers")
 
 
-
 # ---------------------------------------------------------------------- the checks, at each bound
 
 
@@ -139,8 +138,9 @@ def test_with_table_needs_a_model_that_takes_position_ids():
 
 @pytest.fixture(scope="module")
 def tiny_bert(minilm_path, tmp_path_factory):
-    return save_random_bert(tmp_path_factory.mktemp("finetune") / "bert", minilm_path, hidden_size=16,
-                            max_position_embeddings=32)
+    return save_random_bert(
+        tmp_path_factory.mktemp("finetune") / "bert", minilm_path, hidden_size=16, max_position_embeddings=32
+    )
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +171,9 @@ def test_the_record_holds_the_first_loss_and_the_mean_of_the_last_25(tiny_bert, 
     assert record["loss_first"] == round(losses[0], 4)
     assert record["loss_last_25"] == round(sum(losses[5:]) / 25, 4)
     assert record["loss_last_25"] != round(sum(losses[4:]) / 26, 4)  # the 26 last would differ
-    assert {k: record[k] for k in ("steps", "seed", "batch", "passage_tokens", "query_tokens", "lr", "temperature")} == {
-        "steps": 30, "seed": 5, "batch": 3, "passage_tokens": 8, "query_tokens": 2, "lr": 5e-4, "temperature": 0.05}
+    assert {
+        k: record[k] for k in ("steps", "seed", "batch", "passage_tokens", "query_tokens", "lr", "temperature")
+    } == {"steps": 30, "seed": 5, "batch": 3, "passage_tokens": 8, "query_tokens": 2, "lr": 5e-4, "temperature": 0.05}
     for logits, target, _ in seen:
         # cosines of unit vectors over the temperature: within +-20, and the diagonal is the target
         assert logits.shape == (3, 3) and target.tolist() == [0, 1, 2]
@@ -189,7 +190,9 @@ def test_tuning_keeps_the_dtype_and_the_trained_rows_bit_for_bit(tiny_bert, shor
     assert record["steps"] == 2 and math.isfinite(record["loss_first"])
 
 
-def test_a_passage_that_cannot_reach_the_new_rows_is_refused_before_anything_is_read(tiny_bert, short_text, monkeypatch):
+def test_a_passage_that_cannot_reach_the_new_rows_is_refused_before_anything_is_read(
+    tiny_bert, short_text, monkeypatch
+):
     # a passage of 8 at skip u needs u + 9 < rows and u >= 32 - 4: rows >= 38 (u = 28 is the only skip)
     monkeypatch.setattr(finetune, "_pairs", lambda *a: pytest.fail("drew pairs"))
     for rows in (37, 33):
@@ -218,7 +221,13 @@ def test_defaults_the_shipped_text_its_first_nine_tenths_and_no_progress(tiny_be
     with caplog.at_level(logging.INFO, logger=finetune.__name__):
         tuned, record = tune_new_rows(tiny_bert, table, 32, steps=1)
     assert {k: record[k] for k in ("seed", "batch", "passage_tokens", "query_tokens", "lr", "text")} == {
-        "seed": 0, "batch": 8, "passage_tokens": 64, "query_tokens": 12, "lr": 5e-4, "text": str(default_text())}
+        "seed": 0,
+        "batch": 8,
+        "passage_tokens": 64,
+        "query_tokens": 12,
+        "lr": 5e-4,
+        "text": str(default_text()),
+    }
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tiny_bert))
     training, benchmark = split_text(default_text().read_text(encoding="utf-8"))
     assert drawn[0] == corpus_tokens(tokenizer, training)[0]
@@ -232,13 +241,16 @@ def test_one_step_is_adam_without_weight_decay_on_the_new_rows_only(tiny_bert, s
     monkeypatch.setattr(torch.optim, "Adam", lambda params, **kw: made.append(kw) or real(params, **kw))
     loaded = []
     load = transformers.AutoModel.from_pretrained
-    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", lambda *a, **kw: loaded.append(load(*a, **kw)) or loaded[-1])
+    monkeypatch.setattr(
+        transformers.AutoModel, "from_pretrained", lambda *a, **kw: loaded.append(load(*a, **kw)) or loaded[-1]
+    )
     clock = iter([100.0, 103.14159])  # the start and the end of the tuning
     monkeypatch.setattr(finetune, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     table = copy_rows(_table(tiny_bert), 48)
     with caplog.at_level(logging.INFO, logger=finetune.__name__):
-        tuned, record = tune_new_rows(tiny_bert, table, 32, steps=1, text=short_text, batch=4, passage=8, query=2,
-                                      lr=1e-3, progress="lines")
+        tuned, record = tune_new_rows(
+            tiny_bert, table, 32, steps=1, text=short_text, batch=4, passage=8, query=2, lr=1e-3, progress="lines"
+        )
     assert made == [{"lr": 1e-3, "weight_decay": 0.0}]
     # every weight but the table frozen: no gradient computed for any of them
     (model,) = loaded
@@ -251,7 +263,10 @@ def test_one_step_is_adam_without_weight_decay_on_the_new_rows_only(tiny_bert, s
     assert record["seconds"] == 3.1  # to a tenth of a second
     messages = [r.getMessage() for r in caplog.records]
     assert sum("tuning new rows: 1/1 done (loss" in m for m in messages) == 1
-    assert f"tuned rows 32..47 in 1 steps: loss {record['loss_first']:.4g} after one step (nothing to compare it with)" in messages
+    assert (
+        f"tuned rows 32..47 in 1 steps: loss {record['loss_first']:.4g} after one step (nothing to compare it with)"
+        in messages
+    )
     assert all(r.levelname == "INFO" for r in caplog.records)  # one step: no trend, no warning
 
 
@@ -259,7 +274,12 @@ def test_one_step_is_adam_without_weight_decay_on_the_new_rows_only(tiny_bert, s
     "first, last, steps, words",
     [
         (0.083, 0.163, 5, "loss rose from 0.083 (first step) to 0.163 (mean of the last 5): 5 steps did not lower it"),
-        (0.2, 0.2, 30, "loss did not fall from 0.2 (first step) to 0.2 (mean of the last 25): 30 steps did not lower it"),
+        (
+            0.2,
+            0.2,
+            30,
+            "loss did not fall from 0.2 (first step) to 0.2 (mean of the last 25): 30 steps did not lower it",
+        ),
         (0.2, 0.1999, 30, "loss fell from 0.2 (first step) to 0.1999 (mean of the last 25)"),
         (0.41, 0.12, 60, "loss fell from 0.41 (first step) to 0.12 (mean of the last 25)"),
         (0.3, 0.3, 1, "loss 0.3 after one step (nothing to compare it with)"),
@@ -279,11 +299,15 @@ def test_the_tuning_log_warns_exactly_when_the_loss_did_not_fall(tiny_bert, shor
 
     losses = iter([0.1, 0.3, 0.3] if rises else [0.3, 0.1, 0.1])
     real = torch.nn.functional.cross_entropy
-    monkeypatch.setattr(torch.nn.functional, "cross_entropy",
-                        lambda *a, **k: real(*a, **k) * 0 + next(losses))  # the loss the run sees, its gradient zero
+    monkeypatch.setattr(
+        torch.nn.functional, "cross_entropy", lambda *a, **k: real(*a, **k) * 0 + next(losses)
+    )  # the loss the run sees, its gradient zero
     caplog.set_level("INFO", logger=finetune.logger.name)
-    _, record = tune_new_rows(tiny_bert, copy_rows(_table(tiny_bert), 48), 32, steps=3, text=short_text, batch=3,
-                              passage=8, query=2)
+    _, record = tune_new_rows(
+        tiny_bert, copy_rows(_table(tiny_bert), 48), 32, steps=3, text=short_text, batch=3, passage=8, query=2
+    )
     (summary,) = [r for r in caplog.records if "tuned rows" in r.getMessage()]
     assert (summary.levelname == "WARNING") == rises
-    assert ("loss rose from 0.1" in summary.getMessage()) == rises and record["loss_last_25"] == (0.2333 if rises else 0.1667)
+    assert ("loss rose from 0.1" in summary.getMessage()) == rises and record["loss_last_25"] == (
+        0.2333 if rises else 0.1667
+    )

@@ -59,7 +59,10 @@ def test_extend_table_keeps_offset_rows():
     out = extend_table(table, 16, "copy", offset=2)
     assert out.shape == (18, 3)
     assert torch.equal(out[:10], table) and torch.equal(out[10:], table[2:])
-    with pytest.raises(ValueError, match="unknown extension method 'alibi'; choose one of copy, interpolate, hierarchical, recurrent, grouped"):
+    with pytest.raises(
+        ValueError,
+        match="unknown extension method 'alibi'; choose one of copy, interpolate, hierarchical, recurrent, grouped",
+    ):
         extend_table(table, 16, "alibi")
 
 

@@ -183,7 +183,9 @@ def test_sharded_safetensors_checkpoint(tmp_path):
         save_file({k: state[k].contiguous() for k in keys}, tmp_path / shard)
     weight_map = {k: shard for shard, keys in shards.items() for k in keys}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 50, "hidden_size": 8, "max_position_embeddings": 20}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"vocab_size": 50, "hidden_size": 8, "max_position_embeddings": 20})
+    )
     loaded = load_embeddings(tmp_path)
     assert torch.equal(loaded.token_embeddings.weight, emb.token_embeddings.weight)
     assert torch.equal(loaded.norm.bias, emb.norm.bias)
@@ -208,13 +210,20 @@ def test_bad_folders(tmp_path):
         load_embeddings(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="config.json"):
         load_embeddings(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 50, "hidden_size": 8, "max_position_embeddings": 20}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"vocab_size": 50, "hidden_size": 8, "max_position_embeddings": 20})
+    )
     with pytest.raises(FileNotFoundError, match="no weights.*model.safetensors"):
         load_embeddings(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 50, "hidden_size": 8}))
     with pytest.raises(ValueError, match="BERT-family.*without max_position_embeddings"):
         load_embeddings(tmp_path)
-    relative = {"vocab_size": 50, "hidden_size": 8, "max_position_embeddings": 20, "position_embedding_type": "relative_key"}
+    relative = {
+        "vocab_size": 50,
+        "hidden_size": 8,
+        "max_position_embeddings": 20,
+        "position_embedding_type": "relative_key",
+    }
     (tmp_path / "config.json").write_text(json.dumps(relative))
     with pytest.raises(ValueError, match="relative_key.*ShawRelative"):
         load_embeddings(tmp_path)

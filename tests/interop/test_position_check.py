@@ -11,7 +11,14 @@ from posembed.interop.extend.position_check import check_positions, format_posit
 
 transformers = pytest.importorskip("transformers")
 
-SMALL = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64, vocab_size=100, max_position_embeddings=64)
+SMALL = dict(
+    hidden_size=32,
+    num_attention_heads=4,
+    num_hidden_layers=2,
+    intermediate_size=64,
+    vocab_size=100,
+    max_position_embeddings=64,
+)
 
 
 def _save(folder, model_class, config):
@@ -24,10 +31,17 @@ def _save(folder, model_class, config):
 def random_models(tmp_path_factory):
     root = tmp_path_factory.mktemp("random_models")
     return {
-        "roberta": _save(root / "roberta", transformers.RobertaModel, transformers.RobertaConfig(**SMALL, pad_token_id=1)),
-        "gpt2": _save(root / "gpt2", transformers.GPT2LMHeadModel,
-                      transformers.GPT2Config(n_embd=32, n_head=4, n_layer=2, vocab_size=100, n_positions=64)),  # fmt: skip
-        "llama": _save(root / "llama", transformers.LlamaForCausalLM, transformers.LlamaConfig(**SMALL, num_key_value_heads=2)),
+        "roberta": _save(
+            root / "roberta", transformers.RobertaModel, transformers.RobertaConfig(**SMALL, pad_token_id=1)
+        ),
+        "gpt2": _save(
+            root / "gpt2",
+            transformers.GPT2LMHeadModel,
+            transformers.GPT2Config(n_embd=32, n_head=4, n_layer=2, vocab_size=100, n_positions=64),
+        ),  # fmt: skip
+        "llama": _save(
+            root / "llama", transformers.LlamaForCausalLM, transformers.LlamaConfig(**SMALL, num_key_value_heads=2)
+        ),
     }
 
 
@@ -179,7 +193,9 @@ def test_recipes_follow_the_mask():
     _, plain = _recipe(type("C", (), {"model_type": "bert"})())
     assert plain(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
     text, roberta = _recipe(type("C", (), {"model_type": "roberta", "pad_token_id": 1})())
-    assert roberta(mask).tolist() == [[1, 1, 2, 3, 4], [2, 3, 4, 5, 6]] and text.endswith("+ 1 (padding_idx + 1 onwards)")
+    assert roberta(mask).tolist() == [[1, 1, 2, 3, 4], [2, 3, 4, 5, 6]] and text.endswith(
+        "+ 1 (padding_idx + 1 onwards)"
+    )
 
 
 @pytest.mark.parametrize("family, widths", [("bert", (4, 12)), ("roberta", (3, 10))])
@@ -188,16 +204,25 @@ def test_sequences_are_cut_to_the_position_table(tmp_path, monkeypatch, family, 
     the three generated sequences share it (12 // 3 or 10 // 3 tokens each), the companion takes all."""
     from posembed.interop.extend import position_check
 
-    small = dict(hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=32, vocab_size=50,
-                 max_position_embeddings=12)
+    small = dict(
+        hidden_size=16,
+        num_attention_heads=2,
+        num_hidden_layers=1,
+        intermediate_size=32,
+        vocab_size=50,
+        max_position_embeddings=12,
+    )
     if family == "bert":
         folder = _save(tmp_path / "bert", transformers.BertModel, transformers.BertConfig(**small))
     else:
-        folder = _save(tmp_path / "roberta", transformers.RobertaModel, transformers.RobertaConfig(**small, pad_token_id=1))
+        folder = _save(
+            tmp_path / "roberta", transformers.RobertaModel, transformers.RobertaConfig(**small, pad_token_id=1)
+        )
     shapes = []
     real = position_check._hidden
-    monkeypatch.setattr(position_check, "_hidden",
-                        lambda model, ids, **kw: shapes.append(tuple(ids.shape)) or real(model, ids, **kw))
+    monkeypatch.setattr(
+        position_check, "_hidden", lambda model, ids, **kw: shapes.append(tuple(ids.shape)) or real(model, ids, **kw)
+    )
     report = check_positions(folder)
     each, longest = widths
     assert shapes[:3] == [(1, each)] * 3  # the unpadded references
@@ -219,7 +244,9 @@ def test_generated_ids_are_padded_with_0_without_a_pad_id_and_with_it_otherwise(
 
     seen = []
     real = position_check._hidden
-    monkeypatch.setattr(position_check, "_hidden", lambda model, ids, **kw: seen.append((ids, kw)) or real(model, ids, **kw))
+    monkeypatch.setattr(
+        position_check, "_hidden", lambda model, ids, **kw: seen.append((ids, kw)) or real(model, ids, **kw)
+    )
     for name, pad in (("llama", 0), ("roberta", 1)):  # llama has no pad_token_id
         seen.clear()
         check_positions(random_models[name])

@@ -71,7 +71,9 @@ def test_the_manifest_names_every_file_once_with_its_source():
     for entry in MANIFEST["configs"]:
         assert entry["source"]["repo"] and entry["source"]["path"] and entry["family"], entry
         expected = entry["expected"]
-        assert expected["reading"] in ("exact", "refused", "gap") and bool(expected.get("reason")) == (expected["reading"] != "exact")
+        assert expected["reading"] in ("exact", "refused", "gap") and bool(expected.get("reason")) == (
+            expected["reading"] != "exact"
+        )
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -80,7 +82,9 @@ def test_read_as_the_models_own_rotary_module_reads_it(name):
     try:
         root = _from_pretrained(raw)
     except Exception as error:  # noqa: BLE001 - transformers refuses the file: rope check must say so, in one line
-        assert expected["reading"] == "refused", f"{name} is stated to read exactly, but transformers refuses it: {error}"
+        assert expected["reading"] == "refused", (
+            f"{name} is stated to read exactly, but transformers refuses it: {error}"
+        )
         report = check_rope_config(CORPUS / name)
         refusals = [t for t in report.traps if t.code == "config_refused"]
         assert len(refusals) == 1 and not report.ok, format_report(report)
@@ -88,9 +92,13 @@ def test_read_as_the_models_own_rotary_module_reads_it(name):
         assert expected["reason"] in message, (expected["reason"], message)
         assert "\n" not in message and repr(raw["model_type"]) in message
         theirs = str(error).splitlines()[0].split(". ")[0]
-        assert theirs in message or (theirs.startswith("Unrecognized model identifier") and "Unrecognized model identifier" in message)
+        assert theirs in message or (
+            theirs.startswith("Unrecognized model identifier") and "Unrecognized model identifier" in message
+        )
         return
-    assert expected["reading"] != "refused", f"{name} is stated to be refused ({expected['reason']}), but transformers builds it"
+    assert expected["reading"] != "refused", (
+        f"{name} is stated to be refused ({expected['reason']}), but transformers builds it"
+    )
     if expected["reading"] == "gap":  # a known gap: posembed refuses what transformers builds, with this error
         report = check_rope_config(CORPUS / name)
         errors = [t.message for t in report.traps if t.code == "unbuildable"]
@@ -106,7 +114,9 @@ def test_read_as_the_models_own_rotary_module_reads_it(name):
     report = check_rope_config(CORPUS / name)
     assert {layer.settings.layer_type for layer in report.layers} == {layer or "all" for layer in layer_types(rotary)}
     for layer in report.layers:
-        assert layer.scheme is not None and layer.comparisons and all(c.equal for c in layer.comparisons), format_report(report)
+        assert layer.scheme is not None and layer.comparisons and all(c.equal for c in layer.comparisons), (
+            format_report(report)
+        )
     assert not [t for t in report.traps if t.severity == "error"], format_report(report)
 
 
@@ -136,12 +146,18 @@ def test_llama_3_1_headline_names_the_configured_length_beside_the_trained_one(c
     assert main(["rope", "check", str(path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     first = data["layers"][0]
-    assert (first["configured_length"], first["trained_context"], first["scaled_context"], first["effective_context"]) == (
-        131072, 8192, 65536, None)
+    assert (
+        first["configured_length"],
+        first["trained_context"],
+        first["scaled_context"],
+        first["effective_context"],
+    ) == (131072, 8192, 65536, None)
     assert "llama3 x8" in first["scaling"] and [t["code"] for t in data["traps"]].count("context_lengths") == 1
 
 
-@pytest.mark.parametrize("name", ["llama-3.2-1b-instruct.json", "llama-3.2-3b-instruct.json", "llama-3.1-70b-instruct.json"])
+@pytest.mark.parametrize(
+    "name", ["llama-3.2-1b-instruct.json", "llama-3.2-3b-instruct.json", "llama-3.1-70b-instruct.json"]
+)
 def test_every_llama3_scaling_whose_numbers_disagree_is_noted(name):
     report = check_rope_config(CORPUS / name)
     for layer in report.layers:
@@ -150,7 +166,9 @@ def test_every_llama3_scaling_whose_numbers_disagree_is_noted(name):
     assert "context_lengths" in {t.code for t in report.traps}
 
 
-@pytest.mark.parametrize("name", ["phi-3.5-vision-instruct-text.json", "olmo-3.1-32b-instruct.json", "exaone-4.0-32b.json"])
+@pytest.mark.parametrize(
+    "name", ["phi-3.5-vision-instruct-text.json", "olmo-3.1-32b-instruct.json", "exaone-4.0-32b.json"]
+)
 def test_scalings_that_reach_the_configured_length_state_it_as_the_effective_context(name):
     report = check_rope_config(CORPUS / name)
     for layer in report.layers:
@@ -201,16 +219,29 @@ def test_the_effective_context_is_stated_exactly_where_the_numbers_agree(rope_ty
     from hypothesis import strategies as st
 
     @settings(max_examples=20, deadline=None)
-    @given(original=st.sampled_from([256, 1024, 4096, 8192]), factor=st.sampled_from([2.0, 4.0, 8.0, 16.0]),
-           stretch=st.sampled_from([0.5, 1.0, 2.0]))
+    @given(
+        original=st.sampled_from([256, 1024, 4096, 8192]),
+        factor=st.sampled_from([2.0, 4.0, 8.0, 16.0]),
+        stretch=st.sampled_from([0.5, 1.0, 2.0]),
+    )
     def check(original, factor, stretch):
         configured = int(original * factor * stretch)
         scaling = {"rope_type": rope_type, "factor": factor, "original_max_position_embeddings": original}
-        raw = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": configured,
-               "rope_theta": 1e4, "rope_scaling": scaling}
+        raw = {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "max_position_embeddings": configured,
+            "rope_theta": 1e4,
+            "rope_scaling": scaling,
+        }
         report = check_rope_config(raw, compare=False)
         (layer,) = report.layers
-        assert (layer.configured_length, layer.trained_context, layer.scaled_context) == (configured, original, int(original * factor))
+        assert (layer.configured_length, layer.trained_context, layer.scaled_context) == (
+            configured,
+            original,
+            int(original * factor),
+        )
         agree = stretch == 1.0
         assert layer.effective_context == (configured if agree else None)
         assert ("context_lengths" in {t.code for t in report.traps}) is not agree
@@ -218,10 +249,13 @@ def test_the_effective_context_is_stated_exactly_where_the_numbers_agree(rope_ty
     check()
 
 
-@pytest.mark.parametrize("raw", [
-    json.loads((CORPUS / "gpt-j-6b.json").read_text(encoding="utf-8")),
-    {"model_type": "codegen", "n_embd": 1024, "n_head": 16, "rotary_dim": 32, "n_positions": 2048},
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        json.loads((CORPUS / "gpt-j-6b.json").read_text(encoding="utf-8")),
+        {"model_type": "codegen", "n_embd": 1024, "n_head": 16, "rotary_dim": 32, "n_positions": 2048},
+    ],
+)
 def test_a_rotary_with_a_table_and_no_init_is_compared_with_its_table(raw):
     # GPT-J's and CodeGen's rotary embeddings hold a sin / cos table (forward returns (sin, cos)) and no rope init
     # function: rope check compares with the angles of that table, where it used to report "rope init failed"
@@ -239,7 +273,11 @@ def test_remote_code_that_states_no_rope_field_is_refused_not_called_ropeless(ca
     assert "transformers does not know model_type 'chatglm'" in out and "the rotation is in that code" in out
     with pytest.raises(ValueError, match="transformers does not know model_type 'chatglm'"):  # no default RoPE guessed
         rotary_from_hf_config(path)  # it used to build full-width RoPE at theta 10000; ChatGLM2 rotates half its head
-    bare = {"model_type": "", "hidden_size": 64, "num_attention_heads": 4}  # a sub-config's empty type: defaults, as before
+    bare = {
+        "model_type": "",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+    }  # a sub-config's empty type: defaults, as before
     assert rotary_from_hf_config(bare).base == 1e4
     gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_head": 4}  # a type transformers knows, with no RoPE: still an error
     with pytest.raises(ValueError, match=r"the config has no RoPE \(gpt2\)"):

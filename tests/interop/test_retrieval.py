@@ -13,8 +13,23 @@ import re
 import pytest
 import torch
 
-from posembed.interop.extend.retrieval import QUICK, BenchmarkConfig, Encoder, build_documents, evaluate_extension, rank_scores
-from posembed.interop.extend.retrieval_data import NAMES, PLACES, TASKS, make_facts, plant_documents, read_text, split_text
+from posembed.interop.extend.retrieval import (
+    QUICK,
+    BenchmarkConfig,
+    Encoder,
+    build_documents,
+    evaluate_extension,
+    rank_scores,
+)
+from posembed.interop.extend.retrieval_data import (
+    NAMES,
+    PLACES,
+    TASKS,
+    make_facts,
+    plant_documents,
+    read_text,
+    split_text,
+)
 from posembed.interop.extend.retrieval_report import (
     chance,
     format_table,
@@ -26,7 +41,6 @@ from posembed.interop.extend.retrieval_report import (
 from tests.helpers import save_random_bert
 
 transformers = pytest.importorskip("transformers")
-
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +64,9 @@ def text_file(text, tmp_path_factory):
 @pytest.fixture(scope="module")
 def small_model(minilm_path, tmp_path_factory):
     """A 1-layer, 32-wide random BERT with 512 positions and MiniLM's tokenizer and vocabulary."""
-    return save_random_bert(tmp_path_factory.mktemp("small") / "bert", minilm_path, hidden_size=32,
-                            max_position_embeddings=512)
+    return save_random_bert(
+        tmp_path_factory.mktemp("small") / "bert", minilm_path, hidden_size=32, max_position_embeddings=512
+    )
 
 
 TINY = BenchmarkConfig(lengths=(128, 600), queries=6, targets=(640,), finetune_steps=2, truncate=(64, 512), chunk=256)
@@ -98,7 +113,9 @@ def test_candidates_share_one_filler_and_differ_only_in_the_fact(tokenizer, text
             common = min(len(filler), len(without))
             assert without[:common] == filler[:common]
             # cut at word boundaries: re-tokenizing the decoded text gives the same tokens
-            assert tokenizer(tokenizer.decode(doc.body[:-1]), add_special_tokens=False)["input_ids"] == list(doc.body[:-1])
+            assert tokenizer(tokenizer.decode(doc.body[:-1]), add_special_tokens=False)["input_ids"] == list(
+                doc.body[:-1]
+            )
     # the filler comes from the text's last tenth, which the tuning never reads
     filler_text = tokenizer.decode(documents["needle", 256][0].body[:20])
     train, held_out = split_text(text)
@@ -168,21 +185,43 @@ def _cell(task, system, length, hits, n=50, seeds=(0,)):
     outcomes = [[i / max(1, n - 1), int(i < hits), seed] for seed in seeds for i in range(n)]
     total, k = n * len(seeds), hits * len(seeds)
     low, high = wilson(k, total)
-    return {"task": task, "system": system, "length": length, "hits": k, "queries": total, "candidates": n,
-            "accuracy": k / total, "mrr": k / total, "low": low, "high": high, "longembed": "", "outcomes": outcomes}
+    return {
+        "task": task,
+        "system": system,
+        "length": length,
+        "hits": k,
+        "queries": total,
+        "candidates": n,
+        "accuracy": k / total,
+        "mrr": k / total,
+        "low": low,
+        "high": high,
+        "longembed": "",
+        "outcomes": outcomes,
+    }
 
 
 def test_the_primary_family_is_each_system_against_the_longest_truncation_beyond_the_table():
-    cells = [_cell(t, s, L, k) for t in ("passkey", "needle") for L in (256, 1024, 2048)
-             for s, k in (("truncate-256", 5), ("truncate-512", 20), ("copy", 40), ("grouped", 5), ("hierarchical", 20))]
+    cells = [
+        _cell(t, s, L, k)
+        for t in ("passkey", "needle")
+        for L in (256, 1024, 2048)
+        for s, k in (("truncate-256", 5), ("truncate-512", 20), ("copy", 40), ("grouped", 5), ("hierarchical", 20))
+    ]
     summary = summarise(cells, 512)
     assert summary["long_lengths"] == [1024, 2048]
     names = [(d["system"], d["region"], d["lengths"]) for d in summary["decisions"]]
     # beyond the table every non-truncation system; within it only the methods that edit the trained rows
-    assert names == [("copy", "beyond the table", [1024, 2048]), ("grouped", "beyond the table", [1024, 2048]),
-                     ("hierarchical", "beyond the table", [1024, 2048]), ("grouped", "within the table", [256])]
+    assert names == [
+        ("copy", "beyond the table", [1024, 2048]),
+        ("grouped", "beyond the table", [1024, 2048]),
+        ("hierarchical", "beyond the table", [1024, 2048]),
+        ("grouped", "within the table", [256]),
+    ]
     by = {(d["system"], d["region"]): d for d in summary["decisions"]}
-    assert by["copy", "beyond the table"]["pairs"] == 200 and by["copy", "beyond the table"]["baseline"] == "truncate-512"
+    assert (
+        by["copy", "beyond the table"]["pairs"] == 200 and by["copy", "beyond the table"]["baseline"] == "truncate-512"
+    )
     assert by["copy", "beyond the table"]["word"] == "copy better"
     assert by["grouped", "beyond the table"]["word"] == "truncate-512 better"
     assert by["grouped", "within the table"]["word"] == "truncate-512 better"
@@ -217,8 +256,11 @@ def test_a_winner_must_lead_in_every_data_seed_and_task():
     agree = [cell("truncate-512", [5, 20]), cell("copy", [45, 20])]  # seed 1 ties: no seed disagrees
     assert primary_decisions(agree, 512)[0]["word"] == "copy better"
     # the same with tasks: passkey 45 against 5, needle 20 against 22 (one seed): the tasks disagree
-    tasks = [dict(c, task=task, outcomes=[o[:2] + [0] for o in c["outcomes"]][i * 50:(i + 1) * 50])
-             for c in split for i, task in enumerate(("passkey", "needle"))]
+    tasks = [
+        dict(c, task=task, outcomes=[o[:2] + [0] for o in c["outcomes"]][i * 50 : (i + 1) * 50])
+        for c in split
+        for i, task in enumerate(("passkey", "needle"))
+    ]
     (decision,) = primary_decisions(tasks, 512)
     assert decision["per_task"] == {"passkey": 0.8, "needle": -0.04} and decision["per_seed"] == {"0": 0.38}
     assert decision["word"] == "cannot tell" and decision["note"] == "the tasks disagree"
@@ -230,9 +272,15 @@ def test_pairs_never_cross_a_data_seed_or_a_query():
     a = _cell("passkey", "truncate-512", 1024, 3, n=4, seeds=(0, 1))
     b = _cell("passkey", "copy", 1024, 1, n=4, seeds=(0, 1))
     assert paired_hits([a, b], "copy", "truncate-512", [1024]) == (
-        [1, 1, 1, 0] * 2, [1, 0, 0, 0] * 2, [0] * 4 + [1] * 4, ["passkey"] * 8)
+        [1, 1, 1, 0] * 2,
+        [1, 0, 0, 0] * 2,
+        [0] * 4 + [1] * 4,
+        ["passkey"] * 8,
+    )
     shuffled = dict(b, outcomes=b["outcomes"][4:] + b["outcomes"][:4])  # seed 1's queries first
-    with pytest.raises(ValueError, match="passkey @ 1024: the outcomes of copy and truncate-512 are not the same queries"):
+    with pytest.raises(
+        ValueError, match="passkey @ 1024: the outcomes of copy and truncate-512 are not the same queries"
+    ):
         paired_hits([a, shuffled], "copy", "truncate-512", [1024])
 
 
@@ -243,8 +291,10 @@ def test_alike_needs_the_equivalence_test():
         return {"task": "passkey", "system": system, "length": 1024, "outcomes": [[0.0, h, 0] for h in hits]}
 
     # 400 pairs, 10 discordant each way: difference 0, Wald se ~ 0.011, well within 0.10
-    close = [cell("truncate-512", [1] * 10 + [0] * 10 + [1] * 100 + [0] * 280),
-             cell("pcw-512", [0] * 10 + [1] * 10 + [1] * 100 + [0] * 280)]
+    close = [
+        cell("truncate-512", [1] * 10 + [0] * 10 + [1] * 100 + [0] * 280),
+        cell("pcw-512", [0] * 10 + [1] * 10 + [1] * 100 + [0] * 280),
+    ]
     assert MARGIN == 0.10 and primary_decisions(close, 512)[0]["word"] == "alike"
     # 20 pairs, the same split: too few to show either
     few = [cell("truncate-512", [1, 0] + [0] * 18), cell("pcw-512", [0, 1] + [0] * 18)]
@@ -266,7 +316,16 @@ def test_config_checks():
     full = BenchmarkConfig()
     assert full.queries >= 50 and full.lengths == (256, 512, 1024, 2048, 4096) and full.tasks == ("passkey", "needle")
     assert [s.name for s in full.systems()] == [
-        "truncate-256", "truncate-512", "chunk-512", "pcw-512", "copy", "interpolate", "grouped", "hierarchical", "tuned"]
+        "truncate-256",
+        "truncate-512",
+        "chunk-512",
+        "pcw-512",
+        "copy",
+        "interpolate",
+        "grouped",
+        "hierarchical",
+        "tuned",
+    ]
     assert QUICK.queries < full.queries and QUICK.finetune_steps < full.finetune_steps
 
 
@@ -295,8 +354,17 @@ def test_encoder_encodes_each_sequence_once_and_shares_short_ones():
 
 def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     result = evaluate_extension(small_model, TINY, text=text_file)
-    systems = ["truncate-64", "truncate-512", "chunk-256", "pcw-256", "copy", "interpolate", "grouped",
-               "hierarchical", "tuned"]
+    systems = [
+        "truncate-64",
+        "truncate-512",
+        "chunk-256",
+        "pcw-256",
+        "copy",
+        "interpolate",
+        "grouped",
+        "hierarchical",
+        "tuned",
+    ]
     cells = result["cells"]
     assert list(dict.fromkeys(c["system"] for c in cells)) == systems
     assert len(cells) == len(systems) * 2 * 2
@@ -308,9 +376,14 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
         assert cell["hits"] == sum(h for _, h, _ in cell["outcomes"])
         assert (cell["low"], cell["high"]) == wilson(cell["hits"], 12)
     at = {(c["task"], c["system"], c["length"]): c for c in cells}
-    assert at["passkey", "truncate-64", 600]["positions_used"] == 64 and at["passkey", "copy", 600]["positions_used"] == 600
+    assert (
+        at["passkey", "truncate-64", 600]["positions_used"] == 64
+        and at["passkey", "copy", 600]["positions_used"] == 600
+    )
     assert at["needle", "copy", 128]["positions_used"] == 128
-    assert at["needle", "copy", 600]["longembed"] == "RP" and at["needle", "tuned", 600]["longembed"] == "tuning (on RP)"
+    assert (
+        at["needle", "copy", 600]["longembed"] == "RP" and at["needle", "tuned", 600]["longembed"] == "tuning (on RP)"
+    )
     # copy, hierarchical and tuned keep the first 512 rows: at 128 tokens they are the original model
     for task in TASKS:
         for system in ("copy", "hierarchical", "tuned", "chunk-256", "pcw-256"):
@@ -318,7 +391,10 @@ def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     summary = result["summary"]
     assert summary["long_lengths"] == [600]
     assert [(d["system"], d["region"]) for d in summary["decisions"]] == [
-        *[(s, "beyond the table") for s in systems[2:]], ("interpolate", "within the table"), ("grouped", "within the table")]
+        *[(s, "beyond the table") for s in systems[2:]],
+        ("interpolate", "within the table"),
+        ("grouped", "within the table"),
+    ]
     assert {d["pairs"] for d in summary["decisions"]} == {2 * 2 * 6}  # 2 tasks, 2 data seeds, 6 queries
     assert {r["system"] for r in summary["ranking"]} == set(systems)
     json_path, html_path = write_report(result, tmp_path / "report")
@@ -390,12 +466,18 @@ def test_chunks_are_weighted_by_the_tokens_they_cover():
     # chunk-6 reads 4 body tokens per piece: [0..3], [4..7], [8, 9]
     unit = {(101, 0, 1, 2, 3, 102): [3.0, 0.0], (101, 4, 5, 6, 7, 102): [0.0, 5.0], (101, 8, 9, 102): [0.0, -2.0]}
     doc = Document(fact=None, depth=0.0, body=tuple(range(10)), fact_start=0, fact_length=1)
-    vectors = document_vectors(System("chunk-6", "chunk", size=6), lambda pieces: torch.tensor([unit[p] for p in pieces]),
-                               Tokenizer(), [doc], 6)
+    vectors = document_vectors(
+        System("chunk-6", "chunk", size=6),
+        lambda pieces: torch.tensor([unit[p] for p in pieces]),
+        Tokenizer(),
+        [doc],
+        6,
+    )
     # unit vectors [1, 0], [0, 1], [0, -1] weighted 4, 4, 2: [4, 2] / |[4, 2]| (equal weights would give [1, 0])
     assert torch.allclose(vectors, torch.tensor([[2.0, 1.0]]) / math.sqrt(5.0))
     # pcw-6: windows [0..3], [4..7], [6..9] (the last moved back, full), their plain mean
     windows = {**unit, (101, 6, 7, 8, 9, 102): [0.0, -9.0]}
-    pcw = document_vectors(System("pcw-6", "pcw", size=6), lambda pieces: torch.tensor([windows[p] for p in pieces]),
-                           Tokenizer(), [doc], 6)
+    pcw = document_vectors(
+        System("pcw-6", "pcw", size=6), lambda pieces: torch.tensor([windows[p] for p in pieces]), Tokenizer(), [doc], 6
+    )
     assert torch.allclose(pcw, torch.tensor([[3.0, -4.0]]) / 5.0)

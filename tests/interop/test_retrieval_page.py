@@ -39,10 +39,10 @@ def test_every_stored_cell_is_its_outcomes():
 
 def test_the_extend_eval_prose_types_no_number_of_its_own():
     page = PAGE.read_text(encoding="utf-8")
-    section = page[page.index("## `posembed extend-eval`"):page.index("## `posembed rope check`")]
+    section = page[page.index("## `posembed extend-eval`") : page.index("## `posembed rope check`")]
     for name in PAGE_BLOCKS:
         start, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
-        section = section[: section.index(start)] + section[section.index(end) + len(end):]
+        section = section[: section.index(start)] + section[section.index(end) + len(end) :]
     assert not re.findall(r"\b0\.\d+", section), "an accuracy or p typed by hand outside the generated blocks"
 
 

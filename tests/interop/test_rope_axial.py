@@ -36,7 +36,9 @@ def test_placement_read_from_the_module_and_exact(rotary):
     pair = _pair(rotary)
     _, _, sub, _ = compare.default_reference(pair)
     found = model_axial(sub)
-    assert (found.num_axes, found.layout, found.axis_order, found.frequency_order, found.layout_span) == PLACEMENTS[rotary]
+    assert (found.num_axes, found.layout, found.axis_order, found.frequency_order, found.layout_span) == PLACEMENTS[
+        rotary
+    ]
     scheme = rotary_from_hf_config(sub, angles="fp32")
     assert isinstance(scheme, AxialRotary) and scheme.num_axes == found.num_axes
     assert compare.verdict(pair, "default") == (compare.EXACT, "")  # cos / sin and q·k through its attention's function

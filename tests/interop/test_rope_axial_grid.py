@@ -52,7 +52,9 @@ def test_rope_check_compares_it_with_its_own_table():
     (layer,) = report.layers
     assert layer.comparisons and all(c.equal for c in layer.comparisons), layer.comparison_note
     assert layer.settings.axial.grid is not None
-    assert "rotates a 4 x 4 patch grid at (row + 1, column + 1), the class token at (0, 0), last" in format_report(report)
+    assert "rotates a 4 x 4 patch grid at (row + 1, column + 1), the class token at (0, 0), last" in format_report(
+        report
+    )
 
 
 def test_the_small_tower_is_exact_in_full_tensors():
@@ -64,7 +66,9 @@ def test_the_small_tower_is_exact_in_full_tensors():
     at = found.positions()  # (17, 2): the 16 patches, then the CLS token at (0, 0)
     scheme = rotary_from_hf_config(config, angles="fp32")
     cos, sin = scheme.cos_sin(at)
-    assert torch.allclose(cos, table.real[:, 0], rtol=0, atol=1e-6) and torch.allclose(sin, table.imag[:, 0], rtol=0, atol=1e-6)
+    assert torch.allclose(cos, table.real[:, 0], rtol=0, atol=1e-6) and torch.allclose(
+        sin, table.imag[:, 0], rtol=0, atol=1e-6
+    )
     q, k = torch.randn(2, 1, 17, 4, 16).unbind(0)  # (B, T, H, D) as its attention hands them
     tq, tk = module.vision_apply_rotary_emb(q, k, freqs_ci=table)
     oq, ok = scheme(q.transpose(1, 2), k.transpose(1, 2), position_ids=at)

@@ -26,7 +26,9 @@ PIN = "5.24.0"
 @pytest.fixture(scope="module")
 def rows():
     if transformers.__version__ != PIN:
-        pytest.skip(f"the catalogue's known-list is for transformers {PIN} (constraints.txt); {transformers.__version__} is installed")
+        pytest.skip(
+            f"the catalogue's known-list is for transformers {PIN} (constraints.txt); {transformers.__version__} is installed"
+        )
     return compare.run(catalogue.catalogue())
 
 
@@ -108,7 +110,9 @@ def test_an_odd_default_head_is_fitted_to_its_sections_and_read_exactly():
     frequencies, which its sections [24, 20, 20] do not fill (its attention's ``q * cos`` fails on 73 channels). The
     harness fits the head to the sections (128, as its checkpoints state it), which posembed reads exactly; a config
     stating head_dim 128 is read exactly too."""
-    pair = next(p for p in catalogue.catalogue() if p.key == "qwen3_omni_moe_text/Qwen3OmniMoeThinkerTextRotaryEmbedding")
+    pair = next(
+        p for p in catalogue.catalogue() if p.key == "qwen3_omni_moe_text/Qwen3OmniMoeThinkerTextRotaryEmbedding"
+    )
     root, sub = compare.build_config(pair, "default", 0)
     assert compare.rotary_module(pair, sub)[1].inv_freq.numel() == 37
     assert compare.fitted(pair, sub)[1].inv_freq.numel() == 64 and sub.head_dim == 128

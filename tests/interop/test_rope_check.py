@@ -24,8 +24,13 @@ LLAMA_ROPE = {
     "longrope": (1024, LONGROPE),
     "llama3": (
         2048,
-        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-         "original_max_position_embeddings": 256},
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 256,
+        },
     ),  # fmt: skip
 }
 
@@ -34,7 +39,9 @@ def llama(rope_type: str, **extra):
     max_pos, scaling = LLAMA_ROPE[rope_type]
     theta = 500000.0 if rope_type == "llama3" else 10000.0
     scaling = None if scaling is None else dict(scaling)  # transformers writes rope_theta into the dict it is given
-    return transformers.LlamaConfig(**BASE, max_position_embeddings=max_pos, rope_scaling=scaling, rope_theta=theta, **extra)
+    return transformers.LlamaConfig(
+        **BASE, max_position_embeddings=max_pos, rope_scaling=scaling, rope_theta=theta, **extra
+    )
 
 
 def _assert_equal_to_transformers(report):
@@ -57,7 +64,9 @@ def test_llama_every_rope_type_equals_transformers(rope_type):
         lambda: transformers.MistralConfig(**BASE, max_position_embeddings=256, head_dim=16, rope_theta=1e6),
         lambda: transformers.Qwen2Config(**BASE, max_position_embeddings=256, rope_theta=1e6),
         lambda: transformers.Phi3Config(
-            **BASE, max_position_embeddings=1024, original_max_position_embeddings=256,
+            **BASE,
+            max_position_embeddings=1024,
+            original_max_position_embeddings=256,
             rope_scaling={k: v for k, v in LONGROPE.items() if k != "original_max_position_embeddings"},
         ),  # fmt: skip
         lambda: transformers.GemmaConfig(**BASE, max_position_embeddings=256, head_dim=32),
@@ -121,16 +130,24 @@ def test_4x_spelling_from_a_folder_equals_5x(tmp_path):
     assert from_folder.layers[0].settings.rope_type == "yarn"
     _assert_equal_to_transformers(from_folder)
     from_object = check_rope_config(llama("yarn"))
-    assert [r.scaled_wavelength for r in from_folder.layers[0].pairs] == [r.scaled_wavelength for r in from_object.layers[0].pairs]
+    assert [r.scaled_wavelength for r in from_folder.layers[0].pairs] == [
+        r.scaled_wavelength for r in from_object.layers[0].pairs
+    ]
 
 
 def test_4x_per_layer_spellings():
     gemma3 = check_rope_config({"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
                                 "max_position_embeddings": 256, "rope_theta": 1e6, "rope_local_base_freq": 1e4})  # fmt: skip
-    assert {l.settings.layer_type: l.settings.theta for l in gemma3.layers} == {"full_attention": 1e6, "sliding_attention": 1e4}
+    assert {l.settings.layer_type: l.settings.theta for l in gemma3.layers} == {
+        "full_attention": 1e6,
+        "sliding_attention": 1e4,
+    }
     modernbert = check_rope_config({"model_type": "modernbert", "hidden_size": 64, "num_attention_heads": 4,
                                     "max_position_embeddings": 256, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0})  # fmt: skip
-    assert {l.settings.layer_type: l.settings.theta for l in modernbert.layers} == {"full_attention": 160000.0, "sliding_attention": 10000.0}
+    assert {l.settings.layer_type: l.settings.theta for l in modernbert.layers} == {
+        "full_attention": 160000.0,
+        "sliding_attention": 10000.0,
+    }
     assert any(t.code == "theta_per_layer" for t in modernbert.traps)
     _assert_equal_to_transformers(gemma3)  # transformers 5 reads the 4.x per-layer fields the same way
     _assert_equal_to_transformers(modernbert)

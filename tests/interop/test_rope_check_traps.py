@@ -21,11 +21,19 @@ def codes(config, severity: str | None = None) -> set[str]:
 
 def llama(max_pos=1024, scaling=None, theta=10000.0, **extra):
     scaling = None if scaling is None else dict(scaling)  # transformers writes rope_theta into the dict it is given
-    return transformers.LlamaConfig(**BASE, max_position_embeddings=max_pos, rope_scaling=scaling, rope_theta=theta, **extra)
+    return transformers.LlamaConfig(
+        **BASE, max_position_embeddings=max_pos, rope_scaling=scaling, rope_theta=theta, **extra
+    )
 
 
 def raw_llama(**fields) -> dict:
-    return {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024, **fields}
+    return {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 1024,
+        **fields,
+    }
 
 
 def test_clean_configs_have_no_warnings():
@@ -84,7 +92,12 @@ def test_dynamic_formula_and_original_ignored():
 
 
 def test_longrope_switch_and_factor_lengths():
-    good = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8, "original_max_position_embeddings": 256}
+    good = {
+        "rope_type": "longrope",
+        "short_factor": [1.0] * 8,
+        "long_factor": [2.0] * 8,
+        "original_max_position_embeddings": 256,
+    }
     report = check_rope_config(llama(scaling=good), compare=False)
     assert any(t.code == "longrope_switch" and "actual length" in t.message for t in report.traps)
     bad = raw_llama(rope_theta=1e4, rope_scaling={**good, "long_factor": [2.0] * 5})
@@ -93,11 +106,19 @@ def test_longrope_switch_and_factor_lengths():
 
 
 def test_llama3_bounds():
-    bad = raw_llama(max_position_embeddings=2048, rope_theta=5e5, rope_scaling={**LLAMA3, "low_freq_factor": 4.0, "high_freq_factor": 1.0})
+    bad = raw_llama(
+        max_position_embeddings=2048,
+        rope_theta=5e5,
+        rope_scaling={**LLAMA3, "low_freq_factor": 4.0, "high_freq_factor": 1.0},
+    )
     report = check_rope_config(bad, compare=False)
     assert {"llama3_bounds", "unbuildable"} <= {t.code for t in report.traps if t.severity == "error"}
     assert not report.ok
-    note = [t for t in check_rope_config(llama(2048, scaling=LLAMA3, theta=5e5), compare=False).traps if t.code == "llama3_bounds"]
+    note = [
+        t
+        for t in check_rope_config(llama(2048, scaling=LLAMA3, theta=5e5), compare=False).traps
+        if t.code == "llama3_bounds"
+    ]
     assert note[0].severity == "note" and "256" in note[0].message and "64" in note[0].message
 
 
@@ -124,8 +145,9 @@ def test_partial_rotary_and_head_dim():
 
 
 def test_theta_per_layer_type():
-    two_types = transformers.Gemma3TextConfig(**{**BASE, "num_hidden_layers": 2}, head_dim=16,
-                                              layer_types=["sliding_attention", "full_attention"])
+    two_types = transformers.Gemma3TextConfig(
+        **{**BASE, "num_hidden_layers": 2}, head_dim=16, layer_types=["sliding_attention", "full_attention"]
+    )
     assert "theta_per_layer" in codes(two_types)
     assert "theta_per_layer" not in codes(transformers.Gemma3TextConfig(**BASE, head_dim=16))  # one layer: sliding only
     assert "theta_per_layer" not in codes(llama(256))
@@ -179,8 +201,11 @@ def test_a_factor_that_is_read_or_one_is_no_warning():
         ({"rope_theta": "1e4"}, "rope_theta", "*"),
         ({"rope_parameters": {"rope_type": "default", "rope_theta": "1e4"}}, "rope_parameters.rope_theta", "*"),
         ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": "4"}}, "rope_scaling.factor", "*"),
-        ({"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256"}},
-         "rope_scaling.original_max_position_embeddings", "*"),
+        (
+            {"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256"}},
+            "rope_scaling.original_max_position_embeddings",
+            "*",
+        ),
         ({"rope_theta": 1e4, "max_position_embeddings": "1024"}, "max_position_embeddings", "*"),
     ],
     ids=["top_theta", "parameters_theta", "factor", "original", "max_position_embeddings"],
@@ -196,7 +221,9 @@ def test_a_number_written_as_a_string_is_an_error_naming_the_field(fields, field
     assert trap.message.startswith(f"{field} is '") and "not a number" in trap.message
     assert not report.ok
     clean = check_rope_config(raw_llama(rope_theta=1e4, rope_scaling=fields.get("rope_scaling")), compare=False)
-    assert [r.wavelength for r in report.layers[0].pairs] == [r.wavelength for r in clean.layers[0].pairs]  # read as meant
+    assert [r.wavelength for r in report.layers[0].pairs] == [
+        r.wavelength for r in clean.layers[0].pairs
+    ]  # read as meant
 
 
 def test_the_theta_string_says_what_to_write():
@@ -212,21 +239,44 @@ def test_a_per_layer_theta_string_names_its_layer():
            "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
                                "sliding_attention": {"rope_type": "default", "rope_theta": "1e4"}}}  # fmt: skip
     (trap,) = [t for t in check_rope_config(raw, compare=False).traps if t.code == "not_a_number"]
-    assert trap.layer_type == "sliding_attention" and trap.message.startswith("rope_parameters.sliding_attention.rope_theta")
-    assert {t.code for t in check_rope_config(raw_llama(rope_theta=10000), compare=False).traps}.isdisjoint({"not_a_number"})
+    assert trap.layer_type == "sliding_attention" and trap.message.startswith(
+        "rope_parameters.sliding_attention.rope_theta"
+    )
+    assert {t.code for t in check_rope_config(raw_llama(rope_theta=10000), compare=False).traps}.isdisjoint(
+        {"not_a_number"}
+    )
 
 
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": "four"}}, "rope_scaling.factor must be a number, got 'four'"),
-        ({"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256.5"}},
-         "rope_scaling.original_max_position_embeddings must be an integer, got '256.5'"),
-        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": True}}, "rope_scaling.factor must be a number, got True"),
-        ({"rope_theta": 1e4, "max_position_embeddings": "inf"}, "max_position_embeddings must be an integer, got 'inf'"),
-        ({"rope_theta": 1e4, "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 7 + [None], "long_factor": [1.0] * 8}},
-         "rope_scaling.short_factor[7] must be a number, got None"),
-        ({"rope_theta": "1e4", "rope_scaling": {"rope_type": "linear", "factor": "x"}}, "rope_scaling.factor must be a number, got 'x'"),
+        (
+            {"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": "four"}},
+            "rope_scaling.factor must be a number, got 'four'",
+        ),
+        (
+            {"rope_theta": 1e4, "rope_scaling": {**YARN, "original_max_position_embeddings": "256.5"}},
+            "rope_scaling.original_max_position_embeddings must be an integer, got '256.5'",
+        ),
+        (
+            {"rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": True}},
+            "rope_scaling.factor must be a number, got True",
+        ),
+        (
+            {"rope_theta": 1e4, "max_position_embeddings": "inf"},
+            "max_position_embeddings must be an integer, got 'inf'",
+        ),
+        (
+            {
+                "rope_theta": 1e4,
+                "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 7 + [None], "long_factor": [1.0] * 8},
+            },
+            "rope_scaling.short_factor[7] must be a number, got None",
+        ),
+        (
+            {"rope_theta": "1e4", "rope_scaling": {"rope_type": "linear", "factor": "x"}},
+            "rope_scaling.factor must be a number, got 'x'",
+        ),
     ],
     ids=["word", "fractional_length", "bool", "infinite_length", "none_in_a_list", "after_a_readable_theta"],
 )
@@ -238,7 +288,9 @@ def test_a_field_no_number_can_be_read_from_is_refused(fields, message):
 
 def test_a_theta_no_number_can_be_read_from_is_left_to_the_reader():
     """A bool theta reads as a number there (True: 1), so it is an error trap, not a refusal."""
-    (trap,) = [t for t in check_rope_config(raw_llama(rope_theta=True), compare=False).traps if t.code == "not_a_number"]
+    (trap,) = [
+        t for t in check_rope_config(raw_llama(rope_theta=True), compare=False).traps if t.code == "not_a_number"
+    ]
     assert trap.message == ("rope_theta is True, a bool, not a number: transformers does not convert it, so its config "
                             "class or its rope init fails on it; write it as a number")  # fmt: skip
 
@@ -268,7 +320,10 @@ def test_linear_scales_the_positions_whatever_length_the_config_states():
 
     # transformers' linear RoPE reads no length: the stated original is the trained one, and factor 4 stretches it
     for original in (256, 1024):
-        raw = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": original})
+        raw = raw_llama(
+            rope_theta=1e4,
+            rope_scaling={"rope_type": "linear", "factor": 4.0, "original_max_position_embeddings": original},
+        )
         torch.testing.assert_close(_model(raw).inv_freq, _plain() / 4, rtol=1e-6, atol=0)
         layer = check_rope_config(raw).layers[0]
         assert (layer.trained_context, layer.scaled_context, layer.configured_length) == (original, 4 * original, 1024)
@@ -279,18 +334,32 @@ def test_dynamic_on_an_already_extended_length_compounds():
     import torch
 
     # trained at 256, max_position_embeddings already 4 x 256: dynamic NTK scales from max_position_embeddings anyway
-    raw = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 256})
+    raw = raw_llama(
+        rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 256}
+    )
     embedding = _model(raw)
     cos, sin = embedding(torch.zeros(1, 1, 16), torch.arange(1024)[None])
     angle = torch.atan2(sin[0, 1, :8], cos[0, 1, :8])
     torch.testing.assert_close(angle, _plain(), rtol=1e-5, atol=1e-7)  # unscaled at 1024 = 4 x the trained 256
     report = check_rope_config(raw)
     (trap,) = [t for t in report.traps if t.code == "factor_compounds"]
-    assert trap.severity == "warning" and "4 x 1024 = 4096" in trap.message and "max_position_embeddings=256" in trap.message
+    assert (
+        trap.severity == "warning"
+        and "4 x 1024 = 4096" in trap.message
+        and "max_position_embeddings=256" in trap.message
+    )
     layer = report.layers[0]
-    assert (layer.trained_context, layer.scaled_context, layer.effective_context) == (1024, 4096, None)  # grows with the sequence
-    assert "factor_compounds" not in codes(raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0}))
-    same = raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024})
+    assert (layer.trained_context, layer.scaled_context, layer.effective_context) == (
+        1024,
+        4096,
+        None,
+    )  # grows with the sequence
+    assert "factor_compounds" not in codes(
+        raw_llama(rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0})
+    )
+    same = raw_llama(
+        rope_theta=1e4, rope_scaling={"rope_type": "dynamic", "factor": 4.0, "original_max_position_embeddings": 1024}
+    )
     assert "factor_compounds" not in codes(same)  # trained at max_position_embeddings: what dynamic NTK expects
 
 
@@ -300,14 +369,21 @@ def test_llama3_equal_bounds_are_a_step_not_an_error():
 
     from posembed.schemes.rotary.scaling import Llama3Rotary, llama3_inv_freq
 
-    equal = raw_llama(max_position_embeddings=2048, rope_theta=5e5,
-                      rope_scaling={**LLAMA3, "low_freq_factor": 1.0, "high_freq_factor": 1.0})
+    equal = raw_llama(
+        max_position_embeddings=2048,
+        rope_theta=5e5,
+        rope_scaling={**LLAMA3, "low_freq_factor": 1.0, "high_freq_factor": 1.0},
+    )
     traps = [t for t in check_rope_config(equal, compare=False).traps if t.code == "llama3_bounds"]
     assert [t.severity for t in traps] == ["note"] and "a step" in traps[0].message
     inv = 1.0 / (5e5 ** (torch.arange(0, 64, 2).float() / 64))
     stepped = llama3_inv_freq(inv, 8.0, 1.0, 1.0, 256)
     long = 2 * torch.pi / inv > 256
-    assert torch.isfinite(stepped).all() and torch.equal(stepped[long], inv[long] / 8) and torch.equal(stepped[~long], inv[~long])
+    assert (
+        torch.isfinite(stepped).all()
+        and torch.equal(stepped[long], inv[long] / 8)
+        and torch.equal(stepped[~long], inv[~long])
+    )
     Llama3Rotary(64, factor=8.0, original_max_len=256, low_freq_factor=1.0, high_freq_factor=1.0)
     with pytest.raises(ValueError, match="high_freq_factor=1.0 must be at least low_freq_factor=2.0"):
         Llama3Rotary(64, factor=8.0, original_max_len=256, low_freq_factor=2.0, high_freq_factor=1.0)

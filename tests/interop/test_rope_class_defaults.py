@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.settings import ALL_LAYERS, has_rope, layer_parameters, layer_settings, read_rope_settings
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
@@ -42,7 +42,9 @@ def test_an_omitted_theta_is_the_class_default(model_type, spelling):
     assert (settings.theta, stated_of(raw, settings).theta_given) == (CLASS_DEFAULTS[model_type], False)
 
 
-@pytest.mark.parametrize(("model_type", "partial"), [("glm4", 0.5), ("phi", 0.5), ("stablelm", 0.25), ("gpt_neox", 0.25)])
+@pytest.mark.parametrize(
+    ("model_type", "partial"), [("glm4", 0.5), ("phi", 0.5), ("stablelm", 0.25), ("gpt_neox", 0.25)]
+)
 def test_an_omitted_partial_rotary_factor_is_the_class_default(model_type, partial):
     raw = {"model_type": model_type, **SHAPE, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
     (settings,) = assert_posembed_is_the_model(raw)
@@ -115,7 +117,10 @@ def test_the_parameters_are_the_config_objects_for_every_class():
             continue
         for layer, ours in layer_parameters({"model_type": model_type}).items():
             theirs = params if layer == ALL_LAYERS else params[layer]
-            assert (ours["rope_type"], ours["rope_theta"]) == (theirs["rope_type"], theirs["rope_theta"]), (model_type, layer)
+            assert (ours["rope_type"], ours["rope_theta"]) == (theirs["rope_type"], theirs["rope_theta"]), (
+                model_type,
+                layer,
+            )
         checked += 1
     assert checked > 200
 

@@ -14,11 +14,11 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.model import transformers_config
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
-from posembed.interop.zoo import zoo_decoder
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope_check.stated import stated_of
+from posembed.interop.zoo import zoo_decoder
 from tests.interop.transformers_rope import assert_posembed_is_the_model
 
 transformers = pytest.importorskip("transformers")
@@ -28,7 +28,15 @@ SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, 
          "intermediate_size": 64, "vocab_size": 100, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
          "max_position_embeddings": 4096}  # fmt: skip
 #: model type -> the head_dim its config class fills in (transformers 5.23)
-HEAD_DIMS = {"gpt_oss": 64, "glm4": 128, "qwen3": 128, "qwen3_next": 256, "helium": 128, "ernie4_5": 128, "seed_oss": 128}
+HEAD_DIMS = {
+    "gpt_oss": 64,
+    "glm4": 128,
+    "qwen3": 128,
+    "qwen3_next": 256,
+    "helium": 128,
+    "ernie4_5": 128,
+    "seed_oss": 128,
+}
 
 
 @pytest.mark.parametrize("model_type", HEAD_DIMS)
@@ -49,7 +57,12 @@ def test_a_bare_config_rotates_the_class_head_dim():
 @pytest.mark.parametrize("model_type", ["ernie4_5", "seed_oss", "llama"])
 def test_a_null_or_undeclared_head_dim_is_derived(model_type):
     """An explicit ``head_dim: null`` is derived (these classes accept it), as is one a class has no default for."""
-    raw = {"model_type": model_type, **SHAPE, "head_dim": None, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}
+    raw = {
+        "model_type": model_type,
+        **SHAPE,
+        "head_dim": None,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+    }
     (settings,) = assert_posembed_is_the_model(raw)
     assert settings.head_dim == 16
     del raw["head_dim"]

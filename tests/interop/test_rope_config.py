@@ -120,6 +120,7 @@ def test_a_config_that_is_not_utf8_is_a_value_error_naming_the_file(tmp_path):
             read_config(given)
         assert str(caught.value) == (
             f"{tmp_path / 'config.json'} is not UTF-8 JSON: byte 0xe9 at offset 36 cannot be decoded (invalid "
-            "continuation byte); a transformers config.json is a UTF-8 JSON object, as from_pretrained reads it")
+            "continuation byte); a transformers config.json is a UTF-8 JSON object, as from_pretrained reads it"
+        )
     with pytest.raises(ValueError, match="config.json is not UTF-8 JSON: byte 0xe9"):
         rotary_from_hf_config(tmp_path)

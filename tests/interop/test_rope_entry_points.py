@@ -10,8 +10,14 @@ from posembed.interop.rope.settings import read_rope_settings
 from posembed.interop.zoo import zoo_schemes
 
 GPTJ = {"model_type": "gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 128, "n_layer": 2}
-LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 128,
-         "num_hidden_layers": 2, "rope_theta": 1e4}
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 128,
+    "num_hidden_layers": 2,
+    "rope_theta": 1e4,
+}
 
 
 @pytest.mark.parametrize("config,layout", [(GPTJ, "interleaved"), (LLAMA, "half")], ids=["gptj", "llama"])
@@ -30,8 +36,15 @@ def test_an_explicit_layout_still_wins():
 
 
 def test_llama4_rotates_interleaved_pairs_through_the_settings():
-    config = {"model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
-              "max_position_embeddings": 128, "num_hidden_layers": 2, "rope_theta": 5e5}
+    config = {
+        "model_type": "llama4_text",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "head_dim": 16,
+        "max_position_embeddings": 128,
+        "num_hidden_layers": 2,
+        "rope_theta": 5e5,
+    }
     (settings,) = read_rope_settings(config)
     assert settings.layout == "interleaved" and rotary_from_hf_config(config).layout == "interleaved"
     assert {scheme.layout for scheme in zoo_schemes(config) if hasattr(scheme, "layout")} == {"interleaved"}

@@ -14,9 +14,9 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.settings import layer_settings
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
@@ -43,7 +43,12 @@ def deepseek_v3(**rope) -> dict:
 def test_deepseek_v3_yarn_is_the_model(rope):
     """qk_rope_head_dim channels, YaRN with mscale / mscale_all_dim: frequencies, attention scaling, cos / sin."""
     (settings,) = assert_posembed_is_the_model(deepseek_v3(**rope), (1, 9, 4100))
-    assert (settings.head_dim, settings.rotary_dim, settings.layout, settings.rope_type) == (8, 8, "interleaved", "yarn")
+    assert (settings.head_dim, settings.rotary_dim, settings.layout, settings.rope_type) == (
+        8,
+        8,
+        "interleaved",
+        "yarn",
+    )
     _, embedding = built(deepseek_v3(**rope))
     assert embedding.inv_freq.numel() == settings.rotary_dim // 2
 
@@ -118,7 +123,12 @@ def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
     assert (settings.head_dim, settings.rotary_dim, settings.layout) == (expected.head_dim, 8, "interleaved")
     assert layer_settings(copy.deepcopy(deepseek_v3())).layout == expected.layout == "interleaved"
     assert layer_settings({**copy.deepcopy(deepseek_v3()), "rope_interleave": False}).layout == "half"
-    assert layer_settings({"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}).head_dim == 16
+    assert (
+        layer_settings(
+            {"model_type": "minicpm3", "hidden_size": 64, "num_attention_heads": 4, "rope_theta": 1e4}
+        ).head_dim
+        == 16
+    )
 
 
 def test_glm4_moe_lite_reads_a_stated_head_dim_as_qk_rope_head_dim():

@@ -14,11 +14,17 @@ import importlib
 import pytest
 import torch
 
-from posembed.interop.rope_check.check import check_rope_config
-from posembed.interop.rope.config import rotary_from_hf_config
 from posembed.interop.rope import model as rope_model
-from posembed.interop.rope.model import build_config, model_own_positions, model_part, model_rotation, transformers_config
+from posembed.interop.rope.config import rotary_from_hf_config
+from posembed.interop.rope.model import (
+    build_config,
+    model_own_positions,
+    model_part,
+    model_rotation,
+    transformers_config,
+)
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
+from posembed.interop.rope_check.check import check_rope_config
 
 transformers = pytest.importorskip("transformers")
 
@@ -32,10 +38,19 @@ APPLY = {"deepseek_v32": "apply_rotary_pos_emb_interleave"}
 
 def _scores(model_type: str) -> tuple[torch.Tensor, torch.Tensor]:
     """q·kᵀ of random q / k rotated by the model's own rotary embedding and rotation function, and by posembed's."""
-    raw = {"model_type": model_type, **SHAPE, "head_dim": 16, "qk_rope_head_dim": 16}  # latent classes: qk_rope_head_dim
+    raw = {
+        "model_type": model_type,
+        **SHAPE,
+        "head_dim": 16,
+        "qk_rope_head_dim": 16,
+    }  # latent classes: qk_rope_head_dim
     config = transformers_config(raw)
     module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
-    (name,) = [n for n in dir(module) if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")]
+    (name,) = [
+        n
+        for n in dir(module)
+        if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")
+    ]
     embedding = getattr(module, name)(copy.deepcopy(config))
     torch.manual_seed(0)
     q, k = torch.randn(1, 4, 12, 16), torch.randn(1, 4, 12, 16)
@@ -50,7 +65,10 @@ def _scores(model_type: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("model_type", INTERLEAVED)
 def test_the_layout_is_the_rotation_function_the_attention_calls(model_type):
-    assert layer_settings({"model_type": model_type, **SHAPE, "head_dim": 16, "qk_rope_head_dim": 16}).layout == "interleaved"
+    assert (
+        layer_settings({"model_type": model_type, **SHAPE, "head_dim": 16, "qk_rope_head_dim": 16}).layout
+        == "interleaved"
+    )
     theirs, ours = _scores(model_type)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
@@ -78,13 +96,18 @@ def test_per_layer_head_widths_are_the_models():
     module = importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_"))
     embedding = module.Gemma4TextRotaryEmbedding(copy.deepcopy(config))
     assert {layer: head for layer, (head, _) in widths.items()} == {
-        layer: 2 * getattr(embedding, f"{layer}_inv_freq").numel() for layer in widths}
+        layer: 2 * getattr(embedding, f"{layer}_inv_freq").numel() for layer in widths
+    }
     assert widths == {"full_attention": (512, 128), "sliding_attention": (256, 256)}  # full: proportional, 0.25
 
 
 def test_a_multimodal_config_reads_its_text_model():
     config = transformers.CONFIG_MAPPING["qwen2_vl"]().to_dict()
-    config["text_config"]["rope_parameters"] = {"rope_type": "default", "rope_theta": 5e5, "mrope_section": [16, 24, 24]}
+    config["text_config"]["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": 5e5,
+        "mrope_section": [16, 24, 24],
+    }
     scheme = rotary_from_hf_config(config)
     assert type(scheme).__name__ == "MRoPE" and scheme.base == 5e5 and scheme.mrope_section == (16, 24, 24)
     report = check_rope_config(config)
@@ -108,7 +131,9 @@ def test_a_rotary_that_computes_its_own_positions_is_refused_with_its_family(mod
     """Their forwards take no positions (a feature map, pixels) and give no fixed grid: posembed refuses rather than
     read a 1-D RoPE (Llama 4's vision tower, whose table is its patch grid's, is read: test_rope_axial_grid.py)."""
     config = transformers.CONFIG_MAPPING[model_type]()
-    with pytest.raises(ValueError, match=rf"its rotary embedding computes its own positions \({cls}\.forward\({args}\)\)"):
+    with pytest.raises(
+        ValueError, match=rf"its rotary embedding computes its own positions \({cls}\.forward\({args}\)\)"
+    ):
         rotary_from_hf_config(config)
     assert model_own_positions(config) == f"{cls}.forward({args})"
 
@@ -138,7 +163,10 @@ def test_the_config_object_is_built_once_per_dict_and_handed_out_as_copies(monke
     assert build_config(raw).rope_parameters["full_attention"]["factor"] == 8.0 and len(calls) == 1
     assert list(build_config(raw).rope_parameters) == ["sliding_attention", "full_attention"]
     assert [s.layer_type for s in read_rope_settings(raw)] == ["sliding_attention", "full_attention"]
-    tupled = {**raw, "layer_types": ("sliding_attention", "full_attention")}  # the class refuses a tuple: not made a list
+    tupled = {
+        **raw,
+        "layer_types": ("sliding_attention", "full_attention"),
+    }  # the class refuses a tuple: not made a list
     with pytest.raises(Exception, match="expected a list, got tuple"):
         build_config(tupled)
     assert transformers_config(tupled) is None and len(calls) == 3  # refused each time, never cached

@@ -20,9 +20,9 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
+from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope_check.stated import stated_of
 
 transformers = pytest.importorskip("transformers")
@@ -116,7 +116,9 @@ def test_settings_take_the_length_transformers_builds_the_model_with(family, pla
     assert s.original_max_len == params["original_max_position_embeddings"]
     given = stated_of(raw, s)
     assert (s.original_max_len, given.original_source) == EXPECTED[family, place]
-    assert given.original_given == (given.original_source in ("parameters", "top level"))  # not 1024 overwritten by 4096
+    assert given.original_given == (
+        given.original_source in ("parameters", "top level")
+    )  # not 1024 overwritten by 4096
     from_object = _settings(dict(config.to_dict()), layer)  # the object posembed is handed reads the same
     assert from_object.original_max_len == s.original_max_len
 
@@ -130,7 +132,9 @@ def test_check_agrees_with_transformers(family, place):
         assert layer.comparisons, layer.comparison_note
         if family == "phimoe_longrope":  # the check compares with PhiMoE's forward: short_factor at every length
             assert [c.seq_len for c in layer.comparisons][0] == layer.settings.original_max_len
-            assert [c.transformers_attention_factor for c in layer.comparisons] == pytest.approx([1.0, 1.0])  # the mscales
+            assert [c.transformers_attention_factor for c in layer.comparisons] == pytest.approx(
+                [1.0, 1.0]
+            )  # the mscales
             assert "mscale_forward" in {t.code for t in report.traps}  # posembed reads that forward: equal below
         assert all(c.equal for c in layer.comparisons), format_report(report)
     if family in SAME_COS_SIN:  # the model's own cos/sin at a length past every switch point
@@ -150,7 +154,9 @@ def test_the_two_lengths_give_different_frequencies(family):
     s = _settings(_config(family, "both"), ALL_LAYERS)
     other = dataclasses.replace(s, original_max_len=STATED)
     positions = torch.arange(3 * TOP)
-    assert not torch.allclose(rotary_from_settings(s).cos_sin(positions)[0], rotary_from_settings(other).cos_sin(positions)[0])
+    assert not torch.allclose(
+        rotary_from_settings(s).cos_sin(positions)[0], rotary_from_settings(other).cos_sin(positions)[0]
+    )
 
 
 def test_llama_top_level_wins_only_once_the_model_is_built():
@@ -183,8 +189,9 @@ def test_traps_name_the_length_transformers_uses():
     same = _config("phi3_longrope", "neither")
     same["rope_scaling"]["original_max_position_embeddings"] = 4096  # the parameters' value is the one used
     assert stated_of(same, _settings(same, ALL_LAYERS)).original_given
-    assert not {"original_missing", "original_inconsistent"} & {t.code for t in check_rope_config(same, compare=False).traps
-                                                                 if "LongRoPE factor" not in t.message}
+    assert not {"original_missing", "original_inconsistent"} & {
+        t.code for t in check_rope_config(same, compare=False).traps if "LongRoPE factor" not in t.message
+    }
     (missing,) = trap("gemma3_nested_yarn", "top", "original_missing")
     assert f"ignores the top-level {TOP} for parameters per layer type" in missing.message
     assert f"max_position_embeddings={MAX_POS}" in missing.message

@@ -18,8 +18,8 @@ import copy
 
 import pytest
 
-from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.settings import layer_pattern, read_rope_settings
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope_check.stated import stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 

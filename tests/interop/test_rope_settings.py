@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope.config import rope_parameters, rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, layer_parameters, layer_settings, read_rope_settings
-from posembed.interop.zoo import zoo_schemes
+from posembed.interop.rope_check.check import check_rope_config
 from posembed.interop.rope_check.stated import stated_of
+from posembed.interop.zoo import zoo_schemes
 
 SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 3}
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -69,7 +69,9 @@ def test_the_settings_are_the_models_own(name):
     from tests.interop.transformers_rope import assert_posembed_is_the_model
 
     settings = assert_posembed_is_the_model(CONFIGS[name], lengths=(8, 300))
-    assert {s.layer_type for s in settings} == {layer.settings.layer_type for layer in check_rope_config(CONFIGS[name]).layers}
+    assert {s.layer_type for s in settings} == {
+        layer.settings.layer_type for layer in check_rope_config(CONFIGS[name]).layers
+    }
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -117,7 +119,9 @@ def test_spellings_that_one_reader_alone_used_to_know():
     neox = rotary_from_hf_config(CONFIGS["gpt_neox_v4"])
     assert (neox.rotary_dim, neox.head_dim) == (4, 16)
     # Gemma 3 4.x: the builder now sees the two layer types too
-    with pytest.raises(ValueError, match=r"nested by layer type \(sliding_attention, full_attention\)"):  # Gemma3TextConfig's order
+    with pytest.raises(
+        ValueError, match=r"nested by layer type \(sliding_attention, full_attention\)"
+    ):  # Gemma3TextConfig's order
         rotary_from_hf_config(CONFIGS["gemma3_v4"])
     assert rotary_from_hf_config(CONFIGS["gemma3_v4"], layer_type="sliding_attention").base == 10000.0
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from posembed.interop.rope import table as rope_table
 from posembed.interop.rope import model as rope_model
+from posembed.interop.rope import table as rope_table
 from posembed.interop.rope.settings import layer_settings, read_rope_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,9 @@ def _pin() -> str:
 def derived():
     transformers = pytest.importorskip("transformers")
     if transformers.__version__ != _pin():
-        pytest.skip(f"the table is derived from transformers {_pin()} (constraints.txt); {transformers.__version__} is installed")
+        pytest.skip(
+            f"the table is derived from transformers {_pin()} (constraints.txt); {transformers.__version__} is installed"
+        )
     from tools import rope_table as tool
 
     return tool.derive()
@@ -119,7 +121,9 @@ def test_reading_a_config_reads_no_source(monkeypatch, model_type):
     assert (settings.layout, settings.direction, settings.channels) == rope_table.type_rotation(model_type)
 
 
-@pytest.mark.parametrize(("model_type", "layout"), [("cohere", "interleaved"), ("glm4", "interleaved"), ("llama", "half")])
+@pytest.mark.parametrize(
+    ("model_type", "layout"), [("cohere", "interleaved"), ("glm4", "interleaved"), ("llama", "half")]
+)
 def test_a_dict_reads_the_same_without_transformers(monkeypatch, model_type, layout):
     """The layout of a known model type does not depend on whether transformers is installed."""
     with_transformers = layer_settings({"model_type": model_type, **SHAPE}).layout
@@ -137,14 +141,19 @@ def test_an_undeclared_layout_is_named_once(monkeypatch, caplog):
         assert layer_settings(raw).layout == "half"
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1, warned
-    assert "'brand_new_rope_model'" in warned[0] and "layout='interleaved'" in warned[0] and "rope_interleave" in warned[0]
+    assert (
+        "'brand_new_rope_model'" in warned[0] and "layout='interleaved'" in warned[0] and "rope_interleave" in warned[0]
+    )
 
 
 @pytest.mark.parametrize(("interleave", "layout"), [(True, "interleaved"), (False, "half")])
 def test_an_unknown_type_that_declares_rope_interleave_is_read_from_it(monkeypatch, caplog, interleave, layout):
     monkeypatch.setattr(rope_table, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="posembed"):
-        assert layer_settings({"model_type": "brand_new_rope_model", **SHAPE, "rope_interleave": interleave}).layout == layout
+        assert (
+            layer_settings({"model_type": "brand_new_rope_model", **SHAPE, "rope_interleave": interleave}).layout
+            == layout
+        )
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
 
 

@@ -23,9 +23,9 @@ import sys
 import pytest
 import torch
 
-from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
+from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope_check.stated import ignored_parameters, stated_of
 from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
@@ -36,11 +36,16 @@ SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, 
 LONGROPE = {"short_factor": [1.0 + i / 16 for i in range(8)], "long_factor": [2.0 + i for i in range(8)]}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
 LINEAR = {"rope_type": "linear", "factor": 2.0}
-MODERNBERT = {"model_type": "modernbert", **SHAPE, "cls_token_id": 1, "sep_token_id": 2, "max_position_embeddings": 4096}
+MODERNBERT = {
+    "model_type": "modernbert",
+    **SHAPE,
+    "cls_token_id": 1,
+    "sep_token_id": 2,
+    "max_position_embeddings": 4096,
+}
 GEMMA3 = {"model_type": "gemma3_text", **SHAPE, "head_dim": 16, "max_position_embeddings": 4096}
 PHI3 = {"model_type": "phi3", **SHAPE, "max_position_embeddings": 131072, "rope_theta": 1e4}
 LLAMA = {"model_type": "llama", **SHAPE, "max_position_embeddings": 4096}
-
 
 
 def _assert_model(raw: dict, lengths: tuple[int, ...] = (64,)) -> None:
@@ -105,7 +110,10 @@ def test_per_layer_class_traps():
         return {t.code: t for t in check_rope_config(PER_LAYER[name][0], compare=False).traps}
 
     ignored = traps("modernbert_v4_old_type_key_ignored")["type_ignored"]
-    assert "'type' ('linear') beside rope_type 'default'" in ignored.message and "merges a 4.x rope_scaling" in ignored.message
+    assert (
+        "'type' ('linear') beside rope_type 'default'" in ignored.message
+        and "merges a 4.x rope_scaling" in ignored.message
+    )
     default = traps("modernbert_v4_class_default_thetas")["theta_missing"]
     assert default.severity == "note" and "fills in 160000 for full_attention" in default.message
     assert "type_ignored" not in traps("modernbert_v4_scaling_both_layers")
@@ -201,7 +209,9 @@ def test_unknown_model_types_take_every_dict_as_a_layer_type():
     nested = {"full_attention": {**LINEAR, "rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}
     raw = {"hidden_size": 64, "num_attention_heads": 4, "rope_parameters": nested}
     assert {s.layer_type for s in read_rope_settings(raw)} == {"full_attention", "sliding_attention"}
-    assert {s.layer_type for s in read_rope_settings({**raw, "layer_types": ["sliding_attention"]})} == {"sliding_attention"}
+    assert {s.layer_type for s in read_rope_settings({**raw, "layer_types": ["sliding_attention"]})} == {
+        "sliding_attention"
+    }
     with pytest.raises(ValueError, match="mixes per-layer-type dicts"):
         read_rope_settings({**raw, "rope_parameters": {**nested, "rope_theta": 1e4}})
 
@@ -276,5 +286,8 @@ def test_without_transformers_the_dict_is_read_as_written(monkeypatch):
     settings = {s.layer_type: (s.rope_type, s.theta, s.known) for s in read_rope_settings(copy.deepcopy(modernbert))}
     assert settings == {"full_attention": ("linear", 160000.0, False), "sliding_attention": ("linear", 10000.0, False)}
     (s,) = read_rope_settings(copy.deepcopy(phi3))
-    assert s.rope_type == "yarn" and (s.original_max_len, stated_of(phi3, s).original_source) == (131072, "max_position_embeddings")
+    assert s.rope_type == "yarn" and (s.original_max_len, stated_of(phi3, s).original_source) == (
+        131072,
+        "max_position_embeddings",
+    )
     assert [s.layer_type for s in read_rope_settings(nested)] == ["full_attention"]

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from posembed.interop.zoo import (
-    FAMILIES, ZOO_TABLE_MARKER, load_positional_weights, position_offset, zoo_family, zoo_scheme, zoo_schemes,
+    FAMILIES,
+    ZOO_TABLE_MARKER,
+    load_positional_weights,
+    position_offset,
+    zoo_family,
+    zoo_scheme,
+    zoo_schemes,
     zoo_table_markdown,
 )  # fmt: skip
 from posembed.schemes.bias.nope import NoPE
@@ -48,8 +54,11 @@ def _decoder_rope(config_cls, module_path, cls_name, **extra):
 
 
 def check_learned(model_type):
-    config_cls, model_cls = {"bert": ("BertConfig", "BertModel"), "roberta": ("RobertaConfig", "RobertaModel"),
-                             "gpt2": ("GPT2Config", "GPT2Model")}[model_type]
+    config_cls, model_cls = {
+        "bert": ("BertConfig", "BertModel"),
+        "roberta": ("RobertaConfig", "RobertaModel"),
+        "gpt2": ("GPT2Config", "GPT2Model"),
+    }[model_type]
     if model_type == "gpt2":
         config = transformers.GPT2Config(n_embd=32, n_head=2, n_layer=1, n_positions=40, vocab_size=64)
     else:
@@ -83,15 +92,18 @@ def check_rope(model_type):
         "gpt_neox": ("GPTNeoXConfig", "gpt_neox", "GPTNeoXRotaryEmbedding", {"rotary_pct": 0.25}),
     }
     config_name, module, cls, extra = cases[model_type]
-    scheme = _decoder_rope(getattr(transformers, config_name), f"transformers.models.{module}.modeling_{module}", cls, **extra)
+    scheme = _decoder_rope(
+        getattr(transformers, config_name), f"transformers.models.{module}.modeling_{module}", cls, **extra
+    )
     if model_type in ("phi3", "gpt_neox"):
         assert scheme.rotary_dim < scheme.head_dim  # partial rotary reached the scheme
 
 
 def check_layer_types(model_type):
     if model_type == "gemma3_text":
-        config = transformers.Gemma3TextConfig(**{**SMALL, "num_hidden_layers": 6, "head_dim": 16, "num_key_value_heads": 1,
-                                                  "sliding_window_pattern": 3})
+        config = transformers.Gemma3TextConfig(
+            **{**SMALL, "num_hidden_layers": 6, "head_dim": 16, "num_key_value_heads": 1, "sliding_window_pattern": 3}
+        )
         from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding as Rotary
     else:
         config = transformers.ModernBertConfig(**{**SMALL, "num_hidden_layers": 6})
@@ -109,7 +121,9 @@ def check_layer_types(model_type):
 
 
 def check_llama4(model_type):
-    config = transformers.Llama4TextConfig(**{**SMALL, "num_hidden_layers": 4, "head_dim": 16, "num_key_value_heads": 1})
+    config = transformers.Llama4TextConfig(
+        **{**SMALL, "num_hidden_layers": 4, "head_dim": 16, "num_key_value_heads": 1}
+    )
     from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding, apply_rotary_emb
 
     positions = torch.arange(T)[None] + 300
@@ -127,11 +141,15 @@ def check_llama4(model_type):
 
 
 def check_qwen2_vl(model_type):
-    from posembed.schemes.rotary.mrope_positions import mrope_position_ids
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
 
-    text = {**SMALL, "num_key_value_heads": 1, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
-                                                                   "mrope_section": [2, 3, 3]}}
+    from posembed.schemes.rotary.mrope_positions import mrope_position_ids
+
+    text = {
+        **SMALL,
+        "num_key_value_heads": 1,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+    }
     config = transformers.Qwen2VLConfig(text_config=text, vision_config={"spatial_merge_size": 2})
     scheme = zoo_scheme(config, angles="fp32")
     assert scheme.mrope_section == (2, 3, 3) and scheme.base == 1e6
@@ -156,10 +174,13 @@ def _alibi_reference(model_type, heads):
 
 def check_alibi(model_type):
     heads = 6  # not a power of two: the interleaved extra slopes
-    config = {"bloom": lambda: transformers.BloomConfig(hidden_size=48, n_head=heads, n_layer=1),
-              "mpt": lambda: transformers.MptConfig(d_model=48, n_heads=heads, n_layers=1),
-              "falcon": lambda: transformers.FalconConfig(hidden_size=48, num_attention_heads=heads, num_hidden_layers=1,
-                                                          alibi=True)}[model_type]()
+    config = {
+        "bloom": lambda: transformers.BloomConfig(hidden_size=48, n_head=heads, n_layer=1),
+        "mpt": lambda: transformers.MptConfig(d_model=48, n_heads=heads, n_layers=1),
+        "falcon": lambda: transformers.FalconConfig(
+            hidden_size=48, num_attention_heads=heads, num_hidden_layers=1, alibi=True
+        ),
+    }[model_type]()
     scheme = zoo_scheme(config)
     reference = _alibi_reference(model_type, heads)  # (H, T): one row, the keys' part of the bias
     slopes = reference[:, 1] - reference[:, 0]
@@ -174,8 +195,16 @@ def check_alibi(model_type):
 
 
 def check_t5(model_type):
-    config = transformers.T5Config(d_model=32, d_kv=16, d_ff=16, num_layers=1, num_heads=2, vocab_size=64,
-                                   relative_attention_num_buckets=8, relative_attention_max_distance=20)
+    config = transformers.T5Config(
+        d_model=32,
+        d_kv=16,
+        d_ff=16,
+        num_layers=1,
+        num_heads=2,
+        vocab_size=64,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=20,
+    )
     model = transformers.T5Model(config).eval()
     scheme = zoo_scheme(config)
     load_positional_weights(scheme, model, model_type)
@@ -188,9 +217,14 @@ def check_t5(model_type):
 
 
 def check_deberta(model_type):
-    config = transformers.DebertaV2Config(**{**SMALL, "num_hidden_layers": 1, "max_position_embeddings": 64},
-                                          relative_attention=True, position_buckets=8, max_relative_positions=32,
-                                          pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm")
+    config = transformers.DebertaV2Config(
+        **{**SMALL, "num_hidden_layers": 1, "max_position_embeddings": 64},
+        relative_attention=True,
+        position_buckets=8,
+        max_relative_positions=32,
+        pos_att_type=["p2c", "c2p"],
+        norm_rel_ebd="layer_norm",
+    )
     torch.manual_seed(0)
     model = transformers.DebertaV2Model(config).eval()
     with torch.no_grad():
@@ -204,7 +238,9 @@ def check_deberta(model_type):
         assert_close(scheme.relative_table(), encoder.get_rel_embedding(), atol=1e-6, rtol=1e-6)
         query = attention.transpose_for_scores(attention.query_proj(hidden), 2)
         key = attention.transpose_for_scores(attention.key_proj(hidden), 2)
-        expected = attention.disentangled_attention_bias(query, key, encoder.get_rel_pos(hidden), encoder.get_rel_embedding(), 3)
+        expected = attention.disentangled_attention_bias(
+            query, key, encoder.get_rel_pos(hidden), encoder.get_rel_embedding(), 3
+        )
         positions = torch.arange(20)
         bias = scheme.bias(positions, positions, query.view(1, 2, 20, -1), key.view(1, 2, 20, -1))
         assert_close(bias, expected.view(1, 2, 20, 20), atol=1e-5, rtol=1e-5)
@@ -259,11 +295,26 @@ def test_docs_table_is_the_rendered_one():
 
 def test_layer_lists_from_4x_spellings_equal_5x():
     """Gemma 3 / ModernBERT configs written by transformers 4.x (pattern fields, per-type theta fields)."""
-    gemma = {"model_type": "gemma3_text", "num_hidden_layers": 6, "hidden_size": 32, "num_attention_heads": 2,
-             "head_dim": 16, "rope_theta": 1e6, "rope_local_base_freq": 1e4, "sliding_window_pattern": 3}
+    gemma = {
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 6,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "head_dim": 16,
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 1e4,
+        "sliding_window_pattern": 3,
+    }
     assert [s.base for s in zoo_schemes(gemma)] == [1e4, 1e4, 1e6, 1e4, 1e4, 1e6]
-    modernbert = {"model_type": "modernbert", "num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 2,
-                  "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "global_attn_every_n_layers": 3}
+    modernbert = {
+        "model_type": "modernbert",
+        "num_hidden_layers": 4,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "global_rope_theta": 160000.0,
+        "local_rope_theta": 10000.0,
+        "global_attn_every_n_layers": 3,
+    }
     assert [s.base for s in zoo_schemes(modernbert)] == [160000.0, 1e4, 1e4, 160000.0]
     current = transformers.ModernBertConfig(**{**SMALL, "num_hidden_layers": 4})
     assert [s.base for s in zoo_schemes(current)] == [s.base for s in zoo_schemes(modernbert)]

@@ -8,9 +8,9 @@ import importlib
 import pytest
 import torch
 
-from posembed.interop.rope_check.check import check_rope_config, format_report
 from posembed.interop.rope.config import rotary_from_hf_config, rotary_from_settings
 from posembed.interop.rope.settings import ALL_LAYERS, read_rope_settings
+from posembed.interop.rope_check.check import check_rope_config, format_report
 
 
 def built(raw: dict):
@@ -20,7 +20,11 @@ def built(raw: dict):
 
     config = transformers.CONFIG_MAPPING[raw["model_type"]].from_dict(copy.deepcopy(raw))
     module = importlib.import_module(type(config).__module__.replace("configuration_", "modeling_"))
-    (name,) = [n for n in dir(module) if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")]
+    (name,) = [
+        n
+        for n in dir(module)
+        if n.endswith("RotaryEmbedding") and hasattr(getattr(module, n), "compute_default_rope_parameters")
+    ]
     return config, getattr(module, name)(config)
 
 

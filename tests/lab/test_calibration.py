@@ -12,7 +12,15 @@ from posembed.lab.presets import get_preset
 
 def test_calibration_config_is_nanogpts_cpu_recipe():
     cfg = NANOGPT_CPU
-    assert (cfg.task, cfg.scheme, cfg.depth, cfg.heads, cfg.dim, cfg.context, cfg.batch) == ("charlm", "learned", 4, 4, 128, 64, 12)
+    assert (cfg.task, cfg.scheme, cfg.depth, cfg.heads, cfg.dim, cfg.context, cfg.batch) == (
+        "charlm",
+        "learned",
+        4,
+        4,
+        128,
+        64,
+        12,
+    )
     assert (cfg.steps, cfg.dropout, cfg.lr, cfg.min_lr, cfg.beta2, cfg.warmup) == (2000, 0.0, 1e-3, 1e-4, 0.99, 100)
     assert (cfg.weight_decay, cfg.grad_clip, cfg.eval_scales) == (0.1, 1.0, (1.0,))
     assert get_preset("calibration").base("charlm") == cfg
@@ -30,7 +38,9 @@ def test_reduced_calibration_loss_falls(tinyshakespeare):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("POSEMBED_FULL") != "1", reason="full 2000-iteration calibration: set POSEMBED_FULL=1")
+@pytest.mark.skipif(
+    os.environ.get("POSEMBED_FULL") != "1", reason="full 2000-iteration calibration: set POSEMBED_FULL=1"
+)
 def test_full_calibration_matches_nanogpt(tinyshakespeare):
     result = run_calibration(str(tinyshakespeare))
     assert abs(result.val_loss - TARGET_VAL_LOSS) <= TOLERANCE, result.summary()
@@ -43,8 +53,9 @@ def test_the_nanogpt_style_reference_loop_trains(tinyshakespeare):
     from posembed.bench.nanogpt_ref import char_data, train_reference
 
     text = tinyshakespeare.read_text(encoding="utf-8")[:20_000]
-    run = train_reference(text, steps=6, dim=16, depth=1, heads=2, block=8, batch=4, warmup=2,
-                          eval_interval=3, eval_iters=2)
+    run = train_reference(
+        text, steps=6, dim=16, depth=1, heads=2, block=8, batch=4, warmup=2, eval_interval=3, eval_iters=2
+    )
     assert run.iterations == 6 and run.seconds > 0 and math.isfinite(run.val_loss)
     train, val, vocab = char_data(text)
     assert len(train) == 18_000 and len(val) == 2_000 and vocab == len(set(text))

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from posembed.lab.training.checkpoint import CONFIG_NAME, WEIGHTS_NAME, is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.tasks import make_task
+from posembed.lab.training.checkpoint import CONFIG_NAME, WEIGHTS_NAME, is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.training.train import build_trial_model
 from tests.helpers import assert_close
 from tests.lab.conftest import tiny_trial

@@ -11,15 +11,16 @@ import torch
 from posembed.errors import CheckpointError
 from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.nn.model.transformer import Decoder
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.rotary.rope import RotaryEmbedding
 
 
 def _per_layer_checkpoint(folder, scheme=None):
     rope = RotaryEmbedding(4)
-    model = Decoder(11, dim=8, depth=4, num_heads=2, scheme=scheme,
-                    schemes=[rope, None, RotaryEmbedding(4, base=1e6), rope])
+    model = Decoder(
+        11, dim=8, depth=4, num_heads=2, scheme=scheme, schemes=[rope, None, RotaryEmbedding(4, base=1e6), rope]
+    )
     save_checkpoint(model, folder, {"task": "copy"})
     return model, folder / "posembed_model.json"
 
@@ -72,20 +73,46 @@ def test_a_single_scheme_table_still_names_model_scheme(tmp_path):
 
 def test_a_shape_mismatch_names_the_layer_schemes(tmp_path):
     _, path = _per_layer_checkpoint(tmp_path)
-    _edit(path, lambda m: m.update(layer_schemes=[{"name": "alibi", "num_heads": 2, "symmetric": False}, None,
-                                                  {"name": "t5_bias", "num_heads": 2}, None]))
-    with pytest.raises(CheckpointError, match=re.escape("(model.scheme=null, model.layer_schemes=[alibi, null, t5_bias, "
-                                                        "null]): missing blocks.2.attn.scheme.relative_attention_bias")):
+    _edit(
+        path,
+        lambda m: m.update(
+            layer_schemes=[
+                {"name": "alibi", "num_heads": 2, "symmetric": False},
+                None,
+                {"name": "t5_bias", "num_heads": 2},
+                None,
+            ]
+        ),
+    )
+    with pytest.raises(
+        CheckpointError,
+        match=re.escape(
+            "(model.scheme=null, model.layer_schemes=[alibi, null, t5_bias, "
+            "null]): missing blocks.2.attn.scheme.relative_attention_bias"
+        ),
+    ):
         load_checkpoint(tmp_path)
 
 
-@pytest.mark.parametrize(("layers", "message"), [
-    ("rope", "model.layer_schemes must be a list of model.depth=4 entries (one scheme or null per layer), got 'rope'"),
-    ([None, None], "model.layer_schemes must be a list of model.depth=4 entries (one scheme or null per layer), got 2 entries"),
-    ([None, 3, None, None], "model.layer_schemes[1] must be null, an object with a 'name' or"),
-    ([{"same_as": 2}, None, None, None], "model.layer_schemes[0] must be null, an object with a 'name' or "
-                                         "{\"same_as\": j} with j an earlier layer, got {'same_as': 2}"),
-])
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        (
+            "rope",
+            "model.layer_schemes must be a list of model.depth=4 entries (one scheme or null per layer), got 'rope'",
+        ),
+        (
+            [None, None],
+            "model.layer_schemes must be a list of model.depth=4 entries (one scheme or null per layer), got 2 entries",
+        ),
+        ([None, 3, None, None], "model.layer_schemes[1] must be null, an object with a 'name' or"),
+        (
+            [{"same_as": 2}, None, None, None],
+            "model.layer_schemes[0] must be null, an object with a 'name' or "
+            "{\"same_as\": j} with j an earlier layer, got {'same_as': 2}",
+        ),
+    ],
+)
 def test_malformed_layer_schemes_are_named(tmp_path, layers, message):
     _, path = _per_layer_checkpoint(tmp_path)
     _edit(path, lambda m: m.update(layer_schemes=layers))
@@ -113,10 +140,14 @@ def test_a_shared_table_is_read_under_any_one_of_its_names_and_missing_names_it(
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     for keep in ("scheme.", "blocks.1.attn.scheme."):
         table = f"{keep}relative_attention_bias.weight"
-        save_file({k: v for k, v in state.items() if ".scheme." not in f".{k}" or k == table},
-                  str(tmp_path / "model.safetensors"))
+        save_file(
+            {k: v for k, v in state.items() if ".scheme." not in f".{k}" or k == table},
+            str(tmp_path / "model.safetensors"),
+        )
         loaded, _ = load_checkpoint(tmp_path)
         assert torch.equal(loaded(ids), model.eval()(ids)), keep
-    save_file({k: v for k, v in state.items() if "relative_attention_bias" not in k}, str(tmp_path / "model.safetensors"))
+    save_file(
+        {k: v for k, v in state.items() if "relative_attention_bias" not in k}, str(tmp_path / "model.safetensors")
+    )
     with pytest.raises(CheckpointError, match=r"missing scheme\.relative_attention_bias\.weight$"):
         load_checkpoint(tmp_path)

@@ -7,8 +7,24 @@ import pytest
 from posembed.cli import main
 from posembed.lab.sweep.store import load_results
 
-TINY = ["--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
-        "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
+TINY = [
+    "--set",
+    "tasks=copy",
+    "--set",
+    "schemes=learned",
+    "--set",
+    "steps=2",
+    "--set",
+    "dim=16",
+    "--set",
+    "depth=1",
+    "--set",
+    "batch=4",
+    "--set",
+    "eval_batches=1",
+    "--set",
+    "copy.context=3",
+]
 
 
 def _error(capsys, argv) -> str:
@@ -31,7 +47,10 @@ def test_run_writes_a_store_and_resumes(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--preset", "smok"], "unknown preset 'smok' (did you mean 'smoke'?); known presets: calibration, full, lengthgen, quick, smoke"),
+        (
+            ["--preset", "smok"],
+            "unknown preset 'smok' (did you mean 'smoke'?); known presets: calibration, full, lengthgen, quick, smoke",
+        ),
         (["--preset", "smoke", "--set", "schemes=learned,ropee"], "unknown scheme 'ropee'"),
         (["--preset", "smoke", "--set", "stepz=3"], "unknown key 'stepz'"),
         (["--preset", "smoke", "--set", "steps=many"], "steps expects an integer, got 'many'"),
@@ -54,7 +73,7 @@ def test_bad_arguments(tmp_path, capsys, extra, message):
         ("backend=bogus", "backend='bogus' is not one of auto, "),
         ("eval_scales=nan", "eval_scales must be finite positive numbers, got nan"),
         ("seeds=1,1", "seeds lists 1 more than once"),
-        ("scheme_kwargs={\"bogus\": 1}", "scheme 'learned' takes no argument 'bogus'"),
+        ('scheme_kwargs={"bogus": 1}', "scheme 'learned' takes no argument 'bogus'"),
     ],
 )
 def test_bad_values_fail_before_the_out_dir_is_claimed(tmp_path, capsys, override, message):
@@ -90,14 +109,53 @@ def test_threads_default_to_one(tmp_path, capsys, monkeypatch):
 def test_bad_text_files(tmp_path, capsys, content, message):
     text = tmp_path / "text.txt"
     text.write_bytes(content)
-    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
-                          "--set", "tasks=charlm", "--set", f"text={text}"])
+    err = _error(
+        capsys,
+        [
+            "lab",
+            "run",
+            "--preset",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+            "--set",
+            "tasks=charlm",
+            "--set",
+            f"text={text}",
+        ],
+    )
     assert message in err
-    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
-                          "--set", "tasks=charlm", "--set", f"text={tmp_path / 'missing.txt'}"])
+    err = _error(
+        capsys,
+        [
+            "lab",
+            "run",
+            "--preset",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+            "--set",
+            "tasks=charlm",
+            "--set",
+            f"text={tmp_path / 'missing.txt'}",
+        ],
+    )
     assert "does not exist" in err
-    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(tmp_path / "out"),
-                          "--set", "tasks=charlm", "--set", f"text={tmp_path}"])
+    err = _error(
+        capsys,
+        [
+            "lab",
+            "run",
+            "--preset",
+            "smoke",
+            "--out",
+            str(tmp_path / "out"),
+            "--set",
+            "tasks=charlm",
+            "--set",
+            f"text={tmp_path}",
+        ],
+    )
     assert "is a folder, not a text file" in err
     assert not (tmp_path / "out").exists()
 
@@ -143,13 +201,31 @@ def test_a_table_shorter_than_the_training_inputs_fails_before_the_out_dir_is_cl
     assert "copy/learned/base trains on 7-position inputs (context=3) but its positions stop at 4 (table_size=4)" in err
     assert "raise table_size to at least 7" in err
     assert not out.exists()
-    err = _error(capsys, ["lab", "run", "--preset", "smoke", "--out", str(out), *TINY, "--set", "table_size=6",
-                          "--set", "schemes=rope", "--set", "variants=randomized"])
+    err = _error(
+        capsys,
+        [
+            "lab",
+            "run",
+            "--preset",
+            "smoke",
+            "--out",
+            str(out),
+            *TINY,
+            "--set",
+            "table_size=6",
+            "--set",
+            "schemes=rope",
+            "--set",
+            "variants=randomized",
+        ],
+    )
     assert "copy/rope/randomized trains on 7-position inputs" in err and "stop at 6 (table_size=6)" in err
     assert not out.exists()
     # a table that only misses evaluated lengths is allowed: those are recorded as "n/a (table limit)"
-    assert main(["lab", "run", "--preset", "smoke", "--out", str(out), "--no-checkpoints", *TINY,
-                 "--set", "table_size=7"]) == 0
+    assert (
+        main(["lab", "run", "--preset", "smoke", "--out", str(out), "--no-checkpoints", *TINY, "--set", "table_size=7"])
+        == 0
+    )
     (record,) = load_results(out).trials
     assert record.metric("exact_match")[6] is None
 
@@ -176,13 +252,29 @@ def test_device_cpu_trains_like_auto_here(tmp_path):
     from posembed._utils.devices import resolve_device
     from posembed.lab.sweep.store import load_results
 
-    argv = ["lab", "run", "--preset", "smoke", "--set", "steps=3", "--set", "tasks=copy", "--set", "schemes=alibi",
-            "--workers", "1", "--quiet", "--no-checkpoints"]
+    argv = [
+        "lab",
+        "run",
+        "--preset",
+        "smoke",
+        "--set",
+        "steps=3",
+        "--set",
+        "tasks=copy",
+        "--set",
+        "schemes=alibi",
+        "--workers",
+        "1",
+        "--quiet",
+        "--no-checkpoints",
+    ]
     assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "cpu")]) == 0
     assert main([*argv, "--out", str(tmp_path / "auto")]) == 0
     cpu, auto = load_results(tmp_path / "cpu"), load_results(tmp_path / "auto")
     tolerance = 0.0 if resolve_device("auto").type == "cpu" else 2e-2
-    assert [r.final_loss for r in auto.trials] == pytest.approx([r.final_loss for r in cpu.trials], rel=tolerance, abs=tolerance)
+    assert [r.final_loss for r in auto.trials] == pytest.approx(
+        [r.final_loss for r in cpu.trials], rel=tolerance, abs=tolerance
+    )
 
 
 def test_the_default_worker_count_is_the_plans(tmp_path, monkeypatch):

@@ -65,11 +65,19 @@ def test_later_trials_of_a_kind_compile_nothing_new_on_cuda(tmp_path, tiny_exper
     from torch._dynamo.utils import counters
 
     base = dataclasses.replace(tiny_experiment.base("copy"), dim=32, heads=2)
-    exp = dataclasses.replace(tiny_experiment, tasks=("copy",), schemes=("alibi", "t5_bias"), seeds=(0, 1, 2),
-                              bases=(base,))
+    exp = dataclasses.replace(
+        tiny_experiment, tasks=("copy",), schemes=("alibi", "t5_bias"), seeds=(0, 1, 2), bases=(base,)
+    )
     graphs = []
-    run_experiment(exp, tmp_path, progress=False, checkpoints=False, workers=1, device="cuda",
-                   on_trial=lambda result: graphs.append((result.config.scheme, counters["stats"]["unique_graphs"])))
+    run_experiment(
+        exp,
+        tmp_path,
+        progress=False,
+        checkpoints=False,
+        workers=1,
+        device="cuda",
+        on_trial=lambda result: graphs.append((result.config.scheme, counters["stats"]["unique_graphs"])),
+    )
     by_scheme = {}
     for scheme, count in graphs:
         by_scheme.setdefault(scheme, []).append(count)

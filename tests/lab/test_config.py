@@ -19,8 +19,16 @@ def test_trial_config_is_frozen():
 def test_overrides_apply_typed_values():
     exp = apply_overrides(
         get_preset("smoke"),
-        ["steps=50", "schemes=learned,alibi", "seeds=3,4", "lr=2e-3", "freeze_positions=true",
-         "charlm.context=24", "eval_scales=1,2.5", 'scheme_kwargs={"base": 500}'],
+        [
+            "steps=50",
+            "schemes=learned,alibi",
+            "seeds=3,4",
+            "lr=2e-3",
+            "freeze_positions=true",
+            "charlm.context=24",
+            "eval_scales=1,2.5",
+            'scheme_kwargs={"base": 500}',
+        ],
     )
     assert exp.schemes == ("learned", "alibi") and exp.seeds == (3, 4)
     assert all(base.steps == 50 and base.lr == 2e-3 and base.freeze_positions for base in exp.bases)

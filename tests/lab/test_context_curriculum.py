@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.train import IGNORE, _batch, finetune_config
 from posembed.lab.context.presets import ContextConfig, get_context_preset
 from posembed.lab.context.store import train_id_of
+from posembed.lab.context.train import IGNORE, _batch, finetune_config
 from posembed.lab.tasks.passkey import KEY_PREFIX, QUESTION, min_length
 
 
@@ -24,8 +24,16 @@ def _passkey_rows(targets: torch.Tensor) -> int:
 
 @pytest.mark.parametrize("step, expected", [(0, 8), (3, 8), (4, 2), (9, 2)])
 def test_batches_hold_only_passkey_rows_during_the_curriculum(data, step, expected):
-    settings = ContextConfig(name="x", steps=10, context=80, batch=8, lr=1e-3, passkey_fraction=0.25,
-                             passkey_only_steps=4, passkey_adjacent_steps=0)
+    settings = ContextConfig(
+        name="x",
+        steps=10,
+        context=80,
+        batch=8,
+        lr=1e-3,
+        passkey_fraction=0.25,
+        passkey_only_steps=4,
+        passkey_adjacent_steps=0,
+    )
     inputs, targets = _batch(data, torch.Generator().manual_seed(0), settings, step)
     assert inputs.shape == targets.shape == (8, 80)
     assert _passkey_rows(targets) == expected
@@ -33,8 +41,16 @@ def test_batches_hold_only_passkey_rows_during_the_curriculum(data, step, expect
 
 
 def test_an_all_passkey_batch_has_no_lm_window(data):
-    settings = ContextConfig(name="x", steps=1, context=80, batch=4, lr=1e-3, passkey_fraction=1.0, passkey_only_steps=0,
-                             passkey_adjacent_steps=0)
+    settings = ContextConfig(
+        name="x",
+        steps=1,
+        context=80,
+        batch=4,
+        lr=1e-3,
+        passkey_fraction=1.0,
+        passkey_only_steps=0,
+        passkey_adjacent_steps=0,
+    )
     inputs, targets = _batch(data, torch.Generator().manual_seed(0), settings, 0)
     assert inputs.shape == (4, 80) and _passkey_rows(targets) == 4
 
@@ -50,8 +66,16 @@ def test_curriculum_is_a_training_field_and_checked():
 
 @pytest.mark.parametrize("step", [0, 2])
 def test_adjacent_steps_place_the_key_sentence_right_before_the_question_in_half_the_rows(data, step):
-    settings = ContextConfig(name="x", steps=10, context=80, batch=16, lr=1e-3, passkey_fraction=0.5,
-                             passkey_only_steps=4, passkey_adjacent_steps=3)
+    settings = ContextConfig(
+        name="x",
+        steps=10,
+        context=80,
+        batch=16,
+        lr=1e-3,
+        passkey_fraction=0.5,
+        passkey_only_steps=4,
+        passkey_adjacent_steps=3,
+    )
     inputs, targets = _batch(data, torch.Generator().manual_seed(step), settings, step)
     # the shortest document fills the row's end: its planted digits sit at one fixed place in rows 0-7
     first = 80 - min_length(5) + len(KEY_PREFIX)
@@ -66,15 +90,25 @@ def test_adjacent_steps_place_the_key_sentence_right_before_the_question_in_half
 
 
 def test_after_the_adjacent_steps_the_key_moves(data):
-    settings = ContextConfig(name="x", steps=10, context=80, batch=16, lr=1e-3, passkey_fraction=0.5, passkey_only_steps=4,
-                             passkey_adjacent_steps=3)
+    settings = ContextConfig(
+        name="x",
+        steps=10,
+        context=80,
+        batch=16,
+        lr=1e-3,
+        passkey_fraction=0.5,
+        passkey_only_steps=4,
+        passkey_adjacent_steps=3,
+    )
     _, targets = _batch(data, torch.Generator().manual_seed(0), settings, 3)
     starts = {row.nonzero()[0].item() for row in targets == IGNORE}
     assert len(starts) > 4  # documents of random lengths and depths again
 
 
 def test_adjacent_steps_are_checked_and_hashed_only_when_set():
-    with pytest.raises(ValueError, match=r"passkey_adjacent_steps must be an integer in \[0, passkey_only_steps=800\], got 900"):
+    with pytest.raises(
+        ValueError, match=r"passkey_adjacent_steps must be an integer in \[0, passkey_only_steps=800\], got 900"
+    ):
         ContextConfig(name="x", passkey_adjacent_steps=900)
     old = ContextConfig(name="x", passkey_adjacent_steps=0)
     body = {k: v for k, v in old.to_dict().items() if k != "passkey_adjacent_steps"}  # a store from before the field

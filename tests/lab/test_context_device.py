@@ -13,18 +13,19 @@ import posembed._utils.devices as devices
 from posembed._utils.devices import OnDevice, on_device
 from posembed.errors import DeviceError
 from posembed.lab.context.corpus import ContextData
-from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.extend import reevaluate_checkpoint
-from posembed.lab.context.run import run_context
 from posembed.lab.context.models import build_context_model
+from posembed.lab.context.presets import ContextConfig
+from posembed.lab.context.run import run_context
 from posembed.lab.context.train import train_steps
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 CFG = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2)
 #: two steps of two rows, half of them passkey documents (no curriculum, no warmup)
-TWO_STEPS = dataclasses.replace(CFG, steps=2, batch=2, lr=1e-3, warmup=0, passkey_fraction=0.5, passkey_only_steps=0,
-                                passkey_adjacent_steps=0)
+TWO_STEPS = dataclasses.replace(
+    CFG, steps=2, batch=2, lr=1e-3, warmup=0, passkey_fraction=0.5, passkey_only_steps=0, passkey_adjacent_steps=0
+)
 
 
 @pytest.fixture(scope="module")

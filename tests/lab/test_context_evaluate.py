@@ -14,9 +14,9 @@ from posembed.lab.context import evaluate
 from posembed.lab.context import train as context_train
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import passkey_grid
-from posembed.lab.context.train import train_steps
-from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.models import build_context_model
+from posembed.lab.context.presets import ContextConfig
+from posembed.lab.context.train import train_steps
 from posembed.lab.tasks.passkey import DIGITS, FILLER_SENTENCES, QUESTION, key_sentence, passkey_accuracy
 
 CFG = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2)
@@ -57,7 +57,11 @@ def test_passkey_grid_seeds_each_cell_by_seed_length_and_depth_index(monkeypatch
     depths = (0.0, 0.5, 1.0)
     grid = passkey_grid(model, data.stoi, 70, depths, samples=2, seed=3)
     # the stored studies were scored with these seeds: seed * 7919 + length * 31 + depth index
-    assert calls == [(70, 0.0, 3 * 7919 + 70 * 31, 5), (70, 0.5, 3 * 7919 + 70 * 31 + 1, 5), (70, 1.0, 3 * 7919 + 70 * 31 + 2, 5)]
+    assert calls == [
+        (70, 0.0, 3 * 7919 + 70 * 31, 5),
+        (70, 0.5, 3 * 7919 + 70 * 31 + 1, 5),
+        (70, 1.0, 3 * 7919 + 70 * 31 + 2, 5),
+    ]
     assert list(grid) == list(depths)
     for depth, (_, _, seed, _) in zip(depths, calls):
         assert grid[depth] == passkey_accuracy(model, data.stoi, 70, depth, samples=2, seed=seed, digits=5)
@@ -81,8 +85,16 @@ def test_model_device_and_on_device_for_a_model_elsewhere_and_one_without_parame
 @pytest.mark.parametrize("steps, tail", [(20, 2), (5, 1), (11, 1)])
 def test_train_steps_returns_the_mean_loss_of_the_last_tenth_and_decays_to_a_tenth_of_lr(monkeypatch, steps, tail):
     data = ContextData.load("tinyshakespeare")
-    cfg = dataclasses.replace(CFG, steps=steps, batch=2, lr=2e-3, warmup=0, passkey_fraction=0.5, passkey_only_steps=0,
-                              passkey_adjacent_steps=0)
+    cfg = dataclasses.replace(
+        CFG,
+        steps=steps,
+        batch=2,
+        lr=2e-3,
+        warmup=0,
+        passkey_fraction=0.5,
+        passkey_only_steps=0,
+        passkey_adjacent_steps=0,
+    )
     seen = {}
     real = context_train.train_model
 
@@ -127,13 +139,21 @@ def test_evaluate_rows_measures_passkey_from_the_shortest_document_on_and_means_
     data = ContextData.load("tinyshakespeare")
     model = build_context_model(CFG, "rope", data.vocab_size).eval()
     asked = []
-    monkeypatch.setattr(evaluate, "passkey_grid", lambda model, stoi, length, depths, **kw: asked.append(length)
-                        or dict(zip(depths, (1.0, 0.5))))
+    monkeypatch.setattr(
+        evaluate,
+        "passkey_grid",
+        lambda model, stoi, length, depths, **kw: asked.append(length) or dict(zip(depths, (1.0, 0.5))),
+    )
     shortest = min_length(5)
 
     def metrics(length, **kw):
-        return [(m, d, v) for m, d, v in evaluate.evaluate_rows(model, data, length, windows=1, depths=2, samples=1,
-                                                                   seed=0, digits=5, **kw) if m != "perplexity"]
+        return [
+            (m, d, v)
+            for m, d, v in evaluate.evaluate_rows(
+                model, data, length, windows=1, depths=2, samples=1, seed=0, digits=5, **kw
+            )
+            if m != "perplexity"
+        ]
 
     assert metrics(shortest) == [("passkey", 0.0, 1.0), ("passkey", 1.0, 0.5), ("passkey_mean", -1.0, 0.75)]
     assert metrics(shortest - 1) == [] and metrics(shortest, passkey=False) == []

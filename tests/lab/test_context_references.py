@@ -13,16 +13,20 @@ import torch
 import posembed.lab.context.evaluate as context_evaluate
 import posembed.lab.context.models as context_models
 import posembed.lab.context.train as context_train
+from posembed.lab.context.models import STUDY_SCHEMES, build_context_model
 from posembed.lab.context.presets import (
-    REFERENCES, SMOKE_REFERENCES, ContextConfig, get_context_preset, with_overrides,
+    REFERENCES,
+    SMOKE_REFERENCES,
+    ContextConfig,
+    get_context_preset,
+    with_overrides,
 )
 from posembed.lab.context.run import run_context
-from posembed.lab.context.models import STUDY_SCHEMES, build_context_model
-from posembed.schemes.factory import FACTORY, REFERENCE_SCHEMES, ModelSizes, build_from_sizes
 from posembed.lab.context.store import ContextStore
 from posembed.nn.model.transformer import Decoder
 from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.bias.fire import fire_inputs
+from posembed.schemes.factory import FACTORY, REFERENCE_SCHEMES, ModelSizes, build_from_sizes
 from posembed.schemes.rotary.rope import RotaryEmbedding
 
 CFG = ContextConfig(name="x", context=96, dim=16, depth=1, heads=2)
@@ -69,7 +73,10 @@ def test_references_and_methods_change_the_config_id_not_the_train_id():
     # the context preset's models were stored under this id before the references were added (and
     # before the adjacent-key curriculum, which moved the presets' ids)
     assert dataclasses.replace(get_context_preset("context"), passkey_adjacent_steps=0).train_id == "990bc73ee87c47ab"
-    assert dataclasses.replace(get_context_preset("context-smoke"), passkey_adjacent_steps=0).train_id == "e65da56e2c73a98c"
+    assert (
+        dataclasses.replace(get_context_preset("context-smoke"), passkey_adjacent_steps=0).train_id
+        == "e65da56e2c73a98c"
+    )
     assert get_context_preset("context-smoke").train_id == "466a6da069f7d5af"
 
 
@@ -94,11 +101,27 @@ def test_fire_is_evaluated_with_progressive_interpolation_past_L():
 
 @pytest.fixture(scope="module")
 def fire_study(tmp_path_factory):
-    cfg = with_overrides(get_context_preset("context-smoke"), [
-        "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "passkey_adjacent_steps=1", "batch=2", "warmup=0",
-        "scales=1,2", "depths=2", "passkey_samples=1", "lm_windows=1", "finetune_steps=0", "methods=extrapolate",
-        "references=fire,cope",
-    ])
+    cfg = with_overrides(
+        get_context_preset("context-smoke"),
+        [
+            "context=70",
+            "dim=8",
+            "depth=1",
+            "heads=2",
+            "steps=2",
+            "passkey_only_steps=1",
+            "passkey_adjacent_steps=1",
+            "batch=2",
+            "warmup=0",
+            "scales=1,2",
+            "depths=2",
+            "passkey_samples=1",
+            "lm_windows=1",
+            "finetune_steps=0",
+            "methods=extrapolate",
+            "references=fire,cope",
+        ],
+    )
     out = tmp_path_factory.mktemp("fire")
     run_context(cfg, out)
     return cfg, out
@@ -122,7 +145,9 @@ def test_a_stored_model_built_differently_is_retrained_and_its_rows_dropped(fire
     retrained, real = [], context_train.train_steps
     monkeypatch.setattr(context_train, "train_steps", lambda model, *a: retrained.append(model) or real(model, *a))
     evaluated, evaluate = [], context_evaluate.evaluate_rows
-    monkeypatch.setattr(context_evaluate, "evaluate_rows", lambda model, *a, **k: evaluated.append(model) or evaluate(model, *a, **k))
+    monkeypatch.setattr(
+        context_evaluate, "evaluate_rows", lambda model, *a, **k: evaluated.append(model) or evaluate(model, *a, **k)
+    )
     with caplog.at_level(logging.WARNING, logger="posembed.lab.context.train"):
         run_context(cfg, out)
     assert [m.scheme.init_threshold for m in retrained] == [7.0]  # fire only, with the new build
@@ -138,8 +163,10 @@ def _results(values: dict[tuple[str, str, int, str], float]):
     from posembed.lab.context.store import NO_DEPTH
     from posembed.lab.report.context import Results
 
-    rows = [{"model": m, "method": meth, "length": n, "metric": metric, "depth": NO_DEPTH, "value": v}
-            for (m, meth, n, metric), v in values.items()]
+    rows = [
+        {"model": m, "method": meth, "length": n, "metric": metric, "depth": NO_DEPTH, "value": v}
+        for (m, meth, n, metric), v in values.items()
+    ]
     return Results(rows, {"context": 96, "finetune_scale": 4, "references": ["alibi", "nope", "fire", "cope"]})
 
 
@@ -148,23 +175,39 @@ def test_the_report_says_which_reference_stays_flat_and_which_retrieves_past_L()
 
     values = {}
     for model, method, (at_l, at_max), (key_l, key_2x) in (
-        ("rope", "yarn", (6.0, 10.3), (1.0, 0.0)), ("rope", "extrapolate", (6.0, 38.6), (1.0, 0.0)),
-        ("alibi", "none", (7.33, 7.28), (0.0, 0.0)), ("nope", "none", (10.4, 11.8), (0.0, 0.0)),
-        ("fire", "none", (6.1, 12.0), (1.0, 0.31)), ("cope", "none", (6.5, 6.6), (0.9, 0.85)),
+        ("rope", "yarn", (6.0, 10.3), (1.0, 0.0)),
+        ("rope", "extrapolate", (6.0, 38.6), (1.0, 0.0)),
+        ("alibi", "none", (7.33, 7.28), (0.0, 0.0)),
+        ("nope", "none", (10.4, 11.8), (0.0, 0.0)),
+        ("fire", "none", (6.1, 12.0), (1.0, 0.31)),
+        ("cope", "none", (6.5, 6.6), (0.9, 0.85)),
     ):
-        values |= {(model, method, 96, "perplexity"): at_l, (model, method, 768, "perplexity"): at_max,
-                   (model, method, 96, "passkey_mean"): key_l, (model, method, 192, "passkey_mean"): key_2x,
-                   (model, method, 768, "passkey_mean"): 0.0}
+        values |= {
+            (model, method, 96, "perplexity"): at_l,
+            (model, method, 768, "perplexity"): at_max,
+            (model, method, 96, "passkey_mean"): key_l,
+            (model, method, 192, "passkey_mean"): key_2x,
+            (model, method, 768, "passkey_mean"): 0.0,
+        }
     results = _results(values)
     rows = {row["reference"]: row for row in reference_rows(results)}
     assert list(rows) == ["alibi", "nope", "fire", "cope"]  # the study's order and names, not the alphabet
     assert rows["alibi"]["paper"] == "Press et al. 2022 (ICLR)"  # the factory's entry, no table of its own
-    assert [rows[n]["perplexity past L"] for n in rows] == ["flat (within 5%)", "rises", "fails (>= 1.5x)", "flat (within 5%)"]
+    assert [rows[n]["perplexity past L"] for n in rows] == [
+        "flat (within 5%)",
+        "rises",
+        "fails (>= 1.5x)",
+        "flat (within 5%)",
+    ]
     assert rows["fire"]["max passkey past L"] == "0.31 at 2x" and rows["alibi"]["max passkey past L"] == "0"
     assert rows["fire"]["at 8x"] == 12.0 and rows["fire"]["ratio"] == pytest.approx(12.0 / 6.1)
     note = reference_note(results, list(rows.values()))
-    assert ("Exploratory (means over the seeds, no test): references whose mean perplexity at 8x is within 5% of "
-            "their mean at L: alibi, cope.") in note
+    assert (
+        "Exploratory (means over the seeds, no test): references whose mean perplexity at 8x is within 5% of "
+        "their mean at L: alibi, cope."
+    ) in note
     assert "Mean perplexity at 8x: references 6.6 to 12; RoPE's methods without fine-tuning 10.3 to 38.6" in note
-    assert note.endswith("Passkey past L (each reference's highest mean accuracy over the longer lengths): >= 80% for cope 0.85; above 0 "
-                         "for fire 0.31.")
+    assert note.endswith(
+        "Passkey past L (each reference's highest mean accuracy over the longer lengths): >= 80% for cope 0.85; above 0 "
+        "for fire 0.31."
+    )

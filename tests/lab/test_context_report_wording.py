@@ -14,15 +14,31 @@ from posembed.lab.context.store import NO_DEPTH
 from posembed.lab.report.context import Results, context_page
 from posembed.lab.report.context_results import FLAT, reference_note, reference_rows
 
-BODY = {"name": "context", "context": 96, "finetune_scale": 2, "finetune_steps": 10, "references": ["alibi", "fire"],
-        "dim": 64, "depth": 2, "steps": 2000, "passkey_only_steps": 800, "passkey_fraction": 0.5}
+BODY = {
+    "name": "context",
+    "context": 96,
+    "finetune_scale": 2,
+    "finetune_steps": 10,
+    "references": ["alibi", "fire"],
+    "dim": 64,
+    "depth": 2,
+    "steps": 2000,
+    "passkey_only_steps": 800,
+    "passkey_fraction": 0.5,
+}
 
 
 def _study(perplexity: dict[tuple[str, str], tuple[float, ...]], lengths=(96, 192, 384)) -> Results:
-    rows = [{"model": m, "method": meth, "length": n, "metric": "perplexity", "depth": NO_DEPTH, "value": v, "seed": 0}
-            for (m, meth), values in perplexity.items() for n, v in zip(lengths, values)]
-    rows += [{"model": m, "method": meth, "length": n, "metric": "passkey_mean", "depth": NO_DEPTH, "value": 0.0,
-              "seed": 0} for (m, meth) in perplexity for n in lengths]
+    rows = [
+        {"model": m, "method": meth, "length": n, "metric": "perplexity", "depth": NO_DEPTH, "value": v, "seed": 0}
+        for (m, meth), values in perplexity.items()
+        for n, v in zip(lengths, values)
+    ]
+    rows += [
+        {"model": m, "method": meth, "length": n, "metric": "passkey_mean", "depth": NO_DEPTH, "value": 0.0, "seed": 0}
+        for (m, meth) in perplexity
+        for n in lengths
+    ]
     return Results(rows, BODY)
 
 
@@ -60,20 +76,35 @@ def test_published_figures_cite_their_papers_and_data_not_a_file_the_package_lac
     assert "REFERENCES.md" not in text and "Peng et al. 2023 (YaRN, arXiv 2309.00071)" in text
 
 
-@pytest.mark.parametrize(("ratio", "word"), [
-    (1.0 + FLAT - 1e-9, "flat (within 5%)"), (1.0 + FLAT + 1e-6, "rises"), (1.0 - FLAT + 1e-9, "flat (within 5%)"),
-    (1.0 - FLAT - 1e-6, "falls"), (1.5 - 1e-9, "rises"), (1.5, "fails (>= 1.5x)"),
-])
+@pytest.mark.parametrize(
+    ("ratio", "word"),
+    [
+        (1.0 + FLAT - 1e-9, "flat (within 5%)"),
+        (1.0 + FLAT + 1e-6, "rises"),
+        (1.0 - FLAT + 1e-9, "flat (within 5%)"),
+        (1.0 - FLAT - 1e-6, "falls"),
+        (1.5 - 1e-9, "rises"),
+        (1.5, "fails (>= 1.5x)"),
+    ],
+)
 def test_a_reference_is_described_by_its_mean_ratio_on_either_side_of_each_threshold(ratio, word):
     study = _study({("alibi", "none"): (10.0, 10.0, 10.0 * ratio)})
     assert reference_rows(study)[0]["perplexity past L"] == word
 
 
 def test_exploratory_text_has_no_winner_words_and_says_it_is_untested():
-    study = _study({("rope", "yarn"): (6.0, 8.0, 12.0), ("rope", "linear"): (6.0, 20.0, 40.0),
-                    ("alibi", "none"): (7.0, 7.0, 7.0), ("fire", "none"): (6.5, 7.5, 9.0)})
+    study = _study(
+        {
+            ("rope", "yarn"): (6.0, 8.0, 12.0),
+            ("rope", "linear"): (6.0, 20.0, 40.0),
+            ("alibi", "none"): (7.0, 7.0, 7.0),
+            ("fire", "none"): (6.5, 7.5, 9.0),
+        }
+    )
     note = reference_note(study, reference_rows(study))
     assert not re.search(r"\b(best|beats?|better|lowest|wins?|worse|leads?)\b", note, re.IGNORECASE), note
     assert note.startswith("Exploratory (means over the seeds, no test)")
-    assert "Mean perplexity at 4x: references 7 to 9; RoPE's methods without fine-tuning 12 to 40 (which of them " \
-           "differ is not tested here)." in note
+    assert (
+        "Mean perplexity at 4x: references 7 to 9; RoPE's methods without fine-tuning 12 to 40 (which of them "
+        "differ is not tested here)." in note
+    )

@@ -20,41 +20,66 @@ def test_the_context_preset_has_three_seeds_and_a_seed_keeps_the_id_stored_runs_
     # adjacent-key curriculum trains differently, so the presets' own ids moved with it
     before = dataclasses.replace(study, passkey_adjacent_steps=0)
     assert before.per_seed()[0].config_id == "21bd4df7a6ff0810" and before.per_seed()[0].train_id == "990bc73ee87c47ab"
-    assert dataclasses.replace(get_context_preset("context-smoke"), passkey_adjacent_steps=0).config_id == "ccd4031ba0e45fe7"
+    assert (
+        dataclasses.replace(get_context_preset("context-smoke"), passkey_adjacent_steps=0).config_id
+        == "ccd4031ba0e45fe7"
+    )
     assert study.per_seed()[0].config_id == "13afb0e36fbd2711" and study.per_seed()[0].train_id == "615a7c3ce9acdfe2"
     assert get_context_preset("context-smoke").config_id == "2ec4e41421b1d2b7"
-    assert len({run.config_id for run in study.per_seed()}) == 3 and len({run.train_id for run in study.per_seed()}) == 3
+    assert (
+        len({run.config_id for run in study.per_seed()}) == 3 and len({run.train_id for run in study.per_seed()}) == 3
+    )
     assert with_overrides(study, ["seeds=0,1"]).per_seed()[1].config_id == study.per_seed()[1].config_id
 
 
 @pytest.mark.parametrize("seeds", [(), (0, 0), (-1,)])
 def test_bad_seeds_are_refused_naming_the_value(seeds):
-    with pytest.raises(ValueError, match=r"seeds must be distinct integers >= 0, at least one, got \(" ):
+    with pytest.raises(ValueError, match=r"seeds must be distinct integers >= 0, at least one, got \("):
         ContextConfig(name="x", seeds=seeds)
 
 
 def _rows(seed: int, values: dict[tuple[str, str, int, str], float]) -> list[dict]:
-    return [{"model": m, "method": meth, "length": n, "metric": metric, "depth": NO_DEPTH, "value": v, "seed": seed}
-            for (m, meth, n, metric), v in values.items()]
+    return [
+        {"model": m, "method": meth, "length": n, "metric": metric, "depth": NO_DEPTH, "value": v, "seed": seed}
+        for (m, meth, n, metric), v in values.items()
+    ]
 
 
-BODY = {"name": "context", "context": 96, "finetune_scale": 4, "finetune_steps": 100, "references": ["alibi"],
-        "dim": 64, "depth": 2, "steps": 2000, "passkey_only_steps": 800, "passkey_fraction": 0.5}
+BODY = {
+    "name": "context",
+    "context": 96,
+    "finetune_scale": 4,
+    "finetune_steps": 100,
+    "references": ["alibi"],
+    "dim": 64,
+    "depth": 2,
+    "steps": 2000,
+    "passkey_only_steps": 800,
+    "passkey_fraction": 0.5,
+}
 
 
 def _study(per_seed: list[dict[str, float]]) -> Results:
     """RoPE yarn / linear / extrapolate and ALiBi at 8x L, with the given perplexities per seed."""
     rows = []
     for seed, values in enumerate(per_seed):
-        rows += _rows(seed, {("rope", method, 768, "perplexity"): v for method, v in values.items() if method != "alibi"})
-        rows += _rows(seed, {("alibi", "none", 768, "perplexity"): values["alibi"],
-                             ("rope", "extrapolate", 96, "perplexity"): 5.0})
+        rows += _rows(
+            seed, {("rope", method, 768, "perplexity"): v for method, v in values.items() if method != "alibi"}
+        )
+        rows += _rows(
+            seed,
+            {("alibi", "none", 768, "perplexity"): values["alibi"], ("rope", "extrapolate", 96, "perplexity"): 5.0},
+        )
     return Results(rows, BODY)
 
 
 def test_results_hold_each_seed_and_the_mean_over_seeds():
-    results = _study([{"yarn": 10.0, "linear": 30.0, "extrapolate": 40.0, "alibi": 7.0},
-                      {"yarn": 12.0, "linear": 34.0, "extrapolate": 38.0, "alibi": 7.2}])
+    results = _study(
+        [
+            {"yarn": 10.0, "linear": 30.0, "extrapolate": 40.0, "alibi": 7.0},
+            {"yarn": 12.0, "linear": 34.0, "extrapolate": 38.0, "alibi": 7.2},
+        ]
+    )
     assert results.seeds == [0, 1]
     assert results.value("rope", "yarn", 768, "perplexity") == 11.0
     assert results.per_seed("rope", "yarn", 768, "perplexity") == {0: 10.0, 1: 12.0}
@@ -66,8 +91,10 @@ def test_results_hold_each_seed_and_the_mean_over_seeds():
     assert yarn["seeds"] == 2 and yarn["ours"] == "rope / yarn 11 [10, 12] vs rope / linear 31.9 [30, 34]"
     # 2 seed pairs: the paired t test has 1 degree of freedom, too few to decide at 5 % over the family
     assert yarn["verdict"].startswith("cannot tell (could detect a ratio of ")
-    assert "This run: 2 seeds (0, 1), width 64, 2 layers, 2000 steps at L = 96." in \
-        context_page(results).published[0]["why it might not hold here"]
+    assert (
+        "This run: 2 seeds (0, 1), width 64, 2 layers, 2000 steps at L = 96."
+        in context_page(results).published[0]["why it might not hold here"]
+    )
 
 
 def test_one_seed_is_named_and_the_banner_says_why_nothing_is_tested():
@@ -75,8 +102,12 @@ def test_one_seed_is_named_and_the_banner_says_why_nothing_is_tested():
     assert {row["verdict"] for row in verdicts(one) if row["ours"] != "not measured"} == {"cannot tell (1 seed)"}
     assert verdicts(one)[0]["ours"] == "rope / yarn 10 vs rope / linear 30"
     assert "it has one seed, so no number has an interval" in context_page(one).warning
-    many = _study([{"yarn": yarn, "linear": linear, "extrapolate": extrapolate, "alibi": alibi}
-                   for yarn, linear, extrapolate, alibi in ((10, 30, 40, 7), (30, 10, 12, 40), (12, 31, 20, 9))])
+    many = _study(
+        [
+            {"yarn": yarn, "linear": linear, "extrapolate": extrapolate, "alibi": alibi}
+            for yarn, linear, extrapolate, alibi in ((10, 30, 40, 7), (30, 10, 12, 40), (12, 31, 20, 9))
+        ]
+    )
     assert "no primary comparison decides" in context_page(many).warning
 
 
@@ -85,19 +116,42 @@ def test_an_all_zero_heatmap_is_named_and_explained():
     for seed in (0, 1):
         for model, method, value in (("rope", "extrapolate", 0.0), ("alibi", "none", 0.0), ("rope", "yarn", 0.5)):
             for length in (96, 192):
-                rows += [{"model": model, "method": method, "length": length, "metric": "passkey", "depth": d,
-                          "value": value, "seed": seed} for d in (0.0, 1.0)]
-                rows.append({"model": model, "method": method, "length": length, "metric": "passkey_mean",
-                             "depth": NO_DEPTH, "value": value, "seed": seed})
+                rows += [
+                    {
+                        "model": model,
+                        "method": method,
+                        "length": length,
+                        "metric": "passkey",
+                        "depth": d,
+                        "value": value,
+                        "seed": seed,
+                    }
+                    for d in (0.0, 1.0)
+                ]
+                rows.append(
+                    {
+                        "model": model,
+                        "method": method,
+                        "length": length,
+                        "metric": "passkey_mean",
+                        "depth": NO_DEPTH,
+                        "value": value,
+                        "seed": seed,
+                    }
+                )
     results = Results(rows, BODY)
     assert empty_heatmaps(results) == ["rope / extrapolate", "alibi"]
     note = context_page(results).empty_note
-    assert note.startswith("Passkey accuracy is 0 at every length and depth for rope / extrapolate and alibi: these "
-                           "models never retrieved the key, at L or beyond (RoPE's retrieval at L: 0 of 2 seeds (0, 0)).")
+    assert note.startswith(
+        "Passkey accuracy is 0 at every length and depth for rope / extrapolate and alibi: these "
+        "models never retrieved the key, at L or beyond (RoPE's retrieval at L: 0 of 2 seeds (0, 0))."
+    )
     assert "(this run: 2000 steps, the first 800 on passkeys alone)" in note
     adjacent = Results(rows, {**BODY, "passkey_adjacent_steps": 300})
-    assert ("(this run: 2000 steps, the first 800 on passkeys alone, in the first 300 of them half the rows with "
-            "the key sentence right before the question)") in context_page(adjacent).empty_note
+    assert (
+        "(this run: 2000 steps, the first 800 on passkeys alone, in the first 300 of them half the rows with "
+        "the key sentence right before the question)"
+    ) in context_page(adjacent).empty_note
 
 
 def test_a_store_with_three_seeds_loads_as_one_study(tmp_path):
@@ -125,7 +179,10 @@ def test_an_open_store_reads_as_its_path_does(tmp_path):
     ids = [run.config_id for run in study.per_seed()]
     opened, loaded = Results.of(store, ids), Results.load(store.path, ids)
     assert (opened.seeds, opened.body, opened.values("rope", "yarn", 96, "perplexity")) == (
-        loaded.seeds, loaded.body, [5.0, 7.0])
+        loaded.seeds,
+        loaded.body,
+        [5.0, 7.0],
+    )
     with pytest.raises(ValueError, match=f"study nope is not in {tmp_path / 'context.sqlite'}; it holds: {ids[0]}"):
         Results.of(store, "nope")
 

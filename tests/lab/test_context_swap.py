@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.lab.context import method_scheme, rope_base, rotary_head_dim, swap_scheme
 from posembed.lab.context.extend import reevaluate_checkpoint
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.nn.model.transformer import Decoder, build_model
-from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.absolute.learned import LearnedAbsolute
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.rotary.rope import RotaryEmbedding
 from posembed.schemes.rotary.scaling import LinearScalingRotary
 from posembed.schemes.rotary.yarn import YaRNRotary
@@ -58,7 +58,9 @@ def test_local_and_global_bases_need_one_scheme_per_layer():
     assert rotary_head_dim(model) == 8  # they agree on this one
     with pytest.raises(ValueError, match="rotary layers of this model differ .* give a list"):
         swap_scheme(model, LinearScalingRotary(8, factor=2.0))
-    swapped = swap_scheme(model, [LinearScalingRotary(8, factor=2.0, base=1e4), LinearScalingRotary(8, factor=2.0, base=1e6)])
+    swapped = swap_scheme(
+        model, [LinearScalingRotary(8, factor=2.0, base=1e4), LinearScalingRotary(8, factor=2.0, base=1e6)]
+    )
     assert [s.base for s in swapped.layer_schemes] == [1e4, 1e6] and swapped.scheme is None
 
 
@@ -72,7 +74,9 @@ def test_a_list_keeps_layers_given_none_and_refuses_to_give_a_nope_layer_positio
         swap_scheme(model, [RotaryEmbedding(8), None])
     with pytest.raises(ValueError, match="only None: nothing to swap"):
         swap_scheme(model, [None, None, None])
-    with pytest.raises(TypeError, match="the scheme for layer 0 must be a rotary or bias PositionScheme, got LearnedAbsolute"):
+    with pytest.raises(
+        TypeError, match="the scheme for layer 0 must be a rotary or bias PositionScheme, got LearnedAbsolute"
+    ):
         swap_scheme(model, [LearnedAbsolute(32, 16), None, None])
 
 
@@ -120,9 +124,13 @@ def test_extend_a_per_layer_checkpoint(tmp_path):
     corpus = load_corpus("tinyshakespeare", L)
     model = Decoder(corpus.vocab_size, dim=8, depth=2, num_heads=2, schemes=[RotaryEmbedding(4), None])
     save_checkpoint(model, tmp_path / "src", {"task": "charlm", "config": {"task": "charlm", "context": L}})
-    rows = reevaluate_checkpoint(tmp_path / "src", "yarn", 2.0, windows=1, finetune_steps=1, batch=2,
-                             save_to=tmp_path / "out", device="cpu")
-    assert [(r["length"], r["metric"]) for r in rows] == [(L, "perplexity"), (2 * L, "perplexity")]  # charlm: no passkey
+    rows = reevaluate_checkpoint(
+        tmp_path / "src", "yarn", 2.0, windows=1, finetune_steps=1, batch=2, save_to=tmp_path / "out", device="cpu"
+    )
+    assert [(r["length"], r["metric"]) for r in rows] == [
+        (L, "perplexity"),
+        (2 * L, "perplexity"),
+    ]  # charlm: no passkey
     loaded, meta = load_checkpoint(tmp_path / "out")
     assert _names(loaded) == ["YaRNRotary", "NoneType"] and loaded.scheme is None
     assert meta["config"]["context"] == 2 * L and meta["extended"] == {"method": "yarn", "factor": 2.0, "steps": 1}

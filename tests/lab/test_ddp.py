@@ -13,8 +13,26 @@ import pytest
 
 from posembed.lab.sweep.ddp_trial import main as ddp_main
 
-ARGS = ["--preset", "smoke", "--task", "copy", "--scheme", "learned", "--set", "steps=6", "--set", "dim=16",
-        "--set", "depth=1", "--set", "batch=8", "--set", "eval_batches=1", "--set", "log_every=2"]
+ARGS = [
+    "--preset",
+    "smoke",
+    "--task",
+    "copy",
+    "--scheme",
+    "learned",
+    "--set",
+    "steps=6",
+    "--set",
+    "dim=16",
+    "--set",
+    "depth=1",
+    "--set",
+    "batch=8",
+    "--set",
+    "eval_batches=1",
+    "--set",
+    "log_every=2",
+]
 
 
 def _free_port() -> int:
@@ -44,8 +62,22 @@ def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
     _skip_without_the_launcher()
     out = tmp_path / "ddp.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(_free_port()), "-m", "posembed.lab.sweep.ddp_trial", *ARGS, "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "posembed.lab.sweep.ddp_trial",
+        *ARGS,
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     single_out = tmp_path / "single.json"
@@ -67,11 +99,43 @@ def test_lab_run_under_torchrun_trains_each_trial_once_data_parallel(tmp_path):
     _skip_without_the_launcher()
     out = tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(_free_port()), "-m", "posembed.cli", "lab", "run", "--preset", "smoke",
-               "--out", str(out), "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=4",
-               "--set", "dim=16", "--set", "depth=1", "--set", "batch=8", "--set", "eval_batches=1",
-               "--set", "log_every=2", "--set", "copy.context=3"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "posembed.cli",
+        "lab",
+        "run",
+        "--preset",
+        "smoke",
+        "--out",
+        str(out),
+        "--set",
+        "tasks=copy",
+        "--set",
+        "schemes=learned,nope",
+        "--set",
+        "steps=4",
+        "--set",
+        "dim=16",
+        "--set",
+        "depth=1",
+        "--set",
+        "batch=8",
+        "--set",
+        "eval_batches=1",
+        "--set",
+        "log_every=2",
+        "--set",
+        "copy.context=3",
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("2 trials trained, 0 already stored (2 processes)") == 1, done.stdout

@@ -13,8 +13,29 @@ import pytest
 from posembed.cli import main
 from posembed.lab.sweep.store import load_results
 
-TINY = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy", "--set", "schemes=learned", "--set", "steps=2", "--set", "dim=16",
-        "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
+TINY = [
+    "--threads",
+    "1",
+    "--workers",
+    "1",
+    "--quiet",
+    "--set",
+    "tasks=copy",
+    "--set",
+    "schemes=learned",
+    "--set",
+    "steps=2",
+    "--set",
+    "dim=16",
+    "--set",
+    "depth=1",
+    "--set",
+    "batch=4",
+    "--set",
+    "eval_batches=1",
+    "--set",
+    "copy.context=3",
+]
 
 
 def _run(out, *extra) -> list[str]:
@@ -32,8 +53,9 @@ def _error(capsys, argv) -> str:
 def _tmpfs(path, size: str, *options: str):
     """A small tmpfs at ``path`` (needs root and a kernel that allows it; else the test skips)."""
     path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)],
-                             capture_output=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join([f"size={size}", *options]), "tmpfs", str(path)], capture_output=True
+    )
     if mounted.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
     try:
@@ -51,18 +73,44 @@ def _fill(folder) -> None:
 
 def test_two_concurrent_runs_on_one_folder(tmp_path):
     """Started together, one run trains, the other exits 2 naming its pid; nothing is lost."""
-    args = [sys.executable, "-m", "posembed.cli", "lab", "run", "--preset", "smoke", "--out", str(tmp_path),
-            "--no-checkpoints", "--threads", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope",
-            "--set", "seeds=0,1", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4",
-            "--set", "eval_batches=1", "--set", "steps=20"]
+    args = [
+        sys.executable,
+        "-m",
+        "posembed.cli",
+        "lab",
+        "run",
+        "--preset",
+        "smoke",
+        "--out",
+        str(tmp_path),
+        "--no-checkpoints",
+        "--threads",
+        "1",
+        "--set",
+        "tasks=copy",
+        "--set",
+        "schemes=learned,nope",
+        "--set",
+        "seeds=0,1",
+        "--set",
+        "dim=16",
+        "--set",
+        "depth=1",
+        "--set",
+        "batch=4",
+        "--set",
+        "eval_batches=1",
+        "--set",
+        "steps=20",
+    ]
     runs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outcomes = [(run, *run.communicate(timeout=300)) for run in runs]
     codes = sorted(run.returncode for run in runs)
     if codes == [0, 0]:
         pytest.skip("the runs did not overlap (the machine is too busy)")
     assert codes == [0, 2], [(run.returncode, err) for run, _, err in outcomes]
-    (winner, out, _), = [o for o in outcomes if o[0].returncode == 0]
-    (_, _, err), = [o for o in outcomes if o[0].returncode == 2]
+    ((winner, out, _),) = [o for o in outcomes if o[0].returncode == 0]
+    ((_, _, err),) = [o for o in outcomes if o[0].returncode == 2]
     assert "4 trials trained" in out
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"is in use by another posembed lab run (pid {winner.pid})" in err
@@ -87,7 +135,10 @@ def test_a_folder_named_like_the_store(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "offset, message",
-    [(0, "is not a posembed results store: file is not a database"), (4096, "is damaged (database disk image is malformed)")],
+    [
+        (0, "is not a posembed results store: file is not a database"),
+        (4096, "is damaged (database disk image is malformed)"),
+    ],
     ids=["header", "page"],
 )
 def test_a_damaged_store_is_refused_and_left_as_it_is(tmp_path, capsys, offset, message):

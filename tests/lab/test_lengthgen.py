@@ -30,8 +30,20 @@ def test_reverse_is_there_when_asked():
 
 
 def test_a_tiny_version_runs_and_stores_exact_match_past_L(tmp_path):
-    exp = apply_overrides(lengthgen(), ["schemes=rope", "steps=3", "dim=16", "depth=1", "heads=2", "batch=4",
-                                        "eval_batches=1", "warmup=0", "log_every=1"])
+    exp = apply_overrides(
+        lengthgen(),
+        [
+            "schemes=rope",
+            "steps=3",
+            "dim=16",
+            "depth=1",
+            "heads=2",
+            "batch=4",
+            "eval_batches=1",
+            "warmup=0",
+            "log_every=1",
+        ],
+    )
     summary = run_experiment(exp, tmp_path, checkpoints=False, progress=False)
     assert summary.trained == 2  # base and randomized
     with ResultsStore(tmp_path, exp) as store:
@@ -48,6 +60,10 @@ def test_a_tiny_version_runs_and_stores_exact_match_past_L(tmp_path):
 
 
 def test_reciprocal_ranks_average_over_tasks_and_share_ties():
-    scores = {("copy", "a", "base"): 0.3, ("copy", "b", "base"): 0.1, ("reverse", "a", "base"): 0.0,
-              ("reverse", "b", "base"): 0.0}
+    scores = {
+        ("copy", "a", "base"): 0.3,
+        ("copy", "b", "base"): 0.1,
+        ("reverse", "a", "base"): 0.0,
+        ("reverse", "b", "base"): 0.0,
+    }
     assert mean_reciprocal_rank(scores) == {("a", "base"): (1.0 + 1 / 1.5) / 2, ("b", "base"): (0.5 + 1 / 1.5) / 2}

@@ -9,13 +9,35 @@ import sqlite3
 import pytest
 
 from posembed.cli import main
-from posembed.lab.training.checkpoint import load_checkpoint, trial_folder_name
 from posembed.lab.sweep.listing import list_trials
 from posembed.lab.sweep.store import load_results
+from posembed.lab.training.checkpoint import load_checkpoint, trial_folder_name
 
-TINY = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy,order", "--set", "schemes=learned,nope",
-        "--set", "steps=2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1",
-        "--set", "copy.context=3", "--set", "order.context=4"]
+TINY = [
+    "--threads",
+    "1",
+    "--workers",
+    "1",
+    "--quiet",
+    "--set",
+    "tasks=copy,order",
+    "--set",
+    "schemes=learned,nope",
+    "--set",
+    "steps=2",
+    "--set",
+    "dim=16",
+    "--set",
+    "depth=1",
+    "--set",
+    "batch=4",
+    "--set",
+    "eval_batches=1",
+    "--set",
+    "copy.context=3",
+    "--set",
+    "order.context=4",
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +68,13 @@ def test_filters_and_json(finished, capsys):
     capsys.readouterr()
     assert main(["lab", "list", str(finished), "--task", "copy", "--scheme", "nope", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert (row["task"], row["scheme"], row["variant"], row["seed"], row["metric"]) == ("copy", "nope", "base", 0,
-                                                                                        "exact_match")
+    assert (row["task"], row["scheme"], row["variant"], row["seed"], row["metric"]) == (
+        "copy",
+        "nope",
+        "base",
+        0,
+        "exact_match",
+    )
     assert row["train_length"] == 3 and set(row["evals"]["exact_match"]) == {"2", "3", "4", "6", "9"}  # 0.5 L .. 3 L
     assert row["at_train_length"] == row["evals"]["exact_match"]["3"]
     assert (row["longest_length"], row["at_longest_length"]) == (9, row["evals"]["exact_match"]["9"])

@@ -6,12 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from posembed.lab.sweep.lock import LOCK_NAME, OutDirLock
 from posembed.errors import OutDirBusyError, OutDirError
+from posembed.lab.sweep.lock import LOCK_NAME, OutDirLock
 
 _HOLD = "import sys, time; from posembed.lab.sweep.lock import OutDirLock; OutDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
 
@@ -75,8 +74,10 @@ def test_racing_claimers_never_overlap(tmp_path):
         "start = time.time(); time.sleep(0.2); end = time.time(); lock.release()\n"
         "print(start, end)\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-             for _ in range(6)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        for _ in range(6)
+    ]
     spans = sorted(tuple(map(float, p.communicate(timeout=120)[0].split())) for p in procs)
     assert len(spans) == 6
     assert all(before[1] <= after[0] for before, after in zip(spans, spans[1:])), spans

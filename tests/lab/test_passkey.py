@@ -7,8 +7,20 @@ import torch
 from torch import nn
 
 from posembed.lab.tasks.passkey import (
-    DIGITS, FILLER_SENTENCES, KEY_PREFIX, MAX_ALIGN, QUESTION, answer_correct, depth_grid, encode, exact_match,
-    key_sentence, make_example, min_length, passkey_vocabulary, training_rows,
+    DIGITS,
+    FILLER_SENTENCES,
+    KEY_PREFIX,
+    MAX_ALIGN,
+    QUESTION,
+    answer_correct,
+    depth_grid,
+    encode,
+    exact_match,
+    key_sentence,
+    make_example,
+    min_length,
+    passkey_vocabulary,
+    training_rows,
 )
 
 VOCAB = passkey_vocabulary(sorted(set("".join(FILLER_SENTENCES) + QUESTION + KEY_PREFIX + ".")))

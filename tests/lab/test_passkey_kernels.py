@@ -26,8 +26,19 @@ AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "O
 #: the overrides of the page's rate command: the RoPE model alone, passkey at L
 RATE = ["references=", "finetune_methods=", "methods=extrapolate", "scales=1"]
 #: a CI-sized run of the same code path (a few seconds of CPU): the kernel sets' arithmetic differs
-TINY = [*RATE, "dim=32", "heads=2", "steps=60", "batch=4", "warmup=5", "passkey_only_steps=10",
-        "passkey_adjacent_steps=5", "depths=2", "passkey_samples=2", "lm_windows=1"]
+TINY = [
+    *RATE,
+    "dim=32",
+    "heads=2",
+    "steps=60",
+    "batch=4",
+    "warmup=5",
+    "passkey_only_steps=10",
+    "passkey_adjacent_steps=5",
+    "depths=2",
+    "passkey_samples=2",
+    "lm_windows=1",
+]
 
 _SCRIPT = """
 import json, sys, tempfile, torch
@@ -50,10 +61,15 @@ def _run(kernels: str, overrides: list[str]) -> dict:
     """The study's run of ``overrides`` in a fresh process on ``kernels`` ("avx512": the machine's own,
     "avx2": :data:`AVX2_ENV`): torch's capability there, RoPE's passkey accuracy at L and final loss."""
     env = {k: v for k, v in os.environ.items() if k not in AVX2_ENV}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHONPATH=str(Path(posembed.__file__).resolve().parents[1]),
-               **(AVX2_ENV if kernels == "avx2" else {}))
-    done = subprocess.run([sys.executable, "-c", _SCRIPT, *overrides], env=env, capture_output=True, text=True,
-                          timeout=1800)
+    env.update(
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        PYTHONPATH=str(Path(posembed.__file__).resolve().parents[1]),
+        **(AVX2_ENV if kernels == "avx2" else {}),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, *overrides], env=env, capture_output=True, text=True, timeout=1800
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -112,7 +128,8 @@ def test_the_latest_verdict_on_each_kernel_set_reproduces(kernels, seed):
     name, values = _latest()[kernels]
     found = _run("avx2" if kernels == "AVX2" else "avx512", [*RATE, f"seeds={seed}"])
     if found["capability"] != values["capability"]:
-        pytest.skip(f"this machine runs {found['capability']} kernels, the stored set {name!r} took "
-                    f"{values['capability']}")
+        pytest.skip(
+            f"this machine runs {found['capability']} kernels, the stored set {name!r} took {values['capability']}"
+        )
     assert (found["accuracy"] >= _stored()["criterion"]) == context_page.retrieves(_stored())[name][seed]
     assert found["accuracy"] == values["accuracy_at_L"][seed]

@@ -8,8 +8,18 @@ import torch
 from torch import nn
 
 from posembed.lab.tasks.passkey import (
-    DIGITS, FILLER_SENTENCES, KEY_PREFIX, QUESTION, depth_grid, encode, key_sentence, make_example, min_length,
-    passkey_accuracy, passkey_vocabulary, training_rows,
+    DIGITS,
+    FILLER_SENTENCES,
+    KEY_PREFIX,
+    QUESTION,
+    depth_grid,
+    encode,
+    key_sentence,
+    make_example,
+    min_length,
+    passkey_accuracy,
+    passkey_vocabulary,
+    training_rows,
 )  # fmt: skip
 
 VOCAB = passkey_vocabulary(sorted(set("".join(FILLER_SENTENCES) + QUESTION + KEY_PREFIX + ".")))
@@ -33,8 +43,13 @@ def test_min_length_is_key_sentence_question_and_answer():
         # depth 1: the key sentence right before the question, the filler before it cut mid-sentence
         (120, 1.0, 54, "The grass is green. The sky is blue. The sun is yellow", ""),
         # room = 200 - 66 = 134, wanted 67: starts 0 20 37 56 68 90 107 124 -> 68 ("There and back again. ")
-        (200, 0.5, 68, "The grass is green. The sky is blue. The sun is yellow. Here we go. ",
-         "There and back again. The grass is green. The sky is blue. The sun"),
+        (
+            200,
+            0.5,
+            68,
+            "The grass is green. The sky is blue. The sun is yellow. Here we go. ",
+            "There and back again. The grass is green. The sky is blue. The sun",
+        ),
     ],
     ids=["middle", "tie", "end", "fifth_sentence"],
 )
@@ -151,7 +166,9 @@ def test_training_rows_prefix_is_one_window_of_the_text():
         pads.append(pad)
         starts.append(int(prefix[0]) - base if pad else None)
     assert min(pads) == 0 and max(pads) == context + 1 - min_length()  # document lengths span min_length .. context + 1
-    assert 0 in starts and all(s is None or s + p <= 16 for s, p in zip(starts, pads))  # windows start at 0, stay inside
+    assert 0 in starts and all(
+        s is None or s + p <= 16 for s, p in zip(starts, pads)
+    )  # windows start at 0, stay inside
 
 
 def test_training_rows_without_a_prefix_pad_with_filler():
@@ -160,7 +177,9 @@ def test_training_rows_without_a_prefix_pad_with_filler():
         text = "".join(VOCAB[i] for i in inputs[row].tolist()) + VOCAB[int(targets[row, -1])]
         key_at = text.index(KEY_PREFIX) + len(KEY_PREFIX)
         n, stream = key_at - len(KEY_PREFIX), "".join(FILLER_SENTENCES) * 10
-        assert any(text[:n] == stream[:pad] + stream[: n - pad] for pad in range(n + 1))  # filler pad, the document's filler
+        assert any(
+            text[:n] == stream[:pad] + stream[: n - pad] for pad in range(n + 1)
+        )  # filler pad, the document's filler
         ignored = (targets[row] == -7).nonzero().flatten().tolist()
         assert ignored == [key_at - 1, key_at, key_at + 1]  # targets of the three planted digits, and only those
 

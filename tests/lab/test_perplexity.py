@@ -143,14 +143,17 @@ def test_the_loss_is_computed_on_fp32_logits():
     assert val_loss(Half(), torch.arange(5).repeat(4), 4, windows=4) == pytest.approx(math.log(5), rel=1e-6)
 
 
-@pytest.mark.parametrize("key, value", [("length", 0), ("length", -2), ("length", 2.0), ("windows", -1),
-                                        ("windows", True), ("batch", 0), ("batch", None)])
+@pytest.mark.parametrize(
+    "key, value",
+    [("length", 0), ("length", -2), ("length", 2.0), ("windows", -1), ("windows", True), ("batch", 0), ("batch", None)],
+)
 def test_bad_sizes_name_the_value_and_the_limit(key, value):
     given = {"length": 4, "windows": 2, "batch": 8, key: value}
     least = 0 if key == "windows" else 1
     with pytest.raises(ValueError, match=rf"^{key} must be an integer >= {least}, got {value!r}$"):
-        val_loss(_successor_model(4), torch.arange(20) % 4, given["length"], windows=given["windows"],
-                 batch=given["batch"])
+        val_loss(
+            _successor_model(4), torch.arange(20) % 4, given["length"], windows=given["windows"], batch=given["batch"]
+        )
 
 
 @pytest.mark.parametrize("scored", [(), [2], (2, 0), (2, 9)])

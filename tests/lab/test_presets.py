@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from posembed.lab.sweep import runner
 from posembed.lab.config import TASKS, apply_overrides
 from posembed.lab.presets import CLASSIC_SCHEMES, LATER_SCHEMES, get_preset
 from posembed.lab.report import write_report
 from posembed.lab.report.tables import scheme_family
+from posembed.lab.sweep import runner
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import load_results
 from posembed.lab.training.train import build_trial_scheme
@@ -24,8 +24,19 @@ from tests.lab.test_report import md_tables
 CAUSAL_ONLY = {"fire", "forgetting", "cope"}
 
 #: every later scheme on the copy task, 3 steps at width 16: seconds in all
-TINY = [f"schemes={','.join(LATER_SCHEMES)}", "tasks=copy", "variants=base", "seeds=0", "steps=3", "log_every=1",
-        "dim=16", "heads=2", "batch=8", "copy.context=4", 'scheme_kwargs={"cope.npos_max": 16}']
+TINY = [
+    f"schemes={','.join(LATER_SCHEMES)}",
+    "tasks=copy",
+    "variants=base",
+    "seeds=0",
+    "steps=3",
+    "log_every=1",
+    "dim=16",
+    "heads=2",
+    "batch=8",
+    "copy.context=4",
+    'scheme_kwargs={"cope.npos_max": 16}',
+]
 
 
 def test_survey_trains_the_later_1d_schemes_beside_the_classic_ones():

@@ -13,11 +13,33 @@ import pytest
 from posembed.cli import main
 from posembed.lab.sweep.progress import LAB_LOGGER, Progress, log_to_stderr, progress_mode
 
-TINY = ["--threads", "1", "--workers", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope", "--set", "steps=2",
-        "--set", "dim=16", "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1", "--set", "copy.context=3"]
+TINY = [
+    "--threads",
+    "1",
+    "--workers",
+    "1",
+    "--set",
+    "tasks=copy",
+    "--set",
+    "schemes=learned,nope",
+    "--set",
+    "steps=2",
+    "--set",
+    "dim=16",
+    "--set",
+    "depth=1",
+    "--set",
+    "batch=4",
+    "--set",
+    "eval_batches=1",
+    "--set",
+    "copy.context=3",
+]
 
-_LINE = re.compile(r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d\d:\d\d, "
-                   r"ETA (after 2 trials|\d\d:\d\d)$")
+_LINE = re.compile(
+    r"^lab trials: (\d)/2 done \(copy/(learned|nope)/base/s0, \d+\.\d s\); elapsed \d\d:\d\d, "
+    r"ETA (after 2 trials|\d\d:\d\d)$"
+)
 
 
 @pytest.fixture()
@@ -66,8 +88,10 @@ def test_the_lines_are_log_records_not_prints(caplog, clock, capsys):
             progress.working_on("c")  # lines report finished items only
             clock.now = 60.0
             progress.advance("{b}", 30.0)
-    assert caplog.messages == ["sweep: 1/3 done (a, 30.0 s); elapsed 00:30, ETA after 3 trials",
-                               "sweep: 2/3 done ({b}, 30.0 s); elapsed 01:00, ETA after 3 trials"]
+    assert caplog.messages == [
+        "sweep: 1/3 done (a, 30.0 s); elapsed 00:30, ETA after 3 trials",
+        "sweep: 2/3 done ({b}, 30.0 s); elapsed 01:00, ETA after 3 trials",
+    ]
     assert capsys.readouterr().err == ""
 
 
@@ -111,7 +135,9 @@ def test_bench_reports_each_suite(tmp_path, capsys, monkeypatch):
     for name in ("fake_a", "fake_b"):
         monkeypatch.setitem(sys.modules, f"tests.lab.{name}", _fake_suite(name))
     monkeypatch.setattr(bench, "SUITES", {"fake_a": "tests.lab.fake_a", "fake_b": "tests.lab.fake_b"})
-    monkeypatch.setattr(bench, "write_report", lambda rows, targets, machine, out, quick: (out / "r.json", out / "r.md"))
+    monkeypatch.setattr(
+        bench, "write_report", lambda rows, targets, machine, out, quick: (out / "r.json", out / "r.md")
+    )
     with log_to_stderr(bench.PROGRESS_LOGGER):
         bench.run_suites(out=tmp_path)
     lines = capsys.readouterr().err.splitlines()
@@ -127,8 +153,10 @@ def test_the_eta_waits_for_three_finished_items(caplog, clock):
             clock.now = now
             progress.advance()
     # from the first item alone the guess would have been 600 s x 99 = 16:30:00
-    assert [line.split(", ")[-1] for line in caplog.messages] == ["ETA after 3 trials"] * 2 + ["ETA 5:44:53",
-                                                                                               "ETA 4:24:00"]
+    assert [line.split(", ")[-1] for line in caplog.messages] == ["ETA after 3 trials"] * 2 + [
+        "ETA 5:44:53",
+        "ETA 4:24:00",
+    ]
     assert not Progress(10, 8).settled and Progress(10, 8, settle=1).settled is False
 
 
@@ -140,8 +168,10 @@ def test_a_resumed_run_with_fewer_items_left_than_settle_settles_on_the_last(cap
         clock.now = 10.0
         progress.advance()
     assert progress.settled
-    assert caplog.messages == ["lab trials: 5/6 done; elapsed 00:05, ETA after 2 suites",
-                               "lab trials: 6/6 done; elapsed 00:10, ETA 00:00"]
+    assert caplog.messages == [
+        "lab trials: 5/6 done; elapsed 00:05, ETA after 2 suites",
+        "lab trials: 6/6 done; elapsed 00:10, ETA 00:00",
+    ]
 
 
 def test_settle_must_be_positive():

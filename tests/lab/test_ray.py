@@ -61,10 +61,21 @@ def cluster():
     port, temp = _free_port(), tempfile.mkdtemp(prefix="pe-ray-")  # short: Ray's socket paths must fit
     # loopback only: Ray would swap 127.0.0.1 for the machine's address (the test's private switch for that)
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-    command = [ray_bin, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-               "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats", "--block"]
-    head = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
+    command = [
+        ray_bin,
+        "start",
+        "--head",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=2",
+        "--include-dashboard=false",
+        f"--temp-dir={temp}",
+        "--disable-usage-stats",
+        "--block",
+    ]
+    head = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
     before = ray_constants.ENABLE_RAY_CLUSTER
     try:
         _wait_started(head)
@@ -104,8 +115,14 @@ def _disconnect() -> None:
 def _stored(out: Path) -> dict[str, tuple]:
     """Every stored number of every trial, by trial id (times left out: they differ run to run)."""
     return {
-        r.trial_id: (r.final_loss, r.curve, [(p.metric, p.length, p.value, p.note) for p in r.evals], r.drift,
-                     r.num_params, r.checkpoint)
+        r.trial_id: (
+            r.final_loss,
+            r.curve,
+            [(p.metric, p.length, p.value, p.note) for p in r.evals],
+            r.drift,
+            r.num_params,
+            r.checkpoint,
+        )
         for r in load_results(out).trials
     }
 
@@ -155,8 +172,7 @@ def test_ray_auto_starts_a_bounded_local_instance_and_shuts_it_down(tmp_path, ti
     exp = dataclasses.replace(tiny_experiment, tasks=("copy",), schemes=("learned",), seeds=(0,))
     try:
         with caplog.at_level("INFO", logger="posembed.lab.sweep.ray_runner"):
-            summary = run_experiment(exp, tmp_path, progress=False, checkpoints=False, workers=1, threads=1,
-                                     ray="auto")
+            summary = run_experiment(exp, tmp_path, progress=False, checkpoints=False, workers=1, threads=1, ray="auto")
     finally:
         _disconnect()
         shutil.rmtree(temp, ignore_errors=True)
@@ -166,8 +182,9 @@ def test_ray_auto_starts_a_bounded_local_instance_and_shuts_it_down(tmp_path, ti
 
 
 @pytest.mark.ray
-def test_ray_tasks_give_the_local_numbers_and_weights_even_when_a_worker_dies(cluster, tiny_experiment, tmp_path,
-                                                                               monkeypatch):
+def test_ray_tasks_give_the_local_numbers_and_weights_even_when_a_worker_dies(
+    cluster, tiny_experiment, tmp_path, monkeypatch
+):
     exp = dataclasses.replace(tiny_experiment, schemes=("learned",))  # copy + charlm, 2 seeds
     run_experiment(exp, tmp_path / "local", progress=False, workers=1)
     victim, marker = sorted(_stored(tmp_path / "local"))[0], tmp_path / "died-once"
@@ -185,9 +202,35 @@ def test_ray_tasks_give_the_local_numbers_and_weights_even_when_a_worker_dies(cl
 def test_cli_ray_auto_joins_the_cluster_with_progress_lines(cluster, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RAY_ADDRESS", cluster)  # --ray auto finds the cluster through it
     out = tmp_path / "out"
-    code = main(["lab", "run", "--preset", "smoke", "--out", str(out), "--ray", "auto", "--no-checkpoints",
-                 "--set", "tasks=copy", "--set", "schemes=learned,alibi", "--set", "seeds=0", "--set", "dim=16",
-                 "--set", "depth=1", "--set", "batch=4", "--set", "steps=4", "--set", "eval_batches=1"])
+    code = main(
+        [
+            "lab",
+            "run",
+            "--preset",
+            "smoke",
+            "--out",
+            str(out),
+            "--ray",
+            "auto",
+            "--no-checkpoints",
+            "--set",
+            "tasks=copy",
+            "--set",
+            "schemes=learned,alibi",
+            "--set",
+            "seeds=0",
+            "--set",
+            "dim=16",
+            "--set",
+            "depth=1",
+            "--set",
+            "batch=4",
+            "--set",
+            "steps=4",
+            "--set",
+            "eval_batches=1",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "2 trials trained" in captured.out

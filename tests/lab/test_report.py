@@ -20,8 +20,19 @@ from posembed.lab.sweep.store import ResultsStore
 from tests.browser import render_images
 
 #: the smoke preset cut down to seconds: 2 tasks x (learned: base/concat/frozen, sinusoidal: base/concat) x 2 seeds
-TINY = ["tasks=copy,charlm", "schemes=learned,sinusoidal", "variants=base,concat,frozen", "seeds=0,1", "steps=3",
-        "log_every=1", "dim=16", "heads=2", "batch=8", "copy.context=4", "charlm.context=8"]
+TINY = [
+    "tasks=copy,charlm",
+    "schemes=learned,sinusoidal",
+    "variants=base,concat,frozen",
+    "seeds=0,1",
+    "steps=3",
+    "log_every=1",
+    "dim=16",
+    "heads=2",
+    "batch=8",
+    "copy.context=4",
+    "charlm.context=8",
+]
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +92,28 @@ def test_report_has_every_section_table_and_plot(report, lab_dir):
     md_path, html_path = report
     assert (md_path, html_path) == (lab_dir / "report.md", lab_dir / "report.html")
     text = md_path.read_text()
-    for title in ("Q1. Learned or sinusoidal", "Q2. Add or concatenate", "Q3. Inject positions once",
-                  "Q4. Which scheme extrapolates", "Q5. Frozen or trained", "Q6. Do the published numbers hold here"):
+    for title in (
+        "Q1. Learned or sinusoidal",
+        "Q2. Add or concatenate",
+        "Q3. Inject positions once",
+        "Q4. Which scheme extrapolates",
+        "Q5. Frozen or trained",
+        "Q6. Do the published numbers hold here",
+    ):
         assert f"### {title}" in text
     pngs = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", text)
-    assert set(pngs) == {"lab-copy-exact_match.png", "lab-copy-loss.png", "lab-charlm-perplexity.png", "lab-charlm-loss.png"}
+    assert set(pngs) == {
+        "lab-copy-exact_match.png",
+        "lab-copy-loss.png",
+        "lab-charlm-perplexity.png",
+        "lab-charlm-loss.png",
+    }
     for name in pngs:
         assert (lab_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = html_path.read_text()
-    assert page.count('<img src="data:image/png;base64,') == len(pngs) and "Q6. Do the published numbers hold here" in page
+    assert (
+        page.count('<img src="data:image/png;base64,') == len(pngs) and "Q6. Do the published numbers hold here" in page
+    )
 
 
 def test_report_opens_with_a_banner_and_a_linked_summary_then_the_evidence(report):
@@ -97,8 +121,17 @@ def test_report_opens_with_a_banner_and_a_linked_summary_then_the_evidence(repor
     # the smoke preset is a pipeline test: a banner says so before anything else, and no verdict is a finding
     assert md.index("> **Warning:** This run is too small to conclude: the 'smoke' preset") < md.index("## Summary")
     assert '<p class="banner">' in page and page.index('class="banner"') < page.index('id="summary"')
-    order = [md.index(heading) for heading in ("## Summary", "## Answers to the questions", "### Q1.", "### Q6.",
-                                               "## Results (mean ± std over seeds)", "## The run")]
+    order = [
+        md.index(heading)
+        for heading in (
+            "## Summary",
+            "## Answers to the questions",
+            "### Q1.",
+            "### Q6.",
+            "## Results (mean ± std over seeds)",
+            "## The run",
+        )
+    ]
     assert order == sorted(order)
     for q in range(1, 7):  # each summary line carries its question (issue 41), not "Q1: learned better"
         assert f'<a href="#q{q}">Q{q}. ' in page and f'<h3 id="q{q}">Q{q}.' in page
@@ -112,16 +145,33 @@ def test_results_tables_equal_the_stores_mean_and_std(report, lab_dir):
     checked = 0
     for task, metric in (("copy", "exact match"), ("charlm", "perplexity")):
         rows = {(r["scheme"], r["variant"]): r for r in tables[f"Results: {task}"]}
-        assert set(rows) == {("learned", "base"), ("learned", "concat"), ("learned", "frozen"),
-                             ("sinusoidal", "base"), ("sinusoidal", "concat")}
+        assert set(rows) == {
+            ("learned", "base"),
+            ("learned", "concat"),
+            ("learned", "frozen"),
+            ("sinusoidal", "base"),
+            ("sinusoidal", "concat"),
+        }
         for (scheme, variant), row in rows.items():
             assert row["seeds"] == "2"
-            lengths = raw_values(lab_dir, "SELECT DISTINCT e.length FROM evals e JOIN trials t USING (trial_id) "
-                                          "WHERE t.task = ? AND e.metric = ? ORDER BY 1", task, metric.replace(" ", "_"))
+            lengths = raw_values(
+                lab_dir,
+                "SELECT DISTINCT e.length FROM evals e JOIN trials t USING (trial_id) "
+                "WHERE t.task = ? AND e.metric = ? ORDER BY 1",
+                task,
+                metric.replace(" ", "_"),
+            )
             for length in lengths:
-                values = raw_values(lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? "
-                                             "AND t.scheme=? AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed",
-                                    task, scheme, variant, metric.replace(" ", "_"), length)
+                values = raw_values(
+                    lab_dir,
+                    "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? "
+                    "AND t.scheme=? AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed",
+                    task,
+                    scheme,
+                    variant,
+                    metric.replace(" ", "_"),
+                    length,
+                )
                 assert len(values) == 2
                 column = next(c for c in row if c.startswith(f"{metric} at {length} ("))
                 assert row[column] == expected_cell(values)
@@ -137,10 +187,22 @@ def test_question_answers_use_the_stored_numbers(report, lab_dir):
     q2 = {r["comparison"]: r for r in tables[next(k for k in tables if k.startswith("Q2."))]}
     for task, metric, length in (("copy", "exact_match", 4), ("charlm", "val_loss", 8)):
         for scheme in ("learned", "sinusoidal"):
-            add, concat = ([v for v in raw_values(
-                lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? AND t.scheme=? "
-                         "AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed", task, scheme, variant,
-                         metric, length)] for variant in ("base", "concat"))
+            add, concat = (
+                [
+                    v
+                    for v in raw_values(
+                        lab_dir,
+                        "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task=? AND t.scheme=? "
+                        "AND t.variant=? AND e.metric=? AND e.length=? ORDER BY t.seed",
+                        task,
+                        scheme,
+                        variant,
+                        metric,
+                        length,
+                    )
+                ]
+                for variant in ("base", "concat")
+            )
             row = q2[f"{task}: {scheme} concat vs {scheme} add, {metric} at L"]
             assert row["A"] == f"{scheme} add: {expected_interval(add)}"
             assert row["B"] == f"{scheme} concat: {expected_interval(concat)}"
@@ -154,11 +216,15 @@ def test_question_answers_use_the_stored_numbers(report, lab_dir):
     assert "lacks the trials" in section(text, "Q3.") and "NAME" not in text
     assert "`posembed lab run --preset full` or `posembed lab run --preset quick`" in section(text, "Q3.")
     # Q5: the trained table's drift is the store's; the frozen table did not move
-    drift = {(r["task"], r["variant"]): r for r in tables[next(k for k in tables if k.startswith("Q5."))]
-             if "drift ||W − W0|| / ||W0||" in r}
+    drift = {
+        (r["task"], r["variant"]): r
+        for r in tables[next(k for k in tables if k.startswith("Q5."))]
+        if "drift ||W − W0|| / ||W0||" in r
+    }
     for task in ("copy", "charlm"):
-        moved = raw_values(lab_dir, "SELECT drift_rel_frobenius FROM trials WHERE task=? AND scheme='learned' "
-                                    "AND variant='base'", task)
+        moved = raw_values(
+            lab_dir, "SELECT drift_rel_frobenius FROM trials WHERE task=? AND scheme='learned' AND variant='base'", task
+        )
         assert drift[(task, "base")]["drift ||W − W0|| / ||W0||"] == expected_cell(moved) and min(moved) > 0
         assert drift[(task, "frozen")]["drift ||W − W0|| / ||W0||"] == "0 ± 0"
     assert "no stored trial trains nanoGPT's CPU recipe" in section(text, "Q6.")
@@ -170,10 +236,18 @@ def test_extrapolation_ranking_follows_the_means_beyond_training_length(report, 
     charlm = [r for r in ranking if "charlm: order of the means" in r]
     means = {}
     for scheme in ("learned", "sinusoidal"):
-        per_length = [statistics.fmean(raw_values(
-            lab_dir, "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task='charlm' AND "
-                     "t.scheme=? AND t.variant='base' AND e.metric='val_loss' AND e.length=?", scheme, n))
-            for n in (16, 32, 64)]  # 2x, 4x, 8x of context 8
+        per_length = [
+            statistics.fmean(
+                raw_values(
+                    lab_dir,
+                    "SELECT e.value FROM evals e JOIN trials t USING (trial_id) WHERE t.task='charlm' AND "
+                    "t.scheme=? AND t.variant='base' AND e.metric='val_loss' AND e.length=?",
+                    scheme,
+                    n,
+                )
+            )
+            for n in (16, 32, 64)
+        ]  # 2x, 4x, 8x of context 8
         means[scheme] = statistics.fmean(per_length)
     assert [r["scheme"] for r in charlm] == sorted(means, key=means.get)
     for row in charlm:

@@ -63,10 +63,14 @@ def test_q2_and_q3_ask_learned_and_sinusoidal_with_their_interaction_and_an_ampl
             assert {((s, "base"), (s, variant)) for s in ("learned", "sinusoidal")} <= pairs
             (inter, *_) = [p for p in asked if isinstance(p, Interaction) and p.question == question]
             assert {inter.first.a.scheme, inter.second.a.scheme} == {"learned", "sinusoidal"}
-        amplitude = [p for p in asked if isinstance(p, Interaction) and "scaled_sinusoidal" in
-                     {p.first.a.scheme, p.second.a.scheme}]
+        amplitude = [
+            p
+            for p in asked
+            if isinstance(p, Interaction) and "scaled_sinusoidal" in {p.first.a.scheme, p.second.a.scheme}
+        ]
         assert amplitude and (("scaled_sinusoidal", "base"), ("scaled_sinusoidal", "every_layer")) in {
-            (p.a.key, p.b.key) for p in asked if isinstance(p, Primary)}
+            (p.a.key, p.b.key) for p in asked if isinstance(p, Primary)
+        }
         assert [p.measure for p in asked if p.question == "Q4"] == [Measure.MATCHED_RATIO]
 
 
@@ -115,8 +119,15 @@ def test_a_verdict_that_changes_over_training_is_said_in_words_and_tabled(late):
     data = null_data(np.random.default_rng(5), shift=LATE)
     decisions = lab_decisions(data)
     header, rows = training_table(decisions, "Q3")
-    assert header == ["question", "comparison", "point", "Δ = B − A [95 % interval]", "p (Holm)", "could detect",
-                      "verdict"]
+    assert header == [
+        "question",
+        "comparison",
+        "point",
+        "Δ = B − A [95 % interval]",
+        "p (Holm)",
+        "could detect",
+        "verdict",
+    ]
     assert [r[2] for r in rows if r[1] == "sinusoidal"] == ["10 % (step 30)", "30 % (step 90)", "100 % (end)"]
     assert not changes(lab_decisions(null_data(np.random.default_rng(5), spread=1e-4)), "Q1")
 
@@ -125,8 +136,19 @@ def test_a_verdict_that_changes_over_training_is_said_in_words_and_tabled(late):
 
 
 def test_the_runner_records_the_questions_and_seeds_before_the_first_trial(tmp_path, tinyshakespeare):
-    tiny = ["schemes=learned", "variants=base", "seeds=0", "steps=10", "log_every=1", "dim=16", "heads=2", "batch=4",
-            "charlm.context=8", "eval_batches=1", f"text={tinyshakespeare}"]
+    tiny = [
+        "schemes=learned",
+        "variants=base",
+        "seeds=0",
+        "steps=10",
+        "log_every=1",
+        "dim=16",
+        "heads=2",
+        "batch=4",
+        "charlm.context=8",
+        "eval_batches=1",
+        f"text={tinyshakespeare}",
+    ]
     experiment = apply_overrides(get_preset("quick"), tiny)
     run_experiment(experiment, tmp_path, checkpoints=False, progress=False)
     with ResultsStore(tmp_path) as store:
@@ -168,8 +190,10 @@ def test_the_simulation_judges_as_the_report_decides(seed):
     """claims_winner is decide()'s word rule without the power side: the same answer, null or not."""
     for shift in (None, {("learned", "concat"): (0.0, 0.02, 0.03)}):
         data = null_data(np.random.default_rng(seed), shift=shift)
-        said = any(d.word.endswith(" better") and (d.comparison.name != VASWANI_BEYOND or beyond_margin(d))
-                   for d in lab_decisions(data).family)
+        said = any(
+            d.word.endswith(" better") and (d.comparison.name != VASWANI_BEYOND or beyond_margin(d))
+            for d in lab_decisions(data).family
+        )
         assert claims_winner(family(data)[0]) == said
 
 
@@ -206,8 +230,20 @@ def test_intervals_of_bounded_measures_stay_in_their_bounds():
     assert group_text([0.5, 0.6, 0.7], bounds=(0.0, 1.0)) == "0.6 [0.3516, 0.8484] (3 seeds: 95 % t)"
     from posembed.lab.report.questions import decision_row
 
-    (d,) = decide([Comparison("Q1 copy: sinusoidal vs learned, exact_match at L", "learned", "sinusoidal",
-                              (0.0, 0.9, 0.1), (1.0, 0.05, 0.95), True, 0.05, test="paired")])
+    (d,) = decide(
+        [
+            Comparison(
+                "Q1 copy: sinusoidal vs learned, exact_match at L",
+                "learned",
+                "sinusoidal",
+                (0.0, 0.9, 0.1),
+                (1.0, 0.05, 0.95),
+                True,
+                0.05,
+                test="paired",
+            )
+        ]
+    )
     row = decision_row(d)
     low, high = (float(x) for x in row[3].split("[")[1].split("]")[0].split(", "))
     assert -1 <= low <= high <= 1 and "clipped to [-1, 1]" in row[3]
@@ -221,13 +257,21 @@ def test_times_say_what_they_sum(late):
 
 def test_a_real_difference_inside_the_margin_is_said_so():
     """Issue 41: Q3 read "sinusoidal once better" at Δ = 0.0183 nats, inside its 0.02-nat margin."""
-    data = null_data(np.random.default_rng(6), spread=0.001, seed_spread=0.001,
-                     shift={("sinusoidal", "every_layer"): (0.012, 0.012, 0.012)})
+    data = null_data(
+        np.random.default_rng(6),
+        spread=0.001,
+        seed_spread=0.001,
+        shift={("sinusoidal", "every_layer"): (0.012, 0.012, 0.012)},
+    )
     decisions = lab_decisions(data)
     (q3,) = [d for d in decisions.primaries("Q3") if d.comparison.b == "sinusoidal every_layer"]
     assert verdict_text(q3, decisions.look(q3)) == "sinusoidal once better, by less than the 0.02-nat margin"
-    wide = null_data(np.random.default_rng(6), spread=0.004, seed_spread=0.001,
-                     shift={("sinusoidal", "every_layer"): (0.018, 0.018, 0.018)})
+    wide = null_data(
+        np.random.default_rng(6),
+        spread=0.004,
+        seed_spread=0.001,
+        shift={("sinusoidal", "every_layer"): (0.018, 0.018, 0.018)},
+    )
     decisions = lab_decisions(wide)
     (q3,) = [d for d in decisions.primaries("Q3") if d.comparison.b == "sinusoidal every_layer"]
     assert q3.word == "sinusoidal once better" and q3.p_equivalence_adjusted >= ALPHA
@@ -237,16 +281,22 @@ def test_a_real_difference_inside_the_margin_is_said_so():
 def test_every_report_says_where_the_questions_it_does_not_test_are_answered(late):
     _, md, html = late
     elsewhere = md.split("### Questions this run does not test")[1]
-    for where in ("`nn.Parameter`", "tests/schemes/test_learned.py", "`posembed encode", "`posembed inspect`",
-                  "docs/bert.md"):
+    for where in (
+        "`nn.Parameter`",
+        "tests/schemes/test_learned.py",
+        "`posembed encode",
+        "`posembed inspect`",
+        "docs/bert.md",
+    ):
         assert where in elsewhere
     assert "<code>posembed inspect</code>" in html
     assert Path("tests/schemes/test_learned.py").is_file() and Path("docs/bert.md").is_file()
 
 
 def test_sections_answer_with_the_interaction_in_words():
-    data = null_data(np.random.default_rng(7), spread=0.001, seed_spread=0.001,
-                     shift={("learned", "concat"): (0.0, 0.0, 0.1)})
+    data = null_data(
+        np.random.default_rng(7), spread=0.001, seed_spread=0.001, shift={("learned", "concat"): (0.0, 0.0, 0.1)}
+    )
     q2 = next(s for s in build_sections(data) if s.anchor == "q2")
     assert "depends on the scheme" in q2.answer and "learned vs sinusoidal (interaction)" in q2.verdict
     assert exploratory(data)  # the unmatched ratio and the per-task comparisons stay exploratory
@@ -261,8 +311,20 @@ def test_press_threshold_rows_say_fails_not_which_arm_is_better():
     from posembed.stats.verdict import Comparison, decide
 
     def verdict(values):
-        (d,) = decide([Comparison("Press: s fails beyond L (matched 8x/1x ratio >= 1.5)", "learned", THRESHOLD, values,
-                                  (math.log(1.5),) * len(values), False, 0.0488, test="paired")])
+        (d,) = decide(
+            [
+                Comparison(
+                    "Press: s fails beyond L (matched 8x/1x ratio >= 1.5)",
+                    "learned",
+                    THRESHOLD,
+                    values,
+                    (math.log(1.5),) * len(values),
+                    False,
+                    0.0488,
+                    test="paired",
+                )
+            ]
+        )
         return verdict_text(d)
 
     assert verdict((0.60, 0.58, 0.61, 0.59)) == "learned fails (its ratio is above 1.5)"

@@ -37,24 +37,45 @@ def test_families_and_panels():
     assert [scheme_family(s) for s in ("learned", "rope_yarn", "t5_bias", "nope", "mystery")] == [
         "absolute", "rotary", "bias", "NoPE", "other"]  # fmt: skip
     panels = facets([("copy", s, "base") for s in SCHEMES])
-    assert [(title, len(keys)) for title, keys in panels] == [("absolute", 2), ("rotary (1/2)", 4), ("rotary (2/2)", 3),
-                                                              ("bias + NoPE", 3)]
+    assert [(title, len(keys)) for title, keys in panels] == [
+        ("absolute", 2),
+        ("rotary (1/2)", 4),
+        ("rotary (2/2)", 3),
+        ("bias + NoPE", 3),
+    ]
 
 
 def test_no_panel_holds_a_lonely_curve():
     """The quick preset's groups: 7 absolute lines were 6 + 1 ("absolute (2/2)" with one curve)."""
-    absolute = [("copy", s, v) for s in ("learned", "sinusoidal") for v in ("base", "concat", "every_layer", "frozen")][:7]
-    keys = absolute + [("copy", "rope", "base"), ("copy", "alibi", "base"), ("copy", "t5_bias", "base"),
-                       ("copy", "t5_bias", "frozen"), ("copy", "nope", "base")]
+    absolute = [("copy", s, v) for s in ("learned", "sinusoidal") for v in ("base", "concat", "every_layer", "frozen")][
+        :7
+    ]
+    keys = absolute + [
+        ("copy", "rope", "base"),
+        ("copy", "alibi", "base"),
+        ("copy", "t5_bias", "base"),
+        ("copy", "t5_bias", "frozen"),
+        ("copy", "nope", "base"),
+    ]
     panels = facets(keys)
     assert [(title, len(members)) for title, members in panels] == [
-        ("absolute (1/2)", 4), ("absolute (2/2)", 3), ("rotary + bias + NoPE", 5)]
+        ("absolute (1/2)", 4),
+        ("absolute (2/2)", 3),
+        ("rotary + bias + NoPE", 5),
+    ]
     assert [k for _, members in panels for k in members] == keys  # every line once, in order
     # a lonely line between two full panels borrows one from the neighbour it would join (the next, on a tie)
-    full = [("copy", "learned", f"v{i}") for i in range(6)] + [("copy", "rope", "base")] + [
-        ("copy", "alibi", f"v{i}") for i in range(6)]
+    full = (
+        [("copy", "learned", f"v{i}") for i in range(6)]
+        + [("copy", "rope", "base")]
+        + [("copy", "alibi", f"v{i}") for i in range(6)]
+    )
     borrowed = facets(full)
-    assert [(title, len(members)) for title, members in borrowed] == [("absolute", 6), ("rotary + bias", 2), ("bias", 5)]
+    assert [(title, len(members)) for title, members in borrowed] == [
+        ("absolute", 6),
+        ("rotary + bias", 2),
+        ("bias", 5),
+    ]
     assert facets([("copy", "rope", "base")]) == [("rotary", [("copy", "rope", "base")])]
 
 

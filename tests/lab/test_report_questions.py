@@ -9,44 +9,67 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from posembed.lab.calibration import NANOGPT_CPU
-import numpy as np
-
 from posembed.lab.presets import PRIMARY, get_preset
 from posembed.lab.report import build_sections
 from posembed.lab.report.calibration import calibration_section, calibration_trials
 from posembed.lab.report.decisions import family, lab_decisions
-from posembed.lab.report.simulate import claims_winner
-from posembed.lab.verdicts import PRESS_SCHEMES
 from posembed.lab.report.questions import exploratory, extrapolation, ranking_scores, variant_question
-from posembed.lab.report.tables import LabData, Stat, load_lab_data
+from posembed.lab.report.simulate import claims_winner
+from posembed.lab.report.tables import LabData, load_lab_data
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.tasks import EvalPoint
+from posembed.lab.verdicts import PRESS_SCHEMES
 
 
-def record(task: str, scheme: str, values: dict[int, float | None], *, variant: str = "base", seed: int = 0,
-           context: int = 8, seconds_per_step: float = 0.01, config=None) -> TrialRecord:
+def record(
+    task: str,
+    scheme: str,
+    values: dict[int, float | None],
+    *,
+    variant: str = "base",
+    seed: int = 0,
+    context: int = 8,
+    seconds_per_step: float = 0.01,
+    config=None,
+) -> TrialRecord:
     """A stored-trial record whose judged metric takes ``values`` ({length: value})."""
-    cfg = config or dataclasses.replace(NANOGPT_CPU if task == "charlm" else dataclasses.replace(NANOGPT_CPU, task=task),
-                                        scheme=scheme, variant=variant, seed=seed, context=context, dim=32)
+    cfg = config or dataclasses.replace(
+        NANOGPT_CPU if task == "charlm" else dataclasses.replace(NANOGPT_CPU, task=task),
+        scheme=scheme,
+        variant=variant,
+        seed=seed,
+        context=context,
+        dim=32,
+    )
     evals = []
     for length, value in values.items():
         if task == "charlm":
-            evals += [EvalPoint("perplexity", length, value, "" if value else "n/a (table limit)"),
-                      EvalPoint("val_loss", length, math.log(value) if value else None, "" if value else "n/a"),
-                      EvalPoint("matched_loss", length, math.log(value) if value else None, "" if value else "n/a")]
+            evals += [
+                EvalPoint("perplexity", length, value, "" if value else "n/a (table limit)"),
+                EvalPoint("val_loss", length, math.log(value) if value else None, "" if value else "n/a"),
+                EvalPoint("matched_loss", length, math.log(value) if value else None, "" if value else "n/a"),
+            ]
         else:
             evals.append(EvalPoint("exact_match", length, value, "" if value is not None else "n/a (table limit)"))
-    return TrialRecord(config=cfg, evals=evals, curve=[(1, 3.0), (2, 2.0)], drift=None, num_params=1000, final_loss=2.0,
-                       seconds=10 * seconds_per_step, seconds_per_step=seconds_per_step, world_size=1, checkpoint=None,
-                       finished_at="2026-01-01T00:00:00+00:00")
+    return TrialRecord(
+        config=cfg,
+        evals=evals,
+        curve=[(1, 3.0), (2, 2.0)],
+        drift=None,
+        num_params=1000,
+        final_loss=2.0,
+        seconds=10 * seconds_per_step,
+        seconds_per_step=seconds_per_step,
+        world_size=1,
+        checkpoint=None,
+        finished_at="2026-01-01T00:00:00+00:00",
+    )
 
 
 def lab(*records: TrialRecord) -> LabData:
@@ -72,8 +95,10 @@ OFFSETS = (-2, -1, 0, 1, 2)
 
 def charlm_seeds(scheme: str, at_l: float, at_8l: float, spread: float = 0.01, seeds: int = 5) -> list[TrialRecord]:
     """``seeds`` seeds whose perplexity at 8 L is ``at_8l`` x (1 + ``spread`` x offset): ratios a little apart."""
-    return [charlm(scheme, at_l * (1 + 0.001 * OFFSETS[s] ** 2), at_8l * (1 + spread * OFFSETS[s]), seed=s)
-            for s in range(seeds)]
+    return [
+        charlm(scheme, at_l * (1 + 0.001 * OFFSETS[s] ** 2), at_8l * (1 + spread * OFFSETS[s]), seed=s)
+        for s in range(seeds)
+    ]
 
 
 def test_nanogpt_calibration_verdict_and_time_per_iteration():
@@ -94,14 +119,17 @@ def test_nanogpt_calibration_verdict_and_time_per_iteration():
 @pytest.mark.parametrize(
     ("learned", "sinusoidal", "alibi", "verdict"),
     [
-        ((10.0, 30.0), (10.0, 25.0), (10.0, 11.0), "agree"),       # both fail, alibi flattest
-        ((10.0, 30.0), (10.0, 25.0), (10.0, 40.0), "partly"),      # both fail, alibi steepest
-        ((10.0, 10.5), (10.0, 10.2), (10.0, 12.0), "disagree"),    # nothing fails, alibi steepest
+        ((10.0, 30.0), (10.0, 25.0), (10.0, 11.0), "agree"),  # both fail, alibi flattest
+        ((10.0, 30.0), (10.0, 25.0), (10.0, 40.0), "partly"),  # both fail, alibi steepest
+        ((10.0, 10.5), (10.0, 10.2), (10.0, 12.0), "disagree"),  # nothing fails, alibi steepest
     ],
 )
 def test_press_verdict_follows_the_perplexity_ratios(learned, sinusoidal, alibi, verdict):
-    answer = q6(*charlm_seeds("learned", *learned), *charlm_seeds("sinusoidal", *sinusoidal),
-                *charlm_seeds("alibi", *alibi, spread=0.02))  # a spread of its own: no constant paired difference
+    answer = q6(
+        *charlm_seeds("learned", *learned),
+        *charlm_seeds("sinusoidal", *sinusoidal),
+        *charlm_seeds("alibi", *alibi, spread=0.02),
+    )  # a spread of its own: no constant paired difference
     assert f"Press et al. (learned/sinusoidal fail beyond L, ALiBi flattest): {verdict}." in answer
     one_seed = q6(charlm("learned", *learned), charlm("sinusoidal", *sinusoidal), charlm("alibi", *alibi))
     assert "ALiBi flattest): cannot tell." in one_seed
@@ -109,12 +137,17 @@ def test_press_verdict_follows_the_perplexity_ratios(learned, sinusoidal, alibi,
 
 def test_press_cannot_tell_where_the_ratios_straddle_the_threshold():
     learned = [charlm("learned", 10.0, 10.0 * r, seed=s) for s, r in enumerate((1.40, 1.45, 1.50, 1.55, 1.60))]
-    section = q6_section(*learned, *charlm_seeds("sinusoidal", 10.0, 25.0), *charlm_seeds("alibi", 10.0, 11.0, spread=0.02))
+    section = q6_section(
+        *learned, *charlm_seeds("sinusoidal", 10.0, 25.0), *charlm_seeds("alibi", 10.0, 11.0, spread=0.02)
+    )
     assert "ALiBi flattest): cannot tell." in section.answer
     press = section.paragraphs[2]
     assert "learned matched ratio 1.498 [1.4, 1.6] (95 % t interval, geometric): fails (>= 1.5) cannot tell" in press
     assert "sinusoidal matched ratio 2.49" in press and "fails (>= 1.5) agree" in press
-    assert "alibi flatter than learned, sinusoidal: agree (against learned: alibi better, against sinusoidal: alibi better)" in press
+    assert (
+        "alibi flatter than learned, sinusoidal: agree (against learned: alibi better, against sinusoidal: alibi better)"
+        in press
+    )
 
 
 @pytest.mark.parametrize("ratio, shown, part", [(1.4976, "1.498", "disagree"), (1.5024, "1.502", "agree")])
@@ -129,9 +162,20 @@ def test_press_prints_the_digits_its_verdict_needs(ratio, shown, part):
 
 def copy_trials(seeds: int = 5, spread: float = 0.01, **beyond: float) -> list[TrialRecord]:
     """``seeds`` trials per scheme, exact match beyond L ``value`` + ``spread`` x offset."""
-    return [record("copy", scheme, {8: 1.0, 12: value + spread * OFFSETS[(seed + k) % 5],
-                                    16: value + spread * OFFSETS[(seed + 2 * k) % 5] ** 2}, seed=seed)
-            for k, (scheme, value) in enumerate(beyond.items()) for seed in range(seeds)]
+    return [
+        record(
+            "copy",
+            scheme,
+            {
+                8: 1.0,
+                12: value + spread * OFFSETS[(seed + k) % 5],
+                16: value + spread * OFFSETS[(seed + 2 * k) % 5] ** 2,
+            },
+            seed=seed,
+        )
+        for k, (scheme, value) in enumerate(beyond.items())
+        for seed in range(seeds)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -144,7 +188,9 @@ def copy_trials(seeds: int = 5, spread: float = 0.01, **beyond: float) -> list[T
     ],
 )
 def test_kazemnejad_verdict_follows_exact_match_beyond_training_length(scores, verdict):
-    trials = copy_trials(**scores) if verdict != "cannot tell" or "nope" not in scores else copy_trials(spread=0.0, **scores)
+    trials = (
+        copy_trials(**scores) if verdict != "cannot tell" or "nope" not in scores else copy_trials(spread=0.0, **scores)
+    )
     assert f"NoPE and T5 bias best on copy/reverse): {verdict}." in q6(*trials)
     assert "NoPE and T5 bias best on copy/reverse): cannot tell." in q6(*copy_trials(seeds=1, **scores))
 
@@ -155,8 +201,9 @@ def test_kazemnejad_cannot_tell_where_the_difference_is_within_the_noise():
 
 
 def _q1(learned: tuple[float, ...], sinusoidal: tuple[float, ...]) -> list[TrialRecord]:
-    return ([charlm("learned", v, 2 * v, seed=s) for s, v in enumerate(learned)]
-            + [charlm("sinusoidal", v, 2 * v, seed=s) for s, v in enumerate(sinusoidal)])
+    return [charlm("learned", v, 2 * v, seed=s) for s, v in enumerate(learned)] + [
+        charlm("sinusoidal", v, 2 * v, seed=s) for s, v in enumerate(sinusoidal)
+    ]
 
 
 def test_vaswani_follows_the_primary_q1_comparison():
@@ -177,8 +224,9 @@ def test_vaswani_disagrees_only_where_the_difference_lies_beyond_the_margin():
     learned = (10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98)
     seeds = range(len(learned))
     straddle = [charlm("learned", v, 2 * v, seed=s) for s, v in zip(seeds, learned)]
-    straddle += [charlm("sinusoidal", v * math.exp(0.02 + 0.01 * (s % 3 - 1)), 2 * v, seed=s)
-                 for s, v in zip(seeds, learned)]
+    straddle += [
+        charlm("sinusoidal", v * math.exp(0.02 + 0.01 * (s % 3 - 1)), 2 * v, seed=s) for s, v in zip(seeds, learned)
+    ]
     section = q6_section(*straddle)
     assert "Vaswani et al. (learned ≈ sinusoidal): cannot tell." in section.answer
     (q1,) = lab_decisions(lab(*straddle)).primaries("Q1")
@@ -202,8 +250,10 @@ def test_ranking_puts_unmeasurable_lengths_last_and_ties_share_a_rank_and_says_n
 def test_variant_question_words_only_the_primary_comparison():
     base = (2.30, 2.31, 2.29, 2.305, 2.295)
     trials = [charlm("sinusoidal", math.exp(v), math.exp(v + 0.5), seed=s) for s, v in enumerate(base)]
-    trials += [charlm("sinusoidal", math.exp(v + 0.1 + 0.001 * o), math.exp(v), seed=s, variant="every_layer")
-               for s, (v, o) in enumerate(zip(base, OFFSETS))]
+    trials += [
+        charlm("sinusoidal", math.exp(v + 0.1 + 0.001 * o), math.exp(v), seed=s, variant="every_layer")
+        for s, (v, o) in enumerate(zip(base, OFFSETS))
+    ]
     trials += [record("copy", "sinusoidal", {8: 0.2 + 0.01 * s}, seed=s) for s in range(5)]
     trials += [record("copy", "sinusoidal", {8: 0.9 + 0.01 * s}, seed=s, variant="every_layer") for s in range(5)]
     data = lab(*trials)

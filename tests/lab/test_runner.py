@@ -9,12 +9,12 @@ import sqlite3
 import pytest
 import torch
 
-from posembed.lab.training.checkpoint import load_checkpoint
+from posembed.errors import ForeignStoreError
 from posembed.lab.config import ExperimentConfig, apply_overrides
 from posembed.lab.sweep.runner import expand, run_experiment
 from posembed.lab.sweep.store import ResultsStore, load_results
-from posembed.errors import ForeignStoreError
 from posembed.lab.tasks import make_task
+from posembed.lab.training.checkpoint import load_checkpoint
 from tests.helpers import assert_close
 from tests.lab.conftest import tiny_trial
 
@@ -95,17 +95,26 @@ def test_corrupt_row_is_logged_skipped_and_retrained(tmp_path, tiny_experiment, 
 
 def test_expand_skips_variants_that_do_not_apply():
     exp = ExperimentConfig(
-        name="v", tasks=("copy",), schemes=("learned", "alibi", "sinusoidal"),
-        variants=("base", "concat", "frozen", "untied"), seeds=(0, 1), bases=(tiny_trial(),),
+        name="v",
+        tasks=("copy",),
+        schemes=("learned", "alibi", "sinusoidal"),
+        variants=("base", "concat", "frozen", "untied"),
+        seeds=(0, 1),
+        bases=(tiny_trial(),),
     )
     trials = expand(exp)
     assert [c.seed for c in trials] == [0] * 8 + [1] * 8  # seed by seed: an interrupted run leaves whole seeds
     names = [(c.scheme, c.variant) for c in trials][:8]
     assert names == [(c.scheme, c.variant) for c in trials][8:]
     assert names == [
-        ("learned", "base"), ("learned", "concat"), ("learned", "frozen"), ("learned", "untied"),
+        ("learned", "base"),
+        ("learned", "concat"),
+        ("learned", "frozen"),
+        ("learned", "untied"),
         ("alibi", "base"),
-        ("sinusoidal", "base"), ("sinusoidal", "concat"), ("sinusoidal", "untied"),
+        ("sinusoidal", "base"),
+        ("sinusoidal", "concat"),
+        ("sinusoidal", "untied"),
     ]
     with pytest.raises(ValueError, match="unknown scheme 'alibii'"):
         expand(dataclasses.replace(exp, schemes=("alibii",)))
@@ -139,10 +148,20 @@ _META = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
     [
         ((_META, "CREATE TABLE users (name TEXT)"), "(it holds tables users)"),
         ((_META,), "(tables meta)"),
-        ((_META, "CREATE TABLE trials (x)", "CREATE TABLE evals (x)", "CREATE TABLE curves (x)",
-          "INSERT INTO meta VALUES ('schema_version', '99')"), "(its schema_version is '99')"),
-        ((_META, "CREATE TABLE trials (x)", "CREATE TABLE evals (x)", "CREATE TABLE curves (x)"),
-         "(its schema_version is None)"),
+        (
+            (
+                _META,
+                "CREATE TABLE trials (x)",
+                "CREATE TABLE evals (x)",
+                "CREATE TABLE curves (x)",
+                "INSERT INTO meta VALUES ('schema_version', '99')",
+            ),
+            "(its schema_version is '99')",
+        ),
+        (
+            (_META, "CREATE TABLE trials (x)", "CREATE TABLE evals (x)", "CREATE TABLE curves (x)"),
+            "(its schema_version is None)",
+        ),
     ],
     ids=["other-tables", "meta-only", "schema-99", "no-version"],
 )
@@ -180,10 +199,36 @@ def test_killed_process_loses_nothing_finished(tmp_path):
     import sys
     import time
 
-    args = [sys.executable, "-m", "posembed.cli", "lab", "run", "--preset", "smoke", "--out", str(tmp_path),
-            "--no-checkpoints", "--threads", "1", "--set", "tasks=copy", "--set", "schemes=learned,nope",
-            "--set", "seeds=0,1,2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4",
-            "--set", "eval_batches=1", "--set", "steps=40"]
+    args = [
+        sys.executable,
+        "-m",
+        "posembed.cli",
+        "lab",
+        "run",
+        "--preset",
+        "smoke",
+        "--out",
+        str(tmp_path),
+        "--no-checkpoints",
+        "--threads",
+        "1",
+        "--set",
+        "tasks=copy",
+        "--set",
+        "schemes=learned,nope",
+        "--set",
+        "seeds=0,1,2",
+        "--set",
+        "dim=16",
+        "--set",
+        "depth=1",
+        "--set",
+        "batch=4",
+        "--set",
+        "eval_batches=1",
+        "--set",
+        "steps=40",
+    ]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 90
     stored = 0

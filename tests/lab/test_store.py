@@ -10,10 +10,10 @@ import stat
 
 import pytest
 
+from posembed.errors import ForeignStoreError
 from posembed.lab.config import apply_overrides
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import ResultsStore, StoreError, load_results
-from posembed.errors import ForeignStoreError
 from posembed.lab.sweep.store_file import create_store_file
 
 
@@ -58,11 +58,15 @@ def test_a_store_without_trials_is_taken_over(tmp_path, copy_only):
     assert load_results(tmp_path).experiment["bases"][0]["lr"] == copy_only.bases[0].lr
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p.touch(), "is empty (0 bytes)"),
-    (lambda p: p.mkdir(), "is a folder, not a results store"),
-    (lambda p: os.mkfifo(p), "is not a regular file"),
-], ids=["empty", "folder", "fifo"])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.touch(), "is empty (0 bytes)"),
+        (lambda p: p.mkdir(), "is a folder, not a results store"),
+        (lambda p: os.mkfifo(p), "is not a regular file"),
+    ],
+    ids=["empty", "folder", "fifo"],
+)
 def test_what_sqlite_would_misread_is_refused(tmp_path, copy_only, make, message):
     make(tmp_path / "results.sqlite")
     for experiment in (copy_only, None):

@@ -39,8 +39,12 @@ def membership_tables(path: Path) -> list[str]:
 
 
 def task_tables(paths) -> list[str]:
-    return [hit for path in paths if path.relative_to(SRC).as_posix() not in ALLOWED
-            for hit in name_tables(path, NAMES) + membership_tables(path)]
+    return [
+        hit
+        for path in paths
+        if path.relative_to(SRC).as_posix() not in ALLOWED
+        for hit in name_tables(path, NAMES) + membership_tables(path)
+    ]
 
 
 def test_no_task_or_metric_table_outside_the_registry():
@@ -51,11 +55,16 @@ def test_no_task_or_metric_table_outside_the_registry():
 def test_the_scan_finds_task_tables():
     probe = SRC / "lab" / "_probe_tasks.py"  # under src/ so that its path is reported as one
     try:
-        probe.write_text('NAMES = {"accuracy": "acc", "val_loss": "loss"}\nMAIN = {"order": "accuracy", "x": 1}\n'
-                         'SIZES = {"copy": 4, "sort": (1, 2)}\n'
-                         'def f(task):\n    return task in ("copy", "reverse") or task == "charlm"\n', encoding="utf-8")
-        assert task_tables([probe]) == ["lab/_probe_tasks.py:1 keys accuracy, val_loss",
-                                        "lab/_probe_tasks.py:5 tests copy, reverse"]
+        probe.write_text(
+            'NAMES = {"accuracy": "acc", "val_loss": "loss"}\nMAIN = {"order": "accuracy", "x": 1}\n'
+            'SIZES = {"copy": 4, "sort": (1, 2)}\n'
+            'def f(task):\n    return task in ("copy", "reverse") or task == "charlm"\n',
+            encoding="utf-8",
+        )
+        assert task_tables([probe]) == [
+            "lab/_probe_tasks.py:1 keys accuracy, val_loss",
+            "lab/_probe_tasks.py:5 tests copy, reverse",
+        ]
     finally:
         probe.unlink()
 
@@ -72,15 +81,22 @@ def test_the_registry_states_each_metric():
     assert metric_label("val_loss") == "validation loss" and metric_label("unheard") == "unheard"
     retired = task_entry("retired")
     assert (retired.name, retired.metric, retired.shown, retired.lengths) == (
-        "retired", "exact_match", "exact_match", "operand length")
+        "retired",
+        "exact_match",
+        "exact_match",
+        "operand length",
+    )
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"metric": "bleu"}, "task 'x': metric 'bleu' is not one of accuracy, exact_match, val_loss, perplexity"),
-    ({"shown": "f1"}, "task 'x': metric 'f1' is not one of"),
-    ({"model": "seq2seq"}, "task 'x': model must be one of"),
-    ({"where": "algorithmic.CopyTask"}, "task 'x': where must be 'module:Class'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"metric": "bleu"}, "task 'x': metric 'bleu' is not one of accuracy, exact_match, val_loss, perplexity"),
+        ({"shown": "f1"}, "task 'x': metric 'f1' is not one of"),
+        ({"model": "seq2seq"}, "task 'x': model must be one of"),
+        ({"where": "algorithmic.CopyTask"}, "task 'x': where must be 'module:Class'"),
+    ],
+)
 def test_a_bad_entry_is_refused(fields, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         TaskEntry(**{"name": "x", "model": "decoder", "where": "algorithmic:CopyTask", **fields})

@@ -130,8 +130,14 @@ def test_char_corpus_split_and_batches(tinyshakespeare):
 
 
 def test_charlm_records_table_limit_instead_of_crashing(tinyshakespeare):
-    cfg = tiny_trial(task="charlm", scheme="learned", context=8, table_size=16, text=str(tinyshakespeare),
-                     eval_scales=(1.0, 2.0, 4.0))
+    cfg = tiny_trial(
+        task="charlm",
+        scheme="learned",
+        context=8,
+        table_size=16,
+        text=str(tinyshakespeare),
+        eval_scales=(1.0, 2.0, 4.0),
+    )
     task = make_task(cfg)
     model = build_trial_model(cfg, task).eval()
     points = task.evaluate(model, torch.Generator().manual_seed(0), model.scheme.max_positions)
@@ -144,12 +150,14 @@ def test_charlm_records_table_limit_instead_of_crashing(tinyshakespeare):
 def test_charlm_scores_its_validation_windows_with_the_one_loss_to_the_digit(tinyshakespeare):
     # a bigram model that knows the text's next-character table exactly where it counts: the loss of
     # each evaluated length is the mean -log p over exactly eval_batches * batch windows of it, batch at a time
-    cfg = tiny_trial(task="charlm", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 4.0), batch=3,
-                     eval_batches=2)
+    cfg = tiny_trial(
+        task="charlm", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 4.0), batch=3, eval_batches=2
+    )
     task = CharLMTask(cfg)
     vocab = task.vocab_size
-    log_p = torch.log_softmax(torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(0),
-                                          dtype=torch.float64), -1)
+    log_p = torch.log_softmax(
+        torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(0), dtype=torch.float64), -1
+    )
     calls = []
 
     def bigram(ids):  # (B, T) -> (B, T, V)
@@ -178,8 +186,15 @@ def test_charlm_one_pass_at_the_longest_length_is_bit_for_bit_the_two_losses(tin
     # the shared pass must not move a stored number: each loss equals its own function's to the bit
     from posembed.lab.tasks.perplexity import matched_loss, val_loss
 
-    cfg = tiny_trial(task="charlm", scheme="rope", context=8, text=str(tinyshakespeare), eval_scales=(1.0, 2.0, 4.0),
-                     batch=5, eval_batches=3)
+    cfg = tiny_trial(
+        task="charlm",
+        scheme="rope",
+        context=8,
+        text=str(tinyshakespeare),
+        eval_scales=(1.0, 2.0, 4.0),
+        batch=5,
+        eval_batches=3,
+    )
     task = make_task(cfg)
     torch.manual_seed(3)
     model = build_trial_model(cfg, task).eval()
@@ -187,8 +202,9 @@ def test_charlm_one_pass_at_the_longest_length_is_bit_for_bit_the_two_losses(tin
     val, windows = task.corpus.val, 15
     for length in (8, 16, 32):
         assert points[("val_loss", length)] == val_loss(model, val, length, windows=windows, batch=5)
-        assert points[("matched_loss", length)] == matched_loss(model, val, length, scored=8, span=32,
-                                                                windows=windows, batch=5)
+        assert points[("matched_loss", length)] == matched_loss(
+            model, val, length, scored=8, span=32, windows=windows, batch=5
+        )
 
 
 @pytest.mark.parametrize(
@@ -230,11 +246,17 @@ def test_the_registry_is_the_one_table_of_task_names():
         assert {p.metric for p in points} == {entry.metric} and all(p.note == TABLE_LIMIT for p in points)
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"model": "seq2seq"}, "task 'x': model must be one of ('decoder', 'encoder'), got 'seq2seq'"),
-    ({"where": "order.OrderTask"}, "task 'x': where must be 'module:Class' in posembed.lab.tasks, got 'order.OrderTask'"),
-    ({"where": "order:"}, "task 'x': where must be 'module:Class' in posembed.lab.tasks, got 'order:'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"model": "seq2seq"}, "task 'x': model must be one of ('decoder', 'encoder'), got 'seq2seq'"),
+        (
+            {"where": "order.OrderTask"},
+            "task 'x': where must be 'module:Class' in posembed.lab.tasks, got 'order.OrderTask'",
+        ),
+        ({"where": "order:"}, "task 'x': where must be 'module:Class' in posembed.lab.tasks, got 'order:'"),
+    ],
+)
 def test_a_bad_registry_entry_is_refused(fields, message):
     with pytest.raises(ValueError) as error:
         TaskEntry(**{"name": "x", "model": "decoder", "where": "order:OrderTask", **fields})

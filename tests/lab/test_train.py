@@ -169,7 +169,9 @@ def test_cuda_compiles_only_trials_that_repay_the_compile():
     assert not compile_training(cuda, NANOGPT_CPU)
     gpt2 = TrialConfig(task="charlm", dim=768, depth=12, heads=12, context=1024, batch=8, steps=5000)
     assert compile_training(cuda, gpt2) and compile_training(torch.device("cuda", 1), gpt2)
-    decisions = [compile_training(cuda, dataclasses.replace(NANOGPT_CPU, steps=steps)) for steps in (10, 10**3, 10**5, 10**7)]
+    decisions = [
+        compile_training(cuda, dataclasses.replace(NANOGPT_CPU, steps=steps)) for steps in (10, 10**3, 10**5, 10**7)
+    ]
     assert decisions == sorted(decisions) and decisions[-1]
 
 
@@ -197,8 +199,20 @@ def _loop_inputs(steps: int = 6, **overrides):
     from posembed.lab.config import TrainingConfig
     from posembed.nn.model.transformer import Decoder
 
-    cfg = TrainingConfig(**{"dim": 16, "depth": 1, "heads": 2, "context": 8, "batch": 4, "steps": steps, "lr": 3e-3,
-                            "warmup": 2, "grad_clip": 0.5, **overrides})
+    cfg = TrainingConfig(
+        **{
+            "dim": 16,
+            "depth": 1,
+            "heads": 2,
+            "context": 8,
+            "batch": 4,
+            "steps": steps,
+            "lr": 3e-3,
+            "warmup": 2,
+            "grad_clip": 0.5,
+            **overrides,
+        }
+    )
     torch.manual_seed(0)
     model = Decoder(11, dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads)
     rows = torch.randint(0, 11, (steps, cfg.batch, cfg.context + 1), generator=torch.Generator().manual_seed(1))
@@ -211,13 +225,21 @@ def test_the_one_loop_is_the_plain_training_loop_to_the_bit():
 
     cfg, model, batches = _loop_inputs()
     logged = []
-    losses = train_model(model, cfg, batches, device=torch.device("cpu"), min_lr=3e-4, log_every=4,
-                         on_log=lambda step, mean: logged.append((step, mean)))
+    losses = train_model(
+        model,
+        cfg,
+        batches,
+        device=torch.device("cpu"),
+        min_lr=3e-4,
+        log_every=4,
+        on_log=lambda step, mean: logged.append((step, mean)),
+    )
     _, reference, _ = _loop_inputs()
     matrices = [p for p in reference.parameters() if p.dim() >= 2]
     rest = [p for p in reference.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": matrices, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                                  betas=(0.9, 0.99))
+    optimizer = torch.optim.AdamW(
+        [{"params": matrices, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], betas=(0.9, 0.99)
+    )
     expected = []
     for step in range(6):
         lr = 3e-3 * (step + 1) / 3 if step < 2 else 3e-4 + 0.5 * (1 + math.cos(math.pi * (step - 2) / 4)) * 2.7e-3
@@ -268,8 +290,15 @@ def test_the_loop_passes_position_ids_and_names_a_non_finite_run(caplog):
     with torch.no_grad():
         model.head.weight.fill_(float("nan"))
     with caplog.at_level("WARNING", logger="posembed.lab.training.train"):
-        losses = train_model(model, cfg, lambda step: (*batches(step), positions), device=torch.device("cpu"),
-                             min_lr=3e-4, log_every=1, label="run x")
+        losses = train_model(
+            model,
+            cfg,
+            lambda step: (*batches(step), positions),
+            device=torch.device("cpu"),
+            min_lr=3e-4,
+            log_every=1,
+            label="run x",
+        )
     assert len(seen) == 2 and all(torch.equal(p, positions) for p in seen)
     assert all(math.isnan(loss) for loss in losses) and "run x: training loss became non-finite" in caplog.text
 
@@ -290,11 +319,25 @@ def test_trials_and_the_context_study_train_by_the_one_loop(monkeypatch):
     monkeypatch.setattr(context_eval, "train_model", recorded)
     trial = tiny_trial(min_lr=2e-4, log_every=3)
     train_trial(trial, device="cpu")
-    study = ContextConfig(name="x", context=70, dim=8, depth=1, heads=2, steps=20, batch=2, lr=2e-3, warmup=0,
-                          passkey_only_steps=0, passkey_adjacent_steps=0)
+    study = ContextConfig(
+        name="x",
+        context=70,
+        dim=8,
+        depth=1,
+        heads=2,
+        steps=20,
+        batch=2,
+        lr=2e-3,
+        warmup=0,
+        passkey_only_steps=0,
+        passkey_adjacent_steps=0,
+    )
     data = context_eval.ContextData.load("tinyshakespeare")
     context_eval.train_steps(build_context_model(study, "rope", data.vocab_size), data, study)
-    assert calls == [("TrialConfig", 2e-4, 3), ("ContextConfig", 2e-3 / 10, 2)]  # the study: to lr / 10, a log line per 10 %
+    assert calls == [
+        ("TrialConfig", 2e-4, 3),
+        ("ContextConfig", 2e-3 / 10, 2),
+    ]  # the study: to lr / 10, a log line per 10 %
 
 
 def test_evaluations_during_training_change_nothing_and_read_the_model_at_their_step(tinyshakespeare):
@@ -317,10 +360,18 @@ def test_evaluations_during_training_change_nothing_and_read_the_model_at_their_
     assert early[("val_loss", 8)] > late[("val_loss", 8)]  # it learns between the points
 
 
-@pytest.mark.parametrize("eval_at, message", [
-    ((0.5,), "ending at 1.0"), ((0.3, 0.1, 1.0), "increasing"), ((0.0, 1.0), "in (0, 1]"), ((1.5,), "in (0, 1]"),
-    ((True,), "got (True,)"), (("0.5", 1.0), "got ('0.5', 1.0)"), ((), "got ()"),
-])
+@pytest.mark.parametrize(
+    "eval_at, message",
+    [
+        ((0.5,), "ending at 1.0"),
+        ((0.3, 0.1, 1.0), "increasing"),
+        ((0.0, 1.0), "in (0, 1]"),
+        ((1.5,), "in (0, 1]"),
+        ((True,), "got (True,)"),
+        (("0.5", 1.0), "got ('0.5', 1.0)"),
+        ((), "got ()"),
+    ],
+)
 def test_eval_at_must_be_increasing_fractions_ending_at_one(eval_at, message):
     with pytest.raises(ValueError, match=re.escape(message) if "(" in message else message):
         tiny_trial(eval_at=eval_at)

@@ -9,9 +9,9 @@ import logging
 import pytest
 import torch
 
-from posembed.lab.sweep import worker_plan
 from posembed.lab.config import TrialConfig
 from posembed.lab.presets import get_preset
+from posembed.lab.sweep import worker_plan
 from posembed.lab.sweep.runner import expand, run_experiment
 from posembed.lab.sweep.store import load_results
 from posembed.lab.sweep.worker_plan import GPU_WORKER_BYTES, MAX_GPU_WORKERS, device_slots, plan_workers, trial_seconds
@@ -38,7 +38,9 @@ def test_smoke_trains_in_one_process_on_any_cpu(smoke, cores):
     assert plan_workers(smoke, "cpu", cores=cores) == 1
 
 
-@pytest.mark.parametrize("cores, threads, expected", [(1, 1, 1), (2, 1, 2), (4, 1, 4), (16, 1, 16), (16, 4, 4), (2, 2, 1)])
+@pytest.mark.parametrize(
+    "cores, threads, expected", [(1, 1, 1), (2, 1, 2), (4, 1, 4), (16, 1, 16), (16, 4, 4), (2, 2, 1)]
+)
 def test_quick_fills_the_cores_over_the_threads(quick, cores, threads, expected):
     assert len(quick) == 84
     assert plan_workers(quick, "cpu", cores=cores, threads=threads) == expected
@@ -46,10 +48,14 @@ def test_quick_fills_the_cores_over_the_threads(quick, cores, threads, expected)
 
 def test_more_work_never_means_fewer_workers():
     base = TrialConfig(task="copy", dim=32, depth=1, steps=50, context=6, batch=16)
-    counts = [plan_workers([dataclasses.replace(base, seed=s) for s in range(n)], "cpu", cores=8) for n in range(1, 200, 7)]
+    counts = [
+        plan_workers([dataclasses.replace(base, seed=s) for s in range(n)], "cpu", cores=8) for n in range(1, 200, 7)
+    ]
     assert counts == sorted(counts) and counts[0] == 1 and counts[-1] == 8
-    longer = [plan_workers([dataclasses.replace(base, seed=s, steps=steps) for s in range(8)], "cpu", cores=8)
-              for steps in (10, 50, 200, 1000, 5000)]
+    longer = [
+        plan_workers([dataclasses.replace(base, seed=s, steps=steps) for s in range(8)], "cpu", cores=8)
+        for steps in (10, 50, 200, 1000, 5000)
+    ]
     assert longer == sorted(longer) and longer[0] == 1 and longer[-1] == 8
 
 
@@ -66,7 +72,9 @@ def test_trial_seconds_grow_with_steps_depth_width_and_length():
     for change in ({"steps": 100}, {"depth": 2}, {"dim": 256}, {"context": 60}, {"batch": 512}):
         assert trial_seconds(dataclasses.replace(base, **change)) > seconds, change
     assert trial_seconds(dataclasses.replace(base, steps=100)) == pytest.approx(2 * seconds)
-    assert trial_seconds(dataclasses.replace(base, dim=1024), "cuda") < trial_seconds(dataclasses.replace(base, dim=1024))
+    assert trial_seconds(dataclasses.replace(base, dim=1024), "cuda") < trial_seconds(
+        dataclasses.replace(base, dim=1024)
+    )
 
 
 def test_threads_must_be_positive(smoke):

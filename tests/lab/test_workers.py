@@ -16,19 +16,25 @@ import torch
 from safetensors.torch import load_file
 
 from posembed.cli import main
+from posembed.errors import WorkerError
 from posembed.lab.sweep import workers as workers_module
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import load_results
 from posembed.lab.sweep.workers import TrialPool, default_workers
-from posembed.errors import WorkerError
 from tests.lab.conftest import tiny_trial
 
 
 def _stored(out: Path) -> dict[str, tuple]:
     """Every stored number of every trial, by trial id (times left out: they differ run to run)."""
     return {
-        r.trial_id: (r.final_loss, r.curve, [(p.metric, p.length, p.value, p.note) for p in r.evals], r.drift,
-                     r.num_params, r.checkpoint)
+        r.trial_id: (
+            r.final_loss,
+            r.curve,
+            [(p.metric, p.length, p.value, p.note) for p in r.evals],
+            r.drift,
+            r.num_params,
+            r.checkpoint,
+        )
         for r in load_results(out).trials
     }
 
@@ -48,7 +54,8 @@ def test_two_workers_give_the_sequential_numbers_and_weights(tmp_path, tiny_expe
         for name in first:
             assert torch.equal(first[name], second[name]), (folder, name)
         assert (tmp_path / "one" / folder / "posembed_model.json").read_text() == (
-            tmp_path / "two" / folder / "posembed_model.json").read_text()
+            tmp_path / "two" / folder / "posembed_model.json"
+        ).read_text()
     assert not list((tmp_path / "two").rglob("*.tmp"))
 
 
@@ -109,10 +116,37 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 def test_no_worker_outlives_a_killed_parent(tmp_path):
-    args = [sys.executable, "-m", "posembed.cli", "lab", "run", "--preset", "smoke", "--out", str(tmp_path),
-            "--no-checkpoints", "--threads", "1", "--workers", "2", "--quiet", "--set", "tasks=copy",
-            "--set", "schemes=learned,nope", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4",
-            "--set", "eval_batches=1", "--set", "steps=100000"]
+    args = [
+        sys.executable,
+        "-m",
+        "posembed.cli",
+        "lab",
+        "run",
+        "--preset",
+        "smoke",
+        "--out",
+        str(tmp_path),
+        "--no-checkpoints",
+        "--threads",
+        "1",
+        "--workers",
+        "2",
+        "--quiet",
+        "--set",
+        "tasks=copy",
+        "--set",
+        "schemes=learned,nope",
+        "--set",
+        "dim=16",
+        "--set",
+        "depth=1",
+        "--set",
+        "batch=4",
+        "--set",
+        "eval_batches=1",
+        "--set",
+        "steps=100000",
+    ]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline, workers = time.monotonic() + 120, set()
@@ -189,8 +223,9 @@ def test_trials_side_by_side_on_cuda_match_each_trial_alone(tmp_path, tiny_exper
     alone on it, within bf16 tolerance (autocast bf16; CUDA promises no bit-for-bit determinism)."""
     exp = dataclasses.replace(tiny_experiment, schemes=("learned", "rope"))  # copy and charlm, 2 seeds
     run_experiment(exp, tmp_path / "alone", progress=False, checkpoints=False, workers=1, device="cuda")
-    summary = run_experiment(exp, tmp_path / "shared", progress=False, checkpoints=False, workers=2, threads=1,
-                             device="cuda")
+    summary = run_experiment(
+        exp, tmp_path / "shared", progress=False, checkpoints=False, workers=2, threads=1, device="cuda"
+    )
     assert summary.trained == 8
     alone = {r.trial_id: r for r in load_results(tmp_path / "alone").trials}
     shared = {r.trial_id: r for r in load_results(tmp_path / "shared").trials}
@@ -198,7 +233,9 @@ def test_trials_side_by_side_on_cuda_match_each_trial_alone(tmp_path, tiny_exper
     for trial_id, record in shared.items():
         expected = alone[trial_id]
         assert [step for step, _ in record.curve] == [step for step, _ in expected.curve]
-        assert [loss for _, loss in record.curve] == pytest.approx([loss for _, loss in expected.curve], rel=2e-2, abs=2e-2)
+        assert [loss for _, loss in record.curve] == pytest.approx(
+            [loss for _, loss in expected.curve], rel=2e-2, abs=2e-2
+        )
         for point, reference in zip(record.evals, expected.evals):
             assert (point.metric, point.length) == (reference.metric, reference.length)
             if point.metric in ("val_loss", "perplexity"):

@@ -155,7 +155,13 @@ def test_bias_is_monotone_non_increasing_in_distance(heads, q_pos, k_pos, symmet
 
 
 @HYPOTHESIS
-@given(heads=st.integers(1, 16), q_pos=positions_1d, k_pos=positions_1d, shift=st.integers(-100, 10_000), symmetric=st.booleans())
+@given(
+    heads=st.integers(1, 16),
+    q_pos=positions_1d,
+    k_pos=positions_1d,
+    shift=st.integers(-100, 10_000),
+    symmetric=st.booleans(),
+)
 def test_bias_is_translation_invariant(heads, q_pos, k_pos, shift, symmetric):
     alibi = ALiBi(heads, symmetric=symmetric)
     assert_close(alibi.bias(q_pos + shift, k_pos + shift), alibi.bias(q_pos, k_pos))

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from posembed.schemes.rotary.axial import AxialRotary, SectionedRotary, axial_cos_sin, axial_frequencies
 from posembed.schemes.fp32_buffers import Fp32Buffer
+from posembed.schemes.rotary.axial import AxialRotary, SectionedRotary, axial_cos_sin, axial_frequencies
 from posembed.schemes.rotary.mrope import MRoPE
 from posembed.schemes.rotary.pixtral import PixtralRotary
 from posembed.schemes.rotary.rotation import apply_rotary

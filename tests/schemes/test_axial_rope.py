@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.schemes.rotary.axial import AxialRotary, axial_cos_sin, axis_coordinates
 from posembed.schemes.base import Kind
+from posembed.schemes.rotary.axial import AxialRotary, axial_cos_sin, axis_coordinates
 from posembed.schemes.rotary.rope import RotaryEmbedding
 from tests.helpers import assert_close
 

@@ -15,7 +15,8 @@ from posembed.schemes.rotary.axial import AxialRotary
 
 pytest.importorskip("transformers")
 
-from tests.interop import rope_catalogue, rope_catalogue_compare as compare  # noqa: E402
+from tests.interop import rope_catalogue  # noqa: E402
+from tests.interop import rope_catalogue_compare as compare
 
 #: one rotary class per formula -> the settings that make AxialRotary equal to it
 FORMULAS = {

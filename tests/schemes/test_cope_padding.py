@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.attention.backends import AttentionInputs, choose_backend, fused_applies
+from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.model.transformer import Decoder
-from posembed.schemes.positions import positions_from_mask
 from posembed.schemes.bias.cope import CoPE
+from posembed.schemes.positions import positions_from_mask
 from tests.helpers import assert_close
 
 DIM, HEADS, HEAD_DIM, LENGTH = 16, 2, 8, 9
@@ -119,11 +119,14 @@ def test_auto_never_picks_flex_or_fused_for_cope():
     scheme = cope().to("meta")
     for length in (8, 2048):
         q = torch.empty(1, HEADS, length, HEAD_DIM, device="meta")
-        inp = AttentionInputs(q, q, q, scale=1.0, causal=True, positions=torch.arange(length, device="meta"),
-                              scheme=scheme, qk=(q, q))
+        inp = AttentionInputs(
+            q, q, q, scale=1.0, causal=True, positions=torch.arange(length, device="meta"), scheme=scheme, qk=(q, q)
+        )
         assert choose_backend("auto", inp, True, training=False) == ("sdpa" if length <= 1024 else "chunked")
         assert fused_applies(inp, training=False) == "it serves bias schemes that do not read q/k"  # CoPE reads them
-    model = Decoder(30, dim=DIM, depth=1, num_heads=HEADS, scheme=CoPE(HEADS, HEAD_DIM, npos_max=4, device="meta"), device="meta")
+    model = Decoder(
+        30, dim=DIM, depth=1, num_heads=HEADS, scheme=CoPE(HEADS, HEAD_DIM, npos_max=4, device="meta"), device="meta"
+    )
     ids = torch.zeros(2, 5, dtype=torch.long, device="meta")
     assert model(ids, attention_mask=torch.ones(2, 5, dtype=torch.long, device="meta")).shape == (2, 5, 30)
     hidden, mask = torch.zeros(2, 5, DIM, device="meta"), torch.ones(2, 5, dtype=torch.long, device="meta")

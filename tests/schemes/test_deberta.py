@@ -16,14 +16,24 @@ pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without to
 HIDDEN, HEADS = 32, 2
 
 
-def hf_model(position_buckets=32, max_relative_positions=64, pos_att_type=("p2c", "c2p"), share_att_key=False, norm="layer_norm"):
+def hf_model(
+    position_buckets=32, max_relative_positions=64, pos_att_type=("p2c", "c2p"), share_att_key=False, norm="layer_norm"
+):
     from transformers import DebertaV2Config, DebertaV2Model
 
     config = DebertaV2Config(
-        hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=64, num_hidden_layers=1, vocab_size=50,
-        max_position_embeddings=128, relative_attention=True, pos_att_type=list(pos_att_type),
-        position_buckets=position_buckets, max_relative_positions=max_relative_positions,
-        share_att_key=share_att_key, norm_rel_ebd=norm,
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        vocab_size=50,
+        max_position_embeddings=128,
+        relative_attention=True,
+        pos_att_type=list(pos_att_type),
+        position_buckets=position_buckets,
+        max_relative_positions=max_relative_positions,
+        share_att_key=share_att_key,
+        norm_rel_ebd=norm,
     )
     torch.manual_seed(0)
     model = DebertaV2Model(config).eval()
@@ -37,8 +47,13 @@ def ours_from(model, **kwargs) -> DebertaRelative:
     """A DebertaRelative holding the HF encoder's relative table and the first layer's projections."""
     encoder, attention = model.encoder, model.encoder.layer[0].attention.self
     scheme = DebertaRelative(
-        HIDDEN, HEADS, HIDDEN // HEADS, attention_terms=tuple(attention.pos_att_type),
-        share_att_key=attention.share_att_key, layer_norm=hasattr(encoder, "LayerNorm"), **kwargs,
+        HIDDEN,
+        HEADS,
+        HIDDEN // HEADS,
+        attention_terms=tuple(attention.pos_att_type),
+        share_att_key=attention.share_att_key,
+        layer_norm=hasattr(encoder, "LayerNorm"),
+        **kwargs,
     )
     with torch.no_grad():
         scheme.rel_embeddings.weight.copy_(encoder.rel_embeddings.weight)
@@ -72,7 +87,10 @@ def test_log_buckets_equal_transformers(bucket_size, max_position):
     from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
 
     relative = torch.arange(-1500, 1501)
-    assert torch.equal(log_bucket_position(relative, bucket_size, max_position), make_log_bucket_position(relative, bucket_size, max_position).long())
+    assert torch.equal(
+        log_bucket_position(relative, bucket_size, max_position),
+        make_log_bucket_position(relative, bucket_size, max_position).long(),
+    )
 
 
 CASES = {
@@ -89,7 +107,9 @@ def test_bias_equals_transformers_disentangled_attention_bias(case):
     model = hf_model(**config)
     buckets = config.get("position_buckets", 32)
     scheme = ours_from(
-        model, position_buckets=None if buckets < 0 else buckets, max_relative_positions=config.get("max_relative_positions", 64)
+        model,
+        position_buckets=None if buckets < 0 else buckets,
+        max_relative_positions=config.get("max_relative_positions", 64),
     )
     hidden = torch.randn(2, 80, HIDDEN)  # 80 > max_relative_positions: far buckets and clamping
     with torch.no_grad():
@@ -186,4 +206,6 @@ def test_errors():
 
 
 def test_score_mod_captures_no_t_by_t_tensor():
-    check_score_mod_memory(DebertaRelative(16, 2, 8, position_buckets=8, max_relative_positions=32), heads=2, head_dim=8, per_token=16)
+    check_score_mod_memory(
+        DebertaRelative(16, 2, 8, position_buckets=8, max_relative_positions=32), heads=2, head_dim=8, per_token=16
+    )

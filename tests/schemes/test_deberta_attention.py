@@ -35,7 +35,9 @@ def case_model(case: str, dtype: torch.dtype):
     model = hf_model(**config).to(dtype)
     buckets = config.get("position_buckets", 32)
     scheme = ours_from(
-        model, position_buckets=None if buckets < 0 else buckets, max_relative_positions=config.get("max_relative_positions", 64)
+        model,
+        position_buckets=None if buckets < 0 else buckets,
+        max_relative_positions=config.get("max_relative_positions", 64),
     )
     return model, scheme.to(dtype)
 
@@ -59,7 +61,11 @@ def hf_attention(model, hidden: torch.Tensor, mask: torch.Tensor) -> tuple[torch
     encoder, hf = model.encoder, model.encoder.layer[0].attention
     relative_pos, rel_embeddings = encoder.get_rel_pos(hidden), encoder.get_rel_embedding()
     context, probs = hf.self(
-        hidden, encoder.get_attention_mask(mask), output_attentions=True, relative_pos=relative_pos, rel_embeddings=rel_embeddings
+        hidden,
+        encoder.get_attention_mask(mask),
+        output_attentions=True,
+        relative_pos=relative_pos,
+        rel_embeddings=rel_embeddings,
     )
     return hf.output.dense(context), probs
 
@@ -71,8 +77,15 @@ def layer_probabilities(attn: SelfAttention, backend: str, x: torch.Tensor, mask
     q, k = qkv[0], qkv[1]
     identity = torch.eye(length, dtype=x.dtype).expand(batch, HEADS, length, length)  # (B, H, T, T)
     inp = AttentionInputs(
-        q=q, k=k, v=identity, scale=attn.softmax_scale, causal=False, positions=torch.arange(length),
-        key_mask=mask.bool(), scheme=attn.scheme, qk=(q, k),
+        q=q,
+        k=k,
+        v=identity,
+        scale=attn.softmax_scale,
+        causal=False,
+        positions=torch.arange(length),
+        key_mask=mask.bool(),
+        scheme=attn.scheme,
+        qk=(q, k),
     )
     return run_backend(backend, inp, chunk_size=16)
 
@@ -125,7 +138,9 @@ def test_plain_scale_is_not_deberta():
 
 
 def test_encoder_layers_use_the_scheme_scale_and_round_trip():
-    scheme = DebertaRelative(16, 2, 8, position_buckets=8, max_relative_positions=32, attention_terms=("c2p",), init_std=1.0)
+    scheme = DebertaRelative(
+        16, 2, 8, position_buckets=8, max_relative_positions=32, attention_terms=("c2p",), init_std=1.0
+    )
     model = Encoder(20, dim=16, depth=2, num_heads=2, scheme=scheme).eval()
     assert all(block.attn.softmax_scale == 1 / math.sqrt(8 * 2) for block in model.blocks)
     rebuilt = build_model(model.config_dict()).eval()

@@ -43,8 +43,13 @@ def test_three_by_three_by_hand(log_distances):
 
 def copy_from_x_transformers(ours: DynamicPositionBias, theirs) -> None:
     """Copy x-transformers' weights layer by layer (its first LayerNorm has a gain only)."""
+
     def layers(module):
-        return [m for m in module.modules() if isinstance(m, nn.Linear) or type(m).__name__ == "LayerNorm" and m is not module]
+        return [
+            m
+            for m in module.modules()
+            if isinstance(m, nn.Linear) or type(m).__name__ == "LayerNorm" and m is not module
+        ]
 
     mine = [m for m in ours.mlp if isinstance(m, (nn.Linear, nn.LayerNorm))]
     theirs_ = [m for m in layers(theirs.mlp) if not (isinstance(m, nn.LayerNorm) and not m.elementwise_affine)]

@@ -9,8 +9,7 @@ import json
 import pytest
 import torch
 
-from posembed.schemes import SCHEMES, all_schemes
-from posembed.schemes import base
+from posembed.schemes import SCHEMES, all_schemes, base
 from posembed.schemes.catalog import has_length_limit
 from posembed.schemes.config import build_scheme, scheme_config
 from posembed.schemes.factory import ENTRIES, FACTORY, ModelSizes, build_from_sizes, scheme_entry
@@ -25,7 +24,12 @@ NEEDS = {
     "rope_llama3": {"factor": 8.0, "original_max_len": 16},
     "rope_proportional": {"rope_fraction": 0.5},
     "rope_yarn": {"factor": 4.0, "original_max_len": 16},
-    "rope_longrope": {"short_factor": [1.0, 1.5, 2.0, 2.5], "long_factor": [2.0, 3.0, 4.0, 5.0], "original_max_len": 16, "factor": 4.0},
+    "rope_longrope": {
+        "short_factor": [1.0, 1.5, 2.0, 2.5],
+        "long_factor": [2.0, 3.0, 4.0, 5.0],
+        "original_max_len": 16,
+        "factor": 4.0,
+    },
     "shaw": {"max_distance": 4},
     "cope": {"npos_max": 8},
 }
@@ -110,11 +114,24 @@ def test_stored_configs_keep_loading():
     """Configs written before the factory (model configs, lab checkpoints) build the same schemes."""
     old = {
         "learned": {"name": "learned", "max_len": 48, "dim": 16, "init_std": 0.02},
-        "rope": {"name": "rope", "head_dim": 8, "rotary_dim": 8, "base": 10000.0, "layout": "half",
-                 "max_len": None, "compiled": False},
+        "rope": {
+            "name": "rope",
+            "head_dim": 8,
+            "rotary_dim": 8,
+            "base": 10000.0,
+            "layout": "half",
+            "max_len": None,
+            "compiled": False,
+        },
         "alibi": {"name": "alibi", "num_heads": 2, "symmetric": True},
-        "t5_bias": {"name": "t5_bias", "num_heads": 2, "num_buckets": 32, "max_distance": 128,
-                    "bidirectional": False, "init_std": 0.02},
+        "t5_bias": {
+            "name": "t5_bias",
+            "num_heads": 2,
+            "num_buckets": 32,
+            "max_distance": 128,
+            "bidirectional": False,
+            "init_std": 0.02,
+        },
         "sinusoidal": {"name": "sinusoidal", "dim": 16, "base": 10000.0, "layout": "interleaved", "max_len": None},
         "nope": {"name": "nope"},
     }
@@ -134,7 +151,9 @@ def test_sizes_fill_the_right_arguments():
 
 
 def test_unknown_scheme():
-    with pytest.raises(ValueError, match=r"unknown scheme 'rop' \(did you mean 'rope'\?\); known: alibi, .*learned, .*rope, "):
+    with pytest.raises(
+        ValueError, match=r"unknown scheme 'rop' \(did you mean 'rope'\?\); known: alibi, .*learned, .*rope, "
+    ):
         scheme_entry("rop")
     with pytest.raises(ValueError, match="unknown scheme 'rop'"):
         build_scheme({"name": "rop"})
@@ -192,5 +211,7 @@ def test_an_entry_for_an_unnamed_class_says_it_has_no_name():
     from posembed.schemes.entry import SchemeEntry
 
     entry = SchemeEntry(base.BiasScheme, ())
-    with pytest.raises(TypeError, match=r"^BiasScheme has no scheme name \(an abstract base\); only a named scheme has an entry$"):
+    with pytest.raises(
+        TypeError, match=r"^BiasScheme has no scheme name \(an abstract base\); only a named scheme has an entry$"
+    ):
         entry.name

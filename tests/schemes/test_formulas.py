@@ -12,11 +12,11 @@ import math
 import pytest
 import torch
 
+from posembed.schemes.absolute.sinusoidal import sinusoid_inv_freq, sinusoidal_table
 from posembed.schemes.bias.alibi import alibi_bias, alibi_slopes
 from posembed.schemes.bias.relative import check_positions, relative_position_fn, relative_positions
-from posembed.schemes.rotary.rope import rope_inv_freq
-from posembed.schemes.absolute.sinusoidal import sinusoid_inv_freq, sinusoidal_table
 from posembed.schemes.bias.t5 import T5RelativeBias, relative_position_bucket
+from posembed.schemes.rotary.rope import rope_inv_freq
 from tests.helpers import assert_close
 
 # --- RoPE ---------------------------------------------------------------------------------------
@@ -70,6 +70,7 @@ def test_sinusoidal_cache_edge_position_equals_the_formula():
 
 def _paper_slopes(n: int) -> list[float]:
     """Press et al. (fairseq): a geometric sequence from 2^(-8/n) for powers of two, else interleaved."""
+
     def power_of_two(k):
         return [2.0 ** (-8.0 * (i + 1) / k) for i in range(k)]
 
@@ -96,10 +97,12 @@ def test_alibi_bias_hand_values():
     slopes = torch.tensor([0.5, 0.25])
     relative = torch.tensor([[0, 2], [-3, 0]])
     assert alibi_bias(slopes, relative, symmetric=False).tolist() == [
-        [[0.0, 1.0], [-1.5, 0.0]], [[0.0, 0.5], [-0.75, 0.0]]
+        [[0.0, 1.0], [-1.5, 0.0]],
+        [[0.0, 0.5], [-0.75, 0.0]],
     ]
     assert alibi_bias(slopes, relative, symmetric=True).tolist() == [
-        [[0.0, -1.0], [-1.5, 0.0]], [[0.0, -0.5], [-0.75, 0.0]]
+        [[0.0, -1.0], [-1.5, 0.0]],
+        [[0.0, -0.5], [-0.75, 0.0]],
     ]
 
 
@@ -138,7 +141,10 @@ def test_t5_smallest_valid_configurations_are_accepted(kwargs):
     [
         ({"num_buckets": 2, "max_distance": 8}, r"num_buckets=2: a bidirectional T5 bias .* even and >= 4"),
         ({"num_buckets": 5, "max_distance": 8}, r"num_buckets=5: a bidirectional T5 bias .* even and >= 4"),
-        ({"num_buckets": 1, "max_distance": 8, "bidirectional": False}, r"num_buckets=1: a causal T5 bias needs num_buckets >= 2"),
+        (
+            {"num_buckets": 1, "max_distance": 8, "bidirectional": False},
+            r"num_buckets=1: a causal T5 bias needs num_buckets >= 2",
+        ),
         (
             {"num_buckets": 8, "max_distance": 4, "bidirectional": False},
             r"max_distance=4 must exceed the 4 exact buckets \(num_buckets=8, bidirectional=False\)",
@@ -170,10 +176,25 @@ def test_relative_positions_hand_values():
     "q, k, error, match",
     [
         ([0, 1], torch.arange(2), TypeError, "q_positions must be a torch.Tensor, got list"),
-        (torch.arange(2), torch.zeros(1, 2, 3, dtype=torch.long), ValueError, r"k_positions must have shape \(T,\) or \(B, T\)"),
-        (torch.zeros(2), torch.arange(2), TypeError, r"q_positions must hold integers \(torch.long\), got dtype torch.float32"),
+        (
+            torch.arange(2),
+            torch.zeros(1, 2, 3, dtype=torch.long),
+            ValueError,
+            r"k_positions must have shape \(T,\) or \(B, T\)",
+        ),
+        (
+            torch.zeros(2),
+            torch.arange(2),
+            TypeError,
+            r"q_positions must hold integers \(torch.long\), got dtype torch.float32",
+        ),
         (torch.arange(2), torch.ones(2, dtype=torch.bool), TypeError, "k_positions must hold integers"),
-        (torch.zeros(2, 3, dtype=torch.long), torch.zeros(4, 3, dtype=torch.long), ValueError, "batch size 2 but k_positions"),
+        (
+            torch.zeros(2, 3, dtype=torch.long),
+            torch.zeros(4, 3, dtype=torch.long),
+            ValueError,
+            "batch size 2 but k_positions",
+        ),
     ],
 )
 def test_check_positions_errors(q, k, error, match):

@@ -8,20 +8,21 @@ import pytest
 import torch
 from torch import nn
 
-from posembed.schemes.fp32_buffers import Fp32Buffer
-from posembed.schemes.rotary.rope import RotaryEmbedding
-from posembed.schemes.rotary.longrope import LongRoPERotary
-from posembed.schemes.rotary.yarn import YaRNRotary
 from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
+from posembed.schemes.fp32_buffers import Fp32Buffer
+from posembed.schemes.rotary.longrope import LongRoPERotary
+from posembed.schemes.rotary.rope import RotaryEmbedding
 from posembed.schemes.rotary.xpos import XPos
+from posembed.schemes.rotary.yarn import YaRNRotary
 
 ROTARY = {
     "rope": lambda: RotaryEmbedding(head_dim=32, max_len=64),
     "rope_short_cache": lambda: RotaryEmbedding(head_dim=32, max_len=16),
     "xpos": lambda: XPos(head_dim=32),
     "yarn": lambda: YaRNRotary(head_dim=32, factor=4.0, original_max_len=16),
-    "longrope": lambda: LongRoPERotary(head_dim=32, short_factor=[1.0] * 16, long_factor=[2.0] * 16,
-                                       original_max_len=16, max_len=64),
+    "longrope": lambda: LongRoPERotary(
+        head_dim=32, short_factor=[1.0] * 16, long_factor=[2.0] * 16, original_max_len=16, max_len=64
+    ),
 }
 SINUSOIDAL = {
     "sinusoidal": lambda: Sinusoidal(32),

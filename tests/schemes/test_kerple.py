@@ -67,7 +67,10 @@ def test_cache_rows_and_batched_positions_equal_the_full_bias():
     batched = scheme.bias(torch.arange(12).expand(3, 12), torch.arange(12).expand(3, 12))
     assert batched.shape == (3, 2, 12, 12)
     assert_close(batched, full.expand(3, -1, -1, -1))
-    assert scheme.bias(torch.arange(3), torch.arange(3), torch.zeros(1, 2, 3, 4, dtype=torch.bfloat16)).dtype == torch.bfloat16
+    assert (
+        scheme.bias(torch.arange(3), torch.arange(3), torch.zeros(1, 2, 3, 4, dtype=torch.bfloat16)).dtype
+        == torch.bfloat16
+    )
 
 
 @pytest.mark.parametrize("kernel,flex", [("log", True), ("power", False)])

@@ -22,11 +22,27 @@ def model():
     """A tiny Qwen2-VL (random weights) built from transformers' own config class."""
     from transformers import Qwen2VLConfig
 
-    text = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, intermediate_size=16,
-                num_hidden_layers=1, vocab_size=64, bos_token_id=None, eos_token_id=None,
-                rope_parameters={"rope_type": "default", "rope_theta": THETA, "mrope_section": SECTION})
-    vision = dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=1, spatial_merge_size=2,
-                  patch_size=4, temporal_patch_size=2)
+    text = dict(
+        hidden_size=32,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        vocab_size=64,
+        bos_token_id=None,
+        eos_token_id=None,
+        rope_parameters={"rope_type": "default", "rope_theta": THETA, "mrope_section": SECTION},
+    )
+    vision = dict(
+        depth=1,
+        embed_dim=16,
+        hidden_size=32,
+        num_heads=2,
+        mlp_ratio=1,
+        spatial_merge_size=2,
+        patch_size=4,
+        temporal_patch_size=2,
+    )
     config = Qwen2VLConfig(text_config=text, vision_config=vision, bos_token_id=None, eos_token_id=None)
     return qwen2_vl.Qwen2VLModel(config).eval()
 
@@ -96,7 +112,9 @@ def test_sections_pick_axes():
 
 def test_vision_positions_and_builder_errors():
     assert vision_positions(0, (2, 2, 2), 1)[:, 0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
-    with pytest.raises(ValueError, match="a run of 3 vision tokens .* does not match its grid \\(1, 4, 4\\) / merge 2: 4 tokens"):
+    with pytest.raises(
+        ValueError, match="a run of 3 vision tokens .* does not match its grid \\(1, 4, 4\\) / merge 2: 4 tokens"
+    ):
         mrope_position_ids(_types((IMAGE, 3))[None], [(1, 4, 4)])
     with pytest.raises(ValueError, match="more image runs than grids given"):
         mrope_position_ids(_types((IMAGE, 4))[None])

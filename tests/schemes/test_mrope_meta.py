@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posembed.nn.attention.layer import SelfAttention
 from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
+from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.model.transformer import Decoder, Encoder, build_model
 from posembed.schemes.rotary.mrope import MRoPE, mrope_frequencies
 from tests.helpers import assert_close

@@ -74,7 +74,9 @@ def test_text_positions_are_plain_rope_in_every_arrangement():
     q = torch.randn(1, 2, 9, 32)
     plain, _ = RotaryEmbedding(32, layout="interleaved")(q, q)
     for arrangement, axes in (("blocks", (0, 1, 2)), ("interleaved", (0, 1, 2)), ("zipped", (1, 2, 0))):
-        ours, _ = MRoPE(32, mrope_section=[6, 6, 4], arrangement=arrangement, section_axes=axes, layout="interleaved")(q, q)
+        ours, _ = MRoPE(32, mrope_section=[6, 6, 4], arrangement=arrangement, section_axes=axes, layout="interleaved")(
+            q, q
+        )
         torch.testing.assert_close(ours, plain)
 
 

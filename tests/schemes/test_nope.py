@@ -34,7 +34,9 @@ def test_nope_accepts_any_attention_layer_and_changes_nothing(heads, head_dim, c
     expected = plain(x)
     assert_close(with_nope(x, position_ids=positions), expected, atol=1e-6, rtol=1e-6)
     # contrast: a scheme with a head-count contract does refuse a mismatched layer
-    with pytest.raises(ValueError, match=rf"built for num_heads={heads + 1}, but the attention layer has num_heads={heads}"):
+    with pytest.raises(
+        ValueError, match=rf"built for num_heads={heads + 1}, but the attention layer has num_heads={heads}"
+    ):
         ALiBi(heads + 1, symmetric=True).check_attention(num_heads=heads, head_dim=head_dim, causal=causal)
 
 

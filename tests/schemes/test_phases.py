@@ -12,12 +12,23 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from posembed import (
-    DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, LongRoPERotary, NTKAwareRotary, ProportionalRotary,
-    RotaryEmbedding, ScaledSinusoidal, Sinusoidal, Sinusoidal2D, Sinusoidal3D, XPos, YaRNRotary,
+    DynamicNTKRotary,
+    LinearScalingRotary,
+    Llama3Rotary,
+    LongRoPERotary,
+    NTKAwareRotary,
+    ProportionalRotary,
+    RotaryEmbedding,
+    ScaledSinusoidal,
+    Sinusoidal,
+    Sinusoidal2D,
+    Sinusoidal3D,
+    XPos,
+    YaRNRotary,
 )  # fmt: skip
 from posembed.schemes.phases import cos_sin
-from posembed.schemes.rotary.scaling import dynamic_ntk_inv_freq
 from posembed.schemes.rotary.rotation import rotate_reference
+from posembed.schemes.rotary.scaling import dynamic_ntk_inv_freq
 from tests.helpers import max_abs_diff
 
 LIMIT = 2**24
@@ -115,8 +126,9 @@ ROTARY = {
     "yarn": lambda: YaRNRotary(128, factor=16.0, original_max_len=4096),
     "llama3": lambda: Llama3Rotary(128, factor=8.0, original_max_len=8192, base=500000.0),
     "proportional": lambda: ProportionalRotary(128, rope_fraction=0.5, factor=2.0),
-    "longrope": lambda: LongRoPERotary(8, short_factor=[1.0, 1.5, 2.0, 3.0], long_factor=[1.0, 2.0, 4.0, 8.0],
-                                       original_max_len=4096, factor=8.0),  # fmt: skip
+    "longrope": lambda: LongRoPERotary(
+        8, short_factor=[1.0, 1.5, 2.0, 3.0], long_factor=[1.0, 2.0, 4.0, 8.0], original_max_len=4096, factor=8.0
+    ),  # fmt: skip
 }
 
 

@@ -36,7 +36,9 @@ def test_equals_transformers(head_dim, theta):
     assert_close(q_rot, q_ref)
     assert_close(k_rot, k_ref)
     ours_cos, ours_sin = rope.cos_sin(positions)  # (T, D/2): transformers repeats it for the two halves
-    assert torch.equal(torch.cat([ours_cos, ours_cos], -1), cos) and torch.equal(torch.cat([ours_sin, ours_sin], -1), sin)
+    assert torch.equal(torch.cat([ours_cos, ours_cos], -1), cos) and torch.equal(
+        torch.cat([ours_sin, ours_sin], -1), sin
+    )
     assert torch.equal(rope.inv_freq, reference.inv_freq)
     exact = PixtralRotary(head_dim, base=theta)(q, k, positions)  # small angles: exact mode agrees too
     assert_close(exact[0], q_ref) and assert_close(exact[1], k_ref)

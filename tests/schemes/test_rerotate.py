@@ -5,14 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
+from posembed.schemes.rotary.longrope import LongRoPERotary
 from posembed.schemes.rotary.rerotate import rerotate_keys, rotation_between
 from posembed.schemes.rotary.rope import RotaryEmbedding
-from posembed.schemes.rotary.longrope import LongRoPERotary
 from posembed.schemes.rotary.scaling import (
-    DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary,
+    DynamicNTKRotary,
+    LinearScalingRotary,
+    Llama3Rotary,
+    NTKAwareRotary,
+    ProportionalRotary,
 )  # fmt: skip
-from posembed.schemes.rotary.yarn import YaRNRotary
 from posembed.schemes.rotary.xpos import XPos
+from posembed.schemes.rotary.yarn import YaRNRotary
 from tests.helpers import assert_close
 
 D = 16
@@ -30,8 +34,12 @@ def _variants(layout: str) -> dict[str, RotaryEmbedding]:
         "yarn": YaRNRotary(D, factor=4.0, original_max_len=16, **common),
         "llama3": Llama3Rotary(D, factor=8.0, original_max_len=16, base=500000.0, **common),
         "longrope": LongRoPERotary(
-            D, short_factor=[1.0 + i / 10 for i in range(D // 2)], long_factor=[1.0 + i for i in range(D // 2)],
-            original_max_len=16, factor=4.0, **common,
+            D,
+            short_factor=[1.0 + i / 10 for i in range(D // 2)],
+            long_factor=[1.0 + i for i in range(D // 2)],
+            original_max_len=16,
+            factor=4.0,
+            **common,
         ),  # fmt: skip
         "proportional": ProportionalRotary(D, rope_fraction=0.5, factor=2.0, **common),
     }

@@ -278,7 +278,9 @@ def test_bad_forward_inputs():
         rope(q, k, torch.arange(4))
     with pytest.raises(TypeError, match="position_ids must hold integers"):
         rope(q, k, torch.arange(T).float())
-    with pytest.raises(ValueError, match=r"position_ids has shape \(11,\); expected \(5,\).*q of shape \(2, 3, 5, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"position_ids has shape \(11,\); expected \(5,\).*q of shape \(2, 3, 5, 16\)"
+    ):
         rope(q[..., :5, :], k[..., :5, :], torch.arange(T))
     with pytest.raises(ValueError, match="layout must be one of"):
         apply_rotary(q, *rope.cos_sin_range(T), layout="x")
@@ -291,7 +293,10 @@ def test_per_row_positions_must_match_the_batch(rows):
     rope = RotaryEmbedding(D)
     q, k = _qk()  # batch 2
     positions = torch.arange(T).expand(rows, T)
-    with pytest.raises(ValueError, match=rf"position_ids has shape \({rows}, 11\); expected \(11,\), \(1, 11\) or \(2, 11\).*q of shape"):
+    with pytest.raises(
+        ValueError,
+        match=rf"position_ids has shape \({rows}, 11\); expected \(11,\), \(1, 11\) or \(2, 11\).*q of shape",
+    ):
         rope(q, k, positions)
     with pytest.raises(ValueError, match=rf"k_position_ids has shape \({rows}, 11\).*k of shape \(2, 3, 11, 16\)"):
         rope(q, k, torch.arange(T), positions)

@@ -19,7 +19,11 @@ def test_query_and_key_positions_default_to_arange_and_broadcast_one_row():
 @pytest.mark.parametrize(
     "q_ids, k_ids, match",
     [
-        (torch.zeros(3, 3, dtype=torch.long), None, r"position_ids has shape \(3, 3\); expected \(3,\), \(1, 3\) or \(2, 3\)"),
+        (
+            torch.zeros(3, 3, dtype=torch.long),
+            None,
+            r"position_ids has shape \(3, 3\); expected \(3,\), \(1, 3\) or \(2, 3\)",
+        ),
         (None, torch.zeros(4, 5, dtype=torch.long), r"k_position_ids has shape \(4, 5\).*k of shape \(2, 1, 5, 4\)"),
         (torch.zeros(2, 1, 3, dtype=torch.long), None, r"position_ids has shape \(2, 1, 3\)"),
         (None, None, "k has length 5 but q has length 3; pass k_position_ids"),

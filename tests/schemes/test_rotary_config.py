@@ -174,5 +174,7 @@ def test_missing_head_size_fields():
 def test_a_mistyped_rope_type_suggests_the_closest():
     config = _config("default")
     config.rope_parameters = {"rope_type": "llama_3", "rope_theta": 1e4, "factor": 8.0}
-    with pytest.raises(ValueError, match=r"unknown rope_type 'llama_3' \(did you mean 'llama3'\?\); known rope types: "):
+    with pytest.raises(
+        ValueError, match=r"unknown rope_type 'llama_3' \(did you mean 'llama3'\?\); known rope types: "
+    ):
         rotary_from_hf_config(config)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from posembed import LongRoPERotary, RotaryEmbedding
-from posembed.schemes.rotary.rope import rope_inv_freq
 from posembed.schemes.rotary.longrope import longrope_attention_factor
+from posembed.schemes.rotary.rope import rope_inv_freq
 from tests.helpers import assert_close
 
 D = 16

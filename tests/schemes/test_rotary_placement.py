@@ -37,7 +37,9 @@ def test_nanochat_turns_the_other_way():
     our_q, our_k = ours(q, k, position_ids=positions)
     torch.testing.assert_close(our_q, their_q, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(our_k, their_k, rtol=1e-6, atol=1e-6)
-    forward_q, _ = RotaryEmbedding(head_dim, base=config.rope_parameters["rope_theta"], angles="fp32")(q, k, position_ids=positions)
+    forward_q, _ = RotaryEmbedding(head_dim, base=config.rope_parameters["rope_theta"], angles="fp32")(
+        q, k, position_ids=positions
+    )
     assert not torch.allclose(forward_q, their_q, atol=1e-2)  # the setting is what makes it equal
 
 
@@ -74,7 +76,9 @@ def test_the_settings_are_checked_and_shown():
         RotaryEmbedding(8, direction="backwards")
     with pytest.raises(ValueError, match="channels must be one of .* got 'middle'"):
         RotaryEmbedding(8, channels="middle")
-    assert "direction='reversed', channels='last'" in repr(RotaryEmbedding(8, rotary_dim=4, direction="reversed", channels="last"))
+    assert "direction='reversed', channels='last'" in repr(
+        RotaryEmbedding(8, rotary_dim=4, direction="reversed", channels="last")
+    )
     assert "direction" not in repr(RotaryEmbedding(8))
 
 
@@ -97,11 +101,17 @@ def test_an_odd_frequency_width_is_transformers_ceil():
     ours = RotaryEmbedding(42, frequency_dim=21, base=config.rope_parameters["rope_theta"], angles="fp32")
     assert ours.rotary_dim == 22 and "frequency_dim=21" in repr(ours)
     torch.testing.assert_close(ours(q, q, position_ids=positions)[0], their_q, rtol=1e-6, atol=1e-6)
-    with pytest.raises(ValueError, match="frequency_dim=21 gives 11 frequencies, which rotate 22 channels; rotary_dim=20"):
+    with pytest.raises(
+        ValueError, match="frequency_dim=21 gives 11 frequencies, which rotate 22 channels; rotary_dim=20"
+    ):
         RotaryEmbedding(42, frequency_dim=21, rotary_dim=20)
     from posembed.schemes.rotary.scaling import LinearScalingRotary, NTKAwareRotary
 
     with pytest.raises(ValueError, match=r"an odd frequency_dim \(21\) .* NTKAwareRotary does not take it"):
         NTKAwareRotary(42, factor=2.0, frequency_dim=21)
-    linear = LinearScalingRotary(42, factor=2.0, frequency_dim=21, base=config.rope_parameters["rope_theta"], angles="fp32")
-    torch.testing.assert_close(linear.inv_freq, ours.inv_freq / 2.0)  # transformers' linear init divides the 21-wide ones
+    linear = LinearScalingRotary(
+        42, factor=2.0, frequency_dim=21, base=config.rope_parameters["rope_theta"], angles="fp32"
+    )
+    torch.testing.assert_close(
+        linear.inv_freq, ours.inv_freq / 2.0
+    )  # transformers' linear init divides the 21-wide ones

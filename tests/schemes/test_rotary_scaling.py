@@ -7,8 +7,8 @@ import torch
 
 from posembed import (
     DynamicNTKRotary,
-    Llama3Rotary,
     LinearScalingRotary,
+    Llama3Rotary,
     LongRoPERotary,
     NTKAwareRotary,
     RotaryEmbedding,
@@ -118,10 +118,14 @@ def test_variants_extra_repr_and_meta_init():
         (lambda: LinearScalingRotary(D, factor=0.5), "factor must be a finite number >= 1.0, got 0.5"),
         (lambda: NTKAwareRotary(D, factor="2"), "factor must be a number"),
         (lambda: DynamicNTKRotary(D, factor=2.0, original_max_len=0), "original_max_len must be a positive int"),
-        (lambda: Llama3Rotary(D, factor=8.0, original_max_len=8, low_freq_factor=4, high_freq_factor=1),
-         "high_freq_factor=1 must be at least low_freq_factor=4"),
-        (lambda: Llama3Rotary(D, factor=8.0, original_max_len=8, low_freq_factor=0, high_freq_factor=4),
-         "low_freq_factor must be greater than 0"),
+        (
+            lambda: Llama3Rotary(D, factor=8.0, original_max_len=8, low_freq_factor=4, high_freq_factor=1),
+            "high_freq_factor=1 must be at least low_freq_factor=4",
+        ),
+        (
+            lambda: Llama3Rotary(D, factor=8.0, original_max_len=8, low_freq_factor=0, high_freq_factor=4),
+            "low_freq_factor must be greater than 0",
+        ),
         (lambda: ProportionalRotary(D, rope_fraction=1.5), r"rope_fraction must be in \[0, 1\], got 1.5"),
         (lambda: LinearScalingRotary(7, factor=2.0), "head_dim must be even"),
     ],

@@ -42,7 +42,9 @@ def test_yarn_ramp_channels_at_head_dim_128():
     ratio = plain / rope.inv_freq
     assert torch.equal(ratio[:21], torch.ones(21)) and torch.allclose(ratio[46:], torch.full((18,), 8.0))
     assert_close(rope.inv_freq, _ramped(plain, 8.0, 20, 46), atol=0, rtol=1e-6)
-    assert rope.inv_freq[33].item() == pytest.approx(plain[33].item() * (0.5 + 0.5 / 8), rel=1e-6)  # (33 - 20) / 26 = 1/2
+    assert rope.inv_freq[33].item() == pytest.approx(
+        plain[33].item() * (0.5 + 0.5 / 8), rel=1e-6
+    )  # (33 - 20) / 26 = 1/2
     assert rope.inv_freq[21].item() == pytest.approx(plain[21].item() * (25 / 26 + 1 / 26 / 8), rel=1e-6)
     assert rope.inv_freq[45].item() == pytest.approx(plain[45].item() * (1 / 26 + 25 / 26 / 8), rel=1e-6)
     untruncated = YaRNRotary(128, factor=8.0, original_max_len=4096, truncate=False)
@@ -120,7 +122,9 @@ def test_attention_factor_at_small_factors_and_deepseek_halves():
     plain = 0.1 * math.log(8.0) + 1
     for one in ({"mscale": 0.707}, {"mscale_all_dim": 0.707}):  # one of the two alone: the plain factor
         assert yarn_attention_factor(8.0, **one) == pytest.approx(plain, rel=1e-12)
-        assert YaRNRotary(64, factor=8.0, original_max_len=4096, **one).attention_scaling == pytest.approx(plain, rel=1e-12)
+        assert YaRNRotary(64, factor=8.0, original_max_len=4096, **one).attention_scaling == pytest.approx(
+            plain, rel=1e-12
+        )
 
 
 def test_the_function_defaults_are_the_papers_and_the_class_s():
@@ -179,7 +183,9 @@ def test_the_bounds_of_the_arguments(kwargs, error, match):
 
 
 def test_the_smallest_accepted_arguments():
-    assert_close(YaRNRotary(D, factor=1.0, original_max_len=8).inv_freq, rope_inv_freq(D), atol=0, rtol=1e-6)  # s = 1: RoPE
+    assert_close(
+        YaRNRotary(D, factor=1.0, original_max_len=8).inv_freq, rope_inv_freq(D), atol=0, rtol=1e-6
+    )  # s = 1: RoPE
     assert YaRNRotary(D, factor=1.5, original_max_len=8).factor == 1.5
     assert YaRNRotary(D, factor=2.0, original_max_len=8, attention_factor=0.5).attention_scaling == 0.5
     assert YaRNRotary(D, factor=2.0, original_max_len=8, attention_factor=0.0).attention_scaling == 0.0

@@ -189,7 +189,8 @@ def test_the_module_default_follows_the_device_policy(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "case", ["asked_off", "float64", "learned_angles", "cannot_compile"],
+    "case",
+    ["asked_off", "float64", "learned_angles", "cannot_compile"],
 )
 def test_cuda_policy_keeps_the_eager_path_where_the_kernel_does_not_apply(monkeypatch, caplog, case):
     spy = _Spy()

@@ -18,8 +18,18 @@ def test_rope_types_are_the_factorys():
 
 
 def test_methods_are_the_factorys_in_table_order():
-    assert METHODS == tuple(METHOD_SCHEMES) == (
-        "extrapolate", "linear", "ntk", "dynamic_ntk", "yarn", "llama3", "longrope",
+    assert (
+        METHODS
+        == tuple(METHOD_SCHEMES)
+        == (
+            "extrapolate",
+            "linear",
+            "ntk",
+            "dynamic_ntk",
+            "yarn",
+            "llama3",
+            "longrope",
+        )
     )
 
 
@@ -64,7 +74,9 @@ def _data(value: ast.AST) -> bool:
     """A number, or a tuple / list of numbers: a published figure per name, not a way to build one."""
     if isinstance(value, (ast.Tuple, ast.List)):
         return all(map(_data, value.elts))
-    return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    return (
+        isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    )
 
 
 def name_tables(path: Path, names: frozenset[str] = NAMES) -> list[str]:
@@ -97,8 +109,11 @@ def test_no_name_table_outside_the_factory():
 def test_the_scan_finds_a_table(tmp_path):
     table = SRC / "interop" / "_probe_table.py"  # a file under src/ so that its path is reported as one
     try:
-        table.write_text('BUILDERS = {"rope_yarn": f, "rope_linear": g}\nOTHER = {"a": f, "yarn": g}\n'
-                         'PUBLISHED = {"alibi": 0.5, "rope": (0.3, 0.2)}\n', encoding="utf-8")
+        table.write_text(
+            'BUILDERS = {"rope_yarn": f, "rope_linear": g}\nOTHER = {"a": f, "yarn": g}\n'
+            'PUBLISHED = {"alibi": 0.5, "rope": (0.3, 0.2)}\n',
+            encoding="utf-8",
+        )
         assert tables_outside_the_factory([table]) == ["interop/_probe_table.py:1 keys rope_linear, rope_yarn"]
     finally:
         table.unlink()

@@ -160,8 +160,8 @@ def test_compiled_flex_attention_smallest_case(caplog):
     """
     import logging
 
-    from posembed.nn.attention.layer import SelfAttention
     from posembed.nn.attention.backends import _compiled_flex
+    from posembed.nn.attention.layer import SelfAttention
 
     torch.manual_seed(0)
     heads, head_dim, length = 2, 4, 5

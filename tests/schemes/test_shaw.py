@@ -137,7 +137,9 @@ def test_dtype_follows_q_and_table_is_learned():
 
 
 def test_unknown_mode():
-    with pytest.raises(ValueError, match="unknown Shaw mode 'absolute'; choose one of relative_key, relative_key_query"):
+    with pytest.raises(
+        ValueError, match="unknown Shaw mode 'absolute'; choose one of relative_key, relative_key_query"
+    ):
         ShawRelative(2, 4, max_distance=3, mode="absolute")
 
 

@@ -10,8 +10,8 @@ from positional_encodings.torch_encodings import PositionalEncoding1D
 from x_transformers.x_transformers import ScaledSinusoidalEmbedding
 
 from posembed import ScaledSinusoidal, Sinusoidal
-from posembed.schemes.positions import default_positions, positions_with_offset
 from posembed.schemes.absolute.sinusoidal import sinusoid_inv_freq, sinusoidal_table
+from posembed.schemes.positions import default_positions, positions_with_offset
 from tests.helpers import assert_close, max_abs_diff
 
 #: the reference libraries compute base^(-2i/C) in fp32 with a few ulps of error; ours is
@@ -41,8 +41,11 @@ def rotation(dim: int, k: int, layout: str) -> torch.Tensor:
     w = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     cos, sin = torch.cos(k * w), torch.sin(k * w)
     half = dim // 2
-    s, c = (torch.arange(0, dim, 2), torch.arange(1, dim, 2)) if layout == "interleaved" else (
-        torch.arange(half), torch.arange(half, dim))
+    s, c = (
+        (torch.arange(0, dim, 2), torch.arange(1, dim, 2))
+        if layout == "interleaved"
+        else (torch.arange(half), torch.arange(half, dim))
+    )
     m = torch.zeros(dim, dim, dtype=torch.float64)
     m[s, s], m[s, c] = cos, sin  # sin(a + b) = sin a cos b + cos a sin b
     m[c, s], m[c, c] = -sin, cos  # cos(a + b) = cos a cos b - sin a sin b

@@ -62,7 +62,9 @@ def test_buckets_equal_transformers(config, extra_distance, relative):
     expected = t5.T5Attention._relative_position_bucket(
         relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
     )
-    ours = relative_position_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    ours = relative_position_bucket(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     assert torch.equal(ours, expected)
     assert ours.dtype == torch.long
     assert int(ours.min()) >= 0 and int(ours.max()) < num_buckets
@@ -211,7 +213,9 @@ def test_causal_form_refuses_bidirectional_attention():
     causal.check_attention(num_heads=2, head_dim=8, causal=True)
     T5RelativeBias(2).check_attention(num_heads=2, head_dim=8, causal=False)
     T5RelativeBias(2).check_attention(num_heads=2, head_dim=8, causal=True)  # two-sided buckets, masked: allowed
-    match = r"T5RelativeBias\(bidirectional=False\) is the causal.*needs T5RelativeBias\(num_heads, bidirectional=True\)"
+    match = (
+        r"T5RelativeBias\(bidirectional=False\) is the causal.*needs T5RelativeBias\(num_heads, bidirectional=True\)"
+    )
     with pytest.raises(ValueError, match=match):
         causal.check_attention(num_heads=2, head_dim=8, causal=False)
     with pytest.raises(ValueError, match=match):

@@ -162,7 +162,9 @@ def check_coordinates(input_ids: Tensor, coordinates: Tensor | None, num_axes: i
     if not isinstance(coordinates, Tensor):
         raise TypeError(f"position_ids must be a torch.Tensor of integer coordinates, got {type(coordinates).__name__}")
     shape = tuple(coordinates.shape)
-    fits = shape == (length, num_axes) or (len(shape) == 3 and shape[0] in (1, batch) and shape[1:] == (length, num_axes))
+    fits = shape == (length, num_axes) or (
+        len(shape) == 3 and shape[0] in (1, batch) and shape[1:] == (length, num_axes)
+    )
     if not fits:
         raise ValueError(
             f"position_ids has shape {shape}, but {scheme} takes coordinates of shape {shapes} "
@@ -251,6 +253,8 @@ def check_table_size(rows: int, width: int, name: str, device=None, dtype: torch
     element = torch.empty((), dtype=dtype, device="meta").element_size()
     dtype_name = str(dtype).removeprefix("torch.")
     check_allocation(
-        rows * width * element, device, f"{name} of shape ({rows}, {width}) {dtype_name}",
+        rows * width * element,
+        device,
+        f"{name} of shape ({rows}, {width}) {dtype_name}",
         hint="check vocab_size / max_len",
     )

@@ -23,6 +23,7 @@ def tinyshakespeare_path(hint: str = "give another UTF-8 text file") -> Path:
         return Path(override)
     shipped = Path(str(resources.files("posembed") / "data" / "tinyshakespeare.txt"))
     if not shipped.is_file():
-        raise FileNotFoundError(f"tinyshakespeare.txt is missing from the installed package ({shipped}); "
-                                f"reinstall posembed, or {hint}")
+        raise FileNotFoundError(
+            f"tinyshakespeare.txt is missing from the installed package ({shipped}); reinstall posembed, or {hint}"
+        )
     return shipped

@@ -27,10 +27,21 @@ import os
 
 import torch
 from torch import Tensor, nn
+
 from posembed.errors import DeviceError
 
-__all__ = ["DEVICE_HELP", "DeviceError", "resolve_device", "cpu_tuned", "host_checks", "autocast_dtype", "autocast",
-           "model_device", "OnDevice", "on_device"]
+__all__ = [
+    "DEVICE_HELP",
+    "DeviceError",
+    "resolve_device",
+    "cpu_tuned",
+    "host_checks",
+    "autocast_dtype",
+    "autocast",
+    "model_device",
+    "OnDevice",
+    "on_device",
+]
 
 #: help text for a ``--device`` command-line option
 DEVICE_HELP = "where to run: auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N"
@@ -68,7 +79,9 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
         )
     count = torch.cuda.device_count()
     if device.index is not None and device.index >= count:
-        raise DeviceError(f"device {str(spec)!r} does not exist: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}")
+        raise DeviceError(
+            f"device {str(spec)!r} does not exist: this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}"
+        )
     return device
 
 

@@ -72,7 +72,9 @@ def keep_torch(explain: bool = True) -> str:
     if pin:
         why = " (the pin keeps the torch you have, CPU-only or not; in a checkout, -c constraints.txt does the same)"
         return f" '{pin}'" + (why if explain else "")
-    return f" --extra-index-url {CPU_INDEX}" + (" (a CPU-only torch, not a CUDA build of several GB)" if explain else "")
+    return f" --extra-index-url {CPU_INDEX}" + (
+        " (a CPU-only torch, not a CUDA build of several GB)" if explain else ""
+    )
 
 
 def package_hint(package: str, explain: bool = True) -> str:

@@ -55,8 +55,11 @@ def too_small_banner(what: str, reasons: Sequence[str], instead: str) -> str:
     """
     if not reasons:
         return ""
-    return (f"This {what} is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
-            f"run {instead} for answers.")
+    return (
+        f"This {what} is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
+        f"run {instead} for answers."
+    )
+
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
@@ -162,8 +165,9 @@ class HtmlReport:
         >>> '<li><a href="#q1">Q1: alike</a></li>' in report.html(), "<li>no link</li>" in report.html()
         (True, True)
         """
-        entries = [f'<a href="#{html.escape(anchor)}">{inline(text)}</a>' if anchor else inline(text)
-                   for text, anchor in items]
+        entries = [
+            f'<a href="#{html.escape(anchor)}">{inline(text)}</a>' if anchor else inline(text) for text, anchor in items
+        ]
         self._insert(f'<ul class="{html.escape(css)}">' + "".join(f"<li>{e}</li>" for e in entries) + "</ul>", at)
 
     def banner(self, text: str) -> None:
@@ -230,8 +234,10 @@ class HtmlReport:
         """
         header, body = _table_cells(rows, header)
         words = [_column_is_text(row[index] for row in body) for index in range(len(header))]
-        head = "".join(f'<th class="text">{_header_text(name)}</th>' if text else f"<th>{_header_text(name)}</th>"
-                       for name, text in zip(header, words))
+        head = "".join(
+            f'<th class="text">{_header_text(name)}</th>' if text else f"<th>{_header_text(name)}</th>"
+            for name, text in zip(header, words)
+        )
         lines = ['<div class="table-wrap"><table>', f"<tr>{head}</tr>"]
         for row in body:
             lines.append("<tr>" + "".join(_cell(v) for v in row) + "</tr>")

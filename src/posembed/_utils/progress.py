@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["Progress", "progress_mode", "log_to_stderr", "quiet_transformers", "MODES", "LAB_LOGGER"]
 
@@ -98,8 +98,17 @@ class Progress:
         settle: how many items of this run finish before an ETA is given (at least 1).
     """
 
-    def __init__(self, total: int, done: int = 0, *, mode: str = "off", desc: str = "lab trials", unit: str = "trial",
-                 logger: logging.Logger | None = None, settle: int = 3) -> None:
+    def __init__(
+        self,
+        total: int,
+        done: int = 0,
+        *,
+        mode: str = "off",
+        desc: str = "lab trials",
+        unit: str = "trial",
+        logger: logging.Logger | None = None,
+        settle: int = 3,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if settle < 1:
@@ -111,13 +120,30 @@ class Progress:
         if mode == "bar":
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, initial=done, desc=desc, unit=unit, dynamic_ncols=True, file=sys.stderr,
-                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, " + self._waiting + "{postfix}]")
+            self._bar = tqdm(
+                total=total,
+                initial=done,
+                desc=desc,
+                unit=unit,
+                dynamic_ncols=True,
+                file=sys.stderr,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, " + self._waiting + "{postfix}]",
+            )
         elif mode == "lines":  # plain tqdm (not a notebook widget); a record per finished item (miniters=1,
             from tqdm import tqdm  # mininterval=0), none before the first (delay) nor at close (leave=False)
 
-            self._bar = tqdm(total=total, initial=done, desc=desc, unit=unit, miniters=1, mininterval=0, smoothing=0,
-                             delay=1e-9, leave=False, file=_LogLines(logger or logging.getLogger(LAB_LOGGER)))
+            self._bar = tqdm(
+                total=total,
+                initial=done,
+                desc=desc,
+                unit=unit,
+                miniters=1,
+                mininterval=0,
+                smoothing=0,
+                delay=1e-9,
+                leave=False,
+                file=_LogLines(logger or logging.getLogger(LAB_LOGGER)),
+            )
 
     @property
     def settled(self) -> bool:
@@ -148,7 +174,7 @@ class Progress:
             self._bar.close()
             self._bar = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

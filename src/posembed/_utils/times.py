@@ -52,8 +52,8 @@ TIMES: dict[str, str] = {
     # not measured (the 96-trial quick took 77.5 s on an H200: results/gpu/2026-11-27-h200); Ray spreads the CPU hours.
     # The stored run (results/lab/full/meta.json): 4 h 11 min wall in two sittings on 2 cores shared at load 2-19
     "full": "about 160 CPU seconds a trial, 96 trials: about 4.3 CPU hours, so about 2 h 10 min on 2 idle CPU "
-            "cores (the stored run: 4 h 11 min on 2 cores shared with other jobs, load 2-19), about 16 min on a "
-            "16-core Ray cluster (--ray); on a GPU not yet measured",
+    "cores (the stored run: 4 h 11 min on 2 cores shared with other jobs, load 2-19), about 16 min on a "
+    "16-core Ray cluster (--ray); on a GPU not yet measured",
     "calibration": "about 4 min on 1 CPU thread (BENCHMARKS.md)",
     "lengthgen": "about 13 min on 2 CPU cores (755 s, docs/results.md)",
 }

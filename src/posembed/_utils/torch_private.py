@@ -59,8 +59,18 @@ logger = logging.getLogger(__name__)
 
 #: argument names the flash CPU ops must take, in order (they are passed by position up to ``is_causal``)
 _FLASH_ARGS = ("query", "key", "value", "dropout_p", "is_causal", "attn_mask", "scale")
-_FLASH_BACKWARD_ARGS = ("grad_out", "query", "key", "value", "out", "logsumexp", "dropout_p", "is_causal",
-                        "attn_mask", "scale")
+_FLASH_BACKWARD_ARGS = (
+    "grad_out",
+    "query",
+    "key",
+    "value",
+    "out",
+    "logsumexp",
+    "dropout_p",
+    "is_causal",
+    "attn_mask",
+    "scale",
+)
 _LAYER_NORM_BACKWARD_ARGS = ("grad_out", "input", "normalized_shape", "mean", "rstd", "weight", "bias", "output_mask")
 
 
@@ -73,8 +83,13 @@ def _aten_op(name: str, arguments: tuple[str, ...]):
         logger.info("torch %s has no aten.%s (%s): posembed uses the public path", torch.__version__, name, error)
         return None
     if found != arguments:
-        logger.info("torch %s's aten.%s takes %s, not %s: posembed uses the public path",
-                    torch.__version__, name, found, arguments)
+        logger.info(
+            "torch %s's aten.%s takes %s, not %s: posembed uses the public path",
+            torch.__version__,
+            name,
+            found,
+            arguments,
+        )
         return None
     return op
 
@@ -94,8 +109,15 @@ def _layer_norm_backward_op():
 
 
 def layer_norm_backward(
-    grad: Tensor, x: Tensor, width: int, mean: Tensor, rstd: Tensor, weight: Tensor | None, bias: Tensor | None,
-    mask: list[bool], eps: float,
+    grad: Tensor,
+    x: Tensor,
+    width: int,
+    mean: Tensor,
+    rstd: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    mask: list[bool],
+    eps: float,
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     """Gradients ``(dx, dweight, dbias)`` of ``F.layer_norm(x, (width,), weight, bias, eps)`` for ``grad``.
 
@@ -115,7 +137,10 @@ def layer_norm_backward(
     return tuple(next(grads) if want and t is not None else None for t, want in zip(inputs, mask))  # type: ignore[return-value]
 
 
-_LIMIT_NAMES = (("recompile_limit", "cache_size_limit"), ("accumulated_recompile_limit", "accumulated_cache_size_limit"))
+_LIMIT_NAMES = (
+    ("recompile_limit", "cache_size_limit"),
+    ("accumulated_recompile_limit", "accumulated_cache_size_limit"),
+)
 
 
 @contextlib.contextmanager
@@ -177,8 +202,12 @@ def inductor_caches_off() -> bool:
 
 
 _MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                 "_global_backward_pre_hooks")
+_GLOBAL_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
 
 
 def has_hooks(*modules: nn.Module) -> bool:

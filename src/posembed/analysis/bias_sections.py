@@ -19,8 +19,8 @@ import math
 import numpy as np
 import torch
 
-from posembed.analysis import scheme_plots
 from posembed._utils.html import HtmlReport
+from posembed.analysis import scheme_plots
 from posembed.schemes.base import BiasScheme
 
 __all__ = ["bias_by_distance", "receptive_field", "bias_horizon", "section_bias_distance", "section_receptive_field"]
@@ -80,7 +80,9 @@ def section_bias_distance(report: HtmlReport, scheme: BiasScheme, horizon: int, 
                   "attention bias relative to distance 0, per head")  # fmt: skip
     finding = f"{len(monotone)} of {bias.shape[0]} heads lower the weight steadily with distance"
     if rising:
-        finding += f"; {len(rising)} give some distant keys more weight than the query's own position ({_heads(rising)})"
+        finding += (
+            f"; {len(rising)} give some distant keys more weight than the query's own position ({_heads(rising)})"
+        )
     spread = drop[:, -1]
     finding += f"; at distance {horizon - 1} the bias ranges from {spread.min():.3g} to {spread.max():.3g}"
     report.finding(finding + ".")
@@ -103,7 +105,9 @@ def section_receptive_field(report: HtmlReport, scheme: BiasScheme, horizon: int
         f"happen within {horizon} positions. Keys farther than that can still win, but only with a q·k "
         "advantage of ln 10 = 2.3 (ln 100 = 4.6)."
     )
-    rows = [{"head": h, "weight / 10 at": t, "weight / 100 at": u} for h, (t, u) in enumerate(zip(tenfold, hundredfold))]
+    rows = [
+        {"head": h, "weight / 10 at": t, "weight / 100 at": u} for h, (t, u) in enumerate(zip(tenfold, hundredfold))
+    ]
     report.table(rows)
     report.figure(scheme_plots.receptive_field_figure(tenfold, hundredfold, horizon), "receptive_field",
                   "distance at which the bias divides the attention weight by 10 and by 100, per head")  # fmt: skip

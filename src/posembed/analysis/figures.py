@@ -189,11 +189,27 @@ def lookup_figure(embedding: torch.nn.Embedding, ids: torch.Tensor):
         product, looked_up = one_hot @ weight, embedding(ids).double()
     limit = float(weight.abs().max())
     figure = new_figure(10, 3.6)
-    panels = ((one_hot.numpy(), f"one_hot(ids)  ({len(ids)} x {embedding.num_embeddings})", "row of the table (id)",
-               "token", "Greys", 0.0, 1.0),
-              (weight.numpy(), f"weight  ({embedding.num_embeddings} x {embedding.embedding_dim})", "dimension",
-               "id", "RdBu_r", -limit, limit),
-              (product.numpy(), "one_hot @ weight = embedding(ids)", "dimension", "token", "RdBu_r", -limit, limit))
+    panels = (
+        (
+            one_hot.numpy(),
+            f"one_hot(ids)  ({len(ids)} x {embedding.num_embeddings})",
+            "row of the table (id)",
+            "token",
+            "Greys",
+            0.0,
+            1.0,
+        ),
+        (
+            weight.numpy(),
+            f"weight  ({embedding.num_embeddings} x {embedding.embedding_dim})",
+            "dimension",
+            "id",
+            "RdBu_r",
+            -limit,
+            limit,
+        ),
+        (product.numpy(), "one_hot @ weight = embedding(ids)", "dimension", "token", "RdBu_r", -limit, limit),
+    )
     for index, (matrix, title, xlabel, ylabel, cmap, low, high) in enumerate(panels):
         axes = figure.add_subplot(1, 3, index + 1)
         image = axes.imshow(matrix, cmap=cmap, vmin=low, vmax=high, aspect="auto", interpolation="nearest")
@@ -274,8 +290,9 @@ def add_concat_figure(shares: Mapping[str, float]):
     names = list(shares)
     mixed = {"word-position", "position-word"}
     if set(names) != {"word-word", "word-position", "position-word", "position-position"}:
-        raise ValueError(f"shares needs the four terms word-word, word-position, position-word, position-position, "
-                         f"got {names}")
+        raise ValueError(
+            f"shares needs the four terms word-word, word-position, position-word, position-position, got {names}"
+        )
     pure = sum(v for k, v in shares.items() if k not in mixed)
     concat = {k: (0.0 if k in mixed else v / pure if pure > 0 else 0.0) for k, v in shares.items()}
     figure = new_figure(9, 3.8)

@@ -102,13 +102,27 @@ def forest_figure(rows: Sequence[ForestRow], title: str = "the lab's tested comp
             seen.add("band")
             marker, filled = _look(row.word)
             colour = "C0" if filled else "C1"
-            kind = ("exploratory (no test)" if row.word == "exploratory" else
-                    "verdict (Holm at 5 %)" if filled else "cannot tell (no claim)")
+            kind = (
+                "exploratory (no test)"
+                if row.word == "exploratory"
+                else "verdict (Holm at 5 %)"
+                if filled
+                else "cannot tell (no claim)"
+            )
             label = kind if kind not in seen else None
             seen.add(kind)
             low, high = row.interval
-            axes.errorbar(row.difference, y, xerr=[[row.difference - low], [high - row.difference]], fmt=marker,
-                          ms=7, capsize=4, color=colour, mfc=colour if filled else "white", label=label)
+            axes.errorbar(
+                row.difference,
+                y,
+                xerr=[[row.difference - low], [high - row.difference]],
+                fmt=marker,
+                ms=7,
+                capsize=4,
+                color=colour,
+                mfc=colour if filled else "white",
+                label=label,
+            )
         axes.axvline(0, color="0.3", lw=1)
         axes.set_yticks(range(len(mine)), [texts[id(r)] for r in reversed(mine)], fontsize=9)
         axes.set_ylim(-0.6, len(mine) - 0.4)
@@ -146,7 +160,8 @@ def arm_series(rows: Iterable[Mapping], metric: str, task: str | None = None) ->
         for name, length, value, step in _evals(row):
             if name == metric and length == config["context"] and value is not None and math.isfinite(value):
                 found.setdefault(arm, {}).setdefault(int(config["steps"] if step is None else step), []).append(
-                    float(value))
+                    float(value)
+                )
     return dict(sorted(found.items()))
 
 
@@ -165,8 +180,14 @@ def arms_figure(series: Mapping[str, Mapping[int, Sequence[float]]], metric_labe
             steps = sorted(points)
             means = [statistics.fmean(points[s]) for s in steps]
             (line,) = axes.plot(steps, means, styles[(index // 10) % 4], marker="o", ms=3, label=arm)
-            axes.fill_between(steps, [min(points[s]) for s in steps], [max(points[s]) for s in steps],
-                              color=line.get_color(), alpha=0.12, lw=0)
+            axes.fill_between(
+                steps,
+                [min(points[s]) for s in steps],
+                [max(points[s]) for s in steps],
+                color=line.get_color(),
+                alpha=0.12,
+                lw=0,
+            )
         axes.set_xlabel("training step")
         axes.set_ylabel(metric_label)
         axes.set_title(f"{metric_label} during training (mean over seeds, band: their range)")
@@ -176,16 +197,19 @@ def arms_figure(series: Mapping[str, Mapping[int, Sequence[float]]], metric_labe
         for y, arm in enumerate(arms):
             (step,) = series[arm]
             values = np.asarray(series[arm][step], dtype=float)
-            axes.plot(values, np.full(len(values), y), "o", ms=5, color="C0", mfc="none",
-                      label="one seed" if y == 0 else None)
+            axes.plot(
+                values, np.full(len(values), y), "o", ms=5, color="C0", mfc="none", label="one seed" if y == 0 else None
+            )
             axes.plot([values.mean()] * 2, [y - 0.3, y + 0.3], color="C1", lw=2.5, label="mean" if y == 0 else None)
         axes.set_yticks(range(len(arms)), arms)
         axes.set_ylim(-0.6, len(arms) - 0.4)
         axes.set_ylabel("arm (scheme / variant)")
         axes.set_xlabel(metric_label)
         steps = sorted({s for points in series.values() for s in points})
-        axes.set_title(f"{metric_label} at the end of training (step {', '.join(map(str, steps))}); "
-                       "the store holds no evaluation during training")
+        axes.set_title(
+            f"{metric_label} at the end of training (step {', '.join(map(str, steps))}); "
+            "the store holds no evaluation during training"
+        )
         axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     axes.grid(alpha=0.3)
     return figure

@@ -50,7 +50,9 @@ def properties_finding(rows: list[dict]) -> tuple[str, bool]:
     text = f"Closeness ({row['closeness']}) {_monotone_words(row)}"
     invariance = row["translation_invariance_error"]
     inv_text = "depends on the offset only" if invariance < 0.1 else "depends on absolute position too"
-    text += f"; it {inv_text} (translation invariance error {invariance:.2g}), symmetry error {row['symmetry_error']:.2g}"
+    text += (
+        f"; it {inv_text} (translation invariance error {invariance:.2g}), symmetry error {row['symmetry_error']:.2g}"
+    )
     backward = next((r for r in rows if r["closeness"] == f"{row['closeness']} (backward)"), None)
     if backward is not None:
         text += f"; looking backward (keys before the query) it {_monotone_words(backward)}"
@@ -104,10 +106,15 @@ def spectrum_finding(fit: dict, width: int) -> tuple[str, bool]:
     """Is the table sinusoidal: the fit's R² against the shuffled-row control, with the rule applied."""
     gap = fit["r2"] - fit["r2_shuffled_rows"]
     verdict = sinusoid_verdict(fit, width)
-    close = (f"'close' needs R² ≥ {CLOSE_R2:g}, at least {CLOSE_DIMENSION_SHARE:.0%} of the dimensions above "
-             f"{DIMENSION_R2:g} and R² {CLOSE_GAP:g} above the shuffled rows")
-    rule = {"close to sinusoidal": close, "partly sinusoidal": f"{close}; 'partly', {PARTLY_GAP:g} above them",
-            "not sinusoidal": f"'partly' needs R² {PARTLY_GAP:g} above the shuffled rows"}[verdict]
+    close = (
+        f"'close' needs R² ≥ {CLOSE_R2:g}, at least {CLOSE_DIMENSION_SHARE:.0%} of the dimensions above "
+        f"{DIMENSION_R2:g} and R² {CLOSE_GAP:g} above the shuffled rows"
+    )
+    rule = {
+        "close to sinusoidal": close,
+        "partly sinusoidal": f"{close}; 'partly', {PARTLY_GAP:g} above them",
+        "not sinusoidal": f"'partly' needs R² {PARTLY_GAP:g} above the shuffled rows",
+    }[verdict]
     text = (
         f"The table is {verdict}: R² {fit['r2']:.2g} with {fit['num_basis_frequencies']} frequencies against "
         f"{fit['r2_shuffled_rows']:.2g} for the same rows shuffled; {fit['dimensions_with_r2_above_0.9']} of "
@@ -131,8 +138,11 @@ def layers_finding(rows: list[dict], nope: bool = False) -> tuple[str, bool]:
         text = f"No layer reads position better than chance (best error {where})"
     else:
         text = f"Position is decodable to within {where}"
-        text += f", readable (error below half of chance) at {_layers(readable)}" if readable else (
-            ", but no layer reads it to better than half of chance")
+        text += (
+            f", readable (error below half of chance) at {_layers(readable)}"
+            if readable
+            else (", but no layer reads it to better than half of chance")
+        )
         tail = next((i for i in range(len(rows)) if all(j in at_chance for j in range(i, len(rows)))), None)
         if tail is not None and tail > 0:
             text += f"; from layer {rows[tail]['layer']} on the probe is at chance"
@@ -205,8 +215,8 @@ def segments_finding(metrics: dict) -> tuple[str, bool]:
         size = " but ".join(sizes)
     against = f"{ratio_p:.2g}x the mean position norm and " if ratio_p is not None else ""
     return (
-        f"Segment vectors are {size}: {against}{ratio_t:.2g}x the mean token norm (\"small\" below "
-        f"{SEGMENT_SMALL:g}x, \"larger\" above {SEGMENT_LARGE:g}x); the segments differ by ||s_0 - s_last|| = "
+        f'Segment vectors are {size}: {against}{ratio_t:.2g}x the mean token norm ("small" below '
+        f'{SEGMENT_SMALL:g}x, "larger" above {SEGMENT_LARGE:g}x); the segments differ by ||s_0 - s_last|| = '
         f"{metrics['segment_difference_norm']:.3g}",
         False,
     )

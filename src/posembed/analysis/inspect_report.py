@@ -41,13 +41,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from posembed._utils.html import HtmlReport
 from posembed._utils.io import atomic_write_json
 from posembed._utils.progress import Progress, progress_mode
 from posembed.analysis import bias_sections, model_sections, rotary_sections, table_sections
 from posembed.analysis.scheme_details import position_kind
 from posembed.analysis.sources import Source
 from posembed.analysis.text_model import DEFAULT_TEXT, load_probe_text
-from posembed._utils.html import HtmlReport
 from posembed.schemes.base import BiasScheme
 
 __all__ = ["InspectOptions", "run_inspect", "PLANS", "TITLES"]
@@ -104,7 +104,7 @@ class InspectOptions:
     probe_epochs: int = 80
 
     @classmethod
-    def small(cls) -> "InspectOptions":
+    def small(cls) -> InspectOptions:
         """Settings for smoke tests: a few short windows, small probes."""
         return cls(
             windows=10,
@@ -239,8 +239,9 @@ _RUNNERS = {
 def _sections(run: _Run, timings: dict, anchors: dict, progress: bool | str | None) -> dict:
     found = {}
     plan = PLANS[run.kind]
-    with Progress(len(plan), mode=progress_mode(progress), desc="inspect sections", unit="section",
-                  logger=progress_logger) as reporter:
+    with Progress(
+        len(plan), mode=progress_mode(progress), desc="inspect sections", unit="section", logger=progress_logger
+    ) as reporter:
         for name in plan:
             start = time.perf_counter()
             logger.info("section: %s", name)

@@ -17,12 +17,12 @@ import logging
 import numpy as np
 import torch
 
+from posembed._utils.html import HtmlReport
 from posembed.analysis import findings, plots
 from posembed.analysis.decomposition import TERMS, add_or_concat, four_terms, layernorm_split, term_shares
 from posembed.analysis.probes import layer_probes
 from posembed.analysis.sources import FirstLayer
 from posembed.analysis.text_model import TextModel, make_windows
-from posembed._utils.html import HtmlReport
 
 __all__ = ["text_windows", "section_layers", "section_decomposition", "section_segments", "decompose_windows"]
 

@@ -20,12 +20,18 @@ from collections import Counter
 
 import numpy as np
 
+from posembed._utils.html import HtmlReport
 from posembed.analysis import scheme_plots
 from posembed.analysis.rotary_math import (
-    RotaryPairs, distance_grid, level_near, pair_usage, receding_below, rope_decay, rotary_pairs,
+    RotaryPairs,
+    distance_grid,
+    level_near,
+    pair_usage,
+    receding_below,
+    rope_decay,
+    rotary_pairs,
 )  # fmt: skip
 from posembed.analysis.source_types import AttentionWeights
-from posembed._utils.html import HtmlReport
 
 __all__ = ["rotary_pairs", "section_rope_frequencies", "section_rope_decay", "section_rope_usage"]
 
@@ -125,7 +131,11 @@ def _decay_words(rows: list[dict], reference: int, pairs: RotaryPairs, longest: 
     if bound["at the scaled context"] is not None:
         text += f" and {bound['at the scaled context']:.2f} at the scaled context ({pairs.effective})"
     half = bound["halved from"]
-    text += f"; it stays below half from distance {half} on" if half is not None else f"; it never halves within {longest} positions"
+    text += (
+        f"; it stays below half from distance {half} on"
+        if half is not None
+        else f"; it never halves within {longest} positions"
+    )
     text += f"; q·k of aligned vectors is {aligned['at the trained context']:.2f} at the trained context"
     if pairs.scaled:
         plain = rows[3]

@@ -103,8 +103,8 @@ def _attach_lab(source: Source, folder: Path) -> None:
 
 
 def _attach_hf_rotary(source: Source, folder: Path) -> None:
-    from posembed.interop.rope_check.check import check_rope_config
     from posembed.interop.rope.config import rotary_from_settings
+    from posembed.interop.rope_check.check import check_rope_config
 
     try:
         report = check_rope_config(folder)

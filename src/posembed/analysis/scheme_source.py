@@ -18,7 +18,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -90,8 +91,10 @@ def _table(scheme: AbsoluteScheme, name: str, max_len: int, notes: list[str], de
     ids = torch.arange(max_len, device=device)  # (T,)
     if scheme.num_axes > 1:
         ids = torch.stack([ids, *[torch.zeros_like(ids)] * (scheme.num_axes - 1)], dim=-1)  # (T, A)
-        notes.append(f"{name} places {scheme.num_axes}-D coordinates: the table runs along the first axis, "
-                     "the other coordinates held at 0.")
+        notes.append(
+            f"{name} places {scheme.num_axes}-D coordinates: the table runs along the first axis, "
+            "the other coordinates held at 0."
+        )
     runner = device_copy(scheme, device)
     try:
         with torch.no_grad():
@@ -104,7 +107,10 @@ def _table(scheme: AbsoluteScheme, name: str, max_len: int, notes: list[str], de
 
 
 def load_scheme(
-    name: str, dim: int | None = None, max_len: int | None = None, overrides: Mapping[str, Any] | None = None,
+    name: str,
+    dim: int | None = None,
+    max_len: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
     device: torch.device | None = None,
 ) -> Source:
     """Build a library scheme through the factory and, for absolute schemes, its ``(max_len, dim)`` table.

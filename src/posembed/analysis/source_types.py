@@ -48,8 +48,9 @@ class FirstLayer:
     num_heads: int
     where: str  # how the LayerNorm sits, for the report
 
-    def to(self, device: torch.device) -> "FirstLayer":
+    def to(self, device: torch.device) -> FirstLayer:
         """The same layer with its tensors on ``device`` (itself, tensor for tensor, where they are there)."""
+
         def move(tensor: torch.Tensor | None) -> torch.Tensor | None:
             return None if tensor is None else tensor.to(device)
 

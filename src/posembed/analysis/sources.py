@@ -31,8 +31,16 @@ from posembed.interop.hf.checks import check_hf_folder
 from posembed.interop.rope.settings import RopeSettings, has_rope, read_rope_settings
 
 __all__ = [
-    "FirstLayer", "Source", "load_source", "load_hf", "load_scheme", "load_lab_checkpoint", "default_model_path",
-    "rotary_closeness", "scheme_closeness", "MAX_POSITIONS",
+    "FirstLayer",
+    "Source",
+    "load_source",
+    "load_hf",
+    "load_scheme",
+    "load_lab_checkpoint",
+    "default_model_path",
+    "rotary_closeness",
+    "scheme_closeness",
+    "MAX_POSITIONS",
 ]
 
 logger = logging.getLogger(__name__)
@@ -272,5 +280,3 @@ def _hf_rotary_closeness(source: Source, config: dict, length: int = 512) -> Non
     source.notes.append(
         f"section 2 measures posembed's RoPE with this checkpoint's head_dim {head_dim} and theta {theta}."
     )
-
-

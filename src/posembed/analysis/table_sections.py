@@ -17,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from posembed._utils.html import HtmlReport
 from posembed.analysis import findings, plots
 from posembed.analysis.probes import absolute_probe, relative_probe
 from posembed.analysis.properties import offset_closeness, position_properties, similarity_matrices, symmetry_error
 from posembed.analysis.sources import FirstLayer
 from posembed.analysis.spectrum import dimension_spectrum, sinusoid_fit
-from posembed._utils.html import HtmlReport
 
 __all__ = [
     "section_similarity",
@@ -81,9 +81,7 @@ def section_similarity(report: HtmlReport, table: np.ndarray) -> dict:
     }
 
 
-def first_layer_position_logits(
-    table: np.ndarray, layer: FirstLayer, device: torch.device | None = None
-) -> np.ndarray:
+def first_layer_position_logits(table: np.ndarray, layer: FirstLayer, device: torch.device | None = None) -> np.ndarray:
     """Mean over heads of the first layer's position-to-position logits ``(LN(p_i) W^Q)(LN(p_j) W^K)^T / sqrt(D)``.
 
     Each position vector is layer-normalised on its own (the LayerNorm's scale, no shift or biases):

@@ -127,7 +127,7 @@ class HFTextModel:
         self._model = None
 
     @classmethod
-    def open(cls, folder: Path, notes: list[str], device: torch.device | None = None) -> "HFTextModel | None":
+    def open(cls, folder: Path, notes: list[str], device: torch.device | None = None) -> HFTextModel | None:
         """The folder's tokenizer, or None (with a note) when it has none; the model will run on ``device``."""
         from transformers import AutoConfig, AutoTokenizer
 
@@ -198,7 +198,7 @@ class LabTextModel:
     @classmethod
     def open(
         cls, model, meta: dict, notes: list[str], max_length: int, device: torch.device | None = None
-    ) -> "LabTextModel":
+    ) -> LabTextModel:
         """The model with its vocabulary; windows stay within ``max_length`` (the positions the caller analyses);
         the model runs on ``device`` (a copy there, :func:`device_copy`)."""
         vocab_size = int(model.embeddings.vocab_size)

@@ -31,8 +31,8 @@ import statistics
 
 import torch
 
-from posembed.bench.harness import Row, as_device, failure_note, peak_memory_mb, run_worker, start_memory, time_ms
 from posembed._utils.devices import cpu_tuned
+from posembed.bench.harness import Row, as_device, failure_note, peak_memory_mb, run_worker, start_memory, time_ms
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +154,14 @@ def _cases(quick: bool, device: torch.device):
                     if backend == "chunked" and mode == "train" and length > 4096:
                         continue  # minutes per step at 8k on two cores
                     warmup = 0 if length > 4096 else 1
-                    yield {"impl": impl, "scheme": scheme, "length": length, "mode": mode,
-                           "repeats": 1 if length >= 4096 else 2, "warmup": warmup}
+                    yield {
+                        "impl": impl,
+                        "scheme": scheme,
+                        "length": length,
+                        "mode": mode,
+                        "repeats": 1 if length >= 4096 else 2,
+                        "warmup": warmup,
+                    }
 
 
 def _cuda_cases(quick: bool):
@@ -167,12 +173,22 @@ def _cuda_cases(quick: bool):
                 for impl, backend in IMPLS.items():
                     if backend == "eager" and length > 4096:
                         continue  # materialises several (H, T, T) tensors: what sdpa's row already shows
-                    yield {"impl": impl, "scheme": scheme, "length": length, "mode": mode, "dtype": dtype,
-                           "heads": CUDA_HEADS, "repeats": 5, "warmup": 2}
+                    yield {
+                        "impl": impl,
+                        "scheme": scheme,
+                        "length": length,
+                        "mode": mode,
+                        "dtype": dtype,
+                        "heads": CUDA_HEADS,
+                        "repeats": 5,
+                        "warmup": 2,
+                    }
 
 
 def run(
-    quick: bool = False, repeats: int | None = None, threads: int | None = None,
+    quick: bool = False,
+    repeats: int | None = None,
+    threads: int | None = None,
     device: str | torch.device | None = None,
 ) -> list[Row]:
     """Every case in a fresh worker process on ``device`` (default: the CPU).
@@ -200,7 +216,10 @@ def _in_process(spec: dict, device: torch.device) -> dict:
     except Exception as error:  # a case that cannot run is a row, as a failed worker is
         return {"error": failure_note(error).removeprefix("failed: ")}
     if device.type == "cpu" and "median_ms" in result:
-        result = {"median_ms": result["median_ms"], "note": "quick run: timed in the bench's process, memory not measured"}
+        result = {
+            "median_ms": result["median_ms"],
+            "note": "quick run: timed in the bench's process, memory not measured",
+        }
     return result
 
 
@@ -236,11 +255,13 @@ def targets(rows: list[Row]) -> list[dict]:
             if not match or "memory vs baseline" not in match[0].extra:
                 continue
             memory, slowdown = match[0].extra["memory vs baseline"], 1 / match[0].speedup
-            found.append({
-                "target": f"{scheme} training T=4096: <= 1/3 the memory of the materialised bias at <= 1.5x its time ({impl})",
-                "measured": f"{memory:.2f}x the memory, {slowdown:.2f}x the time",
-                "met": memory <= 1 / 3 and slowdown <= 1.5,
-            })
+            found.append(
+                {
+                    "target": f"{scheme} training T=4096: <= 1/3 the memory of the materialised bias at <= 1.5x its time ({impl})",
+                    "measured": f"{memory:.2f}x the memory, {slowdown:.2f}x the time",
+                    "met": memory <= 1 / 3 and slowdown <= 1.5,
+                }
+            )
     return found
 
 

@@ -22,8 +22,8 @@ import logging
 
 import torch
 
-from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, failure_note, median, rows_from_times
 from posembed._utils.devices import cpu_tuned
+from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, failure_note, median, rows_from_times
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,9 @@ def _run_dtype(shape: dict, dtype: torch.dtype, quick: bool, repeats: int, devic
     return rows
 
 
-def _bandwidth_row(shape: dict, forward: dict, label: str, quick: bool, device: torch.device, dtype: torch.dtype) -> Row:
+def _bandwidth_row(
+    shape: dict, forward: dict, label: str, quick: bool, device: torch.device, dtype: torch.dtype
+) -> Row:
     """Minimal bytes of the forward (eval): read each token's word row once, write the output once."""
     tokens = shape["batch"] * shape["length"]
     size = torch.finfo(dtype).bits // 8

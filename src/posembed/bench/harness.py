@@ -27,9 +27,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -104,7 +104,10 @@ def time_ms(fn: Callable[[], object], device: str | torch.device | None = None) 
 
 
 def compare(
-    cases: dict[str, Callable[[], object]], *, warmup: int = 1, repeats: int = 5,
+    cases: dict[str, Callable[[], object]],
+    *,
+    warmup: int = 1,
+    repeats: int = 5,
     device: str | torch.device | None = None,
 ) -> dict[str, list[float]]:
     """Time each callable ``repeats`` times, interleaved round by round, after ``warmup`` calls.
@@ -133,7 +136,9 @@ def median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
-def rows_from_times(section: str, case: str, times: dict[str, list], reference: str, extra: dict | None = None) -> list[Row]:
+def rows_from_times(
+    section: str, case: str, times: dict[str, list], reference: str, extra: dict | None = None
+) -> list[Row]:
     """Turn :func:`compare` output into rows with speedups against ``reference``."""
     ref = median(times[reference]) if reference in times else None
     rows = []
@@ -142,7 +147,9 @@ def rows_from_times(section: str, case: str, times: dict[str, list], reference: 
             rows.append(Row(section, case, name[: -len("!error")], note=values[0]))
             continue
         value = median(values)
-        rows.append(Row(section, case, name, round(value, 3), None if ref is None else round(ref / value, 2), dict(extra or {})))
+        rows.append(
+            Row(section, case, name, round(value, 3), None if ref is None else round(ref / value, 2), dict(extra or {}))
+        )
     return rows
 
 
@@ -281,11 +288,16 @@ def missed_explanations(targets: list[dict], machine: dict, load_now: list[float
     busy = oversubscribed(start, cores) or (load_now is not None and oversubscribed(load_now, cores))
     for target in (t for t in targets if not t["met"]):
         note = target.get("contention")
-        why = (f"known to lose under contention: {note}" if note else
-               "not known to lose under contention" + ("; rerun on a quiet machine before reading it as a regression"
-                                                       if busy else ""))
-        lines.append(f"target not met: {target['target']} ({target['measured']}) at load average {start[0]:g} (start)"
-                     f"{end} on {cores} cores: {'busy' if busy else 'quiet'}; {why}")
+        why = (
+            f"known to lose under contention: {note}"
+            if note
+            else "not known to lose under contention"
+            + ("; rerun on a quiet machine before reading it as a regression" if busy else "")
+        )
+        lines.append(
+            f"target not met: {target['target']} ({target['measured']}) at load average {start[0]:g} (start)"
+            f"{end} on {cores} cores: {'busy' if busy else 'quiet'}; {why}"
+        )
     return lines
 
 
@@ -293,8 +305,10 @@ def write_report(rows: list[Row], targets: list[dict], machine: dict, out_dir: P
     """Write ``results.json`` and ``results.md`` into ``out_dir``, each atomically; return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     payload = {"machine": machine, "quick": quick, "rows": [asdict(r) for r in rows], "targets": targets}
-    return (atomic_write_text(out_dir / "results.json", json.dumps(payload, indent=2)),
-            atomic_write_text(out_dir / "results.md", markdown(rows, targets, machine, quick)))
+    return (
+        atomic_write_text(out_dir / "results.json", json.dumps(payload, indent=2)),
+        atomic_write_text(out_dir / "results.md", markdown(rows, targets, machine, quick)),
+    )
 
 
 def _device_words(machine: dict) -> str:
@@ -344,7 +358,12 @@ def markdown(rows: list[Row], targets: list[dict], machine: dict, quick: bool) -
         lines += [f"- {line}" for line in missed_explanations(targets, machine)]
         lines += [""] if any(not t["met"] for t in targets) else []
     for section in dict.fromkeys(r.section for r in rows):
-        lines += [f"### {section}", "", "| case | implementation | median ms | vs reference | notes |", "|---|---|---|---|---|"]
+        lines += [
+            f"### {section}",
+            "",
+            "| case | implementation | median ms | vs reference | notes |",
+            "|---|---|---|---|---|",
+        ]
         for r in (r for r in rows if r.section == section):
             notes = "; ".join(x for x in (notes_text(r.extra), r.note) if x)
             ms = "—" if r.median_ms is None else format_ms(r.median_ms)

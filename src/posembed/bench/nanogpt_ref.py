@@ -46,7 +46,9 @@ class NanoBlock(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         batch, length, dim = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(dim, dim=2)
-        q, k, v = (t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        q, k, v = (
+            t.view(batch, length, self.heads, dim // self.heads).transpose(1, 2) for t in (q, k, v)
+        )  # (B, H, T, D)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
         x = x + self.c_proj(y.transpose(1, 2).reshape(batch, length, dim))
         return x + self.mlp(self.ln_2(x))
@@ -117,8 +119,10 @@ def _estimate(model, splits, block, batch, iters, generator) -> list[float]:
     model.eval()
     out = []
     for data in splits:
-        losses = [F.cross_entropy(model(x).flatten(0, 1), y.flatten()).item()
-                  for x, y in (_batch(data, block, batch, generator) for _ in range(iters))]
+        losses = [
+            F.cross_entropy(model(x).flatten(0, 1), y.flatten()).item()
+            for x, y in (_batch(data, block, batch, generator) for _ in range(iters))
+        ]
         out.append(sum(losses) / len(losses))
     model.train()
     return out
@@ -127,16 +131,32 @@ def _estimate(model, splits, block, batch, iters, generator) -> list[float]:
 def configure_optimizer(model: nn.Module, *, lr: float, beta2: float, weight_decay: float) -> torch.optim.AdamW:
     """nanoGPT's ``configure_optimizers`` on the CPU: decay on matrices only, the for-loop AdamW."""
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, beta2))
 
 
 def train_reference(
-    text: str, *, steps: int = 2000, dim: int = 128, depth: int = 4, heads: int = 4, block: int = 64,
-    batch: int = 12, lr: float = 1e-3, min_lr: float = 1e-4, warmup: int = 100, weight_decay: float = 0.1,
-    beta2: float = 0.99, grad_clip: float = 1.0, eval_interval: int = 250, eval_iters: int = 20,
-    log_interval: int = 10, seed: int = 1337,
+    text: str,
+    *,
+    steps: int = 2000,
+    dim: int = 128,
+    depth: int = 4,
+    heads: int = 4,
+    block: int = 64,
+    batch: int = 12,
+    lr: float = 1e-3,
+    min_lr: float = 1e-4,
+    warmup: int = 100,
+    weight_decay: float = 0.1,
+    beta2: float = 0.99,
+    grad_clip: float = 1.0,
+    eval_interval: int = 250,
+    eval_iters: int = 20,
+    log_interval: int = 10,
+    seed: int = 1337,
 ) -> RefRun:
     """Train the reference with nanoGPT's loop on ``text``; wall time from the first step to the end."""
     torch.manual_seed(seed)

@@ -23,9 +23,9 @@ import logging
 
 import torch
 
+from posembed._utils.devices import cpu_tuned
 from posembed._utils.hints import package_hint
 from posembed.bench.harness import Row, as_device, compare, copy_bandwidth, failure_note, rows_from_times
-from posembed._utils.devices import cpu_tuned
 
 log = logging.getLogger(__name__)
 
@@ -240,12 +240,14 @@ def targets(rows: list[Row]) -> list[dict]:
     for impl in (POSEMBED, FUSED):
         match = [r for r in rows if r.section == SECTION and r.case.startswith("forward+backward") and r.impl == impl]
         if match and match[0].speedup is not None:
-            found.append({
-                "target": f"RoPE forward+backward: >= 3x transformers eager ({impl})",
-                "measured": f"{match[0].speedup:.2f}x ({match[0].median_ms:.1f} ms)",
-                "met": match[0].speedup >= 3.0,
-                "contention": CONTENTION if impl == POSEMBED else None,
-            })
+            found.append(
+                {
+                    "target": f"RoPE forward+backward: >= 3x transformers eager ({impl})",
+                    "measured": f"{match[0].speedup:.2f}x ({match[0].median_ms:.1f} ms)",
+                    "met": match[0].speedup >= 3.0,
+                    "contention": CONTENTION if impl == POSEMBED else None,
+                }
+            )
     return found
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
+from posembed._utils.devices import cpu_tuned, resolve_device
 from posembed.bench.harness import Row, machine_info, write_report
 from posembed.bench.suites import PROGRESS_LOGGER, SUITES
-from posembed._utils.devices import cpu_tuned, resolve_device
 
 __all__ = ["run_suites"]
 
@@ -19,8 +19,13 @@ log = logging.getLogger("posembed.bench")
 
 
 def run_suites(
-    *, quick: bool = False, only: list[str] | None = None, out: Path | str = "bench-results",
-    threads: int | None = None, repeats: int | None = None, progress: bool | str | None = None,
+    *,
+    quick: bool = False,
+    only: list[str] | None = None,
+    out: Path | str = "bench-results",
+    threads: int | None = None,
+    repeats: int | None = None,
+    progress: bool | str | None = None,
     device: str | torch.device | None = "auto",
 ) -> dict:
     """Run the chosen suites, write JSON + markdown into ``out``; return paths, rows and targets.
@@ -48,8 +53,13 @@ def run_suites(
     machine = machine_info(device)
     rows: list[Row] = []
     targets: list[dict] = []
-    with Progress(len(names), mode=progress_mode(progress), desc="bench suites", unit="suite",
-                  logger=logging.getLogger(PROGRESS_LOGGER)) as reporter:
+    with Progress(
+        len(names),
+        mode=progress_mode(progress),
+        desc="bench suites",
+        unit="suite",
+        logger=logging.getLogger(PROGRESS_LOGGER),
+    ) as reporter:
         for name in names:
             module = importlib.import_module(SUITES[name])
             log.info("running %s", name)

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from posembed._utils.devices import cpu_tuned
 from posembed.bench.harness import Row, as_device, compare, median
 from posembed.bench.nanogpt_ref import NanoGPT
-from posembed._utils.devices import cpu_tuned
 
 SECTION = "lab training throughput"
 REFERENCE = "nanoGPT-style (learned absolute)"
@@ -48,8 +48,8 @@ def _data(config: dict) -> tuple[torch.Tensor, int]:
 
 def _models(vocab: int, c: dict) -> dict[str, nn.Module]:
     from posembed.nn.model.transformer import Decoder
-    from posembed.schemes.bias.alibi import ALiBi
     from posembed.schemes.absolute.learned import LearnedAbsolute
+    from posembed.schemes.bias.alibi import ALiBi
     from posembed.schemes.rotary.rope import RotaryEmbedding
 
     # bias=False as nanoGPT's model and the lab's calibration preset: the same layers on both sides

@@ -31,6 +31,14 @@ from posembed.cli.command import build_parser, main
 from posembed.cli.shared import DEFAULT_MODEL, DEFAULT_MODEL_HELP, add_run_options, model_folder
 from posembed.errors import UserError
 
-__all__ = ["main", "build_parser", "UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
+__all__ = [
+    "main",
+    "build_parser",
+    "UserError",
+    "model_folder",
+    "add_run_options",
+    "DEFAULT_MODEL",
+    "DEFAULT_MODEL_HELP",
+]
 
 __getattr__ = submodules(__name__)  # posembed.cli.<file>: imported on first use

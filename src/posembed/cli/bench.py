@@ -11,11 +11,11 @@ import argparse
 import json
 from pathlib import Path
 
+from posembed._utils.devices import DEVICE_HELP
 from posembed._utils.hints import extra_hint
 from posembed._utils.times import quote
 from posembed.bench.suites import SUITES
 from posembed.cli import UserError, add_run_options
-from posembed._utils.devices import DEVICE_HELP
 
 #: the time is posembed._utils.times.TIMES["bench-quick"] (measured 2026-11-26: 72 s of CPU time for the four
 #: suites; 9 min 44 s of wall time at load average 20 on 2 shared cores)
@@ -27,16 +27,26 @@ def register(subparsers) -> None:
         "bench",
         help="time posembed against transformers, x-transformers and rotary-embedding-torch",
         description="Run the benchmarks side by side in one process and write results.json + results.md. "
-                    f"A comparison library that is not installed is a skipped row ({extra_hint('bench', explain=False)}).",
+        f"A comparison library that is not installed is a skipped row ({extra_hint('bench', explain=False)}).",
     )
     parser.add_argument("--quick", action="store_true", help=QUICK_HELP)
-    parser.add_argument("--only", action="append", choices=SUITES, metavar="NAME",
-                        help=f"run only this suite (repeatable): {', '.join(SUITES)}")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output folder (default: ./bench-results)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SUITES,
+        metavar="NAME",
+        help=f"run only this suite (repeatable): {', '.join(SUITES)}",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="output folder (default: ./bench-results)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds per case (default per suite)")
-    add_run_options(parser, f"{DEVICE_HELP}; the report records it; the CPU-tuned fast paths and the targets "
-                            "apply on the CPU only", "suite")
+    add_run_options(
+        parser,
+        f"{DEVICE_HELP}; the report records it; the CPU-tuned fast paths and the targets apply on the CPU only",
+        "suite",
+    )
     parser.set_defaults(func=run)
 
 
@@ -52,8 +62,15 @@ def run(args: argparse.Namespace) -> int:
     from posembed.lab.sweep.progress import log_to_stderr
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
-        result = run_suites(quick=args.quick, only=args.only, out=args.out, threads=args.threads, repeats=args.repeats,
-                            progress=not args.quiet, device=device)
+        result = run_suites(
+            quick=args.quick,
+            only=args.only,
+            out=args.out,
+            threads=args.threads,
+            repeats=args.repeats,
+            progress=not args.quiet,
+            device=device,
+        )
     print(result["markdown"].read_text())
     print(f"wrote {result['json']} and {result['markdown']}")
     import os

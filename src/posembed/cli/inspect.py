@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from posembed.cli import DEFAULT_MODEL_HELP, UserError, add_run_options
 from posembed._utils.devices import DEVICE_HELP
+from posembed.cli import DEFAULT_MODEL_HELP, UserError, add_run_options
 
 __all__ = ["register", "run", "parse_sets"]
 
@@ -78,15 +78,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small settings (few short windows, small probes) for a fast look"
     )
-    add_run_options(parser, f"{DEVICE_HELP}: the model's forward and the scheme's matrices run there, the probes "
-                            "(scikit-learn), tables and plots on the CPU", "section")
+    add_run_options(
+        parser,
+        f"{DEVICE_HELP}: the model's forward and the scheme's matrices run there, the probes "
+        "(scikit-learn), tables and plots on the CPU",
+        "section",
+    )
     parser.set_defaults(func=run)
 
 
 def _source(args: argparse.Namespace):
+    from posembed._utils.devices import resolve_device
     from posembed.analysis.scheme_details import load_for_inspect
     from posembed.analysis.sources import load_scheme
-    from posembed._utils.devices import resolve_device
 
     device = resolve_device(args.device)  # a DeviceError (exit 2) before anything loads
 
@@ -128,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     source = _source(args)
     out = args.out if args.out is not None else Path("posembed-inspect") / source.name.split(" ")[0]
     options = InspectOptions.small() if args.quick else InspectOptions()
-    from posembed.analysis.inspect_report import PROGRESS_LOGGER
     from posembed._utils.progress import log_to_stderr
+    from posembed.analysis.inspect_report import PROGRESS_LOGGER
 
     with log_to_stderr(PROGRESS_LOGGER, enabled=not args.quiet):
         metrics = run_inspect(source, out, text_path=args.text, options=options, progress=False if args.quiet else None)

@@ -39,32 +39,62 @@ __all__ = ["register", "run"]
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("lab", help="train small transformers side by side; report the sweep")
     actions = parser.add_subparsers(dest="lab_command", metavar="ACTION")
-    run_parser = actions.add_parser("run", help="run (or resume) an experiment preset", epilog=_presets_help,
-                                    formatter_class=_LazyEpilog, description=DECISIONS)
+    run_parser = actions.add_parser(
+        "run",
+        help="run (or resume) an experiment preset",
+        epilog=_presets_help,
+        formatter_class=_LazyEpilog,
+        description=DECISIONS,
+    )
     run_parser.add_argument("--preset", required=True, help="experiment name (the presets are listed below)")
     run_parser.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
     run_parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value, e.g. --set steps=50 --set schemes=learned,alibi --set charlm.context=32",
     )
     run_parser.add_argument("--no-checkpoints", action="store_true", help="do not save per-trial checkpoints")
-    run_parser.add_argument("--threads", type=int, default=1,
-                            help="torch intra-op threads per process (default: 1, the fastest for the lab's small "
-                                 "models: a quick trial ran ~6x slower with torch's default on 2 busy cores)")
-    run_parser.add_argument("--workers", type=int, default=None,
-                            help="trials trained at once, each in its own process, on a GPU sharing it (default: "
-                                 "as many as the sweep gains from, up to the cores over --threads: 1 for a small "
-                                 "sweep such as smoke; 1 trains in this process; always 1 under torchrun)")
-    run_parser.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N (on a GPU: "
-                            "bf16 autocast, FlexAttention for bias schemes, --workers processes sharing it)")
-    run_parser.add_argument("--ray", default=None, metavar="auto|HOST:PORT",
-                            help="train the trials as Ray tasks: 'auto' joins the local cluster or starts one, "
-                                 "HOST:PORT joins a running cluster (`ray start --head` prints it); this process "
-                                 "writes the results; --workers then caps the trials in flight (default: all)")
-    run_parser.add_argument("-q", "--quiet", action="store_true",
-                            help="no progress (default: a bar on a terminal, else one line per finished trial on stderr)")
-    run_parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                            help=argparse.SUPPRESS)  # kept for old scripts: progress is on by default now
+    run_parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads per process (default: 1, the fastest for the lab's small "
+        "models: a quick trial ran ~6x slower with torch's default on 2 busy cores)",
+    )
+    run_parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="trials trained at once, each in its own process, on a GPU sharing it (default: "
+        "as many as the sweep gains from, up to the cores over --threads: 1 for a small "
+        "sweep such as smoke; 1 trains in this process; always 1 under torchrun)",
+    )
+    run_parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (CUDA when present, else CPU; the default), cpu, cuda or cuda:N (on a GPU: "
+        "bf16 autocast, FlexAttention for bias schemes, --workers processes sharing it)",
+    )
+    run_parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="auto|HOST:PORT",
+        help="train the trials as Ray tasks: 'auto' joins the local cluster or starts one, "
+        "HOST:PORT joins a running cluster (`ray start --head` prints it); this process "
+        "writes the results; --workers then caps the trials in flight (default: all)",
+    )
+    run_parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (default: a bar on a terminal, else one line per finished trial on stderr)",
+    )
+    run_parser.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS
+    )  # kept for old scripts: progress is on by default now
     list_parser = actions.add_parser("list", help="list the trials of an out folder: task, scheme, metrics, checkpoint")
     list_parser.add_argument("out_dir", type=Path, help="folder a `posembed lab run` wrote")
     list_parser.add_argument("--task", action="append", default=None, help="only this task (repeatable)")
@@ -118,8 +148,10 @@ def _presets_help() -> str:
     for name, build in PRESETS.items():
         trials = expand(build())
         steps = "/".join(str(n) for n in sorted({trial.steps for trial in trials}))
-        lines.append(f"  {name:<12} {len(trials)} trial{'s' if len(trials) != 1 else ''}, {steps} steps; "
-                     f"{PRESET_TIMES.get(name, 'not timed')}")
+        lines.append(
+            f"  {name:<12} {len(trials)} trial{'s' if len(trials) != 1 else ''}, {steps} steps; "
+            f"{PRESET_TIMES.get(name, 'not timed')}"
+        )
     return "\n".join(lines)
 
 
@@ -139,12 +171,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from posembed.errors import WorkerError
     from posembed.lab.config import apply_overrides
-    from posembed.lab.training.ddp import init_distributed, rank_and_world, shutdown
     from posembed.lab.presets import get_preset
     from posembed.lab.sweep.progress import LAB_LOGGER, log_to_stderr
     from posembed.lab.sweep.runner import run_experiment
-    from posembed.errors import WorkerError
+    from posembed.lab.training.ddp import init_distributed, rank_and_world, shutdown
 
     experiment = apply_overrides(get_preset(args.preset), args.overrides)
     if args.threads < 1:
@@ -164,9 +196,16 @@ def _run(args: argparse.Namespace) -> int:
     try:
         rank, world = rank_and_world()
         with _write_errors(), log_to_stderr(LAB_LOGGER, enabled=not quiet and rank == 0):
-            summary = run_experiment(experiment, out, checkpoints=not args.no_checkpoints, progress=not quiet,
-                                     workers=1 if world > 1 else args.workers, threads=args.threads, ray=args.ray,
-                                     device=args.device)
+            summary = run_experiment(
+                experiment,
+                out,
+                checkpoints=not args.no_checkpoints,
+                progress=not quiet,
+                workers=1 if world > 1 else args.workers,
+                threads=args.threads,
+                ray=args.ray,
+                device=args.device,
+            )
     except WorkerError as error:
         raise UserError(str(error)) from None
     finally:
@@ -188,8 +227,10 @@ def _check_ray(address: str) -> None:
     from posembed.lab.sweep.ray_runner import require_ray
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise UserError("--ray does not run under torchrun: a torchrun sweep trains each trial data-parallel "
-                        "on its ranks; run `posembed lab run --ray ...` as one plain process instead")
+        raise UserError(
+            "--ray does not run under torchrun: a torchrun sweep trains each trial data-parallel "
+            "on its ranks; run `posembed lab run --ray ...` as one plain process instead"
+        )
     if not address:
         raise UserError("--ray needs 'auto' or the cluster's HOST:PORT")
     try:

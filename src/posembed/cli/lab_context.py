@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from posembed._utils.devices import DEVICE_HELP
 from posembed._utils.times import quote
 from posembed.cli import UserError
-from posembed._utils.devices import DEVICE_HELP
 
 __all__ = ["register_actions", "run_context_command", "run_extend_command"]
 
@@ -38,24 +38,39 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     from posembed.lab.context.methods import METHODS  # the factory's method names
 
     context = actions.add_parser(
-        "context", help="run (or resume) the context-extension study and write its report",
+        "context",
+        help="run (or resume) the context-extension study and write its report",
         description="Train a RoPE decoder and the length-robust references (ALiBi, NoPE, FIRE, KERPLE, Sandwich, "
-                    "CoPE) at context L, evaluate every RoPE scaling method and the references as they are at "
-                    "1x-8x L (perplexity, passkey retrieval), fine-tune, and write context.md / context.html.",
+        "CoPE) at context L, evaluate every RoPE scaling method and the references as they are at "
+        "1x-8x L (perplexity, passkey retrieval), fine-tune, and write context.md / context.html.",
         epilog=DECISIONS + "\n\nexample: posembed lab context --preset context-smoke --out lab-context-smoke",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    context.add_argument("--preset", default="context", help=f"context (seeds 0, 1 and 2: {quote('context')}) "
-                         f"or context-smoke ({quote('context-smoke')})")
+    context.add_argument(
+        "--preset",
+        default="context",
+        help=f"context (seeds 0, 1 and 2: {quote('context')}) or context-smoke ({quote('context-smoke')})",
+    )
     context.add_argument("--out", type=Path, default=None, help="output folder (default: lab-<preset>)")
-    context.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                         help="override a study setting, e.g. --set steps=200")
+    context.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a study setting, e.g. --set steps=200",
+    )
     context.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     context.add_argument("--device", default="auto", help=DEVICE_HELP + " (on CUDA: bf16 autocast)")
-    context.add_argument("-q", "--quiet", action="store_true",
-                         help="no progress (default: a bar on a terminal, one line per finished step otherwise)")
+    context.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (default: a bar on a terminal, one line per finished step otherwise)",
+    )
     extend = actions.add_parser(
-        "extend", help="re-evaluate a RoPE lab checkpoint with a context-extension method (no retraining)",
+        "extend",
+        help="re-evaluate a RoPE lab checkpoint with a context-extension method (no retraining)",
         epilog="example: posembed lab extend lab-context/models/<id>/rope --method yarn --factor 4 --finetune 100",
     )
     extend.add_argument("checkpoint", type=Path, help="a lab checkpoint folder of a RoPE char-LM model")
@@ -66,8 +81,12 @@ def register_actions(actions: argparse._SubParsersAction) -> None:
     extend.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     extend.add_argument("--device", default="auto", help=DEVICE_HELP + " (on CUDA: bf16 autocast)")
     extend.add_argument("--json", action="store_true", help="print the rows as JSON")
-    extend.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress (default: a bar on a terminal, one line per finished step otherwise)")
+    extend.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (default: a bar on a terminal, one line per finished step otherwise)",
+    )
 
 
 def _threads(count: int) -> None:
@@ -101,8 +120,10 @@ def run_context_command(args: argparse.Namespace) -> int:
     page = context_page(Results.of(store, [run.config_id for run in runs]))
     markdown, html = write_pages(page, out / "report")
     seeds = ", ".join(str(run.seed) for run in runs)
-    print(f"{runs[0].name} on {device}, seed{'s' if len(runs) > 1 else ''} {seeds}: results in {store.path}; "
-          f"report {markdown} and {html}")
+    print(
+        f"{runs[0].name} on {device}, seed{'s' if len(runs) > 1 else ''} {seeds}: results in {store.path}; "
+        f"report {markdown} and {html}"
+    )
     return 0
 
 
@@ -129,8 +150,15 @@ def run_extend_command(args: argparse.Namespace) -> int:
     from posembed._utils.progress import LAB_LOGGER, log_to_stderr
 
     with log_to_stderr(LAB_LOGGER, enabled=not args.quiet):
-        rows = reevaluate_checkpoint(args.checkpoint, args.method, args.factor, finetune_steps=args.finetune,
-                                     save_to=args.save, device=device, progress=False if args.quiet else None)
+        rows = reevaluate_checkpoint(
+            args.checkpoint,
+            args.method,
+            args.factor,
+            finetune_steps=args.finetune,
+            save_to=args.save,
+            device=device,
+            progress=False if args.quiet else None,
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -29,8 +29,9 @@ example:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("models", help=HELP, description=HELP + ".", epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "models", help=HELP, description=HELP + ".", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help="print the description as JSON")
     shown.add_argument("--path", action="store_true", help="print the folder only")
@@ -80,13 +81,15 @@ def _read_config(path: Path) -> dict:
 
 
 def format_description(info: dict) -> str:
-    return "\n".join([
-        f"{info['name']} (the default model of {', '.join(info['used_by'])})",
-        f"  folder:  {info['folder']}",
-        f"  package: {info['package']} {info['version']}",
-        f"  model:   {info['model_type']}, {info['layers']} layers, hidden size {info['hidden_size']}, "
-        f"{info['positions']} positions",
-    ])
+    return "\n".join(
+        [
+            f"{info['name']} (the default model of {', '.join(info['used_by'])})",
+            f"  folder:  {info['folder']}",
+            f"  package: {info['package']} {info['version']}",
+            f"  model:   {info['model_type']}, {info['layers']} layers, hidden size {info['hidden_size']}, "
+            f"{info['positions']} positions",
+        ]
+    )
 
 
 def run(args: argparse.Namespace) -> int:

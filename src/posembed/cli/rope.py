@@ -36,13 +36,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check", help=HELP, description=HELP + ".", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     check.add_argument("config", type=Path, metavar="CONFIG_OR_DIR", help="a checkpoint folder or its config.json")
-    check.add_argument("--part", choices=("text", "vision"), default="text",
-                       help="the part of a multimodal config: its language model (default) or its vision tower")
+    check.add_argument(
+        "--part",
+        choices=("text", "vision"),
+        default="text",
+        help="the part of a multimodal config: its language model (default) or its vision tower",
+    )
     check.add_argument("--length", type=int, default=None, metavar="N",
                        help="target context (default: the effective context where the config states one, else the "
                             "length its scaling reaches, else max_position_embeddings)")  # fmt: skip
     check.add_argument("--json", action="store_true", help="print the report as JSON")
-    check.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a wavelength plot (needs matplotlib)")
+    check.add_argument(
+        "--plot", type=Path, default=None, metavar="PNG", help="write a wavelength plot (needs matplotlib)"
+    )
     check.add_argument("--no-compare", action="store_true", help="do not compare with transformers")
     parser.set_defaults(func=run, rope_parser=parser)
 

@@ -58,9 +58,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_table(
-    rows: list[dict[str, object]], columns: tuple[str, ...] = COLUMNS, *, width: int | None = None
-) -> str:
+def format_table(rows: list[dict[str, object]], columns: tuple[str, ...] = COLUMNS, *, width: int | None = None) -> str:
     """Rows as an aligned plain-text table; booleans shown as yes/no.
 
     With ``width``, cells of the last column are cut (ending in ``...``) so no line is longer.

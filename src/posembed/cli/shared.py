@@ -5,6 +5,7 @@ runs on a device (:func:`add_run_options`). No torch at import (``posembed --ver
 from __future__ import annotations
 
 import argparse
+
 from posembed.errors import UserError
 
 __all__ = ["UserError", "model_folder", "add_run_options", "DEFAULT_MODEL", "DEFAULT_MODEL_HELP"]
@@ -19,8 +20,12 @@ def add_run_options(parser: argparse.ArgumentParser, device_help: str, finished:
     """``--device`` (default ``auto``) and ``-q/--quiet`` for a command that runs on a device and
     reports progress (a bar on a terminal, else one line per ``finished`` unit on stderr)."""
     parser.add_argument("--device", default="auto", help=device_help)
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help=f"no progress (default: a bar on a terminal, else one line per finished {finished} on stderr)")
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help=f"no progress (default: a bar on a terminal, else one line per finished {finished} on stderr)",
+    )
 
 
 def model_folder(model, argument: str):

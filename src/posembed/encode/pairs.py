@@ -31,13 +31,14 @@ Example (the all-MiniLM-L6-v2 tokenizer; segment ids are 0 for ``[CLS] A [SEP]``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from torch import Tensor
 
-from posembed.schemes.positions import positions_from_mask
 from posembed.errors import TextTooLongError
+from posembed.schemes.positions import positions_from_mask
 
 __all__ = ["EncodedBatch", "encode_texts", "TextTooLongError"]
 
@@ -117,8 +118,17 @@ def encode_texts(
         raise ValueError(f"padding=False but the rows have different lengths {lengths}; use padding=True")
     if all(tokens == (limit if pad == "max_length" else max(lengths)) for tokens in lengths):
         pad = False  # nothing to pad: a tokenizer without a pad token encodes it too
-    encoded = tokenizer(list_a, list_b, padding=pad, truncation="longest_first" if cut else False, max_length=limit,
-                        return_token_type_ids=True, return_attention_mask=True, return_tensors="pt", verbose=False)
+    encoded = tokenizer(
+        list_a,
+        list_b,
+        padding=pad,
+        truncation="longest_first" if cut else False,
+        max_length=limit,
+        return_token_type_ids=True,
+        return_attention_mask=True,
+        return_tensors="pt",
+        verbose=False,
+    )
     mask = encoded["attention_mask"]
     return EncodedBatch(encoded["input_ids"], encoded["token_type_ids"], positions_from_mask(mask), mask, full_lengths)
 

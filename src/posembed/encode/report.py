@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.encode.pairs import encode_texts
+from posembed.nn.embedding.block import TransformerEmbeddings
 
 __all__ = ["TokenReport", "explain_encoding", "default_model_path", "format_table", "report_json", "MODEL_PACKAGE"]
 
@@ -102,7 +102,10 @@ def explain_encoding(
     device = next(emb.parameters()).device  # the block may sit on a GPU; the tokenizer's ids are on the CPU
     types = batch.token_type_ids.to(device) if emb.type_vocab_size else None
     parts = emb.components(batch.input_ids.to(device), types, batch.position_ids.to(device))
-    norms = [part[0].norm(dim=-1).tolist() for part in (parts.token, parts.position, parts.segment, parts.combined, parts.output)]
+    norms = [
+        part[0].norm(dim=-1).tolist()
+        for part in (parts.token, parts.position, parts.segment, parts.combined, parts.output)
+    ]
     ids = batch.input_ids[0].tolist()
     tokens = tokenizer.convert_ids_to_tokens(ids)
     rows = zip(tokens, ids, batch.position_ids[0].tolist(), batch.token_type_ids[0].tolist(), *norms)

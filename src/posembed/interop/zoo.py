@@ -21,8 +21,9 @@ transformers itself is never imported.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -34,8 +35,8 @@ from posembed.interop.rope.settings import ALL_LAYERS, layer_pattern, read_rope_
 from posembed.nn.model.transformer import Decoder
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.bias.deberta import DebertaRelative
-from posembed.schemes.factory import ModelSizes, build_from_sizes
 from posembed.schemes.bias.nope import NoPE
+from posembed.schemes.factory import ModelSizes, build_from_sizes
 
 __all__ = [
     "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "zoo_decoder", "load_positional_weights", "position_offset",
@@ -62,38 +63,96 @@ _ROPE_ROW = "cos/sin per position (``rotary_emb``), rotated q/k"
 _ALIBI_AGREEMENT = "slopes bit-identical; bias bit-identical up to a per-query constant (softmax-invariant)"
 #: every family whose positions posembed covers, checked by ``tests/interop/test_zoo.py``
 FAMILIES: tuple[Family, ...] = (
-    Family("BERT", "bert", "absolute", "LearnedAbsolute", "position_embeddings table (copied), embedded positions",
-           "bit-identical"),
-    Family("RoBERTa", "roberta", "absolute", "LearnedAbsolute",
-           "table (copied), positions offset by padding_idx + 1 (create_position_ids_from_input_ids)", "bit-identical"),
+    Family(
+        "BERT",
+        "bert",
+        "absolute",
+        "LearnedAbsolute",
+        "position_embeddings table (copied), embedded positions",
+        "bit-identical",
+    ),
+    Family(
+        "RoBERTa",
+        "roberta",
+        "absolute",
+        "LearnedAbsolute",
+        "table (copied), positions offset by padding_idx + 1 (create_position_ids_from_input_ids)",
+        "bit-identical",
+    ),
     Family("GPT-2", "gpt2", "absolute", "LearnedAbsolute", "wpe table (copied), embedded positions", "bit-identical"),
     Family("Llama", "llama", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
     Family("Mistral", "mistral", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
     Family("Qwen2", "qwen2", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
     Family("Qwen3", "qwen3", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
     Family("Gemma", "gemma", "rotary", "RotaryEmbedding", _ROPE_ROW, "cos/sin bit-identical (angles='fp32')"),
-    Family("Gemma 3", "gemma3_text", "rotary", "RotaryEmbedding per layer type",
-           "cos/sin per layer (sliding / full theta from layer_types)", "cos/sin bit-identical (angles='fp32')"),
-    Family("Phi-3", "phi3", "rotary", "RotaryEmbedding", _ROPE_ROW + ", partial rotary",
-           "cos/sin bit-identical (angles='fp32')"),
-    Family("GPT-NeoX", "gpt_neox", "rotary", "RotaryEmbedding (partial)", _ROPE_ROW + ", rotary_pct",
-           "cos/sin bit-identical (angles='fp32')"),
-    Family("ModernBERT", "modernbert", "rotary", "RotaryEmbedding per layer type",
-           "cos/sin per layer (global / local theta from layer_types)", "cos/sin bit-identical (angles='fp32')"),
-    Family("Llama 4", "llama4_text", "rotary", "RotaryEmbedding (interleaved) / NoPE per layer",
-           "complex freqs_cis per RoPE layer, NoPE where no_rope_layers is 0", "within 1e-6 (torch.polar)"),
-    Family("Qwen2-VL", "qwen2_vl", "rotary", "MRoPE", "cos/sin of get_rope_index positions (text, image, text)",
-           "cos/sin bit-identical (angles='fp32')"),
+    Family(
+        "Gemma 3",
+        "gemma3_text",
+        "rotary",
+        "RotaryEmbedding per layer type",
+        "cos/sin per layer (sliding / full theta from layer_types)",
+        "cos/sin bit-identical (angles='fp32')",
+    ),
+    Family(
+        "Phi-3",
+        "phi3",
+        "rotary",
+        "RotaryEmbedding",
+        _ROPE_ROW + ", partial rotary",
+        "cos/sin bit-identical (angles='fp32')",
+    ),
+    Family(
+        "GPT-NeoX",
+        "gpt_neox",
+        "rotary",
+        "RotaryEmbedding (partial)",
+        _ROPE_ROW + ", rotary_pct",
+        "cos/sin bit-identical (angles='fp32')",
+    ),
+    Family(
+        "ModernBERT",
+        "modernbert",
+        "rotary",
+        "RotaryEmbedding per layer type",
+        "cos/sin per layer (global / local theta from layer_types)",
+        "cos/sin bit-identical (angles='fp32')",
+    ),
+    Family(
+        "Llama 4",
+        "llama4_text",
+        "rotary",
+        "RotaryEmbedding (interleaved) / NoPE per layer",
+        "complex freqs_cis per RoPE layer, NoPE where no_rope_layers is 0",
+        "within 1e-6 (torch.polar)",
+    ),
+    Family(
+        "Qwen2-VL",
+        "qwen2_vl",
+        "rotary",
+        "MRoPE",
+        "cos/sin of get_rope_index positions (text, image, text)",
+        "cos/sin bit-identical (angles='fp32')",
+    ),
     Family("BLOOM", "bloom", "bias", "ALiBi", "slopes; bias of build_alibi_tensor", _ALIBI_AGREEMENT),
     Family("MPT", "mpt", "bias", "ALiBi", "slopes; bias of build_mpt_alibi_tensor", _ALIBI_AGREEMENT),
-    Family("Falcon (alibi=True)", "falcon", "bias", "ALiBi", "slopes; bias of build_alibi_tensor",
-           _ALIBI_AGREEMENT),
-    Family("T5", "t5", "bias", "T5RelativeBias", "buckets; compute_bias with the copied relative_attention_bias",
-           "bit-identical"),
-    Family("DeBERTa-v2", "deberta-v2", "bias", "DebertaRelative",
-           "relative embeddings (LayerNorm'd); c2p + p2c bias of layer 0 (copied weights); the whole "
-           "self-attention layer, output and probabilities (tests/schemes/test_deberta_attention.py)",
-           "bias within 1e-5; layer output within 5e-6 (float64: 1e-10)"),
+    Family("Falcon (alibi=True)", "falcon", "bias", "ALiBi", "slopes; bias of build_alibi_tensor", _ALIBI_AGREEMENT),
+    Family(
+        "T5",
+        "t5",
+        "bias",
+        "T5RelativeBias",
+        "buckets; compute_bias with the copied relative_attention_bias",
+        "bit-identical",
+    ),
+    Family(
+        "DeBERTa-v2",
+        "deberta-v2",
+        "bias",
+        "DebertaRelative",
+        "relative embeddings (LayerNorm'd); c2p + p2c bias of layer 0 (copied weights); the whole "
+        "self-attention layer, output and probabilities (tests/schemes/test_deberta_attention.py)",
+        "bias within 1e-5; layer output within 5e-6 (float64: 1e-10)",
+    ),
 )
 
 
@@ -123,7 +182,9 @@ def _rotary_layers(raw: dict, layers: int, angles: str) -> list[PositionScheme]:
         key = layer_type if layer_type in settings or layer_type is None else ALL_LAYERS
         if key not in built:
             if key not in settings:
-                raise ValueError(f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}")
+                raise ValueError(
+                    f"layer type {layer_type!r} has no RoPE parameters; the config gives {', '.join(settings)}"
+                )
             built[key] = rotary_from_settings(settings[key], angles=angles)  # the layout the settings carry
         schemes.append(built[key])
     return schemes
@@ -169,8 +230,10 @@ def _single(raw: dict, model_type: str) -> PositionScheme:
     if model_type == "t5":  # the encoder's bias (bidirectional); decoders: bidirectional=False
         heads = _int(raw, "num_heads")
         sizes = ModelSizes(dim=heads, num_heads=heads, head_dim=1, max_len=1, causal=bool(raw.get("is_decoder")))
-        overrides = {"num_buckets": _int(raw, "relative_attention_num_buckets"),
-                     "max_distance": _int(raw, "relative_attention_max_distance")}
+        overrides = {
+            "num_buckets": _int(raw, "relative_attention_num_buckets"),
+            "max_distance": _int(raw, "relative_attention_max_distance"),
+        }
         return build_from_sizes("t5_bias", sizes, overrides)
     if model_type == "deberta-v2":
         return _deberta(raw)
@@ -241,7 +304,11 @@ def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "ex
     schemes = zoo_schemes(config, angles=angles)
     heads = _int(raw, "num_attention_heads", "n_head", "n_heads", "num_heads")
     rotary = [s for s in schemes if getattr(s, "head_dim", None)]  # the head width the RoPE settings read
-    head_dim = rotary[0].head_dim if rotary else int(raw.get("head_dim") or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
+    head_dim = (
+        rotary[0].head_dim
+        if rotary
+        else int(raw.get("head_dim") or _int(raw, "hidden_size", "n_embd", "d_model") // heads)
+    )
     vocab = vocab_size if vocab_size is not None else _int(raw, "vocab_size")
     sizes = {"dim": heads * head_dim, "depth": len(schemes), "num_heads": heads}
     if schemes[0].kind == Kind.ABSOLUTE:
@@ -262,7 +329,8 @@ _WEIGHT_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "gpt2": (("wpe.weight", "embedding.weight"),),
     "t5": (("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", "relative_attention_bias.weight"),),
     "deberta-v2": (
-        ("encoder.rel_embeddings.weight", "rel_embeddings.weight"), ("encoder.LayerNorm.weight", "norm.weight"),
+        ("encoder.rel_embeddings.weight", "rel_embeddings.weight"),
+        ("encoder.LayerNorm.weight", "norm.weight"),
         ("encoder.LayerNorm.bias", "norm.bias"),
         ("encoder.layer.{layer}.attention.self.pos_key_proj.weight", "pos_key_proj.weight"),
         ("encoder.layer.{layer}.attention.self.pos_key_proj.bias", "pos_key_proj.bias"),
@@ -280,16 +348,19 @@ def _find(state: Mapping[str, Tensor], suffix: str) -> Tensor | None:
     return state[found[0]] if found else None
 
 
-def load_positional_weights(scheme: PositionScheme, model: nn.Module | Mapping[str, Tensor], model_type: str,
-                            *, layer: int = 0) -> None:
+def load_positional_weights(
+    scheme: PositionScheme, model: nn.Module | Mapping[str, Tensor], model_type: str, *, layer: int = 0
+) -> None:
     """Copy a checkpoint's learned positional weights into ``scheme`` (explicit key map, shapes checked).
 
     ``model`` is a transformers model or its ``state_dict``; ``layer`` picks DeBERTa's position
     projections. Keys the scheme has no module for (DeBERTa without LayerNorm) are skipped.
     """
     if model_type not in _WEIGHT_KEYS:
-        raise ValueError(f"model_type {model_type!r} has no learned positional weights to copy; families with some: "
-                         f"{', '.join(_WEIGHT_KEYS)}")
+        raise ValueError(
+            f"model_type {model_type!r} has no learned positional weights to copy; families with some: "
+            f"{', '.join(_WEIGHT_KEYS)}"
+        )
     state = model.state_dict() if isinstance(model, nn.Module) else model
     targets = dict(scheme.named_parameters())
     copied = 0
@@ -301,8 +372,10 @@ def load_positional_weights(scheme: PositionScheme, model: nn.Module | Mapping[s
         if value is None:
             raise KeyError(f"the checkpoint has no {key!r} for {type(scheme).__name__}.{target}")
         if value.shape != targets[target].shape:
-            raise ValueError(f"{key} has shape {tuple(value.shape)}, {type(scheme).__name__}.{target} "
-                             f"{tuple(targets[target].shape)}: the scheme was built for another config")
+            raise ValueError(
+                f"{key} has shape {tuple(value.shape)}, {type(scheme).__name__}.{target} "
+                f"{tuple(targets[target].shape)}: the scheme was built for another config"
+            )
         with torch.no_grad():
             targets[target].copy_(value)
         copied += 1
@@ -312,8 +385,10 @@ def load_positional_weights(scheme: PositionScheme, model: nn.Module | Mapping[s
 
 def zoo_table_markdown() -> str:
     """:data:`FAMILIES` as a markdown table (what ``docs/zoo.md`` shows after :data:`ZOO_TABLE_MARKER`)."""
-    lines = ["| family | model_type | kind | posembed scheme | compared with the model's own code | agreement |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| family | model_type | kind | posembed scheme | compared with the model's own code | agreement |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in FAMILIES:
         compared = row.compared.replace("``", "`")
         cells = (row.family, f"`{row.model_type}`", row.kind, row.scheme, compared, row.exactness)

@@ -93,7 +93,9 @@ def _check_key_mask(key_mask: Tensor | None, q: Tensor, k: Tensor) -> None:
     if key_mask.dtype != torch.bool:
         raise TypeError(f"key_mask must be a bool tensor (True = real token), got {key_mask.dtype}")
     if key_mask.shape != (k.shape[0], k.shape[-2]):
-        raise ValueError(f"key_mask has shape {tuple(key_mask.shape)}; expected (B, Tk) = ({k.shape[0]}, {k.shape[-2]})")
+        raise ValueError(
+            f"key_mask has shape {tuple(key_mask.shape)}; expected (B, Tk) = ({k.shape[0]}, {k.shape[-2]})"
+        )
     if q.shape[-2] != k.shape[-2]:
         raise ValueError(f"key_mask needs self-attention (Tq == Tk), got Tq={q.shape[-2]} and Tk={k.shape[-2]}")
 
@@ -167,7 +169,12 @@ class _Plan:
 def _use_flash(q: Tensor, params: tuple) -> bool:
     """PyTorch's fused CPU kernel per block, when no bias parameter needs a gradient from it and
     this torch has the kernel (:func:`posembed._utils.torch_private.flash_cpu_ops`)."""
-    return q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16) and not params and flash_cpu_ops() is not None
+    return (
+        q.device.type == "cpu"
+        and q.dtype in (torch.float32, torch.bfloat16)
+        and not params
+        and flash_cpu_ops() is not None
+    )
 
 
 class _BiasAttention(torch.autograd.Function):
@@ -220,7 +227,9 @@ def _flash_forward(ctx, q: Tensor, k: Tensor, v: Tensor, plan: _Plan) -> Tensor:
     for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2]):
         for b in plan.batches(q.shape[0]):
             mask = plan.mask(start, stop, kend, q, b)
-            block, lse = flash_cpu_ops()[0](q[b, :, start:stop], k[b, :, :kend], v[b, :, :kend], attn_mask=mask, scale=plan.scale)
+            block, lse = flash_cpu_ops()[0](
+                q[b, :, start:stop], k[b, :, :kend], v[b, :, :kend], attn_mask=mask, scale=plan.scale
+            )
             out[b, :, start:stop] = block
             lses.append(lse)
     ctx.save_for_backward(q, k, v, out, *lses)
@@ -231,12 +240,24 @@ def _flash_backward(ctx, grad_out: Tensor):
     q, k, v, out, *lses = ctx.saved_tensors
     plan = ctx.plan
     dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    blocks = [(start, stop, kend, b) for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2]) for b in plan.batches(q.shape[0])]
+    blocks = [
+        (start, stop, kend, b)
+        for start, stop, kend in plan.blocks(q.shape[-2], k.shape[-2])
+        for b in plan.batches(q.shape[0])
+    ]
     for (start, stop, kend, b), lse in zip(blocks, lses):
         rows = slice(start, stop)
         dq_blk, dk_part, dv_part = flash_cpu_ops()[1](
-            grad_out[b, :, rows], q[b, :, rows], k[b, :, :kend], v[b, :, :kend], out[b, :, rows], lse, 0.0, False,
-            attn_mask=plan.mask(start, stop, kend, q, b), scale=plan.scale,
+            grad_out[b, :, rows],
+            q[b, :, rows],
+            k[b, :, :kend],
+            v[b, :, :kend],
+            out[b, :, rows],
+            lse,
+            0.0,
+            False,
+            attn_mask=plan.mask(start, stop, kend, q, b),
+            scale=plan.scale,
         )
         dq[b, :, rows] = dq_blk
         dk[b, :, :kend] += dk_part

@@ -131,7 +131,11 @@ def fused_embedding(
     table = combined_table(position_weight, type_weight)
     p = dropout if training else 0.0
     tensors = (word_weight, table, norm_weight, norm_bias)
-    if compiled and p == 0.0 and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)):
+    if (
+        compiled
+        and p == 0.0
+        and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors))
+    ):
         out = torch.empty(ids.shape[0], word_weight.shape[1], dtype=word_weight.dtype, device=word_weight.device)
         advise_huge_pages(out)  # the compiled loop writes straight into it (no second buffer)
         _compiled_forward()(out, ids, rows, word_weight, table, norm_weight, norm_bias, eps)
@@ -188,7 +192,9 @@ def _check_dtypes(input_ids, position_ids, token_type_ids, word_weight, *tables)
             raise TypeError(f"fused_embedding takes int64 or int32 {name}, got {ids.dtype}")
     for table in tables:
         if table is not None and table.dtype != word_weight.dtype:
-            raise TypeError(f"fused_embedding needs every table in one dtype: word {word_weight.dtype}, another {table.dtype}")
+            raise TypeError(
+                f"fused_embedding needs every table in one dtype: word {word_weight.dtype}, another {table.dtype}"
+            )
 
 
 def _expand(index: Tensor, batch: int, length: int, name: str) -> Tensor:
@@ -289,7 +295,9 @@ class _FusedEmbedding(torch.autograd.Function):
         for start, stop in _chunks(num_rows, width):
             grad = grad_out[start:stop]
             if keep is not None:
-                grad = torch.mul(grad, keep[start:stop].view(torch.uint8), out=scratch.get("grad", grad.shape, grad)).mul_(ctx.scale)
+                grad = torch.mul(
+                    grad, keep[start:stop].view(torch.uint8), out=scratch.get("grad", grad.shape, grad)
+                ).mul_(ctx.scale)
             summed = scratch.get("summed", grad.shape, word)
             torch.index_select(word, 0, ids[start:stop], out=summed)
             _add_rows(summed, additions, start, stop, scratch)

@@ -14,7 +14,7 @@ dispatcher (:mod:`posembed.nn.attention.backends`) import them from here, never 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

@@ -27,8 +27,15 @@ import torch
 from torch import Tensor
 
 from posembed.schemes.rotary.rotation import (
-    COMPILED_DTYPES, ROPE_LAYOUTS, CompiledRotation, check_rotation, compile_available, compiled_rotation,
-    rotate_in_float32, rotate_reference, rotate_with,
+    COMPILED_DTYPES,
+    ROPE_LAYOUTS,
+    CompiledRotation,
+    check_rotation,
+    compile_available,
+    compiled_rotation,
+    rotate_in_float32,
+    rotate_reference,
+    rotate_with,
 )  # fmt: skip
 
 __all__ = [

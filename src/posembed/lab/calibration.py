@@ -36,9 +36,27 @@ TARGET_VAL_LOSS = 1.886
 TOLERANCE = 0.05
 
 NANOGPT_CPU = TrialConfig(
-    task="charlm", scheme="learned", dim=128, depth=4, heads=4, mlp_ratio=4, dropout=0.0,
-    context=64, batch=12, steps=2000, lr=1e-3, min_lr=1e-4, warmup=100, weight_decay=0.1, beta2=0.99,
-    grad_clip=1.0, seed=1337, eval_scales=(1.0,), eval_batches=200, log_every=50, bias=False,
+    task="charlm",
+    scheme="learned",
+    dim=128,
+    depth=4,
+    heads=4,
+    mlp_ratio=4,
+    dropout=0.0,
+    context=64,
+    batch=12,
+    steps=2000,
+    lr=1e-3,
+    min_lr=1e-4,
+    warmup=100,
+    weight_decay=0.1,
+    beta2=0.99,
+    grad_clip=1.0,
+    seed=1337,
+    eval_scales=(1.0,),
+    eval_batches=200,
+    log_every=50,
+    bias=False,
     optimizer="adamw_fused",
 )
 
@@ -69,7 +87,10 @@ class CalibrationResult:
 
 
 def run_calibration(
-    text: str = "tinyshakespeare", *, steps: int | None = None, on_step: StepCallback | None = None,
+    text: str = "tinyshakespeare",
+    *,
+    steps: int | None = None,
+    on_step: StepCallback | None = None,
     device: str = "cpu",
 ) -> CalibrationResult:
     """Train :data:`NANOGPT_CPU` on ``text`` (optionally fewer ``steps``, with the lr schedule

@@ -39,8 +39,18 @@ from posembed._utils.checks import closest, did_you_mean
 from posembed.lab.task_registry import TASKS
 
 #: ``TASKS`` (task name -> the model it trains) is the task registry's (:mod:`posembed.lab.task_registry`)
-__all__ = ["TASKS", "VARIANTS", "BASE_BESIDE", "TrainingConfig", "TrialConfig", "ExperimentConfig", "apply_overrides", "check_fields",
-           "config_hash", "parse_value"]
+__all__ = [
+    "TASKS",
+    "VARIANTS",
+    "BASE_BESIDE",
+    "TrainingConfig",
+    "TrialConfig",
+    "ExperimentConfig",
+    "apply_overrides",
+    "check_fields",
+    "config_hash",
+    "parse_value",
+]
 
 #: variant name -> the TrialConfig fields it sets (applied on top of a task's base)
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -55,26 +65,39 @@ VARIANTS: dict[str, dict[str, Any]] = {
 #: variant name -> what the base variant is called beside it ("sinusoidal once" against
 #: "sinusoidal every_layer"), so a verdict between two variants of one scheme names the winner
 BASE_BESIDE: dict[str, str] = {
-    "concat": "add", "every_layer": "once", "frozen": "trained", "untied": "tied", "randomized": "in order",
+    "concat": "add",
+    "every_layer": "once",
+    "frozen": "trained",
+    "untied": "tied",
+    "randomized": "in order",
 }
 
 #: optimizer name -> the AdamW implementation (see :func:`posembed.lab.training.train.make_optimizer`)
 OPTIMIZERS = ("adamw", "adamw_fused")
 
-_CHOICES = {"combine": ("add", "concat"), "inject": ("once", "every_layer"), "task": tuple(TASKS), "variant": tuple(VARIANTS)}
+_CHOICES = {
+    "combine": ("add", "concat"),
+    "inject": ("once", "every_layer"),
+    "task": tuple(TASKS),
+    "variant": tuple(VARIANTS),
+}
 #: fields added after stores existed, left out of :meth:`TrialConfig.to_dict` (and so of the
 #: trial id) at these defaults: earlier stores and checkpoint folder names keep their ids
 _LATER_DEFAULTS = {"bias": True, "optimizer": "adamw", "eval_at": [1.0]}
 
 
-def check_fields(cfg: Any, *, positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = (),
-                 finite: tuple[str, ...] = ()) -> None:
+def check_fields(
+    cfg: Any, *, positive: tuple[str, ...] = (), non_negative: tuple[str, ...] = (), finite: tuple[str, ...] = ()
+) -> None:
     """``ValueError`` naming the first field of ``cfg`` that is not a finite number (``finite``), a
     positive integer (``positive``) or ``>= 0`` (``non_negative``), checked in that order."""
     values = {name: getattr(cfg, name) for name in (*finite, *positive, *non_negative)}
     bad = [f"{n} must be a finite number, got {values[n]}" for n in finite if not math.isfinite(values[n])]
-    bad += [f"{n} must be a positive integer, got {values[n]!r}" for n in positive
-            if not isinstance(values[n], int) or values[n] <= 0]
+    bad += [
+        f"{n} must be a positive integer, got {values[n]!r}"
+        for n in positive
+        if not isinstance(values[n], int) or values[n] <= 0
+    ]
     bad += [f"{n} must be >= 0, got {values[n]}" for n in non_negative if values[n] < 0]
     if bad:
         raise ValueError(bad[0])
@@ -109,9 +132,12 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
-        check_fields(self, finite=("lr", "weight_decay", "beta2", "grad_clip"),
-                     positive=("dim", "depth", "heads", "context", "batch", "steps"),
-                     non_negative=("warmup", "seed", "weight_decay", "grad_clip"))
+        check_fields(
+            self,
+            finite=("lr", "weight_decay", "beta2", "grad_clip"),
+            positive=("dim", "depth", "heads", "context", "batch", "steps"),
+            non_negative=("warmup", "seed", "weight_decay", "grad_clip"),
+        )
         if self.dim % self.heads:
             raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
         if not 0.0 <= self.beta2 < 1.0:
@@ -166,13 +192,23 @@ class TrialConfig(TrainingConfig):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
         super().__post_init__()
-        check_fields(self, finite=("dropout", "min_lr"), positive=("mlp_ratio", "eval_batches", "log_every", "vocab"),
-                     non_negative=("concat_dim", "table_size", "min_lr"))
+        check_fields(
+            self,
+            finite=("dropout", "min_lr"),
+            positive=("mlp_ratio", "eval_batches", "log_every", "vocab"),
+            non_negative=("concat_dim", "table_size", "min_lr"),
+        )
         if not self.eval_scales or not all(math.isfinite(x) and x > 0 for x in self.eval_scales):
-            raise ValueError(f"eval_scales must be finite positive numbers, got {', '.join(map(str, self.eval_scales)) or 'none'}")
+            raise ValueError(
+                f"eval_scales must be finite positive numbers, got {', '.join(map(str, self.eval_scales)) or 'none'}"
+            )
         at = self.eval_at
-        if (not at or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 < x <= 1.0 for x in at)
-                or at[-1] != 1.0 or list(at) != sorted(set(at))):
+        if (
+            not at
+            or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0.0 < x <= 1.0 for x in at)
+            or at[-1] != 1.0
+            or list(at) != sorted(set(at))
+        ):
             raise ValueError(f"eval_at must be increasing fractions in (0, 1] ending at 1.0, got {at!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
@@ -206,14 +242,18 @@ class TrialConfig(TrainingConfig):
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrialConfig":
+    def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
         """Inverse of :meth:`to_dict`; unknown keys or wrong types raise ``ValueError``."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown TrialConfig keys: {', '.join(unknown)}")
         hints = typing.get_type_hints(cls)
-        values = {k: _check_type(k, v, hints[k]) for k, v in data.items() if k not in ("scheme_kwargs", "eval_scales", "eval_at")}
+        values = {
+            k: _check_type(k, v, hints[k])
+            for k, v in data.items()
+            if k not in ("scheme_kwargs", "eval_scales", "eval_at")
+        }
         if "scheme_kwargs" in data:
             values["scheme_kwargs"] = _kwargs_tuple(data["scheme_kwargs"])
         if "eval_scales" in data:

@@ -43,16 +43,27 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from posembed._utils.checks import did_you_mean
 from posembed.lab.calibration import NANOGPT_CPU
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.lengthgen.presets import lengthgen
 
-__all__ = ["PRESETS", "get_preset", "CLASSIC_SCHEMES", "LATER_SCHEMES", "Measure", "Group", "Primary", "Interaction",
-           "PRIMARY", "primary_comparisons", "RATIO_MARGIN"]
+__all__ = [
+    "PRESETS",
+    "get_preset",
+    "CLASSIC_SCHEMES",
+    "LATER_SCHEMES",
+    "Measure",
+    "Group",
+    "Primary",
+    "Interaction",
+    "PRIMARY",
+    "primary_comparisons",
+    "RATIO_MARGIN",
+]
 
 #: algorithmic tasks: train on operand lengths <= L, test to 3 L (Kazemnejad et al.: 2x)
 _ALGO_SCALES = (0.5, 1.0, 1.5, 2.0, 3.0)
@@ -68,11 +79,32 @@ LATER_SCHEMES = ("kerple", "sandwich", "fire", "dynamic_bias", "forgetting", "co
 _COPE_NPOS = 64
 
 
-def _bases(*, dim: int, depth: int, heads: int, steps: int, lm_steps: int, algo_len: int, lm_context: int,
-           batch: int, eval_batches: int, lr: float,
-           scheme_kwargs: tuple[tuple[str, object], ...] = ()) -> tuple[TrialConfig, ...]:
-    common = dict(dim=dim, depth=depth, heads=heads, batch=batch, eval_batches=eval_batches, lr=lr, min_lr=lr / 10,
-                  warmup=min(100, steps // 10), log_every=max(1, steps // 50), scheme_kwargs=scheme_kwargs)
+def _bases(
+    *,
+    dim: int,
+    depth: int,
+    heads: int,
+    steps: int,
+    lm_steps: int,
+    algo_len: int,
+    lm_context: int,
+    batch: int,
+    eval_batches: int,
+    lr: float,
+    scheme_kwargs: tuple[tuple[str, object], ...] = (),
+) -> tuple[TrialConfig, ...]:
+    common = dict(
+        dim=dim,
+        depth=depth,
+        heads=heads,
+        batch=batch,
+        eval_batches=eval_batches,
+        lr=lr,
+        min_lr=lr / 10,
+        warmup=min(100, steps // 10),
+        log_every=max(1, steps // 50),
+        scheme_kwargs=scheme_kwargs,
+    )
     algo = dict(common, steps=steps, context=algo_len, eval_scales=_ALGO_SCALES, vocab=10)
     return (
         TrialConfig(task="order", **dict(common, steps=steps, context=2 * algo_len, eval_scales=(1.0, 2.0), vocab=16)),
@@ -80,8 +112,12 @@ def _bases(*, dim: int, depth: int, heads: int, steps: int, lm_steps: int, algo_
         TrialConfig(task="reverse", **algo),
         TrialConfig(task="sort", **algo),
         TrialConfig(task="addition", **dict(algo, context=max(2, algo_len // 2))),
-        TrialConfig(task="charlm", **dict(common, steps=lm_steps, context=lm_context, eval_scales=_LM_SCALES,
-                                          log_every=max(1, lm_steps // 50))),
+        TrialConfig(
+            task="charlm",
+            **dict(
+                common, steps=lm_steps, context=lm_context, eval_scales=_LM_SCALES, log_every=max(1, lm_steps // 50)
+            ),
+        ),
     )
 
 
@@ -92,8 +128,18 @@ def _smoke() -> ExperimentConfig:
         schemes=("learned", "sinusoidal", "rope", "alibi", "nope"),
         variants=("base",),
         seeds=(0,),
-        bases=_bases(dim=32, depth=1, heads=2, steps=50, lm_steps=50, algo_len=6, lm_context=16, batch=16,
-                     eval_batches=2, lr=3e-3),
+        bases=_bases(
+            dim=32,
+            depth=1,
+            heads=2,
+            steps=50,
+            lm_steps=50,
+            algo_len=6,
+            lm_context=16,
+            batch=16,
+            eval_batches=2,
+            lr=3e-3,
+        ),
     )
 
 
@@ -116,10 +162,15 @@ def _quick() -> ExperimentConfig:
     the CPU trains in minutes. Its verdicts are about that model; ``full`` is the study that decides.
     Its blocks have no biases and it steps with torch's fused AdamW kernel (nanoGPT's recipe, as the
     calibration preset): 1.37x the step of biases and the for-loop AdamW at this size, side by side."""
-    bases = _bases(dim=64, depth=2, heads=4, steps=300, lm_steps=300, algo_len=8, lm_context=32, batch=32,
-                   eval_batches=2, lr=3e-3)
+    bases = _bases(
+        dim=64, depth=2, heads=4, steps=300, lm_steps=300, algo_len=8, lm_context=32, batch=32, eval_batches=2, lr=3e-3
+    )
     return ExperimentConfig(
-        name="quick", tasks=("charlm",), schemes=LM_SCHEMES, variants=LM_VARIANTS, seeds=tuple(range(7)),
+        name="quick",
+        tasks=("charlm",),
+        schemes=LM_SCHEMES,
+        variants=LM_VARIANTS,
+        seeds=tuple(range(7)),
         bases=tuple(dataclasses.replace(base, eval_at=EVAL_AT, bias=False, optimizer="adamw_fused") for base in bases),
     )
 
@@ -129,11 +180,35 @@ def _full() -> ExperimentConfig:
     no biases, AdamW with decay 0.1 and beta2 0.99, clipping at 1) at twice nanoGPT's learning rate for
     1500 steps, which reaches about 1.8 nats on tinyshakespeare, every arm on the fresh
     :data:`STUDY_SEEDS`, evaluated at :data:`EVAL_AT` of its training."""
-    lm = TrialConfig(task="charlm", dim=128, depth=4, heads=4, mlp_ratio=4, dropout=0.0, bias=False, context=64,
-                     batch=12, steps=1500, lr=2e-3, min_lr=2e-4, warmup=100, weight_decay=0.1, beta2=0.99,
-                     grad_clip=1.0, eval_scales=_LM_SCALES, eval_at=EVAL_AT, eval_batches=8, log_every=30)
+    lm = TrialConfig(
+        task="charlm",
+        dim=128,
+        depth=4,
+        heads=4,
+        mlp_ratio=4,
+        dropout=0.0,
+        bias=False,
+        context=64,
+        batch=12,
+        steps=1500,
+        lr=2e-3,
+        min_lr=2e-4,
+        warmup=100,
+        weight_decay=0.1,
+        beta2=0.99,
+        grad_clip=1.0,
+        eval_scales=_LM_SCALES,
+        eval_at=EVAL_AT,
+        eval_batches=8,
+        log_every=30,
+    )
     return ExperimentConfig(
-        name="full", tasks=("charlm",), schemes=LM_SCHEMES, variants=LM_VARIANTS, seeds=STUDY_SEEDS, bases=(lm,),
+        name="full",
+        tasks=("charlm",),
+        schemes=LM_SCHEMES,
+        variants=LM_VARIANTS,
+        seeds=STUDY_SEEDS,
+        bases=(lm,),
     )
 
 
@@ -146,14 +221,29 @@ def _survey() -> ExperimentConfig:
         schemes=(*CLASSIC_SCHEMES, *LATER_SCHEMES),
         variants=("base", "concat", "every_layer", "frozen", "untied", "randomized"),
         seeds=(0, 1, 2),
-        bases=_bases(dim=128, depth=4, heads=4, steps=2000, lm_steps=2000, algo_len=20, lm_context=64, batch=64,
-                     eval_batches=8, lr=1e-3, scheme_kwargs=(("cope.npos_max", _COPE_NPOS),)),
+        bases=_bases(
+            dim=128,
+            depth=4,
+            heads=4,
+            steps=2000,
+            lm_steps=2000,
+            algo_len=20,
+            lm_context=64,
+            batch=64,
+            eval_batches=8,
+            lr=1e-3,
+            scheme_kwargs=(("cope.npos_max", _COPE_NPOS),),
+        ),
     )
 
 
 def _calibration() -> ExperimentConfig:
     return ExperimentConfig(
-        name="calibration", tasks=("charlm",), schemes=("learned",), variants=("base",), seeds=(NANOGPT_CPU.seed,),
+        name="calibration",
+        tasks=("charlm",),
+        schemes=("learned",),
+        variants=("base",),
+        seeds=(NANOGPT_CPU.seed,),
         bases=(NANOGPT_CPU,),
     )
 
@@ -208,8 +298,10 @@ class Primary:
 
     def __post_init__(self) -> None:
         if not isinstance(self.measure, Measure) or not isinstance(self.a, Group) or not isinstance(self.b, Group):
-            raise TypeError(f"{self.question}: a and b are Groups and measure a Measure, got {self.a!r}, {self.b!r}, "
-                            f"{self.measure!r}")
+            raise TypeError(
+                f"{self.question}: a and b are Groups and measure a Measure, got {self.a!r}, {self.b!r}, "
+                f"{self.measure!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -227,8 +319,10 @@ class Interaction:
 
     def __post_init__(self) -> None:
         if (self.first.task, self.first.measure) != (self.second.task, self.second.measure):
-            raise ValueError(f"{self.question}: an interaction compares one task and measure, got "
-                             f"{self.first.task}/{self.first.measure.value} and {self.second.task}/{self.second.measure.value}")
+            raise ValueError(
+                f"{self.question}: an interaction compares one task and measure, got "
+                f"{self.first.task}/{self.first.measure.value} and {self.second.task}/{self.second.measure.value}"
+            )
 
     @property
     def task(self) -> str:
@@ -261,8 +355,11 @@ _STUDY: tuple[Primary | Interaction, ...] = (
     *_variant_question("Q2", "concat", ("learned", "sinusoidal")),
     *_variant_question("Q3", "every_layer", ("learned", "sinusoidal")),
     Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
-    Interaction("Q3", Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
-                Primary("Q3", "charlm", Group("sinusoidal"), Group("sinusoidal", "every_layer"))),
+    Interaction(
+        "Q3",
+        Primary("Q3", "charlm", Group("scaled_sinusoidal"), Group("scaled_sinusoidal", "every_layer")),
+        Primary("Q3", "charlm", Group("sinusoidal"), Group("sinusoidal", "every_layer")),
+    ),
     Primary("Q4", "charlm", Group("alibi"), Group("nope"), Measure.MATCHED_RATIO),
 )
 
@@ -291,5 +388,7 @@ PRESETS: dict[str, Callable[[], ExperimentConfig]] = {
 def get_preset(name: str) -> ExperimentConfig:
     """The experiment called exactly ``name``."""
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; known presets: {', '.join(sorted(PRESETS))}")
+        raise ValueError(
+            f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; known presets: {', '.join(sorted(PRESETS))}"
+        )
     return PRESETS[name]()

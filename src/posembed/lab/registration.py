@@ -23,8 +23,17 @@ from pathlib import Path
 
 from posembed.lab.presets import PRIMARY, Interaction, Primary, get_preset
 
-__all__ = ["Registration", "REGISTERED", "EXPLORED", "DECIDES", "META_KEY", "registration", "record", "describe",
-           "source_commit"]
+__all__ = [
+    "Registration",
+    "REGISTERED",
+    "EXPLORED",
+    "DECIDES",
+    "META_KEY",
+    "registration",
+    "record",
+    "describe",
+    "source_commit",
+]
 
 #: the seeds whose results chose the questions (the quick runs of 2026-11-26/27)
 EXPLORED = tuple(range(7))
@@ -65,15 +74,23 @@ def describe(asked: Primary | Interaction) -> str:
     """
     if isinstance(asked, Interaction):
         return f"{asked.question} {asked.task}: interaction ({describe(asked.first)}) vs ({describe(asked.second)})"
-    return (f"{asked.question} {asked.task}: {asked.a.scheme}/{asked.a.variant} vs {asked.b.scheme}/{asked.b.variant}, "
-            f"{asked.measure.value}")
+    return (
+        f"{asked.question} {asked.task}: {asked.a.scheme}/{asked.a.variant} vs {asked.b.scheme}/{asked.b.variant}, "
+        f"{asked.measure.value}"
+    )
 
 
 def source_commit() -> str:
     """The git commit of the posembed source that runs (``"unknown"`` outside a git checkout)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True,
-                             timeout=10, check=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() or "unknown"
@@ -84,10 +101,18 @@ def record(name: str, seeds: tuple[int, ...]) -> str | None:
     entry = registration(name)
     if entry is None:
         return None
-    return json.dumps({
-        "preset": name, "questions": [describe(a) for a in PRIMARY[name]], "declared_at": entry.declared_at,
-        "explored_seeds": list(entry.explored), "deciding_seeds": list(seeds), "confirms": entry.confirms(seeds),
-        "run_commit": source_commit(), "decides": DECIDES,
-        "decides_command": f"posembed lab run --preset {DECIDES} --out lab-{DECIDES}",
-        "full_seeds": list(get_preset(DECIDES).seeds),
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "preset": name,
+            "questions": [describe(a) for a in PRIMARY[name]],
+            "declared_at": entry.declared_at,
+            "explored_seeds": list(entry.explored),
+            "deciding_seeds": list(seeds),
+            "confirms": entry.confirms(seeds),
+            "run_commit": source_commit(),
+            "decides": DECIDES,
+            "decides_command": f"posembed lab run --preset {DECIDES} --out lab-{DECIDES}",
+            "full_seeds": list(get_preset(DECIDES).seeds),
+        },
+        sort_keys=True,
+    )

@@ -30,8 +30,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["TaskEntry", "ENTRIES", "TASK_ENTRIES", "TASKS", "MODELS", "Model", "Metric", "METRICS", "task_entry",
-           "metric_label"]
+__all__ = [
+    "TaskEntry",
+    "ENTRIES",
+    "TASK_ENTRIES",
+    "TASKS",
+    "MODELS",
+    "Model",
+    "Metric",
+    "METRICS",
+    "task_entry",
+    "metric_label",
+]
 
 
 class Model(str, Enum):
@@ -61,14 +71,17 @@ class Metric:
 
 
 #: metric name -> what it is
-METRICS: dict[str, Metric] = {metric.name: metric for metric in (
-    Metric("accuracy", "accuracy", higher_is_better=True, fraction=True, margin=0.05),  # 5 points
-    Metric("exact_match", "exact match", higher_is_better=True, fraction=True, margin=0.05),
-    Metric("val_loss", "validation loss", higher_is_better=False, margin=0.02),  # nats: perplexities within 2 %
-    Metric("perplexity", "perplexity", higher_is_better=False),
-    # the same characters at every length (the last L of each window): length ratios compare context, not text
-    Metric("matched_loss", "validation loss on matched text", higher_is_better=False, margin=0.02),
-)}
+METRICS: dict[str, Metric] = {
+    metric.name: metric
+    for metric in (
+        Metric("accuracy", "accuracy", higher_is_better=True, fraction=True, margin=0.05),  # 5 points
+        Metric("exact_match", "exact match", higher_is_better=True, fraction=True, margin=0.05),
+        Metric("val_loss", "validation loss", higher_is_better=False, margin=0.02),  # nats: perplexities within 2 %
+        Metric("perplexity", "perplexity", higher_is_better=False),
+        # the same characters at every length (the last L of each window): length ratios compare context, not text
+        Metric("matched_loss", "validation loss on matched text", higher_is_better=False, margin=0.02),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -109,8 +122,14 @@ ENTRIES: tuple[TaskEntry, ...] = (
     TaskEntry("reverse", "decoder", "algorithmic:ReverseTask"),
     TaskEntry("sort", "decoder", "algorithmic:SortTask"),
     TaskEntry("addition", "decoder", "algorithmic:AdditionTask"),
-    TaskEntry("charlm", "decoder", "charlm:CharLMTask", metric="val_loss", shown="perplexity",
-              lengths="evaluated context (characters)"),
+    TaskEntry(
+        "charlm",
+        "decoder",
+        "charlm:CharLMTask",
+        metric="val_loss",
+        shown="perplexity",
+        lengths="evaluated context (characters)",
+    ),
 )
 
 #: task name -> its entry

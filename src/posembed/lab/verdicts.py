@@ -27,8 +27,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from posembed.stats.verdict import (Comparison, Decision, Estimate, decide, describe, distinguishing, holm, mcnemar,
-                            min_detectable_difference, paired_t, tost, welch)
+from posembed.stats.verdict import (
+    Comparison,
+    Decision,
+    Estimate,
+    decide,
+    describe,
+    distinguishing,
+    holm,
+    mcnemar,
+    min_detectable_difference,
+    paired_t,
+    tost,
+    welch,
+)
 
 __all__ = [
     "AGREE", "DISAGREE", "PARTLY", "CANNOT_TELL", "FAIL_RATIO", "PRESS_SCHEMES", "KAZEMNEJAD_FAVOURED", "nanogpt",
@@ -51,9 +63,9 @@ ONE_SEED = "cannot tell (1 seed)"
 #: what the paper checks cannot compare (said beside each verdict)
 NOT_COMPARABLE = {
     "Vaswani et al.": "Vaswani et al. measured BLEU on WMT translation; this lab measures nats on a character LM, "
-                      "so only the finding (no difference) is checked, against this lab's margin, never the numbers",
+    "so only the finding (no difference) is checked, against this lab's margin, never the numbers",
     "Press et al.": "Press et al. measured word-level language models on WikiText-103; the 1.5 threshold and the "
-                    "ordering are checked on this lab's character LM",
+    "ordering are checked on this lab's character LM",
 }
 
 

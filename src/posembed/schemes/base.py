@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -42,7 +43,7 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 #: name taken twice. The complete list, and how each scheme is built, is
 #: :mod:`posembed.schemes.factory` (``posembed.schemes.SCHEMES`` reads it); a test checks that
 #: every named class has a factory entry.
-SCHEMES: dict[str, type["PositionScheme"]] = {}
+SCHEMES: dict[str, type[PositionScheme]] = {}
 
 
 class Kind(str, enum.Enum):

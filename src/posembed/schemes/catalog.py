@@ -22,7 +22,15 @@ __all__ = ["COLUMNS", "load_schemes", "scheme_table", "scheme_row", "has_length_
 
 #: the keys of every row, in display order
 COLUMNS: tuple[str, ...] = (
-    "name", "class", "kind", "paper", "parameters", "sizes", "needs", "length_limit", "extrapolates",
+    "name",
+    "class",
+    "kind",
+    "paper",
+    "parameters",
+    "sizes",
+    "needs",
+    "length_limit",
+    "extrapolates",
 )
 #: constructor arguments that size a table: required, they make a hard limit on positions
 LIMIT_ARGUMENTS = ("max_len", "max_seq_len", "max_positions", "max_position_embeddings")
@@ -66,7 +74,13 @@ def constructor_parameters(cls: type) -> str:
         elif p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
             parts.append("*")
             star = True
-        prefix = "*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**" if p.kind is inspect.Parameter.VAR_KEYWORD else ""
+        prefix = (
+            "*"
+            if p.kind is inspect.Parameter.VAR_POSITIONAL
+            else "**"
+            if p.kind is inspect.Parameter.VAR_KEYWORD
+            else ""
+        )
         default = "" if p.default is inspect.Parameter.empty else f"={p.default!r}"
         parts.append(f"{prefix}{p.name}{default}")
     return ", ".join(parts)

@@ -34,7 +34,9 @@ def scheme_config(scheme: PositionScheme) -> dict:
             f"{entry.cls.__name__}; give the subclass its own name and factory entry"
         )
     if getattr(scheme, "dealt", None) is not None:  # MRoPE.deal: a scaled type's frequencies no argument states
-        raise ValueError(f"cannot save {type(scheme).__name__} dealing {type(scheme.dealt).__name__}'s frequencies in a config")
+        raise ValueError(
+            f"cannot save {type(scheme).__name__} dealing {type(scheme.dealt).__name__}'s frequencies in a config"
+        )
     return {"name": scheme.name, **{arg.name: _stored_value(scheme, arg) for arg in entry.args}}
 
 

@@ -13,8 +13,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from posembed.schemes.base import PositionScheme
 
@@ -56,6 +57,7 @@ def _is_int(value: Any) -> bool:
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
+
 #: argument kind -> (check, words for the error)
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int": (_is_int, "an integer"),
@@ -63,7 +65,10 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "bool": (lambda value: isinstance(value, bool), "true or false"),
     "str": (lambda value: isinstance(value, str), "a string"),
     "floats": (lambda value: isinstance(value, (list, tuple)) and all(map(_is_number, value)), "a list of numbers"),
-    "strs": (lambda value: isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value), "a list of strings"),
+    "strs": (
+        lambda value: isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value),
+        "a list of strings",
+    ),
 }
 
 #: how to read an argument back off a built scheme: a dotted attribute path, or a function
@@ -149,7 +154,9 @@ class SchemeEntry:
     def name(self) -> str:
         name = self.cls.name
         if name is None:
-            raise TypeError(f"{self.cls.__name__} has no scheme name (an abstract base); only a named scheme has an entry")
+            raise TypeError(
+                f"{self.cls.__name__} has no scheme name (an abstract base); only a named scheme has an entry"
+            )
         return name
 
     @property

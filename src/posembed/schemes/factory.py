@@ -24,41 +24,47 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from posembed._utils.checks import did_you_mean
-from posembed.schemes.bias.alibi import ALiBi
-from posembed.schemes.rotary.axial import AxialRotary
+from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
+from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
+from posembed.schemes.absolute.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
 from posembed.schemes.base import PositionScheme
+from posembed.schemes.bias.alibi import ALiBi
 from posembed.schemes.bias.cope import CoPE
 from posembed.schemes.bias.deberta import DebertaRelative
-from posembed.schemes.entry import SIZE_FIELDS, Arg, ModelSizes, Reader, SchemeEntry, StudyReference, listed
 from posembed.schemes.bias.dynamic import DynamicPositionBias
 from posembed.schemes.bias.fire import FIRE
 from posembed.schemes.bias.forgetting import ForgettingGate
 from posembed.schemes.bias.kerple import Kerple
-from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
-from posembed.schemes.rotary.mrope import MRoPE
 from posembed.schemes.bias.nope import NoPE
-from posembed.schemes.rotary.pixtral import PixtralRotary
-from posembed.schemes.rotary.rope import RotaryEmbedding
-from posembed.schemes.rotary.longrope import LongRoPERotary
-from posembed.schemes.rotary.scaling import DynamicNTKRotary, Llama3Rotary, LinearScalingRotary, NTKAwareRotary, ProportionalRotary
-from posembed.schemes.rotary.yarn import YaRNRotary
 from posembed.schemes.bias.sandwich import Sandwich
 from posembed.schemes.bias.shaw import ShawRelative
-from posembed.schemes.absolute.sinusoidal import ScaledSinusoidal, Sinusoidal
-from posembed.schemes.absolute.sinusoidal_nd import Sinusoidal2D, Sinusoidal3D
 from posembed.schemes.bias.t5 import T5RelativeBias
+from posembed.schemes.entry import SIZE_FIELDS, Arg, ModelSizes, Reader, SchemeEntry, StudyReference, listed
+from posembed.schemes.rotary.axial import AxialRotary
+from posembed.schemes.rotary.longrope import LongRoPERotary
+from posembed.schemes.rotary.mrope import MRoPE
+from posembed.schemes.rotary.pixtral import PixtralRotary
+from posembed.schemes.rotary.rope import RotaryEmbedding
+from posembed.schemes.rotary.scaling import (
+    DynamicNTKRotary,
+    LinearScalingRotary,
+    Llama3Rotary,
+    NTKAwareRotary,
+    ProportionalRotary,
+)
 from posembed.schemes.rotary.xpos import XPos
+from posembed.schemes.rotary.yarn import YaRNRotary
 
 __all__ = [
     "ModelSizes", "Arg", "SchemeEntry", "ENTRIES", "FACTORY", "SCHEME_CLASSES", "SIZE_FIELDS", "ROPE_TYPE_SCHEMES",
     "METHOD_SCHEMES", "StudyReference", "REFERENCE_SCHEMES",
     "all_schemes", "scheme_entry", "check_kwargs", "build_from_sizes", "build_from_kwargs", "rope_entry", "rope_kwargs",
 ]  # fmt: skip
-
 
 
 #: the settings of RotaryEmbedding's rotation that XPos (its own rotation) does not take
@@ -69,8 +75,12 @@ def _size(name: str, field: str, kind: str = "int", *, required: bool = True) ->
     return Arg(name, kind, size=field, required=required)
 
 
-def _opt(name: str, kind: str, *, required=False, nullable=False, at: Reader | None = None, rope: tuple | str = ()) -> Arg:
-    return Arg(name, kind, required=required, nullable=nullable, stored_at=at, rope=(rope,) if isinstance(rope, str) else rope)
+def _opt(
+    name: str, kind: str, *, required=False, nullable=False, at: Reader | None = None, rope: tuple | str = ()
+) -> Arg:
+    return Arg(
+        name, kind, required=required, nullable=nullable, stored_at=at, rope=(rope,) if isinstance(rope, str) else rope
+    )
 
 
 def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ...]:
@@ -207,7 +217,8 @@ ROPE_TYPE_SCHEMES: Mapping[str, str] = MappingProxyType(
 METHOD_SCHEMES: Mapping[str, str] = MappingProxyType({e.method: e.name for e in ENTRIES if e.method is not None})
 #: the context study's references: the scheme names of the entries with a ``reference``, by its rank
 REFERENCE_SCHEMES: tuple[str, ...] = tuple(
-    name for _, name in sorted(((e.reference.rank, e.name) for e in ENTRIES if e.reference is not None), key=lambda r: r[0])
+    name
+    for _, name in sorted(((e.reference.rank, e.name) for e in ENTRIES if e.reference is not None), key=lambda r: r[0])
 )
 #: scheme name -> class (what :data:`posembed.schemes.SCHEMES` shows)
 SCHEME_CLASSES: Mapping[str, type[PositionScheme]] = MappingProxyType({entry.name: entry.cls for entry in ENTRIES})

@@ -15,8 +15,7 @@ compiled code skip value checks (shapes and dtypes are checked everywhere).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -199,9 +198,7 @@ def _named(value: int | None) -> str:
     return "another value" if value is None else str(value)
 
 
-def resolve_positions(
-    position_ids: Tensor | Sequence | None, length: int, device: torch.device | str | None
-) -> Tensor:
+def resolve_positions(position_ids: Tensor | Sequence | None, length: int, device: torch.device | str | None) -> Tensor:
     """``position_ids`` checked against ``length``, or ``arange(length)`` when ``None``.
 
     >>> resolve_positions([[0, 1, 2]], 3, None)

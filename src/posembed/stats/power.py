@@ -88,9 +88,18 @@ def _welch_at(n: int, variances: tuple[float, float]) -> tuple[float, float]:
     return math.sqrt(va + vb), (va + vb) ** 2 / ((va**2 + vb**2) / (n - 1.0))
 
 
-def seeds_to_detect(difference: float, *, se: float, df: float, units: int, test: str, alpha: float,
-                    power: float = POWER, units_b: int | None = None,
-                    variances: tuple[float, float] | None = None) -> int | None:
+def seeds_to_detect(
+    difference: float,
+    *,
+    se: float,
+    df: float,
+    units: int,
+    test: str,
+    alpha: float,
+    power: float = POWER,
+    units_b: int | None = None,
+    variances: tuple[float, float] | None = None,
+) -> int | None:
     """Seeds per arm at which a true difference of ``difference`` is detected with ``power``.
 
     From a test on ``units`` seeds per arm with standard error ``se`` and ``df`` degrees of
@@ -110,8 +119,10 @@ def seeds_to_detect(difference: float, *, se: float, df: float, units: int, test
     if test not in ("paired", "welch") or not (se > 0 and df > 0 and units >= 2) or not difference:
         return None
     if variances is not None and not (test == "welch" and min(variances) >= 0 and sum(variances) > 0):
-        raise ValueError(f"variances are a Welch test's two arms' sample variances (>= 0, not both 0), got "
-                         f"{variances} for test {test!r}")
+        raise ValueError(
+            f"variances are a Welch test's two arms' sample variances (>= 0, not both 0), got "
+            f"{variances} for test {test!r}"
+        )
 
     def detects(n: int) -> bool:
         if variances is not None:

@@ -46,9 +46,30 @@ from typing import NamedTuple
 from posembed.stats.power import POWER, min_detectable_difference, seeds_to_detect, t_cdf, t_quantile
 
 __all__ = [
-    "Comparison", "Decision", "Estimate", "decide", "holm", "welch", "paired_t", "mcnemar", "estimate", "tost",
-    "mcnemar_equivalence", "min_detectable_difference", "seeds_to_detect", "seeds_clause", "describe",
-    "distinguishing", "number_text", "TESTS", "POWER", "ALPHA", "CANNOT_TELL", "ALIKE", "SEEDS_RANGE", "T_INTERVAL",
+    "Comparison",
+    "Decision",
+    "Estimate",
+    "decide",
+    "holm",
+    "welch",
+    "paired_t",
+    "mcnemar",
+    "estimate",
+    "tost",
+    "mcnemar_equivalence",
+    "min_detectable_difference",
+    "seeds_to_detect",
+    "seeds_clause",
+    "describe",
+    "distinguishing",
+    "number_text",
+    "TESTS",
+    "POWER",
+    "ALPHA",
+    "CANNOT_TELL",
+    "ALIKE",
+    "SEEDS_RANGE",
+    "T_INTERVAL",
     "JITTER",
 ]
 
@@ -93,11 +114,14 @@ class Comparison:
         if self.log_scale and not all(v > 0 for v in values):
             raise ValueError(f"{self.name}: log_scale needs values > 0, got {self.values_a} and {self.values_b}")
         if self.test != "welch" and len(self.values_a) != len(self.values_b):
-            raise ValueError(f"{self.name}: a {self.test} test pairs the units, got {len(self.values_a)} "
-                             f"values of {self.a} and {len(self.values_b)} of {self.b}")
+            raise ValueError(
+                f"{self.name}: a {self.test} test pairs the units, got {len(self.values_a)} "
+                f"values of {self.a} and {len(self.values_b)} of {self.b}"
+            )
         if self.test == "mcnemar" and not self.margin < 1:
-            raise ValueError(f"{self.name}: McNemar's margin is a difference of hit rates, it must be < 1, "
-                             f"got {self.margin}")
+            raise ValueError(
+                f"{self.name}: McNemar's margin is a difference of hit rates, it must be < 1, got {self.margin}"
+            )
         if self.test == "mcnemar" and not set(values) <= {0.0, 1.0}:
             raise ValueError(f"{self.name}: McNemar's values are 0/1 hits, got {sorted(set(values) - {0.0, 1.0})}")
 
@@ -133,11 +157,15 @@ class Decision:
         c, scale = self.comparison, " (log)" if self.comparison.log_scale else ""
         head = self.word if self.word is not None else "exploratory"
         lo, hi = self.interval
-        body = (f"{c.b} - {c.a}{scale} = {self.difference:+.{digits}g} [{lo:+.{digits}g}, {hi:+.{digits}g}], "
-                f"p = {self.p:.2g}")
+        body = (
+            f"{c.b} - {c.a}{scale} = {self.difference:+.{digits}g} [{lo:+.{digits}g}, {hi:+.{digits}g}], "
+            f"p = {self.p:.2g}"
+        )
         if self.word is not None:
-            body += f", Holm p = {self.p_adjusted:.2g}, equivalence (|d| < {c.margin:g}) Holm p = " \
-                    f"{self.p_equivalence_adjusted:.2g}"
+            body += (
+                f", Holm p = {self.p_adjusted:.2g}, equivalence (|d| < {c.margin:g}) Holm p = "
+                f"{self.p_equivalence_adjusted:.2g}"
+            )
         if self.word == CANNOT_TELL:
             body += f"; could detect {number_text(self.mdd, digits)}{seeds_clause(self)}"
         return f"{head} ({body}{'; ' + self.note if self.note else ''})"
@@ -246,8 +274,9 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> Estimate:
         return _untestable(statistics.fmean(d), 0.0, len(d) - 1.0)
     result = _stats().ttest_rel(b, a)
     se = math.sqrt(_variance(d) / len(d))
-    return Estimate(statistics.fmean(d), _interval(result), float(result.pvalue), se, float(result.df),
-                    "95 % paired t interval")
+    return Estimate(
+        statistics.fmean(d), _interval(result), float(result.pvalue), se, float(result.df), "95 % paired t interval"
+    )
 
 
 def mcnemar(a: Sequence[float], b: Sequence[float]) -> Estimate:
@@ -273,8 +302,15 @@ def mcnemar(a: Sequence[float], b: Sequence[float]) -> Estimate:
     p = float(_stats().binomtest(only_b, m, 0.5).pvalue) if m else 1.0
     se = math.sqrt(max(0.0, (only_a + only_b) / n - difference**2) / n)
     half = t_quantile(math.inf, 0.975) * se
-    return Estimate(difference, (difference - half, difference + half), p, se, math.inf,
-                    "95 % Wald interval (paired hits)", (only_a, only_b, n))
+    return Estimate(
+        difference,
+        (difference - half, difference + half),
+        p,
+        se,
+        math.inf,
+        "95 % Wald interval (paired hits)",
+        (only_a, only_b, n),
+    )
 
 
 def estimate(comparison: Comparison) -> Estimate:
@@ -320,8 +356,9 @@ def mcnemar_equivalence(only_a: int, only_b: int, pairs: int, margin: float) -> 
     (0.019, 0.099)
     """
     if not 0 < margin < 1:
-        raise ValueError(f"McNemar's equivalence margin is a difference of hit rates: it must be in (0, 1), "
-                         f"got {margin}")
+        raise ValueError(
+            f"McNemar's equivalence margin is a difference of hit rates: it must be in (0, 1), got {margin}"
+        )
     if not (0 <= only_a and 0 <= only_b and only_a + only_b <= pairs):
         raise ValueError(f"discordant counts {only_a} and {only_b} must be >= 0 and sum to at most {pairs} pairs")
     return max(_exact_side(only_a, only_b, pairs, margin), _exact_side(only_b, only_a, pairs, margin))
@@ -373,8 +410,9 @@ def _exact_side(only_a: int, only_b: int, pairs: int, margin: float) -> float:
     values = probability(grid)
     best = int(np.argmax(values))
     bounds = (grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)])
-    refined = minimize_scalar(lambda x: -float(probability(x)[0]), bounds=bounds, method="bounded",
-                              options={"xatol": 1e-12})
+    refined = minimize_scalar(
+        lambda x: -float(probability(x)[0]), bounds=bounds, method="bounded", options={"xatol": 1e-12}
+    )
     return float(min(1.0, max(values[best], -refined.fun)))
 
 
@@ -431,8 +469,9 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
     # a comparison that cannot be tested (fewer than two values, no spread) can make no claim: it
     # says "cannot tell" and does not enter the family (its p would count as 1 and only cost power)
     primary = [i for i, c in enumerate(comparisons) if c.primary and not math.isnan(estimates[i].p)]
-    adjusted = holm([estimates[i].p for i in primary] + [equivalence[i] for i in primary],
-                    max_true=max(1, len(primary)))
+    adjusted = holm(
+        [estimates[i].p for i in primary] + [equivalence[i] for i in primary], max_true=max(1, len(primary))
+    )
     family = max(1, len(primary))
     decisions = []
     for i, (c, e, p_eq) in enumerate(zip(comparisons, estimates, equivalence)):
@@ -448,8 +487,22 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
             word, level = None, alpha
         note = "" if e.se > 0 else "no spread to test" if e.se == 0 else "fewer than two values per arm"
         seeds = None if word != CANNOT_TELL else _seeds(c, e, level)
-        decisions.append(Decision(c, word, e.difference, e.interval, e.label, e.p, p_adj, p_eq, p_eq_adj,
-                                  min_detectable_difference(e.se, e.df, level), note, seeds))
+        decisions.append(
+            Decision(
+                c,
+                word,
+                e.difference,
+                e.interval,
+                e.label,
+                e.p,
+                p_adj,
+                p_eq,
+                p_eq_adj,
+                min_detectable_difference(e.se, e.df, level),
+                note,
+                seeds,
+            )
+        )
     return decisions
 
 
@@ -459,8 +512,9 @@ def _seeds(c: Comparison, e: Estimate, level: float) -> int | None:
     spread = (_variance(a), _variance(b)) if c.test == "welch" and min(len(a), len(b)) > 1 else None
     if c.test == "welch" and (spread is None or not sum(spread) > 0):  # an arm below two values, or no spread
         return None
-    return seeds_to_detect(e.difference, se=e.se, df=e.df, units=len(a), units_b=len(b), variances=spread,
-                           test=c.test, alpha=level)
+    return seeds_to_detect(
+        e.difference, se=e.se, df=e.df, units=len(a), units_b=len(b), variances=spread, test=c.test, alpha=level
+    )
 
 
 def describe(values: Sequence[float]) -> tuple[float, float, float, str]:

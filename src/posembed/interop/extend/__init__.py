@@ -55,9 +55,9 @@ Example:
 """
 
 from posembed._utils.names import submodules
+from posembed.errors import AlreadyExtended, ExtensionError, UnsupportedCheckpoint
 from posembed.interop.extend.checkpoint import extend_checkpoint
 from posembed.interop.extend.layout import FAMILIES, CheckpointLayout, ExtensionResult, read_layout
-from posembed.errors import AlreadyExtended, ExtensionError, UnsupportedCheckpoint
 
 __all__ = [
     "FAMILIES",

@@ -15,8 +15,15 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from posembed.interop.extend.layout import BUFFERS, MAX_POSITIONS, TABLE_KEY, CheckpointLayout, ExtensionResult, read_layout
 from posembed.errors import AlreadyExtended, ExtensionError
+from posembed.interop.extend.layout import (
+    BUFFERS,
+    MAX_POSITIONS,
+    TABLE_KEY,
+    CheckpointLayout,
+    ExtensionResult,
+    read_layout,
+)
 from posembed.interop.extend.methods import KEEPS_TRAINED_ROWS, METHODS, extend_table
 from posembed.interop.hf.checks import load_torch_bin, shard_map, weight_files
 
@@ -25,6 +32,7 @@ __all__ = ["extend_checkpoint"]
 logger = logging.getLogger(__name__)
 #: weight files in formats this tool does not rewrite (they would no longer match config.json)
 _FOREIGN_WEIGHTS = ("tf_model.h5", "flax_model.msgpack", "rust_model.ot", "model.onnx", "onnx", "openvino")
+
 
 def extend_checkpoint(
     src: str | os.PathLike,
@@ -77,8 +85,15 @@ def extend_checkpoint(
         raise
     logger.info("extended %s from %d to %d positions (%s) into %s", layout.folder, layout.positions, to, method, target)
     return ExtensionResult(
-        target, layout.model_type, method, layout.positions, to, layout.offset + to,
-        tuple(sorted(rewritten)), tuple(sorted(set(copied) - set(rewritten))), tuple(sorted(left_out)),
+        target,
+        layout.model_type,
+        method,
+        layout.positions,
+        to,
+        layout.offset + to,
+        tuple(sorted(rewritten)),
+        tuple(sorted(set(copied) - set(rewritten))),
+        tuple(sorted(left_out)),
     )
 
 
@@ -222,7 +237,10 @@ def _shards_to_rewrite(layout: CheckpointLayout, keys: set[str]) -> dict[str, tu
     shards = {}
     for name in names:
         with safe_open(str(weights.parent / name), framework="pt") as handle:
-            shards[name] = ({key: handle.get_tensor(key) for key in handle.keys()}, handle.metadata() or {"format": "pt"})
+            shards[name] = (
+                {key: handle.get_tensor(key) for key in handle.keys()},
+                handle.metadata() or {"format": "pt"},
+            )
     return shards
 
 
@@ -249,7 +267,8 @@ def _untie(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
     shared = {key for key, count in owners.items() if count > 1}
     return {
         name: tensor.detach().clone().contiguous()
-        if (tensor.device.type, tensor.untyped_storage().data_ptr()) in shared else tensor.detach().contiguous()
+        if (tensor.device.type, tensor.untyped_storage().data_ptr()) in shared
+        else tensor.detach().contiguous()
         for name, tensor in tensors.items()
     }
 
@@ -270,8 +289,10 @@ def _converted_index(layout: CheckpointLayout, work: Path) -> str:
     index = json.loads(layout.weights.read_text(encoding="utf-8"))
     weight_map = {key: _safetensors_name(Path(shard).name) for key, shard in index["weight_map"].items()}
     total = sum(_tensor_bytes(work / name) for name in set(weight_map.values()))
-    _write_json(work / "model.safetensors.index.json",
-                {**index, "metadata": {**index.get("metadata", {}), "total_size": total}, "weight_map": weight_map})
+    _write_json(
+        work / "model.safetensors.index.json",
+        {**index, "metadata": {**index.get("metadata", {}), "total_size": total}, "weight_map": weight_map},
+    )
     return "model.safetensors.index.json"
 
 
@@ -280,7 +301,9 @@ def _tensor_bytes(path: Path) -> int:
     with path.open("rb") as handle:
         size = int.from_bytes(handle.read(8), "little")
         header = json.loads(handle.read(size))
-    return sum(end - begin for key, entry in header.items() if key != "__metadata__" for begin, end in [entry["data_offsets"]])
+    return sum(
+        end - begin for key, entry in header.items() if key != "__metadata__" for begin, end in [entry["data_offsets"]]
+    )
 
 
 def _write_configs(layout: CheckpointLayout, work: Path, to: int, method: str, tuning: dict | None) -> list[str]:
@@ -299,7 +322,10 @@ def _write_configs(layout: CheckpointLayout, work: Path, to: int, method: str, t
     config["posembed_extension"] = record
     _write_json(work / "config.json", config)
     written = ["config.json"]
-    for name, keys in (("tokenizer_config.json", ("model_max_length", "max_len")), ("sentence_bert_config.json", ("max_seq_length",))):
+    for name, keys in (
+        ("tokenizer_config.json", ("model_max_length", "max_len")),
+        ("sentence_bert_config.json", ("max_seq_length",)),
+    ):
         path = layout.folder / name
         if not path.is_file():
             continue

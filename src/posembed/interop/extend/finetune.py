@@ -119,15 +119,28 @@ def tune_new_rows(
     tuned = weight.detach().to(table.dtype)
     tuned[:trained_rows] = table[:trained_rows]  # bit for bit, whatever the optimiser did
     record = {
-        "steps": steps, "seed": seed, "batch": batch, "passage_tokens": passage, "query_tokens": query, "lr": lr,
-        "temperature": TEMPERATURE, "loss_first": round(losses[0], 4),
+        "steps": steps,
+        "seed": seed,
+        "batch": batch,
+        "passage_tokens": passage,
+        "query_tokens": query,
+        "lr": lr,
+        "temperature": TEMPERATURE,
+        "loss_first": round(losses[0], 4),
         "loss_last_25": round(sum(losses[-25:]) / len(losses[-25:]), 4),
-        "seconds": round(time.perf_counter() - started, 1), "text": str(text_path),
+        "seconds": round(time.perf_counter() - started, 1),
+        "text": str(text_path),
         "pairs": "query: a piece of the passage; passage: a span placed past the original rows (PoSE skip)",
     }
     rose = steps > 1 and record["loss_last_25"] >= record["loss_first"]
-    logger.log(logging.WARNING if rose else logging.INFO, "tuned rows %d..%d in %d steps: %s", trained_rows, rows - 1,
-               steps, describe_loss(record))
+    logger.log(
+        logging.WARNING if rose else logging.INFO,
+        "tuned rows %d..%d in %d steps: %s",
+        trained_rows,
+        rows - 1,
+        steps,
+        describe_loss(record),
+    )
     return tuned, record
 
 
@@ -148,8 +161,10 @@ def describe_loss(record: dict) -> str:
     if last < first:
         return f"loss fell from {first:.4g} {span}"
     how = "rose" if last > first else "did not fall"
-    return (f"loss {how} from {first:.4g} {span}: {steps} steps did not lower it, so the new rows fit the pairs no "
-            f"better than their starting copies; tune more steps, or none")
+    return (
+        f"loss {how} from {first:.4g} {span}: {steps} steps did not lower it, so the new rows fit the pairs no "
+        f"better than their starting copies; tune more steps, or none"
+    )
 
 
 def _check(table: Tensor, trained_rows: int, steps: int, batch: int, passage: int, query: int) -> None:

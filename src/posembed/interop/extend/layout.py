@@ -11,12 +11,20 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from posembed.interop.hf.checks import check_hf_folder, weight_shapes, weights_file
 from posembed.errors import AlreadyExtended, ExtensionError, UnsupportedCheckpoint
+from posembed.interop.hf.checks import check_hf_folder, weight_shapes, weights_file
 
 __all__ = [
-    "FAMILIES", "TABLE_KEY", "BUFFERS", "MAX_POSITIONS", "ExtensionError", "UnsupportedCheckpoint", "AlreadyExtended",
-    "CheckpointLayout", "ExtensionResult", "read_layout",
+    "FAMILIES",
+    "TABLE_KEY",
+    "BUFFERS",
+    "MAX_POSITIONS",
+    "ExtensionError",
+    "UnsupportedCheckpoint",
+    "AlreadyExtended",
+    "CheckpointLayout",
+    "ExtensionResult",
+    "read_layout",
 ]
 
 #: model_type -> how the first position's row is found: "zero" (row 0), "pad" (pad_token_id + 1),
@@ -114,9 +122,13 @@ def _check_family(config: dict, config_file: Path) -> str:
         )
     kind = config.get("position_embedding_type", "absolute")
     if kind != "absolute":
-        raise UnsupportedCheckpoint(f"{config_file} has position_embedding_type={kind!r}; only 'absolute' tables extend")
+        raise UnsupportedCheckpoint(
+            f"{config_file} has position_embedding_type={kind!r}; only 'absolute' tables extend"
+        )
     if config.get("sinusoidal_pos_embds"):
-        raise UnsupportedCheckpoint(f"{config_file} uses fixed sinusoidal positions (sinusoidal_pos_embds), not a learned table")
+        raise UnsupportedCheckpoint(
+            f"{config_file} uses fixed sinusoidal positions (sinusoidal_pos_embds), not a learned table"
+        )
     if not isinstance(config.get("max_position_embeddings"), int):
         raise UnsupportedCheckpoint(f"{config_file} lacks an integer max_position_embeddings")
     return model_type

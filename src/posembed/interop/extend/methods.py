@@ -159,8 +159,9 @@ def extend_table(table: Tensor, to: int, method: str, *, offset: int = 0) -> Ten
         shape ``(offset + to, C)``, same dtype and device as ``table``.
     """
     if method not in METHODS:
-        raise ValueError(f"unknown extension method {method!r}{did_you_mean(method, METHODS)}; "
-                         f"choose one of {', '.join(METHODS)}")
+        raise ValueError(
+            f"unknown extension method {method!r}{did_you_mean(method, METHODS)}; choose one of {', '.join(METHODS)}"
+        )
     if not 0 <= offset < table.shape[0]:
         raise ValueError(f"offset {offset} must lie in 0..{table.shape[0] - 1} for a table of {table.shape[0]} rows")
     grown = METHODS[method](table[offset:], to)

@@ -21,15 +21,15 @@ the report says so. transformers is imported lazily.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
-
-from posembed.interop.hf.checks import check_hf_folder
 from torch import Tensor
 
+from posembed.interop.hf.checks import check_hf_folder
 from posembed.interop.rope.settings import has_rope
 
 __all__ = ["check_positions", "PositionReport", "SettingResult", "format_position_report", "DEFAULT_TEXTS"]
@@ -43,9 +43,18 @@ DEFAULT_TEXTS = (
     "Padding on the left shifts every absolute position unless the position ids follow the mask.",
 )
 #: files one of which a tokenizer needs
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
 #: model types that number positions from padding_idx + 1
-ROBERTA_LIKE = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text", "roberta-prelayernorm"})
+ROBERTA_LIKE = frozenset(
+    {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text", "roberta-prelayernorm"}
+)
 #: lengths of the generated sequences (no tokenizer), and of the longer companion
 GENERATED_LENGTHS = (5, 9, 13)
 
@@ -85,9 +94,15 @@ class PositionReport:
 def _is_causal(config: Any) -> bool:
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in (config.architectures or ())):
         return True
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
 
-    return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    return (
+        config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    )
 
 
 def _first_line(error: Exception) -> str:
@@ -115,7 +130,9 @@ def _load(folder: Path) -> tuple[Any, bool]:
     try:
         model = loader.from_pretrained(str(folder), dtype=torch.float32)
     except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"cannot load {folder} with {loader.__name__} (unsupported architecture?): {_first_line(error)}") from error
+        raise ValueError(
+            f"cannot load {folder} with {loader.__name__} (unsupported architecture?): {_first_line(error)}"
+        ) from error
     return model.eval(), causal
 
 
@@ -129,7 +146,9 @@ def _token_ids(folder: Path, config: Any, texts: Sequence[str] | None) -> tuple[
         ids = [tokenizer(text)["input_ids"] for text in texts]
         return ids, tokenizer(" ".join(texts * 2))["input_ids"], "tokenizer"
     if texts:
-        raise ValueError(f"{folder} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); leave the texts out to use generated ids")
+        raise ValueError(
+            f"{folder} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); leave the texts out to use generated ids"
+        )
     specials = [i for i in (config.pad_token_id, config.bos_token_id, config.eos_token_id) if isinstance(i, int)]
     low = max([i for i in specials if i < config.vocab_size // 2] + [-1]) + 1
     generator = torch.Generator().manual_seed(0)
@@ -183,13 +202,22 @@ def _batch_results(model, seqs, refs, pad, recipe_text, recipe, longer) -> list[
     for left in (False, True):
         ids, mask, spans = _padded(seqs, pad, left)
         side = "left" if left else "right"
-        results.append((f"{side}-padded", "model default", _diff(_hidden(model, ids, attention_mask=mask), rows, spans, refs), not left))
+        results.append(
+            (
+                f"{side}-padded",
+                "model default",
+                _diff(_hidden(model, ids, attention_mask=mask), rows, spans, refs),
+                not left,
+            )
+        )
         if left:
             out = _hidden(model, ids, attention_mask=mask, position_ids=recipe(mask))
             results.append((f"{side}-padded", recipe_text, _diff(out, rows, spans, refs), True))
     ids, mask, spans = _padded(seqs + [longer], pad, False)
     out = _hidden(model, ids, attention_mask=mask)
-    results.append(("batched with a longer sequence (right-padded)", "model default", _diff(out, rows, spans[:-1], refs), True))
+    results.append(
+        ("batched with a longer sequence (right-padded)", "model default", _diff(out, rows, spans[:-1], refs), True)
+    )
     return results
 
 
@@ -211,11 +239,15 @@ def _packed_results(model, seqs, refs) -> list[tuple[str, str, float, bool]]:
                 kwargs["attention_mask"] = mask
             out = _hidden(model, ids, **kwargs)
             recommended = positions is not None and mask is not None
-            results.append((f"packed documents, {mask_text}", f"positions {pos_text}", _diff(out, rows, spans, refs), recommended))
+            results.append(
+                (f"packed documents, {mask_text}", f"positions {pos_text}", _diff(out, rows, spans, refs), recommended)
+            )
     return results
 
 
-def check_positions(folder: str | Path, texts: Sequence[str] | None = None, *, tolerance: float = 1e-4) -> PositionReport:
+def check_positions(
+    folder: str | Path, texts: Sequence[str] | None = None, *, tolerance: float = 1e-4
+) -> PositionReport:
     """Compare a model's hidden states unpadded, padded, batched and packed.
 
     Args:

@@ -58,14 +58,29 @@ from posembed.interop.extend.retrieval_report import summarise, wilson
 
 _normalise, _wrap = normalise, wrap  # the names the tests and earlier callers use
 
-__all__ = ["BenchmarkConfig", "QUICK", "System", "build_documents", "evaluate_extension", "rank_scores", "Encoder",
-           "PROGRESS_LOGGER"]
+__all__ = [
+    "BenchmarkConfig",
+    "QUICK",
+    "System",
+    "build_documents",
+    "evaluate_extension",
+    "rank_scores",
+    "Encoder",
+    "PROGRESS_LOGGER",
+]
 
 logger = logging.getLogger(__name__)
 #: where the one-line-per-cell progress goes when stderr is not a terminal
 PROGRESS_LOGGER = "posembed.interop.extend.retrieval.progress"
 #: LongEmbed's names for the systems (section 4.2)
-LONGEMBED_NAMES = {"copy": "RP", "recurrent": "RP", "interpolate": "PI", "grouped": "GP", "pcw": "PCW", "tuned": "tuning (on RP)"}
+LONGEMBED_NAMES = {
+    "copy": "RP",
+    "recurrent": "RP",
+    "interpolate": "PI",
+    "grouped": "GP",
+    "pcw": "PCW",
+    "tuned": "tuning (on RP)",
+}
 
 
 @dataclass(frozen=True)
@@ -152,8 +167,9 @@ class System:
 # ---------------------------------------------------------------------- data
 
 
-def build_documents(tokenizer, config: BenchmarkConfig, text: str, seed: int | None = None
-                    ) -> dict[tuple[str, int], list[Document]]:
+def build_documents(
+    tokenizer, config: BenchmarkConfig, text: str, seed: int | None = None
+) -> dict[tuple[str, int], list[Document]]:
     """Candidates per (task, length): ``config.queries`` documents sharing one filler span each.
 
     The filler is the benchmark part of ``text`` (its last tenth, :func:`split_text`); ``seed``
@@ -181,8 +197,14 @@ def _load(folder: Path):
     return AutoModel.from_pretrained(str(folder)).eval()
 
 
-def _cell(system: System, task: str, length: int, used: int, pools: list[tuple[int, list[Document], list[bool], list[float]]],
-          seconds: float) -> dict:
+def _cell(
+    system: System,
+    task: str,
+    length: int,
+    used: int,
+    pools: list[tuple[int, list[Document], list[bool], list[float]]],
+    seconds: float,
+) -> dict:
     """One (task, system, length) cell over every data seed's pool: ``pools`` holds per seed its
     documents, hits and reciprocal ranks; each outcome is ``[depth, hit, data seed]``."""
     outcomes = [[round(d.depth, 4), int(h), seed] for seed, docs, hits, _ in pools for d, h in zip(docs, hits)]
@@ -190,10 +212,21 @@ def _cell(system: System, task: str, length: int, used: int, pools: list[tuple[i
     n, k = len(outcomes), sum(hit for _, hit, _ in outcomes)
     low, high = wilson(k, n)
     return {
-        "task": task, "system": system.name, "longembed": system.longembed, "length": length,
-        "positions_used": min(used, length), "accuracy": k / n, "low": low, "high": high,
-        "mrr": sum(reciprocal) / n, "hits": k, "queries": n, "candidates": len(pools[0][1]),
-        "data_seeds": [seed for seed, *_ in pools], "seconds": round(seconds, 2), "outcomes": outcomes,
+        "task": task,
+        "system": system.name,
+        "longembed": system.longembed,
+        "length": length,
+        "positions_used": min(used, length),
+        "accuracy": k / n,
+        "low": low,
+        "high": high,
+        "mrr": sum(reciprocal) / n,
+        "hits": k,
+        "queries": n,
+        "candidates": len(pools[0][1]),
+        "data_seeds": [seed for seed, *_ in pools],
+        "seconds": round(seconds, 2),
+        "outcomes": outcomes,
     }
 
 
@@ -221,8 +254,9 @@ def _jobs(model_path: Path, config: BenchmarkConfig, workdir: Path, text_path: P
                 out = workdir / f"{system.name}-{target}"
 
                 def make(s=system, t=target, o=out):
-                    return extend_checkpoint(model_path, o, t, s.method, finetune=s.finetune, text=text_path,
-                                             seed=config.seed).out
+                    return extend_checkpoint(
+                        model_path, o, t, s.method, finetune=s.finetune, text=text_path, seed=config.seed
+                    ).out
 
                 yield make, system, lengths
 
@@ -267,10 +301,16 @@ def evaluate_extension(
         jobs = list(_jobs(model_path, config, Path(scratch), text_path))
         cells, seconds = _run_jobs(jobs, data, progress, on_cell, done or {})
     protocol = {
-        **asdict(config), "model": str(model_path), "original_positions": positions, "text": str(text_path),
-        "pooling": "mean, L2-normalised", "seeds": list(config.seeds),
+        **asdict(config),
+        "model": str(model_path),
+        "original_positions": positions,
+        "text": str(text_path),
+        "pooling": "mean, L2-normalised",
+        "seeds": list(config.seeds),
         "interval": "95% Wilson score interval over the queries of a cell (all data seeds; conditional on their filler spans)",
-        "facts": {task: [asdict(f) for f in make_facts(task, config.queries, seed=config.seed)] for task in config.tasks},
+        "facts": {
+            task: [asdict(f) for f in make_facts(task, config.queries, seed=config.seed)] for task in config.tasks
+        },
     }
     seconds = {k: round(v, 2) for k, v in seconds.items()}
     logger.info("extend-eval on %s: %d cells in %.0f s", model_path, len(cells), sum(seconds.values()))
@@ -284,9 +324,12 @@ class _Data:
         self.tokenizer, self.config, self.positions, self.shared = tokenizer, config, positions, {}
         self.documents = {seed: build_documents(tokenizer, config, text, seed) for seed in config.seeds}
         self.queries = {
-            (seed, task): [wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
-                           for f in make_facts(task, config.queries, seed=seed)]
-            for seed in config.seeds for task in config.tasks
+            (seed, task): [
+                wrap(tokenizer, tokenizer(f.query, add_special_tokens=False)["input_ids"])
+                for f in make_facts(task, config.queries, seed=seed)
+            ]
+            for seed in config.seeds
+            for task in config.tasks
         }
 
 
@@ -296,15 +339,27 @@ def _run_jobs(jobs: list, data: _Data, progress, on_cell, done: Mapping) -> tupl
     tasks = data.config.tasks
     keys = [(task, system.name, length) for _, system, lengths in jobs for task in tasks for length in lengths]
     cells, seconds = [], {}
-    with Progress(len(keys), sum(key in done for key in keys), mode=progress_mode(progress), desc="extend-eval",
-                  unit="cell", logger=logging.getLogger(PROGRESS_LOGGER), settle=3) as bar:
+    with Progress(
+        len(keys),
+        sum(key in done for key in keys),
+        mode=progress_mode(progress),
+        desc="extend-eval",
+        unit="cell",
+        logger=logging.getLogger(PROGRESS_LOGGER),
+        settle=3,
+    ) as bar:
         for make_folder, system, lengths in jobs:
             encoder = None
             if any((task, system.name, length) not in done for task in tasks for length in lengths):
                 bar.working_on(f"{system.name}: building the model")
                 built = time.perf_counter()
-                encoder = Encoder(_load(make_folder()), data.tokenizer.pad_token_id, data.config.batch_tokens,
-                                  data.shared if system.exact_within_table else None, data.positions)
+                encoder = Encoder(
+                    _load(make_folder()),
+                    data.tokenizer.pad_token_id,
+                    data.config.batch_tokens,
+                    data.shared if system.exact_within_table else None,
+                    data.positions,
+                )
                 seconds[system.name] = seconds.get(system.name, 0.0) + time.perf_counter() - built
             for task in tasks:
                 for length in lengths:
@@ -341,4 +396,3 @@ def _check_sizes(config: BenchmarkConfig, positions: int) -> None:
     too_short = [t for t in config.targets if t <= positions]
     if too_short:
         raise ValueError(f"extension targets {too_short} must be larger than the checkpoint's {positions} positions")
-

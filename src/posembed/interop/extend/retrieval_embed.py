@@ -92,7 +92,9 @@ def document_vectors(system, encoder: Encoder, tokenizer, documents: list[Docume
             return normalise(torch.stack([vectors[owner == i].mean(0) for i in range(len(documents))]))
         weights = torch.tensor([[len(piece) - 2.0] for piece in pieces])  # (pieces, 1): the body tokens each covers
         vectors = normalise(vectors) * weights
-        return normalise(torch.stack([vectors[owner == i].sum(0) / weights[owner == i].sum() for i in range(len(documents))]))
+        return normalise(
+            torch.stack([vectors[owner == i].sum(0) / weights[owner == i].sum() for i in range(len(documents))])
+        )
     return normalise(encoder([wrap(tokenizer, d.body[: used - 2]) for d in documents]))
 
 

@@ -26,12 +26,21 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from posembed._utils.io import atomic_write_json
 from posembed._utils.html import too_small_banner
+from posembed._utils.io import atomic_write_json
 from posembed.stats.verdict import CANNOT_TELL
 
-__all__ = ["wilson", "summarise", "chance", "format_table", "markdown_table", "write_report", "WILSON", "too_small",
-           "ENOUGH_QUERIES"]
+__all__ = [
+    "wilson",
+    "summarise",
+    "chance",
+    "format_table",
+    "markdown_table",
+    "write_report",
+    "WILSON",
+    "too_small",
+    "ENOUGH_QUERIES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +92,14 @@ def summarise(cells: Sequence[dict], original_positions: int) -> dict:
 
     long = sorted({c["length"] for c in cells if c["length"] > original_positions})
     decisions = primary_decisions(cells, original_positions)
-    return {"long_lengths": long, "margin": MARGIN, "decisions": decisions, "exploratory": exploratory_decisions(cells),
-            "ranking": _ranking(cells, long), "statements": _statements(decisions, cells, original_positions)}
+    return {
+        "long_lengths": long,
+        "margin": MARGIN,
+        "decisions": decisions,
+        "exploratory": exploratory_decisions(cells),
+        "ranking": _ranking(cells, long),
+        "statements": _statements(decisions, cells, original_positions),
+    }
 
 
 def _ranking(cells: Sequence[dict], long: list[int]) -> list[dict]:
@@ -95,8 +110,16 @@ def _ranking(cells: Sequence[dict], long: list[int]) -> list[dict]:
             continue
         hits, n = sum(c["hits"] for c in pooled), sum(c["queries"] for c in pooled)
         low, high = wilson(hits, n)
-        ranking.append({"system": system, "LongEmbed name": pooled[0].get("longembed", ""), "accuracy": hits / n,
-                        "low": low, "high": high, "queries": n})
+        ranking.append(
+            {
+                "system": system,
+                "LongEmbed name": pooled[0].get("longembed", ""),
+                "accuracy": hits / n,
+                "low": low,
+                "high": high,
+                "queries": n,
+            }
+        )
     return sorted(ranking, key=lambda r: -r["accuracy"])
 
 
@@ -113,18 +136,29 @@ def headline(decisions: Sequence[dict], region: str) -> str:
     groups: dict[str, list[str]] = {}
     for d in mine:
         word = d["word"]
-        key = ("better than" if word == f"{d['system']} better" else "worse than" if word.endswith(" better")
-               else "alike (within 0.10) with" if word == "alike" else "cannot tell against")
+        key = (
+            "better than"
+            if word == f"{d['system']} better"
+            else "worse than"
+            if word.endswith(" better")
+            else "alike (within 0.10) with"
+            if word == "alike"
+            else "cannot tell against"
+        )
         groups.setdefault(key, []).append(d["system"] + (f" ({d['note']})" if d["note"].endswith(" disagree") else ""))
     parts = [f"{', '.join(names)}: {key} {base}" for key, names in groups.items()]
-    return (f"{region.capitalize()} ({', '.join(map(str, lengths))} tokens, {pairs} paired queries per system, exact "
-            f"McNemar, Holm over the {len(decisions)} primary comparisons at 5 %): " + "; ".join(parts) + ".")
+    return (
+        f"{region.capitalize()} ({', '.join(map(str, lengths))} tokens, {pairs} paired queries per system, exact "
+        f"McNemar, Holm over the {len(decisions)} primary comparisons at 5 %): " + "; ".join(parts) + "."
+    )
 
 
 def _statements(decisions: Sequence[dict], cells: Sequence[dict], original_positions: int) -> list[str]:
     if not any(c["length"] > original_positions for c in cells):
         return [f"No document is longer than the model's {original_positions} positions: nothing to compare."]
-    lines = [line for line in (headline(decisions, "beyond the table"), headline(decisions, "within the table")) if line]
+    lines = [
+        line for line in (headline(decisions, "beyond the table"), headline(decisions, "within the table")) if line
+    ]
     if not decisions:
         lines.append("No truncation was measured: nothing to compare against.")
     lines += [f"{d['name']}: {d['text']}" for d in decisions]
@@ -148,8 +182,10 @@ def format_table(result: dict) -> str:
         lines.append(title.ljust(width) + "".join(f"{L:>20}" for L in lengths))
         for system in systems:
             row = [at.get((system, L)) for L in lengths]
-            lines.append(system.ljust(width) + "".join(
-                f"{_interval(c['accuracy'], (c['low'], c['high'])):>20}" if c else f"{'-':>20}" for c in row))
+            lines.append(
+                system.ljust(width)
+                + "".join(f"{_interval(c['accuracy'], (c['low'], c['high'])):>20}" if c else f"{'-':>20}" for c in row)
+            )
         lines.append("")
     lines += result["summary"]["statements"]
     return "\n".join(lines)
@@ -160,13 +196,18 @@ def markdown_table(result: dict, task: str) -> str:
     mine = [c for c in result["cells"] if c["task"] == task]
     lengths = sorted({c["length"] for c in mine})
     at = {(c["system"], c["length"]): c for c in mine}
-    lines = ["| system | LongEmbed | " + " | ".join(str(L) for L in lengths) + " |",
-             "|---|---|" + "---|" * len(lengths)]
+    lines = [
+        "| system | LongEmbed | " + " | ".join(str(L) for L in lengths) + " |",
+        "|---|---|" + "---|" * len(lengths),
+    ]
     for system in _ordered(c["system"] for c in mine):
         row = [at.get((system, L)) for L in lengths]
         name = next(c for c in row if c).get("longembed", "")
-        lines.append(f"| {system} | {name} | " + " | ".join(
-            f"{c['accuracy']:.2f} [{c['low']:.2f}, {c['high']:.2f}]" if c else "-" for c in row) + " |")
+        lines.append(
+            f"| {system} | {name} | "
+            + " | ".join(f"{c['accuracy']:.2f} [{c['low']:.2f}, {c['high']:.2f}]" if c else "-" for c in row)
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -185,14 +226,17 @@ def too_small(result: dict) -> str:
     """
     protocol, reasons = result["protocol"], []
     if protocol["queries"] < ENOUGH_QUERIES:
-        reasons.append(f"{protocol['queries']} queries per task and length (the full benchmark: {ENOUGH_QUERIES}), "
-                       "a quick look at the pipeline")
+        reasons.append(
+            f"{protocol['queries']} queries per task and length (the full benchmark: {ENOUGH_QUERIES}), "
+            "a quick look at the pipeline"
+        )
     if len(protocol.get("seeds", [protocol.get("seed")])) < 2:
         reasons.append("it draws one data seed, so no winner is shown to lead in every seed")
     if not any(d["word"] != CANNOT_TELL for d in result["summary"]["decisions"]):
         reasons.append(f"no primary comparison decided (every verdict '{CANNOT_TELL}': see what each could detect)")
-    return too_small_banner("run", reasons, "`posembed extend-eval --out DIR` (the full benchmark, two data seeds: "
-                            "hours on a CPU)")
+    return too_small_banner(
+        "run", reasons, "`posembed extend-eval --out DIR` (the full benchmark, two data seeds: hours on a CPU)"
+    )
 
 
 def _plot(result: dict):
@@ -210,17 +254,30 @@ def _plot(result: dict):
             line, marker = _STYLES[i % len(_STYLES)]
             points = sorted((c for c in mine if c["system"] == system), key=lambda c: c["length"])
             xs = [c["length"] * (1 + 0.03 * (i - 4)) for c in points]  # a small offset keeps intervals apart
-            ax.errorbar(xs, [c["accuracy"] for c in points],
-                        yerr=[[max(0.0, c["accuracy"] - c["low"]) for c in points],
-                              [max(0.0, c["high"] - c["accuracy"]) for c in points]],
-                        linestyle=line, marker=marker, label=system, alpha=0.85, capsize=2)
+            ax.errorbar(
+                xs,
+                [c["accuracy"] for c in points],
+                yerr=[
+                    [max(0.0, c["accuracy"] - c["low"]) for c in points],
+                    [max(0.0, c["high"] - c["accuracy"]) for c in points],
+                ],
+                linestyle=line,
+                marker=marker,
+                label=system,
+                alpha=0.85,
+                capsize=2,
+            )
         ax.set_xscale("log", base=2)
         ax.set_xticks(lengths, [str(L) for L in lengths])
         ax.minorticks_off()
         if table:
             ax.axvline(table, color="grey", linewidth=0.8, linestyle=":")
-        ax.set(xlabel="document length (tokens)", ylabel="top-1 accuracy (95% Wilson)", ylim=(-0.03, 1.03),
-               title=f"{task} (table: {table} positions)")
+        ax.set(
+            xlabel="document length (tokens)",
+            ylabel="top-1 accuracy (95% Wilson)",
+            ylim=(-0.03, 1.03),
+            title=f"{task} (table: {table} positions)",
+        )
     axes[0].legend(fontsize=8)
     return figure
 
@@ -239,32 +296,76 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
         logger.warning("%s", warning)
     report.heading("Summary")
     report.bullets(summary["statements"])
-    report.figure(_plot(result), "extend_eval", "Top-1 retrieval accuracy with 95% Wilson intervals, one line per system")
+    report.figure(
+        _plot(result), "extend_eval", "Top-1 retrieval accuracy with 95% Wilson intervals, one line per system"
+    )
     report.heading("Primary comparisons (the decision)")
-    report.table([{
-        "comparison": d["name"], "verdict": d["word"], "pairs": d["pairs"],
-        "only the system": d["only_system"], "only the baseline": d["only_baseline"],
-        "system - baseline": round(d["difference"], 4), "95% interval": f"[{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]",
-        "McNemar p": d["p"], "Holm p": d["p_adjusted"], "equivalence Holm p": d["p_equivalence_adjusted"],
-        "per seed": ", ".join(f"{k}: {v:+.2f}" for k, v in d["per_seed"].items()),
-        "per task": ", ".join(f"{k}: {v:+.2f}" for k, v in d["per_task"].items()), "note": d["note"],
-    } for d in summary["decisions"]])
+    report.table(
+        [
+            {
+                "comparison": d["name"],
+                "verdict": d["word"],
+                "pairs": d["pairs"],
+                "only the system": d["only_system"],
+                "only the baseline": d["only_baseline"],
+                "system - baseline": round(d["difference"], 4),
+                "95% interval": f"[{d['interval'][0]:+.3f}, {d['interval'][1]:+.3f}]",
+                "McNemar p": d["p"],
+                "Holm p": d["p_adjusted"],
+                "equivalence Holm p": d["p_equivalence_adjusted"],
+                "per seed": ", ".join(f"{k}: {v:+.2f}" for k, v in d["per_seed"].items()),
+                "per task": ", ".join(f"{k}: {v:+.2f}" for k, v in d["per_task"].items()),
+                "note": d["note"],
+            }
+            for d in summary["decisions"]
+        ]
+    )
     report.heading("Each task and length alone (exploratory: numbers, no verdict)")
-    report.table([{"task": d["task"], "length": d["length"], "system": d["system"], "baseline": d["baseline"],
-                   "system - baseline": round(d["difference"], 4), "McNemar p (unadjusted)": d["p"]}
-                  for d in summary["exploratory"]])
+    report.table(
+        [
+            {
+                "task": d["task"],
+                "length": d["length"],
+                "system": d["system"],
+                "baseline": d["baseline"],
+                "system - baseline": round(d["difference"], 4),
+                "McNemar p (unadjusted)": d["p"],
+            }
+            for d in summary["exploratory"]
+        ]
+    )
     report.heading("Ranking beyond the table (pooled over tasks and long lengths)")
-    report.table([{"system": r["system"], "LongEmbed name": r["LongEmbed name"], "accuracy": r["accuracy"],
-                   "95% interval": f"[{r['low']:.2f}, {r['high']:.2f}]", "queries": r["queries"]}
-                  for r in summary["ranking"]])
+    report.table(
+        [
+            {
+                "system": r["system"],
+                "LongEmbed name": r["LongEmbed name"],
+                "accuracy": r["accuracy"],
+                "95% interval": f"[{r['low']:.2f}, {r['high']:.2f}]",
+                "queries": r["queries"],
+            }
+            for r in summary["ranking"]
+        ]
+    )
     for task in _ordered(c["task"] for c in result["cells"]):
         report.heading(f"{task}: every cell")
-        report.table([{
-            "system": c["system"], "LongEmbed name": c["longembed"], "length": c["length"],
-            "positions used": c["positions_used"], "accuracy": c["accuracy"],
-            "95% interval": f"[{c['low']:.2f}, {c['high']:.2f}]", "MRR": c["mrr"], "queries": c["queries"],
-            "seconds": c["seconds"],
-        } for c in result["cells"] if c["task"] == task])
+        report.table(
+            [
+                {
+                    "system": c["system"],
+                    "LongEmbed name": c["longembed"],
+                    "length": c["length"],
+                    "positions used": c["positions_used"],
+                    "accuracy": c["accuracy"],
+                    "95% interval": f"[{c['low']:.2f}, {c['high']:.2f}]",
+                    "MRR": c["mrr"],
+                    "queries": c["queries"],
+                    "seconds": c["seconds"],
+                }
+                for c in result["cells"]
+                if c["task"] == task
+            ]
+        )
     report.heading("Protocol")
     report.paragraph(
         f"Model {protocol['model']}; text {protocol['text']} (filler from its last tenth); {protocol['queries']} "
@@ -283,7 +384,13 @@ def write_report(result: dict, folder: str | Path) -> tuple[Path, Path]:
 # ---------------------------------------------------------------------- the published page
 
 #: docs/checkpoints.md's generated blocks, in page order
-PAGE_BLOCKS = ("extend-eval-run", "extend-eval-passkey", "extend-eval-needle", "extend-eval-verdicts", "extend-eval-chunk")
+PAGE_BLOCKS = (
+    "extend-eval-run",
+    "extend-eval-passkey",
+    "extend-eval-needle",
+    "extend-eval-verdicts",
+    "extend-eval-chunk",
+)
 
 
 def read_stored(folder: str | Path) -> tuple[dict, list[dict], dict, dict | None]:
@@ -303,17 +410,21 @@ def page_blocks(protocol: dict, cells: list[dict], meta: dict, chunk: dict | Non
     summary = summarise(cells, positions)
     result = {"cells": cells, "summary": summary}
     seeds = sorted({c for cell in cells for c in cell.get("data_seeds", [0])})
-    run = (f"{meta['model']}, mean pooling; data seeds {', '.join(map(str, seeds))}; {protocol['queries']} queries per "
-           f"seed, task and length ({protocol['queries'] * len(seeds)} per cell), each ranking its seed's "
-           f"{protocol['queries']} candidates (chance {chance(protocol['queries'])[0]:.2f}); lengths "
-           f"{', '.join(map(str, protocol['lengths']))} tokens, extension to {', '.join(map(str, protocol['targets']))}. "
-           f"Measured {meta['date']} at commit {meta['commit'][:7]} on {meta['device']} ({meta['threads']} torch threads): "
-           f"{meta['wall_seconds'] / 60:.0f} min wall, {meta['cpu_seconds'] / 60:.0f} min CPU, load average "
-           f"{meta['load']['start']:.1f} at the start and {meta['load']['median']:.1f} (median; {meta['load']['min']:.1f}"
-           f" to {meta['load']['max']:.1f}) while it ran. Command: {_command(meta['command'])}.")
+    run = (
+        f"{meta['model']}, mean pooling; data seeds {', '.join(map(str, seeds))}; {protocol['queries']} queries per "
+        f"seed, task and length ({protocol['queries'] * len(seeds)} per cell), each ranking its seed's "
+        f"{protocol['queries']} candidates (chance {chance(protocol['queries'])[0]:.2f}); lengths "
+        f"{', '.join(map(str, protocol['lengths']))} tokens, extension to {', '.join(map(str, protocol['targets']))}. "
+        f"Measured {meta['date']} at commit {meta['commit'][:7]} on {meta['device']} ({meta['threads']} torch threads): "
+        f"{meta['wall_seconds'] / 60:.0f} min wall, {meta['cpu_seconds'] / 60:.0f} min CPU, load average "
+        f"{meta['load']['start']:.1f} at the start and {meta['load']['median']:.1f} (median; {meta['load']['min']:.1f}"
+        f" to {meta['load']['max']:.1f}) while it ran. Command: {_command(meta['command'])}."
+    )
     if meta.get("not_measured"):
-        run += (f" Not measured within the shared machine's budget, so neither in the tables nor in the verdicts: "
-                f"{', '.join(meta['not_measured'])}.")
+        run += (
+            f" Not measured within the shared machine's budget, so neither in the tables nor in the verdicts: "
+            f"{', '.join(meta['not_measured'])}."
+        )
     verdicts = [f"- {line}" for line in summary["statements"]]
     return {
         "extend-eval-run": f"\n{run}\n",
@@ -343,7 +454,11 @@ def _chunk_sentence(chunk: dict | None) -> str:
     per_task = "; ".join(
         f"{task} {sum(sum(r['hits_tokens']) for r in mine)} hits weighted by tokens against "
         f"{sum(sum(r['hits_equal']) for r in mine)} weighted equally, of {sum(len(r['hits_tokens']) for r in mine)}"
-        for task in _ordered(r["task"] for r in rows) for mine in [[r for r in rows if r["task"] == task]])
-    return (f"Weighting chunk-{chunk['protocol']['chunk']}'s chunks by their tokens instead of equally (as before) "
-            f"changed the outcome of {changed} of the {queries} queries at {', '.join(map(str, lengths))} tokens, where "
-            f"a document ends in a short chunk (shorter documents are one chunk): {per_task}.")
+        for task in _ordered(r["task"] for r in rows)
+        for mine in [[r for r in rows if r["task"] == task]]
+    )
+    return (
+        f"Weighting chunk-{chunk['protocol']['chunk']}'s chunks by their tokens instead of equally (as before) "
+        f"changed the outcome of {changed} of the {queries} queries at {', '.join(map(str, lengths))} tokens, where "
+        f"a document ends in a short chunk (shorter documents are one chunk): {per_task}."
+    )

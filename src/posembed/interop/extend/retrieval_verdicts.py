@@ -46,7 +46,9 @@ MARGIN = 0.10
 
 def baseline(cells: Sequence[dict]) -> str | None:
     """The longest truncation among the cells' systems (``None`` without one)."""
-    sizes = {int(c["system"].removeprefix("truncate-")): c["system"] for c in cells if c["system"].startswith("truncate-")}
+    sizes = {
+        int(c["system"].removeprefix("truncate-")): c["system"] for c in cells if c["system"].startswith("truncate-")
+    }
     return sizes[max(sizes)] if sizes else None
 
 
@@ -58,8 +60,9 @@ def _seed(outcome: Sequence) -> int:
     return int(outcome[2]) if len(outcome) > 2 else 0  # outcomes before data seeds: one seed
 
 
-def paired_hits(cells: Sequence[dict], system: str, base: str, lengths: Sequence[int]
-                ) -> tuple[list[int], list[int], list[int], list[str]]:
+def paired_hits(
+    cells: Sequence[dict], system: str, base: str, lengths: Sequence[int]
+) -> tuple[list[int], list[int], list[int], list[str]]:
     """``(baseline hits, system hits, data seed, task)`` per query over ``lengths`` (every task),
     paired within each cell: the same query of the same seed, task and length under both systems."""
     at = {(c["task"], c["system"], c["length"]): c for c in cells}
@@ -86,8 +89,11 @@ def _regions(cells: Sequence[dict], original_positions: int) -> list[tuple[str, 
     edits = [s for s in systems if s in METHODS and s not in KEEPS_TRAINED_ROWS]
     long = [L for L in lengths if L > original_positions]
     short = [L for L in lengths if L <= original_positions]
-    return [(region, where, names) for region, where, names in
-            (("beyond the table", long, systems), ("within the table", short, edits)) if where and names]
+    return [
+        (region, where, names)
+        for region, where, names in (("beyond the table", long, systems), ("within the table", short, edits))
+        if where and names
+    ]
 
 
 def primary_comparisons(cells: Sequence[dict], original_positions: int) -> list[tuple[Comparison, dict]]:
@@ -102,11 +108,22 @@ def primary_comparisons(cells: Sequence[dict], original_positions: int) -> list[
             if not hits_a:
                 continue
             name = f"{system} vs {base}, {region} ({', '.join(map(str, lengths))} tokens)"
-            comparison = Comparison(name, base, system, tuple(hits_a), tuple(hits_b), higher_is_better=True,
-                                    margin=MARGIN, test="mcnemar")
-            family.append((comparison, {"system": system, "baseline": base, "region": region, "lengths": lengths,
-                                        "per_seed": _per_group(hits_a, hits_b, seeds),
-                                        "per_task": _per_group(hits_a, hits_b, tasks)}))
+            comparison = Comparison(
+                name, base, system, tuple(hits_a), tuple(hits_b), higher_is_better=True, margin=MARGIN, test="mcnemar"
+            )
+            family.append(
+                (
+                    comparison,
+                    {
+                        "system": system,
+                        "baseline": base,
+                        "region": region,
+                        "lengths": lengths,
+                        "per_seed": _per_group(hits_a, hits_b, seeds),
+                        "per_task": _per_group(hits_a, hits_b, tasks),
+                    },
+                )
+            )
     return family
 
 
@@ -124,12 +141,25 @@ def _record(decision: Decision, extra: dict) -> dict:
     only_a = sum(1 for x, y in zip(c.values_a, c.values_b) if x and not y)
     only_b = sum(1 for x, y in zip(c.values_a, c.values_b) if y and not x)
     return {
-        "name": c.name, **extra, "word": decision.word, "primary": c.primary, "pairs": len(c.values_a),
-        "accuracy_baseline": sum(c.values_a) / len(c.values_a), "accuracy_system": sum(c.values_b) / len(c.values_b),
-        "only_system": only_b, "only_baseline": only_a, "difference": decision.difference,
-        "interval": list(decision.interval), "interval_label": decision.interval_label, "p": decision.p,
-        "p_adjusted": decision.p_adjusted, "p_equivalence_adjusted": decision.p_equivalence_adjusted,
-        "mdd": decision.mdd, "margin": c.margin, "note": decision.note, "text": decision.text(),
+        "name": c.name,
+        **extra,
+        "word": decision.word,
+        "primary": c.primary,
+        "pairs": len(c.values_a),
+        "accuracy_baseline": sum(c.values_a) / len(c.values_a),
+        "accuracy_system": sum(c.values_b) / len(c.values_b),
+        "only_system": only_b,
+        "only_baseline": only_a,
+        "difference": decision.difference,
+        "interval": list(decision.interval),
+        "interval_label": decision.interval_label,
+        "p": decision.p,
+        "p_adjusted": decision.p_adjusted,
+        "p_equivalence_adjusted": decision.p_equivalence_adjusted,
+        "mdd": decision.mdd,
+        "margin": c.margin,
+        "note": decision.note,
+        "text": decision.text(),
     }
 
 
@@ -158,8 +188,16 @@ def exploratory_decisions(cells: Sequence[dict]) -> list[dict]:
                 hits_a, hits_b, *_ = paired_hits([c for c in cells if c["task"] == task], system, base, [length])
                 if not hits_a:
                     continue
-                comparison = Comparison(f"{task} @ {length}: {system} vs {base}", base, system, tuple(hits_a),
-                                        tuple(hits_b), higher_is_better=True, margin=MARGIN, test="mcnemar",
-                                        primary=False)
+                comparison = Comparison(
+                    f"{task} @ {length}: {system} vs {base}",
+                    base,
+                    system,
+                    tuple(hits_a),
+                    tuple(hits_b),
+                    higher_is_better=True,
+                    margin=MARGIN,
+                    test="mcnemar",
+                    primary=False,
+                )
                 found.append((comparison, {"task": task, "length": length, "system": system, "baseline": base}))
     return [_record(d, extra) for d, (_, extra) in zip(decide([c for c, _ in found]), found)]

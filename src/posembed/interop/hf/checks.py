@@ -38,19 +38,47 @@ from posembed._utils.files import read_json, safetensors_shapes
 from posembed.errors import CheckpointError
 
 __all__ = [
-    "read_hf_config", "check_hf_folder", "weights_file", "weight_files", "weight_shapes", "shard_map", "load_torch_bin",
-    "check_sizes_against_weights", "WEIGHT_FILES",
+    "read_hf_config",
+    "check_hf_folder",
+    "weights_file",
+    "weight_files",
+    "weight_shapes",
+    "shard_map",
+    "load_torch_bin",
+    "check_sizes_against_weights",
+    "WEIGHT_FILES",
 ]
 
 #: weights files, in the order they are looked for
 WEIGHT_FILES = (
-    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
 )
 #: config keys that size a model; each, when present and not null, must be a positive integer
 _SIZE_KEYS = (
-    "vocab_size", "hidden_size", "embedding_size", "dim", "n_embd", "d_model", "max_position_embeddings",
-    "n_positions", "n_ctx", "num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_attention_heads",
-    "n_head", "n_heads", "num_key_value_heads", "intermediate_size", "n_inner", "hidden_dim", "head_dim",
+    "vocab_size",
+    "hidden_size",
+    "embedding_size",
+    "dim",
+    "n_embd",
+    "d_model",
+    "max_position_embeddings",
+    "n_positions",
+    "n_ctx",
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "n_layers",
+    "num_attention_heads",
+    "n_head",
+    "n_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "n_inner",
+    "hidden_dim",
+    "head_dim",
 )
 #: (config keys, tensor-name suffixes, which dimension): the first key present is checked against
 #: the first tensor found
@@ -188,9 +216,7 @@ def check_sizes_against_weights(config: dict, shapes: dict[str, tuple[int, ...]]
         if key is None or name is None or len(shapes[name]) <= dim:
             continue
         if shapes[name][dim] != config[key]:
-            raise CheckpointError(
-                path, f"says {key}={config[key]}, but the weights' {name} has shape {shapes[name]}"
-            )
+            raise CheckpointError(path, f"says {key}={config[key]}, but the weights' {name} has shape {shapes[name]}")
     key = next((k for k in _LAYER_KEYS if config.get(k) is not None), None)
     layers = {int(m.group(1)) for name in shapes for m in [_LAYER_INDEX.search(name)] if m}
     if key is not None and layers and config[key] > max(layers) + 1:  # more layers than saved: built empty

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["read_config", "config_dict", "load_config_dict"]
 
@@ -35,9 +36,11 @@ def read_config(source: str | os.PathLike) -> dict:
     try:
         config = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 JSON: byte 0x{data[error.start]:02x} at offset {error.start} cannot be "
-                         f"decoded ({error.reason}); a transformers config.json is a UTF-8 JSON object, as "
-                         f"from_pretrained reads it") from None
+        raise ValueError(
+            f"{path} is not UTF-8 JSON: byte 0x{data[error.start]:02x} at offset {error.start} cannot be "
+            f"decoded ({error.reason}); a transformers config.json is a UTF-8 JSON object, as "
+            f"from_pretrained reads it"
+        ) from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{str(path)!r} is not valid JSON: {error}") from None
     if not isinstance(config, dict):
@@ -55,7 +58,9 @@ def config_dict(config: Any) -> dict:
         return dict(config.to_dict())
     if hasattr(config, "__dict__"):
         return dict(vars(config))
-    raise TypeError(f"expected a transformers config, a dict, a folder or a config.json path; got {type(config).__name__}")
+    raise TypeError(
+        f"expected a transformers config, a dict, a folder or a config.json path; got {type(config).__name__}"
+    )
 
 
 def load_config_dict(config: Any) -> tuple[dict, Any, str]:

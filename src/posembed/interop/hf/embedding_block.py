@@ -15,6 +15,7 @@ RoBERTa-style models (``roberta``, ``xlm-roberta``, ``camembert``) number positi
 Example (a round trip through a temporary folder):
 
     >>> import tempfile
+    >>> import torch
     >>> from posembed import LearnedAbsolute
     >>> emb = TransformerEmbeddings(100, 8, position=LearnedAbsolute(16, 8))
     >>> folder = save_embeddings(emb, tempfile.mkdtemp())
@@ -30,13 +31,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from posembed._utils.io import atomic_write_bytes, atomic_write_json
-from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.errors import CheckpointError
 from posembed.interop.hf.checks import load_torch_bin, read_hf_config, shard_map, weight_shapes, weights_file
+from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.schemes.absolute.learned import LearnedAbsolute, LearnedParameter
 
 __all__ = ["load_embeddings", "save_embeddings", "read_embedding_config", "bert_family_problem", "HF_KEY_MAP"]
@@ -57,10 +57,27 @@ _PREFIXES = ("embeddings.", "bert.embeddings.", "model.embeddings.", "roberta.em
 _ROBERTA_LIKE = {"roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"}
 #: model types known not to hold a BERT-style embedding block, with how people write them
 _OTHER_FAMILIES = {
-    "gpt2": "GPT-2", "gpt_neox": "GPT-NeoX", "gptj": "GPT-J", "llama": "Llama", "mistral": "Mistral",
-    "mixtral": "Mixtral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma", "gemma2": "Gemma 2",
-    "gemma3": "Gemma 3", "phi": "Phi", "phi3": "Phi-3", "opt": "OPT", "bloom": "BLOOM", "falcon": "Falcon",
-    "mpt": "MPT", "t5": "T5", "bart": "BART", "olmo": "OLMo", "modernbert": "ModernBERT",
+    "gpt2": "GPT-2",
+    "gpt_neox": "GPT-NeoX",
+    "gptj": "GPT-J",
+    "llama": "Llama",
+    "mistral": "Mistral",
+    "mixtral": "Mixtral",
+    "qwen2": "Qwen2",
+    "qwen3": "Qwen3",
+    "gemma": "Gemma",
+    "gemma2": "Gemma 2",
+    "gemma3": "Gemma 3",
+    "phi": "Phi",
+    "phi3": "Phi-3",
+    "opt": "OPT",
+    "bloom": "BLOOM",
+    "falcon": "Falcon",
+    "mpt": "MPT",
+    "t5": "T5",
+    "bart": "BART",
+    "olmo": "OLMo",
+    "modernbert": "ModernBERT",
 }
 #: what the embedding-block readers support, for error messages
 BERT_SCOPE = "BERT-family checkpoints (BERT, RoBERTa, DistilBERT, ELECTRA, MiniLM, ...)"
@@ -153,7 +170,8 @@ def load_embeddings(path: str | Path, *, device=None, dtype=None) -> Transformer
     if config["model_type"] in _ROBERTA_LIKE:
         logger.warning(
             "%s numbers positions from pad_token_id + 1 = %d: pass position_ids explicitly",
-            config["model_type"], (config["pad_token_id"] or 0) + 1,
+            config["model_type"],
+            (config["pad_token_id"] or 0) + 1,
         )
     wanted = _expected_shapes(config)
     folder = _folder(path)
@@ -332,7 +350,9 @@ def _savable_position(emb: TransformerEmbeddings) -> LearnedAbsolute | LearnedPa
     if emb.combine_mode != "add":
         raise ValueError(f"only combine='add' maps to a BERT checkpoint; this block has combine={emb.combine_mode!r}")
     if emb.token_scale != 1.0:
-        raise ValueError(f"only token_scale=1 maps to a BERT checkpoint; this block has token_scale={emb.token_scale:g}")
+        raise ValueError(
+            f"only token_scale=1 maps to a BERT checkpoint; this block has token_scale={emb.token_scale:g}"
+        )
     return emb.position
 
 

@@ -16,11 +16,25 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posembed.interop.rope.model import (REFUSED, config_value, model_rotary_class, model_rotation, own_position_class,
-                                         rotary_classes)
+from posembed.interop.rope.model import (
+    REFUSED,
+    config_value,
+    model_rotary_class,
+    model_rotation,
+    own_position_class,
+    rotary_classes,
+)
 from posembed.schemes.positions import CLS_PLACES, patch_grid_positions
 
-__all__ = ["AxialSettings", "axial_class", "model_axial_class", "model_axial", "model_grid_axial", "own_grid_table", "pair_form"]
+__all__ = [
+    "AxialSettings",
+    "axial_class",
+    "model_axial_class",
+    "model_axial",
+    "model_grid_axial",
+    "own_grid_table",
+    "pair_form",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +106,10 @@ def axial_class(config: Any) -> type:
     """:func:`model_axial_class`; ``LookupError``: none."""
     found = model_axial_class(config)
     if found is None:
-        raise LookupError(f"{type(config).__name__}'s modeling module has no RotaryEmbedding with "
-                          f"compute_axial_rope_parameters or compute_default_rope_parameters")
+        raise LookupError(
+            f"{type(config).__name__}'s modeling module has no RotaryEmbedding with "
+            f"compute_axial_rope_parameters or compute_default_rope_parameters"
+        )
     return found
 
 
@@ -101,7 +117,11 @@ def _head_widths(config: Any) -> list[int]:
     """The head widths a vision config may mean: ``head_dim``, ``embed_dim`` or ``hidden_size`` over the heads."""
     heads = config_value(config, "num_attention_heads") or config_value(config, "num_heads")
     found = [config_value(config, "head_dim")]
-    found += [int(w) // int(heads) for w in (config_value(config, "embed_dim"), config_value(config, "hidden_size")) if w and heads]
+    found += [
+        int(w) // int(heads)
+        for w in (config_value(config, "embed_dim"), config_value(config, "hidden_size"))
+        if w and heads
+    ]
     return [int(w) for w in found if isinstance(w, int) and w > 0]
 
 
@@ -110,13 +130,16 @@ def _head_of(widths: list[int], axes: int, axis_dim: int) -> int | None:
     return next((w for w in widths if (w // axes) // 2 * 2 == axis_dim), None)
 
 
-def _placement(axes: int, axis_dim: int, base: float, coords: torch.Tensor, sin: torch.Tensor,
-               blocks: bool = False) -> tuple[tuple[int, ...], str] | None:
+def _placement(
+    axes: int, axis_dim: int, base: float, coords: torch.Tensor, sin: torch.Tensor, blocks: bool = False
+) -> tuple[tuple[int, ...], str] | None:
     """``(axis_order, frequency_order)`` of the :class:`~posembed.schemes.rotary.axial.AxialRotary` whose sines at
     ``coords`` are ``sin`` (``blocks``: frequencies in blocks only), or ``None``."""
     from posembed.schemes.rotary.axial import AxialRotary
 
-    for order, frequencies in itertools.product(itertools.permutations(range(axes)), ("blocks",) if blocks else ("blocks", "interleaved")):
+    for order, frequencies in itertools.product(
+        itertools.permutations(range(axes)), ("blocks",) if blocks else ("blocks", "interleaved")
+    ):
         ours = AxialRotary(axes * axis_dim, num_axes=axes, axis_dim=axis_dim, base=base, angles="fp32",
                            axis_order=order, frequency_order=frequencies)  # fmt: skip
         if torch.allclose(ours.cos_sin(coords)[1], sin, rtol=0, atol=1e-6):
@@ -140,7 +163,9 @@ def model_axial(config: Any) -> AxialSettings | None:
     except REFUSED as error:  # a module that cannot be built is read without axial settings
         logger.debug("the axial rotary module of %s cannot be built: %s", type(config).__name__, error)
         return None
-    widths = _head_widths(config)  # the axes the module splits its head into: axis_dim = (head_dim // A) rounded to even
+    widths = _head_widths(
+        config
+    )  # the axes the module splits its head into: axis_dim = (head_dim // A) rounded to even
     fits = [axes for axes in (2, 3) if _head_of(widths, axes, axis_dim)]
     for axes in fits or (2, 3):
         coords = torch.cat([torch.eye(axes, dtype=torch.long), torch.zeros(1, axes, dtype=torch.long)])  # (A + 1, A)
@@ -153,7 +178,9 @@ def model_axial(config: Any) -> AxialSettings | None:
         pairs, layout, span = form
         found = _placement(axes, axis_dim, base, coords, pairs, blocks=span == "axis")
         if found is not None:
-            return AxialSettings(axes, axis_dim, layout, *found, span, _head_of(widths, axes, axis_dim) or axes * axis_dim)
+            return AxialSettings(
+                axes, axis_dim, layout, *found, span, _head_of(widths, axes, axis_dim) or axes * axis_dim
+            )
     pixtral = _pixtral(embedding, next((w for w in widths if w == 2 * embedding.inv_freq.numel()), None), base)
     if pixtral is None:
         logger.debug("the axial rotary module of %s places its pairs as no AxialRotary does", type(config).__name__)

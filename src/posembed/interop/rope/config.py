@@ -17,7 +17,14 @@ from posembed.interop.rope.settings import RopeSettings, layer_parameters, layer
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, ROPE_TYPE_SCHEMES, build_from_kwargs, rope_entry, rope_kwargs
 
-__all__ = ["rotary_from_hf_config", "rotary_from_settings", "rope_parameters", "read_config", "ROPE_TYPES", "built_types"]
+__all__ = [
+    "rotary_from_hf_config",
+    "rotary_from_settings",
+    "rope_parameters",
+    "read_config",
+    "ROPE_TYPES",
+    "built_types",
+]
 
 #: the rope types posembed builds, in the factory's order (:data:`posembed.schemes.factory.ROPE_TYPE_SCHEMES`)
 ROPE_TYPES: tuple[str, ...] = tuple(ROPE_TYPE_SCHEMES)
@@ -35,8 +42,15 @@ def rope_parameters(config: Any, layer_type: str | None = None) -> dict:
     return dict(select_layer(layer_parameters(config_dict(config)), layer_type))
 
 
-def rotary_from_hf_config(config: Any, *, layout: str | None = None, max_len: int | None = None,
-                          layer_type: str | None = None, angles: str = "exact", part: str = "text") -> PositionScheme:
+def rotary_from_hf_config(
+    config: Any,
+    *,
+    layout: str | None = None,
+    max_len: int | None = None,
+    layer_type: str | None = None,
+    angles: str = "exact",
+    part: str = "text",
+) -> PositionScheme:
     """The rotary scheme (class and arguments) described by a transformers config.
 
     Args:
@@ -75,18 +89,25 @@ def rotary_from_settings(
     values = _values(settings)
     entry = rope_entry(settings.rope_type, values)
     if entry is None:
-        raise ValueError(f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
-                         f"known rope types: {', '.join(sorted(ROPE_TYPES))}")
+        raise ValueError(
+            f"unknown rope_type {settings.rope_type!r}{did_you_mean(settings.rope_type, ROPE_TYPES)}; "
+            f"known rope types: {', '.join(sorted(ROPE_TYPES))}"
+        )
     missing = [name for name in entry.rope_needs if name not in settings.params]
     if missing:
-        raise ValueError(f"rope_type {settings.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; "
-                         f"got {sorted(settings.params)}")
+        raise ValueError(
+            f"rope_type {settings.rope_type!r} needs rope_parameters field(s) {', '.join(missing)}; "
+            f"got {sorted(settings.params)}"
+        )
     kwargs = rope_kwargs(entry, values)
     if any(arg.required and arg.name not in kwargs for arg in entry.args):
         raise ValueError("this rope type needs config.max_position_embeddings")
     common = {"base": float(settings.theta), "layout": layout or settings.layout, "max_len": max_len, "angles": angles}
     scheme = build_from_kwargs(entry.name, {**kwargs, **{k: v for k, v in common.items() if k in entry.accepted}})
-    if settings.mrope is not None and entry.rope_type not in (None, "default"):  # a scaled type dealt to M-RoPE's sections
+    if settings.mrope is not None and entry.rope_type not in (
+        None,
+        "default",
+    ):  # a scaled type dealt to M-RoPE's sections
         sections = FACTORY["mrope"]
         kwargs = {**rope_kwargs(sections, values), **{k: v for k, v in common.items() if k in sections.accepted}}
         return build_from_kwargs(sections.name, kwargs).deal(scheme)
@@ -112,10 +133,25 @@ def _values(s: RopeSettings) -> dict[str, Any]:
     ratio = s.max_position_embeddings / s.original_max_len if s.max_position_embeddings and s.original_max_len else None
     width = int(s.head_dim * s.partial_rotary_factor)  # what transformers divides by: odd for GLM-4V-MoE (21)
     odd = width if width % 2 and width + 1 == s.rotary_dim else None
-    mrope = {} if s.mrope is None else {"mrope_section": list(s.mrope.section), "mrope_arrangement": s.mrope.arrangement,
-                                        "section_axes": list(s.mrope.section_axes)}  # the model's own M-RoPE
-    axial = {} if s.axial is None else {**s.axial._asdict(), "head_dim": s.head_dim, "axis_order": list(s.axial.axis_order),
-                                        "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None}
+    mrope = (
+        {}
+        if s.mrope is None
+        else {
+            "mrope_section": list(s.mrope.section),
+            "mrope_arrangement": s.mrope.arrangement,
+            "section_axes": list(s.mrope.section_axes),
+        }
+    )  # the model's own M-RoPE
+    axial = (
+        {}
+        if s.axial is None
+        else {
+            **s.axial._asdict(),
+            "head_dim": s.head_dim,
+            "axis_order": list(s.axial.axis_order),
+            "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None,
+        }
+    )
     return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
             "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
             "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd,

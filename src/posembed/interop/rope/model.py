@@ -16,7 +16,8 @@ import importlib
 import inspect
 import json
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -168,16 +169,22 @@ def _takes(cls: type, config_type: type) -> bool:
 
 def _rotaries(config_type: type) -> list[type]:
     module = modeling_module(config_type)
-    return [cls for cls in (getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding")) if isinstance(cls, type)]
+    return [
+        cls
+        for cls in (getattr(module, name) for name in dir(module) if name.endswith("RotaryEmbedding"))
+        if isinstance(cls, type)
+    ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rotary_classes(config_type: type, builder: str = "compute_default_rope_parameters") -> tuple[type, ...]:
     """The ``*RotaryEmbedding`` classes of a config class's modeling module that define ``builder``: those of its
     tower first (a ``...AudioConfig``: the audio ones), then those whose ``__init__`` takes the config class."""
     found = [cls for cls in _rotaries(config_type) if hasattr(cls, builder)]
     tower = tower_of(config_type.__name__)
-    found.sort(key=lambda cls: (tower_of(cls.__name__) != tower, not _takes(cls, config_type)))  # the config's tower's first
+    found.sort(
+        key=lambda cls: (tower_of(cls.__name__) != tower, not _takes(cls, config_type))
+    )  # the config's tower's first
     return tuple(found)
 
 
@@ -196,12 +203,14 @@ def rotary_class(config: Any) -> type:
     """The first of :func:`rotary_classes`; ``LookupError``: none (:func:`model_rotary_class` answers ``None``)."""
     found = model_rotary_class(config)
     if found is None:
-        raise LookupError(f"{type(config).__module__.replace('.configuration_', '.modeling_')} has no RotaryEmbedding "
-                          f"with compute_default_rope_parameters")
+        raise LookupError(
+            f"{type(config).__module__.replace('.configuration_', '.modeling_')} has no RotaryEmbedding "
+            f"with compute_default_rope_parameters"
+        )
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def own_position_class(config_type: type) -> type | None:
     """The ``*RotaryEmbedding`` class taking ``config_type``, where every such class computes its own positions
     (no ``position_ids``: Llama 4's vision tower, EfficientLoFTR, EoMT-DINOv3); ``None``: none does."""
@@ -217,7 +226,11 @@ def own_position_class(config_type: type) -> type | None:
 def model_own_positions(config: Any) -> str | None:
     """``"Cls.forward(args)"`` of :func:`own_position_class`, or ``None``."""
     cls = own_position_class(type(config))
-    return None if cls is None else f"{cls.__name__}.forward({', '.join(list(inspect.signature(cls.forward).parameters)[1:])})"
+    return (
+        None
+        if cls is None
+        else f"{cls.__name__}.forward({', '.join(list(inspect.signature(cls.forward).parameters)[1:])})"
+    )
 
 
 def per_layer(config: Any, layer_type: str) -> Any:
@@ -281,10 +294,16 @@ def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
     except REFUSED as error:  # per-layer, axial or complex modules: the attention factor
         logger.debug("the forward of %s's rotary embedding cannot be probed: %s", type(config).__name__, error)
         return None
-    named = [float(v) for v in (params.get("short_mscale"), params.get("long_mscale"), factor) if isinstance(v, (int, float))]
-    scales = tuple(next((v for v in named if abs(v - probed) <= 1e-6 * abs(v)), probed)  # the config's, not its float32
-                   for probed in (float(short.flatten()[0]), float(cos.flatten(0, -2)[0, 0])))
-    kept = params.get("rope_type") in ("dynamic", "longrope") and torch.allclose(angles, first.double(), rtol=1e-6, atol=0)
+    named = [
+        float(v) for v in (params.get("short_mscale"), params.get("long_mscale"), factor) if isinstance(v, (int, float))
+    ]
+    scales = tuple(
+        next((v for v in named if abs(v - probed) <= 1e-6 * abs(v)), probed)  # the config's, not its float32
+        for probed in (float(short.flatten()[0]), float(cos.flatten(0, -2)[0, 0]))
+    )
+    kept = params.get("rope_type") in ("dynamic", "longrope") and torch.allclose(
+        angles, first.double(), rtol=1e-6, atol=0
+    )
     if all(abs(scale - factor) <= 1e-6 * factor for scale in scales) and not kept:
         return None
     return *scales, switch

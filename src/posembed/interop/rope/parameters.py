@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from posembed.interop.rope.model import ALL_LAYERS, ORIGINAL, REFUSED, model_part, transformers_config
 
@@ -66,8 +67,10 @@ def _nested(name: str, given: Mapping, layer_types: Any) -> tuple[dict[str, dict
         return keep, tuple(key for key, value in given.items() if key not in keep and value is not None) if keep else ()
     flat = [key for key, value in given.items() if key not in dicts and value is not None]
     if dicts and flat:
-        raise ValueError(f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields "
-                         f"({', '.join(flat)}): give every field inside a layer type's dict, or none nested")
+        raise ValueError(
+            f"config.{name} mixes per-layer-type dicts ({', '.join(dicts)}) with flat fields "
+            f"({', '.join(flat)}): give every field inside a layer type's dict, or none nested"
+        )
     return dicts, ()
 
 
@@ -141,7 +144,10 @@ def read_parameters(raw: dict) -> tuple[dict[str, dict], Any]:
     if layers is None:
         return dict_parameters(raw)[0], None
     for params in layers.values():  # the old key 'type' that named the type (or Phi-3's renamed one) is gone
-        if params.get("type") in (params["rope_type"], "su", "yarn") and params["rope_type"] in (params.get("type"), "longrope"):
+        if params.get("type") in (params["rope_type"], "su", "yarn") and params["rope_type"] in (
+            params.get("type"),
+            "longrope",
+        ):
             params.pop("type")
     return layers, hf
 

@@ -15,14 +15,24 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from posembed.interop.hf.config import config_dict, load_config_dict
 from posembed.interop.rope.axial import AxialSettings
 from posembed.interop.rope.model import config_value, model_part, transformers_config
 from posembed.interop.rope.parameters import (
-    ALL_LAYERS, DEFAULT_THETA, ORIGINAL, ROPE_FIELDS, layer_parameters, read_parameters, stated, stated_layer, states_rope, why_ignored,
+    ALL_LAYERS,
+    DEFAULT_THETA,
+    ORIGINAL,
+    ROPE_FIELDS,
+    layer_parameters,
+    read_parameters,
+    stated,
+    stated_layer,
+    states_rope,
+    why_ignored,
 )  # fmt: skip
 from posembed.interop.rope.sections import MRopeSections
 from posembed.interop.rope.width import RotaryWidth, rotary_width
@@ -95,10 +105,14 @@ def select_layer(layers: Mapping[str, _T], layer_type: str | None) -> _T:
             raise ValueError(f"layer_type={layer_type!r} given, but config.rope_parameters is not nested by layer type")
         return layers[ALL_LAYERS]
     if layer_type is None:
-        raise ValueError(f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
-                         "one of them to build that layer type's scheme")
+        raise ValueError(
+            f"config.rope_parameters is nested by layer type ({', '.join(layers)}); pass layer_type= "
+            "one of them to build that layer type's scheme"
+        )
     if layer_type not in layers:
-        raise ValueError(f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}")
+        raise ValueError(
+            f"layer_type={layer_type!r} is not in config.rope_parameters; layer types: {', '.join(layers)}"
+        )
     return layers[layer_type]
 
 
@@ -136,7 +150,10 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict) 
     head_dim, rotary_dim = width.head_dim, int(width.head_dim * partial)
     model = width.of(layer)  # the widths the model's own rotary embedding builds
     if model is not None:  # proportional RoPE spreads its frequencies over the head: its rotary share is the factor's
-        head_dim, rotary_dim = model[0], (model[1] if params["rope_type"] != "proportional" else int(model[0] * partial))
+        head_dim, rotary_dim = (
+            model[0],
+            (model[1] if params["rope_type"] != "proportional" else int(model[0] * partial)),
+        )
         odd = int(head_dim * partial) == rotary_dim - 1  # an odd width: transformers rounds its frequencies up
         partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
@@ -181,9 +198,11 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
     reads); unlike :func:`read_rope_settings`, a config without RoPE gets the defaults (a bare one its class's)."""
     raw = model_part(config_dict(config), part)
     if not has_rope(raw) and _remote_code_type(raw):  # no class default to fill in: only its own code rotates
-        raise ValueError(f"the config has no RoPE field and transformers does not know model_type "
-                         f"{raw['model_type']!r}: only the checkpoint's own remote code decides its rotation (ChatGLM's "
-                         "is in its modeling code), so posembed builds none rather than guess one")
+        raise ValueError(
+            f"the config has no RoPE field and transformers does not know model_type "
+            f"{raw['model_type']!r}: only the checkpoint's own remote code decides its rotation (ChatGLM's "
+            "is in its modeling code), so posembed builds none rather than guess one"
+        )
     layers, hf = read_parameters(raw)
     dicts = [key for key, value in stated(raw)[1].items() if isinstance(value, Mapping)]
     if list(layers) == [ALL_LAYERS] and dicts:  # the builder refuses rather than build the flat parameters alone

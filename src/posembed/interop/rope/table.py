@@ -24,8 +24,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Mapping
 from importlib import resources
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Rotation", "TABLE", "rotation_table", "class_rotation", "type_rotation", "declared_rotation"]
 

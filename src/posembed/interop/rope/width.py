@@ -10,12 +10,18 @@ know is read from its ``rope_interleave``, else halves after one warning naming 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
-from posembed.interop.rope.model import (config_value, model_forward_mscale, model_own_positions, model_rotation, model_widths,
-                                         transformers_config)
 from posembed.interop.rope.axial import AxialSettings, model_axial, model_grid_axial
+from posembed.interop.rope.model import (
+    config_value,
+    model_forward_mscale,
+    model_own_positions,
+    model_rotation,
+    model_widths,
+    transformers_config,
+)
 from posembed.interop.rope.sections import MRopeSections, model_sections
 from posembed.interop.rope.table import declared_rotation, type_rotation
 
@@ -64,7 +70,9 @@ def rotary_width(raw: Mapping) -> RotaryWidth:
     if hf is None:  # the dict as written
         head_dim = raw.get("head_dim") or raw.get("qk_rope_head_dim")
         interleave = raw.get("rope_interleave")
-        rotation = type_rotation(raw.get("model_type"), interleave) or declared_rotation(raw.get("model_type"), interleave)
+        rotation = type_rotation(raw.get("model_type"), interleave) or declared_rotation(
+            raw.get("model_type"), interleave
+        )
         model, mrope, axial, mscale = None, None, None, None
     else:  # the model's own code: its aliases, class defaults, rotary widths and rotation function
         own, grid = model_own_positions(hf), None

@@ -136,11 +136,17 @@ def _frequencies(scheme: RotaryEmbedding, length: int) -> tuple[Tensor, float]:
 def _pairs(s: RopeSettings, scheme: RotaryEmbedding, inv_freq: Tensor) -> tuple[PairRow, ...]:
     """One row per pair of ``scheme``, whose ``inv_freq`` at the target length (:func:`_frequencies`) is given."""
     scaled = inv_freq.double()
-    plain = scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()  # unscaled per axis
+    plain = (
+        scaled if s.rope_type == "axial" else rope_inv_freq(scheme.rotary_dim, s.theta).double()
+    )  # unscaled per axis
     rows, half = [], scheme.rotary_dim // 2
     for i, (p, q) in enumerate(zip(plain.tolist(), scaled.tolist())):
         ratio, channels = p / q if q else math.inf, (i, i + half) if scheme.layout == "half" else (2 * i, 2 * i + 1)
-        rows.append(PairRow(i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, pair_treatment(p, q, s.factor)))
+        rows.append(
+            PairRow(
+                i, channels, 2 * math.pi / p, 2 * math.pi / q if q else math.inf, ratio, pair_treatment(p, q, s.factor)
+            )
+        )
     return tuple(rows)
 
 
@@ -167,31 +173,60 @@ def _lengths(s: RopeSettings, w: Stated) -> _Lengths:
     configured, factor, kind = s.max_position_embeddings, s.factor, s.rope_type
     trained, source = s.original_max_len, _TRAINED_FROM.get(w.original_source, w.original_source)
     if kind == "linear" and not w.original_given:  # linear reads no length: the config names no trained one
-        return _Lengths(configured, None, "not stated: linear scaling reads none", None, configured, None,
-                        f"linear x{factor:g}: every position divided by {factor:g} (every wavelength x{factor:g})")
+        return _Lengths(
+            configured,
+            None,
+            "not stated: linear scaling reads none",
+            None,
+            configured,
+            None,
+            f"linear x{factor:g}: every position divided by {factor:g} (every wavelength x{factor:g})",
+        )
     if kind == "dynamic":
         scaled = int(configured * factor) if configured else None
         return _Lengths(configured, configured, "max_position_embeddings, dynamic NTK's switch point", scaled, None,
                         configured, f"dynamic NTK x{factor:g}: plain up to {configured}, theta grows with the sequence "
                         f"length beyond it (by {factor:g} at {scaled})")  # fmt: skip
     if kind == "longrope":
-        return _Lengths(configured, trained, source, configured, configured, trained,
-                        f"LongRoPE: short_factor up to {trained}, long_factor beyond it, to {configured}")
+        return _Lengths(
+            configured,
+            trained,
+            source,
+            configured,
+            configured,
+            trained,
+            f"LongRoPE: short_factor up to {trained}, long_factor beyond it, to {configured}",
+        )
     if kind in ("linear", "yarn", "llama3") and trained:
         scaled = int(round(trained * factor))
         band = "a ramp between" if kind == "yarn" else "a smooth band between"
-        what = f"every position divided by {factor:g}" if kind == "linear" else \
-            f"long wavelengths interpolated, short ones kept, {band}"
+        what = (
+            f"every position divided by {factor:g}"
+            if kind == "linear"
+            else f"long wavelengths interpolated, short ones kept, {band}"
+        )
         effective = configured if scaled == configured or configured is None else None
-        return _Lengths(configured, trained, source, scaled, effective, None,
-                        f"{kind} x{factor:g} ({what}): stretches the trained {trained} to {scaled}")
+        return _Lengths(
+            configured,
+            trained,
+            source,
+            scaled,
+            effective,
+            None,
+            f"{kind} x{factor:g} ({what}): stretches the trained {trained} to {scaled}",
+        )
     return _Lengths(configured, configured, "max_position_embeddings, no scaling", None, configured, None, "none")
 
 
 def _length_traps(s: RopeSettings, w: Stated, n: _Lengths) -> list[Trap]:
     """A warning where the stated numbers disagree: the scaling stretches the stated trained length to a length
     other than ``max_position_embeddings`` (a note for llama3, whose band interpolation the factor does not bound)."""
-    if n.scaled is None or n.configured is None or n.scaled == n.configured or s.rope_type not in ("linear", "yarn", "llama3"):
+    if (
+        n.scaled is None
+        or n.configured is None
+        or n.scaled == n.configured
+        or s.rope_type not in ("linear", "yarn", "llama3")
+    ):
         return []
     if not (w.original_given or w.original_source == "class default"):
         return []  # no trained length stated: the original_* traps say so
@@ -204,7 +239,9 @@ def _length_traps(s: RopeSettings, w: Stated, n: _Lengths) -> list[Trap]:
                  f"the model card for the length it was evaluated at")]  # fmt: skip
 
 
-def _transformers_frequencies(hf_config: Any, s: RopeSettings, seq_len: int | None, forward: bool) -> tuple[Tensor, float]:
+def _transformers_frequencies(
+    hf_config: Any, s: RopeSettings, seq_len: int | None, forward: bool
+) -> tuple[Tensor, float]:
     """``(inv_freq, attention factor)`` of transformers' rope init function at ``seq_len``. ``forward``: the ones the
     model's rotary embedding ``forward`` applies to a sequence of ``seq_len`` (positions 1 and ``seq_len - 1``): the
     angle at position 1 and the length of (cos, sin). A module that rotates at its own patch grid (Llama 4's vision
@@ -251,7 +288,9 @@ def _table_frequencies(config: Any, s: RopeSettings) -> tuple[Tensor, float, str
     return torch.atan2(sin, cos).float(), float(torch.hypot(cos, sin).mean()), found[0].__name__
 
 
-def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int) -> tuple[tuple[Comparison, ...], str]:
+def _compare(
+    raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, length: int
+) -> tuple[tuple[Comparison, ...], str]:
     try:  # the config object given, else the one transformers builds
         hf_config = given if given is not None and hasattr(given, "standardize_rope_params") else build_config(raw)
         if hf_config is None:  # no transformers (ModuleNotFoundError), or its error for a model type it does not know
@@ -261,15 +300,23 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
     except ModuleNotFoundError:
         return (), "transformers is not installed: not compared"
     except Exception as error:  # noqa: BLE001 - a config transformers refuses (its strict type checks too) is reported
-        first = str(error).split(". ")[0].splitlines()[0] if str(error) else ""  # its first sentence: not the list of every type
+        first = (
+            str(error).split(". ")[0].splitlines()[0] if str(error) else ""
+        )  # its first sentence: not the list of every type
         return (), f"transformers cannot build this config ({type(error).__name__}: {first}): not compared"
-    forward = raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"  # the model ignores the init's choice
+    forward = (
+        raw.get("model_type") in MSCALE_FORWARD and s.rope_type != "default"
+    )  # the model ignores the init's choice
     switch = s.max_position_embeddings if s.rope_type == "dynamic" and not forward else s.original_max_len
-    lengths = [switch, max(length, switch + 1)] if (s.rope_type in ("dynamic", "longrope") or forward) and switch else [None]
+    lengths = (
+        [switch, max(length, switch + 1)] if (s.rope_type in ("dynamic", "longrope") or forward) and switch else [None]
+    )
     comparisons = []
     for seq_len in lengths:
         try:
-            theirs, their_factor = _transformers_frequencies(hf_config, s, (seq_len or length) if forward else seq_len, forward)
+            theirs, their_factor = _transformers_frequencies(
+                hf_config, s, (seq_len or length) if forward else seq_len, forward
+            )
         except Exception as error:  # noqa: BLE001 - any failure inside transformers is reported, not raised
             where = "model's rotary embedding" if forward else "rope init"
             return tuple(comparisons), f"transformers' {where} failed ({type(error).__name__}: {error})"
@@ -280,14 +327,20 @@ def _compare(raw: dict, given: Any, s: RopeSettings, scheme: RotaryEmbedding, le
             return tuple(comparisons), f"transformers gives {theirs.numel()} frequencies, posembed {ours.numel()}"
         rel = ((ours.double() - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-30)).max()
         comparisons.append(Comparison(seq_len, float(rel), our_factor, their_factor))
-    note = f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies" if forward else _INIT_NOTE
+    note = (
+        f"compared with the cos / sin that transformers' {rotary_class(hf_config).__name__} applies"
+        if forward
+        else _INIT_NOTE
+    )
     if not forward and s.rope_type == "default" and not rotary_classes(type(hf_config)):
         name = _table_frequencies(hf_config, s)[2]
         note = f"compared with the sin / cos table of transformers' {name} (it has no rope init function)"
     return tuple(comparisons), note
 
 
-def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None, compare: bool) -> tuple[LayerReport, list[Trap]]:
+def _layer(
+    raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None, compare: bool
+) -> tuple[LayerReport, list[Trap]]:
     n = _lengths(s, w)
     trained, effective, switch = n.trained, n.effective, n.switch
     target = length or effective or n.scaled or n.configured or trained or 2
@@ -296,20 +349,32 @@ def _layer(raw: dict, given: Any, s: RopeSettings, w: Stated, length: int | None
         scheme = rotary_from_settings(s, layout=s.layout)
     except (ValueError, TypeError) as error:
         trap = Trap("unbuildable", "error", s.layer_type, f"posembed cannot build this RoPE: {error}")
-        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w, *extra), [trap, *_length_traps(s, w, n)]
+        return LayerReport(s, None, None, trained, effective, switch, (), (), "not built", w, *extra), [
+            trap,
+            *_length_traps(s, w, n),
+        ]
     comparisons, note = _compare(raw, given, s, scheme, target) if compare else ((), "not compared")
     traps = _length_traps(s, w, n)
     if s.rope_type == "dynamic" and trained:  # dynamic NTK keeps the trained frequencies up to the trained length
         plain = RotaryEmbedding(s.head_dim, rotary_dim=scheme.rotary_dim, base=s.theta)
         if not torch.equal(*(rope.cos_sin(torch.arange(trained))[0] for rope in (scheme, plain))):
-            traps.append(Trap("dynamic_below_trained", "error", s.layer_type, "dynamic NTK changed frequencies below the trained length"))
+            traps.append(
+                Trap(
+                    "dynamic_below_trained",
+                    "error",
+                    s.layer_type,
+                    "dynamic NTK changed frequencies below the trained length",
+                )
+            )
     inv_freq, attention = _frequencies(scheme, target)
     report = LayerReport(s, type(scheme).__name__, attention, trained, effective, switch, _pairs(s, scheme, inv_freq),
                          comparisons, note, w, *extra)  # fmt: skip
     return report, traps
 
 
-def check_rope_config(config: Any, length: int | None = None, *, compare: bool = True, part: str = "text") -> RopeReport:
+def check_rope_config(
+    config: Any, length: int | None = None, *, compare: bool = True, part: str = "text"
+) -> RopeReport:
     """Check the RoPE of a transformers config.
 
     Args:
@@ -344,12 +409,18 @@ def check_rope_config(config: Any, length: int | None = None, *, compare: bool =
         return RopeReport(source, raw.get("model_type"), "no RoPE field", length, (), (trap,))
     stated = [stated_of(numbers, s) for s in settings]
     traps = find_traps(numbers, strings, settings, stated)
-    if whole.get("model_type") != raw.get("model_type"):  # a part: transformers refuses the file if it does not know the whole
+    if whole.get("model_type") != raw.get(
+        "model_type"
+    ):  # a part: transformers refuses the file if it does not know the whole
         traps = [*(t for t in refused_traps(whole) if t.message.startswith("transformers does not know")), *traps]
     built = [_layer(raw, given, s, w, length, compare) for s, w in zip(settings, stated)]
     layers, traps = [layer for layer, _ in built], [trap for _, extra in reversed(built) for trap in extra] + traps
     logger.info("checked RoPE of %s: %d layer type(s), %d trap(s)", source, len(layers), len(traps))
-    spelling = "rope_parameters (transformers 5.x)" if raw.get("rope_parameters") else "rope_scaling + rope_theta (transformers 4.x)"
+    spelling = (
+        "rope_parameters (transformers 5.x)"
+        if raw.get("rope_parameters")
+        else "rope_scaling + rope_theta (transformers 4.x)"
+    )
     return RopeReport(source, raw.get("model_type"), spelling, length, tuple(layers), tuple(traps))
 
 
@@ -382,12 +453,18 @@ def _finite(value: Any) -> Any:
 def _length_lines(layer: LayerReport) -> Iterator[str]:
     """The lengths side by side: configured, trained, what the scaling does; the effective context where stated."""
     yield f"  configured length {layer.configured_length} (max_position_embeddings)"
-    yield (f"  trained length    {layer.trained_context} ({layer.trained_source})" if layer.trained_context is not None
-           else f"  trained length    {layer.trained_source}")
+    yield (
+        f"  trained length    {layer.trained_context} ({layer.trained_source})"
+        if layer.trained_context is not None
+        else f"  trained length    {layer.trained_source}"
+    )
     yield f"  scaling           {layer.scaling}"
     if layer.effective_context is not None:
-        yield f"  effective context {layer.effective_context} (max_position_embeddings; the scaling agrees)" if layer.scaled_context else (
-            f"  effective context {layer.effective_context} (max_position_embeddings)")
+        yield (
+            f"  effective context {layer.effective_context} (max_position_embeddings; the scaling agrees)"
+            if layer.scaled_context
+            else (f"  effective context {layer.effective_context} (max_position_embeddings)")
+        )
     elif layer.settings.rope_type == "dynamic":
         yield "  effective context not stated: dynamic NTK grows with the sequence beyond the configured length"
     else:
@@ -402,7 +479,7 @@ def _layer_lines(layer: LayerReport) -> Iterator[str]:
     if layer.scheme is None:
         return
     yield from _length_lines(layer)
-    yield f"  attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor ** 2:.6g})"
+    yield f"  attention factor {layer.attention_factor:.6g} (logits x {layer.attention_factor**2:.6g})"
     if layer.switch_at:
         yield f"  switches at sequence length > {layer.switch_at}"
     if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at

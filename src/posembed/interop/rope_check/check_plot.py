@@ -31,7 +31,13 @@ def plot_wavelengths(report: RopeReport, path: str | Path) -> Path:
         name = layer.settings.layer_type
         index = [row.index for row in layer.pairs]
         ax.plot(index, [row.wavelength for row in layer.pairs], "o-", ms=3, label=f"{name}: unscaled")
-        ax.plot(index, [row.scaled_wavelength for row in layer.pairs], "s--", ms=3, label=f"{name}: {layer.settings.rope_type}")
+        ax.plot(
+            index,
+            [row.scaled_wavelength for row in layer.pairs],
+            "s--",
+            ms=3,
+            label=f"{name}: {layer.settings.rope_type}",
+        )
         if layer.trained_context:
             ax.axhline(layer.trained_context, color="gray", lw=1, label=f"{name}: trained {layer.trained_context}")
         target = report.target_length or layer.effective_context

@@ -68,10 +68,16 @@ def read_numbers(raw: Mapping) -> tuple[dict, list[tuple[str, Any, int | float |
     ``None`` (the value then left as it is) for a theta no number can be read from, which
     :func:`~posembed.interop.rope.settings.read_rope_settings` refuses naming its layer type; any other such field
     (``"ten thousand"``, ``true``) raises ``ValueError`` naming it and its value."""
-    found = [(path, integer, v) for path, integer, v in _fields(raw) if isinstance(v, bool) or not isinstance(v, (int, float))]
+    found = [
+        (path, integer, v)
+        for path, integer, v in _fields(raw)
+        if isinstance(v, bool) or not isinstance(v, (int, float))
+    ]
     numbers, strings = copy.deepcopy(dict(raw)) if found else dict(raw), []
     for path, integer, value in found:
-        shown = "".join(f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path))
+        shown = "".join(
+            f"[{part}]" if isinstance(part, int) else (f".{part}" if i else part) for i, part in enumerate(path)
+        )
         try:
             number = float(value.strip()) if isinstance(value, str) else math.nan
         except ValueError:

@@ -7,12 +7,20 @@ each was written and where (:func:`stated_of`), and which keys transformers igno
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from posembed.interop.rope.model import config_value, model_part, transformers_config
 from posembed.interop.rope.parameters import (
-    ALL_LAYERS, ORIGINAL, declares, dict_parameters, object_parameters, stated, stated_layer, states_rope,
+    ALL_LAYERS,
+    ORIGINAL,
+    declares,
+    dict_parameters,
+    object_parameters,
+    stated,
+    stated_layer,
+    states_rope,
 )  # fmt: skip
 from posembed.interop.rope.settings import ORIGINAL_USERS, RopeSettings
 from posembed.interop.rope_check.numbers import THETA_FIELDS
@@ -20,7 +28,10 @@ from posembed.interop.rope_check.numbers import THETA_FIELDS
 __all__ = ["Stated", "stated_of", "theta_fields", "ignored_parameters"]
 
 #: the top-level theta fields a layer type may read, as written (4.x Gemma 3 and ModernBERT per layer type)
-_TOP_THETAS = {"full_attention": ("global_rope_theta",), "sliding_attention": ("rope_local_base_freq", "local_rope_theta")}
+_TOP_THETAS = {
+    "full_attention": ("global_rope_theta",),
+    "sliding_attention": ("rope_local_base_freq", "local_rope_theta"),
+}
 
 
 @dataclass(frozen=True)
@@ -121,4 +132,3 @@ def ignored_parameters(raw: dict) -> tuple[str, ...]:
     bare = transformers_config({k: v for k, v in raw.items() if k not in ("rope_parameters", "rope_scaling")})
     own = {k for k, v in (getattr(bare, "rope_parameters", None) or {}).items() if isinstance(v, Mapping)}
     return tuple(key for key, value in given.items() if value is not None and key not in layers and key not in own)
-

@@ -18,14 +18,22 @@ from posembed.interop.rope.model import build_config
 from posembed.interop.rope.parameters import DEFAULT_THETA, stated, stated_layer, states_rope, why_ignored
 from posembed.interop.rope.settings import ALL_LAYERS, ORIGINAL_USERS, RopeSettings
 from posembed.interop.rope_check.stated import Stated, ignored_parameters
-from posembed.interop.rope_check.traps_scaling import MSCALE_FORWARD, Trap, check_mscale_forward, check_of_type, yarn_default_attention
+from posembed.interop.rope_check.traps_scaling import (
+    MSCALE_FORWARD,
+    Trap,
+    check_mscale_forward,
+    check_of_type,
+    yarn_default_attention,
+)
 
 __all__ = ["Trap", "find_traps", "refused_traps", "FAMILY_THETA", "MSCALE_FORWARD", "yarn_default_attention"]
 
 #: published rope_theta values per family (a model_type, or "llama3"), per layer type where they differ
 FAMILY_THETA: dict[str, dict[str, tuple[float, ...]]] = {
-    "llama": {ALL_LAYERS: (10000.0, 500000.0)}, "llama3": {ALL_LAYERS: (500000.0,)},
-    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)}, "mixtral": {ALL_LAYERS: (1000000.0,)},
+    "llama": {ALL_LAYERS: (10000.0, 500000.0)},
+    "llama3": {ALL_LAYERS: (500000.0,)},
+    "mistral": {ALL_LAYERS: (10000.0, 1000000.0)},
+    "mixtral": {ALL_LAYERS: (1000000.0,)},
     **{family: {ALL_LAYERS: (1000000.0,)} for family in ("qwen2", "qwen2_moe", "qwen3")},
     **{family: {ALL_LAYERS: (10000.0,)} for family in ("gemma", "gemma2", "phi3", "gpt_neox")},
     "gemma3_text": {"full_attention": (1000000.0,), "sliding_attention": (10000.0,)},
@@ -50,8 +58,12 @@ def _check_theta(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     if not w.theta_given:
         missing = _theta_missing(raw, s, w)
         if expected and s.theta not in expected:
-            yield Trap("theta_missing", "warning", s.layer_type,
-                       f"{missing}, but {family} checkpoints are trained with {shown}; every frequency would be wrong")
+            yield Trap(
+                "theta_missing",
+                "warning",
+                s.layer_type,
+                f"{missing}, but {family} checkpoints are trained with {shown}; every frequency would be wrong",
+            )
         else:
             yield Trap("theta_missing", "note", s.layer_type, missing)
     elif expected and s.theta not in expected:
@@ -130,8 +142,12 @@ def _check_original(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
     if resolved and max_pos and factor > 1:
         original = s.original_max_len
         if original > max_pos:
-            yield Trap("original_inconsistent", "warning", s.layer_type,
-                       f"original_max_position_embeddings={original} exceeds max_position_embeddings={max_pos}")
+            yield Trap(
+                "original_inconsistent",
+                "warning",
+                s.layer_type,
+                f"original_max_position_embeddings={original} exceeds max_position_embeddings={max_pos}",
+            )
         elif original == max_pos and s.rope_type in SCALED_FROM_ORIGINAL:
             yield Trap("factor_compounds", "warning", s.layer_type,
                        f"original_max_position_embeddings equals max_position_embeddings ({max_pos}) with factor "
@@ -293,6 +309,9 @@ def find_traps(raw: dict, strings: list, settings: list[RopeSettings], stated: l
     an error), both from :func:`~posembed.interop.rope_check.numbers.read_numbers`; ``stated``: what the config
     writes per layer type (:func:`~posembed.interop.rope_check.stated.stated_of`).
     """
-    traps = [*_check_numbers(strings), *(trap for s, w in zip(settings, stated) for check in _CHECKS for trap in check(raw, s, w))]
+    traps = [
+        *_check_numbers(strings),
+        *(trap for s, w in zip(settings, stated) for check in _CHECKS for trap in check(raw, s, w)),
+    ]
     traps += [*_check_layers(settings), *_check_ignored(raw, settings), *refused_traps(raw)]
     return sorted(traps, key=lambda trap: ("error", "warning", "note").index(trap.severity))

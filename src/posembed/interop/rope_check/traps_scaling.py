@@ -57,7 +57,9 @@ def _check_yarn(s: RopeSettings, w: Stated) -> Iterator[Trap]:
                    f"transformers then ignores it and uses the plain 0.1 ln s + 1 = {plain:.6g}, while DeepSeek's code "
                    f"would not")  # fmt: skip
     if given is not None and (mscale or all_dim):
-        yield Trap("yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them")
+        yield Trap(
+            "yarn_mscale", "warning", s.layer_type, "attention_factor is set together with mscale: it overrides them"
+        )
 
 
 def _check_dynamic(s: RopeSettings, w: Stated) -> Iterator[Trap]:
@@ -80,8 +82,12 @@ def _check_longrope(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     for name in ("short_factor", "long_factor"):
         values = s.params.get(name)
         if values is not None and len(values) != s.rotary_dim // 2:
-            yield Trap("longrope_factors", "error", s.layer_type,
-                       f"{name} has {len(values)} values; rotary_dim / 2 = {s.rotary_dim // 2} are needed")
+            yield Trap(
+                "longrope_factors",
+                "error",
+                s.layer_type,
+                f"{name} has {len(values)} values; rotary_dim / 2 = {s.rotary_dim // 2} are needed",
+            )
 
 
 def _check_llama3(s: RopeSettings, w: Stated) -> Iterator[Trap]:

@@ -31,7 +31,7 @@ class ContextData:
     val: Tensor
 
     @classmethod
-    def load(cls, text: str = "tinyshakespeare") -> "ContextData":
+    def load(cls, text: str = "tinyshakespeare") -> ContextData:
         """The corpus behind ``text`` (a path or ``"tinyshakespeare"``), its encoding cached per text."""
         return _encoded(load_text(resolve_text_path(text), min_chars=1000))
 

@@ -8,15 +8,15 @@ import os
 import torch
 
 from posembed._utils.checks import check_number
-from posembed._utils.progress import Progress, progress_mode
 from posembed._utils.devices import on_device, resolve_device
-from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
+from posembed._utils.progress import Progress, progress_mode
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_rows
 from posembed.lab.context.methods import extended
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.context.store import NO_DEPTH
 from posembed.lab.context.train import TASK, finetune_config, train_steps
+from posembed.lab.training.checkpoint import load_checkpoint, save_checkpoint
 from posembed.schemes.rotary.rope import MIN_FACTOR
 
 __all__ = ["reevaluate_checkpoint"]
@@ -63,22 +63,49 @@ def reevaluate_checkpoint(
     context, target = config["context"], round(config["context"] * factor)
     model = extended(model, method, float(factor), context)
     lengths = sorted({context, target})
-    with Progress(len(lengths) + bool(finetune_steps), mode=progress_mode(progress), desc="lab extend",
-                  unit="step") as steps:
+    with Progress(
+        len(lengths) + bool(finetune_steps), mode=progress_mode(progress), desc="lab extend", unit="step"
+    ) as steps:
         if finetune_steps:
             steps.working_on(f"fine-tune {finetune_steps} steps at {target}")
             study = ContextConfig(name="lab extend", batch=batch, passkey_fraction=0.25 if passkey else 0.0)
             train_steps(model, data, finetune_config(study, steps=finetune_steps, context=target, lr=lr, seed=seed))
             if save_to is not None:
-                save_checkpoint(model, save_to, {**meta, "config": {**config, "context": target},
-                                                 "extended": {"method": method, "factor": factor, "steps": finetune_steps}})
+                save_checkpoint(
+                    model,
+                    save_to,
+                    {
+                        **meta,
+                        "config": {**config, "context": target},
+                        "extended": {"method": method, "factor": factor, "steps": finetune_steps},
+                    },
+                )
             steps.advance(f"fine-tuned {finetune_steps} steps at {target}")
         found = []
         for length in lengths:
             steps.working_on(f"{method} at {length}")
-            rows = evaluate_rows(on_device(model), data, length, windows=windows, depths=depths, samples=samples,
-                                 seed=seed, digits=5, passkey=passkey)
-            found += [{"method": method, "factor": factor, "finetune_steps": finetune_steps, "length": length,
-                       "metric": m, "depth": None if d == NO_DEPTH else d, "value": v} for m, d, v in rows]
+            rows = evaluate_rows(
+                on_device(model),
+                data,
+                length,
+                windows=windows,
+                depths=depths,
+                samples=samples,
+                seed=seed,
+                digits=5,
+                passkey=passkey,
+            )
+            found += [
+                {
+                    "method": method,
+                    "factor": factor,
+                    "finetune_steps": finetune_steps,
+                    "length": length,
+                    "metric": m,
+                    "depth": None if d == NO_DEPTH else d,
+                    "value": v,
+                }
+                for m, d, v in rows
+            ]
             steps.advance(f"evaluated {method} at {length}")
     return found

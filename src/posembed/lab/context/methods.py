@@ -61,7 +61,9 @@ def longrope_factors(head_dim: int, base: float, factor: float, original_len: in
     return [float(x) for x in (plain / yarn)]
 
 
-def method_scheme(method: str, *, head_dim: int, factor: float, original_len: int, base: float = 10000.0) -> PositionScheme:
+def method_scheme(
+    method: str, *, head_dim: int, factor: float, original_len: int, base: float = 10000.0
+) -> PositionScheme:
     """The rotary scheme of ``method`` for extension ratio ``factor`` (``factor <= 1``: plain RoPE,
     except ``dynamic_ntk``, which is plain by itself up to ``original_len``).
 

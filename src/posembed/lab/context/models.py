@@ -26,8 +26,8 @@ from torch import nn
 
 from posembed.lab.context.presets import REFERENCES, ContextConfig
 from posembed.schemes.base import PositionScheme
-from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, ModelSizes, build_from_sizes
 from posembed.schemes.bias.nope import NoPE
+from posembed.schemes.factory import FACTORY, METHOD_SCHEMES, ModelSizes, build_from_sizes
 
 __all__ = ["STUDY_SCHEMES", "study_scheme", "build_context_model"]
 
@@ -44,7 +44,9 @@ def study_scheme(cfg: ContextConfig, scheme: str) -> PositionScheme | None:
         return None
     # RoPE (no reference): plain, without a cos/sin cache, as every method builds it, so any length runs
     args = {"max_len": None} if entry.reference is None else entry.reference.args(cfg.context)
-    sizes = ModelSizes(dim=cfg.dim, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=cfg.context, causal=True)
+    sizes = ModelSizes(
+        dim=cfg.dim, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=cfg.context, causal=True
+    )
     return build_from_sizes(scheme, sizes, args)
 
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from posembed._utils.checks import did_you_mean
 from posembed.lab.config import TrainingConfig, check_fields
@@ -98,9 +98,14 @@ class ContextConfig(TrainingConfig):
             raise ValueError(f"context={self.context} is below the passkey minimum {min_length(self.digits) - 1}")
         if not isinstance(self.passkey_only_steps, int) or self.passkey_only_steps < 0:
             raise ValueError(f"passkey_only_steps must be an integer >= 0, got {self.passkey_only_steps!r}")
-        if not isinstance(self.passkey_adjacent_steps, int) or not 0 <= self.passkey_adjacent_steps <= self.passkey_only_steps:
-            raise ValueError(f"passkey_adjacent_steps must be an integer in [0, passkey_only_steps={self.passkey_only_steps}], "
-                             f"got {self.passkey_adjacent_steps!r}")
+        if (
+            not isinstance(self.passkey_adjacent_steps, int)
+            or not 0 <= self.passkey_adjacent_steps <= self.passkey_only_steps
+        ):
+            raise ValueError(
+                f"passkey_adjacent_steps must be an integer in [0, passkey_only_steps={self.passkey_only_steps}], "
+                f"got {self.passkey_adjacent_steps!r}"
+            )
         if not 0.0 <= self.passkey_fraction <= 1.0:
             raise ValueError(f"passkey_fraction must be in [0, 1], got {self.passkey_fraction}")
         if not self.scales or any(not isinstance(s, int) or s < 1 for s in self.scales):
@@ -111,10 +116,14 @@ class ContextConfig(TrainingConfig):
                 raise ValueError(f"{name}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
         if self.depths < 2:
             raise ValueError(f"depths must be >= 2 (0 and 1 at least), got {self.depths}")
-        if not self.seeds or any(not isinstance(s, int) or s < 0 for s in self.seeds) or len(set(self.seeds)) < len(self.seeds):
+        if (
+            not self.seeds
+            or any(not isinstance(s, int) or s < 0 for s in self.seeds)
+            or len(set(self.seeds)) < len(self.seeds)
+        ):
             raise ValueError(f"seeds must be distinct integers >= 0, at least one, got {self.seeds}")
 
-    def per_seed(self) -> list["ContextConfig"]:
+    def per_seed(self) -> list[ContextConfig]:
         """One config per seed of :attr:`seeds` (``seed`` set to it): the runs the study is made of.
 
         >>> [c.seed for c in ContextConfig(name="x", seeds=(0, 2)).per_seed()]
@@ -151,8 +160,23 @@ def _context() -> ContextConfig:
 
 def _context_smoke() -> ContextConfig:
     return ContextConfig(
-        name="context-smoke", context=96, dim=32, depth=2, heads=2, steps=150, batch=8, lr=3e-3, warmup=10,
-        passkey_only_steps=50, passkey_adjacent_steps=20, scales=(1, 2, 4), depths=3, passkey_samples=4, lm_windows=4, finetune_scale=2, finetune_steps=20,
+        name="context-smoke",
+        context=96,
+        dim=32,
+        depth=2,
+        heads=2,
+        steps=150,
+        batch=8,
+        lr=3e-3,
+        warmup=10,
+        passkey_only_steps=50,
+        passkey_adjacent_steps=20,
+        scales=(1, 2, 4),
+        depths=3,
+        passkey_samples=4,
+        lm_windows=4,
+        finetune_scale=2,
+        finetune_steps=20,
         references=SMOKE_REFERENCES,
     )
 
@@ -164,8 +188,10 @@ CONTEXT_PRESETS: dict[str, Callable[[], ContextConfig]] = {"context": _context, 
 def get_context_preset(name: str) -> ContextConfig:
     """The study called exactly ``name``."""
     if name not in CONTEXT_PRESETS:
-        raise ValueError(f"unknown context preset {name!r}{did_you_mean(name, CONTEXT_PRESETS)}; "
-                         f"known: {', '.join(sorted(CONTEXT_PRESETS))}")
+        raise ValueError(
+            f"unknown context preset {name!r}{did_you_mean(name, CONTEXT_PRESETS)}; "
+            f"known: {', '.join(sorted(CONTEXT_PRESETS))}"
+        )
     return CONTEXT_PRESETS[name]()
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from posembed._utils.progress import Progress, progress_mode
 from posembed._utils.devices import resolve_device
+from posembed._utils.progress import Progress, progress_mode
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.evaluate import evaluate_at
 from posembed.lab.context.methods import extended
@@ -61,7 +61,10 @@ def study_steps(cfg: ContextConfig) -> int:
 
 
 def run_context(
-    cfg: ContextConfig, out: str | os.PathLike, *, device: str | torch.device | None = "auto",
+    cfg: ContextConfig,
+    out: str | os.PathLike,
+    *,
+    device: str | torch.device | None = "auto",
     progress: bool | str | None = False,
 ) -> Path:
     """Run (or resume) the study ``cfg`` into ``out`` on ``device`` (``auto``: CUDA when present,
@@ -72,8 +75,9 @@ def run_context(
     return run_study(cfg.per_seed(), Path(out), resolve_device(device), progress).path
 
 
-def run_study(runs: list[ContextConfig], out: Path, device: torch.device,
-              progress: bool | str | None = False) -> ContextStore:
+def run_study(
+    runs: list[ContextConfig], out: Path, device: torch.device, progress: bool | str | None = False
+) -> ContextStore:
     """:func:`run_context` of a study's runs (one config per seed) on a resolved ``device``; returns the
     store they ran into (``<out>/context.sqlite``), opened once for all of them."""
     total, store = study_steps(runs[0]) * len(runs), ContextStore(out / STORE_NAME)
@@ -87,8 +91,7 @@ def run_study(runs: list[ContextConfig], out: Path, device: torch.device,
     return store
 
 
-def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path,
-                device: torch.device) -> Iterator[tuple[bool, str]]:
+def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path, device: torch.device) -> Iterator[tuple[bool, str]]:
     """One seed's run of the study, each step skipped when stored: train RoPE and the references at
     L, fine-tune RoPE, then evaluate RoPE with each method swapped in, the references as they are
     and the fine-tunes.
@@ -106,20 +109,36 @@ def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path,
         return extended(trained["rope"], method, factor, cfg.context)
 
     # (name, how a fresh one is built, its folder): the models at L, then the fine-tunes of RoPE
-    plan = [(name, lambda s=name: build_context_model(cfg, s, data.vocab_size), folder / name)
-            for name in ("rope", *cfg.references)]
-    plan += [(name, lambda m=method: rope_with(m, float(scale)), folder / name.replace("@", "_"))
-             for name, method in tunes.items()]
-    tune = finetune_config(cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr,
-                           seed=cfg.seed + 1) if tunes else None
+    plan = [
+        (name, lambda s=name: build_context_model(cfg, s, data.vocab_size), folder / name)
+        for name in ("rope", *cfg.references)
+    ]
+    plan += [
+        (name, lambda m=method: rope_with(m, float(scale)), folder / name.replace("@", "_"))
+        for name, method in tunes.items()
+    ]
+    tune = (
+        finetune_config(
+            cfg, steps=cfg.finetune_steps, context=cfg.context * scale, lr=cfg.finetune_lr, seed=cfg.seed + 1
+        )
+        if tunes
+        else None
+    )
     for name, make, where in plan:
         yield False, f"{seed}: {'fine-tune' if name in tunes else 'train'} {name}"
-        trained[name], facts, stale = trained_model(cfg, name, name in store.models(cfg.train_id), where, data,
-                                                    make, tune if name in tunes else cfg, device)
+        trained[name], facts, stale = trained_model(
+            cfg, name, name in store.models(cfg.train_id), where, data, make, tune if name in tunes else cfg, device
+        )
         if stale:  # built differently: its rows, in each study training under this id, measured the replaced weights
             gone = store.forget(cfg.train_id, name, store.training_under(cfg.train_id))
-            logger.warning("context %s: the stored %s in %s was built differently from what this code builds; "
-                           "retraining it (its %d stored evaluation rows dropped)", cfg.name, name, where, gone)
+            logger.warning(
+                "context %s: the stored %s in %s was built differently from what this code builds; "
+                "retraining it (its %d stored evaluation rows dropped)",
+                cfg.name,
+                name,
+                where,
+                gone,
+            )
         if facts is not None:
             store.put_model(cfg.train_id, name, facts)
         yield True, f"{seed}: {'fine-tuned' if name in tunes else 'trained'} {name}"
@@ -127,14 +146,17 @@ def _seed_steps(cfg: ContextConfig, store: ContextStore, out: Path,
     store.put_config(cfg.config_id, cfg.name, cfg.to_dict())
     stored = store.evaluated(cfg.config_id)  # after training: a model retrained here has dropped its rows
     # (label, model name, method, the model at a length)
-    evaluations = [(f"rope / {method}", "rope", method, lambda n, m=method: rope_with(m, n / cfg.context))
-                   for method in cfg.methods]
+    evaluations = [
+        (f"rope / {method}", "rope", method, lambda n, m=method: rope_with(m, n / cfg.context))
+        for method in cfg.methods
+    ]
     evaluations += [(name, name, "none", lambda n, s=name: trained[s]) for name in cfg.references]
     evaluations += [(name, name, method, lambda n, s=name: trained[s]) for name, method in tunes.items()]
     for label, name, method, model_at in evaluations:
         yield False, f"{seed}: {label}"
         for length in cfg.lengths:
             if (name, method, length) not in stored:  # what each length measures, stored in one transaction
-                store.put(cfg.config_id, name, method, length,
-                          evaluate_at(cfg, data, name, method, model_at(length), length))
+                store.put(
+                    cfg.config_id, name, method, length, evaluate_at(cfg, data, name, method, model_at(length), length)
+                )
         yield True, f"{seed}: evaluated {label}"

@@ -43,11 +43,37 @@ __all__ = ["ContextStore", "NO_DEPTH", "TRAIN_FIELDS", "config_id_of", "train_id
 NO_DEPTH = -1.0
 
 #: the config fields :func:`train_id_of` hashes
-TRAIN_FIELDS = ("context", "dim", "depth", "heads", "steps", "batch", "lr", "warmup", "passkey_fraction",
-                "passkey_only_steps", "passkey_adjacent_steps", "digits", "seed", "text", "finetune_scale",
-                "finetune_steps", "finetune_lr", "weight_decay", "beta2", "grad_clip", "optimizer")
+TRAIN_FIELDS = (
+    "context",
+    "dim",
+    "depth",
+    "heads",
+    "steps",
+    "batch",
+    "lr",
+    "warmup",
+    "passkey_fraction",
+    "passkey_only_steps",
+    "passkey_adjacent_steps",
+    "digits",
+    "seed",
+    "text",
+    "finetune_scale",
+    "finetune_steps",
+    "finetune_lr",
+    "weight_decay",
+    "beta2",
+    "grad_clip",
+    "optimizer",
+)
 #: fields added after stores existed, hashed only away from this value (what those stores trained with)
-_LATER_DEFAULTS = {"passkey_adjacent_steps": 0, "weight_decay": 0.1, "beta2": 0.99, "grad_clip": 1.0, "optimizer": "adamw"}
+_LATER_DEFAULTS = {
+    "passkey_adjacent_steps": 0,
+    "weight_decay": 0.1,
+    "beta2": 0.99,
+    "grad_clip": 1.0,
+    "optimizer": "adamw",
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS context_rows (
@@ -101,9 +127,13 @@ class ContextStore:
             found = conn.execute("SELECT DISTINCT model, method, length FROM context_rows WHERE config=?", (config,))
             return {(row["model"], row["method"], row["length"]) for row in found.fetchall()}
 
-    def put(self, config: str, model: str, method: str, length: int, values: list[tuple[str, float, float | None]]) -> None:
+    def put(
+        self, config: str, model: str, method: str, length: int, values: list[tuple[str, float, float | None]]
+    ) -> None:
         """Store one evaluation's ``(metric, depth, value)`` s in one transaction (replacing any)."""
-        rows = [(config, model, method, int(length), m, float(d), None if v is None else float(v)) for m, d, v in values]
+        rows = [
+            (config, model, method, int(length), m, float(d), None if v is None else float(v)) for m, d, v in values
+        ]
         with closing(self._connect()) as conn, conn:
             conn.executemany("INSERT OR REPLACE INTO context_rows VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
@@ -121,8 +151,10 @@ class ContextStore:
         dropped weights); returns how many rows went."""
         with closing(self._connect()) as conn, conn:
             conn.execute("DELETE FROM context_models WHERE config=? AND model=?", (train_id, model))
-            gone = sum(conn.execute("DELETE FROM context_rows WHERE config=? AND model=?", (config, model)).rowcount
-                       for config in configs)
+            gone = sum(
+                conn.execute("DELETE FROM context_rows WHERE config=? AND model=?", (config, model)).rowcount
+                for config in configs
+            )
         return gone
 
     def put_model(self, config: str, model: str, facts: dict) -> None:

@@ -47,8 +47,13 @@ def _rotary_layers(model: nn.Module) -> dict[int, RotaryEmbedding]:
     if not rotary:
         absolute = getattr(model, "scheme", None)
         absolute = absolute if absolute is not None and absolute.kind == Kind.ABSOLUTE else None
-        names = sorted({"no scheme (NoPE)" if layer is None else type(layer).__name__
-                        for layer in layers if layer is not None or absolute is None})
+        names = sorted(
+            {
+                "no scheme (NoPE)" if layer is None else type(layer).__name__
+                for layer in layers
+                if layer is not None or absolute is None
+            }
+        )
         names = ([f"an absolute {type(absolute).__name__}"] if absolute is not None else []) + names
         raise ValueError(f"context extension needs a RoPE model, this one has {' and '.join(names)}")
     return rotary
@@ -107,8 +112,9 @@ def swap_scheme(model: nn.Module, new_scheme: PositionScheme | Sequence[Position
     elif isinstance(new_scheme, Sequence) and not isinstance(new_scheme, (str, bytes)):
         plan = _list_plan(layers, list(new_scheme))
     else:
-        raise TypeError(f"new_scheme must be a rotary or bias PositionScheme or a list of them, got "
-                        f"{type(new_scheme).__name__}")
+        raise TypeError(
+            f"new_scheme must be a rotary or bias PositionScheme or a list of them, got {type(new_scheme).__name__}"
+        )
     for index, scheme in enumerate(plan):
         if scheme is not None:
             _check_swappable(scheme, model.blocks[index].attn, index)
@@ -133,11 +139,15 @@ def _single_plan(model: nn.Module, layers: list, new_scheme: PositionScheme) -> 
         return [new_scheme] * len(layers)
     rotary = {index: layer for index, layer in enumerate(layers) if layer is not None and layer.kind == Kind.ROTARY}
     if not rotary:
-        raise ValueError("this model has one scheme per layer and none of them is rotary: give a list of one "
-                         "scheme (or None to keep it) per layer")
+        raise ValueError(
+            "this model has one scheme per layer and none of them is rotary: give a list of one "
+            "scheme (or None to keep it) per layer"
+        )
     if new_scheme.kind != Kind.ROTARY:
-        raise ValueError(f"one {type(new_scheme).__name__} ({new_scheme.kind.value}) for a model with one scheme per "
-                         f"layer would replace its rotary layers: give a list of one scheme (or None) per layer")
+        raise ValueError(
+            f"one {type(new_scheme).__name__} ({new_scheme.kind.value}) for a model with one scheme per "
+            f"layer would replace its rotary layers: give a list of one scheme (or None) per layer"
+        )
     configs = {index: _rotation(layer) for index, layer in rotary.items()}
     if any(config != configs[min(configs)] for config in configs.values()):
         differ = [index for index, config in configs.items() if config != configs[min(configs)]]
@@ -156,12 +166,15 @@ def _rotation(scheme: PositionScheme) -> dict:
 
 def _list_plan(layers: list, schemes: list) -> list[PositionScheme | None]:
     if len(schemes) != len(layers):
-        raise ValueError(f"new_scheme has {len(schemes)} entries but the model has {len(layers)} layers: give one "
-                         f"scheme (or None to keep that layer's) per layer")
+        raise ValueError(
+            f"new_scheme has {len(schemes)} entries but the model has {len(layers)} layers: give one "
+            f"scheme (or None to keep that layer's) per layer"
+        )
     for index, (old, new) in enumerate(zip(layers, schemes)):
         if new is not None and old is None:
-            raise ValueError(f"layer {index} has no positions (NoPE) and stays so: its entry must be None, got "
-                             f"{type(new).__name__}")
+            raise ValueError(
+                f"layer {index} has no positions (NoPE) and stays so: its entry must be None, got {type(new).__name__}"
+            )
     if all(new is None for new in schemes):
         raise ValueError("new_scheme holds only None: nothing to swap")
     return schemes

@@ -16,18 +16,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
 from posembed._utils.devices import model_device
-from posembed.lab.training.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.context.corpus import ContextData
 from posembed.lab.context.presets import ContextConfig
 from posembed.lab.tasks.base import IGNORE  # what the one loop's loss_fn skips
 from posembed.lab.tasks.passkey import training_rows
+from posembed.lab.training.checkpoint import is_checkpoint, load_checkpoint, save_checkpoint
 from posembed.lab.training.train import train_model
 
 __all__ = ["TASK", "finetune_config", "train_steps", "trained_model"]
@@ -41,8 +41,16 @@ TASK = "charlm+passkey"
 def finetune_config(cfg: ContextConfig, *, steps: int, context: int, lr: float, seed: int) -> ContextConfig:
     """The training config of a fine-tune of ``cfg``'s model: ``steps`` at ``context`` from ``lr``
     (warmup a tenth of the steps, 20 at most), passkey rows at ``passkey_fraction`` from the first step."""
-    return dataclasses.replace(cfg, steps=steps, context=context, lr=lr, seed=seed, warmup=min(20, steps // 10),
-                               passkey_only_steps=0, passkey_adjacent_steps=0)
+    return dataclasses.replace(
+        cfg,
+        steps=steps,
+        context=context,
+        lr=lr,
+        seed=seed,
+        warmup=min(20, steps // 10),
+        passkey_only_steps=0,
+        passkey_adjacent_steps=0,
+    )
 
 
 def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, step: int) -> tuple[Tensor, Tensor]:
@@ -51,14 +59,25 @@ def _batch(data: ContextData, generator: torch.Generator, cfg: ContextConfig, st
     ``passkey_adjacent_steps``), then a ``passkey_fraction`` of them after char-LM windows."""
     keys = cfg.batch if step < cfg.passkey_only_steps else round(cfg.batch * cfg.passkey_fraction)
     starts = torch.randint(0, len(data.train) - cfg.context - 1, (cfg.batch - keys,), generator=generator)
-    windows = (torch.stack([data.train[i : i + cfg.context + 1] for i in starts.tolist()]) if len(starts) else
-               torch.empty(0, cfg.context + 1, dtype=torch.long))  # (B, T + 1)
+    windows = (
+        torch.stack([data.train[i : i + cfg.context + 1] for i in starts.tolist()])
+        if len(starts)
+        else torch.empty(0, cfg.context + 1, dtype=torch.long)
+    )  # (B, T + 1)
     inputs, targets = windows[:, :-1], windows[:, 1:]
     adjacent = keys // 2 if step < cfg.passkey_adjacent_steps else 0
     for count, near in ((adjacent, True), (keys - adjacent, False)):
         if count:
-            key_in, key_target = training_rows(generator, count, cfg.context, data.stoi, digits=cfg.digits,
-                                               ignore=IGNORE, prefix_text=data.train, adjacent=near)
+            key_in, key_target = training_rows(
+                generator,
+                count,
+                cfg.context,
+                data.stoi,
+                digits=cfg.digits,
+                ignore=IGNORE,
+                prefix_text=data.train,
+                adjacent=near,
+            )
             inputs, targets = torch.cat([inputs, key_in]), torch.cat([targets, key_target])
     return inputs, targets
 
@@ -102,16 +121,30 @@ def train_steps(model: nn.Module, data: ContextData, cfg: ContextConfig) -> floa
     def batches(step: int) -> tuple[Tensor, Tensor]:
         return _batch(data, generator, cfg, step)
 
-    losses = train_model(model, cfg, batches, device=model_device(model),
-                         min_lr=cfg.lr / 10, log_every=tail, label=f"context {cfg.name} seed {cfg.seed}",
-                         on_log=lambda step, mean: logger.info("step %d/%d loss %.4f", step, cfg.steps, mean))
+    losses = train_model(
+        model,
+        cfg,
+        batches,
+        device=model_device(model),
+        min_lr=cfg.lr / 10,
+        log_every=tail,
+        label=f"context {cfg.name} seed {cfg.seed}",
+        on_log=lambda step, mean: logger.info("step %d/%d loss %.4f", step, cfg.steps, mean),
+    )
     model.eval()
     return sum(losses[-tail:]) / tail
 
 
-def trained_model(cfg: ContextConfig, name: str, stored: bool, folder: Path, data: ContextData,
-                  make: Callable[[], nn.Module], training: ContextConfig,
-                  device: torch.device) -> tuple[nn.Module, dict | None, bool]:
+def trained_model(
+    cfg: ContextConfig,
+    name: str,
+    stored: bool,
+    folder: Path,
+    data: ContextData,
+    make: Callable[[], nn.Module],
+    training: ContextConfig,
+    device: torch.device,
+) -> tuple[nn.Module, dict | None, bool]:
     """The model ``name`` (on ``device``) from its checkpoint if ``stored`` and built as ``make()``
     builds it, else ``make()`` trained as ``training`` (``cfg`` or its fine-tune) says, and saved.
 
@@ -129,11 +162,30 @@ def trained_model(cfg: ContextConfig, name: str, stored: bool, folder: Path, dat
     start = time.perf_counter()
     final_loss = train_steps(model, data, training)
     seconds = time.perf_counter() - start
-    meta = {"task": TASK, "config": {"task": "passkey", "context": training.context}, "vocab": list(data.chars),
-            "context_config": cfg.to_dict(), "final_loss": final_loss}
+    meta = {
+        "task": TASK,
+        "config": {"task": "passkey", "context": training.context},
+        "vocab": list(data.chars),
+        "context_config": cfg.to_dict(),
+        "final_loss": final_loss,
+    }
     save_checkpoint(model, folder, meta)
-    facts = {"seconds": seconds, "final_loss": final_loss, "steps": training.steps, "context": training.context,
-             "params": sum(p.numel() for p in model.parameters()), "checkpoint": str(folder), "device": str(device)}
-    logger.info("context %s seed %d: trained %s on %s in %.1f s (final loss %.3f)", cfg.name, cfg.seed, name, device,
-                seconds, final_loss)
+    facts = {
+        "seconds": seconds,
+        "final_loss": final_loss,
+        "steps": training.steps,
+        "context": training.context,
+        "params": sum(p.numel() for p in model.parameters()),
+        "checkpoint": str(folder),
+        "device": str(device),
+    }
+    logger.info(
+        "context %s seed %d: trained %s on %s in %.1f s (final loss %.3f)",
+        cfg.name,
+        cfg.seed,
+        name,
+        device,
+        seconds,
+        final_loss,
+    )
     return model, facts, stale

@@ -57,8 +57,20 @@ _SCALES = (1.0, 1.0625, 1.125, 1.25, 1.5, 2.0)
 
 def _base(task: str) -> TrialConfig:
     return TrialConfig(
-        task=task, context=16, vocab=32, dim=64, depth=2, heads=4, batch=32, steps=1500, lr=3e-3, min_lr=3e-4,
-        warmup=100, eval_scales=_SCALES, eval_batches=8, log_every=30,
+        task=task,
+        context=16,
+        vocab=32,
+        dim=64,
+        depth=2,
+        heads=4,
+        batch=32,
+        steps=1500,
+        lr=3e-3,
+        min_lr=3e-4,
+        warmup=100,
+        eval_scales=_SCALES,
+        eval_batches=8,
+        log_every=30,
     )
 
 

@@ -19,7 +19,7 @@ simply ``1 / rank``. The rows come from a run's store through
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["PUBLISHED_MRR", "Row", "ood_scores", "mean_reciprocal_rank"]
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posembed.lab.calibration import NANOGPT_CPU, TARGET_VAL_LOSS, TOLERANCE
 from posembed.lab import verdicts as rules
+from posembed.lab.calibration import NANOGPT_CPU, TARGET_VAL_LOSS, TOLERANCE
 from posembed.lab.report.decisions import THRESHOLD, VASWANI_BEYOND, LabDecisions, beyond_margin
 from posembed.lab.report.questions import DECISION_HEADER, Section, decision_row, ranking_scores
 from posembed.lab.report.tables import LabData
@@ -39,9 +39,28 @@ from posembed.stats.verdict import ALIKE, Decision, distinguishing
 
 __all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO"]
 
-_RECIPE = ("task", "scheme", "combine", "inject", "untied", "freeze_positions", "randomized_positions", "dim",
-           "depth", "heads", "mlp_ratio", "dropout", "context", "batch", "lr", "min_lr", "warmup", "weight_decay",
-           "beta2", "grad_clip")
+_RECIPE = (
+    "task",
+    "scheme",
+    "combine",
+    "inject",
+    "untied",
+    "freeze_positions",
+    "randomized_positions",
+    "dim",
+    "depth",
+    "heads",
+    "mlp_ratio",
+    "dropout",
+    "context",
+    "batch",
+    "lr",
+    "min_lr",
+    "warmup",
+    "weight_decay",
+    "beta2",
+    "grad_clip",
+)
 
 
 def calibration_trials(data: LabData) -> list[TrialRecord]:
@@ -60,14 +79,28 @@ def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
         else:
             verdict = rules.nanogpt(loss, TARGET_VAL_LOSS, TOLERANCE)
         verdicts.append(verdict)
-        rows.append([trial.trial_id, trial.config.seed, trial.config.steps, loss, 1000 * trial.seconds_per_step,
-                     trial.seconds, verdict])
+        rows.append(
+            [
+                trial.trial_id,
+                trial.config.seed,
+                trial.config.steps,
+                loss,
+                1000 * trial.seconds_per_step,
+                trial.seconds,
+                verdict,
+            ]
+        )
     if not rows:
-        return ("no stored trial trains nanoGPT's CPU recipe (run `posembed lab run --preset calibration --out lab-calibration` "
-                "and report that folder)"), rows
+        return (
+            "no stored trial trains nanoGPT's CPU recipe (run `posembed lab run --preset calibration --out lab-calibration` "
+            "and report that folder)"
+        ), rows
     first = rows[0]
-    return (f"val loss {first[3]:.4f} vs {TARGET_VAL_LOSS} ± {TOLERANCE}: {first[6]}, "
-            f"{first[4]:.1f} ms/iteration" if first[3] is not None else f"{first[6]}"), rows
+    return (
+        f"val loss {first[3]:.4f} vs {TARGET_VAL_LOSS} ± {TOLERANCE}: {first[6]}, {first[4]:.1f} ms/iteration"
+        if first[3] is not None
+        else f"{first[6]}"
+    ), rows
 
 
 def _part(word: str | None, agree: str, disagree: str) -> str:
@@ -113,20 +146,32 @@ def _press(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[list[
     fails = {d.comparison.a: d for d in tested if d.comparison.b == THRESHOLD}
     flatter = [d for d in tested if d.comparison.b != THRESHOLD]
     if not fails or not flatter:
-        return (rules.CANNOT_TELL, "needs the matched loss (a store from before it has none) of charlm base trials of "
-                "alibi and of learned or sinusoidal", rows, tested)
+        return (
+            rules.CANNOT_TELL,
+            "needs the matched loss (a store from before it has none) of charlm base trials of "
+            "alibi and of learned or sinusoidal",
+            rows,
+            tested,
+        )
     parts, claims = [], []
     for scheme, d in fails.items():
         part = _part(d.word, f"{THRESHOLD} better", f"{scheme} better")
         parts.append(part)
         claims.append(f"{scheme} matched ratio {_ratio_text(d.comparison.values_a)}: fails (>= {FAIL_RATIO}) {part}")
     words = [d.word for d in flatter]
-    flat = (rules.AGREE if all(w == "alibi better" for w in words) else
-            rules.DISAGREE if any(w == ALIKE or (w.endswith(" better") and w != "alibi better") for w in words)
-            else rules.CANNOT_TELL)
+    flat = (
+        rules.AGREE
+        if all(w == "alibi better" for w in words)
+        else rules.DISAGREE
+        if any(w == ALIKE or (w.endswith(" better") and w != "alibi better") for w in words)
+        else rules.CANNOT_TELL
+    )
     parts.append(flat)
-    claims.append(f"alibi flatter than {', '.join(d.comparison.b for d in flatter)}: {flat} ("
-                  + ", ".join(f"against {d.comparison.b}: {d.word}" for d in flatter) + ")")
+    claims.append(
+        f"alibi flatter than {', '.join(d.comparison.b for d in flatter)}: {flat} ("
+        + ", ".join(f"against {d.comparison.b}: {d.word}" for d in flatter)
+        + ")"
+    )
     return rules.combine_strict(parts), "; ".join(claims), rows, tested
 
 
@@ -166,13 +211,19 @@ def calibration_section(data: LabData, decisions: LabDecisions) -> Section:
     vaswani, vaswani_detail, vaswani_tested = _vaswani(decisions)
     press, press_detail, press_rows, press_tested = _press(data, decisions)
     kazemnejad, kazemnejad_detail, kazemnejad_tested = _kazemnejad(data, decisions)
-    answer = (f"nanoGPT CPU calibration: {nanogpt}. Vaswani et al. (learned ≈ sinusoidal): {vaswani}. "
-              f"Press et al. (learned/sinusoidal fail beyond L, ALiBi flattest): {press}. "
-              f"Kazemnejad et al. (NoPE and T5 bias best on copy/reverse): {kazemnejad}.")
-    section = Section("Q6. Do the published numbers hold here (nanoGPT, Vaswani, Press, Kazemnejad)?", answer, anchor="q6",
-                      verdict=f"Vaswani et al. {vaswani}; Press et al. {press}; Kazemnejad et al. {kazemnejad}; "
-                              f"nanoGPT calibration: {nano_rows[0][6] if nano_rows else 'not run'}",
-                      decided=any(v != rules.CANNOT_TELL for v in (vaswani, press, kazemnejad)))
+    answer = (
+        f"nanoGPT CPU calibration: {nanogpt}. Vaswani et al. (learned ≈ sinusoidal): {vaswani}. "
+        f"Press et al. (learned/sinusoidal fail beyond L, ALiBi flattest): {press}. "
+        f"Kazemnejad et al. (NoPE and T5 bias best on copy/reverse): {kazemnejad}."
+    )
+    section = Section(
+        "Q6. Do the published numbers hold here (nanoGPT, Vaswani, Press, Kazemnejad)?",
+        answer,
+        anchor="q6",
+        verdict=f"Vaswani et al. {vaswani}; Press et al. {press}; Kazemnejad et al. {kazemnejad}; "
+        f"nanoGPT calibration: {nano_rows[0][6] if nano_rows else 'not run'}",
+        decided=any(v != rules.CANNOT_TELL for v in (vaswani, press, kazemnejad)),
+    )
     section.paragraphs += [
         f"nanoGPT (README, CPU run of train_shakespeare_char: 4 layers, 4 heads, width 128, block 64, batch 12, "
         f"2000 iterations, dropout 0): validation loss ≈ {TARGET_VAL_LOSS}; the lab must land within ± {TOLERANCE}.",
@@ -184,10 +235,14 @@ def calibration_section(data: LabData, decisions: LabDecisions) -> Section:
         "found no difference needs the equivalence test; disagreeing needs the difference shown beyond the margin.",
     ]
     if nano_rows:
-        section.tables.append((["trial", "seed", "steps", "validation loss", "ms per iteration", "seconds", "verdict"], nano_rows))
+        section.tables.append(
+            (["trial", "seed", "steps", "validation loss", "ms per iteration", "seconds", "verdict"], nano_rows)
+        )
     tested = vaswani_tested + press_tested + kazemnejad_tested
     if tested:
         section.tables.append((list(DECISION_HEADER), [decision_row(d, decisions.look(d)) for d in tested]))
     if press_rows:
-        section.tables.append((["charlm scheme", "perplexity at L", "perplexity at the longest", "longest"], press_rows))
+        section.tables.append(
+            (["charlm scheme", "perplexity at L", "perplexity at the longest", "longest"], press_rows)
+        )
     return section

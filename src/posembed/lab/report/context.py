@@ -26,19 +26,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posembed.lab.report.context_results import (
-    Results, empty_heatmaps, empty_note, intro, published_rows, reference_note, reference_rows, retrieval_note, too_small,
+    Results,
+    empty_heatmaps,
+    empty_note,
+    intro,
+    published_rows,
+    reference_note,
+    reference_rows,
+    retrieval_note,
+    too_small,
 )
 from posembed.lab.report.context_verdicts import PRIMARY, retrieval_counts, verdicts
 
-__all__ = ["Results", "ContextPage", "context_page", "write_pages", "write_context_report",
-           "verdict_table", "metric_table"]
+__all__ = [
+    "Results",
+    "ContextPage",
+    "context_page",
+    "write_pages",
+    "write_context_report",
+    "verdict_table",
+    "metric_table",
+]
 
 #: how the verdicts are decided, as the report states it
-_RULE = (f"The {len(PRIMARY)} primary comparisons below were named before the run; each is a seed-paired t test "
-         "(perplexity on its logarithm), and Holm's method holds the chance of any false 'better' or false 'alike' "
-         "over all of them at 5 %. 'Alike' needs an equivalence test (TOST) within the stated margin; 'cannot tell' "
-         "gives the smallest difference the test could have detected with 80 % power. Every other number is "
-         "exploratory: no test, no winner.")
+_RULE = (
+    f"The {len(PRIMARY)} primary comparisons below were named before the run; each is a seed-paired t test "
+    "(perplexity on its logarithm), and Holm's method holds the chance of any false 'better' or false 'alike' "
+    "over all of them at 5 %. 'Alike' needs an equivalence test (TOST) within the stated margin; 'cannot tell' "
+    "gives the smallest difference the test could have detected with 80 % power. Every other number is "
+    "exploratory: no test, no winner."
+)
 _VERDICT_HEADER = ["claim", "length", "ours", "seeds", "difference", "p (Holm)", "alike p (Holm)", "verdict"]
 _PUBLISHED_HEADER = ["claim", "published", "source", "checked", "why it might not hold here"]
 
@@ -69,18 +86,29 @@ class ContextPage:
     def markdown(self) -> str:
         """The report as markdown: banner, summary, verdicts, then the evidence (the figures are in the HTML)."""
         parts = [f"## {self.title}"] + ([f"> **Warning:** {self.warning}"] if self.warning else [])
-        parts += ["### Summary", "\n".join(f"- [{text}](#{anchor})" for text, anchor in self.summary), self.intro,
-                  '<a id="verdicts"></a>', "### Verdicts against the published orderings",
-                  _markdown_table(_VERDICT_HEADER, _table_rows(self.verdicts, _VERDICT_HEADER)),
-                  "### Where the published figures come from",
-                  _markdown_table(_PUBLISHED_HEADER, _table_rows(self.published, _PUBLISHED_HEADER)),
-                  '<a id="passkey"></a>', "### Passkey accuracy (mean over depths; exploratory)", self.retrieval,
-                  _markdown_table(*self.passkey)] + ([self.empty_note] if self.empty_note else [])
+        parts += [
+            "### Summary",
+            "\n".join(f"- [{text}](#{anchor})" for text, anchor in self.summary),
+            self.intro,
+            '<a id="verdicts"></a>',
+            "### Verdicts against the published orderings",
+            _markdown_table(_VERDICT_HEADER, _table_rows(self.verdicts, _VERDICT_HEADER)),
+            "### Where the published figures come from",
+            _markdown_table(_PUBLISHED_HEADER, _table_rows(self.published, _PUBLISHED_HEADER)),
+            '<a id="passkey"></a>',
+            "### Passkey accuracy (mean over depths; exploratory)",
+            self.retrieval,
+            _markdown_table(*self.passkey),
+        ] + ([self.empty_note] if self.empty_note else [])
         parts += ['<a id="references"></a>', "### The references past L (exploratory)"]
         if self.references:
             parts.append(_markdown_table(list(self.references[0]), [list(row.values()) for row in self.references]))
-        parts += [self.reference_note, '<a id="perplexity"></a>', "### Held-out perplexity (exploratory)",
-                  _markdown_table(*self.perplexity)]
+        parts += [
+            self.reference_note,
+            '<a id="perplexity"></a>',
+            "### Held-out perplexity (exploratory)",
+            _markdown_table(*self.perplexity),
+        ]
         return "\n\n".join(parts) + "\n"
 
 
@@ -98,9 +126,18 @@ def context_page(results: Results) -> ContextPage:
         warning=too_small(results, decided),
         summary=[(f"{row['claim']}: {row['verdict']} ({row['ours']})", "verdicts") for row in decided]
         + [(retrieval, "passkey"), (reference, "references")],
-        intro=intro(results, _RULE), verdicts=decided, published=published_rows(results, rope), retrieval=retrieval,
-        empty=empty, empty_note=empty_note(results, empty, rope), references=references, reference_note=reference,
-        passkey=passkey, perplexity=perplexity, results=results)
+        intro=intro(results, _RULE),
+        verdicts=decided,
+        published=published_rows(results, rope),
+        retrieval=retrieval,
+        empty=empty,
+        empty_note=empty_note(results, empty, rope),
+        references=references,
+        reference_note=reference,
+        passkey=passkey,
+        perplexity=perplexity,
+        results=results,
+    )
 
 
 def write_pages(page: ContextPage, out_dir: str | os.PathLike) -> tuple[Path, Path]:
@@ -113,8 +150,9 @@ def write_pages(page: ContextPage, out_dir: str | os.PathLike) -> tuple[Path, Pa
     return atomic_write_text(out / "context.md", text), html.write(out / "context.html")
 
 
-def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLike,
-                         config_id: str | Sequence[str] | None = None) -> tuple[Path, Path]:
+def write_context_report(
+    store_path: str | os.PathLike, out_dir: str | os.PathLike, config_id: str | Sequence[str] | None = None
+) -> tuple[Path, Path]:
     """:func:`write_pages` of the study in the store (``config_id``: one run, the runs of a study, one
     id per seed, or ``None`` for the store's only study: :meth:`Results.load`)."""
     return write_pages(context_page(Results.load(store_path, config_id)), out_dir)
@@ -122,8 +160,8 @@ def write_context_report(store_path: str | os.PathLike, out_dir: str | os.PathLi
 
 def _html(page: ContextPage):
     """The page as an :class:`~posembed._utils.html.HtmlReport`, with the figures of its results."""
-    from posembed.lab.report.context_plots import passkey_figure, perplexity_figure
     from posembed._utils.html import HtmlReport
+    from posembed.lab.report.context_plots import passkey_figure, perplexity_figure
 
     passkey, perplexity = passkey_figure(page.results, skip=set(page.empty)), perplexity_figure(page.results)
     report = HtmlReport(page.title)
@@ -148,7 +186,9 @@ def _html(page: ContextPage):
     if page.references:
         report.table(page.references)
     report.heading("Perplexity against length (exploratory)", anchor="perplexity")
-    report.figure(perplexity, "context_perplexity", "held-out perplexity against the measured lengths (means over seeds)")
+    report.figure(
+        perplexity, "context_perplexity", "held-out perplexity against the measured lengths (means over seeds)"
+    )
     report.table(page.perplexity[1], page.perplexity[0])
     return report
 

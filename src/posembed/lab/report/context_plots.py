@@ -65,8 +65,11 @@ def passkey_figure(results: Any, skip: Collection[str] = ()):
     ones, which the report names in words instead); ``None`` when no panel is left."""
     from posembed._utils.html import new_figure
 
-    lines = [line for line in results.lines if results.label(line) not in skip
-             and results.value(*line, results.lengths[0], "passkey_mean") is not None]
+    lines = [
+        line
+        for line in results.lines
+        if results.label(line) not in skip and results.value(*line, results.lengths[0], "passkey_mean") is not None
+    ]
     if not lines or not results.depths:
         return None
     cols = min(4, len(lines))

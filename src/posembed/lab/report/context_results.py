@@ -25,14 +25,31 @@ from collections.abc import Sequence
 from posembed.lab.context.published import CLAIMS
 from posembed.lab.context.store import NO_DEPTH, ContextStore
 
-__all__ = ["Results", "display_name", "paper_of", "group_text", "INTERVAL_NOTE", "FLAT", "RETRIEVES", "SMOKE_PRESETS",
-           "reference_rows", "reference_note", "empty_heatmaps", "intro", "too_small", "published_rows",
-           "retrieval_note", "empty_note"]
+__all__ = [
+    "Results",
+    "display_name",
+    "paper_of",
+    "group_text",
+    "INTERVAL_NOTE",
+    "FLAT",
+    "RETRIEVES",
+    "SMOKE_PRESETS",
+    "reference_rows",
+    "reference_note",
+    "empty_heatmaps",
+    "intro",
+    "too_small",
+    "published_rows",
+    "retrieval_note",
+    "empty_note",
+]
 
 #: what a table cell's brackets are (:func:`posembed.stats.verdict.describe`)
-INTERVAL_NOTE = ("a cell is the mean over the seeds and, in brackets, a 95 % t interval of that mean (with 2 seeds: "
-                 "the seeds' range; for accuracies cut to [0, 1]); perplexity cells are geometric means with the "
-                 "interval taken on log perplexity")
+INTERVAL_NOTE = (
+    "a cell is the mean over the seeds and, in brackets, a 95 % t interval of that mean (with 2 seeds: "
+    "the seeds' range; for accuracies cut to [0, 1]); perplexity cells are geometric means with the "
+    "interval taken on log perplexity"
+)
 #: relative perplexity change (longest length against L, means) within which a reference is described as flat
 FLAT = 0.05
 #: passkey accuracy at L from which one seed's model counts as having learned retrieval
@@ -73,8 +90,10 @@ def group_text(values: Sequence[float], log_scale: bool = False, digits: int = 3
         mean, low, high, _ = describe(values)
     if not log_scale:  # accuracies: an interval past [0, 1] says nothing more than the bound
         low, high = max(low, 0.0), min(high, 1.0)
-    return (f"{format_cell(float(f'{mean:.{digits}g}'))} [{format_cell(float(f'{low:.{digits}g}'))}, "
-            f"{format_cell(float(f'{high:.{digits}g}'))}]")
+    return (
+        f"{format_cell(float(f'{mean:.{digits}g}'))} [{format_cell(float(f'{low:.{digits}g}'))}, "
+        f"{format_cell(float(f'{high:.{digits}g}'))}]"
+    )
 
 
 class Results:
@@ -99,14 +118,14 @@ class Results:
         self.depths = sorted({r["depth"] for r in rows if r["metric"] == "passkey"})
 
     @classmethod
-    def load(cls, store_path: str | os.PathLike, config_id: str | Sequence[str] | None = None) -> "Results":
+    def load(cls, store_path: str | os.PathLike, config_id: str | Sequence[str] | None = None) -> Results:
         """The study of the store: one run's ``config_id``, the runs (one per seed) of a list of ids,
         or, when omitted, every run of the only study the store holds (runs that differ only in
         their seed make one study)."""
         return cls.of(ContextStore(store_path), config_id)
 
     @classmethod
-    def of(cls, store: ContextStore, config_id: str | Sequence[str] | None = None) -> "Results":
+    def of(cls, store: ContextStore, config_id: str | Sequence[str] | None = None) -> Results:
         """:meth:`load` from a store already open (the one the study ran into)."""
         store_path, configs = store.path, store.configs()
         if config_id is None:
@@ -114,13 +133,17 @@ class Results:
             for cid, (_, body) in configs.items():
                 studies.setdefault(_study_key(body), []).append(cid)
             if len(studies) != 1:
-                raise ValueError(f"{store_path} holds {len(studies)} studies; name one of: {', '.join(configs) or 'none'}")
+                raise ValueError(
+                    f"{store_path} holds {len(studies)} studies; name one of: {', '.join(configs) or 'none'}"
+                )
             ids = next(iter(studies.values()))
         else:
             ids = [config_id] if isinstance(config_id, str) else list(config_id)
         missing = [cid for cid in ids if cid not in configs]
         if missing:
-            raise ValueError(f"study {', '.join(missing)} is not in {store_path}; it holds: {', '.join(configs) or 'none'}")
+            raise ValueError(
+                f"study {', '.join(missing)} is not in {store_path}; it holds: {', '.join(configs) or 'none'}"
+            )
         bodies = sorted((configs[cid][1] for cid in ids), key=lambda body: body.get("seed", 0))
         rows = [dict(row, seed=configs[cid][1].get("seed", 0)) for cid in ids for row in store.rows(cid)]
         return cls(rows, {**bodies[0], "name": configs[ids[0]][0]})
@@ -155,9 +178,13 @@ class Results:
 
 def empty_heatmaps(results: Results) -> list[str]:
     """Labels of the lines whose passkey accuracy is 0 at every length and depth."""
-    return [results.label(line) for line in results.lines
-            if (values := [results.value(*line, n, "passkey", d) for n in results.lengths for d in results.depths])
-            and all(v is not None for v in values) and max(values) == 0.0]
+    return [
+        results.label(line)
+        for line in results.lines
+        if (values := [results.value(*line, n, "passkey", d) for n in results.lengths for d in results.depths])
+        and all(v is not None for v in values)
+        and max(values) == 0.0
+    ]
 
 
 def _references(results: Results) -> list[str]:
@@ -189,14 +216,20 @@ def reference_rows(results: Results) -> list[dict]:
         past = [(n, results.value(model, "none", n, "passkey_mean")) for n in results.lengths if n > context]
         past = [(n, v) for n, v in past if v is not None]
         best = max(past, key=lambda item: item[1], default=None)
-        rows.append({
-            "reference": model, "paper": paper_of(model), "perplexity at L": at_l, f"at {longest // context}x": at_max,
-            "ratio": None if at_l is None or at_max is None else at_max / at_l,
-            "perplexity past L": _perplexity_word(at_l, at_max),
-            "passkey at L": results.value(model, "none", context, "passkey_mean"),
-            "max passkey past L": "not measured" if best is None else (
-                "0" if best[1] == 0 else f"{best[1]:.2f} at {best[0] // context}x"),
-        })
+        rows.append(
+            {
+                "reference": model,
+                "paper": paper_of(model),
+                "perplexity at L": at_l,
+                f"at {longest // context}x": at_max,
+                "ratio": None if at_l is None or at_max is None else at_max / at_l,
+                "perplexity past L": _perplexity_word(at_l, at_max),
+                "passkey at L": results.value(model, "none", context, "passkey_mean"),
+                "max passkey past L": "not measured"
+                if best is None
+                else ("0" if best[1] == 0 else f"{best[1]:.2f} at {best[0] // context}x"),
+            }
+        )
     return rows
 
 
@@ -209,22 +242,33 @@ def reference_note(results: Results, rows: list[dict]) -> str:
     models, context, longest = _references(results), results.context, max(results.lengths)
     scale = f"{longest // context}x"
     flat = [row["reference"] for row in rows if row["perplexity past L"].startswith("flat")]
-    parts = [f"Exploratory (means over the seeds, no test): references whose mean perplexity at {scale} is within "
-             f"{FLAT:.0%} of their mean at L: {', '.join(flat) or 'none'}."]
+    parts = [
+        f"Exploratory (means over the seeds, no test): references whose mean perplexity at {scale} is within "
+        f"{FLAT:.0%} of their mean at L: {', '.join(flat) or 'none'}."
+    ]
     at_max = [v for m in models if (v := results.value(m, "none", longest, "perplexity")) is not None]
-    rope = [v for model, method in results.lines if model == "rope"
-            if (v := results.value("rope", method, longest, "perplexity")) is not None]
+    rope = [
+        v
+        for model, method in results.lines
+        if model == "rope"
+        if (v := results.value("rope", method, longest, "perplexity")) is not None
+    ]
     if at_max:
         text = f"Mean perplexity at {scale}: references {min(at_max):.3g} to {max(at_max):.3g}"
         if rope:
             text += f"; RoPE's methods without fine-tuning {min(rope):.3g} to {max(rope):.3g}"
         parts.append(text + " (which of them differ is not tested here).")
-    past = {model: max((results.value(model, "none", n, "passkey_mean") or 0.0) for n in results.lengths if n > context)
-            for model in models if any(n > context for n in results.lengths)}
+    past = {
+        model: max((results.value(model, "none", n, "passkey_mean") or 0.0) for n in results.lengths if n > context)
+        for model in models
+        if any(n > context for n in results.lengths)
+    }
     retrieving = [f"{m} {v:.2f}" for m, v in past.items() if v >= RETRIEVES]
     above = [f"{m} {v:.2f}" for m, v in past.items() if 0 < v < RETRIEVES]
-    parts.append(f"Passkey past L (each reference's highest mean accuracy over the longer lengths): >= {RETRIEVES:.0%} for "
-                 f"{', '.join(retrieving) or 'no reference'}" + (f"; above 0 for {', '.join(above)}" if above else "") + ".")
+    parts.append(
+        f"Passkey past L (each reference's highest mean accuracy over the longer lengths): >= {RETRIEVES:.0%} for "
+        f"{', '.join(retrieving) or 'no reference'}" + (f"; above 0 for {', '.join(above)}" if above else "") + "."
+    )
     return " ".join(parts)
 
 
@@ -261,8 +305,11 @@ def _listed(names: list[str]) -> str:
 
 def _adjacent_text(body: dict) -> str:
     adjacent = body.get("passkey_adjacent_steps", 0)
-    return (f", in the first {adjacent} of them half the rows with the key sentence right before the question"
-            if adjacent else "")
+    return (
+        f", in the first {adjacent} of them half the rows with the key sentence right before the question"
+        if adjacent
+        else ""
+    )
 
 
 def too_small(results: Results, decided: list[dict]) -> str:
@@ -270,29 +317,35 @@ def too_small(results: Results, decided: list[dict]) -> str:
     comparison that decides (every verdict 'cannot tell', 'not measured' or 'not testable')."""
     reasons = []
     if results.body.get("name") in SMOKE_PRESETS:
-        reasons.append(f"the {results.body['name']!r} preset trains tiny models for {results.body['steps']} steps to "
-                       "test the pipeline")
+        reasons.append(
+            f"the {results.body['name']!r} preset trains tiny models for {results.body['steps']} steps to "
+            "test the pipeline"
+        )
     if len(results.seeds) < 2:
         reasons.append("it has one seed, so no number has an interval")
     elif not any(row["verdict"].startswith(("reproduces", "does not")) for row in decided):
         reasons.append("no primary comparison decides (every verdict 'cannot tell', 'not measured' or 'not testable')")
     if not reasons:
         return ""
-    return ("This study is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; run "
-            "`posembed lab context --preset context` (3 seeds) for answers.")
+    return (
+        "This study is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; run "
+        "`posembed lab context --preset context` (3 seeds) for answers."
+    )
 
 
 def intro(results: Results, rule: str) -> str:
     """What the study trained and evaluated, over how many seeds; ``rule``: how its verdicts are decided."""
     body = results.body
     trained = _listed(["rope", *body.get("references", ())])
-    return (f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare characters "
-            f"at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} on passkey "
-            f"documents alone{_adjacent_text(body)}, then {body['passkey_fraction']:.0%} passkey documents), "
-            f"{_seeds_text(results)}; the RoPE model evaluated with each method swapped in, no retraining; "
-            f"`rope+<method>@{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at "
-            f"{body['finetune_scale']} L; the other schemes are the references, evaluated as they are. {rule} "
-            f"In the tables {INTERVAL_NOTE}.")
+    return (
+        f"{trained} decoders ({body['depth']} layers, width {body['dim']}) trained on tinyshakespeare characters "
+        f"at L = {results.context} ({body['steps']} steps: the first {body.get('passkey_only_steps', 0)} on passkey "
+        f"documents alone{_adjacent_text(body)}, then {body['passkey_fraction']:.0%} passkey documents), "
+        f"{_seeds_text(results)}; the RoPE model evaluated with each method swapped in, no retraining; "
+        f"`rope+<method>@{body['finetune_scale']}x` fine-tuned {body['finetune_steps']} steps at "
+        f"{body['finetune_scale']} L; the other schemes are the references, evaluated as they are. {rule} "
+        f"In the tables {INTERVAL_NOTE}."
+    )
 
 
 def published_rows(results: Results, rope: tuple | None) -> list[dict]:
@@ -302,14 +355,23 @@ def published_rows(results: Results, rope: tuple | None) -> list[dict]:
     body = results.body
     rows = []
     for claim in CLAIMS:
-        run = (f"This run: {_seeds_text(results)}, width {body['dim']}, {body['depth']} layers, {body['steps']} steps "
-               f"at L = {results.context}")
+        run = (
+            f"This run: {_seeds_text(results)}, width {body['dim']}, {body['depth']} layers, {body['steps']} steps "
+            f"at L = {results.context}"
+        )
         if claim.better[0].startswith("rope+"):
             run += f", fine-tuned {body['finetune_steps']} steps at {body['finetune_scale']}x"
         if claim.metric == "passkey_mean":
             run += "; RoPE's passkey retrieval at L: " + (_count_text(rope) if rope else "not measured")
-        rows.append({"claim": claim.text, "published": claim.published, "source": claim.source,
-                     "checked": claim.checked, "why it might not hold here": f"{claim.why_not} {run}."})
+        rows.append(
+            {
+                "claim": claim.text,
+                "published": claim.published,
+                "source": claim.source,
+                "checked": claim.checked,
+                "why it might not hold here": f"{claim.why_not} {run}.",
+            }
+        )
     return rows
 
 
@@ -321,19 +383,26 @@ def retrieval_note(counts: dict[str, tuple[int, int, list[float]]]) -> str:
         return "Passkey retrieval at L: not measured."
     found = "; ".join(f"{model} {_count_text(count)}" for model, count in counts.items())
     learned = [model for model, (k, _, _) in counts.items() if k]
-    return (f"Passkey retrieval learned at L (a seed counts when its accuracy at L, mean over depths, is >= "
-            f"{RETRIEVES:.0%}): {found}. The passkey columns past L say something only for seeds that learned it "
-            f"({_listed(learned) if learned else 'no model'}).")
+    return (
+        f"Passkey retrieval learned at L (a seed counts when its accuracy at L, mean over depths, is >= "
+        f"{RETRIEVES:.0%}): {found}. The passkey columns past L say something only for seeds that learned it "
+        f"({_listed(learned) if learned else 'no model'})."
+    )
 
 
 def empty_note(results: Results, empty: list[str], rope: tuple | None) -> str:
     """Why all-zero passkey panels (``empty``) are all zero (``""`` when none is); ``rope``: RoPE's retrieval count."""
     if not empty:
         return ""
-    why = ("no model learned to retrieve the key even at the training length L" if len(empty) == len(results.lines)
-           else "these models never retrieved the key, at L or beyond")
+    why = (
+        "no model learned to retrieve the key even at the training length L"
+        if len(empty) == len(results.lines)
+        else "these models never retrieved the key, at L or beyond"
+    )
     rope = "" if not rope else f" (RoPE's retrieval at L: {_count_text(rope)})"
-    return (f"Passkey accuracy is 0 at every length and depth for {_listed(empty)}: {why}{rope}. A model that has "
-            f"not learned retrieval at L scores 0 everywhere, whatever its positions, so these panels compare "
-            f"nothing; it takes a longer passkey curriculum or more steps (this run: {results.body['steps']} steps, "
-            f"the first {results.body.get('passkey_only_steps', 0)} on passkeys alone{_adjacent_text(results.body)}).")
+    return (
+        f"Passkey accuracy is 0 at every length and depth for {_listed(empty)}: {why}{rope}. A model that has "
+        f"not learned retrieval at L scores 0 everywhere, whatever its positions, so these panels compare "
+        f"nothing; it takes a longer passkey curriculum or more steps (this run: {results.body['steps']} steps, "
+        f"the first {results.body.get('passkey_only_steps', 0)} on passkeys alone{_adjacent_text(results.body)})."
+    )

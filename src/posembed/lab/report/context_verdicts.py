@@ -26,8 +26,19 @@ from dataclasses import dataclass
 from posembed.lab.context.published import CLAIMS, Claim
 from posembed.lab.report.context_results import RETRIEVES, Results, display_name, group_text
 
-__all__ = ["Primary", "PRIMARY", "PERPLEXITY_MARGIN", "PASSKEY_MARGIN", "RETRIEVES", "ONE_SEED", "comparisons",
-           "verdicts", "retrieval_counts", "claim_length", "study_model"]
+__all__ = [
+    "Primary",
+    "PRIMARY",
+    "PERPLEXITY_MARGIN",
+    "PASSKEY_MARGIN",
+    "RETRIEVES",
+    "ONE_SEED",
+    "comparisons",
+    "verdicts",
+    "retrieval_counts",
+    "claim_length",
+    "study_model",
+]
 
 #: equivalence margin of a perplexity comparison, on log perplexity: a ratio within 2 %
 PERPLEXITY_MARGIN = math.log(1.02)
@@ -49,7 +60,8 @@ class Primary:
 
 
 PRIMARY: tuple[Primary, ...] = tuple(
-    Primary(claim, PASSKEY_MARGIN if claim.metric == "passkey_mean" else PERPLEXITY_MARGIN) for claim in CLAIMS)
+    Primary(claim, PASSKEY_MARGIN if claim.metric == "passkey_mean" else PERPLEXITY_MARGIN) for claim in CLAIMS
+)
 
 
 def study_model(name: str, body: dict) -> str:
@@ -59,8 +71,11 @@ def study_model(name: str, body: dict) -> str:
 
 def claim_length(results: Results, claim: Claim) -> int | None:
     body = results.body
-    wanted = {"max": max(results.lengths, default=0), "ft": results.context * body["finetune_scale"],
-              "2ft": results.context * body["finetune_scale"] * 2}[claim.scale]
+    wanted = {
+        "max": max(results.lengths, default=0),
+        "ft": results.context * body["finetune_scale"],
+        "2ft": results.context * body["finetune_scale"] * 2,
+    }[claim.scale]
     return wanted if wanted in results.lengths else None
 
 
@@ -99,9 +114,16 @@ def comparisons(results: Results) -> dict[str, object]:
             out[primary.claim.key] = ONE_SEED
         else:
             out[primary.claim.key] = Comparison(
-                primary.claim.text, a, b, tuple(values_a), tuple(values_b),
-                higher_is_better=primary.claim.metric == "passkey_mean", margin=primary.margin, test="paired",
-                log_scale=primary.log_scale)
+                primary.claim.text,
+                a,
+                b,
+                tuple(values_a),
+                tuple(values_b),
+                higher_is_better=primary.claim.metric == "passkey_mean",
+                margin=primary.margin,
+                test="paired",
+                log_scale=primary.log_scale,
+            )
     return out
 
 
@@ -137,10 +159,14 @@ def _difference_text(decision) -> str:
     """``b`` against ``a`` as a perplexity ratio or a difference of accuracy, with its labelled interval."""
     c, (low, high) = decision.comparison, decision.interval
     if c.log_scale:
-        return (f"perplexity ratio {c.b} : {c.a} = {math.exp(decision.difference):.3g} [{math.exp(low):.3g}, "
-                f"{math.exp(high):.3g}] ({decision.interval_label} over the seed pairs, on log perplexity)")
-    return (f"accuracy {c.b} - {c.a} = {decision.difference:+.2f} [{low:+.2f}, {high:+.2f}] "
-            f"({decision.interval_label} over the seed pairs)")
+        return (
+            f"perplexity ratio {c.b} : {c.a} = {math.exp(decision.difference):.3g} [{math.exp(low):.3g}, "
+            f"{math.exp(high):.3g}] ({decision.interval_label} over the seed pairs, on log perplexity)"
+        )
+    return (
+        f"accuracy {c.b} - {c.a} = {decision.difference:+.2f} [{low:+.2f}, {high:+.2f}] "
+        f"({decision.interval_label} over the seed pairs)"
+    )
 
 
 def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
@@ -154,18 +180,33 @@ def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
     rows = []
     for primary in PRIMARY:
         claim, comparison = primary.claim, found[primary.claim.key]
-        row = {"claim": claim.text, "length": claim_length(results, claim), "seeds": 0, "ours": "not measured",
-               "difference": "", "p (Holm)": None, "alike p (Holm)": None, "verdict": comparison}
+        row = {
+            "claim": claim.text,
+            "length": claim_length(results, claim),
+            "seeds": 0,
+            "ours": "not measured",
+            "difference": "",
+            "p (Holm)": None,
+            "alike p (Holm)": None,
+            "verdict": comparison,
+        }
         paired = _paired(results, primary)
         if paired is not None and paired[2]:
             a, b, values_a, values_b = paired
             row["seeds"] = len(values_a)
-            row["ours"] = (f"{a} {group_text(values_a, primary.log_scale)} vs "
-                           f"{b} {group_text(values_b, primary.log_scale)}")
+            row["ours"] = (
+                f"{a} {group_text(values_a, primary.log_scale)} vs {b} {group_text(values_b, primary.log_scale)}"
+            )
         if isinstance(comparison, Comparison):
             decision = decisions[comparison.name]
-            row.update({"difference": _difference_text(decision), "p (Holm)": decision.p_adjusted,
-                        "alike p (Holm)": decision.p_equivalence_adjusted, "verdict": _word(claim, decision)})
+            row.update(
+                {
+                    "difference": _difference_text(decision),
+                    "p (Holm)": decision.p_adjusted,
+                    "alike p (Holm)": decision.p_equivalence_adjusted,
+                    "verdict": _word(claim, decision),
+                }
+            )
         rows.append(row)
     return rows
 

@@ -35,9 +35,23 @@ from posembed.lab.task_registry import METRICS, task_entry
 from posembed.lab.verdicts import FAIL_RATIO, KAZEMNEJAD_FAVOURED, PRESS_SCHEMES
 from posembed.stats.verdict import ALPHA, Comparison, Decision, decide
 
-__all__ = ["LabDecisions", "Look", "lab_decisions", "seed_values", "judged_metric", "group_comparison", "group_labels",
-           "ratio_values", "matched_ratio_values", "beyond_values", "THRESHOLD", "MATCHED", "asked_comparison",
-           "VASWANI_BEYOND", "beyond_margin"]
+__all__ = [
+    "LabDecisions",
+    "Look",
+    "lab_decisions",
+    "seed_values",
+    "judged_metric",
+    "group_comparison",
+    "group_labels",
+    "ratio_values",
+    "matched_ratio_values",
+    "beyond_values",
+    "THRESHOLD",
+    "MATCHED",
+    "asked_comparison",
+    "VASWANI_BEYOND",
+    "beyond_margin",
+]
 
 #: the name of the constant arm of a threshold test (Press's "fails": matched ratio >= 1.5)
 THRESHOLD = f"threshold {FAIL_RATIO}"
@@ -116,7 +130,9 @@ def _paired(a: dict[int, float], b: dict[int, float]) -> tuple[tuple[float, ...]
     return tuple(a.values()), tuple(b.values()), "welch"
 
 
-def _measured(data: LabData, task: str, group: tuple[str, str], measure: str) -> tuple[dict[int, float], bool, float, bool]:
+def _measured(
+    data: LabData, task: str, group: tuple[str, str], measure: str
+) -> tuple[dict[int, float], bool, float, bool]:
     """``({seed: value}, higher_is_better, margin, log_scale)`` of one group on ``measure``
     (``"at L"``, ``"matched ratio"``, ``"ratio"``: unmatched, or ``"beyond"``)."""
     trials = data.groups(task).get((task, *group), [])
@@ -128,11 +144,24 @@ def _measured(data: LabData, task: str, group: tuple[str, str], measure: str) ->
     entry = METRICS[metric]
     if measure == "beyond":
         return beyond_values(trials, metric), entry.higher_is_better, entry.margin, False
-    return (seed_values(trials, metric, train_length(trials)) if trials else {}), entry.higher_is_better, entry.margin, False
+    return (
+        (seed_values(trials, metric, train_length(trials)) if trials else {}),
+        entry.higher_is_better,
+        entry.margin,
+        False,
+    )
 
 
-def group_comparison(data: LabData, name: str, task: str, a: tuple[str, str], b: tuple[str, str],
-                     names: tuple[str, str], measure: str = "at L", primary: bool = True) -> Comparison | None:
+def group_comparison(
+    data: LabData,
+    name: str,
+    task: str,
+    a: tuple[str, str],
+    b: tuple[str, str],
+    names: tuple[str, str],
+    measure: str = "at L",
+    primary: bool = True,
+) -> Comparison | None:
     """``b`` against ``a`` (``(scheme, variant)`` groups of ``task``); None when a group is missing
     or a ratio is not measurable on some seed."""
     values_a, higher, margin, log = _measured(data, task, a, measure)
@@ -166,9 +195,15 @@ def asked_comparison(data: LabData, asked: Primary | Interaction, where: str = "
     at = f" at {where}" if where else ""
     if isinstance(asked, Primary):
         names = group_labels(asked.a.key, asked.b.key)
-        return group_comparison(data, f"{asked.question} {asked.task}{at}: {names[1]} vs {names[0]}, "
-                                      f"{_what(asked.task, asked.measure)}", asked.task, asked.a.key, asked.b.key,
-                                names, asked.measure.value)
+        return group_comparison(
+            data,
+            f"{asked.question} {asked.task}{at}: {names[1]} vs {names[0]}, {_what(asked.task, asked.measure)}",
+            asked.task,
+            asked.a.key,
+            asked.b.key,
+            names,
+            asked.measure.value,
+        )
     first, second = _differences(data, asked.first), _differences(data, asked.second)
     seeds = sorted(set(first) & set(second))
     if len(seeds) < 2:
@@ -176,9 +211,16 @@ def asked_comparison(data: LabData, asked: Primary | Interaction, where: str = "
     names = contrast_label(asked.first), contrast_label(asked.second)
     metric = judged_metric(asked.task)
     margin = RATIO_MARGIN if asked.measure is Measure.MATCHED_RATIO else METRICS[metric].margin
-    return Comparison(f"{asked.question} {asked.task}{at}: interaction, {names[1]} vs {names[0]}, "
-                      f"{_what(asked.task, asked.measure)}", names[0], names[1], tuple(first[s] for s in seeds),
-                      tuple(second[s] for s in seeds), METRICS[metric].higher_is_better, margin, test="paired")
+    return Comparison(
+        f"{asked.question} {asked.task}{at}: interaction, {names[1]} vs {names[0]}, {_what(asked.task, asked.measure)}",
+        names[0],
+        names[1],
+        tuple(first[s] for s in seeds),
+        tuple(second[s] for s in seeds),
+        METRICS[metric].higher_is_better,
+        margin,
+        test="paired",
+    )
 
 
 def group_labels(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
@@ -210,13 +252,29 @@ def _press(data: LabData) -> list[Comparison]:
         ratios = matched_ratio_values(groups.get(("charlm", scheme, "base"), []))
         if len(ratios) >= 2 and all(math.isfinite(r) for r in ratios.values()):
             values = tuple(ratios[s] for s in sorted(ratios))
-            found.append(Comparison(f"Press: {scheme} fails beyond L (matched 8x/1x ratio >= {FAIL_RATIO})", scheme,
-                                    THRESHOLD, values, (math.log(FAIL_RATIO),) * len(values), False, RATIO_MARGIN,
-                                    test="paired"))
+            found.append(
+                Comparison(
+                    f"Press: {scheme} fails beyond L (matched 8x/1x ratio >= {FAIL_RATIO})",
+                    scheme,
+                    THRESHOLD,
+                    values,
+                    (math.log(FAIL_RATIO),) * len(values),
+                    False,
+                    RATIO_MARGIN,
+                    test="paired",
+                )
+            )
     for scheme in PRESS_SCHEMES:
         if scheme != "alibi":
-            c = group_comparison(data, f"Press: alibi flatter than {scheme} (matched 8x/1x ratio)", "charlm",
-                                 ("alibi", "base"), (scheme, "base"), ("alibi", scheme), Measure.MATCHED_RATIO.value)
+            c = group_comparison(
+                data,
+                f"Press: alibi flatter than {scheme} (matched 8x/1x ratio)",
+                "charlm",
+                ("alibi", "base"),
+                (scheme, "base"),
+                ("alibi", scheme),
+                Measure.MATCHED_RATIO.value,
+            )
             found.append(c) if c is not None else None
     return found
 
@@ -227,13 +285,24 @@ def _vaswani(data: LabData) -> list[Comparison]:
     direction the difference points, so the one rule's difference test (two-sided) asks whether
     the difference lies beyond the margin; under any true difference within the margin it names
     a winner at most at the family's rate."""
-    c = group_comparison(data, VASWANI_BEYOND, "charlm", ("learned", "base"), ("sinusoidal", "base"),
-                         ("learned", "sinusoidal"))
+    c = group_comparison(
+        data, VASWANI_BEYOND, "charlm", ("learned", "base"), ("sinusoidal", "base"), ("learned", "sinusoidal")
+    )
     if c is None or c.test != "paired":
         return []
     shift = math.copysign(c.margin, sum(c.values_b) - sum(c.values_a))
-    return [Comparison(VASWANI_BEYOND, "learned", f"sinusoidal {-shift:+g}", c.values_a,
-                       tuple(v - shift for v in c.values_b), c.higher_is_better, c.margin, test="paired")]
+    return [
+        Comparison(
+            VASWANI_BEYOND,
+            "learned",
+            f"sinusoidal {-shift:+g}",
+            c.values_a,
+            tuple(v - shift for v in c.values_b),
+            c.higher_is_better,
+            c.margin,
+            test="paired",
+        )
+    ]
 
 
 def beyond_margin(d: Decision) -> bool:
@@ -252,8 +321,15 @@ def _kazemnejad(data: LabData) -> list[Comparison]:
         schemes = [s for (_, s, v) in data.groups(task) if v == "base"]
         for favoured in (s for s in KAZEMNEJAD_FAVOURED if s in schemes):
             for other in (s for s in schemes if s not in KAZEMNEJAD_FAVOURED):
-                c = group_comparison(data, f"Kazemnejad {task}: {favoured} vs {other} beyond L", task,
-                                     (other, "base"), (favoured, "base"), (other, favoured), "beyond")
+                c = group_comparison(
+                    data,
+                    f"Kazemnejad {task}: {favoured} vs {other} beyond L",
+                    task,
+                    (other, "base"),
+                    (favoured, "base"),
+                    (other, favoured),
+                    "beyond",
+                )
                 found.append(c) if c is not None else None
     return found
 
@@ -288,8 +364,11 @@ class LabDecisions:
 
     def primaries(self, question: str, point: float = FINAL) -> list[Decision]:
         """The primary (tested) comparisons of ``question`` ("Q1" ...) at one training point."""
-        return [d for d in self.family if (look := self.look(d)).asked is not None
-                and look.asked.question == question and look.point == point]
+        return [
+            d
+            for d in self.family
+            if (look := self.look(d)).asked is not None and look.asked.question == question and look.point == point
+        ]
 
     def over_training(self, asked: Primary | Interaction) -> list[tuple[Look, Decision]]:
         """One asked comparison at every training point it was tested at, earliest first."""
@@ -309,13 +388,16 @@ class LabDecisions:
         return 2 * sum(1 for d in self.family if d.note == "")
 
     def margin_note(self) -> str:
-        return (f"'alike' only where an equivalence test (TOST) puts the whole difference within the margin: "
-                f"{METRICS['val_loss'].margin} nats of validation loss, {METRICS['accuracy'].margin:.0%} points of "
-                f"accuracy or exact match, {math.exp(RATIO_MARGIN) - 1:.0%} of a perplexity ratio")
+        return (
+            f"'alike' only where an equivalence test (TOST) puts the whole difference within the margin: "
+            f"{METRICS['val_loss'].margin} nats of validation loss, {METRICS['accuracy'].margin:.0%} points of "
+            f"accuracy or exact match, {math.exp(RATIO_MARGIN) - 1:.0%} of a perplexity ratio"
+        )
 
 
-def family(data: LabData) -> tuple[list[Comparison], dict[str, Look], tuple[Primary | Interaction, ...],
-                                   tuple[Primary | Interaction, ...]]:
+def family(
+    data: LabData,
+) -> tuple[list[Comparison], dict[str, Look], tuple[Primary | Interaction, ...], tuple[Primary | Interaction, ...]]:
     """The report's tested comparisons: its primaries at every training point (those the store
     holds), then the paper checks at the end; where each looks; what was asked and is missing."""
     asked = primary_comparisons(data.name)

@@ -21,10 +21,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from posembed._utils.html import new_figure
 from posembed.lab.report.tables import GroupKey, LabData, Stat, metric_lengths, metric_stat, scheme_family, train_length
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.task_registry import METRICS, metric_label, task_entry
-from posembed._utils.html import new_figure
 
 __all__ = ["length_figure", "loss_figure", "facets", "scheme_family", "MAX_LINES"]
 
@@ -72,16 +72,24 @@ def _join_lonely(panels: list[tuple[str, list[GroupKey]]]) -> list[tuple[str, li
         other = min(neighbours, key=lambda i: len(panels[i][1]))  # the next one on a tie (listed first)
         first, second = sorted((index, other))
         if len(panels[first][1]) + len(panels[second][1]) <= MAX_LINES:
-            panels[first:second + 1] = [(f"{panels[first][0]} + {panels[second][0]}", panels[first][1] + panels[second][1])]
+            panels[first : second + 1] = [
+                (f"{panels[first][0]} + {panels[second][0]}", panels[first][1] + panels[second][1])
+            ]
             index = first
         else:  # every neighbour full: the one it would have joined lends it a line
             title, lonely = panels[index]
             if other < index:
                 lender, line = panels[other][1][:-1], [panels[other][1][-1]]
-                panels[other], panels[index] = (panels[other][0], lender), (f"{panels[other][0]} + {title}", line + lonely)
+                panels[other], panels[index] = (
+                    (panels[other][0], lender),
+                    (f"{panels[other][0]} + {title}", line + lonely),
+                )
             else:
                 lender, line = panels[other][1][1:], [panels[other][1][0]]
-                panels[other], panels[index] = (panels[other][0], lender), (f"{title} + {panels[other][0]}", lonely + line)
+                panels[other], panels[index] = (
+                    (panels[other][0], lender),
+                    (f"{title} + {panels[other][0]}", lonely + line),
+                )
             index += 1
     return panels
 

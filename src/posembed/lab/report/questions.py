@@ -22,18 +22,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posembed.lab.report.decisions import LabDecisions, group_comparison, group_labels, judged_metric
-from posembed.lab.report.rows import (DECISION_HEADER, TRAINING_HEADER, changes, decision_row, group_text, mdd_text,
-                                     rule_note, short_label, shown_name, training_table, verdict_text)
-from posembed.lab.report.tables import (LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family,
-                                       train_length)
+from posembed.lab.report.rows import (
+    DECISION_HEADER,
+    TRAINING_HEADER,
+    changes,
+    decision_row,
+    group_text,
+    mdd_text,
+    rule_note,
+    short_label,
+    shown_name,
+    training_table,
+    verdict_text,
+)
+from posembed.lab.report.tables import LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length
 from posembed.lab.task_registry import METRICS, metric_label
 from posembed.stats.verdict import CANNOT_TELL, Comparison, Decision, seeds_clause
 
 __all__ = [
-    "Section", "judged_metric", "presets_with", "learned_vs_sinusoidal", "variant_question", "extrapolation",
-    "ranking_scores", "ScoreRow", "frozen_vs_trained", "lacking", "decision_row", "DECISION_HEADER",
-    "exploratory", "group_text", "rule_note", "verdict_text", "training_table", "TRAINING_HEADER", "changes",
-    "untested_elsewhere", "short_label", "untestable",
+    "Section",
+    "judged_metric",
+    "presets_with",
+    "learned_vs_sinusoidal",
+    "variant_question",
+    "extrapolation",
+    "ranking_scores",
+    "ScoreRow",
+    "frozen_vs_trained",
+    "lacking",
+    "decision_row",
+    "DECISION_HEADER",
+    "exploratory",
+    "group_text",
+    "rule_note",
+    "verdict_text",
+    "training_table",
+    "TRAINING_HEADER",
+    "changes",
+    "untested_elsewhere",
+    "short_label",
+    "untestable",
 ]
 
 Table = tuple[list[str], list[list[Any]]]
@@ -57,7 +85,9 @@ class Section:
     decided: bool = False
 
 
-def presets_with(schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), tasks: tuple[str, ...] = ()) -> list[str]:
+def presets_with(
+    schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), tasks: tuple[str, ...] = ()
+) -> list[str]:
     """Names of the presets whose sweep includes all the given schemes, variants and any of ``tasks``.
 
     >>> presets_with(schemes=("nope", "t5_bias"), tasks=("copy", "reverse"))
@@ -68,8 +98,11 @@ def presets_with(schemes: tuple[str, ...] = (), variants: tuple[str, ...] = (), 
     names = []
     for name in sorted(PRESETS):
         exp = get_preset(name)
-        if set(schemes) <= set(exp.schemes) and set(variants) <= set(exp.variants) and (
-                not tasks or set(tasks) & set(exp.tasks)):
+        if (
+            set(schemes) <= set(exp.schemes)
+            and set(variants) <= set(exp.variants)
+            and (not tasks or set(tasks) & set(exp.tasks))
+        ):
             names.append(name)
     return names
 
@@ -88,19 +121,40 @@ def exploratory(data: LabData) -> list[Comparison]:
     primaries are, and the unmatched ratio of Q4's contest."""
     found = []
     for task in data.tasks():
-        c = group_comparison(data, f"Q1 {task}: sinusoidal vs learned, {judged_metric(task)} at L", task,
-                             ("learned", "base"), ("sinusoidal", "base"), ("learned", "sinusoidal"), primary=False)
+        c = group_comparison(
+            data,
+            f"Q1 {task}: sinusoidal vs learned, {judged_metric(task)} at L",
+            task,
+            ("learned", "base"),
+            ("sinusoidal", "base"),
+            ("learned", "sinusoidal"),
+            primary=False,
+        )
         found.append(c) if c is not None else None
         for question, variant in (("Q2", "concat"), ("Q3", "every_layer"), ("Q5", "frozen")):
             for scheme in ordered(s for (_, s, v) in data.groups(task) if v == variant):
                 names = group_labels((scheme, "base"), (scheme, variant))
-                c = group_comparison(data, f"{question} {task}: {names[1]} vs {names[0]}, {judged_metric(task)} at L",
-                                     task, (scheme, "base"), (scheme, variant), names, primary=False)
+                c = group_comparison(
+                    data,
+                    f"{question} {task}: {names[1]} vs {names[0]}, {judged_metric(task)} at L",
+                    task,
+                    (scheme, "base"),
+                    (scheme, variant),
+                    names,
+                    primary=False,
+                )
                 found.append(c) if c is not None else None
     if "charlm" in data.tasks():
-        c = group_comparison(data, "Q4 charlm: nope vs alibi, unmatched 8x/1x perplexity ratio (different text at "
-                                   "each length)", "charlm", ("alibi", "base"), ("nope", "base"), ("alibi", "nope"),
-                             "ratio", primary=False)
+        c = group_comparison(
+            data,
+            "Q4 charlm: nope vs alibi, unmatched 8x/1x perplexity ratio (different text at each length)",
+            "charlm",
+            ("alibi", "base"),
+            ("nope", "base"),
+            ("alibi", "nope"),
+            "ratio",
+            primary=False,
+        )
         found.append(c) if c is not None else None
     return found
 
@@ -111,15 +165,22 @@ def _answer(decisions: list[Decision], what: str, looks: LabDecisions | None = N
     others = len(decisions) - len(primaries)
     tail = f" {others} further comparison{'s' if others != 1 else ''} exploratory (numbers only)." if others else ""
     if not primaries:
-        return (f"No primary comparison of this preset: {what} is shown as exploratory numbers only.{tail}",
-                "exploratory only", False)
+        return (
+            f"No primary comparison of this preset: {what} is shown as exploratory numbers only.{tail}",
+            "exploratory only",
+            False,
+        )
     look = (lambda d: looks.look(d)) if looks is not None else (lambda d: None)  # noqa: E731
-    said = "; ".join(f"{shown_name(d.comparison.name)}: {verdict_text(d, look(d))}"
-                     + (f" (could detect {mdd_text(d)}{seeds_clause(d)})" if d.word == CANNOT_TELL else "")
-                     for d in primaries)
+    said = "; ".join(
+        f"{shown_name(d.comparison.name)}: {verdict_text(d, look(d))}"
+        + (f" (could detect {mdd_text(d)}{seeds_clause(d)})" if d.word == CANNOT_TELL else "")
+        for d in primaries
+    )
     decided = any(d.word != CANNOT_TELL for d in primaries)
-    summary = "; ".join((f"{short_label(look(d).asked)}: " if look(d) and look(d).asked else "") + verdict_text(d, look(d))
-                        for d in primaries)
+    summary = "; ".join(
+        (f"{short_label(look(d).asked)}: " if look(d) and look(d).asked else "") + verdict_text(d, look(d))
+        for d in primaries
+    )
     return f"{said}.{tail}", summary, decided
 
 
@@ -128,12 +189,21 @@ def untestable(decisions: LabDecisions, question: str) -> str:
     missing = [short_label(a) for a in decisions.missing if a.question == question]
     if not missing:
         return ""
-    return (f" Not tested, the store lacks their trials or measure (e.g. the matched loss, which stores written "
-            f"before it lack): {'; '.join(missing)}.")
+    return (
+        f" Not tested, the store lacks their trials or measure (e.g. the matched loss, which stores written "
+        f"before it lack): {'; '.join(missing)}."
+    )
 
 
-def _question(data: LabData, decisions: LabDecisions, question: str, title: str, need: str, anchor: str,
-              **preset_filter: tuple[str, ...]) -> Section:
+def _question(
+    data: LabData,
+    decisions: LabDecisions,
+    question: str,
+    title: str,
+    need: str,
+    anchor: str,
+    **preset_filter: tuple[str, ...],
+) -> Section:
     final = decisions.primaries(question)
     shown = final + [d for d in decisions.starting(f"{question} ") if d.word is None]
     if not shown:
@@ -144,24 +214,41 @@ def _question(data: LabData, decisions: LabDecisions, question: str, title: str,
     if flips:
         answer += " " + " ".join(flips)
     rows = [decision_row(d, decisions.look(d)) for d in sorted(shown, key=lambda d: d.word is None)]
-    section = Section(title, answer, [rule_note(data, decisions), decisions.margin_note() + "."],
-                      [(list(DECISION_HEADER), rows)], verdict=verdict, anchor=anchor, decided=decided)
+    section = Section(
+        title,
+        answer,
+        [rule_note(data, decisions), decisions.margin_note() + "."],
+        [(list(DECISION_HEADER), rows)],
+        verdict=verdict,
+        anchor=anchor,
+        decided=decided,
+    )
     if len(decisions.points) > 1 and final:
-        section.paragraphs.append("Over training: each primary comparison at every point the trials were evaluated "
-                                  "at (one family with the rest).")
+        section.paragraphs.append(
+            "Over training: each primary comparison at every point the trials were evaluated "
+            "at (one family with the rest)."
+        )
         section.tables.append(training_table(decisions, question))
     return section
 
 
 def learned_vs_sinusoidal(data: LabData, decisions: LabDecisions) -> Section:
     """Question 1: learned vs sinusoidal absolute positions at the training length."""
-    return _question(data, decisions, "Q1", "Q1. Learned or sinusoidal positions, at the training length?",
-                     "the base variant of both learned and sinusoidal", "q1", schemes=("learned", "sinusoidal"),
-                     variants=("base",))
+    return _question(
+        data,
+        decisions,
+        "Q1",
+        "Q1. Learned or sinusoidal positions, at the training length?",
+        "the base variant of both learned and sinusoidal",
+        "q1",
+        schemes=("learned", "sinusoidal"),
+        variants=("base",),
+    )
 
 
-def variant_question(data: LabData, decisions: LabDecisions, question: str, title: str, variant: str, need: str,
-                     anchor: str = "") -> Section:
+def variant_question(
+    data: LabData, decisions: LabDecisions, question: str, title: str, variant: str, need: str, anchor: str = ""
+) -> Section:
     """Questions 2, 3 and 5: the ``base`` variant (A) against ``variant`` (B), per task and scheme."""
     return _question(data, decisions, question, title, need, anchor, variants=("base", variant))
 
@@ -172,7 +259,7 @@ def untested_elsewhere() -> list[str]:
         "Is a learned position table just an `nn.Parameter`? `tests/schemes/test_learned.py` shows the lookup "
         "equals a one-hot product with the table, and the two spellings are one scheme; "
         "`posembed inspect` shows a trained model's table.",
-        "How does BERT embed a sentence pair (tokens, positions, segment ids)? `posembed encode \"text A\" \"text B\"` "
+        'How does BERT embed a sentence pair (tokens, positions, segment ids)? `posembed encode "text A" "text B"` '
         "prints each part; docs/bert.md walks through it.",
         "Which context extension works (PI, NTK, YaRN, ...)? `posembed lab context --preset context` "
         "(docs/results.md, the context-extension study).",
@@ -233,12 +320,21 @@ def ranking_scores(data: LabData, task: str, metric: str | None = None) -> list[
         beyond = [_mean_or_none(metric_stat(trials, metric, n)) for n in lengths]
         score = None if None in beyond else sum(beyond) / len(beyond)
         at_train = _mean_or_none(metric_stat(trials, metric, context))
-        rows.append(ScoreRow(scheme, at_train, score, tuple(zip(lengths, beyond, strict=True)),
-                             seeds=_seed_scores(trials, metric, lengths) if score is not None else ()))
+        rows.append(
+            ScoreRow(
+                scheme,
+                at_train,
+                score,
+                tuple(zip(lengths, beyond, strict=True)),
+                seeds=_seed_scores(trials, metric, lengths) if score is not None else (),
+            )
+        )
     sign = -1.0 if METRICS[metric].higher_is_better else 1.0
     key = [math.inf if r.beyond is None else sign * r.beyond for r in rows]
-    return sorted((ScoreRow(**{**r.__dict__, "rank": 1 + sum(k < key[i] for k in key)}) for i, r in enumerate(rows)),
-                  key=lambda r: r.rank)
+    return sorted(
+        (ScoreRow(**{**r.__dict__, "rank": 1 + sum(k < key[i] for k in key)}) for i, r in enumerate(rows)),
+        key=lambda r: r.rank,
+    )
 
 
 def _fmt(value: float | None) -> str:
@@ -248,13 +344,27 @@ def _fmt(value: float | None) -> str:
 def _ranking_table(task: str, scores: list[ScoreRow], context: int) -> Table:
     metric = metric_label(judged_metric(task))
     lengths = [n for n, _ in scores[0].per_length]
-    header = [f"{task}: order of the means", "scheme", "family", f"{metric} at L = {context}",
-              *[f"at {n} ({n / context:.3g}x)" for n in lengths], "mean beyond L [interval]"]
+    header = [
+        f"{task}: order of the means",
+        "scheme",
+        "family",
+        f"{metric} at L = {context}",
+        *[f"at {n} ({n / context:.3g}x)" for n in lengths],
+        "mean beyond L [interval]",
+    ]
     rows = []
     for r in scores:
         by_length = dict(r.per_length)
-        rows.append([r.rank, r.scheme, scheme_family(r.scheme), _fmt(r.at_train),
-                     *[_fmt(by_length.get(n)) for n in lengths], group_text(r.seeds) if r.beyond is not None else "n/a"])
+        rows.append(
+            [
+                r.rank,
+                r.scheme,
+                scheme_family(r.scheme),
+                _fmt(r.at_train),
+                *[_fmt(by_length.get(n)) for n in lengths],
+                group_text(r.seeds) if r.beyond is not None else "n/a",
+            ]
+        )
     return header, rows
 
 
@@ -270,20 +380,25 @@ def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
         orders.append(f"{task}: " + ", ".join(r.scheme for r in scores))
     shown = decisions.primaries("Q4") + [d for d in decisions.starting("Q4 ") if d.word is None]
     if not tables and not shown:
-        return Section(title, lacking("the base variant of two schemes or more, evaluated beyond L",
-                                      variants=("base",)), anchor="q4")
+        return Section(
+            title,
+            lacking("the base variant of two schemes or more, evaluated beyond L", variants=("base",)),
+            anchor="q4",
+        )
     answer, verdict, decided = _answer(shown, "the order beyond L", decisions)
     answer += untestable(decisions, "Q4") + "".join(" " + flip for flip in changes(decisions, "Q4"))
     if not decisions.primaries("Q4") and any(a.question == "Q4" for a in decisions.missing):
         verdict = "no verdict (the primary contest is not testable on this store: no matched loss)"
     if orders:
         answer += " Order of the means beyond L (exploratory, not a test): " + "; ".join(orders) + "."
-    note = ("The contest is judged on the matched ratio: the loss on the same characters (the last L targets of "
-            "each window) at the longest context minus at L, so a model that ignores distant context reads 0 "
-            "(ratio 1). The unmatched ratio (all positions of each window, different text at each length) is shown "
-            "as exploratory only. The ranking tables order each task's schemes by their mean beyond L (higher first "
-            "for accuracy and exact match, lower first for validation loss; n/a beyond L, e.g. past a position "
-            "table, last): exploratory numbers, no winner.")
+    note = (
+        "The contest is judged on the matched ratio: the loss on the same characters (the last L targets of "
+        "each window) at the longest context minus at L, so a model that ignores distant context reads 0 "
+        "(ratio 1). The unmatched ratio (all positions of each window, different text at each length) is shown "
+        "as exploratory only. The ranking tables order each task's schemes by their mean beyond L (higher first "
+        "for accuracy and exact match, lower first for validation loss; n/a beyond L, e.g. past a position "
+        "table, last): exploratory numbers, no winner."
+    )
     section = Section(title, answer, [rule_note(data, decisions), note], anchor="q4", verdict=verdict, decided=decided)
     if shown:
         section.tables.append((list(DECISION_HEADER), [decision_row(d, decisions.look(d)) for d in shown]))
@@ -296,13 +411,22 @@ def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
 def frozen_vs_trained(data: LabData, decisions: LabDecisions, drift: Table) -> Section:
     """Question 5: frozen vs trained position table (exploratory), and how far the trained table drifts."""
     section = variant_question(
-        data, decisions, "Q5", "Q5. Frozen or trained position table? How far does it drift in training?", "frozen",
-        "the frozen and base variants of a scheme with parameters (e.g. learned)", anchor="q5")
+        data,
+        decisions,
+        "Q5",
+        "Q5. Frozen or trained position table? How far does it drift in training?",
+        "frozen",
+        "the frozen and base variants of a scheme with parameters (e.g. learned)",
+        anchor="q5",
+    )
     header, rows = drift
     trained = [row for row in rows if row[2] != "frozen"]
     if trained:
-        section.answer += " Drift of the trained tables (||W - W0|| / ||W0||): " + "; ".join(
-            f"{row[0]}/{row[1]}/{row[2]} {row[4]}" for row in trained) + "."
+        section.answer += (
+            " Drift of the trained tables (||W - W0|| / ||W0||): "
+            + "; ".join(f"{row[0]}/{row[1]}/{row[2]} {row[4]}" for row in trained)
+            + "."
+        )
         section.tables.append((header, rows))
     else:
         section.paragraphs.append("No stored trial has trainable position parameters, so no drift was measured.")

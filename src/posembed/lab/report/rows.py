@@ -20,14 +20,26 @@ from posembed.lab.task_registry import METRICS
 from posembed.lab.verdicts import FAIL_RATIO
 from posembed.stats.verdict import ALIKE, ALPHA, Comparison, Decision, describe, number_text
 
-__all__ = ["group_text", "DECISION_HEADER", "decision_row", "shown_name", "mdd_text", "verdict_text", "rule_note",
-           "short_label", "TRAINING_HEADER", "training_table", "changes"]
+__all__ = [
+    "group_text",
+    "DECISION_HEADER",
+    "decision_row",
+    "shown_name",
+    "mdd_text",
+    "verdict_text",
+    "rule_note",
+    "short_label",
+    "TRAINING_HEADER",
+    "training_table",
+    "changes",
+]
 
 Table = tuple[list[str], list[list[Any]]]
 
 
-def group_text(values: tuple[float, ...] | list[float], digits: int = 4,
-               bounds: tuple[float, float] | None = None) -> str:
+def group_text(
+    values: tuple[float, ...] | list[float], digits: int = 4, bounds: tuple[float, float] | None = None
+) -> str:
     """``mean [low, high]`` with what the interval is (:func:`posembed.stats.verdict.describe`); a measure
     bounded to ``bounds`` (accuracy: ``(0, 1)``) has its t interval clipped to them, and says so.
 
@@ -50,8 +62,16 @@ def group_text(values: tuple[float, ...] | list[float], digits: int = 4,
 
 
 #: the columns of every tested comparison's row
-DECISION_HEADER = ["comparison", "A", "B", "Δ = B − A [95 % interval]", "test", "p (Holm)", "verdict",
-                   "could detect (80 % power)"]
+DECISION_HEADER = [
+    "comparison",
+    "A",
+    "B",
+    "Δ = B − A [95 % interval]",
+    "test",
+    "p (Holm)",
+    "verdict",
+    "could detect (80 % power)",
+]
 
 
 def _p(value: float) -> str:
@@ -88,9 +108,16 @@ def decision_row(d: Decision, look: Look | None = None) -> list[Any]:
     bounds = _bounds(c)
     test = {"paired": "seed-paired t", "welch": "Welch t", "mcnemar": "McNemar"}[c.test]
     p = _p(d.p) if d.word is None else f"{_p(d.p)} ({_p(d.p_adjusted)})"
-    return [shown_name(c.name), f"{c.a}: {group_text(c.values_a, bounds=bounds)}",
-            f"{c.b}: {group_text(c.values_b, bounds=bounds)}", _delta(d), test, p,
-            verdict_text(d, look) if d.word is not None else "exploratory", "—" if d.word is None else mdd_text(d)]
+    return [
+        shown_name(c.name),
+        f"{c.a}: {group_text(c.values_a, bounds=bounds)}",
+        f"{c.b}: {group_text(c.values_b, bounds=bounds)}",
+        _delta(d),
+        test,
+        p,
+        verdict_text(d, look) if d.word is not None else "exploratory",
+        "—" if d.word is None else mdd_text(d),
+    ]
 
 
 def mdd_text(d: Decision) -> str:
@@ -123,11 +150,19 @@ def verdict_text(d: Decision, look: Look | None = None) -> str:
             return f"depends on the scheme ({contrast} is {d.difference:+.3g} for {second} against {first})"
         return "the same for both schemes (within the margin)" if word == ALIKE else word
     if d.comparison.name == VASWANI_BEYOND and d.word is not None:
-        return ("differ by more than the margin" if beyond_margin(d) else
-                "within the margin on the side the difference points to" if word.endswith(" better") else word)
+        return (
+            "differ by more than the margin"
+            if beyond_margin(d)
+            else "within the margin on the side the difference points to"
+            if word.endswith(" better")
+            else word
+        )
     if d.comparison.b == THRESHOLD and word.endswith(" better"):  # Press's "fails": the ratio against 1.5
-        return (f"{d.comparison.a} fails (its ratio is above {FAIL_RATIO})" if word == f"{THRESHOLD} better" else
-                f"{d.comparison.a} does not fail (its ratio is below {FAIL_RATIO})")
+        return (
+            f"{d.comparison.a} fails (its ratio is above {FAIL_RATIO})"
+            if word == f"{THRESHOLD} better"
+            else f"{d.comparison.a} does not fail (its ratio is below {FAIL_RATIO})"
+        )
     if not word.endswith(" better"):
         return word
     if d.p_equivalence_adjusted < ALPHA:
@@ -143,8 +178,13 @@ def rule_note(data: LabData, decisions: LabDecisions) -> str:
     seeds = sorted({len(trials) for trials in data.groups().values()})
     per_group = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]}"
     n = seeds[-1]
-    interval = ("95 % t intervals of the mean" if n >= 3 else "the two seeds' range (not a 95 % interval)" if n == 2
-                else "single values (one seed: no interval)")
+    interval = (
+        "95 % t intervals of the mean"
+        if n >= 3
+        else "the two seeds' range (not a 95 % interval)"
+        if n == 2
+        else "single values (one seed: no interval)"
+    )
     points = ", ".join(f"{p:.0%}".replace("%", " %") for p in decisions.points)
     return (
         "Each seed is one unit. Groups that ran on the same seeds (and so the same data) are compared with the "
@@ -154,7 +194,8 @@ def rule_note(data: LabData, decisions: LabDecisions) -> str:
         f"paper checks: Holm over all {decisions.tests} tests at once holds the chance of any false 'better' or "
         "'alike' anywhere in this report at 5 %; 'cannot tell' gives the smallest difference the comparison could "
         "have detected with 80 % power. 'exploratory' rows show numbers and an unadjusted p only: no winner. "
-        f"This run has {per_group} seeds per group; intervals are {interval}.")
+        f"This run has {per_group} seeds per group; intervals are {interval}."
+    )
 
 
 def short_label(asked: Primary | Interaction) -> str:
@@ -170,8 +211,15 @@ def short_label(asked: Primary | Interaction) -> str:
 
 
 #: the columns of a question's verdicts over training
-TRAINING_HEADER = ["question", "comparison", "point", "Δ = B − A [95 % interval]", "p (Holm)", "could detect",
-                   "verdict"]
+TRAINING_HEADER = [
+    "question",
+    "comparison",
+    "point",
+    "Δ = B − A [95 % interval]",
+    "p (Holm)",
+    "could detect",
+    "verdict",
+]
 
 
 def training_table(decisions: LabDecisions, question: str) -> Table:
@@ -179,8 +227,17 @@ def training_table(decisions: LabDecisions, question: str) -> Table:
     rows = []
     for asked in (a for a in decisions.asked if a.question == question):
         for look, d in decisions.over_training(asked):
-            rows.append([question, short_label(asked), look.where, _delta(d), f"{_p(d.p)} ({_p(d.p_adjusted)})",
-                         mdd_text(d), verdict_text(d, look)])
+            rows.append(
+                [
+                    question,
+                    short_label(asked),
+                    look.where,
+                    _delta(d),
+                    f"{_p(d.p)} ({_p(d.p_adjusted)})",
+                    mdd_text(d),
+                    verdict_text(d, look),
+                ]
+            )
     return list(TRAINING_HEADER), rows
 
 

@@ -64,9 +64,15 @@ def _ar(rng: np.random.Generator, size: int, rho: float) -> np.ndarray:
     return out
 
 
-def null_data(rng: np.random.Generator, preset: str = "quick", points: Sequence[float] = POINTS, rho: float = 0.8,
-              spread: float = 0.01, seed_spread: float = 0.01,
-              shift: dict[tuple[str, str], Sequence[float]] | None = None) -> LabData:
+def null_data(
+    rng: np.random.Generator,
+    preset: str = "quick",
+    points: Sequence[float] = POINTS,
+    rho: float = 0.8,
+    spread: float = 0.01,
+    seed_spread: float = 0.01,
+    shift: dict[tuple[str, str], Sequence[float]] | None = None,
+) -> LabData:
     """One simulated store of ``preset`` in which no group differs (see the module docstring);
     ``shift`` moves a ``(scheme, variant)`` group's validation loss at each point (a true
     difference, for tests that need one)."""
@@ -81,14 +87,34 @@ def null_data(rng: np.random.Generator, preset: str = "quick", points: Sequence[
             moved = np.array((shift or {}).get((scheme, variant), [0.0] * len(points)), dtype=float)
             loss = np.array(trend) + moved + seed_effect[seed] + spread * _ar(rng, len(points), rho)
             far = loss + math.log(FAIL_RATIO) + 2 * spread * _ar(rng, len(points), rho)
-            evals = [[EvalPoint(metric, n, float(v), step=step)
-                      for metric in ("val_loss", MATCHED) for n, v in zip(lengths, (loss[k], far[k]))]
-                     + [EvalPoint("perplexity", n, float(math.exp(v)), step=step) for n, v in zip(lengths, (loss[k], far[k]))]
-                     for k, step in enumerate(base.eval_steps)]
+            evals = [
+                [
+                    EvalPoint(metric, n, float(v), step=step)
+                    for metric in ("val_loss", MATCHED)
+                    for n, v in zip(lengths, (loss[k], far[k]))
+                ]
+                + [
+                    EvalPoint("perplexity", n, float(math.exp(v)), step=step)
+                    for n, v in zip(lengths, (loss[k], far[k]))
+                ]
+                for k, step in enumerate(base.eval_steps)
+            ]
             cfg = dataclasses.replace(base, scheme=scheme, variant=variant, seed=seed)
-            trials.append(TrialRecord(config=cfg, evals=evals[-1], during=[p for e in evals[:-1] for p in e], curve=[],
-                                      drift=None, num_params=1, final_loss=float(loss[-1]), seconds=1.0,
-                                      seconds_per_step=0.01, checkpoint=None, finished_at=""))
+            trials.append(
+                TrialRecord(
+                    config=cfg,
+                    evals=evals[-1],
+                    during=[p for e in evals[:-1] for p in e],
+                    curve=[],
+                    drift=None,
+                    num_params=1,
+                    final_loss=float(loss[-1]),
+                    seconds=1.0,
+                    seconds_per_step=0.01,
+                    checkpoint=None,
+                    finished_at="",
+                )
+            )
     return LabData(Path("simulated"), {"name": preset}, trials)
 
 
@@ -117,8 +143,9 @@ def _false_side(c: Comparison, e: Estimate) -> bool:
     return (e.difference > 0) == (-float(c.b.rsplit(" ", 1)[-1]) > 0)
 
 
-def false_claims(rng: np.random.Generator, reports: int, preset: str = "quick", per_look: bool = False,
-                 **draw: float) -> tuple[float, int, int]:
+def false_claims(
+    rng: np.random.Generator, reports: int, preset: str = "quick", per_look: bool = False, **draw: float
+) -> tuple[float, int, int]:
     """``(rate, reports, looks)``: the share of ``reports`` simulated null reports whose family
     (:func:`~posembed.lab.report.decisions.family`: every question at every training point and the
     paper checks) holds any "better", and how many tested comparisons (looks) each held.

@@ -39,8 +39,24 @@ from posembed.lab.task_registry import metric_label, task_entry
 from posembed.schemes.factory import FACTORY
 
 __all__ = [
-    "Stat", "LabData", "FINAL", "point_fraction", "point_label", "trial_fraction", "load_lab_data", "group_trials", "metric_stat", "metric_lengths", "primary_metric", "train_length", "results_table", "drift_table", "ordered", "FAMILIES",
-    "scheme_family", "by_family",
+    "Stat",
+    "LabData",
+    "FINAL",
+    "point_fraction",
+    "point_label",
+    "trial_fraction",
+    "load_lab_data",
+    "group_trials",
+    "metric_stat",
+    "metric_lengths",
+    "primary_metric",
+    "train_length",
+    "results_table",
+    "drift_table",
+    "ordered",
+    "FAMILIES",
+    "scheme_family",
+    "by_family",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,7 +96,7 @@ class Stat:
     note: str = ""
 
     @classmethod
-    def of(cls, values: Iterable[float | None], note: str = "") -> "Stat":
+    def of(cls, values: Iterable[float | None], note: str = "") -> Stat:
         values = list(values)
         finite = tuple(float(v) for v in values if v is not None)
         return cls(finite, len(values) - len(finite), note if len(finite) < len(values) else "")
@@ -136,7 +152,7 @@ class LabData:
             found |= {trial_fraction(trial, step) for step in steps}
         return tuple(sorted(found))
 
-    def at(self, fraction: float) -> "LabData":
+    def at(self, fraction: float) -> LabData:
         """The data as it stood after ``fraction`` of each trial's training: every trial's
         evaluations at that point (from ``during``; the final ones at :data:`FINAL`), its loss
         curve cut there. A trial not evaluated there is left out.
@@ -321,16 +337,34 @@ def results_table(data: LabData, task: str) -> tuple[list[str], list[list[Any]]]
     lengths = metric_lengths((t for group in groups.values() for t in group), metric)
     context = train_length(next(iter(groups.values())))
     name = metric_label(metric)
-    header = ["family", "scheme", "variant", "seeds", *[f"{name} at {_length_label(n, context)}" for n in lengths],
-              "final train loss", "ms per step", "parameters"]
+    header = [
+        "family",
+        "scheme",
+        "variant",
+        "seeds",
+        *[f"{name} at {_length_label(n, context)}" for n in lengths],
+        "final train loss",
+        "ms per step",
+        "parameters",
+    ]
     rows = []
     for key in by_family(groups):
         trials, scheme, variant = groups[key], key[1], key[2]
         cells = [metric_stat(trials, metric, n).text() for n in lengths]
         final = Stat.of((t.final_loss if math.isfinite(t.final_loss) else None for t in trials), "diverged")
         speed = Stat.of(1000 * t.seconds_per_step for t in trials)
-        rows.append([scheme_family(scheme), scheme, variant, len(trials), *cells, final.text(), speed.text(),
-                     trials[0].num_params])
+        rows.append(
+            [
+                scheme_family(scheme),
+                scheme,
+                variant,
+                len(trials),
+                *cells,
+                final.text(),
+                speed.text(),
+                trials[0].num_params,
+            ]
+        )
     return header, rows
 
 
@@ -341,7 +375,14 @@ def drift_table(data: LabData) -> tuple[list[str], list[list[Any]]]:
     for (task, scheme, variant), trials in data.groups().items():
         with_drift = [t.drift for t in trials if t.drift is not None]
         if with_drift:
-            rows.append([task, scheme, variant, len(with_drift),
-                         Stat.of(d["rel_frobenius"] for d in with_drift).text(),
-                         Stat.of(d["cosine"] for d in with_drift).text()])
+            rows.append(
+                [
+                    task,
+                    scheme,
+                    variant,
+                    len(with_drift),
+                    Stat.of(d["rel_frobenius"] for d in with_drift).text(),
+                    Stat.of(d["cosine"] for d in with_drift).text(),
+                ]
+            )
     return header, rows

@@ -11,17 +11,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from posembed._utils.html import HtmlReport, format_cell
 from posembed._utils.io import atomic_write_text
+from posembed.lab.presets import PRIMARY, get_preset
+from posembed.lab.registration import DECIDES, EXPLORED, describe, registration
 from posembed.lab.report.calibration import calibration_section
 from posembed.lab.report.decisions import lab_decisions
 from posembed.lab.report.plots import length_figure, loss_figure
-from posembed.lab.registration import DECIDES, EXPLORED, describe, registration
-from posembed.lab.presets import PRIMARY, get_preset
 from posembed.lab.report.questions import (
-    Section, exploratory, extrapolation, frozen_vs_trained, learned_vs_sinusoidal, untested_elsewhere, variant_question,
+    Section,
+    exploratory,
+    extrapolation,
+    frozen_vs_trained,
+    learned_vs_sinusoidal,
+    untested_elsewhere,
+    variant_question,
 )
 from posembed.lab.report.tables import LabData, drift_table, load_lab_data, primary_metric, results_table
-from posembed._utils.html import HtmlReport, format_cell
 
 __all__ = ["write_report", "build_sections", "too_small", "confirmation", "SMOKE_PRESETS", "REPORT_MD", "REPORT_HTML"]
 
@@ -84,10 +90,24 @@ def build_sections(data: LabData) -> list[Section]:
     decisions = lab_decisions(data, exploratory(data))
     return [
         learned_vs_sinusoidal(data, decisions),
-        variant_question(data, decisions, "Q2", "Q2. Add or concatenate positions, at equal width?", "concat",
-                         "the concat and base variants of an absolute scheme (learned, sinusoidal)", anchor="q2"),
-        variant_question(data, decisions, "Q3", "Q3. Inject positions once or at every layer?", "every_layer",
-                         "the every_layer and base variants of an absolute scheme", anchor="q3"),
+        variant_question(
+            data,
+            decisions,
+            "Q2",
+            "Q2. Add or concatenate positions, at equal width?",
+            "concat",
+            "the concat and base variants of an absolute scheme (learned, sinusoidal)",
+            anchor="q2",
+        ),
+        variant_question(
+            data,
+            decisions,
+            "Q3",
+            "Q3. Inject positions once or at every layer?",
+            "every_layer",
+            "the every_layer and base variants of an absolute scheme",
+            anchor="q3",
+        ),
         extrapolation(data, decisions),
         frozen_vs_trained(data, decisions, drift_table(data)),
         calibration_section(data, decisions),
@@ -98,20 +118,26 @@ def _overview(doc: _Document, data: LabData) -> None:
     exp = data.experiment
     doc.heading("The run", anchor="run")
     seeds = sorted({t.config.seed for t in data.trials})
-    doc.table(["item", "value"], [
-        ["experiment", data.name],
-        ["store", str(data.out_dir / "results.sqlite")],
-        ["trials reported", len(data.trials)],
-        ["corrupt rows skipped", len(data.skipped)],
-        ["tasks", ", ".join(data.tasks())],
-        ["schemes", ", ".join(dict.fromkeys(t.config.scheme for t in data.trials))],
-        ["variants", ", ".join(dict.fromkeys(t.config.variant for t in data.trials))],
-        ["seeds", ", ".join(map(str, seeds))],
-        ["planned by the experiment", _planned(exp)],
-        ["training time, summed over the trials", f"{sum(t.seconds for t in data.trials):.1f} s (each trial's own "
-         "training time added up; the wall time is shorter where workers trained trials side by side, longer by "
-         "start-up and evaluation)"],
-    ])
+    doc.table(
+        ["item", "value"],
+        [
+            ["experiment", data.name],
+            ["store", str(data.out_dir / "results.sqlite")],
+            ["trials reported", len(data.trials)],
+            ["corrupt rows skipped", len(data.skipped)],
+            ["tasks", ", ".join(data.tasks())],
+            ["schemes", ", ".join(dict.fromkeys(t.config.scheme for t in data.trials))],
+            ["variants", ", ".join(dict.fromkeys(t.config.variant for t in data.trials))],
+            ["seeds", ", ".join(map(str, seeds))],
+            ["planned by the experiment", _planned(exp)],
+            [
+                "training time, summed over the trials",
+                f"{sum(t.seconds for t in data.trials):.1f} s (each trial's own "
+                "training time added up; the wall time is shorter where workers trained trials side by side, longer by "
+                "start-up and evaluation)",
+            ],
+        ],
+    )
     if data.skipped:
         doc.paragraph(f"{len(data.skipped)} corrupt row(s) in the store were skipped (not in any table or plot):")
         doc.table(["trial", "reason"], [list(item) for item in data.skipped])
@@ -137,9 +163,11 @@ def too_small(data: LabData, sections: Sequence[Section]) -> str:
         reasons.append("no primary comparison decided (every verdict 'cannot tell': see what each could detect)")
     if not reasons:
         return ""
-    return ("This run is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
-            f"run `posembed lab run --preset quick` (a preview on {len(get_preset('quick').seeds)} seeds) or "
-            f"`posembed lab run --preset {DECIDES}` (the study) for answers.")
+    return (
+        "This run is too small to conclude: " + "; ".join(reasons) + ". No verdict below is a finding; "
+        f"run `posembed lab run --preset quick` (a preview on {len(get_preset('quick').seeds)} seeds) or "
+        f"`posembed lab run --preset {DECIDES}` (the study) for answers."
+    )
 
 
 def _seeds_text(seeds: Sequence[int]) -> str:
@@ -149,8 +177,11 @@ def _seeds_text(seeds: Sequence[int]) -> str:
     ('0-3', '1000, 1002')
     """
     seeds = sorted(seeds)
-    return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2 \
+    return (
+        f"{seeds[0]}-{seeds[-1]}"
+        if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2
         else ", ".join(map(str, seeds))
+    )
 
 
 def confirmation(data: LabData) -> list[str]:
@@ -161,31 +192,50 @@ def confirmation(data: LabData) -> list[str]:
     record = data.registration
     explored = tuple(record["explored_seeds"]) if record and "explored_seeds" in record else EXPLORED
     reused = sorted(set(seeds) & set(explored))
-    lines = [f"Seeds {_seeds_text(explored)} explored: the questions were named after their results. This run's seeds "
-             f"are {_seeds_text(seeds)}: " + (f"{'all' if len(reused) == len(seeds) else 'some'} of them explored "
-                                              f"({_seeds_text(reused)}), so its verdicts preview, they do not confirm."
-                                              if reused else "none explored, so its verdicts confirm on fresh seeds.")]
+    lines = [
+        f"Seeds {_seeds_text(explored)} explored: the questions were named after their results. This run's seeds "
+        f"are {_seeds_text(seeds)}: "
+        + (
+            f"{'all' if len(reused) == len(seeds) else 'some'} of them explored "
+            f"({_seeds_text(reused)}), so its verdicts preview, they do not confirm."
+            if reused
+            else "none explored, so its verdicts confirm on fresh seeds."
+        )
+    ]
     if record is None:
-        lines.append("This store holds no record of its questions made before the run (it predates the record, or "
-                     "the preset declares none): its questions are the package's today.")
+        lines.append(
+            "This store holds no record of its questions made before the run (it predates the record, or "
+            "the preset declares none): its questions are the package's today."
+        )
     elif "source" in record:  # a run whose code predates the store's record: the committed file is the record
-        lines.append(f"The questions were declared in `{record['source']}`, committed at "
-                     f"{record.get('declared_at', '?')} before the run's first trial trained (the run, at commit "
-                     f"{str(record.get('run_commit', '?'))[:7]}, predates the store's own record, so that file is it).")
+        lines.append(
+            f"The questions were declared in `{record['source']}`, committed at "
+            f"{record.get('declared_at', '?')} before the run's first trial trained (the run, at commit "
+            f"{str(record.get('run_commit', '?'))[:7]}, predates the store's own record, so that file is it)."
+        )
     else:
-        lines.append(f"The questions were declared at commit {record.get('declared_at', '?')} and recorded in this "
-                     f"store when the run (commit {str(record.get('run_commit', '?'))[:7]}) claimed it, before its "
-                     "first trial trained.")
-    if record is not None and entry is not None and record.get("questions") != [describe(a) for a in
-                                                                            PRIMARY.get(data.name, ())]:
-        lines.append("The package's questions have changed since this run recorded its own: the report tests "
-                     "today's, so its verdicts are not the run's pre-declared ones.")
+        lines.append(
+            f"The questions were declared at commit {record.get('declared_at', '?')} and recorded in this "
+            f"store when the run (commit {str(record.get('run_commit', '?'))[:7]}) claimed it, before its "
+            "first trial trained."
+        )
+    if (
+        record is not None
+        and entry is not None
+        and record.get("questions") != [describe(a) for a in PRIMARY.get(data.name, ())]
+    ):
+        lines.append(
+            "The package's questions have changed since this run recorded its own: the report tests "
+            "today's, so its verdicts are not the run's pre-declared ones."
+        )
     if data.name != DECIDES:
         full = get_preset(DECIDES)
         base = full.base("charlm")
-        lines.append(f"This {data.name!r} run is a preview at its scale; the study that decides these questions is "
-                     f"`posembed lab run --preset {DECIDES} --out lab-{DECIDES}` ({base.depth} layers, width {base.dim}, "
-                     f"context {base.context}, {base.steps} steps, seeds {_seeds_text(full.seeds)}).")
+        lines.append(
+            f"This {data.name!r} run is a preview at its scale; the study that decides these questions is "
+            f"`posembed lab run --preset {DECIDES} --out lab-{DECIDES}` ({base.depth} layers, width {base.dim}, "
+            f"context {base.context}, {base.steps} steps, seeds {_seeds_text(full.seeds)})."
+        )
     return lines
 
 
@@ -225,11 +275,12 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     seeds = sorted({len(trials) for trials in data.groups().values()})
     doc.heading("Summary", anchor="summary")
     per_group = f"{seeds[0]} to {seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
-    doc.paragraph(f"{data.name}: {len(data.trials)} trials, {per_group} seed{'s' if seeds[-1] > 1 else ''} per group; "
-                  "a verdict word is a test with the seed as the unit, Holm over the preset's primary comparisons at "
-                  "every training point and the paper checks at a family-wise 5 %; 'alike' only within a stated "
-                  "margin; every other comparison is exploratory." + (" Not findings: see the warning above."
-                                                                       if warning else ""))
+    doc.paragraph(
+        f"{data.name}: {len(data.trials)} trials, {per_group} seed{'s' if seeds[-1] > 1 else ''} per group; "
+        "a verdict word is a test with the seed as the unit, Holm over the preset's primary comparisons at "
+        "every training point and the paper checks at a family-wise 5 %; 'alike' only within a stated "
+        "margin; every other comparison is exploratory." + (" Not findings: see the warning above." if warning else "")
+    )
     doc.links([(f"{s.title}: {s.verdict or 'no verdict (the store lacks its trials)'}", s.anchor) for s in sections])
     for line in confirmation(data):
         doc.paragraph(line)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from posembed._utils.io import atomic_write_json
 from posembed.lab.config import VARIANTS, apply_overrides
-from posembed.lab.training.ddp import init_distributed, rank_and_world, shutdown
 from posembed.lab.presets import get_preset
+from posembed.lab.training.ddp import init_distributed, rank_and_world, shutdown
 from posembed.lab.training.train import TrialResult, train_trial
 
 __all__ = ["main", "build_parser", "result_dict"]

@@ -46,7 +46,9 @@ class TrialRow:
     evals: dict[str, dict[int, float | None]] = field(default_factory=dict)
 
 
-def list_trials(out_dir: str | Path, *, tasks: list[str] | None = None, schemes: list[str] | None = None) -> list[TrialRow]:
+def list_trials(
+    out_dir: str | Path, *, tasks: list[str] | None = None, schemes: list[str] | None = None
+) -> list[TrialRow]:
     """The stored trials of ``out_dir``, optionally only those of ``tasks`` / ``schemes``.
 
     Raises:
@@ -84,11 +86,19 @@ def _row(record: TrialRecord, out: Path) -> TrialRow:
     for point in record.evals:
         evals.setdefault(point.metric, {})[point.length] = point.value
     return TrialRow(
-        trial_id=record.trial_id, task=cfg.task, scheme=cfg.scheme, variant=cfg.variant, seed=cfg.seed,
-        metric=metric, train_length=cfg.context, at_train_length=values.get(cfg.context),
-        longest_length=longest, at_longest_length=None if longest is None else values[longest],
+        trial_id=record.trial_id,
+        task=cfg.task,
+        scheme=cfg.scheme,
+        variant=cfg.variant,
+        seed=cfg.seed,
+        metric=metric,
+        train_length=cfg.context,
+        at_train_length=values.get(cfg.context),
+        longest_length=longest,
+        at_longest_length=None if longest is None else values[longest],
         final_loss=record.final_loss if math.isfinite(record.final_loss) else None,
-        checkpoint=None if record.checkpoint is None else str(out / record.checkpoint), evals=evals,
+        checkpoint=None if record.checkpoint is None else str(out / record.checkpoint),
+        evals=evals,
     )
 
 
@@ -107,10 +117,17 @@ def format_table(rows: list[TrialRow]) -> str:
     if not rows:
         return "no finished trials stored yet"
     cells = [_COLUMNS] + [
-        (row.task, row.scheme, row.variant, str(row.seed), row.metric,
-         f"{_number(row.at_train_length)} [{row.train_length}]",
-         f"{_number(row.at_longest_length)} [{row.longest_length if row.longest_length is not None else '-'}]",
-         _number(row.final_loss, 4), row.checkpoint or "-")
+        (
+            row.task,
+            row.scheme,
+            row.variant,
+            str(row.seed),
+            row.metric,
+            f"{_number(row.at_train_length)} [{row.train_length}]",
+            f"{_number(row.at_longest_length)} [{row.longest_length if row.longest_length is not None else '-'}]",
+            _number(row.final_loss, 4),
+            row.checkpoint or "-",
+        )
         for row in rows
     ]
     widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS))]
@@ -131,6 +148,9 @@ def store_rows(out_dir: str | os.PathLike) -> tuple[list[tuple[str, str, str, in
     task's training length (what :mod:`posembed.lab.lengthgen.ranking` scores)."""
     with ResultsStore(out_dir) as store:
         records = store.records()
-    rows = [(r.config.task, r.config.scheme, r.config.variant, length, value)
-            for r in records for length, value in r.metric("exact_match").items()]
+    rows = [
+        (r.config.task, r.config.scheme, r.config.variant, length, value)
+        for r in records
+        for length, value in r.metric("exact_match").items()
+    ]
     return rows, {r.config.task: r.config.context for r in records}

@@ -26,6 +26,7 @@ import logging
 import os
 import time
 from pathlib import Path
+
 from posembed.errors import OutDirBusyError, OutDirError
 
 __all__ = ["OutDirLock", "OutDirError", "OutDirBusyError", "LOCK_NAME", "out_dir_error"]
@@ -59,7 +60,7 @@ class OutDirLock:
         self.path = self.out_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> "OutDirLock":
+    def acquire(self) -> OutDirLock:
         if self._fd is not None:
             return self
         try:
@@ -131,7 +132,7 @@ class OutDirLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "OutDirLock":
+    def __enter__(self) -> OutDirLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from torch import nn
 
 from posembed._utils.hints import install_hint
-from posembed.lab.config import TrialConfig
-from posembed.lab.training.train import TrialResult
-from posembed.lab.sweep.workers import available_cores, train_packed, unpack_model
 from posembed.errors import WorkerError
+from posembed.lab.config import TrialConfig
+from posembed.lab.sweep.workers import available_cores, train_packed, unpack_model
+from posembed.lab.training.train import TrialResult
 
 __all__ = ["RayTrialPool", "require_ray", "check_address", "MAX_RETRIES"]
 
@@ -94,8 +94,9 @@ class RayTrialPool:
         keep_models: send each trained model back (its checkpoint).
     """
 
-    def __init__(self, address: str, threads: int = 1, *, max_in_flight: int | None = None,
-                 keep_models: bool = True) -> None:
+    def __init__(
+        self, address: str, threads: int = 1, *, max_in_flight: int | None = None, keep_models: bool = True
+    ) -> None:
         if threads < 1 or (max_in_flight is not None and max_in_flight < 1):
             raise ValueError(f"threads and max_in_flight must be at least 1, got {threads}, {max_in_flight}")
         self.address, self.threads, self.max_in_flight, self.keep_models = address, threads, max_in_flight, keep_models
@@ -103,7 +104,7 @@ class RayTrialPool:
         self._connected_here = False
         self._pending: dict = {}
 
-    def __enter__(self) -> "RayTrialPool":
+    def __enter__(self) -> RayTrialPool:
         ray = require_ray()
         if ray.is_initialized():  # the caller connected already: use that, leave it connected
             logger.info("Ray: using this process's connection (--ray %s not applied)", self.address)

@@ -27,18 +27,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from posembed.lab.training.checkpoint import save_checkpoint, trial_folder_name
 from posembed.lab.config import TASKS, VARIANTS, ExperimentConfig, TrialConfig
-from posembed.lab.task_registry import Model
-from posembed.lab.training.ddp import barrier, broadcast, rank_and_world
 from posembed.lab.sweep.lock import OutDirLock, out_dir_error
 from posembed.lab.sweep.progress import Progress, progress_mode
 from posembed.lab.sweep.store import ResultsStore
-from posembed.lab.training.train import NO_SCHEME, TrialResult, build_trial_model, build_trial_scheme, check_scheme_name, train_trial
+from posembed.lab.task_registry import Model
+from posembed.lab.training.checkpoint import save_checkpoint, trial_folder_name
+from posembed.lab.training.ddp import barrier, broadcast, rank_and_world
+from posembed.lab.training.train import (
+    NO_SCHEME,
+    TrialResult,
+    build_trial_model,
+    build_trial_scheme,
+    check_scheme_name,
+    train_trial,
+)
 from posembed.schemes.base import Kind
 
 __all__ = ["expand", "run_experiment", "RunSummary", "applies", "refusal", "trial_label"]
@@ -134,8 +141,15 @@ def _train_with_bar(cfg: TrialConfig, enabled: bool | None, device: str = "auto"
     """Train one trial in this process, under a step bar (position 1, removed when done) if ``enabled``."""
     from tqdm.auto import tqdm
 
-    with tqdm(total=cfg.steps, desc=f"{cfg.task}/{cfg.scheme}", unit="step", position=1, leave=False,
-              dynamic_ncols=True, disable=not enabled) as bar:
+    with tqdm(
+        total=cfg.steps,
+        desc=f"{cfg.task}/{cfg.scheme}",
+        unit="step",
+        position=1,
+        leave=False,
+        dynamic_ncols=True,
+        disable=not enabled,
+    ) as bar:
 
         def on_step(step: int, loss: float) -> None:
             bar.update(step - bar.n)
@@ -220,12 +234,20 @@ def run_experiment(
     todo = [cfg for cfg in trials if cfg.trial_id not in done]
     if ray is None:
         workers = 1 if world > 1 else max(1, min(_planned(workers, todo, target, threads), len(todo)))
-    logger.info("experiment %s: %d trials, %d stored, %d to train (%s)", experiment.name, len(trials),
-                len(trials) - len(todo), len(todo), f"Ray at {ray}" if ray else f"{workers} at a time")
+    logger.info(
+        "experiment %s: %d trials, %d stored, %d to train (%s)",
+        experiment.name,
+        len(trials),
+        len(trials) - len(todo),
+        len(todo),
+        f"Ray at {ray}" if ray else f"{workers} at a time",
+    )
     mode = progress_mode(progress) if rank == 0 else "off"
     try:
-        with Progress(len(trials), len(trials) - len(todo), mode=mode) as reporter, \
-                _trainer(todo, workers, threads, checkpoints, reporter, ray, str(target)) as outcomes:
+        with (
+            Progress(len(trials), len(trials) - len(todo), mode=mode) as reporter,
+            _trainer(todo, workers, threads, checkpoints, reporter, ray, str(target)) as outcomes,
+        ):
             for cfg, result, model in outcomes:
                 if store is not None:
                     store.add(result, checkpoint=_save(model, cfg, out, store) if checkpoints else None)
@@ -253,8 +275,15 @@ def _planned(workers: int | None, todo: list[TrialConfig], device, threads: int 
 
 
 @contextlib.contextmanager
-def _trainer(todo: list[TrialConfig], workers: int | None, threads: int | None, keep_models: bool, reporter: Progress,
-             ray: str | None = None, device: str = "auto"):
+def _trainer(
+    todo: list[TrialConfig],
+    workers: int | None,
+    threads: int | None,
+    keep_models: bool,
+    reporter: Progress,
+    ray: str | None = None,
+    device: str = "auto",
+):
     """``(cfg, result, model)`` for every trial of ``todo``: in this process, from a pool, or from Ray."""
     import torch
 
@@ -293,7 +322,9 @@ def _check_ray(address: str, world: int) -> None:
     check_address(address)
 
 
-def _claim(experiment: ExperimentConfig, out: Path, rank: int) -> tuple[OutDirLock | None, ResultsStore | None, set[str]]:
+def _claim(
+    experiment: ExperimentConfig, out: Path, rank: int
+) -> tuple[OutDirLock | None, ResultsStore | None, set[str]]:
     """Rank 0 locks the out dir and opens the store; every rank gets its finished ids (or
     rank 0's error, raised everywhere)."""
     lock, store, done, error = None, None, set(), None

@@ -66,15 +66,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from posembed.errors import ForeignStoreError, StoreError
 from posembed.lab.config import ExperimentConfig, TrialConfig
 from posembed.lab.sweep.store_file import check_store_file, create_store_file, store_error
-from posembed.errors import StoreError
 from posembed.lab.tasks import EvalPoint
 from posembed.lab.training.train import TrialResult
-from posembed.errors import ForeignStoreError
 
-__all__ = ["ResultsStore", "TrialRecord", "Results", "load_results", "STORE_NAME", "SCHEMA_VERSION", "ForeignStoreError",
-           "StoreError"]
+__all__ = [
+    "ResultsStore",
+    "TrialRecord",
+    "Results",
+    "load_results",
+    "STORE_NAME",
+    "SCHEMA_VERSION",
+    "ForeignStoreError",
+    "StoreError",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +97,8 @@ CREATE TABLE IF NOT EXISTS during (
     PRIMARY KEY (trial_id, step, metric, length));
 """
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (
     trial_id TEXT PRIMARY KEY, task TEXT NOT NULL, scheme TEXT NOT NULL, variant TEXT NOT NULL,
@@ -104,7 +112,9 @@ CREATE TABLE IF NOT EXISTS evals (
 CREATE TABLE IF NOT EXISTS curves (
     trial_id TEXT NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE, step INTEGER NOT NULL,
     loss REAL, PRIMARY KEY (trial_id, step));
-""" + _DURING
+"""
+    + _DURING
+)
 
 _TABLES = ("meta", "trials", "evals", "curves", "during")
 
@@ -214,7 +224,9 @@ class ResultsStore:
         where = f"{str(self.path)!r} is not a posembed results store"
         if tables not in (set(_TABLES), set(_TABLES) - {"during"}):
             foreign = sorted(tables - set(_TABLES))
-            detail = f"it holds tables {', '.join(foreign)}" if foreign else f"tables {', '.join(sorted(tables)) or 'none'}"
+            detail = (
+                f"it holds tables {', '.join(foreign)}" if foreign else f"tables {', '.join(sorted(tables)) or 'none'}"
+            )
             raise ForeignStoreError(f"{where} ({detail}); choose another --out folder")
         version = self.meta().get("schema_version")
         if version != SCHEMA_VERSION:
@@ -254,10 +266,15 @@ class ResultsStore:
             return
         if self.conn.execute("SELECT COUNT(*) FROM trials").fetchone()[0]:
             return
-        logger.info("results store %s holds no finished trials: taken over by experiment %r", self.path, experiment.name)
+        logger.info(
+            "results store %s holds no finished trials: taken over by experiment %r", self.path, experiment.name
+        )
         self.conn.executemany(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            [("experiment_hash", experiment.config_hash), ("experiment", json.dumps(experiment.to_dict(), sort_keys=True))],
+            [
+                ("experiment_hash", experiment.config_hash),
+                ("experiment", json.dumps(experiment.to_dict(), sort_keys=True)),
+            ],
         )
 
     def meta(self) -> dict[str, str]:
@@ -277,9 +294,22 @@ class ResultsStore:
         cfg: TrialConfig = result.config
         drift = result.drift or {}
         row = (
-            result.trial_id, cfg.task, cfg.scheme, cfg.variant, cfg.seed, json.dumps(cfg.to_dict(), sort_keys=True),
-            result.num_params, cfg.steps, result.world_size, _finite(result.final_loss), result.seconds,
-            result.seconds_per_step, drift.get("rel_frobenius"), drift.get("cosine"), checkpoint, _now(),
+            result.trial_id,
+            cfg.task,
+            cfg.scheme,
+            cfg.variant,
+            cfg.seed,
+            json.dumps(cfg.to_dict(), sort_keys=True),
+            result.num_params,
+            cfg.steps,
+            result.world_size,
+            _finite(result.final_loss),
+            result.seconds,
+            result.seconds_per_step,
+            drift.get("rel_frobenius"),
+            drift.get("cosine"),
+            checkpoint,
+            _now(),
         )
         try:
             with self.conn:  # one transaction: all of the trial or nothing
@@ -322,7 +352,8 @@ class ResultsStore:
         during: dict[str, list[EvalPoint]] = {}
         if self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'during'").fetchone():
             for trial_id, step, metric, length, value, note in self.conn.execute(
-                    "SELECT * FROM during ORDER BY step, metric, length"):
+                "SELECT * FROM during ORDER BY step, metric, length"
+            ):
                 during.setdefault(trial_id, []).append(EvalPoint(metric, length, value, note or "", step))
         records, skipped = [], {}
         for row in self.conn.execute("SELECT * FROM trials ORDER BY rowid"):
@@ -341,7 +372,7 @@ class ResultsStore:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> "ResultsStore":
+    def __enter__(self) -> ResultsStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -371,8 +402,24 @@ def _write_schema(conn: sqlite3.Connection, experiment: ExperimentConfig) -> Non
 
 
 def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]], during: list[EvalPoint]) -> TrialRecord:
-    (trial_id, task, scheme, variant, seed, config_json, num_params, steps, world_size, final_loss,
-     seconds, seconds_per_step, drift_rel, drift_cos, checkpoint, finished_at) = row
+    (
+        trial_id,
+        task,
+        scheme,
+        variant,
+        seed,
+        config_json,
+        num_params,
+        steps,
+        world_size,
+        final_loss,
+        seconds,
+        seconds_per_step,
+        drift_rel,
+        drift_cos,
+        checkpoint,
+        finished_at,
+    ) = row
     config = TrialConfig.from_dict(json.loads(config_json))
     if (config.task, config.scheme, config.variant, config.seed) != (task, scheme, variant, seed):
         raise ValueError("sweep columns disagree with config_json")
@@ -382,15 +429,25 @@ def _decode(row: tuple, evals: list[EvalPoint], curve: list[tuple[int, float]], 
         if point.value is None and not point.note:
             raise ValueError(f"eval {point.metric}@{point.length} has no value and no note")
         if point.step is not None and not 0 < point.step < config.steps:
-            raise ValueError(f"eval {point.metric}@{point.length} at step {point.step} is not within the {config.steps} steps")
+            raise ValueError(
+                f"eval {point.metric}@{point.length} at step {point.step} is not within the {config.steps} steps"
+            )
     evals = [dataclasses.replace(point, step=config.steps) for point in evals]  # the final evaluation
     if not isinstance(num_params, int) or not isinstance(seconds, (int, float)):
         raise ValueError("num_params/seconds missing")
     drift = None if drift_rel is None else {"rel_frobenius": float(drift_rel), "cosine": float(drift_cos)}
     return TrialRecord(
-        config=config, evals=evals, during=during, curve=curve, drift=drift, num_params=num_params,
-        final_loss=float("nan") if final_loss is None else float(final_loss), seconds=float(seconds),
-        seconds_per_step=float(seconds_per_step), world_size=int(world_size), checkpoint=checkpoint,
+        config=config,
+        evals=evals,
+        during=during,
+        curve=curve,
+        drift=drift,
+        num_params=num_params,
+        final_loss=float("nan") if final_loss is None else float(final_loss),
+        seconds=float(seconds),
+        seconds_per_step=float(seconds_per_step),
+        world_size=int(world_size),
+        checkpoint=checkpoint,
         finished_at=finished_at,
     )
 

@@ -19,8 +19,8 @@ import errno
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from posembed._utils.io import current_umask
 from posembed.errors import StoreError

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -48,8 +48,17 @@ from posembed.lab.config import TrialConfig
 from posembed.lab.training.trial_cost import trial_seconds
 
 __all__ = [
-    "plan_workers", "available_cores", "trial_seconds", "device_slots", "start_seconds", "CPU_START_SECONDS",
-    "GPU_START_SECONDS", "START_SECONDS_PER_WORKER", "GPU_WORKER_BYTES", "MAX_GPU_WORKERS", "MIN_SAVING",
+    "plan_workers",
+    "available_cores",
+    "trial_seconds",
+    "device_slots",
+    "start_seconds",
+    "CPU_START_SECONDS",
+    "GPU_START_SECONDS",
+    "START_SECONDS_PER_WORKER",
+    "GPU_WORKER_BYTES",
+    "MAX_GPU_WORKERS",
+    "MIN_SAVING",
 ]
 
 logger = logging.getLogger(__name__)
@@ -95,8 +104,9 @@ def start_seconds(device: str | torch.device) -> float:
     return GPU_START_SECONDS if torch.device(device).type == "cuda" else CPU_START_SECONDS
 
 
-def plan_workers(todo: Sequence[TrialConfig], device: str | torch.device = "cpu", *, cores: int | None = None,
-                 threads: int = 1) -> int:
+def plan_workers(
+    todo: Sequence[TrialConfig], device: str | torch.device = "cpu", *, cores: int | None = None, threads: int = 1
+) -> int:
     """The default worker count for the trials ``todo`` on ``device`` (see the module docstring).
 
     Args:
@@ -121,6 +131,11 @@ def plan_workers(todo: Sequence[TrialConfig], device: str | torch.device = "cpu"
             best, best_wall = workers, wall
     if best_wall > (1 - MIN_SAVING) * total:
         best = 1
-    logger.debug("plan: %d trials, about %.0f s in one process; %d worker(s), about %.0f s", len(todo), total, best,
-                 best_wall if best > 1 else total)
+    logger.debug(
+        "plan: %d trials, about %.0f s in one process; %d worker(s), about %.0f s",
+        len(todo),
+        total,
+        best,
+        best_wall if best > 1 else total,
+    )
     return best

@@ -42,21 +42,28 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Iterator
 
 import torch
 from torch import nn
 
 from posembed._utils.torch_private import inductor_cache_dir, inductor_caches_off
-from posembed.lab.config import TrialConfig
-from posembed.lab.training.train import TrialResult, train_trial
-from posembed.lab.sweep.worker_plan import available_cores
 from posembed.errors import WorkerError
+from posembed.lab.config import TrialConfig
+from posembed.lab.sweep.worker_plan import available_cores
+from posembed.lab.training.train import TrialResult, train_trial
 
-__all__ = ["TrialPool", "WorkerError", "default_workers", "available_cores", "compile_cache_dir", "train_packed",
-           "unpack_model"]
+__all__ = [
+    "TrialPool",
+    "WorkerError",
+    "default_workers",
+    "available_cores",
+    "compile_cache_dir",
+    "train_packed",
+    "unpack_model",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +84,10 @@ def compile_cache_dir() -> str | None:
 def _warn_if_caches_are_off() -> None:
     """Say once when torch is told to keep no compile cache: every trial then compiles again."""
     if inductor_caches_off():
-        logger.warning("torch's compile caches are off (TORCHINDUCTOR_FORCE_DISABLE_CACHES or fx_graph_cache): "
-                       "each worker compiles every kernel again")
+        logger.warning(
+            "torch's compile caches are off (TORCHINDUCTOR_FORCE_DISABLE_CACHES or fx_graph_cache): "
+            "each worker compiles every kernel again"
+        )
 
 
 class TrialPool:
@@ -95,18 +104,22 @@ class TrialPool:
         self.workers, self.threads, self.keep_models, self.device = workers, threads, keep_models, device
         self._executor: ProcessPoolExecutor | None = None
 
-    def __enter__(self) -> "TrialPool":
+    def __enter__(self) -> TrialPool:
         _warn_if_caches_are_off()
         self._executor = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker, initargs=(self.threads, os.getpid(), compile_cache_dir()),
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(self.threads, os.getpid(), compile_cache_dir()),
         )
         return self
 
     def run(self, todo: list[TrialConfig]) -> Iterator[tuple[TrialConfig, TrialResult, nn.Module | None]]:
         """Submit every trial of ``todo`` now (in order); the iterator yields each as it finishes."""
         submit = self._executor.submit
-        pending: dict[Future, TrialConfig] = {submit(train_packed, cfg, self.keep_models, self.device): cfg for cfg in todo}
+        pending: dict[Future, TrialConfig] = {
+            submit(train_packed, cfg, self.keep_models, self.device): cfg for cfg in todo
+        }
         return self._collect(pending, todo)
 
     def _collect(self, pending: dict[Future, TrialConfig], todo: list[TrialConfig]):
@@ -168,7 +181,9 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def train_packed(cfg: TrialConfig, keep_model: bool, device: str = "auto") -> tuple[TrialResult, dict | None, bytes | None]:
+def train_packed(
+    cfg: TrialConfig, keep_model: bool, device: str = "auto"
+) -> tuple[TrialResult, dict | None, bytes | None]:
     """Train one trial in a worker (a process of the pool, a Ray task) on ``device``; the model travels
     back as its config and state-dict bytes, on the CPU (``None, None`` unless ``keep_model``)."""
     result, model = train_trial(cfg, device=device)

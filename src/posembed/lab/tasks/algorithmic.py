@@ -27,8 +27,16 @@ from posembed.lab.task_registry import TASK_ENTRIES
 from posembed.lab.tasks.base import IGNORE, TABLE_LIMIT, Batch, EvalPoint, eval_lengths
 from posembed.lab.tasks.make import task_class
 
-__all__ = ["AlgorithmicTask", "CopyTask", "ReverseTask", "SortTask", "AdditionTask", "algorithm", "make_example",
-           "sequence_length"]
+__all__ = [
+    "AlgorithmicTask",
+    "CopyTask",
+    "ReverseTask",
+    "SortTask",
+    "AdditionTask",
+    "algorithm",
+    "make_example",
+    "sequence_length",
+]
 
 
 def algorithm(task: str) -> type[AlgorithmicTask]:

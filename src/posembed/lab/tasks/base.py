@@ -66,7 +66,9 @@ class Task(Protocol):
 
 def loss_fn(logits: Tensor, targets: Tensor) -> Tensor:
     """Cross-entropy over every scored target (``IGNORE`` skipped)."""
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=IGNORE)
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=IGNORE
+    )
 
 
 def eval_lengths(cfg: TrialConfig) -> list[int]:

@@ -22,8 +22,8 @@ from torch import nn
 
 from posembed.lab.config import TrialConfig
 from posembed.lab.data import CharCorpus, check_text_file, load_text, resolve_text_path
-from posembed.lab.tasks.perplexity import matched_loss, matched_losses, val_loss
 from posembed.lab.tasks.base import TABLE_LIMIT, Batch, EvalPoint, eval_lengths
+from posembed.lab.tasks.perplexity import matched_loss, matched_losses, val_loss
 
 __all__ = ["CharLMTask", "load_corpus"]
 
@@ -74,8 +74,11 @@ class CharLMTask:
             if loss is None or matched is None:
                 points += [EvalPoint(m, length, None, SHORT_VAL) for m in _METRICS]
                 continue
-            points += [EvalPoint("val_loss", length, loss), EvalPoint("perplexity", length, math.exp(loss)),
-                       EvalPoint("matched_loss", length, matched)]
+            points += [
+                EvalPoint("val_loss", length, loss),
+                EvalPoint("perplexity", length, math.exp(loss)),
+                EvalPoint("matched_loss", length, matched),
+            ]
         return points
 
     def _losses(self, model: nn.Module, length: int) -> tuple[float | None, float | None]:
@@ -83,8 +86,18 @@ class CharLMTask:
         since the consecutive windows of ``val_loss`` are then the matched windows."""
         windows, span, scored = self.cfg.eval_batches * self.cfg.batch, max(self.lengths), min(self.cfg.context, length)
         if length == span:
-            return matched_losses(model, self.corpus.val, length, scored=(length, scored), span=span, windows=windows,
-                                  batch=self.cfg.batch)
-        return (val_loss(model, self.corpus.val, length, windows=windows, batch=self.cfg.batch),
-                matched_loss(model, self.corpus.val, length, scored=scored, span=span, windows=windows,
-                             batch=self.cfg.batch))
+            return matched_losses(
+                model,
+                self.corpus.val,
+                length,
+                scored=(length, scored),
+                span=span,
+                windows=windows,
+                batch=self.cfg.batch,
+            )
+        return (
+            val_loss(model, self.corpus.val, length, windows=windows, batch=self.cfg.batch),
+            matched_loss(
+                model, self.corpus.val, length, scored=scored, span=span, windows=windows, batch=self.cfg.batch
+            ),
+        )

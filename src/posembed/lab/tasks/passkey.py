@@ -32,21 +32,38 @@ question begins).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "FILLER_SENTENCES", "QUESTION", "DIGITS", "MAX_ALIGN", "PasskeyExample", "make_example", "key_sentence",
-    "min_length", "passkey_vocabulary", "encode", "exact_match", "answer_correct", "passkey_accuracy",
-    "training_rows", "depth_grid",
+    "FILLER_SENTENCES",
+    "QUESTION",
+    "DIGITS",
+    "MAX_ALIGN",
+    "PasskeyExample",
+    "make_example",
+    "key_sentence",
+    "min_length",
+    "passkey_vocabulary",
+    "encode",
+    "exact_match",
+    "answer_correct",
+    "passkey_accuracy",
+    "training_rows",
+    "depth_grid",
 ]
 
 #: the published filler, repeated (digit-free)
-FILLER_SENTENCES = ("The grass is green. ", "The sky is blue. ", "The sun is yellow. ", "Here we go. ",
-                    "There and back again. ")
+FILLER_SENTENCES = (
+    "The grass is green. ",
+    "The sky is blue. ",
+    "The sun is yellow. ",
+    "Here we go. ",
+    "There and back again. ",
+)
 KEY_PREFIX = "The pass key is "
 QUESTION = "What is the pass key? The pass key is "
 DIGITS = "0123456789"
@@ -113,7 +130,9 @@ def make_example(length: int, depth: float, generator: torch.Generator, *, digit
     if not isinstance(digits, int) or not 1 <= digits <= 18:
         raise ValueError(f"digits must be an int in 1..18, got {digits!r}")
     if not isinstance(length, int) or length < min_length(digits):
-        raise ValueError(f"length={length!r} is below the minimum {min_length(digits)} (key sentence + question + answer)")
+        raise ValueError(
+            f"length={length!r} is below the minimum {min_length(digits)} (key sentence + question + answer)"
+        )
     if not (isinstance(depth, (int, float)) and 0.0 <= depth <= 1.0):
         raise ValueError(f"depth must be a number in [0, 1], got {depth!r}")
     key = _random_key(generator, digits)
@@ -123,7 +142,7 @@ def make_example(length: int, depth: float, generator: torch.Generator, *, digit
     candidates = [s for s in starts if s <= room] + [room]
     wanted = round(depth * room)
     offset = min(candidates, key=lambda s: (abs(s - wanted), s))
-    text = filler[:offset] + needle + filler[offset : room] + QUESTION + key
+    text = filler[:offset] + needle + filler[offset:room] + QUESTION + key
     return PasskeyExample(text=text, key=key, key_offset=offset, depth=float(depth))
 
 

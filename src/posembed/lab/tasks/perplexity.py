@@ -33,7 +33,7 @@ Example (a model that is uniform over 4 characters has loss ``ln 4`` and perplex
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -42,8 +42,9 @@ __all__ = ["val_loss", "lm_perplexity", "matched_loss", "matched_losses"]
 
 
 @torch.no_grad()
-def val_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, windows: int,
-             batch: int = 8) -> float | None:
+def val_loss(
+    model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, windows: int, batch: int = 8
+) -> float | None:
     """Mean next-token cross-entropy (nats) of ``model`` over at most ``windows`` windows of ``length``.
 
     Args:
@@ -61,16 +62,25 @@ def val_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, 
     return matched_loss(model, tokens, length, scored=length, span=length, windows=windows, batch=batch)
 
 
-def lm_perplexity(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, windows: int,
-                  batch: int = 8) -> float | None:
+def lm_perplexity(
+    model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, windows: int, batch: int = 8
+) -> float | None:
     """``exp`` of :func:`val_loss` (same arguments), or ``None`` where it is."""
     loss = val_loss(model, tokens, length, windows=windows, batch=batch)
     return None if loss is None else math.exp(loss)
 
 
 @torch.no_grad()
-def matched_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, scored: int, span: int,
-                 windows: int, batch: int = 8) -> float | None:
+def matched_loss(
+    model: Callable[[Tensor], Tensor],
+    tokens: Tensor,
+    length: int,
+    *,
+    scored: int,
+    span: int,
+    windows: int,
+    batch: int = 8,
+) -> float | None:
     """Mean next-token cross-entropy (nats) of the last ``scored`` targets of windows of ``length``
     that end every ``span`` tokens: the same targets for every ``length`` <= ``span``.
 
@@ -104,8 +114,16 @@ def matched_loss(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int,
 
 
 @torch.no_grad()
-def matched_losses(model: Callable[[Tensor], Tensor], tokens: Tensor, length: int, *, scored: tuple[int, ...],
-                   span: int, windows: int, batch: int = 8) -> tuple[float | None, ...]:
+def matched_losses(
+    model: Callable[[Tensor], Tensor],
+    tokens: Tensor,
+    length: int,
+    *,
+    scored: tuple[int, ...],
+    span: int,
+    windows: int,
+    batch: int = 8,
+) -> tuple[float | None, ...]:
     """:func:`matched_loss` for several ``scored`` counts from one pass of the windows: one number per
     entry of ``scored``, each exactly what :func:`matched_loss` gives for it (the same logits, the same
     sums). At ``length == span`` the consecutive windows of :func:`val_loss` are these windows, so
@@ -121,8 +139,13 @@ def matched_losses(model: Callable[[Tensor], Tensor], tokens: Tensor, length: in
     """
     if not isinstance(scored, tuple) or not scored:
         raise ValueError(f"scored must be a non-empty tuple of integers, got {scored!r}")
-    for name, value, least in (("length", length, 1), *(("scored", s, 1) for s in scored), ("span", span, 1),
-                               ("windows", windows, 0), ("batch", batch, 1)):
+    for name, value, least in (
+        ("length", length, 1),
+        *(("scored", s, 1) for s in scored),
+        ("span", span, 1),
+        ("windows", windows, 0),
+        ("batch", batch, 1),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
     for s in scored:
@@ -138,8 +161,9 @@ def matched_losses(model: Callable[[Tensor], Tensor], tokens: Tensor, length: in
         logits = model(chunk[:, :-1])  # (B, T, V)
         for i, s in enumerate(scored):
             targets = chunk[:, -s:]  # (B, s)
-            loss = torch.nn.functional.cross_entropy(logits[:, -s:].flatten(0, 1).float(), targets.flatten(),
-                                                     reduction="sum")
+            loss = torch.nn.functional.cross_entropy(
+                logits[:, -s:].flatten(0, 1).float(), targets.flatten(), reduction="sum"
+            )
             totals[i] += float(loss)
             counted[i] += targets.numel()
     return tuple(total / n for total, n in zip(totals, counted))

@@ -59,6 +59,7 @@ def read_weight_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     """Every tensor's shape in a safetensors file, read from its header (no tensor data is loaded)."""
     return safetensors_shapes(Path(path))
 
+
 def check_lab_checkpoint(config: dict, weights: str | Path, config_path: str | Path = "posembed_model.json") -> None:
     """Refuse a lab ``model`` config that disagrees with the weights file, before building anything.
 
@@ -121,16 +122,22 @@ def _check_layer_schemes(config: dict, path: Path) -> None:
     layers = config["layer_schemes"]
     if not isinstance(layers, list) or len(layers) != config["depth"]:
         got = f"{len(layers)} entries" if isinstance(layers, list) else repr(layers)
-        raise CheckpointError(path, f"says model.layer_schemes must be a list of model.depth={config['depth']} "
-                                    f"entries (one scheme or null per layer), got {got}")
+        raise CheckpointError(
+            path,
+            f"says model.layer_schemes must be a list of model.depth={config['depth']} "
+            f"entries (one scheme or null per layer), got {got}",
+        )
     for index, layer in enumerate(layers):
         same = layer.get("same_as") if isinstance(layer, dict) else None
         if layer is None or (isinstance(layer, dict) and isinstance(layer.get("name"), str)):
             continue
         if isinstance(layer, dict) and set(layer) == {"same_as"} and _is_int(same) and 0 <= same < index:
             continue
-        raise CheckpointError(path, f"says model.layer_schemes[{index}] must be null, an object with a 'name' or "
-                                    f"{{\"same_as\": j}} with j an earlier layer, got {layer!r}")
+        raise CheckpointError(
+            path,
+            f"says model.layer_schemes[{index}] must be null, an object with a 'name' or "
+            f'{{"same_as": j}} with j an earlier layer, got {layer!r}',
+        )
 
 
 def _schemes_said(config: dict) -> str:

@@ -24,8 +24,8 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Callable, Collection
 
 import torch
 from torch import Tensor, nn
@@ -34,17 +34,28 @@ from posembed._utils.checks import did_you_mean
 from posembed._utils.devices import autocast, on_device, resolve_device
 from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
 from posembed.lab.task_registry import Model
-from posembed.lab.training.schedule import warmup_cosine
-from posembed.lab.training.ddp import mean_across_ranks, rank_and_world
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
+from posembed.lab.training.ddp import mean_across_ranks, rank_and_world
+from posembed.lab.training.schedule import warmup_cosine
 from posembed.lab.training.trial_cost import trial_seconds
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, ModelSizes, build_from_sizes
 
 __all__ = [
-    "TrialResult", "train_trial", "build_trial_model", "build_trial_scheme", "trial_sizes", "check_scheme_name",
-    "model_position_limit", "lr_at", "random_positions", "drift", "adamw", "compile_training",
-    "train_model", "Batches",
+    "TrialResult",
+    "train_trial",
+    "build_trial_model",
+    "build_trial_scheme",
+    "trial_sizes",
+    "check_scheme_name",
+    "model_position_limit",
+    "lr_at",
+    "random_positions",
+    "drift",
+    "adamw",
+    "compile_training",
+    "train_model",
+    "Batches",
 ]
 
 logger = logging.getLogger(__name__)
@@ -99,7 +110,10 @@ def trial_sizes(cfg: TrialConfig, table_size: int) -> ModelSizes:
     """
     width = (cfg.concat_dim or cfg.dim // 2) if cfg.combine == "concat" else cfg.dim
     return ModelSizes(
-        dim=width, num_heads=cfg.heads, head_dim=cfg.dim // cfg.heads, max_len=table_size,
+        dim=width,
+        num_heads=cfg.heads,
+        head_dim=cfg.dim // cfg.heads,
+        max_len=table_size,
         causal=TASKS[cfg.task] is Model.DECODER,
     )
 
@@ -134,8 +148,17 @@ def build_trial_model(cfg: TrialConfig, task: Task) -> nn.Module:
     table = cfg.table_size or task.max_length()
     scheme = build_trial_scheme(cfg, table)
     common = dict(
-        dim=cfg.dim, depth=cfg.depth, num_heads=cfg.heads, scheme=scheme, combine=cfg.combine, inject=cfg.inject,
-        untied=cfg.untied, dropout=cfg.dropout, mlp_ratio=cfg.mlp_ratio, backend=cfg.backend, bias=cfg.bias,
+        dim=cfg.dim,
+        depth=cfg.depth,
+        num_heads=cfg.heads,
+        scheme=scheme,
+        combine=cfg.combine,
+        inject=cfg.inject,
+        untied=cfg.untied,
+        dropout=cfg.dropout,
+        mlp_ratio=cfg.mlp_ratio,
+        backend=cfg.backend,
+        bias=cfg.bias,
     )
     if TASKS[cfg.task] is Model.ENCODER:
         model = Encoder(task.vocab_size, num_classes=task.num_classes, **common)
@@ -225,8 +248,13 @@ def make_optimizer(model: nn.Module, cfg: TrainingConfig, device: torch.device |
     """The run's :func:`adamw`: the fused kernel on CUDA (as nanoGPT) or where ``cfg.optimizer`` is
     ``"adamw_fused"``, the reference for-loop otherwise (the CPU numbers stay put)."""
     on_cuda = device is not None and device.type == "cuda"
-    return adamw(model, lr=cfg.lr, beta2=cfg.beta2, weight_decay=cfg.weight_decay,
-                 fused=on_cuda or cfg.optimizer == "adamw_fused")
+    return adamw(
+        model,
+        lr=cfg.lr,
+        beta2=cfg.beta2,
+        weight_decay=cfg.weight_decay,
+        fused=on_cuda or cfg.optimizer == "adamw_fused",
+    )
 
 
 @contextlib.contextmanager
@@ -323,16 +351,32 @@ def train_trial(
         return [dataclasses.replace(point, step=step) for point in points]
 
     with deterministic(device.type == "cpu"):
-        train_model(trainable, cfg, batches, device=device, min_lr=cfg.min_lr, log_every=cfg.log_every, on_log=log,
-                    label=f"trial {cfg.trial_id}", evaluate_at=cfg.eval_steps,
-                    on_evaluate=lambda step: during.extend(evaluate(step)))
+        train_model(
+            trainable,
+            cfg,
+            batches,
+            device=device,
+            min_lr=cfg.min_lr,
+            log_every=cfg.log_every,
+            on_log=log,
+            label=f"trial {cfg.trial_id}",
+            evaluate_at=cfg.eval_steps,
+            on_evaluate=lambda step: during.extend(evaluate(step)),
+        )
         elapsed = time.perf_counter() - start - evaluating
         model.eval()
         evals = evaluate(cfg.steps)
     result = TrialResult(
-        config=cfg, evals=evals, during=during, curve=curve, drift=drift(initial, position_parameters(model)),
-        seconds=time.perf_counter() - start, seconds_per_step=elapsed / cfg.steps,
-        num_params=sum(p.numel() for p in model.parameters()), final_loss=curve[-1][1], world_size=world,
+        config=cfg,
+        evals=evals,
+        during=during,
+        curve=curve,
+        drift=drift(initial, position_parameters(model)),
+        seconds=time.perf_counter() - start,
+        seconds_per_step=elapsed / cfg.steps,
+        num_params=sum(p.numel() for p in model.parameters()),
+        final_loss=curve[-1][1],
+        world_size=world,
     )
     return result, model
 
@@ -346,8 +390,16 @@ def _rank_device(device: torch.device, rank: int) -> torch.device:
 
 
 def train_model(
-    model: nn.Module, cfg: TrainingConfig, batches: Batches, *, device: torch.device, min_lr: float, log_every: int,
-    on_log: StepCallback | None = None, label: str = "training", evaluate_at: Collection[int] = (),
+    model: nn.Module,
+    cfg: TrainingConfig,
+    batches: Batches,
+    *,
+    device: torch.device,
+    min_lr: float,
+    log_every: int,
+    on_log: StepCallback | None = None,
+    label: str = "training",
+    evaluate_at: Collection[int] = (),
     on_evaluate: Callable[[int], None] | None = None,
 ) -> list[float]:
     """The lab's one training loop: ``cfg.steps`` steps of AdamW (:func:`make_optimizer`) over

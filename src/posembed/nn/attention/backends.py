@@ -55,12 +55,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from posembed._utils.devices import cpu_tuned
 from posembed._utils.logging import log_once as _log_once
 from posembed._utils.torch_private import recompile_limits
+from posembed.kernels.masks import visibility_mod, visible_keys
 from posembed.nn.attention.inputs import AttentionInputs, adds_bias, mask_keyword, needs_grad
 from posembed.nn.attention.kernels import chunked_attention, eager_attention, fused_attention, sdpa_attention
-from posembed._utils.devices import cpu_tuned
-from posembed.kernels.masks import visibility_mod, visible_keys
 
 __all__ = [
     "Backend",
@@ -83,7 +83,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
 
 
 class Backend(str, Enum):
@@ -112,7 +111,7 @@ class Backend(str, Enum):
         return self.value
 
     @classmethod
-    def parse(cls, value: object) -> "Backend":
+    def parse(cls, value: object) -> Backend:
         """``value`` (a name or a :class:`Backend`) as a :class:`Backend`; ``ValueError`` naming it and the choices."""
         try:
             return cls(value)
@@ -151,7 +150,7 @@ def flex_available() -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled_flex():
     """The one ``torch.compile`` wrapper of FlexAttention, shared by every layer and model."""
     from torch.nn.attention.flex_attention import flex_attention as _flex

@@ -14,9 +14,9 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from posembed._utils.checks import check_allocation
-from posembed.nn.attention.inputs import AttentionInputs, adds_bias, allowed_mask, logit_mask, needs_grad
 from posembed.kernels.attention import bias_attention
 from posembed.kernels.cpu_matmul import bf16_matmuls_enabled, fp32_sdpa
+from posembed.nn.attention.inputs import AttentionInputs, adds_bias, allowed_mask, logit_mask, needs_grad
 
 __all__ = ["eager_attention", "sdpa_attention", "chunked_attention", "fused_attention"]
 
@@ -50,8 +50,12 @@ def sdpa_attention(inp: AttentionInputs) -> Tensor:
     adds = adds_bias(inp.scheme)
     if not adds and inp.key_mask is None:
         # eager only: the mode is a process setting dynamo cannot trace (a compiled graph keeps plain SDPA)
-        if inp.dropout == 0.0 and inp.q.device.type == "cpu" and not torch.compiler.is_compiling() \
-                and bf16_matmuls_enabled():
+        if (
+            inp.dropout == 0.0
+            and inp.q.device.type == "cpu"
+            and not torch.compiler.is_compiling()
+            and bf16_matmuls_enabled()
+        ):
             return fp32_sdpa(inp.q, inp.k, inp.v, causal=inp.causal, scale=inp.scale)  # see posembed.kernels.cpu_matmul
         return F.scaled_dot_product_attention(
             inp.q, inp.k, inp.v, dropout_p=inp.dropout, is_causal=inp.causal, scale=inp.scale
@@ -70,7 +74,8 @@ def _check_dense(inp: AttentionInputs, backend: str, copies: int) -> None:
     batch, heads, length, _ = inp.q.shape
     shape = (batch, heads, length, inp.k.shape[-2])
     check_allocation(
-        copies * batch * heads * length * inp.k.shape[-2] * 4, inp.q.device,
+        copies * batch * heads * length * inp.k.shape[-2] * 4,
+        inp.q.device,
         f"backend {backend!r} at T={length}: {copies} float32 tensors of shape (B, H, T, T) = {shape}",
         hint="backend='fused' or 'chunked' keep O(T * block) scores",
     )
@@ -103,6 +108,13 @@ def fused_attention(inp: AttentionInputs) -> Tensor:
     """Block-streamed attention with a recomputing backward (no ``(H, T, T)`` tensor)."""
     scheme = inp.scheme if adds_bias(inp.scheme) else None  # NoPE: plain attention
     return bias_attention(
-        inp.q, inp.k, inp.v, scheme, causal=inp.causal, q_positions=inp.positions,
-        k_positions=inp.positions, scale=inp.scale, key_mask=inp.key_mask,
+        inp.q,
+        inp.k,
+        inp.v,
+        scheme,
+        causal=inp.causal,
+        q_positions=inp.positions,
+        k_positions=inp.positions,
+        scale=inp.scale,
+        key_mask=inp.key_mask,
     )  # (B, H, T, Dv)

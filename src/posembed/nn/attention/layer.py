@@ -31,8 +31,8 @@ from torch import Tensor, nn
 from posembed._utils.checks import check_number, check_positive_int
 from posembed.nn.attention.backends import Backend, choose_backend, run_backend
 from posembed.nn.attention.inputs import AttentionInputs, adds_bias
-from posembed.schemes.positions import default_positions, resolve_positions
 from posembed.schemes.base import BiasScheme, Kind, PositionScheme, RotaryScheme, require_kind
+from posembed.schemes.positions import default_positions, resolve_positions
 
 __all__ = ["SelfAttention", "ProjectionView", "fuse_legacy_qkv", "fused_qkv_shapes"]
 
@@ -142,17 +142,17 @@ class SelfAttention(nn.Module):
         self._backend = Backend.parse(value)
 
     @property
-    def q_proj(self) -> "ProjectionView":
+    def q_proj(self) -> ProjectionView:
         """The query projection, a ``Linear(C, C)`` view of rows ``[0, C)`` of :attr:`qkv_proj`."""
         return ProjectionView(self.qkv_proj, 0, self.dim)
 
     @property
-    def k_proj(self) -> "ProjectionView":
+    def k_proj(self) -> ProjectionView:
         """The key projection, a ``Linear(C, C)`` view of rows ``[C, 2C)`` of :attr:`qkv_proj`."""
         return ProjectionView(self.qkv_proj, 1, self.dim)
 
     @property
-    def v_proj(self) -> "ProjectionView":
+    def v_proj(self) -> ProjectionView:
         """The value projection, a ``Linear(C, C)`` view of rows ``[2C, 3C)`` of :attr:`qkv_proj`."""
         return ProjectionView(self.qkv_proj, 2, self.dim)
 
@@ -244,8 +244,16 @@ class SelfAttention(nn.Module):
         qk = (q, k) if bias_scheme is not None and bias_scheme.needs_qk else None
         q, k = self._untie(q, k, position_vectors, batch, length)
         return AttentionInputs(
-            q=q, k=k, v=v, scale=self.softmax_scale, causal=self.causal, positions=positions, key_mask=key_mask,
-            scheme=bias_scheme, qk=qk, dropout=self.dropout if self.training else 0.0,
+            q=q,
+            k=k,
+            v=v,
+            scale=self.softmax_scale,
+            causal=self.causal,
+            positions=positions,
+            key_mask=key_mask,
+            scheme=bias_scheme,
+            qk=qk,
+            dropout=self.dropout if self.training else 0.0,
         )
 
     def _check_x(self, x: Tensor) -> None:

@@ -30,8 +30,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from posembed._utils.checks import check_number, check_pad_token, check_positive_int, check_table_size
-from posembed._utils.torch_private import has_hooks
 from posembed._utils.devices import cpu_tuned
+from posembed._utils.torch_private import has_hooks
+from posembed.kernels.embedding_compiled import compiled_applies
 from posembed.nn.embedding.checks import (
     COMBINES,
     INDEX_DTYPES,
@@ -42,7 +43,6 @@ from posembed.nn.embedding.checks import (
     token_width,
 )
 from posembed.nn.embedding.fast import FusedPath, run_fused_path
-from posembed.kernels.embedding_compiled import compiled_applies
 from posembed.schemes.base import AbsoluteScheme, Kind, require_kind
 
 __all__ = ["TransformerEmbeddings", "EmbeddingComponents", "COMBINES"]
@@ -146,16 +146,16 @@ class TransformerEmbeddings(nn.Module):
         self.token_dim = token_width(hidden_size, position, combine, token_dim)
         check_norm_and_dropout(layer_norm_eps, dropout)
         check_table_size(vocab_size, self.token_dim, "the token table (vocab_size, token_dim)", device, dtype)
-        check_table_size(type_vocab_size, hidden_size, "the segment table (type_vocab_size, hidden_size)", device, dtype)
+        check_table_size(
+            type_vocab_size, hidden_size, "the segment table (type_vocab_size, hidden_size)", device, dtype
+        )
         factory = {"device": device, "dtype": dtype}
         self.token_embeddings = nn.Embedding(vocab_size, self.token_dim, padding_idx=pad_token_id, **factory)
         # the scheme passed in joins the block's device; it keeps its dtype (as build_model does)
         self.position = position if position is None or device is None else position.to(device=device)
         #: coordinates per position id: 1 for sequence schemes, A for ``Sinusoidal2D`` / ``3D``
         self.num_axes: int = 1 if position is None else position.num_axes
-        self.token_type_embeddings = (
-            nn.Embedding(type_vocab_size, hidden_size, **factory) if type_vocab_size else None
-        )
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden_size, **factory) if type_vocab_size else None
         self.projection = (
             nn.Linear(self.token_dim + position.dim, hidden_size, **factory)
             if combine == "concat" and token_dim is not None
@@ -246,7 +246,11 @@ class TransformerEmbeddings(nn.Module):
             return None
         table = self.position.lookup_table
         ids = (input_ids, position_ids, token_type_ids)
-        tables = (table, self.norm.weight, None if self.token_type_embeddings is None else self.token_type_embeddings.weight)
+        tables = (
+            table,
+            self.norm.weight,
+            None if self.token_type_embeddings is None else self.token_type_embeddings.weight,
+        )
         dtype = self.token_embeddings.weight.dtype
         covered = (
             table is not None
@@ -354,9 +358,7 @@ class TransformerEmbeddings(nn.Module):
         shape = combined.shape
         token = self._token_in_hidden(raw_tokens)
         position = (
-            combined.new_zeros(shape)
-            if self.position is None
-            else self.position_embeddings(position_ids).expand(shape)
+            combined.new_zeros(shape) if self.position is None else self.position_embeddings(position_ids).expand(shape)
         )
         segment = (
             combined.new_zeros(shape)
@@ -387,8 +389,13 @@ class TransformerEmbeddings(nn.Module):
             raise ValueError("token_type_ids given, but this block has no segment table (type_vocab_size=0)")
         scheme = None if self.position is None else type(self.position).__name__
         return check_embedding_ids(
-            input_ids, token_type_ids, position_ids, vocab_size=self.vocab_size,
-            type_vocab_size=self.type_vocab_size, num_axes=self.num_axes, scheme=scheme,
+            input_ids,
+            token_type_ids,
+            position_ids,
+            vocab_size=self.vocab_size,
+            type_vocab_size=self.type_vocab_size,
+            num_axes=self.num_axes,
+            scheme=scheme,
         )
 
     def extra_repr(self) -> str:

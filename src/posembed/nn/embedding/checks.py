@@ -15,7 +15,6 @@ clear ``ValueError``, at the cost of a synchronisation per tensor).
 
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 
@@ -29,8 +28,8 @@ from posembed._utils.checks import (
     values_readable,
 )
 from posembed._utils.devices import host_checks
-from posembed.schemes.positions import resolve_positions
 from posembed.schemes.base import AbsoluteScheme
+from posembed.schemes.positions import resolve_positions
 
 __all__ = [
     "COMBINES",
@@ -151,7 +150,9 @@ def token_width(hidden_size: int, position: AbsoluteScheme | None, combine: str,
                 f"got {type(position).__name__} with dim={position.dim}"
             )
         if token_dim is not None and token_dim != hidden_size:
-            raise ValueError(f"token_dim={token_dim} needs combine='concat'; with 'add' it equals hidden_size={hidden_size}")
+            raise ValueError(
+                f"token_dim={token_dim} needs combine='concat'; with 'add' it equals hidden_size={hidden_size}"
+            )
         return hidden_size
     if position is None:
         raise ValueError("combine='concat' needs a position scheme to concatenate (position=None given)")

@@ -20,9 +20,9 @@ from enum import Enum
 
 from torch import Tensor, nn
 
-from posembed.nn.embedding.checks import check_ids
 from posembed.kernels.embedding import fused_embedding
 from posembed.kernels.embedding_compiled import compiled_embedding
+from posembed.nn.embedding.checks import check_ids
 
 __all__ = ["FusedPath", "run_fused_path", "chunked_forward", "compiled_forward"]
 
@@ -91,7 +91,11 @@ _PATHS: dict[FusedPath, Callable[[nn.Module, Tensor, Tensor | None, Tensor, bool
 
 
 def run_fused_path(
-    path: FusedPath, block: nn.Module, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor,
+    path: FusedPath,
+    block: nn.Module,
+    input_ids: Tensor,
+    token_type_ids: Tensor | None,
+    position_ids: Tensor,
     default: bool,
 ) -> Tensor:
     """Run ``path`` on ``block``'s tables: ``LayerNorm((tok + seg) + pos)``, before the block's dropout.

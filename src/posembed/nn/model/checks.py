@@ -40,7 +40,11 @@ def check_options(scheme: PositionScheme | None, combine: str, inject: str, unti
         raise ValueError(f"inject must be one of {INJECTS}, got {inject!r}")
     absolute = scheme is not None and scheme.kind == Kind.ABSOLUTE
     what = "None" if scheme is None else f"{type(scheme).__name__} (kind {scheme.kind.value!r})"
-    options = {"combine='concat'": combine == "concat", "inject='every_layer'": inject == "every_layer", "untied=True": untied}
+    options = {
+        "combine='concat'": combine == "concat",
+        "inject='every_layer'": inject == "every_layer",
+        "untied=True": untied,
+    }
     for option, used in options.items():
         if used and not absolute:
             raise ValueError(f"{option} needs an absolute position scheme, got scheme={what}")

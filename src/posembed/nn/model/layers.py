@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from posembed.schemes.base import Kind, PositionScheme
 from posembed.schemes.config import build_scheme, scheme_config

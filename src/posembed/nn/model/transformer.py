@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch  # noqa: F401 (the doctests use it)
 from torch import Tensor, nn
@@ -38,11 +38,12 @@ from posembed.nn.attention.layer import SelfAttention
 from posembed.nn.embedding.block import TransformerEmbeddings
 from posembed.nn.model.checks import check_mask, check_options
 from posembed.nn.model.layers import build_layer_schemes, check_layer_schemes, layer_schemes_config
-from posembed.schemes.positions import resolve_positions
 from posembed.schemes.base import Kind, PositionScheme, RotaryScheme
 from posembed.schemes.config import build_scheme, scheme_config
+from posembed.schemes.positions import resolve_positions
 
 __all__ = ["Block", "Encoder", "Decoder", "TransformerModel", "build_model", "scheme_config", "build_scheme"]
+
 
 class Block(nn.Module):
     """Pre-LN transformer block: ``x + attn(LN(x))``, then ``x + mlp(LN(x))``.
@@ -60,8 +61,16 @@ class Block(nn.Module):
     """
 
     def __init__(
-        self, dim: int, num_heads: int, *, mlp_ratio: int = 4, dropout: float = 0.0, bias: bool = True, device=None,
-        dtype=None, **attention
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        mlp_ratio: int = 4,
+        dropout: float = 0.0,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+        **attention,
     ) -> None:
         super().__init__()
         factory = {"device": device, "dtype": dtype}
@@ -70,7 +79,9 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(dim, bias=bias, **factory)
         hidden = check_positive_int(mlp_ratio, "mlp_ratio") * dim
         self.mlp = nn.Sequential(
-            nn.Linear(dim, hidden, bias=bias, **factory), nn.GELU(), nn.Linear(hidden, dim, bias=bias, **factory),
+            nn.Linear(dim, hidden, bias=bias, **factory),
+            nn.GELU(),
+            nn.Linear(hidden, dim, bias=bias, **factory),
             nn.Dropout(dropout),
         )
         self.resid_dropout = nn.Dropout(dropout)
@@ -122,9 +133,15 @@ class TransformerModel(nn.Module):
         # a fixed table (sinusoidal) has unit amplitude: scale tokens to match, as Vaswani et al. do
         fixed_table = absolute and not untied and not any(p.requires_grad for p in scheme.parameters())
         self.embeddings = TransformerEmbeddings(
-            vocab_size, dim, position=scheme if absolute and not untied else None, type_vocab_size=0,
-            pad_token_id=None, combine=combine, dropout=dropout,
-            token_scale=math.sqrt(dim) if fixed_table else 1.0, **factory,
+            vocab_size,
+            dim,
+            position=scheme if absolute and not untied else None,
+            type_vocab_size=0,
+            pad_token_id=None,
+            combine=combine,
+            dropout=dropout,
+            token_scale=math.sqrt(dim) if fixed_table else 1.0,
+            **factory,
         )
         in_attention = [None if absolute else scheme] * depth
         if schemes is not None:
@@ -135,8 +152,16 @@ class TransformerModel(nn.Module):
         self.position_norm = nn.LayerNorm(scheme.dim, **factory) if untied else None
         self.blocks = nn.ModuleList(
             Block(
-                dim, num_heads, mlp_ratio=mlp_ratio, dropout=dropout, bias=bias, scheme=layer, causal=self.causal,
-                backend=backend, untied_dim=scheme.dim if untied else None, **factory,
+                dim,
+                num_heads,
+                mlp_ratio=mlp_ratio,
+                dropout=dropout,
+                bias=bias,
+                scheme=layer,
+                causal=self.causal,
+                backend=backend,
+                untied_dim=scheme.dim if untied else None,
+                **factory,
             )
             for layer in in_attention
         )
@@ -224,10 +249,18 @@ class TransformerModel(nn.Module):
         a model built with ``schemes=`` adds ``layer_schemes``, see :mod:`posembed.nn.model.layers`)."""
         config = {
             "architecture": type(self).__name__.lower(),
-            "vocab_size": self.vocab_size, "dim": self.dim, "depth": self.depth, "num_heads": self.num_heads,
+            "vocab_size": self.vocab_size,
+            "dim": self.dim,
+            "depth": self.depth,
+            "num_heads": self.num_heads,
             "scheme": None if self.scheme is None else scheme_config(self.scheme),
-            "max_len": self.max_len, "combine": self.combine, "inject": self.inject, "untied": self.untied,
-            "dropout": self.dropout, "mlp_ratio": self.mlp_ratio, "backend": self.backend,
+            "max_len": self.max_len,
+            "combine": self.combine,
+            "inject": self.inject,
+            "untied": self.untied,
+            "dropout": self.dropout,
+            "mlp_ratio": self.mlp_ratio,
+            "backend": self.backend,
         }
         if not self.bias:  # left out when True: configs saved before the option load unchanged
             config["bias"] = False
@@ -282,7 +315,10 @@ class Decoder(TransformerModel):
         self._init_weights()
 
     def forward(
-        self, input_ids: Tensor, position_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+        self,
+        input_ids: Tensor,
+        position_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
         return_hidden_states: bool = False,
     ):
         """Next-token logits ``(B, T, vocab_size)`` (and the hidden states when asked)."""
@@ -316,7 +352,10 @@ class Encoder(TransformerModel):
         self._init_weights()
 
     def forward(
-        self, input_ids: Tensor, position_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+        self,
+        input_ids: Tensor,
+        position_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
         return_hidden_states: bool = False,
     ):
         """Logits ``(B, T, vocab_size)`` or ``(B, num_classes)`` (and the hidden states when asked)."""
@@ -339,6 +378,7 @@ def _masked_mean(h: Tensor, attention_mask: Tensor | None) -> Tensor:
 
 
 # ---------------------------------------------------------------------- config round trip
+
 
 def build_model(config: dict, *, device=None, dtype=None) -> TransformerModel:
     """Rebuild an :class:`Encoder` or :class:`Decoder` from :meth:`TransformerModel.config_dict`.

@@ -21,7 +21,7 @@ from posembed.schemes.base import AbsoluteScheme
 __all__ = ["LearnedAbsolute", "LearnedParameter"]
 
 
-def _limit_hint(scheme: "_LearnedTable") -> str:
+def _limit_hint(scheme: _LearnedTable) -> str:
     return (
         f"a learned table has exactly max_len={scheme.max_len} rows. Ways out: a scheme without a length "
         f"limit (posembed.Sinusoidal, a rotary or bias scheme), or interpolate the table to more rows "
@@ -79,7 +79,7 @@ class _LearnedTable(AbsoluteScheme):
     def check_position_ids(self, position_ids: Tensor) -> None:
         check_index_tensor(position_ids, "position_ids", self.max_len, _limit_hint(self))
 
-    def resized(self, new_len: int) -> "_LearnedTable":
+    def resized(self, new_len: int) -> _LearnedTable:
         """A copy, same class, whose table is linearly interpolated to ``new_len`` rows (position interpolation).
 
         >>> LearnedAbsolute(8, 4).resized(15).max_positions

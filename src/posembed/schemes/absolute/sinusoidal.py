@@ -188,7 +188,9 @@ class Sinusoidal(AbsoluteScheme):
         self.angles = check_angles(angles)
         self.max_len = None if max_len is None else check_positive_int(max_len, "max_len")
         # an empty buffer of the output dtype: module.half() / .to(dtype) cast it, and forward follows it
-        self.register_buffer("output_dtype", torch.empty(0, device=device, dtype=dtype or torch.float32), persistent=False)
+        self.register_buffer(
+            "output_dtype", torch.empty(0, device=device, dtype=dtype or torch.float32), persistent=False
+        )
         self.inv_freq = torch.empty(0, device=device)
         self.table = None
         self.reset_parameters(device)

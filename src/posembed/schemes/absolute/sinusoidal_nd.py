@@ -30,13 +30,12 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import torch
 from torch import Tensor
 
 from posembed._utils.checks import check_index_tensor
-from posembed.schemes.positions import grid_coordinates  # re-exported: a grid's coordinates are position ids
-from posembed.schemes.base import AbsoluteScheme
 from posembed.schemes.absolute.sinusoidal import Layout, Sinusoidal, check_sinusoid_args, sinusoidal_table
+from posembed.schemes.base import AbsoluteScheme
+from posembed.schemes.positions import grid_coordinates  # re-exported: a grid's coordinates are position ids
 
 __all__ = [
     "Sinusoidal2D", "Sinusoidal3D", "axis_width", "check_axis_channels", "grid_coordinates", "sinusoidal_nd_table",
@@ -103,6 +102,7 @@ def sinusoidal_nd_table(
         ``(..., n)`` -> ``(..., C)`` float32.
 
     Example:
+        >>> import torch
         >>> sinusoidal_nd_table(torch.tensor([0, 1]), 4)
         tensor([0.0000, 1.0000, 0.8415, 0.5403])
     """
@@ -185,6 +185,7 @@ class Sinusoidal2D(_SinusoidalND):
         - output: ``(T, C)`` or ``(B, T, C)``; :meth:`grid` ``(h, w)`` -> ``(h, w, C)``.
 
     Example:
+        >>> import torch
         >>> pos = Sinusoidal2D(dim=8)
         >>> pos(torch.tensor([[0, 0], [2, 5]])).shape
         torch.Size([2, 8])

@@ -17,6 +17,7 @@ from posembed.schemes.bias.relative import check_positions, relative_position_fn
 
 __all__ = ["ALiBi", "alibi_slopes", "alibi_bias"]
 
+
 def alibi_slopes(num_heads: int) -> list[float]:
     """Head slopes by the official formula (fairseq ALiBi), for any head count.
 
@@ -111,19 +112,27 @@ class ALiBi(BiasScheme):
             self.slopes.copy_(torch.tensor(alibi_slopes(self.num_heads), dtype=torch.float32))
 
     def why_causal_only(self) -> str | None:
-        return None if self.symmetric else (
-            "ALiBi(symmetric=False) is the causal form m*(j - i), positive above the diagonal; "
-            "bidirectional attention (causal=False) needs ALiBi(num_heads, symmetric=True), "
-            "the -m*|i - j| form"
+        return (
+            None
+            if self.symmetric
+            else (
+                "ALiBi(symmetric=False) is the causal form m*(j - i), positive above the diagonal; "
+                "bidirectional attention (causal=False) needs ALiBi(num_heads, symmetric=True), "
+                "the -m*|i - j| form"
+            )
         )
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         check_positions(q_positions, k_positions, integer=False)
         relative = relative_positions(as_float_positions(q_positions), as_float_positions(k_positions))
         bias = alibi_bias(self.slopes, relative, symmetric=self.symmetric)  # (..., H, Tq, Tk)
         return bias.to(q.dtype) if q is not None else bias
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         check_positions(q_positions, k_positions, integer=False)
         relative = relative_position_fn(as_float_positions(q_positions), as_float_positions(k_positions))
         slopes = self.slopes.float()

@@ -109,7 +109,9 @@ class CoPE(BiasScheme):
     needs_key_mask = True
     has_score_mod = False
 
-    def __init__(self, num_heads: int, head_dim: int, *, npos_max: int, init_std: float = 0.0, device=None, dtype=None) -> None:
+    def __init__(
+        self, num_heads: int, head_dim: int, *, npos_max: int, init_std: float = 0.0, device=None, dtype=None
+    ) -> None:
         super().__init__(num_heads, head_dim)
         self.npos_max = check_positive_int(npos_max, "npos_max")
         self.init_std = check_number(init_std, "init_std", 0.0)
@@ -157,7 +159,9 @@ class CoPE(BiasScheme):
         q, k = self._check_inputs(q_positions, k_positions, q, k, key_mask)
         return self._positions(q_positions, k_positions, q, k, key_mask)
 
-    def _positions(self, q_positions: Tensor, k_positions: Tensor, q: Tensor, k: Tensor, key_mask: Tensor | None) -> Tensor:
+    def _positions(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor, k: Tensor, key_mask: Tensor | None
+    ) -> Tensor:
         """:meth:`positions` of inputs already checked."""
         gates = torch.sigmoid(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim))  # (B, H, Tq, Tk)
         visible = (k_positions.unsqueeze(-2) <= q_positions.unsqueeze(-1)).unsqueeze(-3)  # (B|1, 1, Tq, Tk)
@@ -166,8 +170,13 @@ class CoPE(BiasScheme):
         return contextual_positions(gates, visible).clamp(max=self.npos_max - 1)
 
     def bias(
-        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None,
-        *, key_mask: Tensor | None = None,
+        self,
+        q_positions: Tensor,
+        k_positions: Tensor,
+        q: Tensor | None = None,
+        k: Tensor | None = None,
+        *,
+        key_mask: Tensor | None = None,
     ) -> Tensor:
         q, k = self._check_inputs(q_positions, k_positions, q, k, key_mask)
         positions = self._positions(q_positions, k_positions, q, k, key_mask)
@@ -175,8 +184,13 @@ class CoPE(BiasScheme):
         return interpolate_logits(position_logits, positions)
 
     def score_mod(
-        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None,
-        *, key_mask: Tensor | None = None,
+        self,
+        q_positions: Tensor,
+        k_positions: Tensor,
+        q: Tensor | None = None,
+        k: Tensor | None = None,
+        *,
+        key_mask: Tensor | None = None,
     ) -> ScoreMod:
         raise NotImplementedError(
             "CoPE has no FlexAttention score_mod: its positions p_ij are a Tq x Tk cumulative sum of "

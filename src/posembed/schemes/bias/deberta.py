@@ -184,8 +184,13 @@ class DebertaRelative(BiasScheme):
         if not self.share_att_key:
             raise ValueError("share_projections needs DebertaRelative(..., share_att_key=True)")
         for name, proj in (("query_proj", query_proj), ("key_proj", key_proj)):
-            if not isinstance(proj, nn.Linear) or (proj.in_features, proj.out_features) != (self.dim, self.num_heads * self.head_dim):
-                raise ValueError(f"{name} must be nn.Linear({self.dim}, {self.num_heads * self.head_dim}), got {proj!r}")
+            if not isinstance(proj, nn.Linear) or (proj.in_features, proj.out_features) != (
+                self.dim,
+                self.num_heads * self.head_dim,
+            ):
+                raise ValueError(
+                    f"{name} must be nn.Linear({self.dim}, {self.num_heads * self.head_dim}), got {proj!r}"
+                )
         self._shared = (query_proj, key_proj)
 
     def relative_table(self) -> Tensor:
@@ -202,9 +207,13 @@ class DebertaRelative(BiasScheme):
                 "projections: call scheme.share_projections(layer.q_proj, layer.k_proj) first"
             )
         query_proj, key_proj = self._shared
-        return (query_proj if "p2c" in self.attention_terms else None), (key_proj if "c2p" in self.attention_terms else None)
+        return (query_proj if "p2c" in self.attention_terms else None), (
+            key_proj if "c2p" in self.attention_terms else None
+        )
 
-    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _check_qk(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
         return check_qk("DebertaRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
     def row_logits(self, q: Tensor, k: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -224,7 +233,9 @@ class DebertaRelative(BiasScheme):
     def _rows(self, relative: Tensor) -> Tensor:
         return relative_rows(relative, self.span, self.position_buckets, self.max_relative_positions)
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         q, k = self._check_qk(q_positions, k_positions, q, k)
         c2p, p2c = self.row_logits(q, k)
         batch, heads, q_len, k_len = q.shape[0], self.num_heads, q.shape[2], k.shape[2]
@@ -237,7 +248,9 @@ class DebertaRelative(BiasScheme):
             bias = bias + torch.gather(p2c.transpose(-1, -2), -2, rows)  # k_j . Q_r[row(i, j)]
         return bias
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         q, k = self._check_qk(q_positions, k_positions, q, k)
         c2p, p2c = self.row_logits(q, k)
         relative = relative_position_fn(q_positions, k_positions)

@@ -124,7 +124,9 @@ class DynamicPositionBias(BiasScheme):
         distances = torch.arange(lo, hi + 1, device=self._first_weight.device)
         return lo, self.table(distances)  # (H, hi - lo + 1)
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         check_positions(q_positions, k_positions)
         distance = -relative_positions(q_positions, k_positions)  # i - j, (..., Tq, Tk)
         if values_readable(q_positions) and values_readable(k_positions):
@@ -136,7 +138,9 @@ class DynamicPositionBias(BiasScheme):
             bias = bias.transpose(0, 1)  # (B, H, Tq, Tk)
         return bias.to(q.dtype) if q is not None else bias
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         check_positions(q_positions, k_positions)
         lo, table = self._distance_range(q_positions, k_positions)
         relative = relative_position_fn(q_positions, k_positions)

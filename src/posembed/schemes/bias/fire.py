@@ -115,7 +115,9 @@ class FIRE(BiasScheme):
         hidden = F.relu(self.mlp_in(x.unsqueeze(-1).to(self.mlp_in.weight.dtype)))
         return self.mlp_out(hidden)
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         check_positions(q_positions, k_positions, integer=False)
         c, threshold, dtype = self._constants()
         q_pos, k_pos = as_float_positions(q_positions), as_float_positions(k_positions)
@@ -124,7 +126,9 @@ class FIRE(BiasScheme):
         bias = self.mlp(x).to(dtype).movedim(-1, -3)  # (..., H, Tq, Tk)
         return bias.to(q.dtype) if q is not None else bias
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         """The MLP evaluated inline, one hidden unit at a time (score_mods see scalars)."""
         check_positions(q_positions, k_positions, integer=False)
         c, threshold, dtype = self._constants()
@@ -145,4 +149,6 @@ class FIRE(BiasScheme):
         return score_mod
 
     def extra_repr(self) -> str:
-        return f"num_heads={self.num_heads}, hidden={self.hidden}, threshold={self.init_threshold}, init_c={self.init_c}"
+        return (
+            f"num_heads={self.num_heads}, hidden={self.hidden}, threshold={self.init_threshold}, init_c={self.init_c}"
+        )

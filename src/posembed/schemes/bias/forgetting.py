@@ -130,11 +130,15 @@ class ForgettingGate(BiasScheme):
                 raise ValueError(f"{name} has batch size {positions.shape[0]} but k has batch size {k.shape[0]}")
         return forget_cumsums(self.log_gates(k), q_positions, k_positions)
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         cumsum, at_query = self._cumsums(q_positions, k_positions, k)
         return at_query.unsqueeze(-1) - cumsum.unsqueeze(-2)  # (B, H, Tq, Tk)
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         cumsum, at_query = self._cumsums(q_positions, k_positions, k)
 
         def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:

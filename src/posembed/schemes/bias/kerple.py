@@ -104,7 +104,9 @@ class Kerple(BiasScheme):
         r2 = self.r2.to(dtype).clamp(min=KERPLE_EPS, max=2.0 if self.kernel == "power" else None)
         return r1, r2
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         check_positions(q_positions, k_positions, integer=False)
         relative = relative_positions(as_float_positions(q_positions), as_float_positions(k_positions))
         r1, r2 = self.coefficients()
@@ -113,7 +115,9 @@ class Kerple(BiasScheme):
             bias = bias.transpose(0, 1)  # (B, H, Tq, Tk)
         return bias.to(q.dtype) if q is not None else bias
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         check_positions(q_positions, k_positions, integer=False)
         relative = relative_position_fn(as_float_positions(q_positions), as_float_positions(k_positions))
         r1, r2 = self.coefficients()

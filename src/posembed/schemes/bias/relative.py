@@ -6,7 +6,7 @@ FlexAttention ``score_mod`` view, which captures only the position vectors (no `
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -96,7 +96,9 @@ def check_qk(
                 f"(num_heads, length of {name}_positions, head_dim)"
             )
         if positions.dim() == 2 and positions.shape[0] != x.shape[0]:
-            raise ValueError(f"{name}_positions has batch size {positions.shape[0]} but {name} has batch size {x.shape[0]}")
+            raise ValueError(
+                f"{name}_positions has batch size {positions.shape[0]} but {name} has batch size {x.shape[0]}"
+            )
     if q.shape[0] != k.shape[0]:
         raise ValueError(f"q has batch size {q.shape[0]} but k has batch size {k.shape[0]}")
     return q, k

@@ -21,8 +21,8 @@ from torch import Tensor
 from posembed._utils.checks import check_number, check_positive_int
 from posembed._utils.devices import host_checks
 from posembed.schemes.base import BiasScheme, ScoreMod, as_float_positions
-from posembed.schemes.fp32_buffers import Fp64Buffer
 from posembed.schemes.bias.relative import check_positions, relative_position_fn, relative_positions
+from posembed.schemes.fp32_buffers import Fp64Buffer
 
 __all__ = ["Sandwich", "sandwich_frequencies", "sandwich_head_scales", "sandwich_bias"]
 
@@ -111,7 +111,9 @@ class Sandwich(BiasScheme):
             self.frequencies.copy_(sandwich_frequencies(self.dim, self.base))
             self.head_scales.copy_(sandwich_head_scales(self.num_heads))
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         check_positions(q_positions, k_positions, integer=False)
         relative = relative_positions(as_float_positions(q_positions), as_float_positions(k_positions))
         bias = sandwich_bias(relative, self.frequencies, self.head_scales)  # (H, ..., Tq, Tk)
@@ -124,7 +126,9 @@ class Sandwich(BiasScheme):
         distances = torch.arange(-max_distance, max_distance + 1, device=self.frequencies.device)
         return sandwich_bias(distances, self.frequencies, self.head_scales).float()
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         """Integer positions index a ``(H, 2R + 1)`` distance table where reading their range ``R``
         back is free (:func:`~posembed._utils.devices.host_checks`: the CPU); elsewhere (no host sync on
         CUDA) and for real positions the sum is evaluated inline."""

@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from posembed._utils.checks import check_positive_int
-from posembed.schemes.bias.relative import check_qk, relative_position_fn, relative_positions
 from posembed.schemes.base import BiasScheme, ScoreMod
+from posembed.schemes.bias.relative import check_qk, relative_position_fn, relative_positions
 
 __all__ = ["ShawRelative", "distance_index", "distance_logits", "MODES"]
 
@@ -111,7 +111,9 @@ class ShawRelative(BiasScheme):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.distance_embedding.weight, std=self.init_std)
 
-    def _check_qk(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _check_qk(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None, k: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
         return check_qk("ShawRelative", self.num_heads, self.head_dim, q_positions, k_positions, q, k)
 
     def _distance_logits(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor | None]:
@@ -121,7 +123,9 @@ class ShawRelative(BiasScheme):
         k_logits = distance_logits(k, self.weight) * scale if self.mode == "relative_key_query" else None
         return q_logits, k_logits
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         q, k = self._check_qk(q_positions, k_positions, q, k)
         q_logits, k_logits = self._distance_logits(q, k)
         batch, heads, q_len, _ = q_logits.shape
@@ -132,7 +136,9 @@ class ShawRelative(BiasScheme):
             bias = bias + torch.gather(k_logits.transpose(-1, -2), -2, rows)  # k_j · r_d[i, j]
         return bias
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         q, k = self._check_qk(q_positions, k_positions, q, k)
         q_logits, k_logits = self._distance_logits(q, k)
         relative = relative_position_fn(q_positions, k_positions)

@@ -12,13 +12,15 @@ import torch
 from torch import Tensor, nn
 
 from posembed._utils.checks import check_positive_int
-from posembed.schemes.bias.relative import check_positions, relative_position_fn, relative_positions
 from posembed.schemes.base import BiasScheme, ScoreMod
+from posembed.schemes.bias.relative import check_positions, relative_position_fn, relative_positions
 
 __all__ = ["T5RelativeBias", "relative_position_bucket"]
 
 
-def relative_position_bucket(relative_position: Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
+def relative_position_bucket(
+    relative_position: Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int
+) -> Tensor:
     """Bucket of each relative position ``k_pos - q_pos``, as T5 does it.
 
     Bidirectional: half the buckets per sign (keys after the query take the upper half).
@@ -141,10 +143,14 @@ class T5RelativeBias(BiasScheme):
         nn.init.normal_(self.relative_attention_bias.weight, std=self.init_std)
 
     def why_causal_only(self) -> str | None:
-        return None if self.bidirectional else (
-            "T5RelativeBias(bidirectional=False) is the causal (decoder) form: every key after the "
-            "query falls in bucket 0, so it cannot tell future distances apart; bidirectional "
-            "attention (causal=False) needs T5RelativeBias(num_heads, bidirectional=True)"
+        return (
+            None
+            if self.bidirectional
+            else (
+                "T5RelativeBias(bidirectional=False) is the causal (decoder) form: every key after the "
+                "query falls in bucket 0, so it cannot tell future distances apart; bidirectional "
+                "attention (causal=False) needs T5RelativeBias(num_heads, bidirectional=True)"
+            )
         )
 
     def buckets(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
@@ -157,7 +163,9 @@ class T5RelativeBias(BiasScheme):
             relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
         )
 
-    def bias(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> Tensor:
+    def bias(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> Tensor:
         values = self.relative_attention_bias(self.buckets(q_positions, k_positions))  # (..., Tq, Tk, H)
         bias = values.movedim(-1, -3)  # (..., H, Tq, Tk)
         return bias.to(q.dtype if q is not None else torch.float32)
@@ -170,7 +178,9 @@ class T5RelativeBias(BiasScheme):
         distances = torch.arange(-self.max_distance, self.max_distance + 1, device=self.weight.device)
         return self.relative_attention_bias(self._bucket(distances))  # (2M+1, H)
 
-    def score_mod(self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None) -> ScoreMod:
+    def score_mod(
+        self, q_positions: Tensor, k_positions: Tensor, q: Tensor | None = None, k: Tensor | None = None
+    ) -> ScoreMod:
         """Look the bias up in :meth:`distance_table` (``O(max_distance * H)``, no ``T x T`` tensor)."""
         check_positions(q_positions, k_positions)
         relative = relative_position_fn(q_positions, k_positions)

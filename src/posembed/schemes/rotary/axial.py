@@ -34,8 +34,8 @@ from posembed._utils.checks import check_number, check_positive_int
 from posembed.schemes.base import RotaryScheme
 from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.phases import check_angles, cos_sin
-from posembed.schemes.rotary.rope import rope_inv_freq
 from posembed.schemes.rotary.checks import check_base, check_head_dim
+from posembed.schemes.rotary.rope import rope_inv_freq
 from posembed.schemes.rotary.rotation import ROPE_LAYOUTS, apply_rotary
 
 __all__ = [
@@ -50,9 +50,16 @@ AXIAL_ORDERS: tuple[str, ...] = ("blocks", "interleaved")
 AXIAL_SPANS: tuple[str, ...] = ("head", "axis")
 
 
-def axial_frequencies(axis_dim: int, num_axes: int, frequencies: str = "lang", *, base: float = 10000.0,
-                      max_freq: float = 10.0, axis_order: tuple[int, ...] | None = None,
-                      order: str = "blocks") -> tuple[Tensor, Tensor]:
+def axial_frequencies(
+    axis_dim: int,
+    num_axes: int,
+    frequencies: str = "lang",
+    *,
+    base: float = 10000.0,
+    max_freq: float = 10.0,
+    axis_order: tuple[int, ...] | None = None,
+    order: str = "blocks",
+) -> tuple[Tensor, Tensor]:
     """``(inv_freq, axis_of)``: every axis' ``axis_dim / 2`` frequencies, in blocks (block ``b``
     following coordinate ``axis_order[b]``) or dealt round robin (``order="interleaved"``: pair ``j``
     has frequency ``j // A`` of block ``j % A``).
@@ -274,7 +281,9 @@ class AxialRotary(SectionedRotary):
         if layout_span not in AXIAL_SPANS:
             raise ValueError(f"layout_span must be one of {AXIAL_SPANS}, got {layout_span!r}")
         if layout_span == "axis" and frequency_order == "interleaved":
-            raise ValueError("layout_span='axis' rotates each axis' block on its own; frequency_order='interleaved' has no blocks")
+            raise ValueError(
+                "layout_span='axis' rotates each axis' block on its own; frequency_order='interleaved' has no blocks"
+            )
         self.frequency_order, self.layout_span = frequency_order, layout_span
         if axis_dim is None:
             axis_dim = (head_dim // num_axes) // 2 * 2
@@ -311,8 +320,12 @@ class AxialRotary(SectionedRotary):
         return torch.cat([*parts, x[..., self.rotary_dim :]], -1)
 
     def extra_repr(self) -> str:
-        parts = [f"head_dim={self.head_dim}", f"num_axes={self.num_axes}", f"axis_dim={self.axis_dim}",
-                 f"frequencies={self.frequencies!r}"]
+        parts = [
+            f"head_dim={self.head_dim}",
+            f"num_axes={self.num_axes}",
+            f"axis_dim={self.axis_dim}",
+            f"frequencies={self.frequencies!r}",
+        ]
         parts.append(f"base={self.base:g}" if self.frequencies == "lang" else f"max_freq={self.max_freq:g}")
         parts.append(f"layout={self.layout!r}")
         if self.axis_order != tuple(range(self.num_axes)):

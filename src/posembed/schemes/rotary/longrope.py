@@ -9,7 +9,7 @@ Face's ``_compute_longrope_parameters``. The other context-extension variants ar
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -64,7 +64,9 @@ class LongRoPERotary(RotaryEmbedding):
         self.long_factor = [float(f) for f in long_factor]
         self.original_max_len = check_context_length(original_max_len, "original_max_len")
         self.factor = check_number(factor, "factor", 0.0)
-        self.attention_factor = None if attention_factor is None else check_number(attention_factor, "attention_factor", 0.0)
+        self.attention_factor = (
+            None if attention_factor is None else check_number(attention_factor, "attention_factor", 0.0)
+        )
         super().__init__(head_dim, **rope_kwargs)
         self.long_inv_freq = self._inv_freq("long_factor", self.inv_freq.device)
 

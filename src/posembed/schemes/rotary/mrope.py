@@ -36,8 +36,8 @@ import torch
 from torch import Tensor
 
 from posembed.schemes.rotary.axial import SectionedRotary, axial_cos_sin
-from posembed.schemes.rotary.rope import RotaryEmbedding, rope_inv_freq
 from posembed.schemes.rotary.checks import check_base, check_head_dim, resolve_frequency_dim
+from posembed.schemes.rotary.rope import RotaryEmbedding, rope_inv_freq
 
 __all__ = ["MROPE_ARRANGEMENTS", "MRoPE", "default_mrope_section", "mrope_frequencies", "mrope_pairs"]
 
@@ -68,8 +68,9 @@ def check_mrope_section(section: object, head_dim: int, name: str = "head_dim") 
     return values
 
 
-def mrope_pairs(section: tuple[int, int, int], arrangement: str = "blocks",
-                section_axes: tuple[int, int, int] = (0, 1, 2)) -> tuple[list[int], list[int]]:
+def mrope_pairs(
+    section: tuple[int, int, int], arrangement: str = "blocks", section_axes: tuple[int, int, int] = (0, 1, 2)
+) -> tuple[list[int], list[int]]:
     """``(frequency index, axis)`` of every rotated pair, for sections of sizes ``section``.
 
     >>> mrope_pairs((2, 1, 1))
@@ -83,6 +84,7 @@ def mrope_pairs(section: tuple[int, int, int], arrangement: str = "blocks",
     if arrangement == "blocks":
         return list(range(total)), [section_axes[k] for k, size in enumerate(section) for _ in range(size)]
     if arrangement == "interleaved":
+
         def axis(j: int) -> int:
             for k in (1, 2):
                 if j % 3 == k and j < 3 * section[k]:
@@ -92,13 +94,21 @@ def mrope_pairs(section: tuple[int, int, int], arrangement: str = "blocks",
         return list(range(total)), [axis(j) for j in range(total)]
     if arrangement == "zipped":
         if section[0] != section[1]:
-            raise ValueError(f"arrangement 'zipped' alternates the first two sections, which must be equal; got {section}")
+            raise ValueError(
+                f"arrangement 'zipped' alternates the first two sections, which must be equal; got {section}"
+            )
         return list(range(total)), [section_axes[0], section_axes[1]] * section[0] + [section_axes[2]] * section[2]
     raise ValueError(f"arrangement must be one of {MROPE_ARRANGEMENTS}, got {arrangement!r}")
 
 
-def mrope_frequencies(head_dim: int, section: tuple[int, int, int], base: float = 10000.0, *,
-                      arrangement: str = "blocks", section_axes: tuple[int, int, int] = (0, 1, 2)) -> tuple[Tensor, Tensor]:
+def mrope_frequencies(
+    head_dim: int,
+    section: tuple[int, int, int],
+    base: float = 10000.0,
+    *,
+    arrangement: str = "blocks",
+    section_axes: tuple[int, int, int] = (0, 1, 2),
+) -> tuple[Tensor, Tensor]:
     """``(inv_freq, axis_of)`` per rotated pair: RoPE's ``D / 2`` frequencies (``D = head_dim``, the
     rotated width) placed by :func:`mrope_pairs`; by default the first ``s_t`` follow time, then ``s_h``
     rows, then ``s_w`` columns.
@@ -193,7 +203,9 @@ class MRoPE(SectionedRotary):
         True
         """
         if not isinstance(frequencies, RotaryEmbedding):
-            raise TypeError(f"frequencies must be a RotaryEmbedding (a scaled rope type), got {type(frequencies).__name__}")
+            raise TypeError(
+                f"frequencies must be a RotaryEmbedding (a scaled rope type), got {type(frequencies).__name__}"
+            )
         if frequencies.rotary_dim != self.rotary_dim:
             raise ValueError(f"frequencies rotate {frequencies.rotary_dim} channels, the sections {self.rotary_dim}")
         self.dealt = frequencies
@@ -208,7 +220,9 @@ class MRoPE(SectionedRotary):
         if self.dealt.dynamic and coords.numel():
             inv_freq, scaling = self.dealt._call_frequencies(coords.max() + 1)
         index = mrope_pairs(self.mrope_section, self.arrangement, self.section_axes)[0]
-        cos, sin = axial_cos_sin(coords, inv_freq[torch.tensor(index, device=inv_freq.device)], self.axis_of, self.angles)
+        cos, sin = axial_cos_sin(
+            coords, inv_freq[torch.tensor(index, device=inv_freq.device)], self.axis_of, self.angles
+        )
         return (cos * scaling, sin * scaling) if isinstance(scaling, Tensor) or scaling != 1.0 else (cos, sin)
 
     def _frequencies(self) -> tuple[Tensor, Tensor]:
@@ -216,7 +230,9 @@ class MRoPE(SectionedRotary):
                                  section_axes=self.section_axes)  # fmt: skip
 
     def extra_repr(self) -> str:
-        parts = [f"head_dim={self.head_dim}"] + ([f"rotary_dim={self.rotary_dim}"] if self.rotary_dim != self.head_dim else [])
+        parts = [f"head_dim={self.head_dim}"] + (
+            [f"rotary_dim={self.rotary_dim}"] if self.rotary_dim != self.head_dim else []
+        )
         parts += [f"frequency_dim={self.frequency_dim}"] if self.frequency_dim != self.rotary_dim else []
         parts += [f"mrope_section={self.mrope_section}", f"base={self.base:g}", f"layout={self.layout!r}"]
         if self.arrangement != "blocks":

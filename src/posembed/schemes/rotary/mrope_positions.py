@@ -77,8 +77,10 @@ def mrope_position_ids(
     check_positive_int(spatial_merge_size, "spatial_merge_size")
     if token_types.dim() != 2:
         raise ValueError(f"token_types must have shape (B, T), got {tuple(token_types.shape)}")
-    grids = {IMAGE: iter(image_grids if image_grids is not None else ()),
-             VIDEO: iter(video_grids if video_grids is not None else ())}
+    grids = {
+        IMAGE: iter(image_grids if image_grids is not None else ()),
+        VIDEO: iter(video_grids if video_grids is not None else ()),
+    }
     batch, length = token_types.shape
     positions = torch.zeros(batch, length, 3, dtype=torch.long, device=token_types.device)
     deltas = []

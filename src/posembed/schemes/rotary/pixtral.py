@@ -17,8 +17,8 @@ from torch import Tensor
 
 from posembed._utils.checks import check_positive_int
 from posembed.schemes.rotary.axial import SectionedRotary
-from posembed.schemes.rotary.rope import rope_inv_freq
 from posembed.schemes.rotary.checks import check_base, check_head_dim
+from posembed.schemes.rotary.rope import rope_inv_freq
 
 __all__ = ["PixtralRotary", "pixtral_frequencies", "patch_coordinates"]
 

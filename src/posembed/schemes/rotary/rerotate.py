@@ -20,7 +20,6 @@ over the whole call, which is not a rotation and cannot be moved pair by pair.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from posembed.schemes.rotary.rope import RotaryEmbedding, apply_rotary
@@ -65,6 +64,7 @@ def rotation_between(
     Both schemes must rotate the same number of channels. Shape: positions ``(T,)`` or ``(B, T)``
     -> two tensors ``(*positions.shape, rotary_dim / 2)``, float32.
 
+    >>> import torch
     >>> from posembed.schemes.rotary.rope import RotaryEmbedding
     >>> rope = RotaryEmbedding(4, base=100.0)
     >>> cos, sin = rotation_between(rope, torch.tensor([5]), torch.tensor([2]))
@@ -120,6 +120,7 @@ def rerotate_keys(
         ValueError: xPos (not a rotation), positions that do not fit ``k``, schemes of different head_dim.
 
     Example (attention sinks: keep 2 sink keys, evict positions 2..5, shift the rest down):
+        >>> import torch
         >>> rope = RotaryEmbedding(8)
         >>> k = torch.randn(1, 2, 10, 8)
         >>> _, cached = rope(k, k)

@@ -39,7 +39,12 @@ from posembed.schemes.base import RotaryScheme
 from posembed.schemes.fp32_buffers import Fp32Buffer
 from posembed.schemes.phases import check_angles, cos_sin
 from posembed.schemes.rotary.checks import (
-    check_base, check_cache_range, check_forward_mscale, check_head_dim, past_cache_message, resolve_frequency_dim,
+    check_base,
+    check_cache_range,
+    check_forward_mscale,
+    check_head_dim,
+    past_cache_message,
+    resolve_frequency_dim,
     resolve_qk_positions,
 )  # fmt: skip
 from posembed.schemes.rotary.rotation import ROPE_LAYOUTS, apply_rotary, apply_rotary_placed, check_placement
@@ -331,8 +336,11 @@ class RotaryEmbedding(RotaryScheme):
         if self.frequency_dim != self.rotary_dim:
             parts.append(f"frequency_dim={self.frequency_dim}")
         parts += [f"base={self.base:g}", f"layout={self.layout!r}"]
-        parts += [f"{name}={value!r}" for name, value, default in
-                  (("direction", self.direction, "forward"), ("channels", self.channels, "first")) if value != default]
+        parts += [
+            f"{name}={value!r}"
+            for name, value, default in (("direction", self.direction, "forward"), ("channels", self.channels, "first"))
+            if value != default
+        ]
         if self.max_len is not None:
             parts.append(f"max_len={self.max_len}")
         if self.compiled is not None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -272,9 +272,7 @@ def _compiled_applies(x: Tensor, compiled: bool | None) -> bool:
     return reason is None
 
 
-def apply_rotary(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, compiled: bool | None = None
-) -> Tensor:
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, compiled: bool | None = None) -> Tensor:
     """Rotate the first ``2 * cos.shape[-1]`` channels of ``x``; the rest pass through.
 
     The one dispatch point of the rotation. Half-precision inputs are rotated in float32 and
@@ -324,8 +322,14 @@ def check_placement(direction: str, channels: str) -> tuple[str, str]:
 
 
 def apply_rotary_placed(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: str = "half", *, direction: str = "forward",
-    channels: str = "first", compiled: bool | None = None,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: str = "half",
+    *,
+    direction: str = "forward",
+    channels: str = "first",
+    compiled: bool | None = None,
 ) -> Tensor:
     """:func:`apply_rotary` with the turn's direction and the rotated channels' place as settings.
 

@@ -224,9 +224,7 @@ class Llama3Rotary(RotaryEmbedding):
         if self.low_freq_factor == 0:  # original_max_len / low_freq_factor is the longest kept wavelength
             raise ValueError("low_freq_factor must be greater than 0 (it divides original_max_len), got 0")
         if self.high_freq_factor < self.low_freq_factor:  # equal: a clean step, no ramp (Llama 4 Scout publishes 1, 1)
-            raise ValueError(
-                f"high_freq_factor={high_freq_factor} must be at least low_freq_factor={low_freq_factor}"
-            )
+            raise ValueError(f"high_freq_factor={high_freq_factor} must be at least low_freq_factor={low_freq_factor}")
         super().__init__(head_dim, **rope_kwargs)
 
     def _frequencies(self, device) -> tuple[Tensor, float]:

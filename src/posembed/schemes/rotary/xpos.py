@@ -20,8 +20,8 @@ from torch import Tensor
 
 from posembed._utils.checks import check_positive_int
 from posembed.schemes.fp32_buffers import Fp32Buffer
-from posembed.schemes.rotary.rope import RotaryEmbedding, rope_cos_sin
 from posembed.schemes.rotary.checks import resolve_qk_positions
+from posembed.schemes.rotary.rope import RotaryEmbedding, rope_cos_sin
 
 __all__ = ["XPos", "xpos_zeta"]
 

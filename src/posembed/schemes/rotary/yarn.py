@@ -94,7 +94,9 @@ class YaRNRotary(RotaryEmbedding):
         self.beta_fast, self.beta_slow = float(beta_fast), float(beta_slow)
         if self.beta_fast <= self.beta_slow:
             raise ValueError(f"beta_fast={beta_fast} must be greater than beta_slow={beta_slow}")
-        self.attention_factor = None if attention_factor is None else check_number(attention_factor, "attention_factor", 0.0)
+        self.attention_factor = (
+            None if attention_factor is None else check_number(attention_factor, "attention_factor", 0.0)
+        )
         self.mscale, self.mscale_all_dim, self.truncate = mscale, mscale_all_dim, bool(truncate)
         super().__init__(head_dim, **rope_kwargs)
 
