@@ -30,7 +30,10 @@ IMPL = "posembed lab Decoder"
 
 
 def _label(steps: int) -> str:
-    return f"tinyshakespeare, {NANOGPT_CPU.depth} layers, width {NANOGPT_CPU.dim}, block {NANOGPT_CPU.context}, {steps} iterations"
+    return (
+        f"tinyshakespeare, {NANOGPT_CPU.depth} layers, width {NANOGPT_CPU.dim}, block {NANOGPT_CPU.context}, "
+        f"{steps} iterations"
+    )
 
 
 def run(quick: bool = False, repeats: int | None = None):
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     result = run_calibration(
-        args.text, steps=args.steps, on_step=lambda s, l: print(f"iter {s:5d}  train loss {l:.4f}", flush=True)
+        args.text, steps=args.steps, on_step=lambda s, loss: print(f"iter {s:5d}  train loss {loss:.4f}", flush=True)
     )
     print(result.summary())
     if args.json:

@@ -103,7 +103,7 @@ def timeline(out: Path, started: float, ended: float) -> dict[str, float]:
     starts = [end - t.seconds for end, t in zip(ends, trials)]
     span = max(ends) - min(starts)
     by_kind: dict[str, list[float]] = {}
-    for end, t in sorted(zip(ends, trials), key=lambda pair: pair[0]):
+    for _end, t in sorted(zip(ends, trials), key=lambda pair: pair[0]):
         by_kind.setdefault(t.config.scheme, []).append(t.seconds)
     first = sum(max(0.0, s[0] - statistics.median(s[1:])) for s in by_kind.values() if len(s) > 1)
     return {

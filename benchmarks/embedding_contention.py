@@ -3,9 +3,9 @@
 Times transformers' ``BertEmbeddings`` beside posembed's chunked path (``fused_embedding``) at
 several chunk sizes, interleaved round by round so a change in the machine's load hits every
 variant alike (one thread count a process: switching the count between calls wakes or rebuilds
-the thread pool, which under contention costs more than the call), and prints one JSON line: the median ms of each, the load
-average before and after, and how many spinning processes ``--spin`` started beside it (the
-"busy" case: each burns one core until the run ends).
+the thread pool, which under contention costs more than the call), and prints one JSON line: the
+median ms of each, the load average before and after, and how many spinning processes ``--spin``
+started beside it (the "busy" case: each burns one core until the run ends).
 
     python benchmarks/embedding_contention.py --rounds 300 [--threads 2] [--spin 2]
 """

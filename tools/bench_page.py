@@ -92,7 +92,8 @@ def body(results: Path = RESULTS) -> str:
 
 
 def ab_body(folder: Path = AB) -> str:
-    """The ``bench-rope-ab`` block: the stored A/B's tables (:func:`benchmarks.compare_revision.report`) and how it ran."""
+    """The ``bench-rope-ab`` block: the stored A/B's tables (:func:`benchmarks.compare_revision.report`) and how it
+    ran."""
     from benchmarks.compare_revision import report
 
     stored = json.loads((folder / "compare.json").read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ Usage (from the repository root)::
     python tools/context_page.py export STORE:CONFIG_ID...   # runs of context.sqlite stores -> study.json
     python tools/context_page.py rate STORE:CONFIG_ID... --name NAME --about kernels=AVX2 --about capability=AVX2 \\
         --about command=... --about commit=... --about machine=... --about date=...
-                                                              # RoPE's passkey accuracy at L per seed -> passkey-rate.json
+        # RoPE's passkey accuracy at L per seed -> passkey-rate.json
     python tools/context_page.py write                        # rewrite the page's blocks
     python tools/context_page.py check                        # exit 1 when a block differs
 

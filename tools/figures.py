@@ -183,8 +183,11 @@ def _segments(data: Data):
     from posembed.analysis.plots import segments_figure
 
     s = data.minilm
-    figure = segments_figure(np.linalg.norm(s.segment_table, axis=1), float(np.linalg.norm(s.position_table, axis=1).mean()),
-                             float(np.linalg.norm(s.token_table, axis=1).mean()))  # fmt: skip
+    figure = segments_figure(
+        np.linalg.norm(s.segment_table, axis=1),
+        float(np.linalg.norm(s.position_table, axis=1).mean()),
+        float(np.linalg.norm(s.token_table, axis=1).mean()),
+    )
     figure.axes[0].set_xlabel("vector (all-MiniLM-L6-v2's tables)")
     figure.axes[0].set_title("segment, position and token row norms in all-MiniLM-L6-v2")
     return figure

@@ -197,10 +197,10 @@ def simulate(reports: int, seed: int = 40, path: Path | None = None, preset: str
 def _simulation_block(path: Path = SIMULATION) -> str:
     sim = json.loads(path.read_text(encoding="utf-8"))
     return (
-        f"{sim['reports']:,} simulated `{sim.get('preset', 'quick')}` reports in which no group differs (every question at "
-        f"{len(sim['points'])} training points, correlated {sim['rho']:g} from one point to the next, and the paper "
-        f"checks: {sim['looks']} tested comparisons each) named a false winner in {sim['rate']:.2%} ± "
-        f"{sim['standard_error']:.2%} of them; judging each look alone at 5 % instead, in "
+        f"{sim['reports']:,} simulated `{sim.get('preset', 'quick')}` reports in which no group differs "
+        f"(every question at {len(sim['points'])} training points, correlated {sim['rho']:g} from one point to the "
+        f"next, and the paper checks: {sim['looks']} tested comparisons each) named a false winner in "
+        f"{sim['rate']:.2%} ± {sim['standard_error']:.2%} of them; judging each look alone at 5 % instead, in "
         f"{sim['per_look_rate']:.0%} of {sim['per_look_reports']:,}. (`{sim['command']}`, {sim['date'][:10]}; "
         f"stored in `results/lab/{path.name}`.)"
     )

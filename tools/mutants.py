@@ -164,7 +164,7 @@ def mutants(target: str) -> list[Mutant]:
     path, wanted, _ = TARGETS[target]
     tree = ast.parse((SRC / "posembed" / path).read_text())
     found = []
-    for index, (node, change, function, description) in enumerate(_sites(tree, wanted)):
+    for index, (node, _change, function, description) in enumerate(_sites(tree, wanted)):
         found.append(Mutant(target, index, 0, node.lineno, function, description))
     return found
 

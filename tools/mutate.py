@@ -117,7 +117,7 @@ def run_forked(todo: list[Mutant], workdir: Path, jobs: int, timeout: float, rep
             running[pid] = (mutant, src_copy, log, time.perf_counter())
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
-            for child, (mutant, _, _, started) in list(running.items()):
+            for child, (_mutant, _, _, started) in list(running.items()):
                 if time.perf_counter() - started > timeout:
                     os.kill(child, 9)
             time.sleep(0.1)
@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 if outcome == "error":
                     print(output)
             print(
-                f"[{done[0]}/{len(todo) - len(baseline)}] {outcome:8s} {mutant.target}:{mutant.index} line {mutant.line} "
-                f"{mutant.function}: {mutant.description}",
+                f"[{done[0]}/{len(todo) - len(baseline)}] {outcome:8s} {mutant.target}:{mutant.index} "
+                f"line {mutant.line} {mutant.function}: {mutant.description}",
                 flush=True,
             )
 

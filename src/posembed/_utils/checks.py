@@ -77,10 +77,12 @@ def check_same_shape(reference: Tensor, other: Tensor | None, ref_name: str, nam
 
     >>> import torch
     >>> check_same_shape(torch.zeros(2, 3), torch.zeros(1, 3), "input_ids", "token_type_ids")
-    >>> check_same_shape(torch.zeros(2, 3), torch.zeros(3, 3), "input_ids", "token_type_ids")
+    >>> check_same_shape(torch.zeros(2, 3), torch.zeros(3, 3),
+    ...                  "input_ids", "token_type_ids")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: token_type_ids has shape (3, 3) but input_ids has shape (2, 3); they must match (or token_type_ids may be (T,) or (1, T) shared across the batch)
+    ValueError: token_type_ids has shape (3, 3) but input_ids has shape (2, 3); they must match
+    (or token_type_ids may be (T,) or (1, T) shared across the batch)
     """
     if other is None:
         return
@@ -244,10 +246,11 @@ def check_table_size(rows: int, width: int, name: str, device=None, dtype: torch
 
     For embedding tables (token, segment, learned positions) built from user-given sizes.
 
-    >>> check_table_size(10**12, 8, "token table")
+    >>> check_table_size(10**12, 8, "token table")  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    MemoryError: token table of shape (1000000000000, 8) float32 would need 32.0 TB, more than the ... of memory of cpu; check vocab_size / max_len
+    MemoryError: token table of shape (1000000000000, 8) float32 would need 32.0 TB, more than the ... of memory
+    of cpu; check vocab_size / max_len
     """
     dtype = torch.get_default_dtype() if dtype is None else dtype
     element = torch.empty((), dtype=dtype, device="meta").element_size()

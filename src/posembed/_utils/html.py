@@ -48,8 +48,10 @@ def too_small_banner(what: str, reasons: Sequence[str], instead: str) -> str:
     One wording for every report (the lab's smoke presets, ``extend-eval --quick``): what is too
     small, why, that no verdict is a finding, and the command that gives answers.
 
-    >>> too_small_banner("run", ["it has one seed"], "`posembed lab run --preset quick` (7 seeds)")
-    'This run is too small to conclude: it has one seed. No verdict below is a finding; run `posembed lab run --preset quick` (7 seeds) for answers.'
+    >>> too_small_banner("run", ["it has one seed"],
+    ...                  "`posembed lab run --preset quick` (7 seeds)")  # doctest: +NORMALIZE_WHITESPACE
+    'This run is too small to conclude: it has one seed. No verdict below is a finding;
+    run `posembed lab run --preset quick` (7 seeds) for answers.'
     >>> too_small_banner("run", [], "anything")
     ''
     """

@@ -8,10 +8,11 @@ names and the guesses people carry over from transformers (:func:`facade_attribu
 >>> import posembed
 >>> posembed.interop.zoo.__name__
 'posembed.interop.zoo'
->>> posembed.from_pretrained
+>>> posembed.from_pretrained  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-AttributeError: module 'posembed' has no attribute 'from_pretrained' (did you mean 'posembed.interop.hf.load_embeddings'?)
+AttributeError: module 'posembed' has no attribute 'from_pretrained'
+(did you mean 'posembed.interop.hf.load_embeddings'?)
 """
 
 from __future__ import annotations

@@ -35,7 +35,9 @@ TIMES: dict[str, str] = {
     # posembed extend-eval --quick (256 and 1024 tokens, 10 queries): 2 min 25 s at load 1-8 (issue 35's walk-through);
     # 17 min 37 s at load 20-25 with 153 s of CPU time (2026-11-27); 12 min 25 s busy (2026-11-26); 7 min 40 s at
     # load 7-9 with 141 s of CPU time (2026-11-28, niced)
-    "extend-eval-quick": "about 150 s of CPU time: 2 min 25 s on 2 lightly loaded CPU cores, 12–18 min on a busy machine",
+    "extend-eval-quick": (
+        "about 150 s of CPU time: 2 min 25 s on 2 lightly loaded CPU cores, 12–18 min on a busy machine"
+    ),
     # posembed extend --to 2048 --finetune 60 (the bundled MiniLM): 2 min 3 s of CPU time for the whole command
     # (122.9 s user, 1.9 s system), the 60 steps 5 min 17 s of wall time, the command 5 min 55 s, at load 3.7-9.3
     # (2026-11-28 10:19-10:25, niced); docs/checkpoints.md's old "6-9 s a step" was wall time on a busier machine

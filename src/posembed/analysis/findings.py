@@ -4,11 +4,15 @@ Every function returns ``(sentence, suspicious)``: ``suspicious`` is True when a
 trusted as it stands (a probe worse than chance, a fit no better than on shuffled rows).
 
 Example:
-    >>> layers_finding([{"layer": 0, "error": 1.0, "chance": 8.0}, {"layer": 1, "error": 8.2, "chance": 8.0}])[0]
-    'Position is decodable to within 1 positions at layer 0 (chance 8), readable (error below half of chance) at layer 0; from layer 1 on the probe is at chance'
+    >>> layers_finding([{"layer": 0, "error": 1.0, "chance": 8.0},
+    ...                 {"layer": 1, "error": 8.2, "chance": 8.0}])[0]  # doctest: +NORMALIZE_WHITESPACE
+    'Position is decodable to within 1 positions at layer 0 (chance 8), readable (error below half of chance)
+    at layer 0; from layer 1 on the probe is at chance'
     >>> spectrum_finding({"r2": 0.9, "r2_shuffled_rows": 0.05, "num_basis_frequencies": 8,
-    ...                   "dimensions_with_r2_above_0.9": 10}, 16)[0]
-    "The table is close to sinusoidal: R² 0.9 with 8 frequencies against 0.05 for the same rows shuffled; 10 of 16 dimensions fit with R² > 0.9 ('close' needs R² ≥ 0.9, at least 50% of the dimensions above 0.9 and R² 0.5 above the shuffled rows)"
+    ...                   "dimensions_with_r2_above_0.9": 10}, 16)[0]  # doctest: +NORMALIZE_WHITESPACE
+    "The table is close to sinusoidal: R² 0.9 with 8 frequencies against 0.05 for the same rows shuffled;
+    10 of 16 dimensions fit with R² > 0.9 ('close' needs R² ≥ 0.9, at least 50% of the dimensions above 0.9
+    and R² 0.5 above the shuffled rows)"
 """
 
 from __future__ import annotations
@@ -203,7 +207,9 @@ def segments_finding(metrics: dict) -> tuple[str, bool]:
 
     >>> segments_finding({"segment_to_position_ratio": 1.0, "segment_to_token_ratio": 0.3,
     ...                   "segment_difference_norm": 0.5})[0]  # doctest: +NORMALIZE_WHITESPACE
-    'Segment vectors are small against tokens but comparable to positions: 1x the mean position norm and 0.3x the mean token norm ("small" below 0.5x, "larger" above 2x); the segments differ by ||s_0 - s_last|| = 0.5'
+    'Segment vectors are small against tokens but comparable to positions: 1x the mean position norm
+    and 0.3x the mean token norm ("small" below 0.5x, "larger" above 2x); the segments differ by
+    ||s_0 - s_last|| = 0.5'
     """
     ratio_p, ratio_t = metrics["segment_to_position_ratio"], metrics["segment_to_token_ratio"]
     sizes = [_size_against(ratio_t, "tokens")]

@@ -55,7 +55,8 @@ def section_rope_frequencies(report: HtmlReport, pairs: RotaryPairs) -> dict:
     full = int((waves <= horizon).sum()) if horizon else None
     finite = waves[np.isfinite(waves)] if np.isfinite(waves).any() else np.array([np.nan])
     report.paragraph(
-        f"{len(waves)} frequency pairs rotate channels {pairs.channels[0]}, {pairs.channels[1] if len(pairs.channels) > 1 else ''}"
+        f"{len(waves)} frequency pairs rotate channels {pairs.channels[0]}, "
+        f"{pairs.channels[1] if len(pairs.channels) > 1 else ''}"
         " ... (pair i turns by θ_i per position; its wavelength 2π/θ_i is the number of positions per full turn). "
         "A pair whose wavelength exceeds the trained context never completed a turn in training: beyond that "
         "context it shows angles the model never saw, which is what the scalings (position interpolation, NTK, "
@@ -65,12 +66,17 @@ def section_rope_frequencies(report: HtmlReport, pairs: RotaryPairs) -> dict:
              "x trained": float(w / pairs.trained) if pairs.trained and np.isfinite(w) else None, "treatment": t}
             for i, (ch, p, w, t) in enumerate(zip(pairs.channels, plain, waves, pairs.treatments))]  # fmt: skip
     report.table(rows)
-    report.figure(scheme_plots.wavelength_figure(plain, waves, pairs.trained, pairs.effective, pairs.scheme),
-                  "rope_wavelengths", "wavelength of each frequency pair, with the trained and scaled context")  # fmt: skip
+    report.figure(
+        scheme_plots.wavelength_figure(plain, waves, pairs.trained, pairs.effective, pairs.scheme),
+        "rope_wavelengths",
+        "wavelength of each frequency pair, with the trained and scaled context",
+    )
     finding = _scaling_words(pairs)
     if horizon:
-        finding += (f"; {full} of {len(waves)} pairs complete a full turn within the trained context of {horizon}, "
-                    f"the slowest turning pair's wavelength is {float(finite.max() / horizon):.3g}x that context")  # fmt: skip
+        finding += (
+            f"; {full} of {len(waves)} pairs complete a full turn within the trained context of {horizon}, "
+            f"the slowest turning pair's wavelength is {float(finite.max() / horizon):.3g}x that context"
+        )
     if pairs.effective and pairs.effective != pairs.trained:
         finding += f"; the scaled context is {pairs.effective} positions"
     report.finding(finding + ".")
@@ -103,8 +109,8 @@ def section_rope_decay(report: HtmlReport, pairs: RotaryPairs) -> dict:
         "(2/D) Σ_j |Σ_{i<j} exp(i m θ_i)|. Both are divided by their value at m = 0, so the attention factor "
         f"({pairs.attention_factor:.4g}) cancels. Distances run to {int(distances[-1])} (4x the "
         f"{'scaled' if pairs.effective else 'trained'} context). 'Halved from' is the first distance after which "
-        "the curve never again exceeds 0.5 in magnitude; 'at' a context is the mean magnitude within 25% of it. With few pairs the bound levels off near "
-        "1.3/sqrt(D/2) instead of decaying further."
+        "the curve never again exceeds 0.5 in magnitude; 'at' a context is the mean magnitude within 25% of it. "
+        "With few pairs the bound levels off near 1.3/sqrt(D/2) instead of decaying further."
     )
     reference = pairs.trained or horizon
     marks = {"trained": reference, "scaled": pairs.effective if pairs.effective != reference else None}
@@ -127,7 +133,10 @@ def section_rope_decay(report: HtmlReport, pairs: RotaryPairs) -> dict:
 
 def _decay_words(rows: list[dict], reference: int, pairs: RotaryPairs, longest: int) -> str:
     aligned, bound = rows[0], rows[1]
-    text = f"RoFormer's bound on q·k falls to {bound['at the trained context']:.2f} of its distance-0 value at the trained context ({reference})"
+    text = (
+        f"RoFormer's bound on q·k falls to {bound['at the trained context']:.2f} of its distance-0 value "
+        f"at the trained context ({reference})"
+    )
     if bound["at the scaled context"] is not None:
         text += f" and {bound['at the scaled context']:.2f} at the scaled context ({pairs.effective})"
     half = bound["halved from"]
@@ -173,8 +182,10 @@ def section_rope_usage(report: HtmlReport, pairs: RotaryPairs, attention: list[A
     even_slow = float(slow.mean())
     mean_concentration = float(concentration.mean())
     if mean_concentration < EVEN_USE:
-        finding = (f"the heads spread their q/k weight evenly over the {count} pairs (the most-used pair holds "
-                   f"{mean_concentration:.2f}x an even share on average): no frequency preference, as in an untrained model")  # fmt: skip
+        finding = (
+            f"the heads spread their q/k weight evenly over the {count} pairs (the most-used pair holds "
+            f"{mean_concentration:.2f}x an even share on average): no frequency preference, as in an untrained model"
+        )
     else:
         favoured = np.bincount(shares.reshape(-1, count).argmax(-1), minlength=count).argmax()
         finding = (f"the heads concentrate their q/k weight (the most-used pair holds {mean_concentration:.2f}x an "

@@ -1,8 +1,9 @@
 """Causal self-attention with a bias scheme (ALiBi, T5): time and peak memory per length.
 
 Each (implementation, scheme, length, mode) runs in a fresh subprocess, so its peak resident
-memory (``VmHWM``; ``ru_maxrss`` would carry the parent's peak across ``exec``) is its own; "step MB" is that peak minus the resident set after
-set-up (weights and inputs built, nothing run yet), i.e. the memory the step itself needed.
+memory (``VmHWM``; ``ru_maxrss`` would carry the parent's peak across ``exec``) is its own; "step
+MB" is that peak minus the resident set after set-up (weights and inputs built, nothing run yet),
+i.e. the memory the step itself needed.
 Batch 1, 4 heads of width 64 (model width 256), fp32, no dropout, on the CPU.
 
 Implementations: posembed ``SelfAttention`` with each backend (``sdpa`` materialises the
@@ -257,7 +258,10 @@ def targets(rows: list[Row]) -> list[dict]:
             memory, slowdown = match[0].extra["memory vs baseline"], 1 / match[0].speedup
             found.append(
                 {
-                    "target": f"{scheme} training T=4096: <= 1/3 the memory of the materialised bias at <= 1.5x its time ({impl})",
+                    "target": (
+                        f"{scheme} training T=4096: <= 1/3 the memory of the materialised bias at <= 1.5x its time "
+                        f"({impl})"
+                    ),
                     "measured": f"{memory:.2f}x the memory, {slowdown:.2f}x the time",
                     "met": memory <= 1 / 3 and slowdown <= 1.5,
                 }

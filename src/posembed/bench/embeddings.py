@@ -237,7 +237,8 @@ def _targets(rows: list[Row], goals: tuple, by_case: bool) -> list[dict]:
             if match.speedup is None:
                 continue
             found.append({
-                "target": f"embedding block {match.case if by_case else case}: >= {goal:g}x transformers eager ({impl})",
+                "target": (f"embedding block {match.case if by_case else case}: "
+                           f">= {goal:g}x transformers eager ({impl})"),
                 "measured": f"{match.speedup:.2f}x ({match.median_ms:.2f} ms)",
                 "met": match.speedup >= goal,
                 "contention": None if by_case else CONTENTION,

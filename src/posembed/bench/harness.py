@@ -58,7 +58,8 @@ def failure_note(error: BaseException) -> str:
     """The note of a case that could not run: ``skipped: pip install ...`` when a comparison library
     is not installed, else ``failed: <error>``.
 
-    >>> failure_note(ModuleNotFoundError("No module named 'x_transformers'", name="x_transformers"))  # doctest: +ELLIPSIS
+    >>> failure_note(ModuleNotFoundError("No module named 'x_transformers'",
+    ...                                  name="x_transformers"))  # doctest: +ELLIPSIS
     "skipped: pip install 'posembed[bench]' 'torch==...' (x_transformers is not installed)"
     >>> failure_note(RuntimeError("boom"))
     'failed: RuntimeError: boom'
@@ -279,8 +280,10 @@ def missed_explanations(targets: list[dict], machine: dict, load_now: list[float
     lose under contention (the target's ``contention`` note, set by its suite) or is not.
 
     >>> missed_explanations([{"target": "T", "measured": "0.6x", "met": False, "contention": "it does"}],
-    ...                     {"load_average": [3.4, 1.8, 0.8], "cores": 2}, [5.0, 2.0, 1.0])[0]
-    'target not met: T (0.6x) at load average 3.4 (start) / 5 (end) on 2 cores: busy; known to lose under contention: it does'
+    ...                     {"load_average": [3.4, 1.8, 0.8], "cores": 2},
+    ...                     [5.0, 2.0, 1.0])[0]  # doctest: +NORMALIZE_WHITESPACE
+    'target not met: T (0.6x) at load average 3.4 (start) / 5 (end) on 2 cores: busy;
+    known to lose under contention: it does'
     """
     lines = []
     start, cores = machine["load_average"], machine.get("cores")

@@ -48,10 +48,11 @@ RoBERTa-style tables keep their first padding_idx + 1 rows; --to counts usable p
 A folder posembed already extended is refused unless --force.
 """
 
+_QUICK_TIME, _FULL_TIME = quote("extend-eval-quick"), quote("extend-eval-full")
 EVAL_EPILOG = f"""\
 examples:
-  posembed extend-eval --quick --out ./extend-report     (one data seed: {quote("extend-eval-quick")})
-  posembed extend-eval --out ./extend-report             (the full benchmark, two data seeds: {quote("extend-eval-full")})
+  posembed extend-eval --quick --out ./extend-report     (one data seed: {_QUICK_TIME})
+  posembed extend-eval --out ./extend-report             (the full benchmark, two data seeds: {_FULL_TIME})
   posembed extend-eval --tasks passkey --lengths 1024 2048 --json
 
 LongEmbed-style synthetic retrieval (Zhu et al. 2024): passkey ("Brannoc's pass key is 48213.

@@ -1,4 +1,6 @@
-"""``posembed rope check CONFIG_OR_DIR [--part text|vision] [--length N] [--json] [--plot PNG]``: a config's RoPE, pair by pair.
+"""``posembed rope check``: a config's RoPE, pair by pair.
+
+``posembed rope check CONFIG_OR_DIR [--part text|vision] [--length N] [--json] [--plot PNG]``
 
 Thin over :func:`posembed.interop.rope_check.check.check_rope_config`.
 """

@@ -66,7 +66,8 @@ def bias_attention(
     >>> out = bias_attention(q, k, v, ALiBi(2), causal=True, block_size=2)
     >>> bias = ALiBi(2).bias(torch.arange(5), torch.arange(5))
     >>> mask = torch.ones(5, 5, dtype=torch.bool).tril()
-    >>> ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias.masked_fill(~mask, -float("inf")))
+    >>> causal_bias = bias.masked_fill(~mask, -float("inf"))
+    >>> ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=causal_bias)
     >>> bool(torch.allclose(out, ref, atol=1e-6))
     True
     """

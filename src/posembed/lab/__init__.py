@@ -35,8 +35,8 @@ module              what
                     ``train``, ``evaluate``, ``store``, ``run``, ``extend``, ``published`` figures
 ``lengthgen/``      the length-generalisation preset and its ranking (mean reciprocal rank)
 ``report/``         ``posembed lab report`` (``write``) and its parts: ``tables``, ``decisions``,
-                    ``questions``, ``rows``, ``plots``, ``calibration``, ``simulate``; the context study's ``context`` and
-                    ``context_plots``
+                    ``questions``, ``rows``, ``plots``, ``calibration``, ``simulate``; the context study's
+                    ``context`` and ``context_plots``
 =================== =====================================================================
 
 Command line: ``posembed lab run --preset quick --out lab-quick`` then ``posembed lab report lab-quick``;

@@ -115,6 +115,6 @@ if __name__ == "__main__":  # pragma: no cover - ``python -m posembed.lab.calibr
     import sys
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    outcome = run_calibration(*sys.argv[1:2], on_step=lambda s, l: print(f"step {s} loss {l:.4f}", flush=True))
+    outcome = run_calibration(*sys.argv[1:2], on_step=lambda s, loss: print(f"step {s} loss {loss:.4f}", flush=True))
     print(outcome.summary())
     sys.exit(0 if outcome.within_tolerance else 1)

@@ -18,10 +18,11 @@ Experiment keys (``tasks``, ``schemes``, ``variants``, ``seeds``) change the axe
 >>> exp = apply_overrides(exp, ["steps=50", "schemes=learned,alibi", "copy.context=6"])
 >>> exp.schemes, exp.base("copy").steps, exp.base("copy").context
 (('learned', 'alibi'), 50, 6)
->>> apply_overrides(exp, ["stepz=5"])  # doctest: +ELLIPSIS
+>>> apply_overrides(exp, ["stepz=5"])  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-ValueError: unknown key 'stepz' (did you mean 'steps'?); experiment keys: name, tasks, schemes, variants, seeds; trial keys: ...
+ValueError: unknown key 'stepz' (did you mean 'steps'?); experiment keys: name, tasks, schemes, variants, seeds;
+trial keys: ...
 """
 
 from __future__ import annotations

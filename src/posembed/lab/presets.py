@@ -33,10 +33,11 @@ each scheme's own ``check_attention`` says which. The N-D rotary schemes (``rope
 
 >>> sorted(PRESETS)
 ['calibration', 'full', 'lengthgen', 'quick', 'smoke', 'survey']
->>> get_preset("smok")
+>>> get_preset("smok")  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-ValueError: unknown preset 'smok' (did you mean 'smoke'?); known presets: calibration, full, lengthgen, quick, smoke, survey
+ValueError: unknown preset 'smok' (did you mean 'smoke'?);
+known presets: calibration, full, lengthgen, quick, smoke, survey
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def _sinusoid_options(owner: str = "", *, max_len: bool = True) -> tuple[Arg, ..
     return tuple(_opt(n, kinds[n][0], nullable=kinds[n][1], at=f"{owner}.{n}" if owner else None) for n in names)
 
 
-#: the keyword arguments every RotaryEmbedding variant forwards; a RoPE config gives the rotation's (``rotary_dim``, ...)
+#: the keyword arguments every RotaryEmbedding variant forwards; a RoPE config gives the rotation's
+#: (``rotary_dim``, ...)
 _ROPE_OPTIONS = (
     _opt("rotary_dim", "int", nullable=True, rope="rotary_dim"), _opt("base", "float"), _opt("layout", "str"),
     _opt("max_len", "int", nullable=True), _opt("compiled", "bool", nullable=True), _opt("angles", "str"),

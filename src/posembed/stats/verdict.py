@@ -10,8 +10,9 @@ comparisons together:
 - "alike" comes only from an equivalence test (:func:`tost`, two one-sided tests) that the
   difference lies within ``+/- margin``, a margin the report states;
 - Holm's step-down correction (:func:`holm`) runs over *both* tests of every primary comparison
-  (with Shaffer's logical constraint: a comparison's two nulls cannot both hold), so the chance of any false "better" or false "alike" in the report is at most ``alpha`` when
-  nothing differs (checked by simulation in ``tests/test_stats.py``);
+  (with Shaffer's logical constraint: a comparison's two nulls cannot both hold), so the chance of any false
+  "better" or false "alike" in the report is at most ``alpha`` when nothing differs (checked by simulation in
+  ``tests/test_stats.py``);
 - a primary comparison that decides neither way says "cannot tell" with its minimum detectable
   difference (:func:`min_detectable_difference`): the true difference it would have detected with
   80 % power at the family's level; exploratory comparisons (``primary=False``) get numbers only.

@@ -40,8 +40,9 @@ def _checkpoint_data(meta: dict) -> tuple[ContextData, bool]:
 
 def reevaluate_checkpoint(
     folder: str | os.PathLike, method: str, factor: float, *, finetune_steps: int = 0, windows: int = 16,
-    depths: int = 5, samples: int = 8, seed: int = 0, batch: int = 8, lr: float = 1e-3, save_to: str | os.PathLike | None = None,
-    device: str | torch.device | None = "auto", progress: bool | str | None = False,
+    depths: int = 5, samples: int = 8, seed: int = 0, batch: int = 8, lr: float = 1e-3,
+    save_to: str | os.PathLike | None = None, device: str | torch.device | None = "auto",
+    progress: bool | str | None = False,
 ) -> list[dict]:  # fmt: skip
     """Re-evaluate the RoPE lab checkpoint in ``folder`` with ``method`` at ``factor`` x its context L.
 

@@ -92,8 +92,8 @@ def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
         )
     if not rows:
         return (
-            "no stored trial trains nanoGPT's CPU recipe (run `posembed lab run --preset calibration --out lab-calibration` "
-            "and report that folder)"
+            "no stored trial trains nanoGPT's CPU recipe "
+            "(run `posembed lab run --preset calibration --out lab-calibration` and report that folder)"
         ), rows
     first = rows[0]
     return (
@@ -125,7 +125,10 @@ def _vaswani(decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
     elif verdict == rules.DISAGREE:
         why = f"the difference is shown to lie beyond the {q1.comparison.margin:g}-nat margin"
     elif q1.word.endswith(" better"):
-        why = "a difference is shown, but not beyond the margin (the equivalence test does not fail at the family's level)"
+        why = (
+            "a difference is shown, but not beyond the margin "
+            "(the equivalence test does not fail at the family's level)"
+        )
     else:
         why = "neither equivalence nor a difference is shown"
     return verdict, f"Q1 {q1.word}: {why}", shown

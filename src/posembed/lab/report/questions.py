@@ -113,7 +113,10 @@ def lacking(need: str, **preset_filter: tuple[str, ...]) -> str:
     if not names:
         return f"The store lacks the trials to answer this: it needs {need}; no preset has them; add them with --set."
     commands = " or ".join(f"`posembed lab run --preset {n}`" for n in names)
-    return f"The store lacks the trials to answer this: it needs {need}; {commands} train{'s' if len(names) == 1 else ''} them."
+    return (
+        f"The store lacks the trials to answer this: it needs {need}; "
+        f"{commands} train{'s' if len(names) == 1 else ''} them."
+    )
 
 
 def exploratory(data: LabData) -> list[Comparison]:

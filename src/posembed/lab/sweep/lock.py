@@ -13,10 +13,11 @@ again, so two runs can never both hold the folder.
 >>> import tempfile
 >>> folder = tempfile.mkdtemp()
 >>> with OutDirLock(folder):
-...     OutDirLock(folder).acquire()  # doctest: +ELLIPSIS
+...     OutDirLock(folder).acquire()  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-posembed.errors.OutDirBusyError: out folder '...' is in use by another posembed lab run (pid ...); wait for it to end or choose another --out folder
+posembed.errors.OutDirBusyError: out folder '...' is in use by another posembed lab run (pid ...);
+wait for it to end or choose another --out folder
 """
 
 from __future__ import annotations

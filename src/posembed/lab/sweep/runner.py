@@ -264,7 +264,8 @@ def run_experiment(
 
 
 def _planned(workers: int | None, todo: list[TrialConfig], device, threads: int | None) -> int:
-    """``workers``, or when ``None`` the count :func:`~posembed.lab.sweep.worker_plan.plan_workers` picks for ``todo``."""
+    """``workers``, or when ``None`` the count :func:`~posembed.lab.sweep.worker_plan.plan_workers` picks for
+    ``todo``."""
     if workers is not None:
         return workers
     import torch
@@ -406,6 +407,9 @@ def _save(model, cfg: TrialConfig, out: Path, store: ResultsStore) -> str:
     try:
         save_checkpoint(model, out / folder, meta)
     except OSError as error:
-        hint = f"trial {cfg.trial_id} is not stored; the trials stored before stay in {str(store.path)!r}: run again to resume"
+        hint = (
+            f"trial {cfg.trial_id} is not stored; the trials stored before stay in {str(store.path)!r}: "
+            "run again to resume"
+        )
         raise out_dir_error(error, "write the checkpoint", error.filename or out / folder, hint) from None
     return folder.as_posix()

@@ -231,7 +231,8 @@ class ResultsStore:
         version = self.meta().get("schema_version")
         if version != SCHEMA_VERSION:
             raise ForeignStoreError(
-                f"{where} of schema version {SCHEMA_VERSION} (its schema_version is {version!r}); choose another --out folder"
+                f"{where} of schema version {SCHEMA_VERSION} (its schema_version is {version!r}); "
+                "choose another --out folder"
             )
         return True
 
@@ -320,7 +321,8 @@ class ResultsStore:
                     [(result.trial_id, p.metric, p.length, _finite(p.value), _note(p)) for p in result.evals],
                 )
                 self.conn.executemany(
-                    "INSERT INTO curves VALUES (?, ?, ?)", [(result.trial_id, s, _finite(l)) for s, l in result.curve]
+                    "INSERT INTO curves VALUES (?, ?, ?)",
+                    [(result.trial_id, step, _finite(loss)) for step, loss in result.curve],
                 )
                 self.conn.execute(_DURING)
                 self.conn.execute("DELETE FROM during WHERE trial_id = ?", (result.trial_id,))

@@ -36,10 +36,11 @@ def check_store_file(path: Path, *, required: bool) -> None:
     >>> import tempfile, pathlib
     >>> empty = pathlib.Path(tempfile.mkdtemp()) / "results.sqlite"
     >>> empty.touch()
-    >>> check_store_file(empty, required=False)  # doctest: +ELLIPSIS
+    >>> check_store_file(empty, required=False)  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    posembed.errors.StoreError: '...results.sqlite' is empty (0 bytes), not a results store: it may be a truncated copy; remove it or choose another --out folder
+    posembed.errors.StoreError: '...results.sqlite' is empty (0 bytes), not a results store: it may be a truncated
+    copy; remove it or choose another --out folder
     """
     where = repr(str(path))
     if path.is_dir():
@@ -57,8 +58,10 @@ def check_store_file(path: Path, *, required: bool) -> None:
 def store_error(path: Path, error: BaseException, action: str) -> StoreError:
     """One line naming ``path`` for an SQLite or OS ``error`` met while trying to ``action`` it.
 
-    >>> str(store_error(Path("out/results.sqlite"), sqlite3.OperationalError("database or disk is full"), "write"))
-    "cannot write 'out/results.sqlite': the disk is full (database or disk is full); the trials stored so far are kept: free some space and run again to resume"
+    >>> full = sqlite3.OperationalError("database or disk is full")
+    >>> str(store_error(Path("out/results.sqlite"), full, "write"))  # doctest: +NORMALIZE_WHITESPACE
+    "cannot write 'out/results.sqlite': the disk is full (database or disk is full); the trials stored so far are
+    kept: free some space and run again to resume"
     """
     where, text = repr(str(path)), str(error)
     number = getattr(error, "errno", None) or getattr(error, "sqlite_errorcode", None)

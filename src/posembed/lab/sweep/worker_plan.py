@@ -3,9 +3,10 @@
 A worker process costs its start (spawn, import torch and posembed, the first trial's warm-up:
 :data:`CPU_START_SECONDS`, more on CUDA where it also opens a context) and saves at most the
 sweep's time times ``1 - 1/workers``. So the plan estimates each trial's seconds from its size
-(:func:`~posembed.lab.training.trial_cost.trial_seconds`: steps, layers, tokens), and takes the count of workers whose estimated
-wall time, ``start + 0.25 s * workers + max(total / workers, longest trial)``, is the least, and more than one
-worker only when that saves at least a fifth of the one-process time. A small sweep (the
+(:func:`~posembed.lab.training.trial_cost.trial_seconds`: steps, layers, tokens), and takes the
+count of workers whose estimated wall time,
+``start + 0.25 s * workers + max(total / workers, longest trial)``, is the least, and more than
+one worker only when that saves at least a fifth of the one-process time. A small sweep (the
 ``smoke`` preset: 15 trials of 50 steps, 1 layer of 32) trains in this process; a larger one
 (``quick``: 96 trials of 300 steps, 2 layers of 64) fills the device.
 

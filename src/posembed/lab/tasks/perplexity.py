@@ -58,7 +58,8 @@ def val_loss(
         The mean loss, or ``None`` when ``tokens`` holds not even one window of ``length + 1``
         (or ``windows`` is 0).
     """
-    # consecutive windows (the argument checks are matched_loss's, ``length`` first): each ends where the next begins, every target scored
+    # consecutive windows (the argument checks are matched_loss's, ``length`` first): each ends where the next
+    # begins, every target scored
     return matched_loss(model, tokens, length, scored=length, span=length, windows=windows, batch=batch)
 
 
@@ -134,7 +135,8 @@ def matched_losses(
         >>> tokens = torch.arange(20) % 4
         >>> bigram = lambda ids: torch.nn.functional.one_hot((ids + 1) % 4, 4).float() * 9  # (B, T, V)
         >>> both = matched_losses(bigram, tokens, 8, scored=(8, 2), span=8, windows=4)
-        >>> both == (val_loss(bigram, tokens, 8, windows=4), matched_loss(bigram, tokens, 8, scored=2, span=8, windows=4))
+        >>> both == (val_loss(bigram, tokens, 8, windows=4),
+        ...          matched_loss(bigram, tokens, 8, scored=2, span=8, windows=4))
         True
     """
     if not isinstance(scored, tuple) or not scored:

@@ -74,8 +74,10 @@ class SelfAttention(nn.Module):
 
     The layer owns ``scheme`` as a submodule (``.to()``, ``parameters()`` and ``state_dict()``
     see it); given a ``device``, the layer moves the scheme there (``scheme.to(device=device)``:
-    the scheme keeps its own dtype, fp32 position math, as :func:`~posembed.nn.model.transformer.build_model`). A model may hand one scheme to all its layers: torch counts a shared submodule's
-    parameters once, and :class:`~posembed.nn.model.transformer.TransformerModel` saves them once.
+    the scheme keeps its own dtype, fp32 position math, as
+    :func:`~posembed.nn.model.transformer.build_model`). A model may hand one scheme to all its
+    layers: torch counts a shared submodule's parameters once, and
+    :class:`~posembed.nn.model.transformer.TransformerModel` saves them once.
 
     Shape:
         - x: ``(B, T, C)`` in the weights' dtype (a ``TypeError`` otherwise, outside ``torch.autocast``).

@@ -63,10 +63,11 @@ def check_axis_channels(dim: int, num_axes: int, name: str = "the grid sinusoid"
 
     >>> check_axis_channels(10, 3)
     10
-    >>> check_axis_channels(8, 3)  # doctest: +ELLIPSIS
+    >>> check_axis_channels(8, 3)  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: ... dim=8 leaves axis 2 of 3 without channels (blocks of 4: 4 + 4 + 0); ... is 6, the next one above 8 is 10
+    ValueError: ... dim=8 leaves axis 2 of 3 without channels (blocks of 4: 4 + 4 + 0); ... is 6,
+    the next one above 8 is 10
     """
     if _last_block(dim, num_axes) >= 2:
         return dim

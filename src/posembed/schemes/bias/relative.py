@@ -21,10 +21,12 @@ def check_positions(q_positions: Tensor, k_positions: Tensor, *, integer: bool =
     """Clear errors for position tensors: type, ``(T,)`` or ``(B, T)``, matching batch sizes.
 
     >>> check_positions(torch.arange(3), torch.zeros(2, 5, dtype=torch.long))
-    >>> check_positions(torch.zeros(2, 3, dtype=torch.long), torch.zeros(4, 3, dtype=torch.long))
+    >>> check_positions(torch.zeros(2, 3, dtype=torch.long),
+    ...                 torch.zeros(4, 3, dtype=torch.long))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: q_positions has batch size 2 but k_positions has batch size 4; they must match (or be 1-D, shared by the batch)
+    ValueError: q_positions has batch size 2 but k_positions has batch size 4; they must match
+    (or be 1-D, shared by the batch)
     """
     for name, pos in (("q_positions", q_positions), ("k_positions", k_positions)):
         if not isinstance(pos, Tensor):

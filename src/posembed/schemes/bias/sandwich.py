@@ -149,7 +149,7 @@ class Sandwich(BiasScheme):
 
         def score_mod_real(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
             distance = relative(b, q_idx, kv_idx)
-            total = -float(frequencies.shape[0])
+            total: float | Tensor = -float(frequencies.shape[0])  # a Tensor from the first term on
             for index in range(frequencies.shape[0]):  # unrolled: score_mods see scalars
                 total = total + torch.cos(distance * frequencies[index])
             return score + (scales[h] * total).to(score.dtype)

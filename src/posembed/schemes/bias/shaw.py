@@ -159,4 +159,7 @@ class ShawRelative(BiasScheme):
         return score_mod
 
     def extra_repr(self) -> str:
-        return f"num_heads={self.num_heads}, head_dim={self.head_dim}, max_distance={self.max_distance}, mode={self.mode!r}"
+        return (
+            f"num_heads={self.num_heads}, head_dim={self.head_dim}, max_distance={self.max_distance}, "
+            f"mode={self.mode!r}"
+        )

@@ -31,7 +31,8 @@ def relative_position_bucket(
     Shape:
         any shape of integers -> same shape, long, values in ``[0, num_buckets)``.
 
-    >>> relative_position_bucket(torch.tensor([-200, -9, -1, 0, 1, 9, 200]), bidirectional=True, num_buckets=32, max_distance=128)
+    >>> relative_position_bucket(torch.tensor([-200, -9, -1, 0, 1, 9, 200]), bidirectional=True,
+    ...                          num_buckets=32, max_distance=128)
     tensor([15,  8,  1,  0, 17, 24, 31])
     """
     relative_position = relative_position.long()

@@ -39,7 +39,8 @@ from posembed.schemes.rotary.rope import rope_inv_freq
 from posembed.schemes.rotary.rotation import ROPE_LAYOUTS, apply_rotary
 
 __all__ = [
-    "AXIAL_FREQUENCIES", "AXIAL_ORDERS", "AXIAL_SPANS", "AxialRotary", "SectionedRotary", "axial_cos_sin", "axial_frequencies", "axis_coordinates",
+    "AXIAL_FREQUENCIES", "AXIAL_ORDERS", "AXIAL_SPANS", "AxialRotary", "SectionedRotary", "axial_cos_sin",
+    "axial_frequencies", "axis_coordinates",
 ]  # fmt: skip
 
 #: frequency families of :class:`AxialRotary` (rotary-embedding-torch's ``freqs_for``)
@@ -157,6 +158,7 @@ class SectionedRotary(RotaryScheme):
 
     num_axes: int
     rotary_dim: int
+    axis_of: Tensor  # (rotary_dim / 2,) long: the coordinate axis each pair turns with, a non-persistent buffer
     # float32 whatever the model's dtype: casts skip it (kept as int32 bits), .to(device) moves it
     inv_freq = Fp32Buffer()  # (rotary_dim / 2,)
 
@@ -315,8 +317,15 @@ class AxialRotary(SectionedRotary):
         if cos.dim() == 3:  # (B, T, F) from per-row coordinates
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         half = self.axis_dim // 2
-        parts = [apply_rotary(x[..., a * self.axis_dim : (a + 1) * self.axis_dim], cos[..., a * half : (a + 1) * half],
-                              sin[..., a * half : (a + 1) * half], self.layout) for a in range(self.num_axes)]  # fmt: skip
+        parts = [
+            apply_rotary(
+                x[..., a * self.axis_dim : (a + 1) * self.axis_dim],
+                cos[..., a * half : (a + 1) * half],
+                sin[..., a * half : (a + 1) * half],
+                self.layout,
+            )
+            for a in range(self.num_axes)
+        ]
         return torch.cat([*parts, x[..., self.rotary_dim :]], -1)
 
     def extra_repr(self) -> str:

@@ -15,8 +15,8 @@ from posembed._utils.checks import check_number, check_positive_int
 from posembed.schemes.positions import resolve_positions
 
 __all__ = [
-    "check_head_dim", "check_rotary_dim", "check_base", "check_forward_mscale", "check_qk", "check_cache_range", "past_cache_message",
-    "resolve_qk_positions",
+    "check_head_dim", "check_rotary_dim", "check_base", "check_forward_mscale", "check_qk", "check_cache_range",
+    "past_cache_message", "resolve_qk_positions",
 ]  # fmt: skip
 
 

@@ -22,8 +22,8 @@ Settings beyond Qwen2-VL's (all found in transformers 5.24's M-RoPE classes):
   ``rotary_dim``-wide RoPE and the last ``head_dim - rotary_dim`` channels pass through;
 - ``frequencies``: a scaled rope type (linear, dynamic, yarn, llama3, longrope): transformers' M-RoPE classes take
   their frequencies and attention factor from the type's init function (and its length switch) and deal those to the
-  sections; :meth:`MRoPE.deal` takes that type's one-axis :class:`~posembed.schemes.rotary.rope.RotaryEmbedding`, asked per
-  call for the frequencies and factor of the call's length (largest coordinate + 1).
+  sections; :meth:`MRoPE.deal` takes that type's one-axis :class:`~posembed.schemes.rotary.rope.RotaryEmbedding`,
+  asked per call for the frequencies and factor of the call's length (largest coordinate + 1).
 
 Positions are ``(T, 3)`` or ``(B, T, 3)`` ``(t, h, w)`` coordinates, or a text sequence ``(T,)``;
 :func:`posembed.schemes.rotary.mrope_positions.mrope_position_ids` builds them for interleaved text,
@@ -199,7 +199,8 @@ class MRoPE(SectionedRotary):
 
         >>> from posembed.schemes.rotary.scaling import LinearScalingRotary
         >>> mrope = MRoPE(8, mrope_section=(2, 1, 1)).deal(LinearScalingRotary(8, factor=4.0))
-        >>> torch.allclose(mrope.cos_sin(torch.tensor([[8, 8, 8]]))[0], LinearScalingRotary(8, factor=4.0).cos_sin(torch.tensor([8]))[0])
+        >>> torch.allclose(mrope.cos_sin(torch.tensor([[8, 8, 8]]))[0],
+        ...                LinearScalingRotary(8, factor=4.0).cos_sin(torch.tensor([8]))[0])
         True
         """
         if not isinstance(frequencies, RotaryEmbedding):
@@ -212,7 +213,8 @@ class MRoPE(SectionedRotary):
         return self
 
     def cos_sin(self, coords: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin (float32, the scaled type's factor folded in) of coordinates ``(..., 3)`` -> ``(..., rotary_dim / 2)``."""
+        """cos and sin (float32, the scaled type's factor folded in) of coordinates ``(..., 3)`` ->
+        ``(..., rotary_dim / 2)``."""
         if self.dealt is None:
             return super().cos_sin(coords)
         inv_freq = self.dealt.inv_freq

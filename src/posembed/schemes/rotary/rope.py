@@ -115,8 +115,8 @@ class RotaryEmbedding(RotaryScheme):
             one, with the frequencies built at init at every length (PhiMoE's forward: ``short_mscale`` /
             ``long_mscale``, its rope init function called again without the length). ``None`` (default): the
             attention factor, and the variant's own frequencies per length. No cos/sin cache is built with it.
-        mscale_switch: the longest call that takes ``forward_mscale[0]`` (PhiMoE's ``original_max_position_embeddings``);
-            needed with ``forward_mscale``.
+        mscale_switch: the longest call that takes ``forward_mscale[0]`` (PhiMoE's
+            ``original_max_position_embeddings``); needed with ``forward_mscale``.
         max_len: size of the cos/sin cache built at init (non-persistent buffers) for
             default positions ``arange(T)`` (:meth:`cached_cos_sin`); ``None`` builds none and
             computes every call on the fly. With a cache, a call with default positions longer
@@ -198,7 +198,8 @@ class RotaryEmbedding(RotaryScheme):
         if self.frequency_dim != self.rotary_dim and not type(self).__dict__.get("takes_frequency_dim", False):
             raise ValueError(
                 f"an odd frequency_dim ({self.frequency_dim}) is a setting of the default, linear, dynamic, llama3 and "
-                f"longrope RoPE frequencies (transformers' int(head_dim * partial_rotary_factor)); {type(self).__name__} does not take it"
+                f"longrope RoPE frequencies (transformers' int(head_dim * partial_rotary_factor)); "
+                f"{type(self).__name__} does not take it"
             )
         self.base = check_base(base)
         if layout not in ROPE_LAYOUTS:
