@@ -77,7 +77,10 @@ def test_an_attention_factor_already_squared_is_a_warning_within_a_tenth_of_a_pe
 
 def test_deepseek_mscale_pairs_state_the_rotary_ratio_and_the_softmax_factor():
     (note,) = found(yarn(mscale=0.707, mscale_all_dim=1.0), "yarn_mscale")
-    m = lambda s, k: 0.1 * k * math.log(s) + 1.0  # DeepSeek's get_mscale for s > 1
+
+    def m(s, k):  # DeepSeek's get_mscale for s > 1
+        return 0.1 * k * math.log(s) + 1.0
+
     assert note[1] == "note" and note[3] == (
         f"DeepSeek mscale=0.707, mscale_all_dim=1.0: the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = "
         f"{m(4, 0.707) / m(4, 1.0):.6g} instead of the plain {plain(4):.6g}; DeepSeek also multiplies its softmax "
