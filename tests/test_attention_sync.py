@@ -85,7 +85,7 @@ def _forward_backward(attn: SelfAttention, padded: bool, device=None) -> None:
 @pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_forward_and_backward_read_nothing_back(backend: str, padded: bool) -> None:
-    for name, factory in _schemes().items():
+    for factory in _schemes().values():
         attn = SelfAttention(DIM, HEADS, scheme=factory(), causal=True, backend=backend, device="cpu")
         _forward_backward(attn, padded)  # warm: anything done once per shape happens here
         with no_host_reads():

@@ -142,8 +142,10 @@ def test_embeddings_on_cuda_time_every_pass_in_bf16_and_fp32(monkeypatch):
     assert len(targets) == 8 and all(
         ">= 2x transformers eager (posembed TransformerEmbeddings)" in t["target"] for t in targets
     )
-    assert any(t["target"].startswith("embedding block forward+backward (train, dropout 0.1) (2, 16, 32), vocab 100, bf16")
-               for t in targets)  # fmt: skip
+    assert any(
+        t["target"].startswith("embedding block forward+backward (train, dropout 0.1) (2, 16, 32), vocab 100, bf16")
+        for t in targets
+    )
 
 
 def test_embeddings_without_transformers_skip_its_rows(monkeypatch):

@@ -49,7 +49,10 @@ def test_a_part_resolves_as_an_attribute_in_a_fresh_interpreter(name):
 
 
 def test_import_posembed_and_version_load_no_torch():
-    code = "import sys, posembed; posembed.__version__; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    code = (
+        "import sys, posembed; posembed.__version__; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

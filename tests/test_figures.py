@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
 
 pytest.importorskip("matplotlib")
 
-from posembed._utils.html import new_figure
-from posembed.analysis import figures, figures_lab
-from posembed.analysis.figures import (
+from posembed._utils.html import new_figure  # noqa: E402 - needs the importorskip above
+from posembed.analysis import figures, figures_lab  # noqa: E402 - needs the importorskip above
+from posembed.analysis.figures import (  # noqa: E402 - needs the importorskip above
     docs_style,
     legible,
     readability_problems,

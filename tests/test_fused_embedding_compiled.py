@@ -24,7 +24,8 @@ from posembed.schemes.absolute.learned import LearnedAbsolute
 from tests.helpers import assert_close
 
 VOCAB, WIDTH, POSITIONS, BATCH, LENGTH = 40, 32, 24, 4, 16
-#: gradients summed over tokens in another order than eager's (scatter-adds, fused reductions): fp32, a few ulps per term
+#: gradients summed over tokens in another order than eager's (scatter-adds, fused reductions): fp32, a few ulps per
+#: term
 GRAD_ATOL, GRAD_RTOL = 3e-5, 1e-4
 
 

@@ -132,7 +132,7 @@ def test_no_arrow_runs_against_the_layering():
     for importer, imports in _graph().items():
         if importer == FACADE:
             continue
-        for imported, line, text in imports:
+        for imported, line, _text in imports:
             if imported == FACADE:
                 wrong.append(f"{importer}:{line} imports the top-level facade posembed/__init__.py")
                 continue

@@ -41,7 +41,9 @@ window.addEventListener("load", function () {
       var align = window.getComputedStyle(cell).textAlign;
       return align !== "left" && align !== "start";
     }).map(function (cell) { return cell.textContent; });
-    var headers = Array.prototype.slice.call(table.querySelectorAll("th")).map(function (th) { return th.textContent; });
+    var headers = Array.prototype.slice.call(table.querySelectorAll("th")).map(function (th) {
+      return th.textContent;
+    });
     return {wrapped: wrap.classList.contains("table-wrap"), overflow: style.overflowX,
             fits: rect.right <= root.clientWidth + 0.5 && rect.left >= -0.5,
             scrolls: wrap.scrollWidth > wrap.clientWidth + 1,
@@ -122,9 +124,10 @@ def test_lab_report_fits_at_1200px(tmp_path):
     """The quick preset's tables (two seeds: every number with its ± spread), from tiny trials."""
     from posembed.cli import main
 
-    tiny = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy,charlm", "--set", "schemes=learned,rope",
-            "--set", "variants=base,concat", "--set", "seeds=0,1", "--set", "steps=2", "--set", "dim=16",
-            "--set", "depth=1", "--set", "batch=4", "--set", "eval_batches=1"]  # fmt: skip
+    tiny = ["--threads", "1", "--workers", "1", "--quiet", "--set", "tasks=copy,charlm",
+            "--set", "schemes=learned,rope", "--set", "variants=base,concat", "--set", "seeds=0,1",
+            "--set", "steps=2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4",
+            "--set", "eval_batches=1"]  # fmt: skip
     assert main(["lab", "run", "--preset", "quick", "--out", str(tmp_path), *tiny]) == 0
     assert main(["lab", "report", str(tmp_path)]) == 0
     page = next(tmp_path.glob("*.html"))
@@ -138,7 +141,8 @@ def test_context_report_fits_at_1200px(tmp_path):
     from posembed.lab.report.context import write_context_report
 
     cfg = with_overrides(get_context_preset("context-smoke"), [
-        "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "passkey_adjacent_steps=1", "batch=2", "warmup=0",
+        "context=70", "dim=8", "depth=1", "heads=2", "steps=2", "passkey_only_steps=1", "passkey_adjacent_steps=1",
+        "batch=2", "warmup=0",
         "scales=1,2", "depths=2", "passkey_samples=1", "lm_windows=1", "finetune_steps=0", "methods=extrapolate,yarn",
         "references=alibi,nope",
     ])  # fmt: skip

@@ -89,9 +89,9 @@ def test_lab_extend_reevaluates_a_stored_rope_model(study, capsys):
         )
         swapped = _perplexity(swap_scheme(model, scheme).eval(), data.val, length, windows=16)
         assert found[("perplexity", None)] == pytest.approx(swapped, rel=1e-6)  # fp32 sums against float64: ~5e-8
-        assert (
-            abs(swapped - plain) > 2e-5 * plain
-        )  # applied: ~6e-5 apart on this 12-step model, 10x the tolerance  # the method was applied: YaRN's frequencies differ from the model's
+        # the method was applied: YaRN's frequencies differ from the model's (~6e-5 apart on this 12-step model,
+        # 10x the tolerance)
+        assert abs(swapped - plain) > 2e-5 * plain
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,11 @@ def test_help_has_an_example(capsys):
 
 
 def test_text_report_of_a_clean_folder(tmp_path, capsys):
-    folder = _folder(tmp_path, max_position_embeddings=1024,
-                     rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256})  # fmt: skip
+    folder = _folder(
+        tmp_path,
+        max_position_embeddings=1024,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 256},
+    )
     assert main(["rope", "check", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "YaRNRotary" in out and "vs transformers" in out and "result: OK" in out

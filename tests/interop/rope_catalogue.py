@@ -131,7 +131,8 @@ def _tower(name: str) -> str:
 
 
 def apply_name(rotary: str, source: str, bodies: dict[str, str]) -> tuple[str | None, bool]:
-    """The rotation function the attention of ``rotary``'s tower calls, and whether it switches on ``rope_interleave``."""
+    """The rotation function the attention of ``rotary``'s tower calls, and whether it switches on
+    ``rope_interleave``."""
     applies = _APPLY.findall(source)
     tower = _tower(rotary)
     best: list[tuple[int, str, str]] = []

@@ -266,7 +266,8 @@ def applicable(pair: Pair, variant: str, base, sub, root=None) -> bool:
 
 
 def verdict(pair: Pair, variant: str) -> tuple[str, str] | None:
-    """``(verdict, reason)`` of the pair under ``variant`` (the worst over its layer types); ``None``: not applicable."""
+    """``(verdict, reason)`` of the pair under ``variant`` (the worst over its layer types); ``None``: not
+    applicable."""
     torch.manual_seed(0)
     try:
         module, root, sub, base = default_reference(pair)

@@ -1,9 +1,9 @@
 """The catalogue's comparison arithmetic: cos/sin as ``(T, W)``, values in any channel order, q/k rotated by a
 model's own rotation function in whichever of the usual forms it reads, and q·kᵀ scores.
 
-Also an axial module's call at a grid, which of a module's two outputs is the cosine, the width an attention hands its rotation function and the
-head width a config gives. Used by :mod:`tests.interop.rope_catalogue_compare` (which re-exports these names);
-nothing here imports transformers or posembed.
+Also an axial module's call at a grid, which of a module's two outputs is the cosine, the width an attention hands
+its rotation function and the head width a config gives. Used by :mod:`tests.interop.rope_catalogue_compare` (which
+re-exports these names); nothing here imports transformers or posembed.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def their_cos_sin(out) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def values_match(theirs: torch.Tensor, ours: torch.Tensor) -> bool:
-    """The same values at every position, in any channel order (each of ours used twice when theirs is twice as wide)."""
+    """The same values at every position, in any channel order (each of ours used twice when theirs is twice as
+    wide)."""
     ours = two_d(ours).float()
     if theirs.shape[-1] == 2 * ours.shape[-1]:
         ours = torch.cat([ours, ours], -1)

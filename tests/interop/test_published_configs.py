@@ -21,15 +21,15 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from posembed.cli import main
-from posembed.interop.rope.config import rotary_from_hf_config
-from posembed.interop.rope_check.check import (
+from posembed.cli import main  # noqa: E402 - needs the importorskips above
+from posembed.interop.rope.config import rotary_from_hf_config  # noqa: E402 - needs the importorskips above
+from posembed.interop.rope_check.check import (  # noqa: E402 - needs the importorskips above
     check_rope_config,
     format_report,
     report_json,
 )
-from tests.interop.rope_catalogue import catalogue
-from tests.interop.rope_catalogue_compare import (
+from tests.interop.rope_catalogue import catalogue  # noqa: E402 - needs the importorskips above
+from tests.interop.rope_catalogue_compare import (  # noqa: E402 - needs the importorskips above
     EXACT,
     compare_layer,
     is_mrope,

@@ -97,7 +97,7 @@ def test_candidates_share_one_filler_and_differ_only_in_the_fact(tokenizer, text
     config = BenchmarkConfig(lengths=(256, 1024), queries=11)
     documents = build_documents(tokenizer, config, text)
     assert set(documents) == {(t, L) for t in TASKS for L in (256, 1024)}
-    for (task, length), docs in documents.items():
+    for (_task, length), docs in documents.items():
         assert len(docs) == 11
         assert sorted(d.depth for d in docs) == pytest.approx([k / 10 for k in range(11)])
         filler = None

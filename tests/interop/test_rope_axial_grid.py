@@ -1,5 +1,6 @@
 """A rotary that rotates its own patch grid (Llama 4's vision tower) read as an axial RoPE at the coordinates its model
-uses (posembed.interop.rope.axial.model_grid_axial), and the coordinates helper (posembed.schemes.positions.patch_grid_positions).
+uses (posembed.interop.rope.axial.model_grid_axial), and the coordinates helper
+(posembed.schemes.positions.patch_grid_positions).
 
 Llama 4's ``Llama4VisionRotaryEmbedding.forward`` takes no positions: it returns the complex table it built at init
 for the config's ``image_size // patch_size`` grid, patches at ``(row + 1, column + 1)``, its CLS token (appended
@@ -89,7 +90,8 @@ def test_the_catalogue_calls_it_as_its_model_does_and_finds_it_exact(rotary):
     ("axis_order", (0, 1), compare.LAYOUT),  # the same values per token, on the other pairs: q·k differs
 ])  # fmt: skip
 def test_the_catalogue_sees_wrong_coordinates_or_order(monkeypatch, field, value, verdict):
-    """The harness compares at the coordinates posembed states: a wrong offset, class-token place or axis order fails."""
+    """The harness compares at the coordinates posembed states: a wrong offset, class-token place or axis order
+    fails."""
     import posembed.interop.rope.width as width
 
     pair = next(pair for pair in catalogue.catalogue() if pair.key == "llama4_vision_model/Llama4VisionRotaryEmbedding")
@@ -135,7 +137,8 @@ def test_patch_grid_positions_is_the_offset_grid(height, width, offset, cls_toke
     ((2, 2.0), {}, TypeError, "width must be an int, got 2.0"),
     ((2, 2), {"offset": -1}, ValueError, "offset must be >= 0, got -1"),
     ((2, 2), {"offset": 1.5}, TypeError, "offset must be an int, got 1.5"),
-    ((2, 2), {"cls_token": "middle"}, ValueError, r"cls_token must be one of \('first', 'last'\) or None, got 'middle'"),
+    ((2, 2), {"cls_token": "middle"}, ValueError,
+     r"cls_token must be one of \('first', 'last'\) or None, got 'middle'"),
 ])  # fmt: skip
 def test_patch_grid_positions_refuses_bad_input(args, kwargs, error, message):
     with pytest.raises(error, match=message):

@@ -27,7 +27,8 @@ PIN = "5.24.0"
 def rows():
     if transformers.__version__ != PIN:
         pytest.skip(
-            f"the catalogue's known-list is for transformers {PIN} (constraints.txt); {transformers.__version__} is installed"
+            f"the catalogue's known-list is for transformers {PIN} (constraints.txt); {transformers.__version__} is "
+            "installed"
         )
     return compare.run(catalogue.catalogue())
 

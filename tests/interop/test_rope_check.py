@@ -136,15 +136,32 @@ def test_4x_spelling_from_a_folder_equals_5x(tmp_path):
 
 
 def test_4x_per_layer_spellings():
-    gemma3 = check_rope_config({"model_type": "gemma3_text", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
-                                "max_position_embeddings": 256, "rope_theta": 1e6, "rope_local_base_freq": 1e4})  # fmt: skip
-    assert {l.settings.layer_type: l.settings.theta for l in gemma3.layers} == {
+    gemma3 = check_rope_config(
+        {
+            "model_type": "gemma3_text",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "head_dim": 16,
+            "max_position_embeddings": 256,
+            "rope_theta": 1e6,
+            "rope_local_base_freq": 1e4,
+        }
+    )
+    assert {layer.settings.layer_type: layer.settings.theta for layer in gemma3.layers} == {
         "full_attention": 1e6,
         "sliding_attention": 1e4,
     }
-    modernbert = check_rope_config({"model_type": "modernbert", "hidden_size": 64, "num_attention_heads": 4,
-                                    "max_position_embeddings": 256, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0})  # fmt: skip
-    assert {l.settings.layer_type: l.settings.theta for l in modernbert.layers} == {
+    modernbert = check_rope_config(
+        {
+            "model_type": "modernbert",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 256,
+            "global_rope_theta": 160000.0,
+            "local_rope_theta": 10000.0,
+        }
+    )
+    assert {layer.settings.layer_type: layer.settings.theta for layer in modernbert.layers} == {
         "full_attention": 160000.0,
         "sliding_attention": 10000.0,
     }

@@ -123,8 +123,16 @@ def test_llama3_bounds():
 
 
 def test_theta_missing_or_lost():
-    qwen_raw = {"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 256,
-                "rope_scaling": None, "sliding_window": None, "rotary_dim": None, "partial_rotary_factor": None}  # fmt: skip
+    qwen_raw = {
+        "model_type": "qwen2",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 256,
+        "rope_scaling": None,
+        "sliding_window": None,
+        "rotary_dim": None,
+        "partial_rotary_factor": None,
+    }
     qwen_raw["rope_scaling"] = {"rope_type": "default"}
     assert "theta_missing" in codes(qwen_raw, "warning")  # Qwen2 uses 1e6, loaders fall back to 1e4
     assert "theta_missing" in codes(raw_llama(rope_scaling={"rope_type": "linear", "factor": 2.0}), "note")

@@ -56,7 +56,8 @@ BARE = {
     "llama": ({ALL_LAYERS: "default"}, 1e4), "qwen2": ({ALL_LAYERS: "default"}, 1e4),
     "mixtral": ({ALL_LAYERS: "default"}, 1e6), "gpt_oss": ({ALL_LAYERS: "yarn"}, 1.5e5),
     "ministral3": ({ALL_LAYERS: "yarn"}, 1e6), "apertus": ({ALL_LAYERS: "llama3"}, 1.2e7),
-    "phi": ({ALL_LAYERS: "default"}, 1e4), "laguna": ({"full_attention": "default", "sliding_attention": "default"}, 5e5),
+    "phi": ({ALL_LAYERS: "default"}, 1e4),
+    "laguna": ({"full_attention": "default", "sliding_attention": "default"}, 5e5),
 }  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""A config without ``head_dim`` takes its transformers config class's default, and a bare config's length is the class's.
+"""A config without ``head_dim`` takes its transformers config class's default, and a bare config's length is the
+class's.
 
 transformers 5.23's config classes declare ``head_dim`` as a field; where its default is a number (GPT-OSS 64,
 GLM-4 and Qwen3 128, Qwen3-Next 256) a config without the key gets that number, not ``hidden_size //
@@ -102,8 +103,16 @@ def test_a_bare_config_has_the_class_default_length(model_type):
 
 
 def test_stated_parameters_keep_their_own_length():
-    raw = {"model_type": "gpt_oss", **SHAPE, "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1.5e5,
-                                                                 "original_max_position_embeddings": 1024}}  # fmt: skip
+    raw = {
+        "model_type": "gpt_oss",
+        **SHAPE,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "rope_theta": 1.5e5,
+            "original_max_position_embeddings": 1024,
+        },
+    }
     (settings,) = assert_posembed_is_the_model(raw)
     given = stated_of(raw, settings)
     assert (settings.original_max_len, given.original_source, given.original_given) == (1024, "parameters", True)

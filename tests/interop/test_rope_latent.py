@@ -69,8 +69,18 @@ def test_deepseek_v3_rope_interleave_false_rotates_halves():
 
 def test_deepseek_v2_is_the_model():
     """DeepSeek-V2's embedding returns (cos + i sin) x attention scaling over interleaved pairs."""
-    raw = {"model_type": "deepseek_v2", **SHAPE, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 40.0,
-           "original_max_position_embeddings": 4096, "mscale": 0.707, "mscale_all_dim": 1.0}}  # fmt: skip
+    raw = {
+        "model_type": "deepseek_v2",
+        **SHAPE,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 1e4,
+            "factor": 40.0,
+            "original_max_position_embeddings": 4096,
+            "mscale": 0.707,
+            "mscale_all_dim": 1.0,
+        },
+    }
     (settings,) = assert_posembed_is_the_model(raw)
     assert (settings.head_dim, settings.rotary_dim, settings.layout) == (8, 8, "interleaved")
     _, embedding = built(raw)
@@ -82,9 +92,21 @@ def test_deepseek_v2_is_the_model():
 
 
 @pytest.mark.parametrize("model_type", COS_SIN)
-@pytest.mark.parametrize("rope", [None, {"rope_type": "default", "rope_theta": 5e4},
-                                  {"rope_type": "yarn", "rope_theta": 1e4, "factor": 8.0, "original_max_position_embeddings": 4096,
-                                   "mscale": 0.707, "mscale_all_dim": 1.0}])  # fmt: skip
+@pytest.mark.parametrize(
+    "rope",
+    [
+        None,
+        {"rope_type": "default", "rope_theta": 5e4},
+        {
+            "rope_type": "yarn",
+            "rope_theta": 1e4,
+            "factor": 8.0,
+            "original_max_position_embeddings": 4096,
+            "mscale": 0.707,
+            "mscale_all_dim": 1.0,
+        },
+    ],
+)
 def test_every_latent_class_is_the_model(model_type, rope):
     raw = {"model_type": model_type, **SHAPE, **({"rope_parameters": rope} if rope else {})}
     (settings,) = assert_posembed_is_the_model(raw, (1, 9))
@@ -93,8 +115,19 @@ def test_every_latent_class_is_the_model(model_type, rope):
 
 def test_mistral4_rotates_a_share_of_its_qk_head_dim():
     """Mistral 4: head_dim = qk_nope + qk_rope = 20, the partial factor 8 / 20 (its class default is yarn)."""
-    for raw in ({"model_type": "mistral4", **SHAPE}, {"model_type": "mistral4", **SHAPE, "rope_parameters": {
-            "rope_type": "yarn", "rope_theta": 1e4, "factor": 8.0, "original_max_position_embeddings": 4096}}):  # fmt: skip
+    for raw in (
+        {"model_type": "mistral4", **SHAPE},
+        {
+            "model_type": "mistral4",
+            **SHAPE,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 1e4,
+                "factor": 8.0,
+                "original_max_position_embeddings": 4096,
+            },
+        },
+    ):
         (settings,) = assert_posembed_is_the_model(raw, (1, 9))
         assert (settings.head_dim, settings.rotary_dim, settings.layout) == (20, 8, "interleaved")
 

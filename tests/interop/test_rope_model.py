@@ -150,9 +150,18 @@ def test_a_rotary_that_takes_positions_is_read():
 def test_the_config_object_is_built_once_per_dict_and_handed_out_as_copies(monkeypatch):
     """transformers' class builds a dict once (in the dict's order: the layer types'), each caller gets its own copy;
     a dict JSON would change (a tuple) is built as it is, a config the class refuses raises again."""
-    raw = {"model_type": "gemma3_text", **SHAPE, "head_dim": 16, "bos_token_id": 901, "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"],
-           "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}}  # fmt: skip
+    raw = {
+        "model_type": "gemma3_text",
+        **SHAPE,
+        "head_dim": 16,
+        "bos_token_id": 901,
+        "num_hidden_layers": 2,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        },
+    }
     calls = []
     cls = type(build_config({"model_type": "gemma3_text"}))
     built = cls.from_dict.__func__

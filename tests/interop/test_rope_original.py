@@ -72,7 +72,8 @@ EXPECTED = {
 }  # fmt: skip
 for _family in ("llama_yarn", "llama_llama3"):  # the top-level attribute wins once the model is built
     EXPECTED.update({(_family, "params"): (STATED, "parameters"), (_family, "top"): (TOP, "top level"),
-                     (_family, "both"): (TOP, "top level"), (_family, "neither"): (MAX_POS, "max_position_embeddings")})  # fmt: skip
+                     (_family, "both"): (TOP, "top level"),
+                     (_family, "neither"): (MAX_POS, "max_position_embeddings")})  # fmt: skip
 CASES = [(family, place) for family in FAMILIES for place in PLACES]
 #: families whose model cos/sin posembed's scheme reproduces (PhiMoE's forward keeps short_factor and multiplies by
 #: short_mscale / long_mscale instead, which the check compares with; Gemma 3's takes a layer type)

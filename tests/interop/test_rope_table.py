@@ -32,7 +32,8 @@ def derived():
     transformers = pytest.importorskip("transformers")
     if transformers.__version__ != _pin():
         pytest.skip(
-            f"the table is derived from transformers {_pin()} (constraints.txt); {transformers.__version__} is installed"
+            f"the table is derived from transformers {_pin()} (constraints.txt); {transformers.__version__} is "
+            "installed"
         )
     from tools import rope_table as tool
 
@@ -67,7 +68,8 @@ def test_check_names_a_wrong_entry(derived, tmp_path, monkeypatch, capsys):
 
 
 def test_the_table_holds_the_families_that_differ():
-    """Adjacent pairs (Cohere, GLM, GPT-J), nanochat's reversed turn, DeepSeek-V4's last channels, DeepSeek-V3's switch."""
+    """Adjacent pairs (Cohere, GLM, GPT-J), nanochat's reversed turn, DeepSeek-V4's last channels, DeepSeek-V3's
+    switch."""
     assert rope_table.type_rotation("cohere") == rope_table.type_rotation("gptj") == ("interleaved", "forward", "first")
     assert rope_table.type_rotation("llama") == ("half", "forward", "first")
     assert rope_table.type_rotation("nanochat") == ("half", "reversed", "first")
@@ -166,8 +168,10 @@ def test_a_known_type_reads_without_warning(caplog):
 @pytest.mark.parametrize(
     ("raw", "layout", "head_dim", "rotary_dim", "scheme"),
     [
-        ({"model_type": "gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256}, "interleaved", 16, 8, None),
-        ({"model_type": "codegen", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256}, "interleaved", 16, 8, None),
+        ({"model_type": "gptj", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256},
+         "interleaved", 16, 8, None),
+        ({"model_type": "codegen", "n_embd": 64, "n_head": 4, "rotary_dim": 8, "n_positions": 256},
+         "interleaved", 16, 8, None),
         ({"model_type": "pixtral", "hidden_size": 64, "num_attention_heads": 4, "head_dim": 16, "image_size": 64,
           "patch_size": 16}, "half", 16, 16, "rope_pixtral"),
         ({"model_type": "mlcd_vision_model", "hidden_size": 64, "num_attention_heads": 4, "image_size": 64,
@@ -176,8 +180,8 @@ def test_a_known_type_reads_without_warning(caplog):
 )  # fmt: skip
 def test_a_family_without_a_default_rotary_class_is_read(raw, layout, head_dim, rotary_dim, scheme):
     """GPT-J and CodeGen (sinusoid tables) and the Pixtral / MLCD towers (axial rotaries only) have no
-    ``*RotaryEmbedding`` with ``compute_default_rope_parameters``: the reader reads them from the table and their config,
-    not rotary_class's LookupError (which escaped the narrowed except clauses: 23 catalogue pairs refused)."""
+    ``*RotaryEmbedding`` with ``compute_default_rope_parameters``: the reader reads them from the table and their
+    config, not rotary_class's LookupError (which escaped the narrowed except clauses: 23 catalogue pairs refused)."""
     pytest.importorskip("transformers")
     from posembed.interop.rope.axial import axial_class, model_axial_class
 

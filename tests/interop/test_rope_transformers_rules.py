@@ -31,8 +31,17 @@ from tests.interop.transformers_rope import assert_posembed_is_the_model, built
 
 transformers = pytest.importorskip("transformers")
 
-SHAPE = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 3,
-         "intermediate_size": 64, "vocab_size": 100, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
+SHAPE = {
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 3,
+    "intermediate_size": 64,
+    "vocab_size": 100,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
 LONGROPE = {"short_factor": [1.0 + i / 16 for i in range(8)], "long_factor": [2.0 + i for i in range(8)]}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}
 LINEAR = {"rope_type": "linear", "factor": 2.0}
@@ -65,7 +74,8 @@ PER_LAYER = {
         {**MODERNBERT, "rope_scaling": dict(LINEAR)},
         {"full_attention": ("linear", 160000.0), "sliding_attention": ("linear", 10000.0)}),
     "modernbert_v4_theta_inside_scaling": (
-        {**MODERNBERT, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "rope_scaling": {**LINEAR, "rope_theta": 5e4}},
+        {**MODERNBERT, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
+         "rope_scaling": {**LINEAR, "rope_theta": 5e4}},
         {"full_attention": ("linear", 5e4), "sliding_attention": ("linear", 5e4)}),
     "modernbert_v4_top_level_theta_ignored": (
         {**MODERNBERT, "rope_theta": 5e4},
@@ -171,7 +181,8 @@ def test_phi4_multimodal_renames_too():
 #: which keys are per layer type; each case: (config, the layer types the model builds, the keys transformers ignores)
 LAYER_TYPES = {
     "llama_nested_without_layer_types": (
-        {**LLAMA, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}, {ALL_LAYERS}, ("full_attention",)),
+        {**LLAMA, "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}},
+        {ALL_LAYERS}, ("full_attention",)),
     "llama_layer_types_not_a_field": (  # LlamaConfig sets layer_types only after standardising the parameters
         {**LLAMA, "layer_types": ["full_attention"] * 3, "rope_theta": 5e5,
          "rope_parameters": {"full_attention": {**LINEAR, "rope_theta": 1e6}}}, {ALL_LAYERS}, ("full_attention",)),
@@ -186,7 +197,8 @@ LAYER_TYPES = {
     "gemma3_extra_layer_type": (
         {**GEMMA3, "layer_types": ["sliding_attention", "full_attention", "full_attention"],
          "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                             "full_attention": {**LINEAR, "rope_theta": 1e6}, "chunked_attention": {"rope_theta": 3.0}}},
+                             "full_attention": {**LINEAR, "rope_theta": 1e6},
+                             "chunked_attention": {"rope_theta": 3.0}}},
         {"sliding_attention", "full_attention"}, ("chunked_attention",)),
 }  # fmt: skip
 
@@ -218,8 +230,12 @@ def test_unknown_model_types_take_every_dict_as_a_layer_type():
 
 def test_rope_type_labels_win():
     """A class's ``_rope_type_labels`` (LFM3) name its layer types, whatever ``layer_types`` says."""
-    raw = {"model_type": "lfm3", **SHAPE, "layer_types": ["full_attention"] * 3,
-           "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}}  # fmt: skip
+    raw = {
+        "model_type": "lfm3",
+        **SHAPE,
+        "layer_types": ["full_attention"] * 3,
+        "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}},
+    }
     config = transformers.CONFIG_MAPPING["lfm3"].from_dict(copy.deepcopy(raw))
     assert config.nested_rope_parameter_keys(config.rope_parameters) == [s.layer_type for s in read_rope_settings(raw)]
 
@@ -229,7 +245,8 @@ def test_rope_type_labels_win():
 PHIMOE_SHORT = LONGROPE["short_factor"]
 PHIMOE = {
     "phi35_moe_like": (1.2431631, 1.2431631, LONGROPE["long_factor"], (True, True)),
-    "mscale_is_the_attention_factor_but_long_factors": (1.1902380714238083, 1.1902380714238083, LONGROPE["long_factor"], (True, True)),
+    "mscale_is_the_attention_factor_but_long_factors": (
+        1.1902380714238083, 1.1902380714238083, LONGROPE["long_factor"], (True, True)),
     "no_difference": (1.1902380714238083, 1.1902380714238083, PHIMOE_SHORT, (True, True)),
     "mscales_differ": (1.1902380714238083, 1.3, PHIMOE_SHORT, (True, True)),
 }  # fmt: skip

@@ -1,7 +1,8 @@
 """Pins of ``rope check``'s traps that the other trap tests let through: each test kills mutants of
 ``interop/rope_check/traps.py`` (``python tools/mutate.py rope_traps``), through the public functions
-only (:func:`posembed.interop.rope_check.check.check_rope_config`, :func:`~posembed.interop.rope_check.traps.yarn_default_attention`):
-boundaries (``<`` against ``<=``), the numbers the messages state, which branch a config takes."""
+only (:func:`posembed.interop.rope_check.check.check_rope_config`,
+:func:`~posembed.interop.rope_check.traps.yarn_default_attention`): boundaries (``<`` against ``<=``), the numbers
+the messages state, which branch a config takes."""
 
 from __future__ import annotations
 
@@ -77,7 +78,10 @@ def test_an_attention_factor_already_squared_is_a_warning_within_a_tenth_of_a_pe
 
 def test_deepseek_mscale_pairs_state_the_rotary_ratio_and_the_softmax_factor():
     (note,) = found(yarn(mscale=0.707, mscale_all_dim=1.0), "yarn_mscale")
-    m = lambda s, k: 0.1 * k * math.log(s) + 1.0  # DeepSeek's get_mscale for s > 1
+
+    def m(s, k):  # DeepSeek's get_mscale for s > 1
+        return 0.1 * k * math.log(s) + 1.0
+
     assert note[1] == "note" and note[3] == (
         f"DeepSeek mscale=0.707, mscale_all_dim=1.0: the rotary factor is get(s, mscale) / get(s, mscale_all_dim) = "
         f"{m(4, 0.707) / m(4, 1.0):.6g} instead of the plain {plain(4):.6g}; DeepSeek also multiplies its softmax "
@@ -101,8 +105,9 @@ def test_one_mscale_alone_is_a_warning(mscale, all_dim):
             "yarn_mscale",
             "warning",
             "all",
-            f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: only one of mscale / mscale_all_dim is set: transformers "
-            f"then ignores it and uses the plain 0.1 ln s + 1 = {plain(4):.6g}, while DeepSeek's code would not",
+            f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: only one of mscale / mscale_all_dim is set: "
+            f"transformers then ignores it and uses the plain 0.1 ln s + 1 = {plain(4):.6g}, while DeepSeek's code "
+            "would not",
         )
     ]
 
@@ -122,8 +127,8 @@ def dynamic(original: int | None) -> dict:
 
 def test_dynamic_warns_for_any_stated_original_other_than_its_max():
     assert messages(dynamic(512), "dynamic_original") == [
-        "original_max_position_embeddings=512 is set, but dynamic NTK takes max_position_embeddings=1024 as the trained "
-        "length: frequencies change only past 1024"
+        "original_max_position_embeddings=512 is set, but dynamic NTK takes max_position_embeddings=1024 as the "
+        "trained length: frequencies change only past 1024"
     ]
     assert len(messages(dynamic(2048), "dynamic_original")) == 1
     assert not messages(dynamic(1024), "dynamic_original") and not messages(dynamic(None), "dynamic_original")
@@ -219,8 +224,8 @@ def test_a_missing_theta_says_who_fills_it_in():
             "theta_missing",
             "note",
             "all",
-            "the config states no RoPE field: transformers' llama config class fills in its own, rope_type 'default' at "
-            "rope_theta 10000",
+            "the config states no RoPE field: transformers' llama config class fills in its own, rope_type 'default' "
+            "at rope_theta 10000",
         )
     ]
     mixtral = {"model_type": "mixtral", "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 1024}
@@ -333,8 +338,8 @@ def test_the_old_type_key_beside_rope_type():
             "type_ignored",
             "warning",
             "all",
-            "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'yarn': transformers "
-            "builds 'yarn' and ignores 'type'; write rope_type",
+            "the RoPE parameters name their type with the old key 'type' ('linear') beside rope_type 'yarn': "
+            "transformers builds 'yarn' and ignores 'type'; write rope_type",
         )
     ]
     same = yarn() | {"rope_scaling": {**yarn()["rope_scaling"], "type": "yarn"}}
@@ -389,10 +394,10 @@ def test_two_different_original_lengths_say_which_one_is_built():
             "original_inconsistent",
             "warning",
             "all",
-            "original_max_position_embeddings is 256 in the RoPE parameters but 512 at the top level; transformers builds "
-            "the model with the top-level 512: its config keeps it as an attribute, and standardising the RoPE parameters "
-            "(at construction for a class that declares the field, when the model is built for any other) overwrites "
-            "theirs with it",
+            "original_max_position_embeddings is 256 in the RoPE parameters but 512 at the top level; transformers "
+            "builds the model with the top-level 512: its config keeps it as an attribute, and standardising the RoPE "
+            "parameters (at construction for a class that declares the field, when the model is built for any other) "
+            "overwrites theirs with it",
         )
     ]
     assert not found(yarn() | {"original_max_position_embeddings": 256}, "original_inconsistent")
@@ -484,8 +489,8 @@ def test_partial_rotary_states_the_rotated_and_passed_channels():
             "partial_rotary",
             "note",
             "all",
-            f"partial rotary: 0.25 x head_dim 16 = 4 -> rotary_dim r = 4; channels 0..3 rotate in pairs {pairs}, the other "
-            f"12 pass through",
+            f"partial rotary: 0.25 x head_dim 16 = 4 -> rotary_dim r = 4; channels 0..3 rotate in pairs {pairs}, the "
+            "other 12 pass through",
         )
     ]
     # 0.3 x 16 = 4.8 is no whole channel count: a warning; 0.25 x 12 = 3 is odd, and transformers' NeoX rotary
@@ -496,8 +501,8 @@ def test_partial_rotary_states_the_rotated_and_passed_channels():
             "partial_rotary",
             "note",
             "all",
-            f"partial rotary: 0.25 x head_dim 12 = 3 -> rotary_dim r = 4; channels 0..3 rotate in pairs {pairs}, the other "
-            f"8 pass through",
+            f"partial rotary: 0.25 x head_dim 12 = 3 -> rotary_dim r = 4; channels 0..3 rotate in pairs {pairs}, the "
+            "other 8 pass through",
         )
     ]
     assert not found(neox(64, 1.0), "partial_rotary")
@@ -517,8 +522,8 @@ def test_head_dim_notes():
             "head_dim",
             "note",
             "all",
-            "head_dim=32 is not hidden_size / num_attention_heads = 64 / 4 = 16: a stack that derives it rotates the wrong "
-            "width",
+            "head_dim=32 is not hidden_size / num_attention_heads = 64 / 4 = 16: a stack that derives it rotates the "
+            "wrong width",
         )
     ]
     assert messages(given(8), "head_dim") == [
@@ -581,9 +586,9 @@ def test_numbers_written_as_strings_are_errors_naming_the_field_and_its_layer():
             "not_a_number",
             "error",
             "full_attention",
-            "rope_parameters.full_attention.rope_theta is '1e6', a str, not a number: transformers does not convert it, "
-            "so its config class or its rope init fails on it; write 1000000.0 without quotes (YAML 1.1 reads 1e6 as a "
-            "string: write 1.0e+06 there)",
+            "rope_parameters.full_attention.rope_theta is '1e6', a str, not a number: transformers does not convert "
+            "it, so its config class or its rope init fails on it; write 1000000.0 without quotes (YAML 1.1 reads 1e6 "
+            "as a string: write 1.0e+06 there)",
         )
     ]
     flat = yarn(factor="4.0")
@@ -592,8 +597,8 @@ def test_numbers_written_as_strings_are_errors_naming_the_field_and_its_layer():
             "not_a_number",
             "error",
             "*",
-            "rope_scaling.factor is '4.0', a str, not a number: transformers does not convert it, so its config class or "
-            "its rope init fails on it; write 4.0 without quotes",
+            "rope_scaling.factor is '4.0', a str, not a number: transformers does not convert it, so its config class "
+            "or its rope init fails on it; write 4.0 without quotes",
         )
     ]
 
@@ -609,8 +614,8 @@ def test_parameters_nested_like_layer_types_that_transformers_ignores():
             "warning",
             "*",
             "the RoPE parameters nest full_attention like layer types, but transformers' llama config class has no "
-            "layer_types: transformers reads the parameters as flat, ignores full_attention and builds default RoPE with "
-            "theta 10000; posembed's builder refuses such a config",
+            "layer_types: transformers reads the parameters as flat, ignores full_attention and builds default RoPE "
+            "with theta 10000; posembed's builder refuses such a config",
         )
     ]
     layers = {
@@ -657,9 +662,9 @@ def test_latent_attention_rotates_qk_rope_head_dim():
             "head_dim",
             "note",
             "all",
-            "multi-head latent attention: transformers' deepseek_v3 config class sets head_dim = qk_rope_head_dim = 8 and "
-            "rotates 8 channels of each head (interleaved layout), not hidden_size // num_attention_heads = 16: a stack "
-            "that derives it rotates the wrong width",
+            "multi-head latent attention: transformers' deepseek_v3 config class sets head_dim = qk_rope_head_dim = 8 "
+            "and rotates 8 channels of each head (interleaved layout), not hidden_size // num_attention_heads = 16: a "
+            "stack that derives it rotates the wrong width",
         )
     ]
 
@@ -769,10 +774,10 @@ def test_a_top_level_original_that_transformers_ignores_for_the_rope_parameters(
             "original_missing",
             "warning",
             "full_attention",
-            "rope_type 'yarn' has no original_max_position_embeddings in its RoPE parameters, and transformers ignores the "
-            "top-level 256 for parameters per layer type: loaders take max_position_embeddings=1024 as the trained length; "
-            "max_position_embeddings=1024 = 4 x 256 looks already extended, so the factor would compound to 4^2 "
-            "(effective context 4096)",
+            "rope_type 'yarn' has no original_max_position_embeddings in its RoPE parameters, and transformers ignores "
+            "the top-level 256 for parameters per layer type: loaders take max_position_embeddings=1024 as the trained "
+            "length; max_position_embeddings=1024 = 4 x 256 looks already extended, so the factor would compound to "
+            "4^2 (effective context 4096)",
         )
     ]
 
@@ -818,8 +823,8 @@ def test_what_a_class_default_original_means_for_a_config_that_states_no_or_some
             "original_missing",
             "note",
             "all",
-            "the config states no RoPE field: transformers' gpt_oss config class fills in its own yarn parameters, with "
-            "original_max_position_embeddings=4096 as the trained length",
+            "the config states no RoPE field: transformers' gpt_oss config class fills in its own yarn parameters, "
+            "with original_max_position_embeddings=4096 as the trained length",
         )
     ]
     stated = bare | {"rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}}

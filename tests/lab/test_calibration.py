@@ -32,7 +32,9 @@ def test_reduced_calibration_loss_falls(tinyshakespeare):
     """120 iterations: from ln(65) = 4.17 at init to under 3.0 (the full run is near 2.7 there)."""
     steps = int(120 * float(os.environ.get("POSEMBED_SLOW_SCALE", "1")))
     losses = []
-    result = run_calibration(str(tinyshakespeare), steps=max(steps, 100), on_step=lambda s, l: losses.append(l))
+    result = run_calibration(
+        str(tinyshakespeare), steps=max(steps, 100), on_step=lambda _step, loss: losses.append(loss)
+    )
     assert losses[0] > losses[-1] + 0.5, losses
     assert result.val_loss < 3.0 and result.seconds_per_iteration > 0
 

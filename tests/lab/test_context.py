@@ -163,8 +163,8 @@ def test_report_renders_markdown_html_and_verdicts(tiny_study):
     markdown, html = write_context_report(store_path, out / "report")
     text = markdown.read_text()
     assert text.startswith(
-        "## posembed lab context: Which context extension works? (context-smoke)\n\n> **Warning:** This study is too small to "
-        "conclude: the 'context-smoke' preset trains tiny models for 3 steps to test the pipeline; "
+        "## posembed lab context: Which context extension works? (context-smoke)\n\n> **Warning:** This study is too "
+        "small to conclude: the 'context-smoke' preset trains tiny models for 3 steps to test the pipeline; "
         "it has one seed, so no number has an interval. No verdict below is a finding"
     )
     order = [

@@ -208,6 +208,6 @@ def test_the_report_says_which_reference_stays_flat_and_which_retrieves_past_L()
     ) in note
     assert "Mean perplexity at 8x: references 6.6 to 12; RoPE's methods without fine-tuning 10.3 to 38.6" in note
     assert note.endswith(
-        "Passkey past L (each reference's highest mean accuracy over the longer lengths): >= 80% for cope 0.85; above 0 "
-        "for fire 0.31."
+        "Passkey past L (each reference's highest mean accuracy over the longer lengths): >= 80% for cope 0.85; above "
+        "0 for fire 0.31."
     )

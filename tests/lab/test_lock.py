@@ -12,7 +12,10 @@ import pytest
 from posembed.errors import OutDirBusyError, OutDirError
 from posembed.lab.sweep.lock import LOCK_NAME, OutDirLock
 
-_HOLD = "import sys, time; from posembed.lab.sweep.lock import OutDirLock; OutDirLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
+_HOLD = (
+    "import sys, time; from posembed.lab.sweep.lock import OutDirLock; OutDirLock(sys.argv[1]).acquire(); "
+    "print('held', flush=True); time.sleep(60)"
+)
 
 
 def test_a_second_claim_is_refused_naming_the_holder(tmp_path):

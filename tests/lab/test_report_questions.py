@@ -145,8 +145,8 @@ def test_press_cannot_tell_where_the_ratios_straddle_the_threshold():
     assert "learned matched ratio 1.498 [1.4, 1.6] (95 % t interval, geometric): fails (>= 1.5) cannot tell" in press
     assert "sinusoidal matched ratio 2.49" in press and "fails (>= 1.5) agree" in press
     assert (
-        "alibi flatter than learned, sinusoidal: agree (against learned: alibi better, against sinusoidal: alibi better)"
-        in press
+        "alibi flatter than learned, sinusoidal: agree (against learned: alibi better, "
+        "against sinusoidal: alibi better)" in press
     )
 
 

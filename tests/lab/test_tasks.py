@@ -62,7 +62,10 @@ def test_position_free_encoder_is_at_chance_on_order():
 def test_addition_example_matches_integer_addition(digits):
     n = len(digits) // 2
     prompt, answer = make_example("addition", digits, 10)
-    as_int = lambda ds: sum(d * 10**i for i, d in enumerate(ds))  # least significant digit first
+
+    def as_int(ds):  # least significant digit first
+        return sum(d * 10**i for i, d in enumerate(ds))
+
     assert prompt == digits[:n] + [-1] + digits[n:]
     assert len(answer) == n + 1 and as_int(answer) == as_int(digits[:n]) + as_int(digits[n:])
 

@@ -1,4 +1,5 @@
-"""The verdict words of :mod:`posembed.lab.verdicts`: one rule (:mod:`posembed.stats.verdict`), the papers' thresholds."""
+"""The verdict words of :mod:`posembed.lab.verdicts`: one rule (:mod:`posembed.stats.verdict`), the papers'
+thresholds."""
 
 from __future__ import annotations
 

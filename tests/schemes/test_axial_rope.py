@@ -46,7 +46,8 @@ def test_lang_frequencies_equal_rotary_embedding_torch(sizes, head_dim, axis_dim
 
 
 def test_pixel_frequencies_equal_rotary_embedding_torch():
-    """``freqs_for='pixel'``: coordinates are ``linspace(-1, 1)`` per axis, frequencies ``linspace(1, max_freq/2) * pi``."""
+    """``freqs_for='pixel'``: coordinates are ``linspace(-1, 1)`` per axis, frequencies
+    ``linspace(1, max_freq/2) * pi``."""
     torch.manual_seed(1)
     sizes, head_dim, axis_dim = (4, 6), 16, 8
     coords = torch.cartesian_prod(torch.linspace(-1, 1, sizes[0]), torch.linspace(-1, 1, sizes[1]))  # (24, 2)

@@ -214,4 +214,4 @@ def test_an_entry_for_an_unnamed_class_says_it_has_no_name():
     with pytest.raises(
         TypeError, match=r"^BiasScheme has no scheme name \(an abstract base\); only a named scheme has an entry$"
     ):
-        entry.name
+        _ = entry.name  # the property raises

@@ -98,12 +98,14 @@ def test_bad_settings_are_refused():
         mrope_pairs((2, 1, 1), "zipped")
     with pytest.raises(ValueError, match="arrangement must be one of"):
         mrope_pairs((2, 1, 1), "spiral")
-    assert "arrangement='zipped', section_axes=(1, 2, 0)" in repr(MRoPE(16, mrope_section=[2, 2, 4], arrangement="zipped",
-                                                                        section_axes=(1, 2, 0)))  # fmt: skip
+    assert "arrangement='zipped', section_axes=(1, 2, 0)" in repr(
+        MRoPE(16, mrope_section=[2, 2, 4], arrangement="zipped", section_axes=(1, 2, 0))
+    )
 
 
 def test_batched_text_positions_are_transformers_text_positions():
-    """transformers' text ``position_ids`` ``(B, T)`` (expanded to three rows inside the module) are taken as they come."""
+    """transformers' text ``position_ids`` ``(B, T)`` (expanded to three rows inside the module) are taken as they
+    come."""
     family = ("qwen3_vl", "text_config", "Qwen3VLTextRotaryEmbedding")
     config, module, rotary = _theirs(*family, zipped=False)
     head_dim = config.head_dim

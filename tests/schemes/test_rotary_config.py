@@ -141,8 +141,13 @@ def test_older_config_attributes_and_builder_arguments():
 def test_unknown_rope_type_names_the_known_ones():
     config = _config("default")
     config.rope_parameters = {"rope_type": "mrope", "rope_theta": 1e4}
-    with pytest.raises(ValueError, match="unknown rope_type 'mrope'; known rope types: axial, default, dynamic, linear, "
-                                         "llama3, longrope, proportional, yarn"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=(
+            "unknown rope_type 'mrope'; known rope types: axial, default, dynamic, linear, "
+            "llama3, longrope, proportional, yarn"
+        ),
+    ):
         rotary_from_hf_config(config)
 
 

@@ -1,4 +1,5 @@
-"""``forward_mscale``: a per-call factor in place of the attention factor, the init's frequencies kept (PhiMoE's forward).
+"""``forward_mscale``: a per-call factor in place of the attention factor, the init's frequencies kept (PhiMoE's
+forward).
 
 Parity with PhiMoE's own rotary embedding is the catalogue's (tests/interop/test_rope_catalogue.py, phimoe yarn,
 llama3 and longrope) and tests/interop/test_rope_transformers_rules.py; here the arithmetic and the bad inputs.

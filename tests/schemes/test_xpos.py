@@ -47,7 +47,10 @@ def test_logits_decay_relative_to_rope():
     q, k = torch.randn(1, 1, length, D), torch.randn(1, 1, length, D)
     q_x, k_x = xpos(q, k)
     q_r, k_r = rope(q, k)
-    pair = lambda a, b: (a * b).unflatten(-1, (D // 2, 2)).sum(-1)  # (..., D/2) per-pair products
+
+    def pair(a, b):  # (..., D/2) per-pair products
+        return (a * b).unflatten(-1, (D // 2, 2)).sum(-1)
+
     n, m = 5, 1
     decay = xpos.zeta ** ((n - m) / scale_base)
     assert_close(pair(q_x[0, 0, n], k_x[0, 0, m]), pair(q_r[0, 0, n], k_r[0, 0, m]) * decay)
