@@ -205,7 +205,8 @@ def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | N
 
 
 def _own_table(embedding: Any, config: Any) -> torch.Tensor | None:
-    """The ``(T, P)`` complex table a module returns whatever pixels it gets (a grid fixed by its config), or ``None``."""
+    """The ``(T, P)`` complex table a module returns whatever pixels it gets (a grid fixed by its config), or
+    ``None``."""
     size, channels = int(config_value(config, "image_size")), int(config_value(config, "num_channels", 3) or 3)
     with torch.no_grad():
         out, other = (embedding(torch.zeros(1, channels, s, s)) for s in (size, size // 2))

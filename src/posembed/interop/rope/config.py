@@ -152,7 +152,9 @@ def _values(s: RopeSettings) -> dict[str, Any]:
             "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None,
         }
     )
-    return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
-            "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
-            "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd,
-            "forward_mscale": s.forward_mscale and list(s.forward_mscale[:2]), "mscale_switch": s.forward_mscale and s.forward_mscale[2]}  # fmt: skip
+    return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim,
+            "partial_rotary_factor": s.partial_rotary_factor, "max_position_embeddings": s.max_position_embeddings,
+            "original_max_position_embeddings": s.original_max_len, "length_ratio": ratio,
+            "direction": s.direction, "channels": s.channels, "frequency_dim": odd,
+            "forward_mscale": s.forward_mscale and list(s.forward_mscale[:2]),
+            "mscale_switch": s.forward_mscale and s.forward_mscale[2]}  # fmt: skip

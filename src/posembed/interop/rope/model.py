@@ -24,9 +24,9 @@ import torch
 from posembed.interop.rope.table import class_rotation
 
 __all__ = [
-    "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_rotation",
-    "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
-    "REFUSED", "modeling_module", "tower_of", "model_rotary_class",
+    "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths",
+    "model_rotation", "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions",
+    "own_position_class", "REFUSED", "modeling_module", "tower_of", "model_rotary_class",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)

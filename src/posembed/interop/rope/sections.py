@@ -3,7 +3,8 @@
 transformers' M-RoPE classes (Qwen2-VL and ~20 more) take ``rope_parameters["mrope_section"]`` or a default of their
 own and deal the sections to the frequencies their own way (blocks, round robin, ERNIE's h/w pairs). Rather than a
 table of families, the reader gives the module three tokens (token ``a`` at 1 on axis ``a``), reads which token turns
-each pair, and keeps the :class:`~posembed.schemes.rotary.mrope.MRoPE` arrangement and section order that deal them the same.
+each pair, and keeps the :class:`~posembed.schemes.rotary.mrope.MRoPE` arrangement and section order that deal them
+the same.
 
 Example:
     >>> from posembed.interop.rope.model import transformers_config
