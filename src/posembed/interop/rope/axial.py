@@ -241,7 +241,9 @@ def model_grid_axial(config: Any) -> AxialSettings | None:
     except REFUSED as error:  # a module that cannot be built or called is not read
         logger.debug("the rotary module of %s cannot be read at its own grid: %s", type(config).__name__, error)
         return None
-    rotation = None if table is None or table.shape[-1] % 2 else model_rotation(config)
+    if table is None or table.shape[-1] % 2:
+        return None
+    rotation = model_rotation(config)
     if rotation is None:
         return None
     sin, pairs = table.imag.float(), table.shape[-1]  # (T, P): two axes of P / 2 frequencies each

@@ -180,7 +180,9 @@ def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
         raise ValueError(f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set")
     layers, hf = read_parameters(raw)
-    width = rotary_width(raw) if layers else None
+    if not layers:
+        return []
+    width = rotary_width(raw)
     return [_settings(raw, hf, width, layer, params) for layer, params in layers.items()]
 
 
