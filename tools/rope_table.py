@@ -138,7 +138,8 @@ def _config_classes() -> dict[str, type]:
 
 
 def _interleave_default(config_type: type) -> bool | None:
-    """The ``rope_interleave`` a config class's default object holds (``None``: none, or a class that needs arguments)."""
+    """The ``rope_interleave`` a config class's default object holds (``None``: none, or a class that needs
+    arguments)."""
     try:
         value = getattr(config_type(), "rope_interleave", None)
     except (TypeError, ValueError, KeyError, AttributeError):

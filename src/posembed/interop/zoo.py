@@ -2,8 +2,9 @@
 
 :data:`FAMILIES` is the table (family, ``model_type``, kind, posembed scheme, what the parity
 test compares with the model's own code, and how exactly they agree);
-:func:`zoo_table_markdown` renders it for the docs' model-zoo page (``docs/zoo.md``), and ``tests/interop/test_zoo.py`` runs one
-parity check per row against transformers' own modules (tiny configs, random weights).
+:func:`zoo_table_markdown` renders it for the docs' model-zoo page (``docs/zoo.md``), and
+``tests/interop/test_zoo.py`` runs one parity check per row against transformers' own modules (tiny configs, random
+weights).
 
 - :func:`zoo_schemes` gives one scheme per layer (the same object for every layer when the family
   has one scheme; per layer type for Gemma 3 / ModernBERT; :class:`~posembed.schemes.bias.nope.NoPE`
@@ -39,8 +40,8 @@ from posembed.schemes.bias.nope import NoPE
 from posembed.schemes.factory import ModelSizes, build_from_sizes
 
 __all__ = [
-    "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "zoo_decoder", "load_positional_weights", "position_offset",
-    "zoo_table_markdown", "ZOO_TABLE_MARKER",
+    "Family", "FAMILIES", "zoo_family", "zoo_schemes", "zoo_scheme", "zoo_decoder", "load_positional_weights",
+    "position_offset", "zoo_table_markdown", "ZOO_TABLE_MARKER",
 ]  # fmt: skip
 
 #: the comment that marks the docs' copy (``docs/zoo.md``) of :func:`zoo_table_markdown` (the line before it)
@@ -279,7 +280,8 @@ def zoo_scheme(config: Any, *, angles: str = "exact") -> PositionScheme:
 
 
 def zoo_decoder(config: Any, *, vocab_size: int | None = None, angles: str = "exact", **model_kwargs) -> Decoder:
-    """A posembed :class:`~posembed.nn.model.transformer.Decoder` with the positions of a transformers config, layer by layer.
+    """A posembed :class:`~posembed.nn.model.transformer.Decoder` with the positions of a transformers config, layer
+    by layer.
 
     The model takes the config's depth, heads and head dim (width ``heads * head_dim``) and
     :func:`zoo_schemes`' scheme of each layer (an absolute one goes to the embeddings); the rest

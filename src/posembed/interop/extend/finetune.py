@@ -103,7 +103,7 @@ def tune_new_rows(
     rng = random.Random(seed)
     losses, started = [], time.perf_counter()
     ticks = Progress(steps, mode=progress_mode(progress), desc="tuning new rows", unit="step", logger=logger)
-    for step in range(steps):
+    for _step in range(steps):
         passages, queries, skips = _pairs(tokens, starts, rng, batch, passage, query, trained_rows, rows)
         with torch.no_grad():
             query_vectors = _embed(model, tokenizer, queries, None)
@@ -149,8 +149,9 @@ def describe_loss(record: dict) -> str:
     25 (or fewer), and, where that did not fall, that it did not and what to do (one step has no
     trend to judge).
 
-    >>> describe_loss({"steps": 5, "loss_first": 0.083, "loss_last_25": 0.163})
-    'loss rose from 0.083 (first step) to 0.163 (mean of the last 5): 5 steps did not lower it, so the new rows fit the pairs no better than their starting copies; tune more steps, or none'
+    >>> print(describe_loss({"steps": 5, "loss_first": 0.083, "loss_last_25": 0.163}))  # doctest: +NORMALIZE_WHITESPACE
+    loss rose from 0.083 (first step) to 0.163 (mean of the last 5): 5 steps did not lower it, so the new rows fit the
+    pairs no better than their starting copies; tune more steps, or none
     >>> describe_loss({"steps": 60, "loss_first": 0.41, "loss_last_25": 0.12})
     'loss fell from 0.41 (first step) to 0.12 (mean of the last 25)'
     """

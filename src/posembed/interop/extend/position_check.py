@@ -147,7 +147,8 @@ def _token_ids(folder: Path, config: Any, texts: Sequence[str] | None) -> tuple[
         return ids, tokenizer(" ".join(texts * 2))["input_ids"], "tokenizer"
     if texts:
         raise ValueError(
-            f"{folder} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); leave the texts out to use generated ids"
+            f"{folder} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+            "leave the texts out to use generated ids"
         )
     specials = [i for i in (config.pad_token_id, config.bos_token_id, config.eos_token_id) if isinstance(i, int)]
     low = max([i for i in specials if i < config.vocab_size // 2] + [-1]) + 1
@@ -291,7 +292,8 @@ def report_json(report: PositionReport) -> dict:
 def format_position_report(report: PositionReport) -> str:
     """A plain-text table: one line per setting, pass / fail, then the recipe and the verdict."""
     lines = [
-        f"model: {report.folder} ({report.model_class}, model_type {report.model_type}, {'causal' if report.causal else 'encoder'})",
+        f"model: {report.folder} ({report.model_class}, model_type {report.model_type}, "
+        f"{'causal' if report.causal else 'encoder'})",
         f"token ids: {report.ids_source}",
         f"positions: {report.position_kind}",
         f"{'setting':46s} {'positions':64s} {'max diff':>9s}  result",

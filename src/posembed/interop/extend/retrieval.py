@@ -307,7 +307,9 @@ def evaluate_extension(
         "text": str(text_path),
         "pooling": "mean, L2-normalised",
         "seeds": list(config.seeds),
-        "interval": "95% Wilson score interval over the queries of a cell (all data seeds; conditional on their filler spans)",
+        "interval": (
+            "95% Wilson score interval over the queries of a cell (all data seeds; conditional on their filler spans)"
+        ),
         "facts": {
             task: [asdict(f) for f in make_facts(task, config.queries, seed=config.seed)] for task in config.tasks
         },

@@ -205,7 +205,8 @@ def _pixtral(embedding: Any, head: int | None, base: float) -> AxialSettings | N
 
 
 def _own_table(embedding: Any, config: Any) -> torch.Tensor | None:
-    """The ``(T, P)`` complex table a module returns whatever pixels it gets (a grid fixed by its config), or ``None``."""
+    """The ``(T, P)`` complex table a module returns whatever pixels it gets (a grid fixed by its config), or
+    ``None``."""
     size, channels = int(config_value(config, "image_size")), int(config_value(config, "num_channels", 3) or 3)
     with torch.no_grad():
         out, other = (embedding(torch.zeros(1, channels, s, s)) for s in (size, size // 2))
@@ -240,7 +241,9 @@ def model_grid_axial(config: Any) -> AxialSettings | None:
     except REFUSED as error:  # a module that cannot be built or called is not read
         logger.debug("the rotary module of %s cannot be read at its own grid: %s", type(config).__name__, error)
         return None
-    rotation = None if table is None or table.shape[-1] % 2 else model_rotation(config)
+    if table is None or table.shape[-1] % 2:
+        return None
+    rotation = model_rotation(config)
     if rotation is None:
         return None
     sin, pairs = table.imag.float(), table.shape[-1]  # (T, P): two axes of P / 2 frequencies each

@@ -9,13 +9,15 @@ functions do.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from posembed._utils.checks import did_you_mean
 from posembed.interop.hf.config import config_dict, read_config
 from posembed.interop.rope.settings import RopeSettings, layer_parameters, layer_settings, select_layer
 from posembed.schemes.base import PositionScheme
 from posembed.schemes.factory import FACTORY, ROPE_TYPE_SCHEMES, build_from_kwargs, rope_entry, rope_kwargs
+from posembed.schemes.rotary.mrope import MRoPE
+from posembed.schemes.rotary.rope import RotaryEmbedding
 
 __all__ = [
     "rotary_from_hf_config",
@@ -110,7 +112,10 @@ def rotary_from_settings(
     ):  # a scaled type dealt to M-RoPE's sections
         sections = FACTORY["mrope"]
         kwargs = {**rope_kwargs(sections, values), **{k: v for k, v in common.items() if k in sections.accepted}}
-        return build_from_kwargs(sections.name, kwargs).deal(scheme)
+        # the factory types what it builds as a PositionScheme: the mrope entry builds an MRoPE, and a scaled rope
+        # type a RotaryEmbedding
+        mrope = cast(MRoPE, build_from_kwargs(sections.name, kwargs))
+        return mrope.deal(cast(RotaryEmbedding, scheme))
     return scheme
 
 
@@ -152,7 +157,9 @@ def _values(s: RopeSettings) -> dict[str, Any]:
             "pixtral_frequencies": True if s.axial.scheme == "rope_pixtral" else None,
         }
     )
-    return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim, "partial_rotary_factor": s.partial_rotary_factor,
-            "max_position_embeddings": s.max_position_embeddings, "original_max_position_embeddings": s.original_max_len,
-            "length_ratio": ratio, "direction": s.direction, "channels": s.channels, "frequency_dim": odd,
-            "forward_mscale": s.forward_mscale and list(s.forward_mscale[:2]), "mscale_switch": s.forward_mscale and s.forward_mscale[2]}  # fmt: skip
+    return {**mrope, **axial, **s.params, "head_dim": s.head_dim, "rotary_dim": s.rotary_dim,
+            "partial_rotary_factor": s.partial_rotary_factor, "max_position_embeddings": s.max_position_embeddings,
+            "original_max_position_embeddings": s.original_max_len, "length_ratio": ratio,
+            "direction": s.direction, "channels": s.channels, "frequency_dim": odd,
+            "forward_mscale": s.forward_mscale and list(s.forward_mscale[:2]),
+            "mscale_switch": s.forward_mscale and s.forward_mscale[2]}  # fmt: skip

@@ -16,17 +16,17 @@ import importlib
 import inspect
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar, cast
 
 import torch
 
 from posembed.interop.rope.table import class_rotation
 
 __all__ = [
-    "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths", "model_rotation",
-    "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions", "own_position_class",
-    "REFUSED", "modeling_module", "tower_of", "model_rotary_class",
+    "ALL_LAYERS", "build_config", "transformers_config", "rotary_class", "rotary_classes", "model_widths",
+    "model_rotation", "per_layer", "model_part", "config_value", "model_forward_mscale", "model_own_positions",
+    "own_position_class", "REFUSED", "modeling_module", "tower_of", "model_rotary_class",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,20 @@ REFUSED = (ValueError, TypeError, KeyError, AttributeError, IndexError, RuntimeE
 #: words that name a tower other than the language model in a class name
 _TOWERS = ("Vision", "Visual", "Audio", "Talker", "Code2Wav", "DiT", "Patch", "Image", "Video", "Speech")
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _class_cache(maxsize: int | None = None) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """:func:`functools.lru_cache` (unbounded by default, as :func:`functools.cache`) that keeps the function's
+    signature: its callers pass classes (``type(config)``), hashable at run time, which mypy does not read as
+    ``Hashable`` when they are ``type[Any]``."""
+
+    def decorate(function: Callable[_P, _R]) -> Callable[_P, _R]:
+        return cast("Callable[_P, _R]", functools.lru_cache(maxsize=maxsize)(function))
+
+    return decorate
+
 
 def build_config(raw: Mapping) -> Any | None:
     """A copy of the config object transformers' class of the model type builds from ``raw`` (``from_dict``, once
@@ -61,8 +75,8 @@ def build_config(raw: Mapping) -> Any | None:
     return copy.deepcopy(_built(config_class, key))
 
 
-@functools.lru_cache(maxsize=256)
-def _built(config_class: type, key: str) -> Any:
+@_class_cache(maxsize=256)
+def _built(config_class: type[Any], key: str) -> Any:
     return config_class.from_dict(json.loads(key))
 
 
@@ -147,7 +161,7 @@ def _config_class(model_type: Any) -> Any | None:
     return CONFIG_MAPPING[model_type] if isinstance(model_type, str) and model_type in CONFIG_MAPPING else None
 
 
-def modeling_module(config_type: type):
+def modeling_module(config_type: type[Any]):
     """The ``modeling_*`` module beside a config class's ``configuration_*`` module (``ImportError``: none)."""
     return importlib.import_module(config_type.__module__.replace(".configuration_", ".modeling_"))
 
@@ -157,7 +171,7 @@ def tower_of(name: str) -> str:
     return next((tower for tower in _TOWERS if tower in name), "")
 
 
-def _takes(cls: type, config_type: type) -> bool:
+def _takes(cls: type[Any], config_type: type[Any]) -> bool:
     """Whether ``cls.__init__`` annotates its ``config`` as ``config_type`` (or one of its bases)."""
     try:
         annotation = inspect.signature(cls.__init__).parameters["config"].annotation
@@ -167,7 +181,7 @@ def _takes(cls: type, config_type: type) -> bool:
     return name in {base.__name__ for base in config_type.__mro__}
 
 
-def _rotaries(config_type: type) -> list[type]:
+def _rotaries(config_type: type[Any]) -> list[type[Any]]:
     module = modeling_module(config_type)
     return [
         cls
@@ -176,8 +190,8 @@ def _rotaries(config_type: type) -> list[type]:
     ]
 
 
-@functools.cache
-def rotary_classes(config_type: type, builder: str = "compute_default_rope_parameters") -> tuple[type, ...]:
+@_class_cache()
+def rotary_classes(config_type: type[Any], builder: str = "compute_default_rope_parameters") -> tuple[type[Any], ...]:
     """The ``*RotaryEmbedding`` classes of a config class's modeling module that define ``builder``: those of its
     tower first (a ``...AudioConfig``: the audio ones), then those whose ``__init__`` takes the config class."""
     found = [cls for cls in _rotaries(config_type) if hasattr(cls, builder)]
@@ -188,7 +202,7 @@ def rotary_classes(config_type: type, builder: str = "compute_default_rope_param
     return tuple(found)
 
 
-def model_rotary_class(config: Any) -> type | None:
+def model_rotary_class(config: Any) -> type[Any] | None:
     """The first of :func:`rotary_classes`; ``None``: the config class has no modeling module, or its module no
     ``*RotaryEmbedding`` with ``compute_default_rope_parameters`` (GPT-J's and CodeGen's sinusoid tables; vision
     towers whose rotary is only axial or computes its own grid: Pixtral, MLCD, the SAM 2 / SAM 3 towers)."""
@@ -199,7 +213,7 @@ def model_rotary_class(config: Any) -> type | None:
     return found[0] if found else None
 
 
-def rotary_class(config: Any) -> type:
+def rotary_class(config: Any) -> type[Any]:
     """The first of :func:`rotary_classes`; ``LookupError``: none (:func:`model_rotary_class` answers ``None``)."""
     found = model_rotary_class(config)
     if found is None:
@@ -210,8 +224,8 @@ def rotary_class(config: Any) -> type:
     return found
 
 
-@functools.cache
-def own_position_class(config_type: type) -> type | None:
+@_class_cache()
+def own_position_class(config_type: type[Any]) -> type[Any] | None:
     """The ``*RotaryEmbedding`` class taking ``config_type``, where every such class computes its own positions
     (no ``position_ids``: Llama 4's vision tower, EfficientLoFTR, EoMT-DINOv3); ``None``: none does."""
     try:
@@ -297,16 +311,16 @@ def model_forward_mscale(config: Any) -> tuple[float, float, int] | None:
     named = [
         float(v) for v in (params.get("short_mscale"), params.get("long_mscale"), factor) if isinstance(v, (int, float))
     ]
-    scales = tuple(
+    short_scale, long_scale = (
         next((v for v in named if abs(v - probed) <= 1e-6 * abs(v)), probed)  # the config's, not its float32
         for probed in (float(short.flatten()[0]), float(cos.flatten(0, -2)[0, 0]))
     )
     kept = params.get("rope_type") in ("dynamic", "longrope") and torch.allclose(
         angles, first.double(), rtol=1e-6, atol=0
     )
-    if all(abs(scale - factor) <= 1e-6 * factor for scale in scales) and not kept:
+    if all(abs(scale - factor) <= 1e-6 * factor for scale in (short_scale, long_scale)) and not kept:
         return None
-    return *scales, switch
+    return short_scale, long_scale, switch
 
 
 def model_rotation(config: Any) -> tuple[str, str, str] | None:

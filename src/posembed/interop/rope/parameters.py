@@ -16,8 +16,9 @@ from typing import Any
 from posembed.interop.rope.model import ALL_LAYERS, ORIGINAL, REFUSED, model_part, transformers_config
 
 __all__ = [
-    "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "states_rope", "stated", "stated_layer", "dict_parameters",
-    "as_theta", "declares", "object_parameters", "read_parameters", "why_ignored", "layer_parameters",
+    "ROPE_FIELDS", "DEFAULT_THETA", "ORIGINAL", "ALL_LAYERS", "states_rope", "stated", "stated_layer",
+    "dict_parameters", "as_theta", "declares", "object_parameters", "read_parameters", "why_ignored",
+    "layer_parameters",
 ]  # fmt: skip
 
 #: fields that mean a config uses RoPE
@@ -156,7 +157,10 @@ def why_ignored(raw: Mapping) -> str:
     """Why transformers does not take the config's dicts beside flat parameters as layer types, in words."""
     hf = transformers_config(model_part(raw))
     if hf is not None and getattr(hf, "_rope_type_labels", None):
-        return f"transformers' {raw.get('model_type')} config class labels its layer types {', '.join(hf._rope_type_labels)}"
+        return (
+            f"transformers' {raw.get('model_type')} config class labels its layer types "
+            f"{', '.join(hf._rope_type_labels)}"
+        )
     if hf is not None and getattr(hf, "layer_types", None) is None:
         return f"transformers' {raw.get('model_type')} config class has no layer_types"
     return "the config's layer_types does not name them"
@@ -171,7 +175,9 @@ def layer_parameters(raw: dict) -> dict[str, dict]:
 
     >>> layer_parameters({"rope_theta": 5e5, "rope_scaling": {"type": "linear", "factor": 2.0}})
     {'all': {'factor': 2.0, 'rope_type': 'linear', 'rope_theta': 500000.0}}
-    >>> layer_parameters({"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}})
+    >>> layer_parameters(
+    ...     {"layer_types": ["full_attention"], "rope_parameters": {"full_attention": {"rope_theta": 1e6}}}
+    ... )
     {'full_attention': {'rope_theta': 1000000.0, 'rope_type': 'default'}}
     """
     return read_parameters(model_part(raw))[0]

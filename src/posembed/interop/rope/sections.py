@@ -3,7 +3,8 @@
 transformers' M-RoPE classes (Qwen2-VL and ~20 more) take ``rope_parameters["mrope_section"]`` or a default of their
 own and deal the sections to the frequencies their own way (blocks, round robin, ERNIE's h/w pairs). Rather than a
 table of families, the reader gives the module three tokens (token ``a`` at 1 on axis ``a``), reads which token turns
-each pair, and keeps the :class:`~posembed.schemes.rotary.mrope.MRoPE` arrangement and section order that deal them the same.
+each pair, and keeps the :class:`~posembed.schemes.rotary.mrope.MRoPE` arrangement and section order that deal them
+the same.
 
 Example:
     >>> from posembed.interop.rope.model import transformers_config
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import torch
@@ -60,13 +62,18 @@ def _probe_sin(embedding: Any, layer: str) -> torch.Tensor:
     return sin.float()
 
 
-def _section_of(embedding: Any, layer: str) -> tuple[int, ...] | None:
+def _triple(values: Iterable[int]) -> tuple[int, int, int]:
+    first, second, third = values
+    return first, second, third
+
+
+def _section_of(embedding: Any, layer: str) -> tuple[int, int, int] | None:
     section = getattr(embedding, "mrope_section", None)
     if isinstance(section, dict):
         section = section.get(layer)
     if not isinstance(section, (list, tuple)) or len(section) != 3:
         return None
-    return tuple(int(size) for size in section)
+    return _triple(int(size) for size in section)
 
 
 def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None:
@@ -86,13 +93,13 @@ def model_sections(config: Any, layer: str = ALL_LAYERS) -> MRopeSections | None
         return None
     if axes is None:
         return None
-    for arrangement, order in itertools.product(MROPE_ARRANGEMENTS, itertools.permutations(range(3))):
+    for arrangement, order in itertools.product(MROPE_ARRANGEMENTS, map(_triple, itertools.permutations(range(3)))):
         # its own sections, else (a class default wider than the head, which its forward clips: Qwen3-Omni's talker)
         # the sections it deals in effect: the pairs each axis turns
-        for sizes in (section, tuple(axes.count(axis) for axis in order)):
+        for sizes in (section, _triple(axes.count(axis) for axis in order)):
             try:
                 if sum(sizes) == len(axes) and mrope_pairs(sizes, arrangement, order)[1] == axes:
-                    return MRopeSections(sizes, arrangement, order)  # type: ignore[arg-type]
+                    return MRopeSections(sizes, arrangement, order)
             except ValueError:  # zipped needs equal first sections
                 continue
     logger.debug("%s deals its M-RoPE axes as %s, which no MRoPE arrangement does", type(config).__name__, axes)

@@ -157,9 +157,10 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict) 
         odd = int(head_dim * partial) == rotary_dim - 1  # an odd width: transformers rounds its frequencies up
         partial = partial if int(head_dim * partial) == rotary_dim or odd else rotary_dim / head_dim  # the model's own
     return RopeSettings(
-        layer_type=layer, rope_type="axial" if width.axial is not None else params["rope_type"], theta=params["rope_theta"],
-        head_dim=head_dim, hidden_size=width.hidden_size, num_heads=width.num_heads, rotary_dim=rotary_dim,
-        partial_rotary_factor=partial, layout=width.layout, max_position_embeddings=width.max_position_embeddings,
+        layer_type=layer, rope_type="axial" if width.axial is not None else params["rope_type"],
+        theta=params["rope_theta"], head_dim=head_dim, hidden_size=width.hidden_size, num_heads=width.num_heads,
+        rotary_dim=rotary_dim, partial_rotary_factor=partial, layout=width.layout,
+        max_position_embeddings=width.max_position_embeddings,
         original_max_len=_original(raw, hf, layer, params, width.max_position_embeddings), params=params,
         direction=width.direction, channels=width.channels, mrope=width.mrope if layer == ALL_LAYERS else None,
         axial=width.axial, known=hf is not None, latent=None if hf is None else _latent(hf),
@@ -168,7 +169,8 @@ def _settings(raw: dict, hf: Any, width: RotaryWidth, layer: str, params: dict) 
 
 
 def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
-    """One :class:`RopeSettings` per layer type of a config dict's ``part`` (:func:`~posembed.interop.rope.model.model_part`).
+    """One :class:`RopeSettings` per layer type of a config dict's ``part``
+    (:func:`~posembed.interop.rope.model.model_part`).
 
     Raises ``ValueError`` when the config has no RoPE (naming the fields looked for), is malformed (see
     :func:`layer_parameters`) or has no head size.
@@ -178,7 +180,9 @@ def read_rope_settings(raw: dict, part: str = "text") -> list[RopeSettings]:
         kind = raw.get("position_embedding_type") or raw.get("model_type") or "this model"
         raise ValueError(f"the config has no RoPE ({kind!s}): none of {', '.join(ROPE_FIELDS)} is set")
     layers, hf = read_parameters(raw)
-    width = rotary_width(raw) if layers else None
+    if not layers:
+        return []
+    width = rotary_width(raw)
     return [_settings(raw, hf, width, layer, params) for layer, params in layers.items()]
 
 
@@ -207,8 +211,9 @@ def layer_settings(config: Any, layer_type: str | None = None, part: str = "text
     dicts = [key for key, value in stated(raw)[1].items() if isinstance(value, Mapping)]
     if list(layers) == [ALL_LAYERS] and dicts:  # the builder refuses rather than build the flat parameters alone
         raise ValueError(
-            f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: transformers "
-            "reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types naming them"
+            f"config.rope_parameters is nested by layer type ({', '.join(dicts)}), but {why_ignored(raw)}: "
+            "transformers reads the parameters as flat and ignores those dicts; give flat parameters, or layer_types "
+            "naming them"
         )
     return _settings(raw, hf, rotary_width(raw), layer_type or ALL_LAYERS, select_layer(layers, layer_type))
 

@@ -54,7 +54,7 @@ def _rotation(entry: Mapping | None, interleave: bool | None) -> Rotation | None
     switched = entry.get("interleave")
     if interleave is None:
         interleave = bool(entry.get("interleave_default", False))
-    return tuple(switched if switched is not None and interleave else entry["rotation"])  # type: ignore[return-value]
+    return tuple(switched if switched is not None and interleave else entry["rotation"])
 
 
 def class_rotation(class_name: str, interleave: bool | None = None) -> Rotation | None:

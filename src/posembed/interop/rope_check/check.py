@@ -154,7 +154,8 @@ def _pairs(s: RopeSettings, scheme: RotaryEmbedding, inv_freq: Tensor) -> tuple[
 _TRAINED_FROM = {"parameters": "original_max_position_embeddings in the RoPE parameters",
                  "top level": "top-level original_max_position_embeddings",
                  "class default": "the default of transformers' config class",
-                 "max_position_embeddings": "max_position_embeddings: no original_max_position_embeddings is stated"}  # fmt: skip
+                 "max_position_embeddings":
+                     "max_position_embeddings: no original_max_position_embeddings is stated"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -378,7 +379,8 @@ def check_rope_config(
     """Check the RoPE of a transformers config.
 
     Args:
-        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the path of its ``config.json``.
+        config: a transformers config object, a ``config.json`` dict, a checkpoint folder or the path of its
+            ``config.json``.
         length: the target context (default: the effective context where the config states one, else the length
             its scaling reaches, else ``max_position_embeddings``); the per-pair table of
             dynamic NTK / LongRoPE is computed at this length.
@@ -387,8 +389,9 @@ def check_rope_config(
             :func:`~posembed.interop.rope.model.model_part` finds it.
 
     Raises:
-        ValueError: the config has no RoPE, or no head size; a file that is not UTF-8 JSON (naming the file); a numeric RoPE field no number can be read from
-            (``"four"``; a readable string, ``"1e4"``, is an error trap instead); a folder with no ``config.json``.
+        ValueError: the config has no RoPE, or no head size; a file that is not UTF-8 JSON (naming the file); a
+            numeric RoPE field no number can be read from (``"four"``; a readable string, ``"1e4"``, is an error trap
+            instead); a folder with no ``config.json``.
         FileNotFoundError: a path that does not exist.
     """
     if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 2):
@@ -484,11 +487,12 @@ def _layer_lines(layer: LayerReport) -> Iterator[str]:
         yield f"  switches at sequence length > {layer.switch_at}"
     if s.axial is not None and s.axial.grid is not None:  # the coordinates the model itself rotates at
         cls = f"the class token at (0, 0), {s.axial.cls_token}" if s.axial.cls_token else "no class token"
-        yield (f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, column + "
-               f"{s.axial.grid_offset}), {cls} (posembed.schemes.positions.patch_grid_positions)")  # fmt: skip
+        yield (f"  rotates a {s.axial.grid[0]} x {s.axial.grid[1]} patch grid at (row + {s.axial.grid_offset}, "
+               f"column + {s.axial.grid_offset}), {cls} (posembed.schemes.positions.patch_grid_positions)")  # fmt: skip
     for c in layer.comparisons:
         yield (f"  vs transformers (seq_len {c.seq_len}): {'equal' if c.equal else 'DIFFERENT'}, inv_freq max rel diff "
-               f"{c.max_inv_freq_rel_diff:.2e}, attention factor {c.attention_factor:.6g} vs {c.transformers_attention_factor:.6g}")  # fmt: skip
+               f"{c.max_inv_freq_rel_diff:.2e}, attention factor {c.attention_factor:.6g} "
+               f"vs {c.transformers_attention_factor:.6g}")  # fmt: skip
     if not layer.comparisons or layer.comparison_note != _INIT_NOTE:
         yield f"  vs transformers: {layer.comparison_note}"
     yield "   pair  channels      wavelength  scaled wavelength   /trained  treatment"
@@ -496,7 +500,8 @@ def _layer_lines(layer: LayerReport) -> Iterator[str]:
         horizon = layer.trained_context or layer.configured_length
         share = row.scaled_wavelength / horizon if horizon else math.nan
         yield (f"  {row.index:5d}  {str(row.channels):12s} {row.wavelength:11.4g} {row.scaled_wavelength:18.4g} "
-               f"{share:10.3g}  {row.treatment}{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
+               f"{share:10.3g}  {row.treatment}"
+               f"{'' if row.treatment in ('keep', 'no rotation') else f' x{row.ratio:.4g}'}")  # fmt: skip
 
 
 def format_report(report: RopeReport) -> str:

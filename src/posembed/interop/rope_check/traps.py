@@ -77,10 +77,11 @@ def _theta_missing(raw: dict, s: RopeSettings, w: Stated) -> str:
     model_type, top = raw.get("model_type"), raw.get("rope_theta")
     where = f" for {s.layer_type}" if s.layer_type != ALL_LAYERS else ""
     if not s.known:
-        return f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills in another"
+        return (f"rope_theta is absent: the default {s.theta:g} applies, unless the model's own config class fills "
+                f"in another")  # fmt: skip
     if top is not None and w.theta_field is None:
-        return (f"rope_theta={float(top):g} is not read{where}: transformers' {model_type} config class gives it to the "
-                f"other layer type and fills in its default {s.theta:g} here")  # fmt: skip
+        return (f"rope_theta={float(top):g} is not read{where}: transformers' {model_type} config class gives it to "
+                f"the other layer type and fills in its default {s.theta:g} here")  # fmt: skip
     if states_rope(raw) or s.layer_type != ALL_LAYERS:
         text = f"rope_theta is absent: transformers' {model_type} config class fills in {s.theta:g}{where}"
     else:
@@ -95,9 +96,10 @@ def _original_conflict(s: RopeSettings, w: Stated, stated: int, top: int) -> str
     if s.rope_type not in ORIGINAL_USERS:
         return f"original_max_position_embeddings is {where}; rope_type {s.rope_type!r} reads neither"
     if w.original_source == "top level":
-        return (f"original_max_position_embeddings is {where}; transformers builds the model with the top-level {top}: "
-                f"its config keeps it as an attribute, and standardising the RoPE parameters (at construction for a "
-                f"class that declares the field, when the model is built for any other) overwrites theirs with it")  # fmt: skip
+        return (f"original_max_position_embeddings is {where}; transformers builds the model with the top-level "
+                f"{top}: its config keeps it as an attribute, and standardising the RoPE parameters (at construction "
+                f"for a class that declares the field, when the model is built for any other) overwrites theirs with "
+                f"it")  # fmt: skip
     return (f"original_max_position_embeddings is {where}; transformers reads the RoPE parameters' {stated} and "
             f"ignores the top-level one")  # fmt: skip
 
@@ -114,8 +116,9 @@ def _original_missing(raw: dict, s: RopeSettings, w: Stated) -> str:
         head += f" in its RoPE parameters, and transformers ignores the top-level {top} for {scope}"
     looks = ""
     if max_pos and factor > 1 and (max_pos / factor).is_integer():
-        looks = (f"; max_position_embeddings={max_pos} = {factor:g} x {int(max_pos / factor)} looks already extended, "
-                 f"so the factor would compound to {factor:g}^2 (effective context {int(max_pos * factor)})")  # fmt: skip
+        looks = (f"; max_position_embeddings={max_pos} = {factor:g} x {int(max_pos / factor)} looks already "
+                 f"extended, so the factor would compound to {factor:g}^2 (effective context "
+                 f"{int(max_pos * factor)})")  # fmt: skip
     return f"{head}: loaders take max_position_embeddings={max_pos} as the trained length{looks}"
 
 
@@ -152,7 +155,8 @@ def _check_original(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
             yield Trap("factor_compounds", "warning", s.layer_type,
                        f"original_max_position_embeddings equals max_position_embeddings ({max_pos}) with factor "
                        f"{factor:g}: either max_position_embeddings was not raised to {factor:g} x {original}, or the "
-                       f"'original' is itself an extended length and the factor compounds an earlier extension")  # fmt: skip
+                       f"'original' is itself an extended length and the factor compounds an earlier "
+                       f"extension")  # fmt: skip
         elif s.rope_type == "dynamic" and math.isclose(max_pos, factor * original):
             yield Trap("factor_compounds", "warning", s.layer_type,
                        f"max_position_embeddings={max_pos} is already factor x original_max_position_embeddings "
@@ -181,12 +185,13 @@ def _check_shape(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
         yield Trap("head_dim", "note", s.layer_type,
                    f"multi-head latent attention: transformers' {raw.get('model_type')} config class sets head_dim = "
                    f"{width} = {s.head_dim}{'' if w.head_dim_given else ' (absent: its class default)'} and rotates "
-                   f"{s.rotary_dim} channels of each head ({s.layout} layout), not hidden_size // num_attention_heads = "
-                   f"{derived}: a stack that derives it rotates the wrong width")  # fmt: skip
+                   f"{s.rotary_dim} channels of each head ({s.layout} layout), not hidden_size // "
+                   f"num_attention_heads = {derived}: a stack that derives it rotates the wrong width")  # fmt: skip
     elif w.head_dim_given and s.hidden_size and s.num_heads and s.head_dim * s.num_heads != s.hidden_size:
         yield Trap("head_dim", "note", s.layer_type,
                    f"head_dim={s.head_dim} is not hidden_size / num_attention_heads = {s.hidden_size} / "
-                   f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong width")  # fmt: skip
+                   f"{s.num_heads} = {s.hidden_size / s.num_heads:g}: a stack that derives it rotates the wrong "
+                   f"width")  # fmt: skip
     elif not w.head_dim_given and s.hidden_size and s.num_heads and s.head_dim != derived:
         yield Trap("head_dim", "note", s.layer_type,
                    f"head_dim is absent: transformers' {raw.get('model_type')} config class fills in its default "
@@ -196,7 +201,8 @@ def _check_shape(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
         exact = s.head_dim * s.partial_rotary_factor
         pairs = "(i, i + r/2)" if s.layout == "half" else "(2i, 2i + 1)"
         other = "GPT-J's interleaved (2i, 2i + 1)" if s.layout == "half" else "NeoX's halves (i, i + r/2)"
-        yield Trap("partial_rotary", "warning" if not float(exact).is_integer() or s.rotary_dim % 2 else "note", s.layer_type,
+        severity = "warning" if not float(exact).is_integer() or s.rotary_dim % 2 else "note"
+        yield Trap("partial_rotary", severity, s.layer_type,
                    f"partial rotary: {s.partial_rotary_factor:g} x head_dim {s.head_dim} = {exact:g} -> rotary_dim "
                    f"r = {s.rotary_dim}; channels 0..{s.rotary_dim - 1} rotate in pairs {pairs} ({s.layout} layout; "
                    f"not (i, i + D/2), not {other}), the other {s.head_dim - s.rotary_dim} pass through")  # fmt: skip
@@ -207,7 +213,8 @@ def _check_layers(settings: list[RopeSettings]) -> Iterator[Trap]:
     if len(set(thetas.values())) > 1:
         shown = ", ".join(f"{layer} {theta:g}" for layer, theta in thetas.items())
         yield Trap("theta_per_layer", "note", "*",
-                   f"theta differs per layer type ({shown}): a stack that reads only rope_theta gives every layer one of them")  # fmt: skip
+                   f"theta differs per layer type ({shown}): a stack that reads only rope_theta gives every layer "
+                   f"one of them")  # fmt: skip
 
 
 def _stated_type(raw: dict) -> object:
@@ -243,8 +250,9 @@ def refused_traps(raw: dict) -> Iterator[Trap]:
     except Exception as error:  # noqa: BLE001 - whatever the class raises is the reason
         reason = f"{type(error).__name__}: {' '.join(line.strip() for line in str(error).splitlines())}"
         yield Trap("config_refused", "error", "*",
-                   f"transformers' {raw.get('model_type')} config class refuses this config ({reason}): transformers "
-                   f"cannot load it as written; posembed reads the dict as written, without the class's defaults")  # fmt: skip
+                   f"transformers' {raw.get('model_type')} config class refuses this config ({reason}): "
+                   f"transformers cannot load it as written; posembed reads the dict as written, without the "
+                   f"class's defaults")  # fmt: skip
 
 
 def _check_type_key(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
@@ -256,8 +264,9 @@ def _check_type_key(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
         why = (f" (transformers' {raw['model_type']} config class merges a 4.x rope_scaling into parameters whose "
                f"rope_type is already 'default')")  # fmt: skip
     yield Trap("type_ignored", "warning", s.layer_type,
-               f"the RoPE parameters name their type with the old key 'type' ({old!r}) beside rope_type {s.rope_type!r}: "
-               f"transformers builds {s.rope_type!r} and ignores 'type'{why}; write rope_type")  # fmt: skip
+               f"the RoPE parameters name their type with the old key 'type' ({old!r}) beside rope_type "
+               f"{s.rope_type!r}: transformers builds {s.rope_type!r} and ignores 'type'{why}; write "
+               f"rope_type")  # fmt: skip
 
 
 def _check_factor_unread(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap]:
@@ -265,9 +274,10 @@ def _check_factor_unread(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap
     if s.rope_type == "default" and s.params.get("factor") is not None and s.factor != 1.0:
         how = "rope_type is 'default'" if _stated_type(raw) == "default" else "the RoPE parameters name no rope_type"
         yield Trap("factor_unread", "warning", s.layer_type,
-                   f"factor={s.factor:g} is set, but {how}: default RoPE reads no factor, so transformers builds plain "
-                   f"RoPE (it only logs \"Unrecognized keys in `rope_parameters` for 'rope_type'='default': {{'factor'}}\") "
-                   f"and nothing is extended; name the scaling the factor is for (rope_type 'linear', 'dynamic', 'yarn', ...)")  # fmt: skip
+                   f"factor={s.factor:g} is set, but {how}: default RoPE reads no factor, so transformers builds "
+                   f"plain RoPE (it only logs \"Unrecognized keys in `rope_parameters` for 'rope_type'='default': "
+                   f"{{'factor'}}\") and nothing is extended; name the scaling the factor is for (rope_type "
+                   f"'linear', 'dynamic', 'yarn', ...)")  # fmt: skip
 
 
 def _check_numbers(strings: list[tuple[str, Any, int | float | None]]) -> Iterator[Trap]:

@@ -14,7 +14,8 @@ from posembed.interop.rope_check.stated import Stated
 __all__ = ["Trap", "MSCALE_FORWARD", "yarn_default_attention", "check_of_type", "check_mscale_forward"]
 
 #: model types whose transformers rotary embedding calls the rope init function again in ``forward``, without the
-#: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23 modeling_phimoe.py)
+#: sequence length, and multiplies cos / sin by ``short_mscale`` / ``long_mscale`` (transformers 5.23
+#: modeling_phimoe.py)
 MSCALE_FORWARD = frozenset({"phimoe"})
 
 
@@ -29,7 +30,8 @@ class Trap:
 
 
 def yarn_default_attention(factor: float, m: float = 1.0) -> float:
-    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``); DeepSeek's ``get_mscale(s, m)`` with ``m``."""
+    """YaRN's default attention factor ``0.1 ln s + 1`` (1 for ``s <= 1``); DeepSeek's ``get_mscale(s, m)`` with
+    ``m``."""
     return 1.0 if factor <= 1 else 0.1 * float(m) * math.log(factor) + 1.0
 
 
@@ -48,9 +50,10 @@ def _check_yarn(s: RopeSettings, w: Stated) -> Iterator[Trap]:
         ratio = yarn_default_attention(s.factor, mscale) / yarn_default_attention(s.factor, all_dim)
         yield Trap("yarn_mscale", "note", s.layer_type,
                    f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: the rotary factor is get(s, mscale) / "
-                   f"get(s, mscale_all_dim) = {ratio:.6g} instead of the plain {plain:.6g}; DeepSeek also multiplies its "
-                   f"softmax scale by get(s, mscale_all_dim)^2 = {yarn_default_attention(s.factor, all_dim) ** 2:.6g} in "
-                   f"attention - keep that, and do not add the plain factor on top")  # fmt: skip
+                   f"get(s, mscale_all_dim) = {ratio:.6g} instead of the plain {plain:.6g}; DeepSeek also "
+                   f"multiplies its softmax scale by get(s, mscale_all_dim)^2 = "
+                   f"{yarn_default_attention(s.factor, all_dim) ** 2:.6g} in attention - keep that, and do not add "
+                   f"the plain factor on top")  # fmt: skip
     elif mscale is not None or all_dim is not None:
         yield Trap("yarn_mscale", "warning", s.layer_type,
                    f"DeepSeek mscale={mscale}, mscale_all_dim={all_dim}: only one of mscale / mscale_all_dim is set: "
@@ -66,19 +69,22 @@ def _check_dynamic(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     length = s.max_position_embeddings
     yield Trap("dynamic_formula", "note", s.layer_type,
                f"dynamic NTK: for a call of length l > L = max_position_embeddings = {length}, the base becomes "
-               f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, and l "
-               f"is the current total length, so keys cached at a shorter length carry other frequencies")  # fmt: skip
+               f"theta ((s l / L) - (s - 1))^(D / (D - 2)); for l <= L the frequencies must stay the trained ones, "
+               f"and l is the current total length, so keys cached at a shorter length carry other "
+               f"frequencies")  # fmt: skip
     if w.original_given and s.original_max_len != length:
         yield Trap("dynamic_original", "warning", s.layer_type,
                    f"original_max_position_embeddings={s.original_max_len} is set, but dynamic NTK takes "
-                   f"max_position_embeddings={length} as the trained length: frequencies change only past {length}")  # fmt: skip
+                   f"max_position_embeddings={length} as the trained length: frequencies change only past "
+                   f"{length}")  # fmt: skip
 
 
 def _check_longrope(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     yield Trap("longrope_switch", "note", s.layer_type,
-               f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most {s.original_max_len} "
-               f"and long_factor beyond: decided by the actual length of each call, not by max_position_embeddings="
-               f"{s.max_position_embeddings} - picking long_factor from the configured maximum distorts short prompts")  # fmt: skip
+               f"LongRoPE uses short_factor while the sequence (largest position + 1) is at most "
+               f"{s.original_max_len} and long_factor beyond: decided by the actual length of each call, not by "
+               f"max_position_embeddings={s.max_position_embeddings} - picking long_factor from the configured "
+               f"maximum distorts short prompts")  # fmt: skip
     for name in ("short_factor", "long_factor"):
         values = s.params.get(name)
         if values is not None and len(values) != s.rotary_dim // 2:
@@ -100,11 +106,13 @@ def _check_llama3(s: RopeSettings, w: Stated) -> Iterator[Trap]:
     elif low == high:
         yield Trap("llama3_bounds", "note", s.layer_type,
                    f"llama3 with low_freq_factor = high_freq_factor = {low:g}: no smooth ramp, a step: wavelengths "
-                   f"above original / low_freq_factor = {original / low:g} are interpolated (x{s.factor:g}), the rest kept")  # fmt: skip
+                   f"above original / low_freq_factor = {original / low:g} are interpolated (x{s.factor:g}), the "
+                   f"rest kept")  # fmt: skip
     else:
         yield Trap("llama3_bounds", "note", s.layer_type,
                    f"llama3: wavelengths above original / low_freq_factor = {original / low:g} are interpolated "
-                   f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth ramp between")  # fmt: skip
+                   f"(x{s.factor:g}), those below original / high_freq_factor = {original / high:g} kept, a smooth "
+                   f"ramp between")  # fmt: skip
 
 
 #: the checks of one scaling type, each ``_check_<rope_type>`` (rope types are named in the factory alone)
@@ -129,8 +137,8 @@ def check_mscale_forward(raw: dict, s: RopeSettings, w: Stated) -> Iterator[Trap
     short, long = s.params.get("short_mscale"), s.params.get("long_mscale")
     original = s.original_max_len if s.rope_type in ORIGINAL_USERS else s.params.get(ORIGINAL)
     yield Trap("mscale_forward", "warning", s.layer_type,
-               f"transformers' {raw.get('model_type')} rotary embedding does not use what its rope init function builds "
-               f"at each length: its forward calls that function again without the sequence length, {frequencies}, "
-               f"and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
+               f"transformers' {raw.get('model_type')} rotary embedding does not use what its rope init function "
+               f"builds at each length: its forward calls that function again without the sequence length, "
+               f"{frequencies}, and multiplies cos and sin by short_mscale={short} (sequences up to {ORIGINAL}="
                f"{original}) or long_mscale={long} (longer) instead of the attention factor; posembed's "
                f"scheme reads that forward and does the same (forward_mscale)")  # fmt: skip
