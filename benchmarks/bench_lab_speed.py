@@ -351,6 +351,70 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
     return out
 
 
+def matmul_variants() -> list[tuple[str, dict]]:
+    """``(name, settings)`` for each lab step :func:`bench_matmuls` times: the ``full`` preset's trial with
+    these :class:`~posembed.lab.config.TrialConfig` settings (``optimizer``, ``matmuls``)."""
+    return [
+        ("full trial, fp32", {"optimizer": "adamw", "matmuls": "fp32"}),
+        ("full trial, fp32, fused AdamW", {"optimizer": "adamw_fused", "matmuls": "fp32"}),
+        ("full trial, matmuls=bf16", {"optimizer": "adamw", "matmuls": "bf16"}),
+        ("full trial, matmuls=bf16, fused AdamW", {"optimizer": "adamw_fused", "matmuls": "bf16"}),
+    ]
+
+
+def bench_matmuls(threads: int, rounds: int) -> dict:
+    """The reference (eager fp32, nanoGPT's CPU recipe) and each of :func:`matmul_variants` interleaved step by
+    step at ``threads``, each lab step inside ``bf16_matmuls(cfg.matmuls == "bf16")`` as the lab's training loop
+    runs it: medians of wall and thread CPU ms and their ratios to the reference."""
+    from posembed.kernels.cpu_matmul import bf16_matmuls
+    from posembed.lab.tasks import make_task
+    from posembed.lab.training.train import build_trial_model, make_optimizer
+
+    torch.set_num_threads(threads)
+    data, vocab = _char_data()
+    torch.manual_seed(CFG.seed)
+    reference = NanoGPT(vocab, dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
+    steps = {
+        "nanoGPT-style reference": _step_fn(
+            reference,
+            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
+            data,
+            foreach_clip=False,
+        )
+    }
+    for name, settings in matmul_variants():
+        cfg = dataclasses.replace(full_trial(), **settings)
+        torch.manual_seed(cfg.seed)
+        model = build_trial_model(cfg, make_task(cfg))
+        inner = _step_fn(model, make_optimizer(model, cfg, torch.device("cpu")), data, foreach_clip=True)
+
+        def step(inner=inner, bf16=cfg.matmuls == "bf16"):
+            with bf16_matmuls(bf16):
+                inner()
+
+        steps[name] = step
+    for fn in steps.values():
+        for _ in range(5):
+            fn()
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            w, c = time.perf_counter(), time.thread_time()
+            fn()
+            cpu[name].append((time.thread_time() - c) * 1e3)
+            wall[name].append((time.perf_counter() - w) * 1e3)
+    out: dict = {
+        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
+        for name in steps
+    }
+    ref = out["nanoGPT-style reference"]
+    for name in list(out)[1:]:
+        out[name]["speedup (reference / this), wall"] = ref["wall_ms"] / out[name]["wall_ms"]
+        out[name]["speedup (reference / this), thread CPU"] = ref["thread_cpu_ms"] / out[name]["thread_cpu_ms"]
+    return out
+
+
 def trial_losses(steps: int, *, compiled: bool, threads: int = 1) -> list[float]:
     """The ``full`` preset's trial shortened to ``steps`` steps, trained by the lab's loop
     (:func:`~posembed.lab.training.train.train_model`, deterministic algorithms on, as a CPU trial), eager or
@@ -447,7 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=60, help="interleaved steps per model (step bench)")
     parser.add_argument("--steps", type=int, default=CFG.steps, help="iterations per whole run")
     parser.add_argument("--runs", type=int, default=1, help="interleaved whole runs per side")
-    parser.add_argument("--only", choices=("step", "run", "profile", "levers", "compile", "determinism", "losses"))
+    parser.add_argument(
+        "--only", choices=("step", "run", "profile", "levers", "compile", "matmuls", "determinism", "losses")
+    )
     parser.add_argument("--trial", choices=("calibration", "full"), default="calibration", help="the lab trial of run")
     parser.add_argument("--compile", action="store_true", help="run: also the lab trial under torch.compile")
     parser.add_argument(
@@ -473,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
         report["levers, 1 thread"] = bench_levers(args.rounds)
         print(json.dumps(report["levers, 1 thread"], indent=1), flush=True)
     for threads in args.threads if args.only not in ("profile", "levers", "determinism") else ():
+        if args.only == "matmuls":
+            report[f"matmuls, {threads} thread(s)"] = bench_matmuls(threads, args.rounds)
+            print(json.dumps({f"matmuls, {threads} thread(s)": report[f"matmuls, {threads} thread(s)"]}, indent=1))
         if args.only == "compile":
             report[f"compile, {threads} thread(s)"] = bench_compile(threads, args.rounds, tuple(args.compile_modes))
             print(

@@ -99,3 +99,17 @@ def test_compiled_trial_losses_stay_within_rounding_of_eager():
     finally:
         torch.set_num_threads(threads)
     assert max(abs(a - b) for a, b in zip(compiled, eager)) < 1e-5
+
+
+def test_the_matmuls_bench_times_the_full_trial_in_fp32_and_bf16_as_the_lab_sets_them():
+    variants = dict(bench.matmul_variants())
+    assert {how["matmuls"] for how in variants.values()} == {"fp32", "bf16"}
+    assert variants["full trial, fp32"] == {"optimizer": "adamw", "matmuls": "fp32"}  # the study's own recipe
+    threads = torch.get_num_threads()
+    try:
+        timed = bench.bench_matmuls(1, 1)
+    finally:
+        torch.set_num_threads(threads)
+    assert list(timed) == ["nanoGPT-style reference", *variants]
+    for name in variants:
+        assert timed[name]["thread_cpu_ms"] > 0 and timed[name]["speedup (reference / this), wall"] > 0

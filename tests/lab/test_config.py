@@ -139,6 +139,7 @@ def test_plain_experiment_names_are_kept():
         ("seed", -1, "seed must be >= 0, got -1"),
         ("grad_clip", float("nan"), "grad_clip must be a finite number, got nan"),
         ("optimizer", "sgd", "optimizer='sgd' is not one of adamw, adamw_fused"),
+        ("matmuls", "fp16", "matmuls='fp16' is not one of fp32, bf16"),
     ],
 )
 def test_the_training_fields_are_checked_once_for_trials_and_the_context_study(field, value, message):
@@ -156,8 +157,25 @@ def test_the_context_study_hashes_its_new_training_fields_only_away_from_their_d
     from posembed.lab.context.store import train_id_of
 
     study = ContextConfig(name="x")
-    body = {k: v for k, v in study.to_dict().items() if k not in ("weight_decay", "beta2", "grad_clip", "optimizer")}
+    later = ("weight_decay", "beta2", "grad_clip", "optimizer", "matmuls")
+    body = {k: v for k, v in study.to_dict().items() if k not in later}
     assert train_id_of(body) == study.train_id  # a store from before the fields keeps its models
-    for change in ({"weight_decay": 0.0}, {"beta2": 0.95}, {"grad_clip": 0.0}, {"optimizer": "adamw_fused"}):
+    changes = (
+        {"weight_decay": 0.0},
+        {"beta2": 0.95},
+        {"grad_clip": 0.0},
+        {"optimizer": "adamw_fused"},
+        {"matmuls": "bf16"},
+    )
+    for change in changes:
         other = dataclasses.replace(study, **change)
         assert other.train_id != study.train_id and other.config_id != study.config_id, change
+
+
+def test_bf16_matmuls_is_a_trial_setting_left_out_of_the_id_at_its_default():
+    """``matmuls`` came after stored trials: at "fp32" the trial id is what it was; "bf16" is another trial."""
+    base = TrialConfig(task="copy", scheme="learned")
+    assert "matmuls" not in base.to_dict()
+    bf16 = dataclasses.replace(base, matmuls="bf16")
+    assert bf16.to_dict()["matmuls"] == "bf16" and bf16.trial_id != base.trial_id
+    assert TrialConfig.from_dict(bf16.to_dict()) == bf16

@@ -75,6 +75,9 @@ BASE_BESIDE: dict[str, str] = {
 
 #: optimizer name -> the AdamW implementation (see :func:`posembed.lab.training.train.make_optimizer`)
 OPTIMIZERS = ("adamw", "adamw_fused")
+#: the CPU's fp32 matrix products: ``"fp32"`` as they are, ``"bf16"`` in oneDNN's bf16 math mode
+#: (:func:`posembed.kernels.cpu_matmul.bf16_matmuls`: inputs rounded to bf16, fp32 accumulation, attention fp32)
+MATMULS = ("fp32", "bf16")
 
 _CHOICES = {
     "combine": ("add", "concat"),
@@ -84,7 +87,7 @@ _CHOICES = {
 }
 #: fields added after stores existed, left out of :meth:`TrialConfig.to_dict` (and so of the
 #: trial id) at these defaults: earlier stores and checkpoint folder names keep their ids
-_LATER_DEFAULTS = {"bias": True, "optimizer": "adamw", "eval_at": [1.0]}
+_LATER_DEFAULTS = {"bias": True, "optimizer": "adamw", "eval_at": [1.0], "matmuls": "fp32"}
 
 
 def check_fields(
@@ -112,7 +115,10 @@ class TrainingConfig:
     gradients clipped to ``grad_clip`` (0: not clipped), and the ``seed``. ``optimizer``
     ``"adamw_fused"`` steps with torch's fused AdamW kernel on CPU too (faster; its rounding differs
     from the for-loop's by about 1e-7 a step); ``"adamw"`` is the for-loop on CPU, fused on CUDA as
-    nanoGPT does. A run's own config derives from it and may change a default.
+    nanoGPT does. ``matmuls`` ``"bf16"`` runs the CPU's forward and backward matrix products in
+    bf16 math mode (:data:`MATMULS`; about 1.2x a step at nanoGPT's CPU size, BENCHMARKS.md; it
+    changes the numbers, not only their rounding order); ``"fp32"`` leaves them as they are. A
+    run's own config derives from it and may change a default.
     """
 
     dim: int = 64
@@ -125,6 +131,7 @@ class TrainingConfig:
     lr: float = 1e-3
     warmup: int = 0
     optimizer: str = "adamw"
+    matmuls: str = "fp32"
     weight_decay: float = 0.1
     beta2: float = 0.99
     grad_clip: float = 1.0
@@ -133,6 +140,8 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if self.matmuls not in MATMULS:
+            raise ValueError(f"matmuls={self.matmuls!r} is not one of {', '.join(MATMULS)}")
         check_fields(
             self,
             finite=("lr", "weight_decay", "beta2", "grad_clip"),

@@ -65,6 +65,7 @@ TRAIN_FIELDS = (
     "beta2",
     "grad_clip",
     "optimizer",
+    "matmuls",
 )
 #: fields added after stores existed, hashed only away from this value (what those stores trained with)
 _LATER_DEFAULTS = {
@@ -73,6 +74,7 @@ _LATER_DEFAULTS = {
     "beta2": 0.99,
     "grad_clip": 1.0,
     "optimizer": "adamw",
+    "matmuls": "fp32",
 }
 
 _SCHEMA = """

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from posembed._utils.checks import did_you_mean
 from posembed._utils.devices import autocast, on_device, resolve_device
+from posembed.kernels.cpu_matmul import bf16_matmuls
 from posembed.lab.config import TASKS, TrainingConfig, TrialConfig
 from posembed.lab.task_registry import Model
 from posembed.lab.tasks import EvalPoint, Task, loss_fn, make_task
@@ -422,11 +423,12 @@ def train_model(
         for group in optimizer.param_groups:
             group["lr"] = warmup_cosine(step, lr=cfg.lr, min_lr=min_lr, warmup=cfg.warmup, steps=cfg.steps)
         inputs, targets, *positions = [t if t is None else t.to(device, non_blocking=True) for t in batches(step)]
-        with autocast(device):
-            logits = model(inputs, position_ids=positions[0] if positions else None)
-        loss = loss_fn(logits, targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        with bf16_matmuls(cfg.matmuls == "bf16"):  # the forward and the backward (a no-op at "fp32")
+            with autocast(device):
+                logits = model(inputs, position_ids=positions[0] if positions else None)
+            loss = loss_fn(logits, targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
         if cfg.grad_clip > 0:
             nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)  # same numbers as the loop, fewer calls
         optimizer.step()
