@@ -84,6 +84,51 @@ def _step_fn(model, optimizer, data: torch.Tensor, *, foreach_clip: bool):
     return step
 
 
+def _char_data() -> tuple[torch.Tensor, int]:
+    """The default text's first 90 % as character ids, and the vocabulary size."""
+    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(chars)}
+    return torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long), len(chars)
+
+
+def _reference_step(data: torch.Tensor, vocab: int):
+    """The nanoGPT-style reference's training step (eager fp32, nanoGPT's CPU recipe), seeded with ``CFG.seed``."""
+    torch.manual_seed(CFG.seed)
+    reference = NanoGPT(vocab, dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
+    optimizer = configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay)
+    return _step_fn(reference, optimizer, data, foreach_clip=False)
+
+
+def _interleaved(steps: dict, rounds: int) -> dict:
+    """Each step of ``steps`` (name -> callable) warmed up 5 times, then run ``rounds`` times interleaved,
+    one of each in turn: name -> medians of its ``wall_ms`` and ``thread_cpu_ms``."""
+    for fn in steps.values():
+        for _ in range(5):
+            fn()
+    wall: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            w, c = time.perf_counter(), time.thread_time()
+            fn()
+            cpu[name].append((time.thread_time() - c) * 1e3)
+            wall[name].append((time.perf_counter() - w) * 1e3)
+    return {
+        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
+        for name in steps
+    }
+
+
+def _with_speedups(out: dict) -> dict:
+    """:func:`_interleaved`'s rows, each after the reference's (the first) with its ratios to it."""
+    ref = out["nanoGPT-style reference"]
+    for name in list(out)[1:]:
+        out[name]["speedup (reference / this), wall"] = ref["wall_ms"] / out[name]["wall_ms"]
+        out[name]["speedup (reference / this), thread CPU"] = ref["thread_cpu_ms"] / out[name]["thread_cpu_ms"]
+    return out
+
+
 def _steps() -> dict:
     """name -> one training step: the reference, and the lab's decoder as the lab builds and steps
     it, with its defaults (biases, the for-loop AdamW) and with the calibration preset's nanoGPT
@@ -91,20 +136,8 @@ def _steps() -> dict:
     from posembed.lab.tasks import make_task
     from posembed.lab.training.train import build_trial_model, make_optimizer
 
-    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    lookup = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
-    torch.manual_seed(CFG.seed)
-    reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {
-        "nanoGPT-style reference": _step_fn(
-            reference,
-            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
-            data,
-            foreach_clip=False,
-        )
-    }
+    data, vocab = _char_data()
+    steps = {"nanoGPT-style reference": _reference_step(data, vocab)}
     for name, cfg in (
         ("posembed Decoder, lab defaults", dataclasses.replace(CFG, bias=True, optimizer="adamw")),
         ("posembed Decoder, calibration preset", CFG),
@@ -117,22 +150,7 @@ def _steps() -> dict:
 def bench_step(threads: int, rounds: int) -> dict:
     """Each of :func:`_steps` interleaved step by step: medians of wall and thread CPU ms."""
     torch.set_num_threads(threads)
-    steps = _steps()
-    wall: dict[str, list[float]] = {name: [] for name in steps}
-    cpu: dict[str, list[float]] = {name: [] for name in steps}
-    for fn in steps.values():
-        for _ in range(5):
-            fn()
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            w, c = time.perf_counter(), time.thread_time()
-            fn()
-            cpu[name].append((time.thread_time() - c) * 1e3)
-            wall[name].append((time.perf_counter() - w) * 1e3)
-    out = {
-        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
-        for name in steps
-    }
+    out = _interleaved(_steps(), rounds)
     ref = out["nanoGPT-style reference"]
     for name in list(out)[1:]:
         out[f"speedup (reference / {name})"] = {k: ref[k] / out[name][k] for k in ref}
@@ -197,10 +215,7 @@ def bench_levers(rounds: int) -> dict:
     from posembed.lab.training.train import build_trial_model, make_optimizer
 
     torch.set_num_threads(1)
-    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    lookup = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long)
+    data, vocab = _char_data()
     cfg = dataclasses.replace(CFG, bias=True, optimizer="adamw")
 
     def lab(wrap=None, mode=None, trial=cfg):
@@ -218,15 +233,8 @@ def bench_levers(rounds: int) -> dict:
 
         return step
 
-    torch.manual_seed(CFG.seed)
-    reference = NanoGPT(len(chars), dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
     steps = {
-        "nanoGPT-style reference": _step_fn(
-            reference,
-            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
-            data,
-            foreach_clip=False,
-        ),
+        "nanoGPT-style reference": _reference_step(data, vocab),
         "lab defaults, eager": lab(),
         "lab defaults, torch.compile": lab(wrap=torch.compile),
         "lab defaults, bf16 matmuls": lab(mode="bf16"),
@@ -259,13 +267,6 @@ def full_trial():
     from posembed.lab.presets import get_preset
 
     return get_preset("full").bases[0]
-
-
-def _char_data() -> tuple[torch.Tensor, int]:
-    text = resolve_text_path(DEFAULT_TEXT).read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    lookup = {c: i for i, c in enumerate(chars)}
-    return torch.tensor([lookup[c] for c in text[: int(0.9 * len(text))]], dtype=torch.long), len(chars)
 
 
 def compile_variants(modes: tuple[str, ...] = ("default",)) -> list[tuple[str, dict]]:
@@ -303,16 +304,7 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
 
     torch.set_num_threads(threads)
     data, vocab = _char_data()
-    torch.manual_seed(CFG.seed)
-    reference = NanoGPT(vocab, dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {
-        "nanoGPT-style reference": _step_fn(
-            reference,
-            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
-            data,
-            foreach_clip=False,
-        )
-    }
+    steps = {"nanoGPT-style reference": _reference_step(data, vocab)}
     first: dict[str, float] = {}
     for name, how in compile_variants(modes):
         cfg = dataclasses.replace(full_trial(), optimizer=how["optimizer"])
@@ -327,26 +319,9 @@ def bench_compile(threads: int, rounds: int, modes: tuple[str, ...] = ("default"
         start = time.perf_counter()
         steps[name]()
         first[name] = time.perf_counter() - start
-    for fn in steps.values():
-        for _ in range(5):
-            fn()
-    wall: dict[str, list[float]] = {name: [] for name in steps}
-    cpu: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            w, c = time.perf_counter(), time.thread_time()
-            fn()
-            cpu[name].append((time.thread_time() - c) * 1e3)
-            wall[name].append((time.perf_counter() - w) * 1e3)
-    out: dict = {
-        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
-        for name in steps
-    }
-    ref = out["nanoGPT-style reference"]
-    for name in list(out)[1:]:
-        out[name]["speedup (reference / this), wall"] = ref["wall_ms"] / out[name]["wall_ms"]
-        out[name]["speedup (reference / this), thread CPU"] = ref["thread_cpu_ms"] / out[name]["thread_cpu_ms"]
-        out[name]["first step, wall s"] = first[name]
+    out = _with_speedups(_interleaved(steps, rounds))
+    for name, seconds in first.items():
+        out[name]["first step, wall s"] = seconds
     out["inductor cache"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "(default)")
     return out
 
@@ -372,16 +347,7 @@ def bench_matmuls(threads: int, rounds: int) -> dict:
 
     torch.set_num_threads(threads)
     data, vocab = _char_data()
-    torch.manual_seed(CFG.seed)
-    reference = NanoGPT(vocab, dim=CFG.dim, depth=CFG.depth, heads=CFG.heads, block=CFG.context)
-    steps = {
-        "nanoGPT-style reference": _step_fn(
-            reference,
-            configure_optimizer(reference, lr=CFG.lr, beta2=CFG.beta2, weight_decay=CFG.weight_decay),
-            data,
-            foreach_clip=False,
-        )
-    }
+    steps = {"nanoGPT-style reference": _reference_step(data, vocab)}
     for name, settings in matmul_variants():
         cfg = dataclasses.replace(full_trial(), **settings)
         torch.manual_seed(cfg.seed)
@@ -393,25 +359,7 @@ def bench_matmuls(threads: int, rounds: int) -> dict:
                 inner()
 
         steps[name] = step
-    for fn in steps.values():
-        for _ in range(5):
-            fn()
-    wall: dict[str, list[float]] = {name: [] for name in steps}
-    cpu: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            w, c = time.perf_counter(), time.thread_time()
-            fn()
-            cpu[name].append((time.thread_time() - c) * 1e3)
-            wall[name].append((time.perf_counter() - w) * 1e3)
-    out: dict = {
-        name: {"wall_ms": statistics.median(wall[name]), "thread_cpu_ms": statistics.median(cpu[name])}
-        for name in steps
-    }
-    ref = out["nanoGPT-style reference"]
-    for name in list(out)[1:]:
-        out[name]["speedup (reference / this), wall"] = ref["wall_ms"] / out[name]["wall_ms"]
-        out[name]["speedup (reference / this), thread CPU"] = ref["thread_cpu_ms"] / out[name]["thread_cpu_ms"]
+    out = _with_speedups(_interleaved(steps, rounds))
     return out
 
 
