@@ -108,7 +108,7 @@ def _check(q: Tensor, k: Tensor, v: Tensor, scheme, causal: bool, block_size: in
         raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} do not fit together")
     if scheme is not None and (not isinstance(scheme, BiasScheme) or scheme.needs_qk):
         raise TypeError(f"bias_attention takes a bias scheme that does not read q/k, got {type(scheme).__name__}")
-    if scheme is not None and getattr(type(scheme), "adds_bias", True) and scheme.num_heads != q.shape[1]:
+    if scheme is not None and scheme.adds_bias and scheme.num_heads != q.shape[1]:  # NoPE: no bias, no heads
         raise ValueError(f"{type(scheme).__name__} has num_heads={scheme.num_heads} but q has {q.shape[1]} heads")
     if causal and q.shape[-2] != k.shape[-2]:
         raise ValueError(f"causal attention needs Tq == Tk, got {q.shape[-2]} and {k.shape[-2]}")
