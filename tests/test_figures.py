@@ -284,21 +284,24 @@ def test_arms_figure_draws_curves_when_the_store_has_steps_and_dots_when_not():
         figures_lab.arms_figure({}, "loss")
 
 
-def _decision(name, difference, interval, word, log=False, margin=0.02):
+def _decision(name, difference, interval, outcome, log=False, margin=0.02):
     from posembed.stats.verdict import Comparison, Decision
 
     c = Comparison(name, "A", "B", (1.0, 2.0), (1.5, 2.5), higher_is_better=False, margin=margin, log_scale=log)
-    return Decision(c, word, difference, interval, "95 %", 0.01, 0.02, 0.5, 0.5, 0.03)
+    return Decision(c, outcome, difference, interval, "95 %", 0.01, 0.02, 0.5, 0.5, 0.03)
 
 
 def test_forest_takes_new_rows_and_groups_them_by_unit():
+    from posembed.stats.verdict import Outcome
+
     decisions = [
-        _decision("Q1 charlm: b vs a, val_loss at L", 0.03, (0.01, 0.05), "a better"),
-        _decision("Q9 copy: new question, exact_match at L", -0.01, (-0.02, 0.0), "alike"),
-        _decision("Press: ratio", 0.4, (0.3, 0.5), "cannot tell", log=True, margin=0.05),
-        _decision("exploratory one", float("nan"), (float("nan"), 1.0), None),
+        _decision("Q1 charlm: b vs a, val_loss at L", 0.03, (0.01, 0.05), Outcome.A_BETTER),
+        _decision("Q9 copy: new question, exact_match at L", -0.01, (-0.02, 0.0), Outcome.ALIKE),
+        _decision("Press: ratio", 0.4, (0.3, 0.5), Outcome.CANNOT_TELL, log=True, margin=0.05),
+        _decision("exploratory one", float("nan"), (float("nan"), 1.0), Outcome.EXPLORATORY),
     ]
     rows = figures_lab.forest_rows(decisions)
+    assert [r.word for r in rows] == ["A better", "alike", "cannot tell"]
     assert [r.unit for r in rows] == ["val_loss (nats)", "exact_match", "log of the ratio B / A"]
     figure = figures_lab.forest_figure(rows, "t")
     assert len(figure.axes) == 3 and readability_problems(figure) == []

@@ -135,6 +135,20 @@ def test_decide_words():
     assert "Holm p" in d_ahead.text() and d_ahead.interval_label == "95 % Welch t interval"
 
 
+def test_a_decision_is_an_outcome_and_its_word_is_rendered_from_it():
+    """Reports branch on the outcome and the winner, never on the word's spelling: an arm named like a verdict
+    (``"x better"``, ``"alike"``) is still an arm."""
+    from posembed.stats.verdict import Outcome
+
+    values = (0.50, 0.51, 0.49, 0.50), (0.70, 0.71, 0.69, 0.72)
+    d = decide([Comparison("x", "alike", "x better", *values, True, 0.1), _c(*values, primary=False)])
+    assert d[0].outcome is Outcome.B_BETTER and d[0].winner == "x better" and d[0].word == "x better better"
+    assert d[0].claims and not d[1].claims and d[1].outcome is Outcome.EXPLORATORY and d[1].word is None
+    behind = decide([Comparison("y", "alike", "b", *values, False, 0.1)])[0]
+    assert behind.outcome is Outcome.A_BETTER and behind.winner == "alike" and behind.outcome is not Outcome.ALIKE
+    assert d[0].text() == f"{d[0].word} ({d[0].details()})" and d[1].text().startswith("exploratory (b - a = ")
+
+
 def test_exploratory_comparisons_get_numbers_and_no_word_and_do_not_enter_the_family():
     ahead = _c([0.50, 0.51, 0.49, 0.50], [0.70, 0.71, 0.69, 0.72])
     alone = decide([ahead])[0]

@@ -570,8 +570,7 @@ def _decision_lines(found, decisions) -> list[str]:
     lines = []
     for d in found:
         name = d.comparison.name.split(" ", 1)[1] if d.comparison.name[:1] == "Q" else d.comparison.name
-        text = d.text(digits=3)
-        body = text[len(d.word) + 2 : -1] if text.startswith(f"{d.word} (") else text
+        body = d.details(digits=3)
         shown = verdict_text(d, decisions.look(d))
         lines.append(f"- **{shown}** ({name}): {body}.")
     return lines

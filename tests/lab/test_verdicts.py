@@ -68,3 +68,26 @@ def test_combine_strict(parts, expected):
 def test_nanogpt_is_within_the_tolerance_either_side():
     assert rules.nanogpt(1.93, 1.886, 0.05) == "within" and rules.nanogpt(1.836, 1.886, 0.05) == "within"
     assert rules.nanogpt(1.94, 1.886, 0.05) == "OUTSIDE" and rules.nanogpt(1.83, 1.886, 0.05) == "OUTSIDE"
+
+
+def test_paper_verdicts_are_one_type_that_renders_as_its_word():
+    import json
+
+    assert rules.combine_strict([rules.AGREE, rules.DISAGREE]) is rules.PaperVerdict.PARTLY
+    assert rules.no_difference(True, False) is rules.AGREE and f"{rules.CANNOT_TELL}" == "cannot tell"
+    assert json.dumps([rules.PARTLY]) == '["partly"]' and str(rules.DISAGREE) == "disagree"
+
+
+def test_the_vaswani_beyond_check_reads_the_offset_not_the_arm_label():
+    """Whether the difference lies beyond the margin comes from the comparison's declared offset; the shifted
+    arm's label is for people (it once was parsed back into a number)."""
+    from posembed.lab.report.decisions import beyond_margin
+
+    a, b = (1.00, 1.01, 0.99, 1.00), (1.10, 1.12, 1.09, 1.11)
+    for offset, beyond in ((0.05, True), (-0.05, False)):
+        shifted = tuple(v - offset for v in b)
+        c = rules.Comparison(
+            "v", "learned", "sinusoidal, shifted", a, shifted, False, 0.05, test="paired", offset=offset
+        )
+        (d,) = rules.decide([c])
+        assert d.winner is not None and beyond_margin(d) is beyond

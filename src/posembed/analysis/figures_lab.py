@@ -5,7 +5,8 @@ Both read what a store holds and draw whatever rows it has: a new comparison is 
 forest, an arm evaluated during training (``EvalPoint.step``) a line instead of a column of dots.
 
 Example:
-    >>> rows = [ForestRow("a vs b", "val_loss (nats)", 0.03, (0.01, 0.05), 0.02, "a better")]
+    >>> from posembed.stats.verdict import Outcome
+    >>> rows = [ForestRow("a vs b", "val_loss (nats)", 0.03, (0.01, 0.05), 0.02, "a better", Outcome.A_BETTER)]
     >>> len(forest_figure(rows).axes)
     1
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from posembed._utils.html import new_figure
+from posembed.stats.verdict import Outcome
 
 __all__ = ["ForestRow", "arm_series", "arms_figure", "forest_figure", "forest_rows"]
 
@@ -28,7 +30,7 @@ __all__ = ["ForestRow", "arm_series", "arms_figure", "forest_figure", "forest_ro
 @dataclass(frozen=True)
 class ForestRow:
     """One tested difference: ``difference`` (B - A on the tested scale) with its 95 % interval, the
-    equivalence margin, the verdict word and the unit the panel groups it by."""
+    equivalence margin, the verdict as worded and its outcome, the unit the panel groups it by."""
 
     label: str
     unit: str
@@ -36,6 +38,7 @@ class ForestRow:
     interval: tuple[float, float]
     margin: float
     word: str
+    outcome: Outcome
 
 
 def _unit(decision) -> str:
@@ -57,21 +60,20 @@ def forest_rows(decisions: Iterable, shown: Callable[[object], str] | None = Non
         if not (math.isfinite(d.difference) and math.isfinite(low) and math.isfinite(high)):
             continue
         c = d.comparison
+        word = shown(d) if shown is not None and d.claims else d.word or Outcome.EXPLORATORY.value
         rows.append(ForestRow(f"{c.name}\n{c.b} − {c.a}", _unit(d), float(d.difference), (float(low), float(high)),
-                              float(c.margin), "exploratory" if d.word is None else
-                              shown(d) if shown is not None else d.word))  # fmt: skip
+                              float(c.margin), word, d.outcome))  # fmt: skip
     return rows
 
 
-#: marker and fill of each verdict word (open: no claim)
-_WORDS = {"better": ("o", True), "alike": ("D", True), "cannot tell": ("o", False), "exploratory": ("s", False)}
-
-
-def _look(word: str) -> tuple[str, bool]:
-    for key, look in _WORDS.items():
-        if key in word:
-            return look
-    return "^", True
+#: marker and fill of each outcome (open: no claim)
+_LOOKS = {
+    Outcome.A_BETTER: ("o", True),
+    Outcome.B_BETTER: ("o", True),
+    Outcome.ALIKE: ("D", True),
+    Outcome.CANNOT_TELL: ("o", False),
+    Outcome.EXPLORATORY: ("s", False),
+}
 
 
 def _tick(row: ForestRow, width: int = 64) -> str:
@@ -100,11 +102,11 @@ def forest_figure(rows: Sequence[ForestRow], title: str = "the lab's tested comp
             band = "equivalence margin ±Δ" if "band" not in seen else None
             axes.fill_betweenx([y - 0.42, y + 0.42], -row.margin, row.margin, color="0.85", lw=0, label=band)
             seen.add("band")
-            marker, filled = _look(row.word)
+            marker, filled = _LOOKS[row.outcome]
             colour = "C0" if filled else "C1"
             kind = (
                 "exploratory (no test)"
-                if row.word == "exploratory"
+                if row.outcome is Outcome.EXPLORATORY
                 else "verdict (Holm at 5 %)"
                 if filled
                 else "cannot tell (no claim)"

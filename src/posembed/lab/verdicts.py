@@ -25,6 +25,7 @@ only what the paper checks of question 6 state on top of those decisions:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 
 from posembed.stats.verdict import (
@@ -43,14 +44,28 @@ from posembed.stats.verdict import (
 )
 
 __all__ = [
-    "AGREE", "DISAGREE", "PARTLY", "CANNOT_TELL", "FAIL_RATIO", "PRESS_SCHEMES", "KAZEMNEJAD_FAVOURED", "nanogpt",
-    "ONE_SEED", "combine_strict", "no_difference", "NOT_COMPARABLE",
+    "PaperVerdict", "AGREE", "DISAGREE", "PARTLY", "CANNOT_TELL", "FAIL_RATIO", "PRESS_SCHEMES",
+    "KAZEMNEJAD_FAVOURED", "nanogpt", "ONE_SEED", "combine_strict", "no_difference", "NOT_COMPARABLE",
     # the one verdict rule (posembed.stats.verdict), re-exported
     "Comparison", "Decision", "Estimate", "decide", "describe", "distinguishing", "holm", "mcnemar",
     "min_detectable_difference", "paired_t", "tost", "welch",
 ]  # fmt: skip
 
-AGREE, DISAGREE, PARTLY, CANNOT_TELL = "agree", "disagree", "partly", "cannot tell"
+
+class PaperVerdict(str, enum.Enum):
+    """How a published finding fares here: data the report branches on, rendered as its value (``f"{v}"`` and
+    JSON give ``"agree"``), so it is spelled in one place."""
+
+    AGREE = "agree"
+    DISAGREE = "disagree"
+    PARTLY = "partly"
+    CANNOT_TELL = "cannot tell"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+AGREE, DISAGREE, PARTLY, CANNOT_TELL = PaperVerdict
 
 #: perplexity at the longest context / at L from which a scheme "fails" beyond L
 FAIL_RATIO = 1.5
@@ -69,12 +84,12 @@ NOT_COMPARABLE = {
 }
 
 
-def no_difference(alike: bool, beyond_margin: bool) -> str:
+def no_difference(alike: bool, beyond_margin: bool) -> PaperVerdict:
     """A no-difference finding checked: ``agree`` on equivalence, ``disagree`` on a difference shown
     beyond the margin, else ``cannot tell`` (a real difference inside the margin contradicts nothing).
 
-    >>> no_difference(True, False), no_difference(False, True), no_difference(False, False)
-    ('agree', 'disagree', 'cannot tell')
+    >>> [str(no_difference(*args)) for args in ((True, False), (False, True), (False, False))]
+    ['agree', 'disagree', 'cannot tell']
     """
     if alike and beyond_margin:
         raise ValueError("a difference cannot be both within the margin and beyond it")
@@ -90,14 +105,14 @@ def nanogpt(loss: float, target: float, tolerance: float) -> str:
     return "within" if abs(loss - target) <= tolerance else "OUTSIDE"
 
 
-def combine_strict(verdicts: Iterable[str]) -> str:
+def combine_strict(verdicts: Iterable[PaperVerdict]) -> PaperVerdict:
     """One verdict from a paper's parts: all ``agree`` -> ``agree``, all ``disagree`` -> ``disagree``,
     a mix -> ``partly``; any part that cannot tell (or none) -> ``cannot tell``.
 
-    >>> combine_strict(["agree", "disagree"]), combine_strict(["agree", "cannot tell"]), combine_strict([])
-    ('partly', 'cannot tell', 'cannot tell')
-    >>> combine_strict(["agree", "agree"]), combine_strict(["disagree"])
-    ('agree', 'disagree')
+    >>> [str(combine_strict(parts)) for parts in ([AGREE, DISAGREE], [AGREE, CANNOT_TELL], [])]
+    ['partly', 'cannot tell', 'cannot tell']
+    >>> [str(combine_strict(parts)) for parts in ([AGREE, AGREE], [DISAGREE])]
+    ['agree', 'disagree']
     """
     verdicts = list(verdicts)
     if not verdicts or any(v not in (AGREE, DISAGREE) for v in verdicts):

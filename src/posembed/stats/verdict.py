@@ -37,6 +37,7 @@ power side (the MDD, the seeds a "cannot tell" would need) lives in :mod:`posemb
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import statistics
@@ -49,6 +50,7 @@ from posembed.stats.power import POWER, min_detectable_difference, seeds_to_dete
 __all__ = [
     "Comparison",
     "Decision",
+    "Outcome",
     "Estimate",
     "decide",
     "holm",
@@ -99,6 +101,9 @@ class Comparison:
     test: str = "welch"
     log_scale: bool = False
     primary: bool = True
+    #: what was subtracted from b's values before they were given (a test of a difference *beyond* a margin
+    #: shifts one arm by it); 0 for a plain comparison. Data for the reader of the decision, not used by the test.
+    offset: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values_a", tuple(float(v) for v in self.values_a))
@@ -133,12 +138,30 @@ class Comparison:
         return tuple(map(math.log, self.values_a)), tuple(map(math.log, self.values_b))
 
 
+class Outcome(enum.Enum):
+    """What :func:`decide` concluded about one comparison: data the reports branch on; :attr:`Decision.word`
+    renders it (the only place a verdict word is spelled)."""
+
+    A_BETTER = "a better"
+    B_BETTER = "b better"
+    ALIKE = ALIKE
+    CANNOT_TELL = CANNOT_TELL
+    #: not in the family (``primary=False``): numbers only, no claim
+    EXPLORATORY = "exploratory"
+
+
 @dataclass(frozen=True)
 class Decision:
-    """What :func:`decide` concluded about one comparison (differences on the tested scale)."""
+    """What :func:`decide` concluded about one comparison (differences on the tested scale).
+
+    >>> c = Comparison("x", "learned", "rope", (1.0, 1.1, 0.9), (2.0, 2.1, 1.9), higher_is_better=False, margin=0.1)
+    >>> d = decide([c])[0]
+    >>> d.outcome, d.winner, d.word
+    (<Outcome.A_BETTER: 'a better'>, 'learned', 'learned better')
+    """
 
     comparison: Comparison
-    word: str | None
+    outcome: Outcome
     difference: float
     interval: tuple[float, float]
     interval_label: str
@@ -153,23 +176,45 @@ class Decision:
     #: or where it cannot be said
     seeds_needed: int | None = None
 
+    @property
+    def winner(self) -> str | None:
+        """The arm shown better (``comparison.a`` or ``.b``); ``None`` for any other outcome."""
+        if self.outcome is Outcome.A_BETTER:
+            return self.comparison.a
+        return self.comparison.b if self.outcome is Outcome.B_BETTER else None
+
+    @property
+    def claims(self) -> bool:
+        """Whether the decision makes a claim (a primary comparison's outcome); exploratory ones do not."""
+        return self.outcome is not Outcome.EXPLORATORY
+
+    @property
+    def word(self) -> str | None:
+        """The outcome in words: ``"<winner> better"``, ``"alike"``, ``"cannot tell"``; ``None`` when exploratory."""
+        if self.winner is not None:
+            return f"{self.winner} better"
+        return None if self.outcome is Outcome.EXPLORATORY else self.outcome.value
+
     def text(self, digits: int = 3) -> str:
         """``word (b - a = d [lo, hi], Holm p = ...; MDD ...)`` for a report's line."""
+        return f"{self.word or Outcome.EXPLORATORY.value} ({self.details(digits)})"
+
+    def details(self, digits: int = 3) -> str:
+        """:meth:`text` without its word: the difference, its interval, the p values, the MDD of a "cannot tell"."""
         c, scale = self.comparison, " (log)" if self.comparison.log_scale else ""
-        head = self.word if self.word is not None else "exploratory"
         lo, hi = self.interval
         body = (
             f"{c.b} - {c.a}{scale} = {self.difference:+.{digits}g} [{lo:+.{digits}g}, {hi:+.{digits}g}], "
             f"p = {self.p:.2g}"
         )
-        if self.word is not None:
+        if self.claims:
             body += (
                 f", Holm p = {self.p_adjusted:.2g}, equivalence (|d| < {c.margin:g}) Holm p = "
                 f"{self.p_equivalence_adjusted:.2g}"
             )
-        if self.word == CANNOT_TELL:
+        if self.outcome is Outcome.CANNOT_TELL:
             body += f"; could detect {number_text(self.mdd, digits)}{seeds_clause(self)}"
-        return f"{head} ({body}{'; ' + self.note if self.note else ''})"
+        return f"{body}{'; ' + self.note if self.note else ''}"
 
 
 def number_text(value: float, digits: int = 3) -> str:
@@ -183,7 +228,7 @@ def number_text(value: float, digits: int = 3) -> str:
 
 def seeds_clause(decision: Decision) -> str:
     """``"; about N seeds per arm would detect the difference seen"`` for a "cannot tell", or ``""``."""
-    needed = decision.seeds_needed if decision.word == CANNOT_TELL else None
+    needed = decision.seeds_needed if decision.outcome is Outcome.CANNOT_TELL else None
     return f"; about {needed} seeds per arm would detect the difference seen" if needed else ""
 
 
@@ -443,13 +488,13 @@ def holm(p_values: Sequence[float], max_true: int | None = None) -> list[float]:
     return adjusted
 
 
-def _word(c: Comparison, est: Estimate, p_adj: float, p_eq_adj: float, alpha: float) -> str:
+def _outcome(c: Comparison, est: Estimate, p_adj: float, p_eq_adj: float, alpha: float) -> Outcome:
     """A difference shown at the family's level wins over equivalence (it is the stronger claim)."""
     if p_adj < alpha:
-        return f"{c.b if (est.difference > 0) == c.higher_is_better else c.a} better"
+        return Outcome.B_BETTER if (est.difference > 0) == c.higher_is_better else Outcome.A_BETTER
     if p_eq_adj < alpha:
-        return ALIKE
-    return CANNOT_TELL
+        return Outcome.ALIKE
+    return Outcome.CANNOT_TELL
 
 
 def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Decision]:
@@ -457,8 +502,8 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
     equivalence), so P(any false "better" or false "alike") <= ``alpha`` when nothing differs.
 
     At most one of a comparison's two nulls can hold, so the step-down multiplies by at most the
-    number of primary comparisons ``k`` (:func:`holm`'s ``max_true``). Primary comparisons get a
-    word; exploratory ones (``primary=False``) get ``word=None``, their raw p and NaN adjusted p.
+    number of primary comparisons ``k`` (:func:`holm`'s ``max_true``). Primary comparisons get an
+    :class:`Outcome`; exploratory ones (``primary=False``) get ``EXPLORATORY``, their raw p and NaN adjusted p.
     The MDD is at the family's first level (``alpha / k``) for primary comparisons, at ``alpha``
     for exploratory ones. A primary comparison that cannot be tested (fewer than two values per
     arm, or no spread) says "cannot tell" and stays out of the family.
@@ -478,20 +523,20 @@ def decide(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Deci
     for i, (c, e, p_eq) in enumerate(zip(comparisons, estimates, equivalence)):
         if c.primary and i not in primary:
             p_adj = p_eq_adj = 1.0
-            word, level = CANNOT_TELL, alpha / family
+            outcome, level = Outcome.CANNOT_TELL, alpha / family
         elif c.primary:
             k = primary.index(i)
             p_adj, p_eq_adj = adjusted[k], adjusted[k + len(primary)]
-            word, level = _word(c, e, p_adj, p_eq_adj, alpha), alpha / family
+            outcome, level = _outcome(c, e, p_adj, p_eq_adj, alpha), alpha / family
         else:
             p_adj = p_eq_adj = math.nan
-            word, level = None, alpha
+            outcome, level = Outcome.EXPLORATORY, alpha
         note = "" if e.se > 0 else "no spread to test" if e.se == 0 else "fewer than two values per arm"
-        seeds = None if word != CANNOT_TELL else _seeds(c, e, level)
+        seeds = None if outcome is not Outcome.CANNOT_TELL else _seeds(c, e, level)
         decisions.append(
             Decision(
                 c,
-                word,
+                outcome,
                 e.difference,
                 e.interval,
                 e.label,

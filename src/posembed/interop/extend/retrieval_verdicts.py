@@ -166,13 +166,15 @@ def _record(decision: Decision, extra: dict) -> dict:
 def primary_decisions(cells: Sequence[dict], original_positions: int) -> list[dict]:
     """The family's decisions, one JSON-able dict each (``word``: "X better", "alike", "cannot tell")."""
     family = primary_comparisons(cells, original_positions)
-    records = [_record(d, extra) for d, (_, extra) in zip(decide([c for c, _ in family]), family)]
-    for record in records:
-        if record["word"].endswith(" better"):
-            sign = 1 if record["difference"] > 0 else -1
+    records = []
+    for decision, (_, extra) in zip(decide([c for c, _ in family]), family):
+        record = _record(decision, extra)
+        if decision.winner is not None:
+            sign = 1 if decision.difference > 0 else -1
             for group, label in (("per_seed", "the data seeds disagree"), ("per_task", "the tasks disagree")):
                 if record["word"] != CANNOT_TELL and any(diff * sign < 0 for diff in record[group].values()):
                     record["word"], record["note"] = CANNOT_TELL, label
+        records.append(record)
     return records
 
 

@@ -35,7 +35,7 @@ from posembed.lab.report.questions import DECISION_HEADER, Section, decision_row
 from posembed.lab.report.tables import LabData
 from posembed.lab.sweep.store import TrialRecord
 from posembed.lab.verdicts import FAIL_RATIO
-from posembed.stats.verdict import ALIKE, Decision, distinguishing
+from posembed.stats.verdict import Decision, Outcome, distinguishing
 
 __all__ = ["calibration_section", "calibration_trials", "FAIL_RATIO"]
 
@@ -103,28 +103,19 @@ def _nanogpt(data: LabData) -> tuple[str, list[list[Any]]]:
     ), rows
 
 
-def _part(word: str | None, agree: str, disagree: str) -> str:
-    """A paper part's verdict from one decision word: ``agree``/``disagree``/``cannot tell``."""
-    if word == agree or (agree == ALIKE and word == ALIKE):
-        return rules.AGREE
-    if word == disagree:
-        return rules.DISAGREE
-    return rules.CANNOT_TELL
-
-
-def _vaswani(decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
+def _vaswani(decisions: LabDecisions) -> tuple[rules.PaperVerdict, str, list[Decision]]:
     tested = [d for d in decisions.primaries("Q1") if d.comparison.name.startswith("Q1 charlm")]
     if not tested:
         return rules.CANNOT_TELL, "no primary learned vs sinusoidal comparison in this store", []
     (q1,) = tested
     beyond = decisions.by_name.get(VASWANI_BEYOND)
     shown = tested + ([beyond] if beyond is not None else [])
-    verdict = rules.no_difference(q1.word == ALIKE, beyond is not None and beyond_margin(beyond))
+    verdict = rules.no_difference(q1.outcome is Outcome.ALIKE, beyond is not None and beyond_margin(beyond))
     if verdict == rules.AGREE:
         why = "the equivalence test puts the difference within the margin"
     elif verdict == rules.DISAGREE:
         why = f"the difference is shown to lie beyond the {q1.comparison.margin:g}-nat margin"
-    elif q1.word.endswith(" better"):
+    elif q1.winner is not None:
         why = (
             "a difference is shown, but not beyond the margin "
             "(the equivalence test does not fail at the family's level)"
@@ -142,7 +133,7 @@ def _ratio_text(values: tuple[float, ...]) -> str:
     return f"{shown[0]} [{shown[1]}, {shown[2]}] ({label}, geometric)" if len(values) > 1 else shown[0]
 
 
-def _press(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[list[Any]], list[Decision]]:
+def _press(data: LabData, decisions: LabDecisions) -> tuple[rules.PaperVerdict, str, list[list[Any]], list[Decision]]:
     scores = ranking_scores(data, "charlm", "perplexity") if "charlm" in data.tasks() else []
     rows = [[r.scheme, r.at_train, r.at_longest, r.longest] for r in scores]
     tested = decisions.starting("Press: ")
@@ -158,15 +149,14 @@ def _press(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[list[
         )
     parts, claims = [], []
     for scheme, d in fails.items():
-        part = _part(d.word, f"{THRESHOLD} better", f"{scheme} better")
+        part = rules.AGREE if d.winner == THRESHOLD else rules.DISAGREE if d.winner == scheme else rules.CANNOT_TELL
         parts.append(part)
         claims.append(f"{scheme} matched ratio {_ratio_text(d.comparison.values_a)}: fails (>= {FAIL_RATIO}) {part}")
-    words = [d.word for d in flatter]
     flat = (
         rules.AGREE
-        if all(w == "alibi better" for w in words)
+        if all(d.winner == "alibi" for d in flatter)
         else rules.DISAGREE
-        if any(w == ALIKE or (w.endswith(" better") and w != "alibi better") for w in words)
+        if any(d.outcome is Outcome.ALIKE or d.winner not in (None, "alibi") for d in flatter)
         else rules.CANNOT_TELL
     )
     parts.append(flat)
@@ -178,7 +168,7 @@ def _press(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[list[
     return rules.combine_strict(parts), "; ".join(claims), rows, tested
 
 
-def _kazemnejad(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[Decision]]:
+def _kazemnejad(data: LabData, decisions: LabDecisions) -> tuple[rules.PaperVerdict, str, list[Decision]]:
     parts, details, shown = [], [], []
     for task in ("copy", "reverse"):
         tested = decisions.starting(f"Kazemnejad {task}: ")
@@ -186,12 +176,12 @@ def _kazemnejad(data: LabData, decisions: LabDecisions) -> tuple[str, str, list[
             details.append(f"{task}: cannot tell (needs nope or t5_bias and another scheme, base variant)")
             continue
         shown += tested
-        by_favoured: dict[str, list[str]] = {}
+        by_favoured: dict[str, list[Decision]] = {}
         for d in tested:
-            by_favoured.setdefault(d.comparison.b, []).append(d.word)
-        if any(all(w in (f"{f} better", ALIKE) for w in ws) for f, ws in by_favoured.items()):
+            by_favoured.setdefault(d.comparison.b, []).append(d)
+        if any(all(d.winner == f or d.outcome is Outcome.ALIKE for d in ds) for f, ds in by_favoured.items()):
             part = rules.AGREE
-        elif all(any(w.endswith(" better") and w != f"{f} better" for w in ws) for f, ws in by_favoured.items()):
+        elif all(any(d.winner not in (None, f) for d in ds) for f, ds in by_favoured.items()):
             part = rules.DISAGREE
         else:
             part = rules.CANNOT_TELL

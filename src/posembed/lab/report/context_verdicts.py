@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from posembed.lab.context.published import CLAIMS, Claim
 from posembed.lab.report.context_results import RETRIEVES, Results, display_name, group_text
+from posembed.stats.verdict import Outcome, seeds_clause
 
 __all__ = [
     "Primary",
@@ -131,16 +132,14 @@ def _word(claim: Claim, decision) -> str:
     """The claim's verdict from the family's decision."""
     c = decision.comparison
     tie = claim.metric == "perplexity_tie"
-    if decision.word == "alike":
+    if decision.outcome is Outcome.ALIKE:
         return "reproduces (alike)" if tie else f"does not reproduce (alike within {_margin_text(c)})"
-    if decision.word == f"{c.a} better":
+    if decision.outcome is Outcome.A_BETTER:
         return "does not reproduce (a difference)" if tie else "reproduces"
-    if decision.word == f"{c.b} better":
+    if decision.outcome is Outcome.B_BETTER:
         return "does not reproduce (a difference)" if tie else "does not reproduce (reversed)"
     if math.isnan(decision.p):  # every seed pair differs alike (posembed.stats.verdict): no spread, no test
         return "cannot tell (no spread over the seed pairs to test)"
-    from posembed.stats.verdict import seeds_clause
-
     return f"cannot tell (could detect {_size_text(c, decision.mdd)}{seeds_clause(decision)})"
 
 

@@ -301,6 +301,7 @@ def _vaswani(data: LabData) -> list[Comparison]:
             c.higher_is_better,
             c.margin,
             test="paired",
+            offset=shift,
         )
     ]
 
@@ -309,9 +310,7 @@ def beyond_margin(d: Decision) -> bool:
     """Whether the Vaswani test (:data:`VASWANI_BEYOND`) shows the difference *beyond* the margin:
     a "better" on the side the shift points to. (A "better" on the other side says the difference
     is within the margin on that side: true where nothing differs, and no disagreement.)"""
-    c = d.comparison
-    shift = -float(c.b.rsplit(" ", 1)[-1])
-    return d.word is not None and d.word.endswith(" better") and (d.difference > 0) == (shift > 0)
+    return d.winner is not None and (d.difference > 0) == (d.comparison.offset > 0)
 
 
 def _kazemnejad(data: LabData) -> list[Comparison]:

@@ -37,7 +37,7 @@ from posembed.lab.report.rows import (
 )
 from posembed.lab.report.tables import LabData, Stat, metric_lengths, metric_stat, ordered, scheme_family, train_length
 from posembed.lab.task_registry import METRICS, metric_label
-from posembed.stats.verdict import CANNOT_TELL, Comparison, Decision, seeds_clause
+from posembed.stats.verdict import Comparison, Decision, Outcome, seeds_clause
 
 __all__ = [
     "Section",
@@ -164,7 +164,7 @@ def exploratory(data: LabData) -> list[Comparison]:
 
 def _answer(decisions: list[Decision], what: str, looks: LabDecisions | None = None) -> tuple[str, str, bool]:
     """The section's answer, summary verdict and whether anything was decided."""
-    primaries = [d for d in decisions if d.word is not None]
+    primaries = [d for d in decisions if d.claims]
     others = len(decisions) - len(primaries)
     tail = f" {others} further comparison{'s' if others != 1 else ''} exploratory (numbers only)." if others else ""
     if not primaries:
@@ -176,10 +176,10 @@ def _answer(decisions: list[Decision], what: str, looks: LabDecisions | None = N
     look = (lambda d: looks.look(d)) if looks is not None else (lambda d: None)  # noqa: E731
     said = "; ".join(
         f"{shown_name(d.comparison.name)}: {verdict_text(d, look(d))}"
-        + (f" (could detect {mdd_text(d)}{seeds_clause(d)})" if d.word == CANNOT_TELL else "")
+        + (f" (could detect {mdd_text(d)}{seeds_clause(d)})" if d.outcome is Outcome.CANNOT_TELL else "")
         for d in primaries
     )
-    decided = any(d.word != CANNOT_TELL for d in primaries)
+    decided = any(d.outcome is not Outcome.CANNOT_TELL for d in primaries)
     summary = "; ".join(
         (f"{short_label(look(d).asked)}: " if look(d) and look(d).asked else "") + verdict_text(d, look(d))
         for d in primaries
@@ -208,7 +208,7 @@ def _question(
     **preset_filter: tuple[str, ...],
 ) -> Section:
     final = decisions.primaries(question)
-    shown = final + [d for d in decisions.starting(f"{question} ") if d.word is None]
+    shown = final + [d for d in decisions.starting(f"{question} ") if not d.claims]
     if not shown:
         return Section(title, lacking(need, **preset_filter), anchor=anchor)
     answer, verdict, decided = _answer(shown, need, decisions)
@@ -216,7 +216,7 @@ def _question(
     flips = changes(decisions, question)
     if flips:
         answer += " " + " ".join(flips)
-    rows = [decision_row(d, decisions.look(d)) for d in sorted(shown, key=lambda d: d.word is None)]
+    rows = [decision_row(d, decisions.look(d)) for d in sorted(shown, key=lambda d: not d.claims)]
     section = Section(
         title,
         answer,
@@ -381,7 +381,7 @@ def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
             continue
         tables.append(_ranking_table(task, scores, train_length(next(iter(data.groups(task).values())))))
         orders.append(f"{task}: " + ", ".join(r.scheme for r in scores))
-    shown = decisions.primaries("Q4") + [d for d in decisions.starting("Q4 ") if d.word is None]
+    shown = decisions.primaries("Q4") + [d for d in decisions.starting("Q4 ") if not d.claims]
     if not tables and not shown:
         return Section(
             title,

@@ -18,7 +18,7 @@ from posembed.lab.report.decisions import THRESHOLD, VASWANI_BEYOND, LabDecision
 from posembed.lab.report.tables import LabData
 from posembed.lab.task_registry import METRICS
 from posembed.lab.verdicts import FAIL_RATIO
-from posembed.stats.verdict import ALIKE, ALPHA, Comparison, Decision, describe, number_text
+from posembed.stats.verdict import ALPHA, Comparison, Decision, Outcome, describe, number_text
 
 __all__ = [
     "group_text",
@@ -107,7 +107,7 @@ def decision_row(d: Decision, look: Look | None = None) -> list[Any]:
     c = d.comparison
     bounds = _bounds(c)
     test = {"paired": "seed-paired t", "welch": "Welch t", "mcnemar": "McNemar"}[c.test]
-    p = _p(d.p) if d.word is None else f"{_p(d.p)} ({_p(d.p_adjusted)})"
+    p = f"{_p(d.p)} ({_p(d.p_adjusted)})" if d.claims else _p(d.p)
     return [
         shown_name(c.name),
         f"{c.a}: {group_text(c.values_a, bounds=bounds)}",
@@ -115,8 +115,8 @@ def decision_row(d: Decision, look: Look | None = None) -> list[Any]:
         _delta(d),
         test,
         p,
-        verdict_text(d, look) if d.word is not None else "exploratory",
-        "—" if d.word is None else mdd_text(d),
+        verdict_text(d, look),
+        mdd_text(d) if d.claims else "—",
     ]
 
 
@@ -143,27 +143,27 @@ def verdict_text(d: Decision, look: Look | None = None) -> str:
       "..., by less than the margin as estimated" (the point estimate inside, the interval not);
     - for Press's threshold test: "learned fails (its ratio is above 1.5)" or "... does not fail ...".
     """
-    word = d.word or "exploratory"
+    word = d.word or Outcome.EXPLORATORY.value
     if look is not None and isinstance(look.asked, Interaction):
-        if word.endswith(" better"):
+        if d.winner is not None:
             (first, contrast), second = d.comparison.a.split(": ", 1), d.comparison.b.split(": ", 1)[0]
             return f"depends on the scheme ({contrast} is {d.difference:+.3g} for {second} against {first})"
-        return "the same for both schemes (within the margin)" if word == ALIKE else word
-    if d.comparison.name == VASWANI_BEYOND and d.word is not None:
+        return "the same for both schemes (within the margin)" if d.outcome is Outcome.ALIKE else word
+    if d.comparison.name == VASWANI_BEYOND and d.claims:
         return (
             "differ by more than the margin"
             if beyond_margin(d)
             else "within the margin on the side the difference points to"
-            if word.endswith(" better")
+            if d.winner is not None
             else word
         )
-    if d.comparison.b == THRESHOLD and word.endswith(" better"):  # Press's "fails": the ratio against 1.5
+    if d.comparison.b == THRESHOLD and d.winner is not None:  # Press's "fails": the ratio against 1.5
         return (
             f"{d.comparison.a} fails (its ratio is above {FAIL_RATIO})"
-            if word == f"{THRESHOLD} better"
+            if d.winner == THRESHOLD
             else f"{d.comparison.a} does not fail (its ratio is below {FAIL_RATIO})"
         )
-    if not word.endswith(" better"):
+    if d.winner is None:
         return word
     if d.p_equivalence_adjusted < ALPHA:
         return f"{word}, by less than the {_margin_words(d, look)} margin"
