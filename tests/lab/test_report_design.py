@@ -330,3 +330,26 @@ def test_press_threshold_rows_say_fails_not_which_arm_is_better():
     assert verdict((0.60, 0.58, 0.61, 0.59)) == "learned fails (its ratio is above 1.5)"
     assert verdict((0.01, 0.02, 0.0, 0.015)) == "learned does not fail (its ratio is below 1.5)"
     assert verdict((0.30, 0.50, 0.41, 0.39)) == "cannot tell"
+
+
+def test_every_decision_names_what_it_answers_and_the_report_finds_it_by_that():
+    """Each comparison of the stored full study says which question or paper check it answers (data, not a
+    prefix of its printed name): the sections and Q6 gather their decisions by it."""
+    from tools.lab_page import load_run
+
+    data, _ = load_run("full")
+    decisions = lab_decisions(data, exploratory(data))
+    topics = {d.comparison.topic for d in decisions.by_name.values()}
+    assert "" not in topics and {"Q1", "Q2", "Q3", "Q4", "Press", "Vaswani"} <= topics
+    for d in decisions.by_name.values():
+        head = d.comparison.name.split(":", 1)[0]
+        assert d.comparison.topic in (head, head.split(" ", 1)[0]) or d.comparison.name == VASWANI_BEYOND
+    renamed = {
+        name: dataclasses.replace(d, comparison=dataclasses.replace(d.comparison, name="renamed " + name))
+        for name, d in decisions.by_name.items()
+    }
+    again = dataclasses.replace(decisions, by_name=renamed)
+    assert [d.comparison.name for d in again.about("Press")] == [
+        "renamed " + d.comparison.name for d in decisions.about("Press")
+    ]
+    assert len(again.about("Press")) >= 3 and len(again.about("Q2")) >= 1

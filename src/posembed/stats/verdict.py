@@ -104,6 +104,8 @@ class Comparison:
     #: what was subtracted from b's values before they were given (a test of a difference *beyond* a margin
     #: shifts one arm by it); 0 for a plain comparison. Data for the reader of the decision, not used by the test.
     offset: float = 0.0
+    #: what the comparison answers, for a report to find it by: a question (``"Q1"``) or a check (``"Press"``)
+    topic: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values_a", tuple(float(v) for v in self.values_a))

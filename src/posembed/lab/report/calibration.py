@@ -136,7 +136,7 @@ def _ratio_text(values: tuple[float, ...]) -> str:
 def _press(data: LabData, decisions: LabDecisions) -> tuple[rules.PaperVerdict, str, list[list[Any]], list[Decision]]:
     scores = ranking_scores(data, "charlm", "perplexity") if "charlm" in data.tasks() else []
     rows = [[r.scheme, r.at_train, r.at_longest, r.longest] for r in scores]
-    tested = decisions.starting("Press: ")
+    tested = decisions.about("Press")
     fails = {d.comparison.a: d for d in tested if d.comparison.b == THRESHOLD}
     flatter = [d for d in tested if d.comparison.b != THRESHOLD]
     if not fails or not flatter:
@@ -171,7 +171,7 @@ def _press(data: LabData, decisions: LabDecisions) -> tuple[rules.PaperVerdict, 
 def _kazemnejad(data: LabData, decisions: LabDecisions) -> tuple[rules.PaperVerdict, str, list[Decision]]:
     parts, details, shown = [], [], []
     for task in ("copy", "reverse"):
-        tested = decisions.starting(f"Kazemnejad {task}: ")
+        tested = decisions.about(f"Kazemnejad {task}")
         if not tested:
             details.append(f"{task}: cannot tell (needs nope or t5_bias and another scheme, base variant)")
             continue

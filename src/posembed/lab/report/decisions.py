@@ -161,15 +161,18 @@ def group_comparison(
     names: tuple[str, str],
     measure: str = "at L",
     primary: bool = True,
+    topic: str = "",
 ) -> Comparison | None:
-    """``b`` against ``a`` (``(scheme, variant)`` groups of ``task``); None when a group is missing
-    or a ratio is not measurable on some seed."""
+    """``b`` against ``a`` (``(scheme, variant)`` groups of ``task``) about ``topic``; None when a group is
+    missing or a ratio is not measurable on some seed."""
     values_a, higher, margin, log = _measured(data, task, a, measure)
     values_b = _measured(data, task, b, measure)[0]
     if not values_a or not values_b or not all(math.isfinite(v) for v in (*values_a.values(), *values_b.values())):
         return None
     xs, ys, test = _paired(values_a, values_b)
-    return Comparison(name, names[0], names[1], xs, ys, higher, margin, test=test, log_scale=log, primary=primary)
+    return Comparison(
+        name, names[0], names[1], xs, ys, higher, margin, test=test, log_scale=log, primary=primary, topic=topic
+    )
 
 
 def _what(task: str, measure: Measure) -> str:
@@ -203,6 +206,7 @@ def asked_comparison(data: LabData, asked: Primary | Interaction, where: str = "
             asked.b.key,
             names,
             asked.measure.value,
+            topic=asked.question,
         )
     first, second = _differences(data, asked.first), _differences(data, asked.second)
     seeds = sorted(set(first) & set(second))
@@ -220,6 +224,7 @@ def asked_comparison(data: LabData, asked: Primary | Interaction, where: str = "
         METRICS[metric].higher_is_better,
         margin,
         test="paired",
+        topic=asked.question,
     )
 
 
@@ -262,6 +267,7 @@ def _press(data: LabData) -> list[Comparison]:
                     False,
                     RATIO_MARGIN,
                     test="paired",
+                    topic="Press",
                 )
             )
     for scheme in PRESS_SCHEMES:
@@ -274,6 +280,7 @@ def _press(data: LabData) -> list[Comparison]:
                 (scheme, "base"),
                 ("alibi", scheme),
                 Measure.MATCHED_RATIO.value,
+                topic="Press",
             )
             found.append(c) if c is not None else None
     return found
@@ -286,7 +293,13 @@ def _vaswani(data: LabData) -> list[Comparison]:
     the difference lies beyond the margin; under any true difference within the margin it names
     a winner at most at the family's rate."""
     c = group_comparison(
-        data, VASWANI_BEYOND, "charlm", ("learned", "base"), ("sinusoidal", "base"), ("learned", "sinusoidal")
+        data,
+        VASWANI_BEYOND,
+        "charlm",
+        ("learned", "base"),
+        ("sinusoidal", "base"),
+        ("learned", "sinusoidal"),
+        topic="Vaswani",
     )
     if c is None or c.test != "paired":
         return []
@@ -302,6 +315,7 @@ def _vaswani(data: LabData) -> list[Comparison]:
             c.margin,
             test="paired",
             offset=shift,
+            topic="Vaswani",
         )
     ]
 
@@ -328,6 +342,7 @@ def _kazemnejad(data: LabData) -> list[Comparison]:
                     (favoured, "base"),
                     (other, favoured),
                     "beyond",
+                    topic=f"Kazemnejad {task}",
                 )
                 found.append(c) if c is not None else None
     return found
@@ -374,8 +389,9 @@ class LabDecisions:
         found = [(self.look(d), d) for d in self.family if self.look(d).asked == asked]
         return sorted(found, key=lambda item: item[0].point)
 
-    def starting(self, prefix: str) -> list[Decision]:
-        return [d for name, d in self.by_name.items() if name.startswith(prefix)]
+    def about(self, topic: str) -> list[Decision]:
+        """Every decision about ``topic`` (a question, ``"Q1"``, or a check, ``"Press"``), tested or exploratory."""
+        return [d for d in self.by_name.values() if d.comparison.topic == topic]
 
     @property
     def family(self) -> list[Decision]:

@@ -132,6 +132,7 @@ def exploratory(data: LabData) -> list[Comparison]:
             ("sinusoidal", "base"),
             ("learned", "sinusoidal"),
             primary=False,
+            topic="Q1",
         )
         found.append(c) if c is not None else None
         for question, variant in (("Q2", "concat"), ("Q3", "every_layer"), ("Q5", "frozen")):
@@ -145,6 +146,7 @@ def exploratory(data: LabData) -> list[Comparison]:
                     (scheme, variant),
                     names,
                     primary=False,
+                    topic=question,
                 )
                 found.append(c) if c is not None else None
     if "charlm" in data.tasks():
@@ -157,6 +159,7 @@ def exploratory(data: LabData) -> list[Comparison]:
             ("alibi", "nope"),
             "ratio",
             primary=False,
+            topic="Q4",
         )
         found.append(c) if c is not None else None
     return found
@@ -208,7 +211,7 @@ def _question(
     **preset_filter: tuple[str, ...],
 ) -> Section:
     final = decisions.primaries(question)
-    shown = final + [d for d in decisions.starting(f"{question} ") if not d.claims]
+    shown = final + [d for d in decisions.about(question) if not d.claims]
     if not shown:
         return Section(title, lacking(need, **preset_filter), anchor=anchor)
     answer, verdict, decided = _answer(shown, need, decisions)
@@ -381,7 +384,7 @@ def extrapolation(data: LabData, decisions: LabDecisions) -> Section:
             continue
         tables.append(_ranking_table(task, scores, train_length(next(iter(data.groups(task).values())))))
         orders.append(f"{task}: " + ", ".join(r.scheme for r in scores))
-    shown = decisions.primaries("Q4") + [d for d in decisions.starting("Q4 ") if not d.claims]
+    shown = decisions.primaries("Q4") + [d for d in decisions.about("Q4") if not d.claims]
     if not tables and not shown:
         return Section(
             title,
