@@ -149,6 +149,28 @@ def test_a_decision_is_an_outcome_and_its_word_is_rendered_from_it():
     assert d[0].text() == f"{d[0].word} ({d[0].details()})" and d[1].text().startswith("exploratory (b - a = ")
 
 
+def test_a_claim_needs_its_adjusted_p_below_alpha_not_at_it():
+    from posembed.stats.verdict import Estimate, Outcome, _outcome
+
+    c, e = _c([0.5, 0.6], [0.7, 0.8]), Estimate(0.2, (0.1, 0.3), 0.01, 0.05, 2.0, "t")
+    assert _outcome(c, e, 0.05, 0.5, 0.05) is Outcome.CANNOT_TELL
+    assert _outcome(c, e, 0.5, 0.05, 0.05) is Outcome.CANNOT_TELL
+    assert _outcome(c, e, 0.049, 0.5, 0.05) is Outcome.B_BETTER and _outcome(c, e, 0.5, 0.049, 0.05) is Outcome.ALIKE
+
+
+def test_only_a_cannot_tell_names_the_seeds_it_would_need():
+    import dataclasses
+
+    from posembed.stats.verdict import Outcome, seeds_clause
+
+    loose = decide([_c([0.0, 0.2], [0.1, 1.9, -1.2, 2.3, 0.4, -0.8, 1.5, 0.9], margin=0.01)])[0]
+    assert loose.outcome is Outcome.CANNOT_TELL and loose.seeds_needed is not None
+    said = f"; about {loose.seeds_needed} seeds per arm would detect the difference seen"
+    assert seeds_clause(loose) == said and said in loose.text()
+    decided = dataclasses.replace(loose, outcome=Outcome.B_BETTER)
+    assert seeds_clause(decided) == "" and "seeds per arm" not in decided.text()
+
+
 def test_exploratory_comparisons_get_numbers_and_no_word_and_do_not_enter_the_family():
     ahead = _c([0.50, 0.51, 0.49, 0.50], [0.70, 0.71, 0.69, 0.72])
     alone = decide([ahead])[0]

@@ -116,6 +116,34 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("tests/interop/test_retrieval.py", "-k", "chance or wilson or mcnemar"),
     ),
     "perplexity": ("lab/tasks/perplexity.py", ("*",), ("tests/lab/test_perplexity.py",)),
+    "verdict_outcome": (
+        "stats/verdict.py",
+        ("_outcome", "winner", "claims", "word", "text", "details", "seeds_clause"),
+        ("tests/test_stats.py", "-k", "not family_wise and not mcnemar_false and not statsmodels"),
+    ),
+    "report_verdicts": (
+        "lab/report/rows.py",
+        ("verdict_text", "decision_row"),
+        (
+            "tests/lab/test_report_questions.py",
+            "tests/lab/test_report_design.py",
+            "tests/test_readme_verdicts.py",
+            "tests/test_lab_page.py",
+            "-k",
+            "not false_claim and not at_most_5_percent",
+        ),
+    ),
+    "paper_checks": (
+        "lab/report/calibration.py",
+        ("_vaswani", "_press", "_kazemnejad"),
+        (
+            "tests/lab/test_report_questions.py",
+            "tests/lab/test_report_design.py",
+            "tests/test_readme_verdicts.py",
+            "-k",
+            "not at_most_5_percent",
+        ),
+    ),
     "worker_plan": (
         "lab/sweep/worker_plan.py",
         ("*",),

@@ -91,3 +91,20 @@ def test_the_vaswani_beyond_check_reads_the_offset_not_the_arm_label():
         )
         (d,) = rules.decide([c])
         assert d.winner is not None and beyond_margin(d) is beyond
+
+
+def test_a_winner_is_said_to_be_within_the_margin_only_when_it_is_shown_or_estimated_strictly_inside():
+    import dataclasses
+
+    from posembed.lab.report.rows import verdict_text
+    from posembed.stats.verdict import ALPHA
+
+    a, b = (1.00, 1.01, 0.99, 1.00), (1.10, 1.12, 1.09, 1.11)
+    (d,) = rules.decide([rules.Comparison("x", "a", "b", a, b, True, 0.1, test="paired")])
+    assert d.winner == "b"
+    at_the_edges = dataclasses.replace(d, difference=0.1, p_equivalence_adjusted=ALPHA)
+    assert verdict_text(at_the_edges) == "b better"
+    inside = dataclasses.replace(d, difference=0.0999, p_equivalence_adjusted=ALPHA)
+    assert verdict_text(inside).endswith("margin as estimated (the interval reaches past it)")
+    shown = dataclasses.replace(d, difference=0.1, p_equivalence_adjusted=0.049)
+    assert verdict_text(shown) == "b better, by less than the 0.1 margin"
