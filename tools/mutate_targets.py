@@ -127,6 +127,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         (
             "tests/lab/test_report_questions.py",
             "tests/lab/test_report_design.py",
+            "tests/lab/test_verdicts.py",
             "tests/test_readme_verdicts.py",
             "tests/test_lab_page.py",
             "-k",

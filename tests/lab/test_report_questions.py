@@ -150,6 +150,24 @@ def test_press_cannot_tell_where_the_ratios_straddle_the_threshold():
     )
 
 
+def test_press_needs_alibi_and_a_threshold_test_and_tables_the_ratios_it_has():
+    section = q6_section(*charlm_seeds("learned", 10.0, 30.0), *charlm_seeds("sinusoidal", 10.0, 25.0))
+    assert "ALiBi flattest): cannot tell." in section.answer
+    assert any("needs the matched loss" in paragraph for paragraph in section.paragraphs)
+    (header, rows) = next(table for table in section.tables if table[0][0] == "charlm scheme")
+    assert sorted(row[0] for row in rows) == ["learned", "sinusoidal"]
+
+
+def test_press_flatness_cannot_tell_where_alibis_ratios_are_too_noisy():
+    section = q6_section(
+        *charlm_seeds("learned", 10.0, 30.0),
+        *charlm_seeds("sinusoidal", 10.0, 25.0),
+        *charlm_seeds("alibi", 10.0, 27.0, spread=0.3),
+    )
+    press = section.paragraphs[2]
+    assert "alibi flatter than learned, sinusoidal: cannot tell (against learned: cannot tell" in press
+
+
 @pytest.mark.parametrize("ratio, shown, part", [(1.4976, "1.498", "disagree"), (1.5024, "1.502", "agree")])
 def test_press_prints_the_digits_its_verdict_needs(ratio, shown, part):
     """Issue 35: a ratio of 1.4976 printed "1.51 [1.5, 1.52]" beside "fails (>= 1.5)"."""
