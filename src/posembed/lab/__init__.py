@@ -6,6 +6,8 @@ The lab is in rooms, one folder per job:
 module              what
 =================== =====================================================================
 ``config``          :class:`TrialConfig` (one run), :class:`ExperimentConfig` (a sweep), overrides
+``ids``             the one id function (a SHA-256 of a config's JSON) of the sweep's and the context
+                    study's stores
 ``task_registry``   the lab's tasks by name: the one table a new task is added to (``config.TASKS``
                     derives from it)
 ``presets``         ``smoke``, ``quick``, ``full``, ``calibration``, ``lengthgen``, looked up by exact name;
@@ -28,7 +30,8 @@ module              what
 ``training/``       the one training loop and what it needs: ``train``, ``schedule``, ``ddp``,
                     ``trial_cost``, ``checkpoint``, ``checkpoint_checks``
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
-                    finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``),
+                    finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``;
+                    its file's checks, ``store_file``, serve the context study's store too),
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,
                     ``ddp_trial`` (``torchrun``), ``listing`` (``posembed lab list``), ``progress``
 ``context/``        the context-extension study: ``presets``, ``corpus``, ``methods``, ``swap``,

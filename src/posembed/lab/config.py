@@ -28,7 +28,6 @@ trial keys: ...
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posembed._utils.checks import closest, did_you_mean
+from posembed.lab.ids import content_id, without_later_defaults
 from posembed.lab.task_registry import TASKS
 
 #: ``TASKS`` (task name -> the model it trains) is the task registry's (:mod:`posembed.lab.task_registry`)
@@ -246,10 +246,7 @@ class TrialConfig(TrainingConfig):
         out["scheme_kwargs"] = self.kwargs
         out["eval_scales"] = list(self.eval_scales)
         out["eval_at"] = list(self.eval_at)
-        for name, default in _LATER_DEFAULTS.items():
-            if out[name] == default:
-                del out[name]
-        return out
+        return without_later_defaults(out, _LATER_DEFAULTS)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
@@ -275,7 +272,7 @@ class TrialConfig(TrainingConfig):
     @property
     def trial_id(self) -> str:
         """16 hex digits of the config's SHA-256: the trial's key in the results store."""
-        return config_hash(self.to_dict())[:16]
+        return content_id(self.to_dict(), digits=16)
 
 
 @dataclass(frozen=True)
@@ -333,7 +330,7 @@ class ExperimentConfig:
     @property
     def config_hash(self) -> str:
         """SHA-256 of the canonical JSON: identifies the experiment in its results store."""
-        return config_hash(self.to_dict())
+        return content_id(self.to_dict())
 
 
 def _check_name(name: str) -> None:
@@ -353,13 +350,12 @@ def _check_name(name: str) -> None:
 
 
 def config_hash(value: Any) -> str:
-    """SHA-256 hex digest of ``value`` as canonical JSON (sorted keys, no spaces).
+    """SHA-256 hex digest of ``value`` as canonical JSON (sorted keys, no spaces): :func:`~posembed.lab.ids.content_id`.
 
     >>> config_hash({"b": 1, "a": [1, 2]}) == config_hash({"a": [1, 2], "b": 1})
     True
     """
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return content_id(value)
 
 
 def _kwargs_tuple(value: Any) -> tuple[tuple[str, Any], ...]:

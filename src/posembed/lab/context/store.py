@@ -31,12 +31,16 @@ set()
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+
+from posembed.errors import ForeignStoreError
+from posembed.lab.ids import content_id, without_later_defaults
+from posembed.lab.sweep.store_file import check_store_file, create_store_file, store_error
 
 __all__ = ["ContextStore", "NO_DEPTH", "TRAIN_FIELDS", "config_id_of", "train_id_of"]
 
@@ -90,42 +94,67 @@ CREATE TABLE IF NOT EXISTS context_configs (config TEXT PRIMARY KEY, name TEXT N
 """
 
 
-def _hashed(body: dict) -> dict:
-    return {k: v for k, v in body.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
-
-
-def _digest(fields: dict) -> str:
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def config_id_of(body: dict) -> str:
-    """:attr:`~posembed.lab.context.presets.ContextConfig.config_id` of a config body (``to_dict()``)."""
-    return _digest({k: v for k, v in _hashed(body).items() if k not in ("name", "seeds")})
+    """:attr:`~posembed.lab.context.presets.ContextConfig.config_id` of a config body (``to_dict()``): the one
+    id function (:func:`~posembed.lab.ids.content_id`) on json's default spacing, as these ids were defined."""
+    fields = without_later_defaults(body, _LATER_DEFAULTS)
+    return content_id({k: v for k, v in fields.items() if k not in ("name", "seeds")}, spacing="json", digits=16)
 
 
 def train_id_of(body: dict) -> str:
     """:attr:`~posembed.lab.context.presets.ContextConfig.train_id` of a config body: its :data:`TRAIN_FIELDS`."""
-    return _digest({k: v for k, v in _hashed(body).items() if k in TRAIN_FIELDS})
+    fields = without_later_defaults(body, _LATER_DEFAULTS)
+    return content_id({k: v for k, v in fields.items() if k in TRAIN_FIELDS}, spacing="json", digits=16)
+
+
+_KIND = "context store"
+_TABLES = {"context_rows", "context_models", "context_configs"}
 
 
 class ContextStore:
-    """Rows of one or more context studies in one SQLite file (created on first use)."""
+    """Rows of one or more context studies in one SQLite file (created whole on first use).
+
+    The file is checked and created as the lab's results store is (:mod:`posembed.lab.sweep.store_file`):
+    a folder, an empty (0-byte) file, a file that is not a database or a damaged one raises
+    :class:`~posembed.errors.StoreError`, another program's database :class:`~posembed.errors.ForeignStoreError`,
+    each one line naming the file; so does an error while reading or writing it (a full disk, a read-only
+    folder), after which what was stored stays.
+    """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as conn, conn:
-            conn.executescript(_SCHEMA)
+        check_store_file(self.path, required=False, kind=_KIND)
+        if not self.path.exists():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                create_store_file(self.path, lambda new: new.executescript(_SCHEMA))
+            except (sqlite3.Error, OSError) as error:
+                raise store_error(self.path, error, "create", _KIND) from None
+        with self._connection("open") as conn:
+            found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            tables = {name for (name,) in found if not name.startswith("sqlite_")}
+            if tables - _TABLES or not tables & _TABLES:
+                held = ", ".join(sorted(tables - _TABLES)) or "none"
+                raise ForeignStoreError(
+                    f"{str(self.path)!r} is not a posembed {_KIND} (it holds tables {held}); "
+                    "choose another --out folder"
+                )
+            conn.executescript(_SCHEMA)  # a file from before a table existed gains it
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        return conn
+    @contextmanager
+    def _connection(self, action: str = "read") -> Iterator[sqlite3.Connection]:
+        """A connection in one transaction (committed on leaving); SQLite's and the OS's errors as one line."""
+        try:
+            with closing(sqlite3.connect(self.path, timeout=30.0)) as conn, conn:
+                conn.row_factory = sqlite3.Row
+                yield conn
+        except (sqlite3.Error, OSError) as error:
+            raise store_error(self.path, error, action, _KIND) from None
 
     def evaluated(self, config: str) -> set[tuple[str, str, int]]:
         """The ``(model, method, length)`` evaluations of ``config`` stored (each with all its metrics:
         they were written together)."""
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             found = conn.execute("SELECT DISTINCT model, method, length FROM context_rows WHERE config=?", (config,))
             return {(row["model"], row["method"], row["length"]) for row in found.fetchall()}
 
@@ -136,12 +165,12 @@ class ContextStore:
         rows = [
             (config, model, method, int(length), m, float(d), None if v is None else float(v)) for m, d, v in values
         ]
-        with closing(self._connect()) as conn, conn:
+        with self._connection("write") as conn:
             conn.executemany("INSERT OR REPLACE INTO context_rows VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def rows(self, config: str) -> list[dict]:
         """Every row of ``config``, ordered by model, method, length, metric, depth."""
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             found = conn.execute(
                 "SELECT * FROM context_rows WHERE config=? ORDER BY model, method, length, metric, depth", (config,)
             ).fetchall()
@@ -151,7 +180,7 @@ class ContextStore:
         """Drop the trained ``model`` of ``train_id`` and, in one transaction, its evaluations in the
         stored studies ``configs`` (those that train under that id: they were measured on the
         dropped weights); returns how many rows went."""
-        with closing(self._connect()) as conn, conn:
+        with self._connection("write") as conn:
             conn.execute("DELETE FROM context_models WHERE config=? AND model=?", (train_id, model))
             gone = sum(
                 conn.execute("DELETE FROM context_rows WHERE config=? AND model=?", (config, model)).rowcount
@@ -161,16 +190,16 @@ class ContextStore:
 
     def put_model(self, config: str, model: str, facts: dict) -> None:
         """Facts about a trained model (seconds, final loss, parameters, checkpoint folder)."""
-        with closing(self._connect()) as conn, conn:
+        with self._connection("write") as conn:
             conn.execute("INSERT OR REPLACE INTO context_models VALUES (?, ?, ?)", (config, model, json.dumps(facts)))
 
     def models(self, config: str) -> dict[str, dict]:
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             found = conn.execute("SELECT model, facts FROM context_models WHERE config=?", (config,)).fetchall()
         return {row["model"]: json.loads(row["facts"]) for row in found}
 
     def put_config(self, config: str, name: str, body: dict) -> None:
-        with closing(self._connect()) as conn, conn:
+        with self._connection("write") as conn:
             conn.execute("INSERT OR REPLACE INTO context_configs VALUES (?, ?, ?)", (config, name, json.dumps(body)))
 
     def training_under(self, train_id: str) -> list[str]:
@@ -179,6 +208,6 @@ class ContextStore:
 
     def configs(self) -> dict[str, tuple[str, dict]]:
         """``{config id: (name, body)}`` of every study stored."""
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             found = conn.execute("SELECT * FROM context_configs").fetchall()
         return {row["config"]: (row["name"], json.loads(row["body"])) for row in found}

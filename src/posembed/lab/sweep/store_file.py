@@ -30,8 +30,9 @@ __all__ = ["StoreError", "check_store_file", "store_error", "create_store_file"]
 _CHOOSE = "remove it or choose another --out folder"
 
 
-def check_store_file(path: Path, *, required: bool) -> None:
-    """Refuse a folder or an empty file at ``path``; a missing file is fine unless ``required``.
+def check_store_file(path: Path, *, required: bool, kind: str = "results store") -> None:
+    """Refuse a folder or an empty file at ``path``; a missing file is fine unless ``required`` (``kind``: what
+    the messages call the file: the lab's ``"results store"``, the context study's ``"context store"``).
 
     >>> import tempfile, pathlib
     >>> empty = pathlib.Path(tempfile.mkdtemp()) / "results.sqlite"
@@ -44,34 +45,35 @@ def check_store_file(path: Path, *, required: bool) -> None:
     """
     where = repr(str(path))
     if path.is_dir():
-        raise StoreError(f"{where} is a folder, not a results store; {_CHOOSE}")
+        raise StoreError(f"{where} is a folder, not a {kind}; {_CHOOSE}")
     if not path.exists():
         if required:
-            raise FileNotFoundError(f"no results store in {str(path.parent)!r} (expected {path.name})")
+            raise FileNotFoundError(f"no {kind} in {str(path.parent)!r} (expected {path.name})")
         return
     if not path.is_file():
         raise StoreError(f"{where} is not a regular file; {_CHOOSE}")
     if path.stat().st_size == 0:
-        raise StoreError(f"{where} is empty (0 bytes), not a results store: it may be a truncated copy; {_CHOOSE}")
+        raise StoreError(f"{where} is empty (0 bytes), not a {kind}: it may be a truncated copy; {_CHOOSE}")
 
 
-def store_error(path: Path, error: BaseException, action: str) -> StoreError:
-    """One line naming ``path`` for an SQLite or OS ``error`` met while trying to ``action`` it.
+def store_error(path: Path, error: BaseException, action: str, kind: str = "results store") -> StoreError:
+    """One line naming ``path`` (a ``kind``, as :func:`check_store_file`) for an SQLite or OS ``error`` met while
+    trying to ``action`` it.
 
     >>> full = sqlite3.OperationalError("database or disk is full")
     >>> str(store_error(Path("out/results.sqlite"), full, "write"))  # doctest: +NORMALIZE_WHITESPACE
-    "cannot write 'out/results.sqlite': the disk is full (database or disk is full); the trials stored so far are
+    "cannot write 'out/results.sqlite': the disk is full (database or disk is full); what was stored so far is
     kept: free some space and run again to resume"
     """
     where, text = repr(str(path)), str(error)
     number = getattr(error, "errno", None) or getattr(error, "sqlite_errorcode", None)
     if "file is not a database" in text:
-        return StoreError(f"{where} is not a posembed results store: {text}")
+        return StoreError(f"{where} is not a posembed {kind}: {text}")
     if "malformed" in text:
         return StoreError(f"{where} is damaged ({text}); restore it from a copy, or move it away and run again")
     if "full" in text or number in (errno.ENOSPC, sqlite3.SQLITE_FULL):
         return StoreError(
-            f"cannot {action} {where}: the disk is full ({text}); the trials stored so far are kept: "
+            f"cannot {action} {where}: the disk is full ({text}); what was stored so far is kept: "
             f"free some space and run again to resume"
         )
     if "readonly" in text or "read-only" in text or number in (errno.EACCES, errno.EROFS, errno.EPERM):
