@@ -12,9 +12,9 @@ import pytest
 
 from posembed.errors import ForeignStoreError
 from posembed.lab.config import apply_overrides
+from posembed.lab.store_file import create_store_file
 from posembed.lab.sweep.runner import run_experiment
 from posembed.lab.sweep.store import ResultsStore, StoreError, load_results
-from posembed.lab.sweep.store_file import create_store_file
 
 
 @pytest.fixture

@@ -246,7 +246,7 @@ def _report(args: argparse.Namespace) -> int:
         if error.name != "posembed.lab.report":
             raise
         raise UserError("the lab report is not available in this version (posembed.lab.report is missing)") from None
-    from posembed.lab.sweep.store_file import check_store_file
+    from posembed.lab.store_file import check_store_file
 
     store = args.out_dir / "results.sqlite"
     if not store.exists():

@@ -6,6 +6,7 @@ The lab is in rooms, one folder per job:
 module              what
 =================== =====================================================================
 ``config``          :class:`TrialConfig` (one run), :class:`ExperimentConfig` (a sweep), overrides
+``store_file``      the checks and atomic creation of a store's SQLite file, and its errors in one line
 ``ids``             the one id function (a SHA-256 of a config's JSON) of the sweep's and the context
                     study's stores
 ``task_registry``   the lab's tasks by name: the one table a new task is added to (``config.TASKS``
@@ -31,7 +32,7 @@ module              what
                     ``trial_cost``, ``checkpoint``, ``checkpoint_checks``
 ``sweep/``          a sweep of trials: ``runner`` (resumable, one atomic store transaction per
                     finished trial, the out folder locked by ``lock``), ``store`` (``results.sqlite``;
-                    its file's checks, ``store_file``, serve the context study's store too),
+                    its file checked by ``lab.store_file``, as the context study's is),
                     ``workers`` and ``worker_plan`` (trials side by side; how many), ``ray_runner``,
                     ``ddp_trial`` (``torchrun``), ``listing`` (``posembed lab list``), ``progress``
 ``context/``        the context-extension study: ``presets``, ``corpus``, ``methods``, ``swap``,

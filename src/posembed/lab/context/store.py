@@ -40,7 +40,7 @@ from pathlib import Path
 
 from posembed.errors import ForeignStoreError
 from posembed.lab.ids import content_id, without_later_defaults
-from posembed.lab.sweep.store_file import check_store_file, create_store_file, store_error
+from posembed.lab.store_file import check_store_file, create_store_file, store_error
 
 __all__ = ["ContextStore", "NO_DEPTH", "TRAIN_FIELDS", "config_id_of", "train_id_of"]
 
@@ -114,7 +114,7 @@ _TABLES = {"context_rows", "context_models", "context_configs"}
 class ContextStore:
     """Rows of one or more context studies in one SQLite file (created whole on first use).
 
-    The file is checked and created as the lab's results store is (:mod:`posembed.lab.sweep.store_file`):
+    The file is checked and created as the lab's results store is (:mod:`posembed.lab.store_file`):
     a folder, an empty (0-byte) file, a file that is not a database or a damaged one raises
     :class:`~posembed.errors.StoreError`, another program's database :class:`~posembed.errors.ForeignStoreError`,
     each one line naming the file; so does an error while reading or writing it (a full disk, a read-only

@@ -45,7 +45,7 @@ than a new store. A new store is built in a temporary file and linked into place
 killed run never leaves an empty ``results.sqlite`` behind. A store of another experiment is
 refused while it holds finished trials; one with none is taken over by the next run. Readers
 open the file read-only. A file that cannot be read or written (damaged, read-only, a full
-disk) raises :class:`StoreError` with one line naming it (see :mod:`posembed.lab.sweep.store_file`);
+disk) raises :class:`StoreError` with one line naming it (see :mod:`posembed.lab.store_file`);
 committed trials stay.
 
 Readers use :func:`load_results` (or :meth:`ResultsStore.records`): a row that does not
@@ -68,7 +68,7 @@ from typing import Any
 
 from posembed.errors import ForeignStoreError, StoreError
 from posembed.lab.config import ExperimentConfig, TrialConfig
-from posembed.lab.sweep.store_file import check_store_file, create_store_file, store_error
+from posembed.lab.store_file import check_store_file, create_store_file, store_error
 from posembed.lab.tasks import EvalPoint
 from posembed.lab.training.train import TrialResult
 

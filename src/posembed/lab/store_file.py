@@ -1,7 +1,8 @@
-"""The results store's file: refuse what SQLite would misread, create it whole, name it in errors.
+"""A store's SQLite file: refuse what SQLite would misread, create it whole, name it in errors.
 
 SQLite opens an empty file as a new database and a folder or a damaged page with a terse
-message; :class:`~posembed.lab.sweep.store.ResultsStore` uses these helpers instead, so that each
+message; the sweep's :class:`~posembed.lab.sweep.store.ResultsStore` and the context study's
+:class:`~posembed.lab.context.store.ContextStore` use these helpers instead, so that each
 case is refused with one line naming the file:
 
 - a folder, or anything but a regular file, where the store should be;
@@ -10,7 +11,7 @@ case is refused with one line naming the file:
 - a read-only file or folder, a full disk.
 
 A new store is built in a temporary file and linked into place once its schema is committed,
-so a run killed while creating it never leaves an empty ``results.sqlite`` behind.
+so a run killed while creating it never leaves an empty ``results.sqlite`` (or ``context.sqlite``) behind.
 """
 
 from __future__ import annotations
