@@ -216,3 +216,20 @@ def test_simulated_reports_call_a_tie_alike_when_it_is_one_and_rarely_when_it_si
 
     assert alike(PERPLEXITY_MARGIN, 7, 300) <= 0.05  # a true 2 % difference: "alike" would be false
     assert alike(0.0, 8, 100) >= 0.5  # no difference and little noise: the test has the power to say so
+
+
+def test_each_verdict_row_says_whether_it_decided_and_the_warning_reads_that_not_the_words():
+    from posembed.lab.report.context_results import too_small
+
+    tie = CELLS["pi_vs_yarn_ppl_ft"]
+    decided = _verdict(_results({tie[0]: [6.0, 6.1, 6.05], tie[1]: [6.001, 6.102, 6.049]}), "pi_vs_yarn_ppl_ft")
+    assert decided["decided"] is True and decided["verdict"] == "reproduces (alike)"
+    noisy = _results(
+        {CELLS["yarn_vs_pi_no_ft"][0]: [10.0, 30.0, 12.0], CELLS["yarn_vs_pi_no_ft"][1]: [30.0, 10.0, 31.0]}
+    )
+    rows = verdicts(noisy)
+    assert not any(row["decided"] for row in rows)
+    assert "no primary comparison decides" in too_small(noisy, rows)
+    reworded = [{**row, "verdict": "reproduces, it seems"} for row in rows]
+    assert "no primary comparison decides" in too_small(noisy, reworded)
+    assert "no primary comparison decides" not in too_small(noisy, [{**rows[0], "decided": True}])

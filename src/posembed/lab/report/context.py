@@ -171,7 +171,7 @@ def _html(page: ContextPage):
     report.links(page.summary)
     report.paragraph(page.intro)
     report.heading("Verdicts against the published orderings", anchor="verdicts")
-    report.table(page.verdicts)
+    report.table([{k: v for k, v in row.items() if k != "decided"} for row in page.verdicts])
     report.heading("Where the published figures come from", anchor="published")
     report.table(page.published)
     report.heading("Passkey retrieval (exploratory)", anchor="passkey")

@@ -323,7 +323,7 @@ def too_small(results: Results, decided: list[dict]) -> str:
         )
     if len(results.seeds) < 2:
         reasons.append("it has one seed, so no number has an interval")
-    elif not any(row["verdict"].startswith(("reproduces", "does not")) for row in decided):
+    elif not any(row["decided"] for row in decided):
         reasons.append("no primary comparison decides (every verdict 'cannot tell', 'not measured' or 'not testable')")
     if not reasons:
         return ""

@@ -170,7 +170,9 @@ def _difference_text(decision) -> str:
 
 def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
     """One row per primary comparison: both sides over the seeds, the tested difference with its
-    interval, Holm-adjusted p of the difference and of equivalence, and the verdict word."""
+    interval, Holm-adjusted p of the difference and of equivalence, the verdict in words and whether the
+    comparison decided (``decided``: a difference or an equivalence shown; the reports branch on it, and the
+    HTML table leaves it out)."""
     from posembed.stats.verdict import Comparison, decide
 
     found = comparisons(results)
@@ -188,6 +190,7 @@ def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
             "p (Holm)": None,
             "alike p (Holm)": None,
             "verdict": comparison,
+            "decided": False,
         }
         paired = _paired(results, primary)
         if paired is not None and paired[2]:
@@ -204,6 +207,7 @@ def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
                     "p (Holm)": decision.p_adjusted,
                     "alike p (Holm)": decision.p_equivalence_adjusted,
                     "verdict": _word(claim, decision),
+                    "decided": decision.claims and decision.outcome is not Outcome.CANNOT_TELL,
                 }
             )
         rows.append(row)
