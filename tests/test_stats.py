@@ -144,6 +144,7 @@ def test_a_decision_is_an_outcome_and_its_word_is_rendered_from_it():
     d = decide([Comparison("x", "alike", "x better", *values, True, 0.1), _c(*values, primary=False)])
     assert d[0].outcome is Outcome.B_BETTER and d[0].winner == "x better" and d[0].word == "x better better"
     assert d[0].claims and not d[1].claims and d[1].outcome is Outcome.EXPLORATORY and d[1].word is None
+    assert d[0].decides and not d[1].decides
     behind = decide([Comparison("y", "alike", "b", *values, False, 0.1)])[0]
     assert behind.outcome is Outcome.A_BETTER and behind.winner == "alike" and behind.outcome is not Outcome.ALIKE
     assert d[0].text() == f"{d[0].word} ({d[0].details()})" and d[1].text().startswith("exploratory (b - a = ")
@@ -165,6 +166,7 @@ def test_only_a_cannot_tell_names_the_seeds_it_would_need():
 
     loose = decide([_c([0.0, 0.2], [0.1, 1.9, -1.2, 2.3, 0.4, -0.8, 1.5, 0.9], margin=0.01)])[0]
     assert loose.outcome is Outcome.CANNOT_TELL and loose.seeds_needed is not None
+    assert loose.claims and not loose.decides
     said = f"; about {loose.seeds_needed} seeds per arm would detect the difference seen"
     assert seeds_clause(loose) == said and said in loose.text()
     decided = dataclasses.replace(loose, outcome=Outcome.B_BETTER)

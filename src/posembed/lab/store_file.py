@@ -26,7 +26,7 @@ from pathlib import Path
 from posembed._utils.io import current_umask
 from posembed.errors import StoreError
 
-__all__ = ["StoreError", "check_store_file", "store_error", "create_store_file"]
+__all__ = ["StoreError", "check_store_file", "store_error", "create_store_file", "store_tables"]
 
 _CHOOSE = "remove it or choose another --out folder"
 
@@ -80,6 +80,13 @@ def store_error(path: Path, error: BaseException, action: str, kind: str = "resu
     if "readonly" in text or "read-only" in text or number in (errno.EACCES, errno.EROFS, errno.EPERM):
         return StoreError(f"cannot {action} {where}: it or its folder is read-only ({text})")
     return StoreError(f"cannot {action} {where}: {getattr(error, 'strerror', None) or text}")
+
+
+def store_tables(conn: sqlite3.Connection) -> set[str]:
+    """The tables of the database ``conn`` holds (SQLite's own ``sqlite_*`` left out): what a store checks
+    before it adopts a file."""
+    found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {name for (name,) in found if not name.startswith("sqlite_")}
 
 
 def create_store_file(path: Path, build: Callable[[sqlite3.Connection], None]) -> None:

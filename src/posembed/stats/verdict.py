@@ -191,6 +191,11 @@ class Decision:
         return self.outcome is not Outcome.EXPLORATORY
 
     @property
+    def decides(self) -> bool:
+        """Whether the decision settles its comparison: a difference or an equivalence shown."""
+        return self.outcome in (Outcome.A_BETTER, Outcome.B_BETTER, Outcome.ALIKE)
+
+    @property
     def word(self) -> str | None:
         """The outcome in words: ``"<winner> better"``, ``"alike"``, ``"cannot tell"``; ``None`` when exploratory."""
         if self.winner is not None:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from posembed.errors import ForeignStoreError
 from posembed.lab.ids import content_id, without_later_defaults
-from posembed.lab.store_file import check_store_file, create_store_file, store_error
+from posembed.lab.store_file import check_store_file, create_store_file, store_error, store_tables
 
 __all__ = ["ContextStore", "NO_DEPTH", "TRAIN_FIELDS", "config_id_of", "train_id_of"]
 
@@ -131,8 +131,7 @@ class ContextStore:
             except (sqlite3.Error, OSError) as error:
                 raise store_error(self.path, error, "create", _KIND) from None
         with self._connection("open") as conn:
-            found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-            tables = {name for (name,) in found if not name.startswith("sqlite_")}
+            tables = store_tables(conn)
             if tables - _TABLES or not tables & _TABLES:
                 held = ", ".join(sorted(tables - _TABLES)) or "none"
                 raise ForeignStoreError(

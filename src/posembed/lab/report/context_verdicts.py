@@ -207,7 +207,7 @@ def verdicts(results: Results, alpha: float = 0.05) -> list[dict]:
                     "p (Holm)": decision.p_adjusted,
                     "alike p (Holm)": decision.p_equivalence_adjusted,
                     "verdict": _word(claim, decision),
-                    "decided": decision.claims and decision.outcome is not Outcome.CANNOT_TELL,
+                    "decided": decision.decides,
                 }
             )
         rows.append(row)

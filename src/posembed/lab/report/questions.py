@@ -182,7 +182,7 @@ def _answer(decisions: list[Decision], what: str, looks: LabDecisions | None = N
         + (f" (could detect {mdd_text(d)}{seeds_clause(d)})" if d.outcome is Outcome.CANNOT_TELL else "")
         for d in primaries
     )
-    decided = any(d.outcome is not Outcome.CANNOT_TELL for d in primaries)
+    decided = any(d.decides for d in primaries)
     summary = "; ".join(
         (f"{short_label(look(d).asked)}: " if look(d) and look(d).asked else "") + verdict_text(d, look(d))
         for d in primaries

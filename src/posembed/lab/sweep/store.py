@@ -68,7 +68,7 @@ from typing import Any
 
 from posembed.errors import ForeignStoreError, StoreError
 from posembed.lab.config import ExperimentConfig, TrialConfig
-from posembed.lab.store_file import check_store_file, create_store_file, store_error
+from posembed.lab.store_file import check_store_file, create_store_file, store_error, store_tables
 from posembed.lab.tasks import EvalPoint
 from posembed.lab.training.train import TrialResult
 
@@ -217,8 +217,7 @@ class ResultsStore:
 
         Raises ``ForeignStoreError`` for another program's tables or another schema version.
         """
-        tables = {name for (name,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        tables = {name for name in tables if not name.startswith("sqlite_")}
+        tables = store_tables(self.conn)
         if not tables and not required:
             return False
         where = f"{str(self.path)!r} is not a posembed results store"
