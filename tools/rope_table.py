@@ -38,12 +38,24 @@ _APPLY = re.compile(r"(rotary|rope|pos_emb)", re.I)
 _INTERLEAVED_SOURCE = ("::2]", "0::2", "view_as_complex", "repeat_interleave", "d // 2, 2", "-1, 2)")
 
 
-def _called(cls: ast.ClassDef, module: Any) -> tuple[list[str], bool]:
-    """The module-level rotation functions a class calls, and whether it reads ``rope_interleave``."""
-    names = {node.func.id for node in ast.walk(cls) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    applies = sorted(name for name in names if _APPLY.search(name) and inspect.isfunction(getattr(module, name, None)))
-    switch = any(isinstance(node, ast.Attribute) and node.attr == "rope_interleave" for node in ast.walk(cls))
-    return applies, switch
+@functools.cache
+def _classes(module_name: str) -> list[ast.ClassDef]:
+    """The classes of a modeling module, in source order (the module parsed once)."""
+    source = inspect.getsource(importlib.import_module(module_name))
+    return [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)]
+
+
+@functools.cache
+def _called(module_name: str, index: int) -> tuple[list[str], bool]:
+    """The module-level rotation functions the module's ``index``-th class calls, and whether it reads
+    ``rope_interleave`` (each class walked once, and only where it is asked about)."""
+    module, names, switch = importlib.import_module(module_name), set(), False
+    for node in ast.walk(_classes(module_name)[index]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            names.add(node.func.id)
+        elif isinstance(node, ast.Attribute) and node.attr == "rope_interleave":
+            switch = True
+    return sorted(n for n in names if _APPLY.search(n) and inspect.isfunction(getattr(module, n, None))), switch
 
 
 def _apply_function(module: Any, interleave: bool, tower: str):
@@ -51,11 +63,10 @@ def _apply_function(module: Any, interleave: bool, tower: str):
     it switches on ``rope_interleave`` and ``interleave``)."""
     from posembed.interop.rope.model import tower_of
 
-    tree = ast.parse(inspect.getsource(module))
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and tower_of(node.name) == tower]
+    classes = [(i, cls.name) for i, cls in enumerate(_classes(module.__name__)) if tower_of(cls.name) == tower]
     for wanted in ("Attention", "Layer", ""):
-        for cls in classes:
-            applies, switch = _called(cls, module) if wanted in cls.name else ([], False)
+        for index, class_name in classes:
+            applies, switch = _called(module.__name__, index) if wanted in class_name else ([], False)
             if applies:
                 picked = [name for name in applies if ("interleave" in name) == (switch and interleave)] or applies
                 return getattr(module, picked[0])
