@@ -24,19 +24,36 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(autouse=True)
-def _default_dtype_kept():
-    """Fail the test that leaves torch's default dtype changed (and put it back for the next test).
+#: torch's process-wide numeric settings a test must leave as it found them: (name, read, restore)
+_GLOBALS = (
+    ("default dtype", torch.get_default_dtype, torch.set_default_dtype),
+    ("oneDNN fp32 matmul precision", lambda: torch.backends.mkldnn.matmul.fp32_precision,
+     lambda v: setattr(torch.backends.mkldnn.matmul, "fp32_precision", v)),
+    ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+    ("deterministic algorithms", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+    ("grad mode", torch.is_grad_enabled, torch.set_grad_enabled),
+    ("thread count", torch.get_num_threads, torch.set_num_threads),
+)  # fmt: skip
 
-    A leaked ``torch.set_default_dtype(torch.bfloat16)`` makes a later, unrelated parity test on the
-    same worker fail by ~1e-4 (seen once as a flaky rotary-catalogue test); this names the leaker.
+
+@pytest.fixture(autouse=True)
+def _torch_globals_kept():
+    """Fail the test that leaves one of torch's process-wide numeric settings (:data:`_GLOBALS`) changed, and put it
+    back for the next test.
+
+    A leaked one changes an unrelated later test on the same worker: a bf16 default dtype makes a rotary parity
+    test fail by ~1e-4 (a flaky catalogue test was seen once with exactly that symptom); this names the leaker.
     """
-    before = torch.get_default_dtype()
+    before = [read() for _, read, _ in _GLOBALS]
     yield
-    after = torch.get_default_dtype()
-    if after != before:
-        torch.set_default_dtype(before)
-        pytest.fail(f"the test left torch's default dtype at {after} (it was {before}); restore it")
+    changed = []
+    for (name, read, restore), was in zip(_GLOBALS, before):
+        now = read()
+        if now != was:
+            restore(was)
+            changed.append(f"{name} {now!r} (it was {was!r})")
+    if changed:
+        pytest.fail(f"the test left torch's {'; '.join(changed)}: restore it")
 
 
 @pytest.fixture(scope="session")
