@@ -48,14 +48,10 @@ def test_the_page_holds_the_stored_rope_ab():
 
 def test_the_worker_plan_table_is_the_stored_timings():
     """BENCHMARKS.md's worker-count table (issue 43) quotes the medians stored in results/bench/workers-plan-*."""
-    import json
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    folder = root / "results" / "bench" / "workers-plan-2026-11-28"
+    folder = bench_page.RESULTS / "workers-plan-2026-11-28"
     smoke = json.loads((folder / "smoke-2-vs-1.json").read_text(encoding="utf-8"))
     quick = json.loads((folder / "quick-seed0-default-vs-1.json").read_text(encoding="utf-8"))
-    text = (root / "BENCHMARKS.md").read_text(encoding="utf-8")
+    text = bench_page.PAGE.read_text(encoding="utf-8")
     assert smoke["same_numbers"] and quick["same_numbers"]
     assert f"1 (in this process): {smoke['median_workers_1']:.1f} s" in text
     assert f"2 workers: {smoke['median_workers_2']:.1f} s" in text
