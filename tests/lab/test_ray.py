@@ -5,6 +5,7 @@ module and killed (its process group) at the end; the tests skip where Ray is no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import signal
@@ -158,12 +159,17 @@ def _dies_once(marker: Path, victim: str):
     return train
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_auto_starts_a_bounded_local_instance_and_shuts_it_down(tmp_path, tiny_experiment, monkeypatch, caplog):
-    """First in the file: no cluster of this module's runs yet, so ``auto`` finds none and starts one."""
+    """``auto`` finds no cluster on the machine and starts one. Ray's ``auto`` also joins any ``gcs_server``
+    process it sees running; another test worker's ``cluster`` may be one (and is killed when that worker's
+    module ends, which takes this worker down with it), so the search sees no process here."""
     ray = _ray()
-    from ray._private import ray_constants
+    from ray._private import ray_constants, services
 
+    # no other test's cluster (cached as Ray's own is: ray.init clears that cache)
+    monkeypatch.setattr(services, "find_gcs_addresses", functools.cache(lambda: []))
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)  # the new instance listens on 127.0.0.1 only
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # leave ~/.ray alone
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -181,6 +187,7 @@ def test_ray_auto_starts_a_bounded_local_instance_and_shuts_it_down(tmp_path, ti
     assert not ray.is_initialized()  # started here, so shut down here
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_tasks_give_the_local_numbers_and_weights_even_when_a_worker_dies(
     cluster, tiny_experiment, tmp_path, monkeypatch
@@ -198,6 +205,7 @@ def test_ray_tasks_give_the_local_numbers_and_weights_even_when_a_worker_dies(
     assert (again.skipped, again.trained) == (4, 0)  # resume: nothing left, Ray not even joined
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_cli_ray_auto_joins_the_cluster_with_progress_lines(cluster, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RAY_ADDRESS", cluster)  # --ray auto finds the cluster through it
