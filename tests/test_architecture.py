@@ -215,6 +215,7 @@ print("picked up")
 """
 
 
+@pytest.mark.slow
 def test_a_new_scheme_is_a_file_an_entry_and_an_export(copy):
     """ARCHITECTURE.md: one file in ``schemes/``, one ``SchemeEntry`` in ``schemes/factory.py``, its
     class in the facade's ``_EXPORTS``; then the factory, configs, the lab and ``posembed schemes``
@@ -270,6 +271,7 @@ print("picked up")
 """
 
 
+@pytest.mark.slow
 def test_a_new_lab_task_is_a_file_and_a_registry_entry(copy):
     """ARCHITECTURE.md: one file in ``lab/tasks/`` and one ``TaskEntry`` in ``lab/task_registry.py``;
     then configs accept it, ``make_task`` builds it and a trial trains and scores it."""
@@ -308,6 +310,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_a_new_subcommand_is_a_module_and_its_name(copy):
     """ARCHITECTURE.md: one module in ``cli/`` with ``register(subparsers)`` and its name in
     ``cli.command.COMMANDS``; then ``posembed NAME`` runs it."""
@@ -360,6 +363,7 @@ print("picked up")
 """
 
 
+@pytest.mark.slow
 def test_a_new_rope_type_is_a_scheme_file_and_an_entry(copy):
     """ARCHITECTURE.md: a transformers rope type is one scheme file in ``schemes/`` and one ``SchemeEntry`` with its
     ``rope_type``, ``rope_needs`` and ``Arg.rope`` keys; ``interop/rope/`` does not change, and then

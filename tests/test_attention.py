@@ -67,6 +67,7 @@ def _run(attn: SelfAttention, backend: str, x, mask, positions, backward: bool):
     return out.detach(), grads
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "bidirectional"])
 @pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
 def test_backends_match_eager(causal: bool, padded: bool) -> None:

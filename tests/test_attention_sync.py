@@ -113,6 +113,7 @@ def test_flex_forward_reads_nothing_back(padded: bool) -> None:
             assert attn.backend_for(x, attention_mask=mask) == "flex", name
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 def test_the_cuda_dispatch_reads_nothing_back(monkeypatch) -> None:
     """The auto rule as on CUDA (device policy mocked), narrow heads and padded flex included."""

@@ -52,6 +52,7 @@ def test_bench_cli_writes_json_and_markdown_side_by_side(tiny, tmp_path, capsys)
     assert "wrote" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_attention_worker_measures_time_and_memory_in_a_fresh_process():
     spec = {"impl": bench_attention.BASELINE, "scheme": "alibi", "length": 32, "mode": "train", "repeats": 1}
     result = run_worker("posembed.bench.attention", spec, timeout=120)

@@ -25,6 +25,7 @@ def test_markdown_names_the_device_and_each_target():
     assert "| `lab run --preset quick` | 40.0 s | <= 36.6 s | 182.9 s on 2 CPU cores | no | reduced: steps=2 |" in text
 
 
+@pytest.mark.slow
 def test_a_reduced_dry_run_on_the_cpu_writes_json_and_markdown(tmp_path, capsys):
     out_json, out_md = tmp_path / "gpu.json", tmp_path / "gpu.md"
     argv = [
@@ -67,6 +68,7 @@ def test_repeats_must_be_positive():
         bench.main(["--repeats", "0"])
 
 
+@pytest.mark.slow
 def test_a_failing_lab_command_is_one_error_naming_it():
     with pytest.raises(RuntimeError, match="posembed lab run --preset quick .*failed \\(2\\).*unknown key 'stepz'"):
         bench.main(["--device", "cpu", "--skip-context", "--skip-calibration", "--set", "stepz=1"])

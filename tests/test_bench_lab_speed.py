@@ -20,6 +20,7 @@ def profiled():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_profile_covers_the_three_steps_and_every_part(profiled):
     assert list(profiled) == [
         "nanoGPT-style reference",
@@ -67,6 +68,7 @@ def test_the_full_trial_is_the_studys_trial():
     assert (trial.bias, trial.optimizer) == (False, "adamw")
 
 
+@pytest.mark.slow
 def test_trial_losses_are_the_lab_trials_losses_bit_for_bit():
     """The determinism bench's eager losses are what ``train_trial`` trains on the CPU: its logged
     mean over the shortened trial's steps is the mean of these losses, exactly."""

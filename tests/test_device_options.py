@@ -51,6 +51,7 @@ def test_inspect_scheme_on_the_cpu_is_the_default_run(tmp_path, capsys, monkeypa
     assert "wrote" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_inspect_checkpoint_on_the_cpu(tmp_path, capsys):
     from posembed.schemes.bias.alibi import ALiBi
 

@@ -111,6 +111,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_site_builds_strict(site):
     assert (site / "api" / "index.html").exists()
     assert (site / "benchmarks" / "index.html").exists()

@@ -100,6 +100,7 @@ def test_the_pages_name_the_parts_the_issue_found_unreachable():
     assert len(names) >= 40, names
 
 
+@pytest.mark.slow
 def test_every_dotted_name_the_pages_write_resolves_by_attribute():
     """README's ``posembed.interop.zoo``, ARCHITECTURE's ``posembed.lab.sweep.worker_plan.plan_workers``: attribute
     access from ``import posembed`` alone, as a reader would type them."""
@@ -114,6 +115,7 @@ def test_every_dotted_name_the_pages_write_resolves_by_attribute():
     assert not failed, failed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [

@@ -73,6 +73,7 @@ def _trial(name: str, factory, padded: bool = False) -> None:
             assert attn.backend_for(x, attention_mask=mask) == "flex"
 
 
+@pytest.mark.slow
 def test_a_second_model_of_a_kind_compiles_nothing(counted_flex, caplog) -> None:
     kinds = _kinds()
     with warnings.catch_warnings(), caplog.at_level(logging.WARNING):

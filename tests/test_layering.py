@@ -223,6 +223,7 @@ def test_rooms_of_a_folder_take_subfolders_whole():
     assert not any("/" in room.rstrip("/") for room in edges)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["posembed.schemes.rotary.rope", "posembed.schemes", "posembed.schemes.positions"])
 def test_low_layers_import_without_the_blocks(module):
     """``import posembed.schemes.rotary.rope`` loads no attention, fused-embedding or Hugging Face code."""

@@ -45,6 +45,7 @@ def test_ruff_format_leaves_every_file_as_it_is():
     )
 
 
+@pytest.mark.slow
 def test_mypy_passes_on_the_configured_files():
     done = _run(*_tool("mypy"), "--no-incremental", "--config-file", "pyproject.toml")
     assert done.returncode == 0, f"mypy found:\n{done.stdout[-20000:]}{done.stderr[-2000:]}"

@@ -24,6 +24,7 @@ def test_a_large_fresh_tensor_is_advised_and_keeps_its_values():
     assert bool((out == 3.0).all())
 
 
+@pytest.mark.slow
 def test_the_advice_can_be_turned_off_for_a_block_and_from_the_environment():
     import subprocess
 

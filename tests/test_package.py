@@ -75,6 +75,8 @@ def installed(tmp_path_factory) -> tuple[Path, dict, Path]:
     return python, env, work
 
 
+@pytest.mark.xdist_group("test_package:installed")
+@pytest.mark.slow
 def test_the_installed_copy_is_the_wheel_not_the_checkout(installed):
     python, env, work = installed
     done = _run(
@@ -92,6 +94,8 @@ def test_the_installed_copy_is_the_wheel_not_the_checkout(installed):
     assert Path(data).stat().st_size == 1_115_394
 
 
+@pytest.mark.xdist_group("test_package:installed")
+@pytest.mark.slow
 def test_version_and_python_dash_m(installed):
     python, env, work = installed
     posembed = str(python.parent / "posembed")
@@ -101,6 +105,8 @@ def test_version_and_python_dash_m(installed):
     assert _run([str(python), "-m", "posembed", "--version"], cwd=work, env=env).stdout.startswith("posembed ")
 
 
+@pytest.mark.xdist_group("test_package:installed")
+@pytest.mark.slow
 def test_main_job_commands_run_from_the_wheel(installed):
     """The smoke preset, the quickest bench, inspect of a library scheme, encode on the default model."""
     python, env, work = installed

@@ -58,6 +58,7 @@ def test_the_pages_show_import_statements():
     assert len(statements) >= 5, statements
 
 
+@pytest.mark.slow
 def test_every_import_statement_the_pages_show_runs():
     runner = (
         "import json, sys\nfailed = {}\n"

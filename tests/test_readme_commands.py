@@ -150,6 +150,7 @@ def _section(title: str) -> str:
     return text[start : None if end < 0 else end]
 
 
+@pytest.mark.slow
 def test_the_first_look_runs_as_written_and_names_its_file(tmp_path):
     section = _section("A first look")
     (block,) = [body for lang, body in FENCE.findall(section) if lang == "bash"]
@@ -159,6 +160,7 @@ def test_the_first_look_runs_as_written_and_names_its_file(tmp_path):
     assert named and all((tmp_path / path).is_file() for path in named), named
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["schemes"], ["models"], ["encode", "text A", "text B"]])
 def test_the_cheap_commands_run(argv, tmp_path):
     pytest.importorskip("transformers")
@@ -173,7 +175,10 @@ def test_setup_holds_two_commands_and_ci_runs_the_tests_as_written():
     main_job, tests = blocks
     assert main_job.startswith("pip install ") and "posembed lab run" in main_job and "posembed lab report" in main_job
     assert tests.startswith("pip install ") and "pytest" in tests
-    assert tests in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert tests in ci
+    if '-m "not slow"' in tests:  # the quick tier: CI runs the slow tier after it, as README says
+        assert "python -m pytest -n 2 -q -m slow --dist loadgroup" in ci and "-m slow --dist loadgroup" in section
     assert "python -m venv" in section  # a virtual environment first
     assert re.search(r"`lab-quick/report\.html`", section)  # the main job names its report
 

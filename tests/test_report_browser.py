@@ -106,6 +106,7 @@ def _assert_every_table_fits(found: dict) -> None:
         assert not [h for h in table["headers"] if re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", h)], table["headers"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["alibi", "sinusoidal", "rope"])
 def test_inspect_report_fits_at_1200px_and_leads_with_its_summary(tmp_path, scheme):
     from posembed.analysis.inspect_report import InspectOptions, run_inspect
@@ -120,6 +121,7 @@ def test_inspect_report_fits_at_1200px_and_leads_with_its_summary(tmp_path, sche
     assert text.index('<ul class="summary">') < text.index('<h2 id="section-1">')
 
 
+@pytest.mark.slow
 def test_lab_report_fits_at_1200px(tmp_path):
     """The quick preset's tables (two seeds: every number with its ± spread), from tiny trials."""
     from posembed.cli import main

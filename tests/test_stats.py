@@ -268,6 +268,7 @@ def test_mcnemar_false_positive_is_at_most_5_percent():
     assert _at_most(rate, 0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [3, 5])
 def test_false_alike_at_the_margin_is_at_most_5_percent(n):
     """The true difference sits exactly on the margin: "alike" would be false."""
@@ -279,6 +280,7 @@ def test_false_alike_at_the_margin_is_at_most_5_percent(n):
     assert _at_most(rate, 0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, family", [(3, 4), (5, 6)])
 def test_family_wise_false_claims_are_at_most_5_percent(n, family):
     """A family of primary comparisons, nothing differing: any "better" is false; "alike" is
@@ -382,6 +384,7 @@ def test_a_small_real_spread_is_still_tested():
     assert decide([_c(a, b, test="paired")])[0].word == "b better"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pairs", [60, 100])
 @pytest.mark.parametrize("only_a", [0.0, 0.02, 0.1])
 def test_mcnemar_false_alike_at_the_margin_is_at_most_5_percent(pairs, only_a):

@@ -144,6 +144,7 @@ def test_inspect_cli_refuses_in_one_line_quickly(tmp_path, capsys, change):
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and f"model.{key}=" in err, err
 
 
+@pytest.mark.slow
 def test_no_memory_is_allocated_for_the_issue_examples(tmp_path):
     """The issue's depth 1000000 (11.4 GB) and vocab_size 10**7 (2.8 GB): in a fresh process, < 500 MB growth."""
     folders = []

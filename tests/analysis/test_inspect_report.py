@@ -39,6 +39,8 @@ def minilm_run(minilm_path, tmp_path_factory):
     return out, metrics
 
 
+@pytest.mark.xdist_group("test_inspect_report:minilm_run")
+@pytest.mark.slow
 def test_every_section_and_file(minilm_run):
     out, metrics = minilm_run
     for section in SECTIONS:
@@ -65,6 +67,8 @@ def test_every_section_and_file(minilm_run):
         assert metrics[section]["finding"].endswith("."), section
 
 
+@pytest.mark.xdist_group("test_inspect_report:minilm_run")
+@pytest.mark.slow
 def test_minilm_numbers_are_consistent(minilm_run):
     _, metrics = minilm_run
     assert metrics["similarity"]["positions"] == 512 and metrics["similarity"]["width"] == 384
@@ -81,6 +85,8 @@ def test_minilm_numbers_are_consistent(minilm_run):
     assert len(metrics["segments"]["segment_norms"]) == 2
 
 
+@pytest.mark.xdist_group("test_inspect_report:minilm_run")
+@pytest.mark.slow
 def test_decomposition_answers_add_or_concatenate(minilm_run):
     out, metrics = minilm_run
     shares = metrics["decomposition"]["shares"]
@@ -111,6 +117,7 @@ def test_add_or_concat_thresholds():
     assert [add_or_concat(s)[0] for s in shares] == ["close to concatenation", "partly mixed", "partly mixed", "mixed"]
 
 
+@pytest.mark.slow
 def test_sinusoidal_scheme_reference_through_the_report(tmp_path):
     metrics = run_inspect(load_scheme("sinusoidal", dim=768, max_len=512), tmp_path, options=InspectOptions.small())
     assert metrics["properties"]["dot"]["phi_0"] == pytest.approx(384.0, abs=1e-5)
@@ -137,6 +144,7 @@ def _every_section_opens_with_a_finding(page: str) -> None:
         assert body.startswith('<p class="finding') or body.startswith("<p>Skipped: "), section[:200]
 
 
+@pytest.mark.slow
 def test_rotary_checkpoint_gets_rotary_sections(tmp_path, minilm_path):
     folder = save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path)
     metrics = run_inspect(load_for_inspect(folder), tmp_path / "out", options=InspectOptions.small())
@@ -176,6 +184,7 @@ def test_yarn_llama_draws_yarn(tmp_path):
     _every_section_opens_with_a_finding(page)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rope", "alibi", "nope"])
 def test_lab_checkpoints_get_sections_of_their_kind(tmp_path, name):
     scheme = {"rope": lambda: RotaryEmbedding(8), "alibi": lambda: ALiBi(num_heads=4), "nope": lambda: None}[name]()
@@ -196,6 +205,7 @@ def test_lab_checkpoints_get_sections_of_their_kind(tmp_path, name):
     _every_section_opens_with_a_finding((tmp_path / "out" / "report.html").read_text())
 
 
+@pytest.mark.slow
 def test_scheme_alone_bias_sections(tmp_path):
     metrics = run_inspect(load_scheme("alibi", dim=64, max_len=64), tmp_path, options=InspectOptions.small())
     assert metrics["kind"] == "bias" and len(metrics["receptive_field"]["tenfold"]) == 12
@@ -203,6 +213,8 @@ def test_scheme_alone_bias_sections(tmp_path):
     assert _skipped(metrics) == ["layers"]
 
 
+@pytest.mark.xdist_group("test_inspect_report:minilm_run")
+@pytest.mark.slow
 @pytest.mark.browser
 def test_report_opens_in_chromium_with_every_image(minilm_run):
     out, _ = minilm_run

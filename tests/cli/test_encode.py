@@ -90,6 +90,7 @@ def test_text_too_long_names_both_numbers_and_the_ways_out(capsys, minilm_path):
     )
 
 
+@pytest.mark.slow
 def test_truncation_is_said_once_and_transformers_warning_is_not_shown(tmp_path):
     """A real process (transformers writes its warnings through its own handler, past pytest's capture)."""
     import os

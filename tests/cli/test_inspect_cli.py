@@ -21,6 +21,7 @@ def _error_line(capsys, argv) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_scheme_json(tmp_path, capsys):
     argv = [
         "inspect",
@@ -43,6 +44,7 @@ def test_scheme_json(tmp_path, capsys):
     assert {"report.html", "metrics.json", "similarity.png"} <= {p.name for p in tmp_path.iterdir()}
 
 
+@pytest.mark.slow
 def test_default_out_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["inspect", "--scheme", "sinusoidal", "--dim", "16", "--max-len", "32", "--quick"]) == 0
@@ -56,6 +58,7 @@ def test_not_a_checkpoint(tmp_path, capsys):
     assert "does not exist" in _error_line(capsys, ["inspect", str(tmp_path / "nope")])
 
 
+@pytest.mark.slow
 def test_rotary_checkpoint_says_what_it_has(tmp_path, capsys, minilm_path):
     folder = save_tiny_llama(tmp_path / "llama", tokenizer_from=minilm_path)
     assert main(["inspect", str(folder), "--out", str(tmp_path / "out"), "--quick"]) == 0
@@ -95,6 +98,7 @@ def test_lab_checkpoint_end_to_end(tmp_path, capsys):
     assert len(metrics["layers"]["per_layer"]) == 3 and metrics["layers"]["window_length"] == 32
 
 
+@pytest.mark.slow
 def test_lab_checkpoint_with_a_short_learned_table(tmp_path, capsys):
     """A small lab model's table (37 positions) holds fewer basis frequencies than the default 32."""
     from posembed import LearnedAbsolute
@@ -108,6 +112,7 @@ def test_lab_checkpoint_with_a_short_learned_table(tmp_path, capsys):
     assert metrics["spectrum"]["num_basis_frequencies"] == 18
 
 
+@pytest.mark.slow
 def test_lab_learned_table_without_max_len(tmp_path, capsys):
     """Lab models have max_len=None: the per-layer probe stays within the 24-row table."""
     from posembed import LearnedAbsolute
@@ -121,6 +126,7 @@ def test_lab_learned_table_without_max_len(tmp_path, capsys):
     assert metrics["layers"]["window_length"] == 24 and metrics["similarity"]["positions"] == 24
 
 
+@pytest.mark.slow
 def test_lab_untied_checkpoint(tmp_path, capsys):
     from posembed import LearnedAbsolute
     from posembed.lab.training import checkpoint as lab
@@ -134,6 +140,7 @@ def test_lab_untied_checkpoint(tmp_path, capsys):
     assert "skipped" not in metrics["probes"] and "skipped" not in metrics["layers"]
 
 
+@pytest.mark.slow
 def test_lab_charlm_report_says_which_rows(tmp_path, capsys, tinyshakespeare):
     folder = train_lab_charlm(tmp_path / "lab", tinyshakespeare, variants="base")["base"]
     assert main(["inspect", str(folder), "--quick", "--json", "--out", str(tmp_path / "out")]) == 0
@@ -199,6 +206,7 @@ def test_scheme_with_sets_end_to_end(tmp_path, capsys):
     assert metrics["model"] == "rope_yarn-d8-T16" and "skipped" not in metrics["properties"]
 
 
+@pytest.mark.slow
 def test_scheme_sets_reach_the_scheme(tmp_path, capsys):
     argv = ["inspect", "--scheme", "rope", "--dim", "8", "--max-len", "16", "--quick", "--json"]
     assert main([*argv, "--out", str(tmp_path / "a"), "--set", "base=100"]) == 0
@@ -217,6 +225,7 @@ def test_bad_sets(capsys):
     assert "use them with --scheme" in _error_line(capsys, ["inspect", "--set", "factor=4"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCHEMES))
 def test_every_scheme_gets_a_report_of_its_kind(name, tmp_path):
     """Each scheme alone through the whole report: its kind's sections run (or say why not), each with a finding."""
@@ -233,6 +242,7 @@ def test_every_scheme_gets_a_report_of_its_kind(name, tmp_path):
         assert len(ran) >= 2, (name, metrics["kind"], ran)
 
 
+@pytest.mark.slow
 def test_progress_lines_per_section_and_quiet(tmp_path, capsys):
     from posembed.cli import main
 
@@ -243,6 +253,7 @@ def test_progress_lines_per_section_and_quiet(tmp_path, capsys):
     assert "inspect sections:" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_one_progress_style_without_a_terminal(tmp_path, capsys, minilm_path):
     """A model loaded through transformers: its "Loading weights" bar stays out, no carriage return
     reaches a file, every stderr line is a section line (ETA held back until 3 sections)."""

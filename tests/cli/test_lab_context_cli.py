@@ -31,6 +31,7 @@ def study(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_context_study_writes_store_models_and_report(study):
     assert (study / "context.sqlite").is_file()
     assert (study / "report" / "context.md").is_file() and (study / "report" / "context.html").is_file()

@@ -276,6 +276,7 @@ def test_cli_refuses_bad_sizes_in_one_line(tmp_path, capsys, value, command):
     _one_line_refusal(code, err, "vocab_size=" if value != 10**12 else "1000000000000")
 
 
+@pytest.mark.slow
 def test_no_memory_is_allocated_for_an_absurd_vocabulary(tmp_path):
     """Measured in a fresh process: the peak resident memory grows by less than 500 MB."""
     folder = _folder(tmp_path / "ckpt")

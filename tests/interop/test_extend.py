@@ -326,6 +326,7 @@ def test_longembed_methods_write_reloadable_checkpoints(roberta, tmp_path, metho
     assert json.loads((result.out / "config.json").read_text())["posembed_extension"]["method"] == method
 
 
+@pytest.mark.slow
 def test_finetune_tunes_only_new_rows_and_short_inputs_stay_bit_identical(minilm_path, tmp_path):
     result = extend_checkpoint(minilm_path, tmp_path / "tuned", to=640, method="copy", finetune=3, seed=1)
     original, tuned = _reload(minilm_path), _reload(result.out)

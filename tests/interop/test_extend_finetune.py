@@ -211,6 +211,7 @@ def test_a_passage_that_cannot_reach_the_new_rows_is_refused_before_anything_is_
     assert torch.equal(tuned[:8], small[:8])
 
 
+@pytest.mark.slow
 def test_defaults_the_shipped_text_its_first_nine_tenths_and_no_progress(tiny_bert, monkeypatch, caplog):
     """Called with only the steps: seed 0, 8 pairs of a 64-token passage and a 12-token query, the
     shipped text's training part (the benchmark's last tenth never trains), no progress lines."""

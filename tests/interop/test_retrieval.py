@@ -352,6 +352,7 @@ def test_encoder_encodes_each_sequence_once_and_shares_short_ones():
     assert len(calls) == 1  # a model that changes short inputs never reads the shared cache
 
 
+@pytest.mark.slow
 def test_tiny_run_table_structure(small_model, text_file, tmp_path):
     result = evaluate_extension(small_model, TINY, text=text_file)
     systems = [

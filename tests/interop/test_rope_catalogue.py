@@ -51,6 +51,8 @@ def test_every_rotary_class_of_transformers_is_in_the_catalogue():
     assert len(catalogue.catalogue()) >= 300
 
 
+@pytest.mark.xdist_group("test_rope_catalogue:rows")
+@pytest.mark.slow
 def test_no_pair_regresses_and_no_listed_failure_passes(rows):
     expected = table.read_expected()["failures"]
     found = table.failures(rows)
@@ -64,6 +66,8 @@ def test_no_pair_regresses_and_no_listed_failure_passes(rows):
     )
 
 
+@pytest.mark.xdist_group("test_rope_catalogue:rows")
+@pytest.mark.slow
 def test_the_zoo_page_is_the_catalogue(rows):
     body = table.page_block(table.PAGE.read_text(encoding="utf-8"))
     assert body is not None, "docs/zoo.md has no generated:rope-catalogue block (python tools/zoo_table.py)"

@@ -104,6 +104,7 @@ def test_theta_missing_names_what_transformers_fills_in():
         assert "fall back" not in trap.message
 
 
+@pytest.mark.slow
 def test_the_parameters_are_the_config_objects_for_every_class():
     """Every config class of transformers that holds RoPE parameters when built bare: posembed's parameters per layer
     type are that object's (its rope_type and the theta it fills in), for each layer type posembed reads."""

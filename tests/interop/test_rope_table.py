@@ -40,6 +40,8 @@ def derived():
     return tool.derive()
 
 
+@pytest.mark.xdist_group("test_rope_table:derived")
+@pytest.mark.slow
 def test_the_shipped_table_is_what_the_tool_derives(derived):
     """CI's ``tools/rope_table.py --check``: the table equals a fresh derivation from the installed transformers."""
     from tools import rope_table as tool
@@ -51,6 +53,8 @@ def test_the_shipped_table_is_what_the_tool_derives(derived):
     assert json.loads(tool.dumps(derived)) == derived
 
 
+@pytest.mark.xdist_group("test_rope_table:derived")
+@pytest.mark.slow
 def test_check_names_a_wrong_entry(derived, tmp_path, monkeypatch, capsys):
     """A table whose Cohere entry says halves fails ``--check``, naming the entry."""
     from tools import rope_table as tool

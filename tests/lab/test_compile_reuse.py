@@ -19,6 +19,7 @@ def _probe() -> tuple[str | None, str | None]:
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR"), workers_module.compile_cache_dir()
 
 
+@pytest.mark.slow
 def test_workers_compile_into_the_parents_cache_directory(tmp_path, monkeypatch):
     """The directory is handed to each worker (not left to its environment), so every worker of the
     sweep reads and writes one FX-graph cache."""

@@ -186,6 +186,7 @@ def _null_study(rng: random.Random, seeds: int, shift: float = 0.0, noise: float
     return Results(rows, BODY)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seeds", [3, 5])
 def test_simulated_reports_where_nothing_differs_make_a_false_directional_claim_at_most_5_percent(seeds):
     rng = random.Random(20261127 + seeds)
@@ -202,6 +203,7 @@ def test_simulated_reports_where_nothing_differs_make_a_false_directional_claim_
     assert false / reports <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reports)
 
 
+@pytest.mark.slow
 def test_simulated_reports_call_a_tie_alike_when_it_is_one_and_rarely_when_it_sits_at_the_margin():
     def alike(shift: float, seed: int, reports: int) -> float:
         rng = random.Random(seed)

@@ -58,6 +58,7 @@ def _skip_without_the_launcher() -> None:
         pytest.skip("this torch build has no gloo backend")
 
 
+@pytest.mark.slow
 def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
     _skip_without_the_launcher()
     out = tmp_path / "ddp.json"
@@ -92,6 +93,7 @@ def test_two_process_ddp_matches_single_process_in_kind(tmp_path):
     assert ddp["drift"].keys() == single["drift"].keys() and ddp["drift"]["rel_frobenius"] > 0
 
 
+@pytest.mark.slow
 def test_lab_run_under_torchrun_trains_each_trial_once_data_parallel(tmp_path):
     """`torchrun -m posembed.cli lab run`: 2 ranks train every trial together; rank 0 alone writes."""
     from posembed.lab.sweep.store import load_results

@@ -71,6 +71,7 @@ def _fill(folder) -> None:
             handle.write(b"\0" * 4096)
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_on_one_folder(tmp_path):
     """Started together, one run trains, the other exits 2 naming its pid; nothing is lost."""
     args = [
@@ -222,6 +223,7 @@ def test_a_full_disk_keeps_what_was_stored(tmp_path, capsys, monkeypatch, checkp
         assert "2 trials trained, 1 already stored" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_full_disk_without_tmpfs(tmp_path, capsys, monkeypatch, workers):
     """The same path where no tmpfs can be mounted: the checkpoint writer raises ENOSPC. With

@@ -78,6 +78,7 @@ def _stored() -> dict:
     return json.loads((ROOT / "results" / "context" / "passkey-rate.json").read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_the_avx2_environment_takes_and_changes_the_arithmetic():
     """The premise of stating two rates: the AVX2 variables switch torch's kernels in the subprocess, and
     on a machine with AVX-512 the same seed then trains to a different loss."""

@@ -88,6 +88,7 @@ def section(text: str, title_start: str) -> str:
     return text[start:] if end < 0 else text[start:end]
 
 
+@pytest.mark.slow
 def test_report_has_every_section_table_and_plot(report, lab_dir):
     md_path, html_path = report
     assert (md_path, html_path) == (lab_dir / "report.md", lab_dir / "report.html")

@@ -161,6 +161,7 @@ def test_the_runner_records_the_questions_and_seeds_before_the_first_trial(tmp_p
         assert json.loads(store.meta()[META_KEY]) == stored
 
 
+@pytest.mark.slow
 def test_the_report_says_which_seeds_explored_and_which_confirm_and_that_quick_is_a_preview(late, tmp_path):
     _, md, _ = late
     assert "Seeds 0-6 explored: the questions were named after their results." in md
@@ -177,6 +178,7 @@ def test_the_report_says_which_seeds_explored_and_which_confirm_and_that_quick_i
     assert "holds no record of its questions made before the run" in old.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_whole_procedure_makes_a_false_claim_in_at_most_5_percent_of_null_reports():
     """Seeded and fast; the stored 4,000-report run is results/lab-simulation.json. Judging each
     look alone (no family) claims a winner in most reports: the simulation can tell the two apart."""

@@ -303,6 +303,7 @@ def _null_quick(rng: np.random.Generator) -> LabData:
     return LabData(Path("unused"), {"name": "quick"}, trials)
 
 
+@pytest.mark.slow
 def test_whole_quick_reports_with_nothing_differing_make_a_false_claim_at_most_5_percent_of_the_time():
     """Every "better" of a simulated report is false here: no group differs, and the ratios sit on
     Press's 1.5 threshold ("alike", within the margin, is true; false "alike" at the margin is

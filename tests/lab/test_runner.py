@@ -191,6 +191,7 @@ def test_reading_a_folder_without_store(tmp_path):
         ResultsStore(tmp_path)
 
 
+@pytest.mark.slow
 def test_killed_process_loses_nothing_finished(tmp_path):
     """SIGKILL a real `posembed lab run` after its first stored trial; the rerun trains only the rest."""
     import os

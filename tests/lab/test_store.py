@@ -76,6 +76,7 @@ def test_what_sqlite_would_misread_is_refused(tmp_path, copy_only, make, message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
 
 
+@pytest.mark.slow
 def test_full_store_keeps_committed_trials(tmp_path, copy_only):
     """SQLite's own "database or disk is full" (a page limit stands in for the disk) on adding a trial."""
     exp = dataclasses.replace(copy_only, seeds=(0, 1))

@@ -102,6 +102,7 @@ def test_the_cpu_plan_asks_nothing_of_cuda(monkeypatch, quick):
     assert plan_workers(quick, "cpu", cores=4) == 4
 
 
+@pytest.mark.slow
 def test_the_runner_plans_when_workers_is_none_and_stores_the_same_numbers(tmp_path, monkeypatch, tiny_experiment):
     """``workers=None`` asks the plan (here told to say 2, then 1): the stored numbers are those of ``workers=1``."""
     exp = dataclasses.replace(tiny_experiment, tasks=("copy",))

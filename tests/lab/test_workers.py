@@ -39,6 +39,7 @@ def _stored(out: Path) -> dict[str, tuple]:
     }
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_sequential_numbers_and_weights(tmp_path, tiny_experiment):
     """On the CPU, bit for bit (on CUDA: within bf16 tolerance, the cuda test below)."""
     exp = dataclasses.replace(tiny_experiment, schemes=("learned",))  # 2 tasks x 2 seeds
@@ -59,6 +60,7 @@ def test_two_workers_give_the_sequential_numbers_and_weights(tmp_path, tiny_expe
     assert not list((tmp_path / "two").rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_an_interrupted_parallel_run_resumes(tmp_path, tiny_experiment):
     exp = dataclasses.replace(tiny_experiment, tasks=("copy",))  # 2 schemes x 2 seeds
 
@@ -114,6 +116,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 def test_no_worker_outlives_a_killed_parent(tmp_path):
     args = [

@@ -95,6 +95,7 @@ def real_rows(t: torch.Tensor, mask: torch.Tensor, axis: int) -> list[torch.Tens
     return [t[b].narrow(axis - 1, 0, int(mask[b].sum())) for b in range(t.shape[0])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("case", list(CASES))
 def test_layer_equals_transformers_deberta_v2_attention(case, dtype, monkeypatch):

@@ -319,6 +319,7 @@ def test_compiled_equals_eager_without_graph_breaks(max_len, explicit):
         assert_close(actual, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout, rotary_dim", [("half", None), ("interleaved", 4)])
 def test_compiled_rotation_equals_the_eager_path(layout, rotary_dim):
     """RotaryEmbedding(compiled=True) dispatches to posembed.kernels.rope: same values and gradients."""

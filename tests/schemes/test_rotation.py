@@ -74,6 +74,7 @@ def test_backward_reads_the_gradient_without_a_dense_copy():
 # ------------------------------------------------------- the compiled kernel in bf16 and fp16
 
 
+@pytest.mark.slow
 @compiles
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("layout, rotary_dim", [("half", 8), ("interleaved", 6)])
