@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from posembed._utils.html import HtmlReport
 from tests.browser import FLAGS, require_chromium
@@ -130,7 +131,11 @@ def test_lab_report_fits_at_1200px(tmp_path):
             "--set", "schemes=learned,rope", "--set", "variants=base,concat", "--set", "seeds=0,1",
             "--set", "steps=2", "--set", "dim=16", "--set", "depth=1", "--set", "batch=4",
             "--set", "eval_batches=1"]  # fmt: skip
-    assert main(["lab", "run", "--preset", "quick", "--out", str(tmp_path), *tiny]) == 0
+    threads = torch.get_num_threads()  # the command sets the process's, as a command may; the test puts it back
+    try:
+        assert main(["lab", "run", "--preset", "quick", "--out", str(tmp_path), *tiny]) == 0
+    finally:
+        torch.set_num_threads(threads)
     assert main(["lab", "report", str(tmp_path)]) == 0
     page = next(tmp_path.glob("*.html"))
     _assert_every_table_fits(measure(page))
